@@ -1,0 +1,1 @@
+"""Runtime of the elastic spot-training lab: job spec, training script, local target, drill."""

@@ -1,0 +1,291 @@
+"""The job's launch parameters, defined once.
+
+One `JobSpec` feeds every target: the torchrun command line of the local target, the
+`elasticPolicy` and `PET_*` environment of the PyTorchJob chart, and the Pulumi program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import secrets
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Mapping
+
+
+class JobSpecError(ValueError):
+    """A launch parameter is invalid; the message names it, its value and what is expected."""
+
+
+class RdzvBackend(StrEnum):
+    """Rendezvous backends we support. Both keep the rendezvous off the (evictable) workers."""
+
+    ETCD_V2 = "etcd-v2"  # etcd server with --enable-v2 (etcd 3.5.x), python-etcd client
+    C10D = "c10d"  # a TCPStore run as its own process / Service, never on a worker
+
+
+class CheckpointWrites(StrEnum):
+    """How checkpoint files are committed to storage."""
+
+    RENAME = "rename"  # POSIX storage: temp file, fsync, rename
+    WRITE_ONCE = "write-once"  # object-store mounts (S3 Mountpoint): no rename, no overwrite
+
+
+# Environment contract between a launcher and the training script (any script may read it).
+ENV_CHECKPOINT_DIR = "LAB_CHECKPOINT_DIR"
+ENV_CHECKPOINT_EVERY = "LAB_CHECKPOINT_EVERY"
+ENV_CHECKPOINT_WRITES = "LAB_CHECKPOINT_WRITES"
+ENV_PG_TIMEOUT = "LAB_PG_TIMEOUT_S"
+ENV_EVENTS_FILE = "LAB_EVENTS_FILE"
+
+# torch 2.13: agents that re-use the rendezvous TCP store deadlock on scale-out and fail
+# re-rendezvous with stale peer addresses (../shared/FACTS.md, measured 56/56 with it set).
+AGENT_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_RDZV_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
+
+
+def _fail(name: str, value: Any, expected: str) -> JobSpecError:
+    return JobSpecError(f"{name}={value!r} is invalid: expected {expected}")
+
+
+@dataclass(frozen=True)
+class RendezvousTimeouts:
+    """Dynamic-rendezvous timings, in whole seconds (torch parses them as integers).
+
+    Defaults are ours, tuned for fast recovery; `torch_defaults()` gives torchrun's own.
+    """
+
+    join_s: int = 120  # how long an agent waits for min_nodes before giving up
+    last_call_s: int = 1  # extra wait for stragglers once min_nodes have joined
+    close_s: int = 10  # wait for the round to close after it completed
+    keep_alive_interval_s: int = 1  # heartbeat period of each agent
+    keep_alive_max_attempt: int = 3  # missed heartbeats before a node is declared dead
+
+    @classmethod
+    def torch_defaults(cls) -> "RendezvousTimeouts":
+        return cls(join_s=600, last_call_s=30, close_s=30, keep_alive_interval_s=5, keep_alive_max_attempt=3)
+
+    def validate(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise _fail(f"rdzv_timeouts.{f.name}", value, "a whole number >= 1 (torch takes whole seconds)")
+        if self.keep_alive_max_attempt < 3 and self.keep_alive_interval_s < 2:
+            raise _fail(
+                "rdzv_timeouts.keep_alive_max_attempt",
+                self.keep_alive_max_attempt,
+                ">= 3 with a 1 s keep-alive interval (at 2, agents declare themselves dead right after joining)",
+            )
+
+    def conf(self) -> dict[str, str]:
+        """The `--rdzv-conf` keys torch's dynamic rendezvous reads."""
+        return {
+            "join_timeout": str(self.join_s),
+            "last_call_timeout": str(self.last_call_s),
+            "close_timeout": str(self.close_s),
+            "keep_alive_interval": str(self.keep_alive_interval_s),
+            "keep_alive_max_attempt": str(self.keep_alive_max_attempt),
+        }
+
+
+def _new_rdzv_id(name: str) -> str:
+    return f"{name}-{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Launch parameters of one elastic training job.
+
+    Attributes (defaults in brackets):
+      name: job name, a DNS-1123 label ["elastic-demo"].
+      image: container image for cluster targets.
+      module / script: what each worker runs: a Python module [lab.train] or a script path.
+      script_args: arguments passed to the training script [()].
+      min_nodes / max_nodes: elastic range of nodes (PyTorchJob replicas) [2 / 3].
+      nproc_per_node: worker processes per node [1].
+      rdzv_backend: `etcd-v2` or `c10d` [etcd-v2].
+      rdzv_endpoint: host:port of the rendezvous server, never a worker [127.0.0.1:2379].
+      rdzv_id: unique id of this job's rendezvous [name + random suffix]; torchrun's default
+        is the literal "none", so jobs sharing one etcd would collide.
+      max_restarts: worker-group restarts per agent before the job fails [10].
+      checkpoint_dir / checkpoint_every_steps / checkpoint_writes: checkpoint storage.
+      pg_timeout_s: process-group timeout: how fast a vanished peer is noticed [15].
+      rdzv_timeouts: see RendezvousTimeouts.
+      monitor_interval_s: how often agents poll their workers [0.1].
+    """
+
+    name: str = "elastic-demo"
+    image: str = "ghcr.io/elastic-spot-lab/trainer:0.1.0"
+    module: str | None = "lab.train"
+    script: str | None = None
+    script_args: tuple[str, ...] = ()
+    min_nodes: int = 2
+    max_nodes: int = 3
+    nproc_per_node: int = 1
+    rdzv_backend: RdzvBackend = RdzvBackend.ETCD_V2
+    rdzv_endpoint: str = "127.0.0.1:2379"
+    rdzv_id: str = ""
+    max_restarts: int = 10
+    checkpoint_dir: str = "/checkpoints"
+    checkpoint_every_steps: int = 50
+    checkpoint_writes: CheckpointWrites = CheckpointWrites.RENAME
+    pg_timeout_s: float = 15.0
+    rdzv_timeouts: RendezvousTimeouts = field(default_factory=RendezvousTimeouts)
+    monitor_interval_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        # Accept plain strings from config files, then validate everything at once.
+        try:
+            object.__setattr__(self, "rdzv_backend", RdzvBackend(self.rdzv_backend))
+        except ValueError:
+            raise _fail("rdzv_backend", self.rdzv_backend, "one of " + ", ".join(b.value for b in RdzvBackend)) from None
+        try:
+            object.__setattr__(self, "checkpoint_writes", CheckpointWrites(self.checkpoint_writes))
+        except ValueError:
+            raise _fail(
+                "checkpoint_writes", self.checkpoint_writes, "one of " + ", ".join(w.value for w in CheckpointWrites)
+            ) from None
+        if isinstance(self.rdzv_timeouts, Mapping):
+            object.__setattr__(self, "rdzv_timeouts", _from_mapping(RendezvousTimeouts, self.rdzv_timeouts, "rdzv_timeouts."))
+        object.__setattr__(self, "script_args", tuple(str(a) for a in self.script_args))
+        if not self.rdzv_id:
+            object.__setattr__(self, "rdzv_id", _new_rdzv_id(self.name))
+        self.validate()
+
+    # ----------------------------------------------------------------- validation
+    def validate(self) -> None:
+        if not isinstance(self.name, str) or len(self.name) > 40 or not _DNS_LABEL.match(self.name):
+            raise _fail("name", self.name, "a DNS-1123 label: lower-case letters, digits and '-', at most 40 characters")
+        if (self.module is None) == (self.script is None):
+            raise _fail("module/script", (self.module, self.script), "exactly one of module or script")
+        for key in ("min_nodes", "max_nodes", "nproc_per_node", "checkpoint_every_steps"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise _fail(key, value, "a whole number >= 1")
+        if self.max_nodes < self.min_nodes:
+            raise _fail("min_nodes", self.min_nodes, f"<= max_nodes ({self.max_nodes})")
+        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
+            raise _fail("max_restarts", self.max_restarts, "a whole number >= 0")
+        host, _, port = self.rdzv_endpoint.rpartition(":")
+        if not host or not _HOST.match(host) or not port.isdigit() or not 0 < int(port) < 65536:
+            raise _fail("rdzv_endpoint", self.rdzv_endpoint, "host:port with a port in 1..65535, e.g. etcd-rendezvous:2379")
+        if not _RDZV_ID.match(self.rdzv_id) or self.rdzv_id == "none":
+            raise _fail("rdzv_id", self.rdzv_id, "1-63 characters of [A-Za-z0-9_.-], unique per job (not 'none')")
+        if not isinstance(self.pg_timeout_s, (int, float)) or not 1 <= self.pg_timeout_s <= 600:
+            raise _fail("pg_timeout_s", self.pg_timeout_s, "seconds in 1..600 (tens of seconds: gloo's default is 30 min)")
+        if not isinstance(self.monitor_interval_s, (int, float)) or not 0 < self.monitor_interval_s <= 5:
+            raise _fail("monitor_interval_s", self.monitor_interval_s, "seconds in (0, 5]")
+        if not self.checkpoint_dir:
+            raise _fail("checkpoint_dir", self.checkpoint_dir, "a directory path")
+        self.rdzv_timeouts.validate()
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def nnodes(self) -> str:
+        return f"{self.min_nodes}:{self.max_nodes}"
+
+    @property
+    def rdzv_host(self) -> str:
+        return self.rdzv_endpoint.rpartition(":")[0]
+
+    @property
+    def rdzv_port(self) -> int:
+        return int(self.rdzv_endpoint.rpartition(":")[2])
+
+    def rdzv_conf(self) -> dict[str, str]:
+        conf = self.rdzv_timeouts.conf()
+        if self.rdzv_backend is RdzvBackend.C10D:
+            # The store runs as its own process; no agent may try to host it.
+            conf["is_host"] = "false"
+        return conf
+
+    def replace(self, **changes: Any) -> "JobSpec":
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "JobSpec":
+        """Build from a config mapping (stack config, chart values); unknown keys are errors."""
+        return _from_mapping(cls, values, "")
+
+    # ------------------------------------------------------------------ outputs
+    def train_env(self) -> dict[str, str]:
+        """Environment the training script reads (our contract, see ENV_* above)."""
+        return {
+            ENV_CHECKPOINT_DIR: self.checkpoint_dir,
+            ENV_CHECKPOINT_EVERY: str(self.checkpoint_every_steps),
+            ENV_CHECKPOINT_WRITES: self.checkpoint_writes.value,
+            ENV_PG_TIMEOUT: f"{self.pg_timeout_s:g}",
+        }
+
+    def worker_env(self) -> dict[str, str]:
+        """Everything a node's container / agent process needs in its environment."""
+        return {**AGENT_ENV, **self.train_env()}
+
+    def entrypoint(self) -> list[str]:
+        """What torchrun runs in each worker, with the script's arguments."""
+        target = ["-m", self.module] if self.module else [self.script]
+        return [*target, *self.script_args]
+
+    def torchrun_args(self, *, local_addr: str | None = None) -> list[str]:
+        """Explicit torchrun flags (local target). Cluster targets get the same via PET_*."""
+        args = [
+            f"--nnodes={self.nnodes}",
+            f"--nproc-per-node={self.nproc_per_node}",
+            f"--rdzv-backend={self.rdzv_backend.value}",
+            f"--rdzv-endpoint={self.rdzv_endpoint}",
+            f"--rdzv-id={self.rdzv_id}",
+            "--rdzv-conf=" + ",".join(f"{k}={v}" for k, v in self.rdzv_conf().items()),
+            f"--max-restarts={self.max_restarts}",
+            f"--monitor-interval={self.monitor_interval_s:g}",
+        ]
+        if local_addr:
+            args.append(f"--local-addr={local_addr}")
+        return args
+
+    def pet_env(self) -> dict[str, str]:
+        """torchrun's PET_* environment: what the training operator derives from
+        elasticPolicy, plus the settings elasticPolicy has no field for."""
+        return {
+            "PET_NNODES": self.nnodes,
+            "PET_NPROC_PER_NODE": str(self.nproc_per_node),
+            "PET_RDZV_BACKEND": self.rdzv_backend.value,
+            "PET_RDZV_ENDPOINT": self.rdzv_endpoint,
+            "PET_RDZV_ID": self.rdzv_id,
+            "PET_RDZV_CONF": ",".join(f"{k}={v}" for k, v in self.rdzv_conf().items()),
+            "PET_MAX_RESTARTS": str(self.max_restarts),
+            "PET_MONITOR_INTERVAL": f"{self.monitor_interval_s:g}",
+        }
+
+    def elastic_policy(self) -> dict[str, Any]:
+        """`spec.elasticPolicy` of a kubeflow.org/v1 PyTorchJob (training operator v1.9.4).
+
+        nproc_per_node goes to `spec.nprocPerNode` (elasticPolicy.nProcPerNode is deprecated,
+        and setting both is rejected).
+        """
+        return {
+            "minReplicas": self.min_nodes,
+            "maxReplicas": self.max_nodes,
+            "maxRestarts": self.max_restarts,
+            "rdzvBackend": self.rdzv_backend.value,
+            "rdzvHost": self.rdzv_host,
+            "rdzvPort": self.rdzv_port,
+            "rdzvId": self.rdzv_id,
+            "rdzvConf": [{"key": k, "value": v} for k, v in self.rdzv_conf().items()],
+        }
+
+
+def _from_mapping(cls: type, values: Mapping[str, Any], prefix: str) -> Any:
+    if not isinstance(values, Mapping):
+        raise _fail(prefix.rstrip(".") or cls.__name__, values, "a mapping")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise _fail(prefix + unknown[0], values[unknown[0]], "a known field: " + ", ".join(sorted(known)))
+    try:
+        return cls(**dict(values))
+    except TypeError as exc:  # wrong types the dataclass itself rejects
+        raise JobSpecError(f"{prefix or cls.__name__}: {exc}") from None
