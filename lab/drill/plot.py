@@ -1,0 +1,57 @@
+"""Timeline PNG of a drill: step and world size over time, evictions and joins marked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.drill.report import DrillReport
+
+
+def plot_timeline(report: DrillReport, path: str | Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    panels = 3 if report.loss_curve else 1
+    fig, axes = plt.subplots(panels, 1, sharex=True, figsize=(9, 2.2 * panels + 1), squeeze=False)
+    axes = axes[:, 0]
+    world_ax = axes[0] if panels == 1 else axes[1]
+    if report.loss_curve:
+        t = [p[0] for p in report.loss_curve]
+        axes[0].plot(t, [p[1] for p in report.loss_curve], ".", markersize=2, color="tab:blue")
+        axes[0].set_ylabel("step")
+        if report.target_steps:
+            axes[0].axhline(report.target_steps, color="grey", linestyle=":", linewidth=1)
+        axes[2].plot(t, [p[2] for p in report.loss_curve], linewidth=0.8, color="tab:purple")
+        axes[2].set_ylabel("loss")
+    if report.world_timeline:
+        world_ax.step([p[0] for p in report.world_timeline], [p[1] for p in report.world_timeline],
+                      where="post", color="tab:green")
+        world_ax.set_ylabel("world size")
+        world_ax.set_ylim(0, max(p[1] for p in report.world_timeline) + 1)
+    for ax in axes:
+        for i, ev in enumerate(report.evictions):
+            ax.axvline(ev.t - report.t0, color="tab:red", linewidth=1.2,
+                       label=f"eviction ({ev.kind})" if i == 0 else None)
+            if ev.recovery_s is not None:
+                ax.axvspan(ev.t - report.t0, ev.t - report.t0 + ev.recovery_s, color="tab:red", alpha=0.12)
+        for i, j in enumerate(report.joins):
+            ax.axvline(j.t - report.t0, color="tab:green", linestyle="--", linewidth=1,
+                       label="node added" if i == 0 else None)
+    axes[0].legend(loc="upper left", fontsize=8)
+    axes[-1].set_xlabel("seconds since the drill started")
+    title = "eviction drill: " + ("passed" if report.passed else "FAILED")
+    recov = [f"{e.recovery_s:.1f}s" for e in report.evictions if e.recovery_s is not None]
+    if recov:
+        title += f" | recovery {', '.join(recov)}"
+    lost = [str(e.lost_steps) for e in report.evictions if e.lost_steps is not None]
+    if lost:
+        title += f" | steps lost {', '.join(lost)}"
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,225 @@
+"""Turn a drill's events (ours and the agents') into measured figures."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from lab.drill.agent_logs import AgentEvent
+
+
+@dataclass
+class Eviction:
+    node: str
+    kind: str  # "hard" | "notice"
+    t: float
+    world_before: int | None = None
+    world_after: int | None = None
+    last_step_before: int | None = None  # newest step any rank completed before the restart
+    resumed_from: int | None = None
+    lost_steps: int | None = None
+    recovery_s: float | None = None  # eviction -> first step at the new world size
+    rendezvous_s: float | None = None  # eviction -> agents' next completed rendezvous
+    emergency_save_s: float | None = None  # notice only: seconds the save took
+    notice_to_exit_s: float | None = None  # notice only: SIGTERM -> worker exit
+
+
+@dataclass
+class Join:
+    node: str
+    t: float
+    world_before: int | None = None
+    world_after: int | None = None
+    join_s: float | None = None  # node started -> first step at the larger world size
+    lost_steps: int | None = None
+
+
+@dataclass
+class DrillReport:
+    target_steps: int | None
+    checkpoint_every: int
+    final_step: int | None
+    finished: bool
+    emits_events: bool
+    duration_s: float
+    restart_rounds: int
+    max_restart_count: int
+    evictions: list[Eviction] = field(default_factory=list)
+    joins: list[Join] = field(default_factory=list)
+    node_exit_codes: dict[str, int | None] = field(default_factory=dict)
+    loss_curve: list[tuple[float, int, float, int]] = field(default_factory=list)  # (s, step, loss, world)
+    world_timeline: list[tuple[float, int]] = field(default_factory=list)  # (s, world size) from agents or steps
+    problems: list[str] = field(default_factory=list)
+    t0: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["passed"] = self.passed
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def summary(self) -> str:
+        lines = [f"Drill {'PASSED' if self.passed else 'FAILED'} in {self.duration_s:.1f} s"]
+        if self.emits_events:
+            lines.append(f"  final step: {self.final_step} of {self.target_steps}"
+                         f"  ({'finished' if self.finished else 'NOT finished'})")
+        else:
+            lines.append(f"  the script emits no lab events: figures below come from the torchrun agents"
+                         f" ({'completed' if self.finished else 'did NOT complete'})")
+        lines.append(f"  restart rounds: {self.restart_rounds} (max TORCHELASTIC_RESTART_COUNT {self.max_restart_count})")
+        for ev in self.evictions:
+            lines.append(f"  eviction of {ev.node} ({ev.kind}) at {ev.t - self.t0:.1f} s:"
+                         f" world {ev.world_before} -> {ev.world_after}")
+            if ev.recovery_s is not None:
+                lines.append(f"    recovery: {ev.recovery_s:.2f} s to the first step at the new world size")
+            if ev.rendezvous_s is not None:
+                lines.append(f"    agents re-rendezvoused after {ev.rendezvous_s:.2f} s")
+            if ev.lost_steps is not None:
+                lines.append(f"    lost work: {ev.lost_steps} step(s) (last step {ev.last_step_before},"
+                             f" resumed from {ev.resumed_from}; checkpoint interval {self.checkpoint_every})")
+            if ev.emergency_save_s is not None:
+                lines.append(f"    emergency save: {ev.emergency_save_s:.3f} s;"
+                             f" notice to worker exit: {ev.notice_to_exit_s:.2f} s")
+        for j in self.joins:
+            js = f"{j.join_s:.2f} s" if j.join_s is not None else "did not join"
+            lines.append(f"  node {j.node} added at {j.t - self.t0:.1f} s: world {j.world_before} -> {j.world_after},"
+                         f" joined in {js}, lost {j.lost_steps} step(s)")
+        if self.loss_curve:
+            first, last = self.loss_curve[0], self.loss_curve[-1]
+            lines.append(f"  loss: {first[2]:.4f} at step {first[1]} -> {last[2]:.4f} at step {last[1]}")
+        for p in self.problems:
+            lines.append(f"  PROBLEM: {p}")
+        return "\n".join(lines)
+
+
+def _resume_rounds(events: list[dict]) -> list[dict]:
+    """One entry per worker-group start (rendezvous round): its time and resumed step."""
+    rounds: dict[object, dict] = {}
+    for e in events:
+        if e["event"] in ("resume", "fresh"):
+            key = e.get("round", e["t"])
+            r = rounds.setdefault(key, {"t": e["t"], "step": e["step"]})
+            r["t"] = min(r["t"], e["t"])
+            r["step"] = min(r["step"], e["step"])
+    return sorted(rounds.values(), key=lambda r: r["t"])
+
+
+def analyze(events: list[dict], agent_events: list[AgentEvent], *, target_steps: int | None,
+            checkpoint_every: int, node_exit_codes: dict[str, int | None]) -> DrillReport:
+    events = sorted(events, key=lambda e: e["t"])
+    agent_events = sorted(agent_events, key=lambda a: a.t)
+    t0 = events[0]["t"] if events else 0.0
+    steps = [e for e in events if e["event"] == "step"]
+    emits = bool(steps) or any(e["event"] in ("start", "resume", "fresh") for e in events)
+    rounds = _resume_rounds(events)
+    done_steps = [e["step"] for e in events if e["event"] in ("step", "collective_failed", "checkpoint_saved")
+                  or (e["event"] == "exit" and e.get("reason") == "done")]
+    final_step = max(done_steps) if done_steps else None
+    evicted = {e["node"] for e in events if e["event"] == "evict"}
+    survivors_ok = all(code == 0 for node, code in node_exit_codes.items() if node not in evicted)
+    if emits:
+        finished = (final_step == target_steps if target_steps else True) and survivors_ok and any(
+            e["event"] == "exit" and e.get("reason") == "done" for e in events)
+    else:
+        finished = survivors_ok and any(a.kind == "group_succeeded" for a in agent_events)
+
+    def world_at(t: float) -> int | None:
+        before = [s["world_size"] for s in steps if s["t"] <= t]
+        if before:
+            return before[-1]
+        rdzv = [a.group_world_size for a in agent_events if a.kind == "rendezvous" and a.t <= t]
+        return rdzv[-1] if rdzv else None
+
+    def first_round_after(t: float) -> dict | None:
+        return next((r for r in rounds if r["t"] > t), None)
+
+    def work_before(t_end: float, t_start: float) -> int | None:
+        vals = [e["step"] for e in events if t_start <= e["t"] <= t_end
+                and e["event"] in ("step", "collective_failed", "checkpoint_saved")]
+        return max(vals) if vals else None
+
+    def first_step_after(t: float) -> dict | None:
+        return next((s for s in steps if s["t"] > t), None)
+
+    def lost_for_round(r: dict, t_from: float) -> tuple[int | None, int | None]:
+        prev = max((p["t"] for p in rounds if p["t"] < r["t"]), default=t0)
+        last = work_before(r["t"], max(prev, t0))
+        if last is None:
+            return None, None
+        return last, max(0, last - r["step"])
+
+    report = DrillReport(target_steps=target_steps, checkpoint_every=checkpoint_every, final_step=final_step,
+                         finished=finished, emits_events=emits,
+                         duration_s=(events[-1]["t"] - t0) if events else 0.0,
+                         restart_rounds=max(0, len(rounds) - 1) if emits else max(
+                             0, len({a.restart_count for a in agent_events if a.kind == "rendezvous"}) - 1),
+                         max_restart_count=max([a.restart_count or 0 for a in agent_events if a.kind == "rendezvous"]
+                                               + [e.get("restart_count", 0) for e in events if e["event"] == "start"]
+                                               or [0]),
+                         node_exit_codes=node_exit_codes, t0=t0)
+
+    for e in (e for e in events if e["event"] == "evict"):
+        ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"], world_before=world_at(e["t"]))
+        rdzv = next((a for a in agent_events if a.kind == "rendezvous" and a.t > e["t"]), None)
+        if rdzv:
+            ev.rendezvous_s = rdzv.t - e["t"]
+            ev.world_after = rdzv.group_world_size
+        r = first_round_after(e["t"])
+        if r:
+            ev.last_step_before, ev.lost_steps = lost_for_round(r, e["t"])
+            ev.resumed_from = r["step"]
+            s = first_step_after(r["t"])
+            if s:
+                ev.recovery_s = s["t"] - e["t"]
+                ev.world_after = s["world_size"]
+        if e["kind"] == "notice":
+            save = next((x for x in events if x["event"] == "checkpoint_saved" and x["t"] >= e["t"]
+                         and x.get("reason") == "notice" and x.get("node") == e["node"]), None)
+            leave = next((x for x in events if x["event"] == "exit" and x["t"] >= e["t"]
+                          and x.get("reason") == "notice" and x.get("node") == e["node"]), None)
+            ev.emergency_save_s = save["seconds"] if save else None
+            ev.notice_to_exit_s = leave["notice_to_exit_s"] if leave else None
+        report.evictions.append(ev)
+
+    first_step_t = steps[0]["t"] if steps else min((a.t for a in agent_events), default=float("inf"))
+    for e in (e for e in events if e["event"] == "node_added" and e["t"] > first_step_t):
+        j = Join(node=e["node"], t=e["t"], world_before=world_at(e["t"]))
+        r = first_round_after(e["t"])
+        if r:
+            _, j.lost_steps = lost_for_round(r, e["t"])
+            s = first_step_after(r["t"])
+            if s and j.world_before is not None and s["world_size"] > j.world_before:
+                j.join_s, j.world_after = s["t"] - e["t"], s["world_size"]
+        if j.join_s is None:
+            rdzv = next((a for a in agent_events if a.kind == "rendezvous" and a.t > e["t"]
+                         and a.group_world_size and j.world_before is not None
+                         and a.group_world_size > j.world_before), None)
+            if rdzv and not emits:
+                j.join_s, j.world_after = rdzv.t - e["t"], rdzv.group_world_size
+        report.joins.append(j)
+
+    report.loss_curve = [(s["t"] - t0, s["step"], s["loss"], s["world_size"]) for s in steps if "loss" in s]
+    if steps:
+        report.world_timeline = [(s["t"] - t0, s["world_size"]) for s in steps]
+    else:
+        report.world_timeline = [(a.t - t0, a.group_world_size) for a in agent_events if a.kind == "rendezvous"]
+
+    if not finished:
+        if emits and target_steps:
+            report.problems.append(f"the job did not finish: final step {final_step}, expected {target_steps}")
+        else:
+            report.problems.append("the job did not finish: no node's worker group completed successfully")
+    for ev in report.evictions:
+        if ev.lost_steps is not None and ev.lost_steps > checkpoint_every:
+            report.problems.append(f"eviction of {ev.node} lost {ev.lost_steps} steps: expected at most one "
+                                   f"checkpoint interval ({checkpoint_every})")
+        if emits and ev.recovery_s is None and finished:
+            report.problems.append(f"no step at a new world size was seen after the eviction of {ev.node}")
+    return report

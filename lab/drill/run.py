@@ -1,0 +1,173 @@
+"""Run the eviction drill on the local target."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from lab import events
+from lab.drill.agent_logs import parse_agent_log
+from lab.drill.report import DrillReport, analyze
+from lab.jobspec import JobSpec
+from lab.local import LocalCluster
+
+
+class DrillError(ValueError):
+    """Bad drill input; raised before anything is started."""
+
+
+@dataclass(frozen=True)
+class DrillConfig:
+    """One drill: start `nodes` nodes, evict one after warm-up, optionally add one back.
+
+    spec: the job (its min/max nodes, rendezvous, checkpoints, script).
+    target_steps: the step the job must reach (None for a script without our events).
+    eviction: "hard" (SIGKILL) or "notice" (SIGTERM, SIGKILL after notice_s).
+    evict_at_step: evict once rank 0 reports this step; scripts without our events are
+      evicted `evict_after_s` seconds after their first rendezvous instead.
+    scale_out_after_s: add a node back this many seconds after the job recovered (None: never).
+    """
+
+    spec: JobSpec
+    workdir: Path
+    nodes: int = 3
+    target_steps: int | None = None
+    eviction: str = "hard"
+    notice_s: float = 30.0
+    evict_at_step: int = 60
+    evict_after_s: float = 10.0
+    victim: int = -1
+    scale_out_after_s: float | None = 2.0
+    timeout_s: float = 240.0
+    agent_log_level: str = "INFO"
+
+    def validate(self) -> None:
+        if self.nodes < 1:
+            raise DrillError(f"nodes={self.nodes} is invalid: expected at least 1")
+        if self.nodes > self.spec.max_nodes:
+            raise DrillError(f"nodes={self.nodes} is invalid: expected at most max_nodes={self.spec.max_nodes}")
+        if self.nodes < self.spec.min_nodes:
+            raise DrillError(f"nodes={self.nodes} is invalid: expected at least min_nodes={self.spec.min_nodes}")
+        if self.nodes - 1 < self.spec.min_nodes:
+            raise DrillError(f"nodes={self.nodes} is invalid: evicting one must leave min_nodes={self.spec.min_nodes}"
+                             f" running, so expected at least {self.spec.min_nodes + 1}")
+        if self.eviction not in ("hard", "notice"):
+            raise DrillError(f"eviction={self.eviction!r} is invalid: expected 'hard' or 'notice'")
+        if self.eviction == "notice" and not 0 < self.notice_s <= 600:
+            raise DrillError(f"notice_s={self.notice_s} is invalid: expected seconds in (0, 600]")
+        if self.target_steps is not None and not 0 < self.evict_at_step < self.target_steps:
+            raise DrillError(f"evict_at_step={self.evict_at_step} is invalid: expected 1..{self.target_steps - 1}"
+                             " (before the job ends)")
+        if not -self.nodes <= self.victim < self.nodes:
+            raise DrillError(f"victim={self.victim} is invalid: expected a node index in {-self.nodes}..{self.nodes - 1}")
+
+
+class Progress:
+    """A line every couple of seconds so a person sees the drill move."""
+
+    def __init__(self, out=sys.stderr, every_s: float = 2.0, target: int | None = None):
+        self.out, self.every_s, self.target = out, every_s, target
+        self.start = time.time()
+        self._last = 0.0
+        self.step = 0
+        self.world = 0
+
+    def see(self, records: list[dict]) -> None:
+        for r in records:
+            if r["event"] == "step":
+                self.step, self.world = r["step"], r["world_size"]
+
+    def say(self, phase: str, alive: int, force: bool = False) -> None:
+        now = time.time()
+        if not force and now - self._last < self.every_s:
+            return
+        self._last = now
+        target = f"/{self.target}" if self.target else ""
+        print(f"[{now - self.start:6.1f}s] {phase:<22} step {self.step}{target}  world {self.world}  "
+              f"nodes up {alive}", file=self.out, flush=True)
+
+
+def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport:
+    cfg.validate()
+    progress = progress or Progress(target=cfg.target_steps)
+    cluster = LocalCluster(cfg.spec, cfg.workdir, env={"LOGLEVEL": cfg.agent_log_level})  # validates inputs
+    tail = events.Tail(cluster.events_file)
+    seen: list[dict] = []
+
+    def pump(phase: str) -> None:
+        new = tail.poll()
+        seen.extend(new)
+        progress.see(new)
+        progress.say(phase, len(cluster.alive_nodes))
+
+    def wait_for(phase: str, predicate: Callable[[], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pump(phase)
+            if predicate():
+                return True
+            if not cluster.alive_nodes:
+                return False
+            time.sleep(0.1)
+        return False
+
+    t_start = time.monotonic()
+    remaining = lambda: max(1.0, cfg.timeout_s - (time.monotonic() - t_start))  # noqa: E731
+    with cluster:
+        started = [cluster.add_node() for _ in range(cfg.nodes)]
+        progress.say("starting", cfg.nodes, force=True)
+
+        # Warm-up: our script reports steps; any other script is given time after rendezvous.
+        if cfg.target_steps is not None:
+            warm = wait_for("warming up", lambda: progress.step >= cfg.evict_at_step, remaining())
+        else:
+            warm = wait_for("warming up", lambda: _agents_rendezvoused(cluster), remaining())
+            warm = warm and not wait_for("warming up", lambda: False, cfg.evict_after_s) and bool(cluster.alive_nodes)
+        victim = started[cfg.victim]
+        if warm and victim.alive:
+            cluster.evict(victim, cfg.notice_s if cfg.eviction == "notice" else None)
+            progress.say(f"evicted {victim.name} ({cfg.eviction})", len(cluster.alive_nodes), force=True)
+            world_before = progress.world
+            if cfg.scale_out_after_s is not None:
+                recovered = wait_for("recovering",
+                                     lambda: _recovered(seen, cluster, world_before, cfg.target_steps is not None),
+                                     remaining())
+                if recovered and cluster.alive_nodes and not _done(seen):
+                    wait_for("recovered", lambda: _done(seen), cfg.scale_out_after_s)
+                    if not _done(seen) and cluster.alive_nodes:
+                        cluster.add_node()
+                        progress.say("node added (scale-out)", len(cluster.alive_nodes), force=True)
+        cluster.wait(remaining(), on_tick=lambda: pump("training"))
+        pump("finished")
+        progress.say("finished" if not cluster.alive_nodes else "timed out", len(cluster.alive_nodes), force=True)
+        timed_out = bool(cluster.alive_nodes)
+    exit_codes = {n.name: n.exit_code for n in cluster.nodes}
+    agent_events = [a for n in cluster.nodes for a in parse_agent_log(n.log_path, n.name)]
+    report = analyze(cluster.events(), agent_events, target_steps=cfg.target_steps,
+                     checkpoint_every=cfg.spec.checkpoint_every_steps, node_exit_codes=exit_codes)
+    if timed_out:
+        report.problems.insert(0, f"the drill timed out after {cfg.timeout_s:g} s; remaining nodes were killed")
+    if not started or not any(e["event"] == "evict" for e in cluster.events()):
+        report.problems.append("no eviction happened: the job ended or failed during warm-up")
+    return report
+
+
+def _done(seen: list[dict]) -> bool:
+    return any(e["event"] == "exit" and e.get("reason") == "done" for e in seen)
+
+
+def _recovered(seen: list[dict], cluster: LocalCluster, world_before: int, emits: bool) -> bool:
+    evict_t = max(e["t"] for e in seen if e["event"] == "evict")
+    if emits:
+        resumed = [e["t"] for e in seen if e["event"] in ("resume", "fresh") and e["t"] > evict_t]
+        return any(e["event"] == "step" and resumed and e["t"] > min(resumed) for e in seen)
+    return any(a.kind == "rendezvous" and a.t > evict_t
+               for n in cluster.alive_nodes for a in parse_agent_log(n.log_path, n.name))
+
+
+def _agents_rendezvoused(cluster: LocalCluster) -> bool:
+    return any(a.kind == "rendezvous" for n in cluster.nodes for a in parse_agent_log(n.log_path, n.name))
+

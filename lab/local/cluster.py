@@ -1,0 +1,224 @@
+"""LocalCluster: a rendezvous server plus torchrun agents ("nodes"), each its own process
+tree, that can be added and evicted while the job runs. Everything it starts is stopped on
+exit, on Ctrl-C and on failure."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab import events
+from lab.jobspec import ENV_EVENTS_FILE, JobSpec, RdzvBackend
+from lab.local import procs
+from lab.local.etcd import EtcdError, EtcdServer, find_etcd
+
+log = logging.getLogger(__name__)
+
+
+class LocalClusterError(RuntimeError):
+    """Bad input or a failed start; raised before anything is left running."""
+
+
+@dataclass
+class Node:
+    name: str
+    proc: subprocess.Popen
+    log_path: Path
+    started_at: float
+    evicted_at: float | None = None
+    eviction: str | None = None  # "notice" | "hard"
+    _killer: threading.Timer | None = field(default=None, repr=False)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.proc.poll()
+
+
+class LocalCluster:
+    """Use as a context manager:
+
+        with LocalCluster(spec, workdir) as cluster:
+            cluster.add_node(); cluster.add_node()
+            ...
+            cluster.evict(node, notice_s=30)
+    """
+
+    def __init__(self, spec: JobSpec, workdir: str | Path, *, etcd_binary: str | None = None,
+                 env: dict[str, str] | None = None):
+        self.workdir = Path(workdir)
+        self.spec = spec
+        self.extra_env = dict(env or {})
+        self.nodes: list[Node] = []
+        self.events_file = self.workdir / "events.jsonl"
+        self._etcd: EtcdServer | None = None
+        self._store: subprocess.Popen | None = None
+        self._next_id = 0
+        self._closed = False
+        # Validate everything before starting anything.
+        self._check_workdir()
+        self._check_checkpoint_dir(Path(spec.checkpoint_dir))
+        if spec.script and not Path(spec.script).is_file():
+            raise LocalClusterError(f"script={spec.script!r} does not exist: expected a Python file to run on each node")
+        if spec.rdzv_backend is RdzvBackend.ETCD_V2:
+            try:
+                self._etcd_binary = find_etcd(etcd_binary)
+            except EtcdError as exc:
+                raise LocalClusterError(str(exc)) from None
+
+    # ---------------------------------------------------------------- validation
+    def _check_workdir(self) -> None:
+        try:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            (self.workdir / "nodes").mkdir(exist_ok=True)
+        except OSError as exc:
+            raise LocalClusterError(f"workdir={str(self.workdir)!r} cannot be created ({exc.strerror}): expected a writable directory") from None
+
+    @staticmethod
+    def _check_checkpoint_dir(path: Path) -> None:
+        probe = path / f".write-probe-{os.getpid()}"
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            probe.write_bytes(b"ok")
+            probe.unlink()
+        except OSError as exc:
+            raise LocalClusterError(
+                f"checkpoint_dir={str(path)!r} is not writable ({exc.strerror}): expected a directory the nodes can write"
+            ) from None
+
+    # ----------------------------------------------------------------- lifecycle
+    def __enter__(self) -> "LocalCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        procs.become_subreaper()
+        try:
+            if self.spec.rdzv_backend is RdzvBackend.ETCD_V2:
+                self._etcd = EtcdServer(self.workdir, self._etcd_binary).start()
+                endpoint = self._etcd.endpoint
+            else:
+                endpoint = self._start_store()
+        except BaseException:
+            self.close()
+            raise
+        self.spec = self.spec.replace(rdzv_endpoint=endpoint)
+        self.record("cluster_started", backend=self.spec.rdzv_backend.value, endpoint=endpoint,
+                    rdzv_id=self.spec.rdzv_id)
+
+    def _start_store(self) -> str:
+        port = procs.free_port()
+        log_path = self.workdir / "c10d-store.log"
+        with open(log_path, "ab") as out:
+            self._store = subprocess.Popen([sys.executable, "-m", "lab.local.store", "--port", str(port)],
+                                           stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                           start_new_session=True)
+        ready = procs.wait_until(lambda: self._store.poll() is not None or "listening" in log_path.read_text(), 30)
+        if not ready or self._store.poll() is not None:
+            raise LocalClusterError(f"the c10d store did not start (log: {log_path})")
+        return f"127.0.0.1:{port}"
+
+    def close(self) -> None:
+        """Stop every node tree, the rendezvous server, and any straggler we adopted."""
+        if self._closed:
+            return
+        self._closed = True
+        for node in self.nodes:
+            if node._killer:
+                node._killer.cancel()
+            if node.alive:
+                procs.signal_tree(node.proc.pid, signal.SIGKILL)
+        for node in self.nodes:
+            try:
+                node.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._etcd:
+            self._etcd.stop()
+        if self._store and self._store.poll() is None:
+            self._store.terminate()
+            try:
+                self._store.wait(5)
+            except subprocess.TimeoutExpired:
+                self._store.kill()
+        procs.kill_descendants(timeout=3)
+
+    # --------------------------------------------------------------------- nodes
+    @property
+    def alive_nodes(self) -> list[Node]:
+        return [n for n in self.nodes if n.alive]
+
+    def add_node(self) -> Node:
+        if self._closed:
+            raise LocalClusterError("the cluster is closed")
+        if len(self.alive_nodes) >= self.spec.max_nodes:
+            raise LocalClusterError(
+                f"nodes={len(self.alive_nodes) + 1} is invalid: expected at most max_nodes={self.spec.max_nodes}"
+            )
+        name = f"node-{self._next_id}"
+        self._next_id += 1
+        log_path = self.workdir / "nodes" / f"{name}.log"
+        env = {**os.environ, **self.spec.worker_env(), **self.extra_env,
+               "LAB_NODE": name, ENV_EVENTS_FILE: str(self.events_file), "PYTHONUNBUFFERED": "1"}
+        cmd = [sys.executable, "-m", "torch.distributed.run",
+               *self.spec.torchrun_args(local_addr="127.0.0.1"), *self.spec.entrypoint()]
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        node = Node(name, proc, log_path, time.time())
+        self.nodes.append(node)
+        self.record("node_added", node=name, pid=proc.pid)
+        return node
+
+    def evict(self, node: Node, notice_s: float | None = None) -> None:
+        """Evict a node like a spot reclaim: with a notice (SIGTERM to its whole tree, then
+        SIGKILL when the notice runs out) or hard (SIGKILL, no warning)."""
+        if not node.alive:
+            raise LocalClusterError(f"node={node.name!r} is not running: expected a live node to evict")
+        node.evicted_at = time.time()
+        node.eviction = "hard" if notice_s is None else "notice"
+        self.record("evict", node=node.name, kind=node.eviction, notice_s=notice_s)
+        if notice_s is None:
+            procs.signal_tree(node.proc.pid, signal.SIGKILL)
+            return
+        procs.signal_tree(node.proc.pid, signal.SIGTERM)
+
+        def notice_expired() -> None:
+            if node.alive:
+                self.record("notice_expired", node=node.name)
+                procs.signal_tree(node.proc.pid, signal.SIGKILL)
+
+        node._killer = threading.Timer(notice_s, notice_expired)
+        node._killer.daemon = True
+        node._killer.start()
+
+    def wait(self, timeout: float, poll: float = 0.2, on_tick=None) -> bool:
+        """Wait until no node is running; False when the timeout ran out first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if on_tick:
+                on_tick()
+            if not self.alive_nodes:
+                procs.reap()
+                return True
+            time.sleep(poll)
+        return False
+
+    def record(self, event: str, **fields: object) -> None:
+        events.emit(event, sink=self.events_file, source="cluster", **fields)
+
+    def events(self) -> list[dict]:
+        return events.read(self.events_file)

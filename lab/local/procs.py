@@ -1,0 +1,90 @@
+"""Process plumbing: free loopback ports, whole-tree kills, no orphans."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import time
+
+import psutil
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants (a killed agent's workers) re-parent to us, not to init, so we
+    can always find and stop them. Linux only; harmless elsewhere."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    """The process and all its descendants (workers run in sessions of their own, so a
+    process group does not reach them)."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def signal_tree(pid: int, sig: int) -> list[psutil.Process]:
+    """Send `sig` to a whole tree at once. For SIGKILL the root is frozen first so that it
+    cannot start a new child between listing and killing (a node dies all at once)."""
+    if sig == signal.SIGKILL:
+        _send(pid, signal.SIGSTOP)
+    procs = tree(pid)
+    for p in procs:
+        _send(p.pid, sig)
+    return procs
+
+
+def _send(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def kill_descendants(timeout: float = 5.0) -> list[int]:
+    """Stop every descendant of this process: SIGTERM, then SIGKILL after `timeout`."""
+    me = psutil.Process()
+    procs = me.children(recursive=True)
+    for p in procs:
+        _send(p.pid, signal.SIGTERM)
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    for p in alive:
+        _send(p.pid, signal.SIGKILL)
+    psutil.wait_procs(alive, timeout=timeout)
+    reap()
+    return [p.pid for p in procs]
+
+
+def reap() -> None:
+    """Collect exited children (including adopted orphans) so no zombie is left."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())

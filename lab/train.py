@@ -1,0 +1,255 @@
+"""An elastic-ready training script, to be launched by torchrun on every node.
+
+Read it top to bottom:
+  1. settings: command-line flags, with defaults from the launcher's environment (LAB_*);
+  2. the data: a synthetic classification set, sharded by global sample index;
+  3. the model and optimizer, with the learning rate scaled to the world size;
+  4. resume from the newest valid checkpoint;
+  5. the training loop: checkpoints on a timer of steps, an emergency checkpoint on a spot
+     notice (SIGTERM), and a save of the last completed step when a peer vanishes;
+  6. exit.
+
+Every distributed setting (rank, world size, rendezvous) comes from torchrun's environment.
+Structured events (lab.events) let the eviction drill measure what happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import signal
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from lab import events
+from lab.checkpoint import CheckpointStore
+from lab.jobspec import ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY, ENV_CHECKPOINT_WRITES, ENV_PG_TIMEOUT
+
+log = logging.getLogger("train")
+
+EXIT_ON_NOTICE = 128 + signal.SIGTERM  # retryable for a PyTorchJob with restartPolicy: ExitCode
+
+
+# --------------------------------------------------------------------------- 1. settings
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    env = os.environ.get
+    p = argparse.ArgumentParser(description="Elastic demo training (launch with torchrun).")
+    p.add_argument("--steps", type=int, default=300, help="optimizer steps to train in total")
+    p.add_argument("--batch-size", type=int, default=64, help="samples per worker per step")
+    p.add_argument("--lr", type=float, default=0.05, help="learning rate at world size 1")
+    p.add_argument("--lr-scaling", choices=["linear", "sqrt", "none"], default="linear",
+                   help="how the learning rate grows with the world size (global batch)")
+    p.add_argument("--dataset-size", type=int, default=8192)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint-dir", default=env(ENV_CHECKPOINT_DIR, "checkpoints"))
+    p.add_argument("--checkpoint-every", type=int, default=int(env(ENV_CHECKPOINT_EVERY, "50")),
+                   help="steps between periodic checkpoints")
+    p.add_argument("--checkpoint-writes", default=env(ENV_CHECKPOINT_WRITES, "rename"),
+                   choices=["rename", "write-once"])
+    p.add_argument("--keep-checkpoints", type=int, default=3)
+    p.add_argument("--pg-timeout", type=float, default=float(env(ENV_PG_TIMEOUT, "15")),
+                   help="seconds before a collective with a vanished peer fails")
+    p.add_argument("--save-on-failure", action=argparse.BooleanOptionalAction, default=True,
+                   help="when a peer vanishes mid-step, save the last completed step before exiting")
+    p.add_argument("--step-time", type=float, default=0.0,
+                   help="simulated accelerator seconds per step (the CPU demo model is tiny)")
+    p.add_argument("--log-samples", action="store_true",
+                   help="emit the sample indices of every step (for tests of the data sharding)")
+    args = p.parse_args(argv)
+    for name in ("steps", "batch_size", "dataset_size", "checkpoint_every"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')}={getattr(args, name)} is invalid: expected >= 1")
+    return args
+
+
+# ------------------------------------------------------------------------------- 2. data
+def make_dataset(size: int, seed: int, features: int = 32, classes: int = 10) -> tuple[torch.Tensor, torch.Tensor]:
+    """Points labelled by a fixed random 'teacher' network: learnable, and the same everywhere."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(size, features, generator=g)
+    teacher = torch.randn(features, classes, generator=g)
+    y = (torch.tanh(x) @ teacher).argmax(dim=1)
+    return x, y
+
+
+class GlobalSampler:
+    """Walks one seeded permutation per epoch by *global* position.
+
+    A step takes the next `batch_size * world_size` positions and gives rank r every
+    world_size-th of them. The position is part of the checkpoint, so after a restart at
+    another world size training continues at the same place: within an epoch no sample is
+    skipped or seen twice. A batch never crosses an epoch boundary (the last one is short).
+    """
+
+    def __init__(self, size: int, seed: int, epoch: int = 0, position: int = 0):
+        self.size, self.seed, self.epoch, self.position = size, seed, epoch, position
+        self._order = self._permutation(epoch)
+
+    def _permutation(self, epoch: int) -> torch.Tensor:
+        return torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed * 100003 + epoch))
+
+    def peek(self, batch_size: int, rank: int, world_size: int) -> tuple[torch.Tensor, int]:
+        """This rank's indices for the next step, and how many samples the step covers."""
+        end = min(self.position + batch_size * world_size, self.size)
+        window = self._order[self.position:end]
+        return window[rank::world_size], len(window)
+
+    def advance(self, count: int) -> None:
+        """Commit a completed step (never before: a failed step must be re-done)."""
+        self.position += count
+        if self.position >= self.size:
+            self.epoch, self.position = self.epoch + 1, 0
+            self._order = self._permutation(self.epoch)
+
+
+# ------------------------------------------------------------------ 3. model, optimizer
+def make_model(features: int = 32, classes: int = 10) -> nn.Module:
+    return nn.Sequential(nn.Linear(features, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, classes))
+
+
+def scaled_lr(base_lr: float, world_size: int, scaling: str) -> float:
+    return base_lr * {"linear": world_size, "sqrt": math.sqrt(world_size), "none": 1}[scaling]
+
+
+# ------------------------------------------------------------------------ spot notice
+class SpotNotice:
+    """SIGTERM (spot notice, scale-out, or the agent stopping workers) sets a flag; the loop
+    saves at the next step boundary, where model and optimizer are consistent."""
+
+    def __init__(self) -> None:
+        self.received_at: float | None = None
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.received_at is None:
+            self.received_at = time.time()
+
+    @property
+    def received(self) -> bool:
+        return self.received_at is not None
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s [rank {os.environ.get('RANK', '?')}] %(levelname)s %(message)s")
+    args = parse_args(argv)
+    notice = SpotNotice()
+
+    # torchrun's environment
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    # A short timeout: a vanished peer is noticed in seconds, not after gloo's 30 minutes.
+    dist.init_process_group(backend, timeout=timedelta(seconds=args.pg_timeout))
+    events.emit("start", world_size=world_size, restarts=restarts, backend=backend, device=str(device))
+
+    x_all, y_all = make_dataset(args.dataset_size, args.seed)
+    model = make_model().to(device)
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    lr = scaled_lr(args.lr, world_size, args.lr_scaling)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss(reduction="sum")
+
+    # ------------------------------------------------------------------- 4. resume
+    store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
+    writer = f"r{rank}.{os.getpid()}"
+    step, sampler = 0, GlobalSampler(args.dataset_size, args.seed)
+    torch.manual_seed(args.seed + rank)
+    loaded = store.load_latest(map_location=device)
+    if loaded is not None:
+        state = loaded.state
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        for group in optimizer.param_groups:
+            group["lr"] = lr  # the world size may have changed since the save
+        step = state["step"]
+        sampler = GlobalSampler(args.dataset_size, args.seed, state["epoch"], state["position"])
+        torch.set_rng_state(state["rng"]["torch"])
+        if device.type == "cuda" and state["rng"].get("cuda") is not None:
+            torch.cuda.set_rng_state(state["rng"]["cuda"], device)
+        events.emit("checkpoint_loaded", step=step, epoch=sampler.epoch, position=sampler.position,
+                    seconds=round(loaded.seconds, 4), path=loaded.path.name, skipped=list(loaded.skipped))
+    events.emit("resume" if loaded else "fresh", step=step, world_size=world_size, lr=lr, restarts=restarts)
+
+    def snapshot() -> dict:
+        return {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "step": step,
+            "epoch": sampler.epoch,
+            "position": sampler.position,
+            "world_size": world_size,
+            "rng": {"torch": torch.get_rng_state(),
+                    "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None},
+        }
+
+    def save(reason: str) -> None:
+        if store.has(step):
+            return  # another rank (or the periodic timer) already saved this very step
+        saved = store.save(snapshot(), step, writer)
+        events.emit("checkpoint_saved", step=step, reason=reason, seconds=round(saved.seconds, 4),
+                    bytes=saved.nbytes, path=saved.path.name)
+
+    # ------------------------------------------------------------- 5. training loop
+    while step < args.steps:
+        if notice.received:
+            # Spot notice: the model is consistent at a step boundary. Save and go.
+            save("notice")
+            events.emit("exit", reason="notice", step=step,
+                        notice_to_exit_s=round(time.time() - notice.received_at, 4))
+            return EXIT_ON_NOTICE
+
+        indices, covered = sampler.peek(args.batch_size, rank, world_size)
+        xb, yb = x_all[indices].to(device), y_all[indices].to(device)
+        t0 = time.perf_counter()
+        try:
+            optimizer.zero_grad(set_to_none=True)
+            # DDP averages gradients over ranks; scaling the summed loss by world/covered makes
+            # that average the exact mean over the step's global batch, even for a short one.
+            local_loss = loss_fn(ddp(xb), yb)
+            (local_loss * (world_size / covered)).backward()
+            if args.step_time:
+                time.sleep(args.step_time)
+            optimizer.step()
+        except Exception as exc:  # a collective failed: a peer vanished or timed out
+            # optimizer.step() had not run, so the state is exactly the last completed step.
+            events.emit("collective_failed", step=step, error=type(exc).__name__, message=str(exc)[:200])
+            if args.save_on_failure:
+                save("failure")
+            raise
+        step += 1
+        sampler.advance(covered)
+        if rank == 0:
+            events.emit("step", step=step, loss=round(local_loss.item() / max(len(indices), 1), 5),
+                        world_size=world_size, epoch=sampler.epoch, position=sampler.position,
+                        seconds=round(time.perf_counter() - t0, 5))
+        if args.log_samples:
+            events.emit("samples", step=step, epoch=sampler.epoch if sampler.position else sampler.epoch - 1,
+                        indices=indices.tolist())
+        if step % args.checkpoint_every == 0 and rank == 0:
+            save("interval")
+
+    # ------------------------------------------------------------------------ 6. exit
+    if rank == 0:
+        save("final")
+    events.emit("exit", reason="done", step=step)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
