@@ -1,0 +1,178 @@
+"""`AksCluster`: the Azure lab's cluster as one Pulumi component.
+
+Children (all parented to the component):
+  resource group; control-plane identity; ManagedCluster (system pool, Blob CSI driver,
+  OIDC issuer, workload identity); CPU pool (on-demand); GPU spot pool; training workload
+  identity + federated credential; checkpoint storage account + container + role
+  assignments; a Kubernetes provider for the new cluster.
+
+Outputs (`register_outputs` and attributes): kubeconfig (secret), cluster_name,
+resource_group_name, node_resource_group, oidc_issuer_url, pool_names, storage_account_name,
+storage_container_name, workload_identity_client_id; `.info` is the cloud-neutral
+`ClusterInfo` the platform component takes.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi_azure_native import authorization, containerservice, resources
+
+from components import labels
+from components.aks import identity as identity_mod
+from components.aks import pools as pools_mod
+from components.aks import storage as storage_mod
+from components.aks.args import AksClusterArgs
+from components.cluster_info import CheckpointStorageInfo, ClusterInfo
+
+COMPONENT_TYPE = "elastic-spot-lab:aks:Cluster"
+
+
+def _decode_kubeconfig(result: containerservice.ListManagedClusterUserCredentialsResult) -> str:
+    if not result.kubeconfigs:
+        raise ValueError("listManagedClusterUserCredentials returned no kubeconfig")
+    return base64.b64decode(result.kubeconfigs[0].value).decode()
+
+
+class AksCluster(pulumi.ComponentResource):
+    """AKS with an on-demand system pool, an on-demand CPU pool and an autoscaled GPU spot
+    pool, plus checkpoint storage reachable through workload identity."""
+
+    kubeconfig: pulumi.Output[str]
+    info: ClusterInfo
+
+    def __init__(self, name: str, args: AksClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        args.validate()  # nothing is declared from invalid args
+        super().__init__(COMPONENT_TYPE, name, None, opts)
+        self.args = args
+        here = pulumi.ResourceOptions(parent=self)
+        tags = {"elastic-spot-lab/cluster": args.cluster_name, **args.tags}
+        client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        subscription_id = client.subscription_id
+
+        self.resource_group = resources.ResourceGroup(
+            f"{name}-rg", resource_group_name=args.resource_group_name, location=args.location, tags=tags, opts=here
+        )
+        rg_name = self.resource_group.name
+
+        self.control_plane_identity = identity_mod.control_plane_identity(
+            f"{name}-control-plane", resource_group=rg_name, location=args.location,
+            identity_name=f"{args.cluster_name}-control-plane", tags=tags, parent=self,
+        )
+
+        self.pool_specs = pools_mod.pool_specs(args)
+        system = self.pool_specs[labels.POOL_SYSTEM]
+        self.cluster = containerservice.ManagedCluster(
+            name,
+            resource_group_name=rg_name,
+            resource_name_=args.cluster_name,
+            location=args.location,
+            dns_prefix=args.cluster_name,
+            kubernetes_version=args.kubernetes_version,
+            sku=containerservice.ManagedClusterSKUArgs(
+                name=containerservice.ManagedClusterSKUName.BASE, tier=args.sku_tier
+            ),
+            identity=containerservice.ManagedClusterIdentityArgs(
+                type=containerservice.ResourceIdentityType.USER_ASSIGNED,
+                user_assigned_identities=[self.control_plane_identity.id],
+            ),
+            node_resource_group=args.node_resource_group_name,
+            enable_rbac=True,
+            agent_pool_profiles=[pools_mod.system_pool_profile(args, system)],
+            network_profile=containerservice.ContainerServiceNetworkProfileArgs(
+                network_plugin=containerservice.NetworkPlugin.AZURE,
+                network_plugin_mode=containerservice.NetworkPluginMode.OVERLAY,
+            ),
+            oidc_issuer_profile=containerservice.ManagedClusterOIDCIssuerProfileArgs(enabled=True),
+            security_profile=containerservice.ManagedClusterSecurityProfileArgs(
+                workload_identity=containerservice.ManagedClusterSecurityProfileWorkloadIdentityArgs(enabled=True),
+            ),
+            storage_profile=containerservice.ManagedClusterStorageProfileArgs(
+                # The AKS-managed Blob CSI driver; do not also install the upstream chart.
+                blob_csi_driver=containerservice.ManagedClusterStorageProfileBlobCSIDriverArgs(enabled=True),
+            ),
+            auto_upgrade_profile=containerservice.ManagedClusterAutoUpgradeProfileArgs(
+                upgrade_channel=containerservice.UpgradeChannel.PATCH,
+                node_os_upgrade_channel=containerservice.NodeOSUpgradeChannel.NODE_IMAGE,
+            ),
+            tags=tags,
+            opts=here,
+        )
+
+        self.cpu_pool = pools_mod.cpu_pool(
+            f"{name}-{labels.POOL_CPU}", args, self.pool_specs[labels.POOL_CPU],
+            resource_group=rg_name, cluster=self.cluster, parent=self,
+        )
+        self.gpu_pool = pools_mod.gpu_spot_pool(
+            f"{name}-{labels.POOL_GPU_SPOT}", args, self.pool_specs[labels.POOL_GPU_SPOT],
+            resource_group=rg_name, cluster=self.cluster, parent=self,
+        )
+
+        issuer_url = self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else None)
+        self.training_identity, self.training_federation = identity_mod.workload_identity(
+            f"{name}-training", resource_group=rg_name, location=args.location,
+            identity_name=f"{args.cluster_name}-training", issuer_url=issuer_url,
+            subject=args.workload_identity_subject, tags=tags, parent=self,
+        )
+
+        self.storage_account, self.storage_container, self.role_assignments = storage_mod.checkpoint_storage(
+            f"{name}-checkpoints", args, resource_group=rg_name, subscription_id=subscription_id,
+            principal_id=self.training_identity.principal_id, parent=self,
+        )
+
+        credentials = containerservice.list_managed_cluster_user_credentials_output(
+            resource_group_name=rg_name, resource_name=self.cluster.name,
+            opts=pulumi.InvokeOutputOptions(parent=self),
+        )
+        self.kubeconfig = pulumi.Output.secret(credentials.apply(_decode_kubeconfig))
+        self.k8s_provider = k8s.Provider(
+            f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
+            # Pools first: the platform's pods need somewhere to run.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu_pool, self.gpu_pool]),
+        )
+
+        self.node_resource_group = self.cluster.node_resource_group.apply(lambda v: v or args.node_resource_group_name)
+        self.oidc_issuer_url = issuer_url
+        self.pool_names = {role: spec.name for role, spec in self.pool_specs.items()}
+        self.info = ClusterInfo(
+            cloud="aks",
+            provider=self.k8s_provider,
+            kubeconfig=self.kubeconfig,
+            cluster_name=self.cluster.name,
+            pool_labels={role: dict(spec.node_labels) for role, spec in self.pool_specs.items()},
+            pool_taints={role: list(spec.taints) for role, spec in self.pool_specs.items()},
+            node_resource_group=self.node_resource_group,
+            storage=CheckpointStorageInfo(
+                kind="azure-blob",
+                account=self.storage_account.name,
+                container=self.storage_container.name,
+                resource_group=rg_name,
+                client_id=self.training_identity.client_id,
+                namespace=args.training_namespace,
+                service_account=args.training_service_account,
+                mount_with_token=args.checkpoint_auth == "workload-identity-token",
+            ),
+            extra={"oidc_issuer_url": issuer_url, "tenant_id": self.training_identity.tenant_id},
+        )
+        self.register_outputs(self.outputs())
+
+    def outputs(self) -> dict[str, pulumi.Input]:
+        """Everything worth exporting; no keys, kubeconfig as a secret."""
+        return {
+            "kubeconfig": self.kubeconfig,
+            "clusterName": self.cluster.name,
+            "resourceGroupName": self.resource_group.name,
+            "nodeResourceGroup": self.node_resource_group,
+            "oidcIssuerUrl": self.oidc_issuer_url,
+            "poolNames": self.pool_names,
+            "poolLabels": self.info.pool_labels,
+            "gpuTaints": [t.aks() for t in self.info.pool_taints[labels.POOL_GPU_SPOT]],
+            "storageAccountName": self.storage_account.name,
+            "storageContainerName": self.storage_container.name,
+            "storageResourceGroup": self.resource_group.name,
+            "workloadIdentityClientId": self.training_identity.client_id,
+            "trainingServiceAccount": f"{self.args.training_namespace}/{self.args.training_service_account}",
+            "checkpointAuth": self.args.checkpoint_auth,
+        }

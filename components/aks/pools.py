@@ -1,0 +1,147 @@
+"""Node pools: the system pool profile (inside the ManagedCluster) and our two user pools.
+
+Facts followed (../shared/FACTS.md, AKS section):
+- spot GPU pool = AgentPool mode User, scaleSetPriority Spot, scaleSetEvictionPolicy
+  Delete, spotMaxPrice -1, autoscaling with minCount 0; a spot pool cannot be the system
+  pool and cannot set upgradeSettings.maxSurge; priority and max price are immutable;
+- AKS adds the label and taint `kubernetes.azure.com/scalesetpriority=spot[:NoSchedule]` to
+  spot nodes: both are declared here so Pulumi shows no perpetual diff;
+- `ignore_changes=["count"]` where the cluster autoscaler owns the count;
+- `gpuProfile.driver: Install` installs the GPU driver only; the NVIDIA device plugin (the
+  platform's) needs `nvidia.com/gpu.present=true` on the nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import containerservice
+
+from components import labels
+from components.aks.args import AksClusterArgs
+from components.labels import Taint
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """One pool as our platform sees it: name, labels, taints, spot or not."""
+
+    role: str  # labels.POOL_*
+    name: str
+    vm_size: str
+    spot: bool
+    min_nodes: int
+    max_nodes: int
+    node_labels: dict[str, str]
+    taints: tuple[Taint, ...]
+
+    @property
+    def aks_taints(self) -> list[str]:
+        return [t.aks() for t in self.taints]
+
+
+def pool_specs(args: AksClusterArgs) -> dict[str, PoolSpec]:
+    """The three pools of the lab, keyed by role."""
+    gpu_labels = {
+        **labels.pool_labels(labels.POOL_GPU_SPOT, spot=True),
+        labels.AKS_SPOT_LABEL: labels.AKS_SPOT_VALUE,  # AKS sets it anyway; declared: no diff
+        labels.NVIDIA_GPU_PRESENT_LABEL: "true",  # the device plugin's node affinity
+    }
+    return {
+        labels.POOL_SYSTEM: PoolSpec(
+            labels.POOL_SYSTEM, args.system_pool_name, args.system_vm_size, False,
+            args.system_node_count, args.system_node_count,
+            labels.pool_labels(labels.POOL_SYSTEM, spot=False), (labels.CRITICAL_ADDONS_TAINT,),
+        ),
+        labels.POOL_CPU: PoolSpec(
+            labels.POOL_CPU, args.cpu_pool_name, args.cpu_vm_size, False,
+            args.cpu_min_nodes, args.cpu_max_nodes, labels.pool_labels(labels.POOL_CPU, spot=False), (),
+        ),
+        labels.POOL_GPU_SPOT: PoolSpec(
+            labels.POOL_GPU_SPOT, args.gpu_pool_name, args.gpu_vm_size, True,
+            args.gpu_min_nodes, args.gpu_max_nodes, gpu_labels, (labels.GPU_TAINT, labels.AKS_SPOT_TAINT),
+        ),
+    }
+
+
+def system_pool_profile(args: AksClusterArgs, spec: PoolSpec) -> containerservice.ManagedClusterAgentPoolProfileArgs:
+    """The system pool, declared inside the ManagedCluster (AKS needs one at creation).
+
+    On-demand (`Regular`), fixed size, tainted CriticalAddonsOnly so that only AKS add-ons
+    run there and our etcd / operator land on the CPU pool.
+    """
+    return containerservice.ManagedClusterAgentPoolProfileArgs(
+        name=spec.name,
+        mode=containerservice.AgentPoolMode.SYSTEM,
+        vm_size=spec.vm_size,
+        count=spec.min_nodes,
+        os_type=containerservice.OSType.LINUX,
+        type=containerservice.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
+        scale_set_priority=containerservice.ScaleSetPriority.REGULAR,
+        orchestrator_version=args.kubernetes_version,
+        node_labels=spec.node_labels,
+        node_taints=spec.aks_taints,
+        upgrade_settings=containerservice.AgentPoolUpgradeSettingsArgs(max_surge="1"),
+        tags=args.tags,
+    )
+
+
+def cpu_pool(
+    name: str, args: AksClusterArgs, spec: PoolSpec, *, resource_group: pulumi.Input[str],
+    cluster: containerservice.ManagedCluster, parent: pulumi.Resource,
+) -> containerservice.AgentPool:
+    """The on-demand CPU pool for etcd, the training operator and launchers (autoscaled)."""
+    return containerservice.AgentPool(
+        name,
+        resource_group_name=resource_group,
+        resource_name_=cluster.name,
+        agent_pool_name=spec.name,
+        mode=containerservice.AgentPoolMode.USER,
+        vm_size=spec.vm_size,
+        os_type=containerservice.OSType.LINUX,
+        type=containerservice.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
+        scale_set_priority=containerservice.ScaleSetPriority.REGULAR,
+        orchestrator_version=args.kubernetes_version,
+        enable_auto_scaling=True,
+        count=spec.min_nodes,
+        min_count=spec.min_nodes,
+        max_count=spec.max_nodes,
+        node_labels=spec.node_labels,
+        node_taints=spec.aks_taints,
+        upgrade_settings=containerservice.AgentPoolUpgradeSettingsArgs(max_surge="1"),
+        tags=args.tags,
+        # The cluster autoscaler owns the node count.
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["count"]),
+    )
+
+
+def gpu_spot_pool(
+    name: str, args: AksClusterArgs, spec: PoolSpec, *, resource_group: pulumi.Input[str],
+    cluster: containerservice.ManagedCluster, parent: pulumi.Resource,
+) -> containerservice.AgentPool:
+    """The spot GPU pool for elastic workers: Spot + Delete + max price, scales to zero."""
+    return containerservice.AgentPool(
+        name,
+        resource_group_name=resource_group,
+        resource_name_=cluster.name,
+        agent_pool_name=spec.name,
+        mode=containerservice.AgentPoolMode.USER,  # a spot pool can never be the system pool
+        vm_size=spec.vm_size,
+        os_type=containerservice.OSType.LINUX,
+        type=containerservice.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
+        scale_set_priority=containerservice.ScaleSetPriority.SPOT,  # immutable
+        scale_set_eviction_policy=containerservice.ScaleSetEvictionPolicy.DELETE,
+        spot_max_price=args.gpu_spot_max_price,  # -1: up to on-demand; immutable
+        orchestrator_version=args.kubernetes_version,
+        enable_auto_scaling=True,
+        count=spec.min_nodes,
+        min_count=spec.min_nodes,
+        max_count=spec.max_nodes,
+        node_labels=spec.node_labels,
+        node_taints=spec.aks_taints,
+        gpu_profile=containerservice.GPUProfileArgs(driver=containerservice.GPUDriver.INSTALL),
+        # No upgrade_settings.max_surge: AKS rejects it on spot pools.
+        tags=args.tags,
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["count"]),
+    )

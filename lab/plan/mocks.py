@@ -1,0 +1,185 @@
+"""Realistic mock outputs for the offline plan.
+
+Under `pulumi.runtime.set_mocks` every resource's outputs come from `PlanMocks.new_resource`
+and every invoke from `PlanMocks.call`. They return what Azure would: ARM ids, the names a
+resource was given, a node resource group, an OIDC issuer URL, managed-identity client ids,
+a base64 kubeconfig, so that code downstream of those outputs runs as it would for real.
+Values are deterministic (derived from names), so plans are stable across runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import uuid
+from typing import Any
+
+import pulumi
+
+MOCK_SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
+MOCK_TENANT = "00000000-0000-4000-8000-0000000000aa"
+MOCK_CLIENT = "00000000-0000-4000-8000-0000000000cc"
+
+
+def _uuid(*parts: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(parts)))
+
+
+def _suffix(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:8]
+
+
+# type token -> (ARM provider path template, input holding the resource's own name).
+# `{rg}`, `{parent}`, `{name}` and `{account}` are filled from inputs.
+_ARM = {
+    "azure-native:resources:ResourceGroup": ("/subscriptions/{sub}/resourceGroups/{name}", "resourceGroupName"),
+    "azure-native:managedidentity:UserAssignedIdentity": (
+        "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{name}",
+        "resourceName",
+    ),
+    "azure-native:managedidentity:FederatedIdentityCredential": (
+        "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{parent}"
+        "/federatedIdentityCredentials/{name}",
+        "federatedIdentityCredentialResourceName",
+    ),
+    "azure-native:containerservice:ManagedCluster": (
+        "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.ContainerService/managedClusters/{name}",
+        "resourceName",
+    ),
+    "azure-native:containerservice:AgentPool": (
+        "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.ContainerService/managedClusters/{parent}"
+        "/agentPools/{name}",
+        "agentPoolName",
+    ),
+    "azure-native:storage:StorageAccount": (
+        "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Storage/storageAccounts/{name}",
+        "accountName",
+    ),
+    "azure-native:storage:BlobContainer": (
+        "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Storage/storageAccounts/{account}"
+        "/blobServices/default/containers/{name}",
+        "containerName",
+    ),
+    "azure-native:authorization:RoleAssignment": (
+        "{scope}/providers/Microsoft.Authorization/roleAssignments/{name}",
+        "roleAssignmentName",
+    ),
+}
+
+
+def mock_kubeconfig(cluster: str, server: str) -> str:
+    """A well-formed kubeconfig with placeholder credentials (never a real secret)."""
+    return (
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: {cluster}\n  cluster:\n    server: {server}\n"
+        "    certificate-authority-data: TU9DSy1DQQ==\n"
+        f"users:\n- name: clusterUser_{cluster}\n  user:\n    token: mock-token-not-a-secret\n"
+        f"contexts:\n- name: {cluster}\n  context:\n    cluster: {cluster}\n    user: clusterUser_{cluster}\n"
+        f"current-context: {cluster}\n"
+    )
+
+
+class PlanMocks(pulumi.runtime.Mocks):
+    """Mocks that answer like Azure (and like any other provider: echo inputs, stable ids)."""
+
+    def __init__(self) -> None:
+        self.unknown_calls: list[str] = []
+
+    # ------------------------------------------------------------------ resources
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
+        inputs = dict(args.inputs)
+        typ = args.typ
+        state: dict[str, Any] = dict(inputs)
+        identity = inputs.get("identity")
+        if typ.startswith("azure-native:") and isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
+            # azure-native takes a list of identity ids and returns ARM's map id -> details.
+            state["identity"] = {
+                **identity,
+                "userAssignedIdentities": {
+                    i: {"clientId": _uuid("client", str(i)), "principalId": _uuid("principal", str(i))}
+                    for i in identity["userAssignedIdentities"]
+                },
+            }
+        if typ in _ARM:
+            template, name_key = _ARM[typ]
+            own = inputs.get(name_key)
+            if typ == "azure-native:authorization:RoleAssignment" and not own:
+                own = _uuid(args.name, str(inputs.get("scope")), str(inputs.get("roleDefinitionId")))
+            if not own:  # azure-native autonaming: logical name + random suffix
+                own = f"{args.name}{_suffix(args.name)}"
+            state[name_key] = own
+            state["name"] = own
+            rid = template.format(
+                sub=MOCK_SUBSCRIPTION,
+                rg=inputs.get("resourceGroupName", "rg"),
+                name=own,
+                parent=inputs.get("resourceName", "parent"),
+                account=inputs.get("accountName", "account"),
+                scope=inputs.get("scope", f"/subscriptions/{MOCK_SUBSCRIPTION}"),
+            )
+            state["id"] = rid
+            state.update(self._extra_outputs(typ, own, inputs))
+            return rid, state
+        if typ.startswith("pulumi:providers:"):
+            return f"{args.name}-provider-id", state
+        return f"{args.name}-id", state
+
+    @staticmethod
+    def _extra_outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        location = inputs.get("location", "eastus")
+        if typ == "azure-native:managedidentity:UserAssignedIdentity":
+            return {
+                "clientId": _uuid("client", name),
+                "principalId": _uuid("principal", name),
+                "tenantId": MOCK_TENANT,
+                "type": "Microsoft.ManagedIdentity/userAssignedIdentities",
+            }
+        if typ == "azure-native:containerservice:ManagedCluster":
+            rg = inputs.get("resourceGroupName", "rg")
+            fqdn = f"{inputs.get('dnsPrefix', name)}-{_suffix(name)}.hcp.{location}.azmk8s.io"
+            return {
+                "nodeResourceGroup": inputs.get("nodeResourceGroup") or f"MC_{rg}_{name}_{location}",
+                "fqdn": fqdn,
+                "oidcIssuerProfile": {
+                    **(inputs.get("oidcIssuerProfile") or {}),
+                    "issuerURL": f"https://{location}.oic.prod-aks.azure.com/{MOCK_TENANT}/{_uuid('oidc', name)}/",
+                },
+                "identityProfile": {
+                    "kubeletidentity": {
+                        "clientId": _uuid("kubelet-client", name),
+                        "objectId": _uuid("kubelet-object", name),
+                        "resourceId": f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/MC_{rg}_{name}_{location}"
+                        f"/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{name}-agentpool",
+                    }
+                },
+                "provisioningState": "Succeeded",
+                "powerState": {"code": "Running"},
+                "currentKubernetesVersion": inputs.get("kubernetesVersion"),
+            }
+        if typ == "azure-native:containerservice:AgentPool":
+            return {"provisioningState": "Succeeded", "nodeImageVersion": "AKSUbuntu-2204gen2containerd-mock"}
+        if typ == "azure-native:storage:StorageAccount":
+            return {
+                "primaryEndpoints": {"blob": f"https://{name}.blob.core.windows.net/"},
+                "provisioningState": "Succeeded",
+            }
+        if typ == "azure-native:resources:ResourceGroup":
+            return {"properties": {"provisioningState": "Succeeded"}}
+        return {}
+
+    # ------------------------------------------------------------------ invokes
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list | None]:
+        token, a = args.token, dict(args.args)
+        if token == "azure-native:authorization:getClientConfig":
+            return {"clientId": MOCK_CLIENT, "objectId": _uuid("object", MOCK_CLIENT),
+                    "subscriptionId": MOCK_SUBSCRIPTION, "tenantId": MOCK_TENANT}, []
+        if token in (
+            "azure-native:containerservice:listManagedClusterUserCredentials",
+            "azure-native:containerservice:listManagedClusterAdminCredentials",
+        ):
+            cluster = a.get("resourceName", "cluster")
+            server = f"https://{cluster}-{_suffix(cluster)}.hcp.eastus.azmk8s.io:443"
+            value = base64.b64encode(mock_kubeconfig(cluster, server).encode()).decode()
+            return {"kubeconfigs": [{"name": "clusterUser", "value": value}]}, []
+        self.unknown_calls.append(token)
+        return {}, []
