@@ -1,0 +1,78 @@
+{{/* Checks JSON schema cannot express; each fails the render with the value and the fix. */}}
+{{- define "ej.validate" -}}
+{{- $v := .Values -}}
+{{- if gt (int $v.minNodes) (int $v.maxNodes) -}}
+{{- fail (printf "minNodes=%d is invalid: expected <= maxNodes (%d)" (int $v.minNodes) (int $v.maxNodes)) -}}
+{{- end -}}
+{{- if not (kindIs "invalid" $v.replicas) -}}
+{{- if or (lt (int $v.replicas) (int $v.minNodes)) (gt (int $v.replicas) (int $v.maxNodes)) -}}
+{{- fail (printf "replicas=%d is invalid: expected between minNodes (%d) and maxNodes (%d)" (int $v.replicas) (int $v.minNodes) (int $v.maxNodes)) -}}
+{{- end -}}
+{{- end -}}
+{{- $host := include "ej.rdzvHost" . -}}
+{{- if regexMatch (printf "^%s-(worker|master)-[0-9]+([.]|$)" $v.name) $host -}}
+{{- fail (printf "rdzv.host=%q is invalid: expected the rendezvous Service, never a worker pod (evicting it would end the job)" $host) -}}
+{{- end -}}
+{{- if and (gt (int $v.gpusPerNode) 0) (gt (int $v.nprocPerNode) (int $v.gpusPerNode)) -}}
+{{- fail (printf "nprocPerNode=%d is invalid: expected <= gpusPerNode (%d), one GPU per worker process" (int $v.nprocPerNode) (int $v.gpusPerNode)) -}}
+{{- end -}}
+{{- $reserved := list "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" "LAB_CHECKPOINT_DIR" "LAB_CHECKPOINT_EVERY" "LAB_CHECKPOINT_WRITES" "LAB_PG_TIMEOUT_S" -}}
+{{- range $key, $_ := $v.env -}}
+{{- if or (has $key $reserved) (hasPrefix "PET_" $key) -}}
+{{- fail (printf "env.%s is invalid: expected a variable the chart does not set itself (PET_* come from elasticPolicy, LAB_* from the job values)" $key) -}}
+{{- end -}}
+{{- end -}}
+{{- range $v.rdzv.conf -}}
+{{- if and (eq .key "is_host") (eq $v.rdzv.backend "c10d") (ne .value "false") -}}
+{{- fail (printf "rdzv.conf is_host=%q is invalid: expected \"false\" with c10d (the store runs in its own pod, never on a worker)" .value) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ej.storeName" -}}
+{{ .Values.name }}-rdzv-store
+{{- end -}}
+
+{{/* Rendezvous host: the value given, else the etcd Service or this job's c10d store. */}}
+{{- define "ej.rdzvHost" -}}
+{{- if .Values.rdzv.host -}}
+{{ .Values.rdzv.host }}
+{{- else if eq .Values.rdzv.backend "c10d" -}}
+{{ include "ej.storeName" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
+{{- else -}}
+{{ .Values.rdzv.etcdService }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
+{{- end -}}
+{{- end -}}
+
+{{- define "ej.rdzvPort" -}}
+{{- if not (kindIs "invalid" .Values.rdzv.port) -}}
+{{ int .Values.rdzv.port }}
+{{- else if eq .Values.rdzv.backend "c10d" -}}
+{{ int .Values.c10dStore.port }}
+{{- else -}}
+2379
+{{- end -}}
+{{- end -}}
+
+{{/* rdzvConf in order; c10d gets is_host=false unless the values already say so. */}}
+{{- define "ej.rdzvConf" -}}
+{{- $conf := .Values.rdzv.conf -}}
+{{- $hasHost := false -}}
+{{- range $conf -}}{{- if eq .key "is_host" -}}{{- $hasHost = true -}}{{- end -}}{{- end -}}
+{{- range $conf }}
+- key: {{ .key | quote }}
+  value: {{ .value | quote }}
+{{- end -}}
+{{- if and (eq .Values.rdzv.backend "c10d") (not $hasHost) }}
+- key: "is_host"
+  value: "false"
+{{- end -}}
+{{- end -}}
+
+{{- define "ej.labels" -}}
+app.kubernetes.io/name: elastic-pytorchjob
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/part-of: elastic-spot-lab
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
+elastic-spot-lab/job: {{ .Values.name | quote }}
+{{- end -}}

@@ -1,0 +1,73 @@
+"""Values and patches the platform hands to Helm and kustomize: pure functions, tested
+without Pulumi, and re-used by the offline checks (lab/k8s/checks.py) to render exactly
+what the component passes."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+from components.platform.settings import PlatformSettings
+from lab.k8s.scheduling import PoolPlacement, required_affinity
+
+# The device plugin chart's own default tolerations (values.yaml of 0.20.0), kept.
+_DEVICE_PLUGIN_BASE_TOLERATIONS = [
+    {"key": "CriticalAddonsOnly", "operator": "Exists"},
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+]
+
+
+def etcd_values(settings: PlatformSettings, pools: PoolPlacement) -> dict[str, Any]:
+    """Values for charts/etcd-rendezvous: CPU pool, preserved priority, v3.5.x, v2 API."""
+    return {
+        "image": {"repository": settings.etcd_image, "tag": settings.etcd_tag, "pullPolicy": "IfNotPresent"},
+        "serviceName": settings.etcd_service,
+        "clusterDomain": settings.cluster_domain,
+        "clientPort": 2379,
+        "nodeSelector": dict(pools.cpu_labels),
+        "tolerations": pools.cpu_tolerations(),
+        "priorityClassName": settings.priorities.preserved.name,
+        "networkPolicy": {"clientPodLabels": dict(settings.rdzv_client_labels)},
+    }
+
+
+def device_plugin_values(pools: PoolPlacement) -> dict[str, Any]:
+    """Values for nvidia-device-plugin 0.20.0: only on GPU nodes, tolerating the spot taint
+    and our GPU taint (its defaults select NFD/gpu.present labels and miss the spot taint)."""
+    tolerations = copy.deepcopy(_DEVICE_PLUGIN_BASE_TOLERATIONS)
+    for taint in pools.gpu_taints:
+        # Exists: tolerate the taint whatever its value.
+        t = {"key": taint.key, "operator": "Exists", "effect": taint.effect}
+        if t not in tolerations:
+            tolerations.append(t)
+    return {
+        "affinity": required_affinity(pools.gpu_labels),
+        "tolerations": tolerations,
+        "priorityClassName": "system-node-critical",
+        "gfd": {"enabled": False},
+    }
+
+
+def operator_pod_patch(settings: PlatformSettings, pools: PoolPlacement) -> dict[str, Any]:
+    """What the operator's pods get: the CPU pool and the preserved priority."""
+    patch: dict[str, Any] = {
+        "nodeSelector": dict(pools.cpu_labels),
+        "priorityClassName": settings.priorities.preserved.name,
+    }
+    if pools.cpu_taints:
+        patch["tolerations"] = pools.cpu_tolerations()
+    return patch
+
+
+def patch_workload(props: Mapping[str, Any], pod_patch: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a Deployment's properties with `pod_patch` merged into its pod spec."""
+    out = copy.deepcopy(dict(props))
+    spec = out.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
+    for key, value in pod_patch.items():
+        if key == "nodeSelector":
+            spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **value}
+        elif key == "tolerations":
+            spec["tolerations"] = list(spec.get("tolerations") or []) + [t for t in value if t not in (spec.get("tolerations") or [])]
+        else:
+            spec[key] = value
+    return out
