@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from components.aks.args import AksArgsError, AksClusterArgs, Problem, config_fields
+from components.aks.args import AksClusterArgs, Problem, config_fields
 
 PROJECT = "elastic-spot-lab"
 CLOUDS = ("aks", "eks", "byo")
@@ -163,6 +163,7 @@ class StackConfig:
         all problems reported at once as ConfigError (keys, not field names)."""
         problems: list[Problem] = []
         kwargs: dict[str, Any] = {}
+        unparsed: set[str] = set()
         by_field = {f.name: f for f in config_fields()}
         for name, f in by_field.items():
             key = f.metadata["key"]
@@ -171,21 +172,27 @@ class StackConfig:
                     kwargs[name] = parse_value(key, f.metadata["kind"], self.values[key])
                 except ConfigError as exc:
                     problems.extend(exc.problems)
-        if "location" not in kwargs and "location" not in {p.field.split(":")[-1] for p in problems}:
+                    unparsed.add(name)
+        if "location" not in kwargs and "location" not in unparsed:
             problems.append(Problem(qualified("location"), None, "an Azure region name such as eastus (required for cloud aks)"))
         base = default_name(self.stack)
+        kwargs.setdefault("location", "eastus")  # placeholder so the other values still get checked
         kwargs.setdefault("cluster_name", base)
         kwargs.setdefault("resource_group_name", f"{base}-rg")
+        args = AksClusterArgs(**kwargs)
+        # Values that did not parse were left at their defaults; report them once.
+        problems.extend(_to_key(p, by_field) for p in args.problems() if p.field not in unparsed)
         if problems:
             raise ConfigError(problems, self.stack)
-        args = AksClusterArgs(**kwargs)
-        try:
-            return args.validate()
-        except AksArgsError as exc:
-            raise ConfigError(
-                [Problem(qualified(by_field[p.field].metadata["key"]), p.value, p.expected) for p in exc.problems],
-                self.stack,
-            ) from None
+        return args
+
+
+def _to_key(problem: Problem, by_field: dict[str, Any]) -> Problem:
+    """An args problem in the words of the stack file: field names become config keys."""
+    expected = problem.expected
+    for name, f in by_field.items():
+        expected = re.sub(rf"\b{name}\b", f.metadata["key"], expected)
+    return Problem(qualified(by_field[problem.field].metadata["key"]), problem.value, expected)
 
 
 def default_name(stack: str) -> str:
@@ -223,9 +230,12 @@ def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -
         problems.append(Problem(qualified("cloud"), None, "one of " + ", ".join(CLOUDS) + " (which cluster this stack builds)"))
     elif cloud not in CLOUDS:
         problems.append(Problem(qualified("cloud"), cloud, "one of " + ", ".join(CLOUDS)))
-    if problems:
-        raise ConfigError(problems, stack)
     cfg = StackConfig(stack=stack, cloud=str(cloud), values=ours)
     if cfg.cloud == "aks":
-        cfg.aks_args()  # validate now: every error before any resource
+        try:
+            cfg.aks_args()  # validate now: every error before any resource
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ConfigError(problems, stack)
     return cfg

@@ -1,13 +1,21 @@
-"""The Pulumi program's body: stack config -> cluster component -> (platform) -> exports.
+"""The Pulumi program's body: stack config -> cluster component -> platform -> exports.
 
-`__main__.py` calls `main()`; `elastic-lab plan` runs the same under mocks. To add a
-component, declare it in `compose()` after the cluster and export its outputs there.
+`__main__.py` calls `main()`; `elastic-lab plan` runs the same under mocks.
+
+Extending it (the training platform, another cloud):
+- list your module in `EXTENSIONS`: it is imported before the config is read, so the
+  config keys it registers (components.config.register_keys) are known;
+- from that module, add a cluster builder for a cloud (`CLUSTER_BUILDERS["byo"] = fn`,
+  `fn(cfg) -> component` exposing `.outputs()` and, for the platform, `.info`), and/or a
+  step after the cluster (`AFTER_CLUSTER.append(fn)`, `fn(stack, cfg)`; it adds its
+  components to `stack.components` and its exports to `stack.outputs`).
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pulumi
 
@@ -23,19 +31,43 @@ class Stack:
     """What `compose()` declared, for exports and for tests."""
 
     config: config_mod.StackConfig
-    cluster: Any = None  # AksCluster (or a future EksCluster / ByoCluster)
+    cluster: Any = None  # AksCluster (or another cloud's cluster component)
     components: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
 
 
-def build_cluster(cfg: config_mod.StackConfig) -> Any:
-    if cfg.cloud == "aks":
-        from components.aks import AksCluster
+def _build_aks(cfg: config_mod.StackConfig) -> Any:
+    from components.aks import AksCluster
 
-        return AksCluster("aks", cfg.aks_args())
-    raise UnsupportedCloud(
-        f"{config_mod.qualified('cloud')}={cfg.cloud!r} has no cluster component yet: expected aks"
-    )
+    return AksCluster("aks", cfg.aks_args())
+
+
+# Modules imported before config is read (they register keys, builders and steps).
+EXTENSIONS: list[str] = ["components.platform.stack"]
+# cloud -> builder of its cluster component.
+CLUSTER_BUILDERS: dict[str, Callable[[config_mod.StackConfig], Any]] = {"aks": _build_aks}
+# Steps run in order after the cluster, e.g. the training platform:
+#   info = stack.cluster.info            # components.cluster_info.ClusterInfo
+#   info.provider                        # Kubernetes provider of the new cluster
+#   info.pool_labels / info.pool_taints  # keyed by components.labels.POOL_*
+#   info.node_resource_group             # AKS node resource group (eviction drill)
+#   info.storage                         # account, container, resource_group, client_id, ...
+AFTER_CLUSTER: list[Callable[[Stack, config_mod.StackConfig], Any]] = []
+
+
+def load_extensions() -> None:
+    for name in EXTENSIONS:
+        importlib.import_module(name)
+
+
+def build_cluster(cfg: config_mod.StackConfig) -> Any:
+    builder = CLUSTER_BUILDERS.get(cfg.cloud)
+    if builder is None:
+        raise UnsupportedCloud(
+            f"{config_mod.qualified('cloud')}={cfg.cloud!r} has no cluster component yet: "
+            f"expected one of {', '.join(sorted(CLUSTER_BUILDERS))}"
+        )
+    return builder(cfg)
 
 
 def compose(cfg: config_mod.StackConfig) -> Stack:
@@ -44,23 +76,14 @@ def compose(cfg: config_mod.StackConfig) -> Stack:
     stack.cluster = build_cluster(cfg)
     stack.components["cluster"] = stack.cluster
     stack.outputs.update(stack.cluster.outputs())
-
-    # --- Training platform (issue 4) goes here. It takes the cluster's cloud-neutral facts:
-    #   info = stack.cluster.info            # components.cluster_info.ClusterInfo
-    #   info.provider                        # Kubernetes provider of the new cluster
-    #   info.pool_labels / info.pool_taints  # keyed by components.labels.POOL_*
-    #   info.node_resource_group             # AKS node resource group (eviction drill)
-    #   info.storage                         # account, container, resource_group, client_id, ...
-    # e.g.
-    #   platform = TrainingPlatform("platform", PlatformArgs.from_cluster(info, cfg),
-    #                               opts=pulumi.ResourceOptions(providers=[info.provider]))
-    #   stack.components["platform"] = platform
-    #   stack.outputs.update(platform.outputs())
+    for step in AFTER_CLUSTER:  # --- the training platform (issue 4) plugs in here
+        step(stack, cfg)
     return stack
 
 
 def main() -> Stack:
     """Entry point of the Pulumi program: validate all config first, then declare."""
+    load_extensions()
     cfg = config_mod.load()
     stack = compose(cfg)
     for name, value in stack.outputs.items():

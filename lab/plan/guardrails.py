@@ -249,8 +249,10 @@ def storage_outside_node_rg(plan: Any) -> Iterator[Finding]:
 
 SENSITIVE_KEY = re.compile(
     r"(?i)(kube_?config|password|passwd|secret|token$|connection_?string|credentials?$|"
-    r"(access|account|primary|secondary|private|storage|shared|admin)_?keys?$|^keys?$|sas_?(token|url|uri)$)"
+    r"(access|account|primary|secondary|private|storage|shared|admin|client|api)_?keys?$|sas_?(token|url|uri)$)"
 )
+# A bare `key` / `value` is only a secret when it looks like key material (a taint's `key` is not).
+KEY_MATERIAL = re.compile(r"^[A-Za-z0-9+/]{40,}={0,2}$")
 SENSITIVE_VALUE = [
     (re.compile(r"(?s)apiVersion:\s*v1.*kind:\s*Config|kind:\s*Config.*apiVersion:\s*v1"), "a kubeconfig"),
     (re.compile(r"AccountKey=|SharedAccessSignature=|[?&]sig=[A-Za-z0-9%]{20,}"), "a storage key or SAS"),
@@ -266,6 +268,8 @@ def _sensitive(key: str, value: Any) -> str | None:
     last = key.rsplit(".", 1)[-1]
     if SENSITIVE_KEY.search(last) and value not in (None, "", [], {}):
         return f"a value named like a secret ({last!r})"
+    if last.lower() in ("key", "keys", "value") and isinstance(value, str) and KEY_MATERIAL.match(value):
+        return f"key material under {last!r}"
     return None
 
 

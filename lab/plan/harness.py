@@ -59,8 +59,9 @@ class RecordedResource:
     state: dict[str, Any] = field(default_factory=dict)  # mocked outputs
     ignore_changes: list[str] = field(default_factory=list)
     replace_on_changes: list[str] = field(default_factory=list)
-    depends_on: list[str] = field(default_factory=list)  # explicit and implied resource deps (URNs)
-    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    dependencies: list[str] = field(default_factory=list)  # every dependency (URNs), implied ones too
+    depends_on: list[str] = field(default_factory=list)  # explicit `depends_on` (not implied by an input)
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)  # input -> URNs it came from
     provider: str | None = None
     protect: bool = False
     delete_before_replace: bool = False
@@ -224,6 +225,8 @@ def _recording_monitor_class():
             inputs, secrets = _struct(request.object)
             state, _ = _struct(getattr(response, "object", None)) if getattr(response, "object", None) else ({}, [])
             deps = list(request.dependencies)
+            prop_deps = {k: list(v.urns) for k, v in request.propertyDependencies.items()}
+            implied = {u for urns in prop_deps.values() for u in urns}
             rec = RecordedResource(
                 urn=response.urn,
                 type=request.type,
@@ -233,12 +236,13 @@ def _recording_monitor_class():
                 remote=bool(request.remote),
                 inputs=inputs,
                 secret_inputs=secrets,
-                id=getattr(response, "id", None) or None,
+                id=(getattr(response, "id", None) or None) if request.custom else None,
                 state=state,
                 ignore_changes=list(request.ignoreChanges),
                 replace_on_changes=list(request.replaceOnChanges),
-                depends_on=deps,
-                property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                dependencies=deps,
+                depends_on=[d for d in deps if d not in implied and d != request.parent],
+                property_dependencies=prop_deps,
                 provider=request.provider or None,
                 protect=bool(request.protect),
                 delete_before_replace=bool(request.deleteBeforeReplace),

@@ -1,0 +1,80 @@
+"""`elastic-lab plan`: the stack's resources, outputs, hourly cost and checks, offline.
+
+Exit status: 0 when every check passes (warnings allowed), 1 when a check reports an
+error, 2 when the stack cannot be planned (unknown stack, invalid config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="offline plan of a Pulumi stack: resources, outputs, cost, conformance checks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--stack", default="aks-dev", help="stack name: stacks/Pulumi.<stack>.yaml [aks-dev]")
+    p.add_argument("--all-stacks", action="store_true", help="plan every stacks/Pulumi.*.yaml in turn")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                   help="override a config key for this plan (e.g. --set gpuMaxNodes=5); repeatable")
+    p.add_argument("--prices", metavar="FILE", help="price table to use [lab/plan/prices.yaml]")
+    p.add_argument("--check", metavar="NAME", action="append", help="run only this check (repeatable)")
+    p.add_argument("--show-secrets", action="store_true", help="print secret values (mock values offline)")
+    p.set_defaults(func=run)
+
+
+def _overrides(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"elastic-lab plan: --set {pair!r} is invalid: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] | None, str]:
+    """(exit status, JSON dict or None, text) for one stack."""
+    from components.config import ConfigError
+    from lab.plan import arm, cost, render
+    from lab.plan.checks import errors, findings_of, run_checks
+    from lab.plan.harness import StackNotFound, run_program
+
+    try:
+        plan = run_program(stack, _overrides(args.set))
+    except (ConfigError, StackNotFound) as exc:
+        return 2, {"stack": stack, "ok": False, "error": str(exc)}, f"elastic-lab plan: {exc}"
+    runs = run_checks(plan, args.check)
+    estimate = cost.estimate(plan, args.prices)
+    api = arm.api_versions() if arm.checked_resources(plan) else None
+    status = 1 if errors(findings_of(runs)) else 0
+    if args.json:
+        return status, render.json_dict(plan, runs, estimate, show_secrets=args.show_secrets, api=api), ""
+    return status, None, render.text(plan, runs, estimate, show_secrets=args.show_secrets, api=api)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lab.plan.harness import list_stacks
+
+    stacks = list_stacks() if args.all_stacks else [args.stack]
+    worst = 0
+    docs = []
+    for stack in stacks:
+        status, doc, text = plan_one(stack, args)
+        worst = max(worst, status)
+        if args.json:
+            docs.append(doc)
+        else:
+            print(text, file=sys.stdout if status != 2 else sys.stderr)
+            if len(stacks) > 1:
+                print()
+    if args.json:
+        print(json.dumps(docs if args.all_stacks else docs[0], indent=2, sort_keys=False, default=str))
+    return worst
