@@ -246,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     # ------------------------------------------------------------------------ 6. exit
     if rank == 0:
         save("final")
+    dist.barrier()  # peers tear down their connections only after rank 0's final save
     events.emit("exit", reason="done", step=step)
     dist.destroy_process_group()
     return 0

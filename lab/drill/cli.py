@@ -79,7 +79,7 @@ def build(args: argparse.Namespace):
                        eviction=args.eviction, notice_s=args.notice, evict_at_step=evict_at,
                        evict_after_s=args.evict_after, victim=args.victim,
                        scale_out_after_s=None if args.scale_out_after < 0 else args.scale_out_after,
-                       timeout_s=args.timeout)
+                       timeout_s=args.timeout, etcd_binary=args.etcd_binary)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -43,6 +43,7 @@ class DrillConfig:
     scale_out_after_s: float | None = 2.0
     timeout_s: float = 240.0
     agent_log_level: str = "INFO"
+    etcd_binary: str | None = None
 
     def validate(self) -> None:
         if self.nodes < 1:
@@ -93,7 +94,8 @@ class Progress:
 def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport:
     cfg.validate()
     progress = progress or Progress(target=cfg.target_steps)
-    cluster = LocalCluster(cfg.spec, cfg.workdir, env={"LOGLEVEL": cfg.agent_log_level})  # validates inputs
+    cluster = LocalCluster(cfg.spec, cfg.workdir, etcd_binary=cfg.etcd_binary,
+                           env={"LOGLEVEL": cfg.agent_log_level})  # validates inputs
     tail = events.Tail(cluster.events_file)
     seen: list[dict] = []
 
