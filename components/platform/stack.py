@@ -1,6 +1,8 @@
-"""The platform's place in the Pulumi program (components/program.py).
+"""The platform's place in the Pulumi program (components/program.py lists this module in
+its EXTENSIONS, so it is imported before the stack config is read).
 
-Importing this module registers the platform's stack-config keys with components.config:
+Importing it registers the `byo` cluster builder and the platform step with
+components.program, and the platform's stack-config keys with components.config:
 
     elastic-spot-lab:platform     map  platform settings (components/platform/settings.py)
     elastic-spot-lab:kubeconfig   str  byo: path of an existing cluster's kubeconfig
@@ -32,15 +34,16 @@ BYO_TYPE = "elastic-spot-lab:byo:Cluster"
 
 class ByoCluster(pulumi.ComponentResource):
     """An existing cluster reached through a kubeconfig file (kind, minikube, on-premises).
-    Declares nothing in the cluster; the path is handed to the provider, never read here."""
+    Declares nothing in the cluster; the path is handed to the provider, never read here.
+    The path is kept secret (in state and outputs) like the kubeconfig it points to."""
 
     def __init__(self, name: str, kubeconfig_path: str, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(BYO_TYPE, name, None, opts)
-        self.kubeconfig_path = kubeconfig_path
+        self.kubeconfig_path = pulumi.Output.secret(kubeconfig_path)
         self.provider = k8s.Provider(
-            f"{name}-k8s", kubeconfig=kubeconfig_path, opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-k8s", kubeconfig=self.kubeconfig_path, opts=pulumi.ResourceOptions(parent=self)
         )
-        self.register_outputs({"kubeconfigPath": kubeconfig_path})
+        self.register_outputs({"kubeconfigPath": self.kubeconfig_path})
 
     def outputs(self) -> dict[str, Any]:
         return {"kubeconfigPath": self.kubeconfig_path}
@@ -120,3 +123,14 @@ def add_platform(stack: Any, cfg: Any) -> TrainingPlatform:
 
 def example_kubeconfig() -> Path:
     return Path(__file__).resolve().parents[2] / "stacks" / "byo.kubeconfig.example.yaml"
+
+
+def _plug_in() -> None:
+    from components import program
+
+    program.CLUSTER_BUILDERS.setdefault("byo", build_byo_cluster)
+    if add_platform not in program.AFTER_CLUSTER:
+        program.AFTER_CLUSTER.append(add_platform)
+
+
+_plug_in()

@@ -8,6 +8,7 @@ import copy
 from typing import Any, Mapping
 
 from components.platform.settings import PlatformSettings
+from lab.k8s.job_values import ETCD_CHART, chart_defaults, exactly
 from lab.k8s.scheduling import PoolPlacement, required_affinity
 
 # The device plugin chart's own default tolerations (values.yaml of 0.20.0), kept.
@@ -18,16 +19,20 @@ _DEVICE_PLUGIN_BASE_TOLERATIONS = [
 
 
 def etcd_values(settings: PlatformSettings, pools: PoolPlacement) -> dict[str, Any]:
-    """Values for charts/etcd-rendezvous: CPU pool, preserved priority, v3.5.x, v2 API."""
+    """Values for charts/etcd-rendezvous: CPU pool, preserved priority, v3.5.x, v2 API.
+    Maps replace the chart's defaults (Helm would merge them)."""
+    defaults = chart_defaults(str(ETCD_CHART))
     return {
         "image": {"repository": settings.etcd_image, "tag": settings.etcd_tag, "pullPolicy": "IfNotPresent"},
         "serviceName": settings.etcd_service,
         "clusterDomain": settings.cluster_domain,
         "clientPort": 2379,
-        "nodeSelector": dict(pools.cpu_labels),
+        "nodeSelector": exactly(pools.cpu_labels, defaults.get("nodeSelector")),
         "tolerations": pools.cpu_tolerations(),
         "priorityClassName": settings.priorities.preserved.name,
-        "networkPolicy": {"clientPodLabels": dict(settings.rdzv_client_labels)},
+        "networkPolicy": {
+            "clientPodLabels": exactly(settings.rdzv_client_labels, (defaults.get("networkPolicy") or {}).get("clientPodLabels"))
+        },
     }
 
 

@@ -9,9 +9,12 @@ the chart and compare with `JobSpec.elastic_policy()`, `pet_env()` and `worker_e
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+
+import yaml
 
 from lab.jobspec import CheckpointWrites, JobSpec, RdzvBackend
 from lab.k8s.scheduling import PoolPlacement
@@ -80,6 +83,26 @@ def for_cluster(spec: JobSpec, facts: PlatformFacts) -> JobSpec:
     return spec.replace(rdzv_endpoint=endpoint, checkpoint_writes=facts.checkpoint_writes)
 
 
+@functools.lru_cache(maxsize=None)
+def chart_defaults(chart_dir: str) -> dict[str, Any]:
+    return yaml.safe_load((Path(chart_dir) / "values.yaml").read_text()) or {}
+
+
+def exactly(desired: Mapping[str, Any], default: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A map value that replaces the chart's default map instead of merging into it: Helm
+    merges maps key by key, and deletes a key given as null."""
+    out: dict[str, Any] = {k: None for k in (default or {}) if k not in desired}
+    out.update(desired)
+    return out
+
+
+def _default(chart: Path, *path: str) -> Mapping[str, Any] | None:
+    node: Any = chart_defaults(str(chart))
+    for key in path:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node if isinstance(node, Mapping) else None
+
+
 def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str = "IfNotPresent") -> dict[str, Any]:
     """Values for charts/elastic-pytorchjob. `spec` should come from `for_cluster`."""
     return {
@@ -111,17 +134,17 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
         "clusterDomain": facts.cluster_domain,
         "gpusPerNode": facts.gpus_per_node,
         "workerPool": {
-            "nodeLabels": dict(facts.pools.gpu_labels),
+            "nodeLabels": exactly(facts.pools.gpu_labels, _default(JOB_CHART, "workerPool", "nodeLabels")),
             "taints": [t.as_dict() for t in facts.pools.gpu_taints],
         },
         "notReadyTolerationSeconds": facts.not_ready_toleration_s,
         "priorityClassName": facts.worker_priority_class,
         "serviceAccountName": facts.service_account,
         "terminationGracePeriodSeconds": facts.termination_grace_s,
-        "rdzvClientLabels": dict(facts.rdzv_client_labels),
+        "rdzvClientLabels": exactly(facts.rdzv_client_labels, _default(JOB_CHART, "rdzvClientLabels")),
         "c10dStore": {
             "port": C10D_STORE_PORT,
-            "nodeSelector": dict(facts.pools.cpu_labels),
+            "nodeSelector": exactly(facts.pools.cpu_labels, _default(JOB_CHART, "c10dStore", "nodeSelector")),
             "priorityClassName": facts.preserved_priority_class,
         },
     }
@@ -182,10 +205,11 @@ def facts_to_dict(facts: PlatformFacts) -> dict[str, Any]:
         "terminationGraceSeconds": facts.termination_grace_s,
         "notReadyTolerationSeconds": facts.not_ready_toleration_s,
         "pools": {
-            "cpu": {"labels": dict(p.cpu_labels), "taints": [t.as_dict() for t in p.cpu_taints]},
+            # Taints as `key=value:Effect` text.
+            "cpu": {"labels": dict(p.cpu_labels), "taints": [str(t) for t in p.cpu_taints]},
             "gpuSpot": {
                 "labels": dict(p.gpu_labels),
-                "taints": [t.as_dict() for t in p.gpu_taints],
+                "taints": [str(t) for t in p.gpu_taints],
                 "spotLabels": dict(p.spot_labels),
             },
         },

@@ -73,6 +73,5 @@
 app.kubernetes.io/name: elastic-pytorchjob
 app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/part-of: elastic-spot-lab
-app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 elastic-spot-lab/job: {{ .Values.name | quote }}
 {{- end -}}

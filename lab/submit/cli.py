@@ -1,0 +1,84 @@
+"""`elastic-lab submit --stack STACK [job flags] [--dry-run]`.
+
+Renders charts/elastic-pytorchjob from a JobSpec (the same launch parameters as the local
+target) and the stack's platform, checks it (Kubernetes schema, PyTorchJob CRD v1.9.4,
+guardrails), then prints it (--dry-run) or applies it with the stack's kubeconfig.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lab.jobspec import JobSpec, JobSpecError, RdzvBackend
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("submit", help="render the elastic PyTorchJob for a stack and apply it", description=__doc__)
+    p.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
+    p.add_argument("--dry-run", action="store_true", help="print the YAML that would be applied, apply nothing")
+    p.add_argument("--kubeconfig", help="kubeconfig to apply with (default: the stack's)")
+    d = JobSpec.__dataclass_fields__
+    job = p.add_argument_group("job (lab/jobspec.py JobSpec)")
+    job.add_argument("--name", default=d["name"].default)
+    job.add_argument("--image", default=d["image"].default, help="training image (needs torch; python-etcd for etcd-v2)")
+    target = job.add_mutually_exclusive_group()
+    target.add_argument("--module", default=None, help=f"Python module to run [{d['module'].default}]")
+    target.add_argument("--script", default=None, help="script path inside the image")
+    job.add_argument("--min-nodes", type=int, default=d["min_nodes"].default)
+    job.add_argument("--max-nodes", type=int, default=d["max_nodes"].default)
+    job.add_argument("--nproc-per-node", type=int, default=d["nproc_per_node"].default)
+    job.add_argument("--backend", default=RdzvBackend.ETCD_V2.value, help="rendezvous backend: etcd-v2 (default) or c10d")
+    job.add_argument("--max-restarts", type=int, default=d["max_restarts"].default)
+    job.add_argument("--rdzv-id", default="", help="rendezvous id (default: <name>-<random>)")
+    job.add_argument("--checkpoint-every", type=int, default=d["checkpoint_every_steps"].default)
+    job.add_argument("script_args", nargs="*", help="arguments for the training script (after --)")
+    p.set_defaults(func=main)
+
+
+def job_spec(args: argparse.Namespace) -> JobSpec:
+    module = args.module if (args.module or args.script) else JobSpec.__dataclass_fields__["module"].default
+    return JobSpec(
+        name=args.name,
+        image=args.image,
+        module=module if not args.script else None,
+        script=args.script,
+        script_args=tuple(args.script_args),
+        min_nodes=args.min_nodes,
+        max_nodes=args.max_nodes,
+        nproc_per_node=args.nproc_per_node,
+        rdzv_backend=args.backend,
+        rdzv_id=args.rdzv_id,
+        max_restarts=args.max_restarts,
+        checkpoint_every_steps=args.checkpoint_every,
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from lab.k8s.render import ChartRenderError
+    from lab.submit.core import SubmitError, apply, kubeconfig_for, manifest_text, render_job, stack_target
+
+    try:
+        spec = job_spec(args)
+        target = stack_target(args.stack)
+        cluster_spec, objects = render_job(spec, target)
+        manifest = manifest_text(cluster_spec, target, objects)
+        if args.dry_run:
+            sys.stdout.write(manifest)
+            return 0
+        with kubeconfig_for(target, args.kubeconfig) as kubeconfig:
+            out = apply(manifest, kubeconfig)
+        sys.stdout.write(out)
+        print(f"submitted {cluster_spec.name} to namespace {target.facts.namespace} (rdzvId {cluster_spec.rdzv_id})")
+        return 0
+    except (JobSpecError, ChartRenderError) as exc:
+        print(f"elastic-lab submit: {exc}", file=sys.stderr)
+        return 2
+    except SubmitError as exc:
+        print(f"elastic-lab submit: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # config errors of the stack (components.config.ConfigError, ...)
+        if type(exc).__name__ in ("ConfigError", "StackNotFound", "PlatformConfigError"):
+            print(f"elastic-lab submit: {exc}", file=sys.stderr)
+            return 2
+        raise

@@ -1,0 +1,231 @@
+"""charts/elastic-pytorchjob and charts/etcd-rendezvous, rendered with real Helm."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import helm_python as helm
+import pytest
+import yaml
+
+from conftest import render_job, the
+from lab.jobspec import AGENT_ENV, JobSpec, RendezvousTimeouts
+from lab.k8s.job_values import (
+    ETCD_CHART,
+    JOB_CHART,
+    TERMINATION_GRACE_S,
+    container_env,
+    operator_pet_env,
+    worker_container,
+)
+from lab.k8s.render import ChartRenderError, render_chart
+from lab.k8s.validate import validate_objects
+
+VARIANTS = [
+    pytest.param({}, id="defaults"),
+    pytest.param({"min_nodes": 1, "max_nodes": 1}, id="min=max=1"),
+    pytest.param({"min_nodes": 1, "max_nodes": 8}, id="min1-max8"),
+    pytest.param({"min_nodes": 4, "max_nodes": 6, "max_restarts": 0}, id="min4-max6-no-restarts"),
+    pytest.param({"rdzv_backend": "c10d"}, id="c10d"),
+    pytest.param({"rdzv_backend": "c10d", "min_nodes": 2, "max_nodes": 5, "rdzv_timeouts": RendezvousTimeouts.torch_defaults()}, id="c10d-torch-timeouts"),
+    pytest.param({"module": None, "script": "/app/train.py", "script_args": ("--lr", "0.1")}, id="script-with-args"),
+    pytest.param({"nproc_per_node": 1, "pg_timeout_s": 30.5, "monitor_interval_s": 0.5, "checkpoint_every_steps": 7}, id="timings"),
+]
+
+
+@pytest.mark.parametrize("changes", VARIANTS)
+def test_rendered_job_matches_jobspec(changes, facts):
+    """The chart's elasticPolicy, PET_* and container environment are the JobSpec's."""
+    spec, objects = render_job(JobSpec(**changes), facts)
+    job = the(objects, "PyTorchJob")
+    assert job["spec"]["elasticPolicy"] == spec.elastic_policy()
+    assert job["spec"]["nprocPerNode"] == str(spec.nproc_per_node)  # a string in the CRD
+    assert "nProcPerNode" not in job["spec"]["elasticPolicy"]  # deprecated; both set is rejected
+    assert operator_pet_env(job) == spec.pet_env()
+    container = worker_container(job)
+    env = container_env(container)
+    assert {k: v for k, v in env.items() if not k.startswith("PET_")} == spec.worker_env()
+    assert container["command"] == ["torchrun"]
+    assert container["args"] == spec.entrypoint()
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == spec.max_nodes
+
+
+@pytest.mark.parametrize("changes", VARIANTS)
+def test_rendered_job_validates(changes, facts, crd):
+    _, objects = render_job(JobSpec(**changes), facts)
+    assert validate_objects(objects, "1.33") == []
+
+
+def test_values_yaml_defaults_agree_with_jobspec():
+    values = yaml.safe_load((JOB_CHART / "values.yaml").read_text())
+    d = JobSpec()
+    assert values["name"] == d.name
+    assert values["image"] == d.image
+    assert values["entrypoint"] == d.entrypoint()
+    assert (values["minNodes"], values["maxNodes"]) == (d.min_nodes, d.max_nodes)
+    assert values["nprocPerNode"] == d.nproc_per_node
+    assert values["maxRestarts"] == d.max_restarts
+    assert values["monitorIntervalS"] == d.monitor_interval_s
+    assert values["pgTimeoutS"] == d.pg_timeout_s
+    assert values["checkpoint"]["dir"] == d.checkpoint_dir
+    assert values["checkpoint"]["everySteps"] == d.checkpoint_every_steps
+    assert values["checkpoint"]["writes"] == d.checkpoint_writes.value
+    assert values["rdzv"]["backend"] == d.rdzv_backend.value
+    assert values["rdzv"]["conf"] == [{"key": k, "value": v} for k, v in d.rdzv_conf().items()]
+    assert values["terminationGracePeriodSeconds"] == TERMINATION_GRACE_S
+
+
+def test_chart_defaults_render(facts, crd):
+    """helm template with no values at all: the platform's etcd Service, a fresh rdzvId."""
+    objects = render_chart(JOB_CHART, None, release="demo", namespace="training")
+    job = the(objects, "PyTorchJob")
+    assert operator_pet_env(job)["PET_RDZV_ENDPOINT"] == f"{facts.etcd_host}:2379"
+    policy = dict(job["spec"]["elasticPolicy"])
+    d = JobSpec()
+    expected = d.replace(rdzv_endpoint=f"{facts.etcd_host}:2379").elastic_policy()
+    assert re.fullmatch(r"elastic-demo-[a-z0-9]{8}", policy.pop("rdzvId"))
+    expected.pop("rdzvId")
+    assert policy == expected
+    assert validate_objects(objects, "1.33") == []
+    ids = {the(render_chart(JOB_CHART, None, release="demo", namespace="training"), "PyTorchJob")["spec"]["elasticPolicy"]["rdzvId"] for _ in range(3)}
+    assert len(ids) == 3, "an empty rdzv.id must give every render its own rendezvous"
+
+
+def test_c10d_backend_brings_its_own_store(facts):
+    spec, objects = render_job(JobSpec(name="c", rdzv_backend="c10d"), facts)
+    job = the(objects, "PyTorchJob")
+    store = the(objects, "Deployment", "c-rdzv-store")
+    svc = the(objects, "Service", "c-rdzv-store")
+    assert job["spec"]["elasticPolicy"]["rdzvHost"] == f"c-rdzv-store.{facts.namespace}.svc.cluster.local"
+    assert {"key": "is_host", "value": "false"} in job["spec"]["elasticPolicy"]["rdzvConf"]
+    assert store["spec"]["template"]["spec"]["nodeSelector"] == dict(facts.pools.cpu_labels)
+    assert store["spec"]["template"]["spec"]["priorityClassName"] == facts.preserved_priority_class
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert svc["spec"]["ports"][0]["port"] == spec.rdzv_port
+    etcd_only = render_job(JobSpec(name="e"), facts)[1]
+    assert [o["kind"] for o in etcd_only] == ["PyTorchJob"]
+
+
+def test_worker_pod_spec(facts):
+    _, objects = render_job(JobSpec(), facts)
+    pod = the(objects, "PyTorchJob")["spec"]["pytorchReplicaSpecs"]["Worker"]
+    assert pod["restartPolicy"] == "ExitCode"
+    spec = pod["template"]["spec"]
+    assert spec["priorityClassName"] == facts.worker_priority_class
+    assert spec["terminationGracePeriodSeconds"] == 25 < 30  # Azure's eviction notice
+    assert spec["serviceAccountName"] == facts.service_account
+    limits = worker_container(the(objects, "PyTorchJob"))["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == 1
+    seconds = {t["key"]: t["tolerationSeconds"] for t in spec["tolerations"] if "tolerationSeconds" in t}
+    assert seconds == {"node.kubernetes.io/not-ready": 30, "node.kubernetes.io/unreachable": 30}
+    claim = next(v for v in spec["volumes"] if v["name"] == "checkpoints")
+    assert claim["persistentVolumeClaim"]["claimName"] == facts.checkpoint_claim
+    labels = pod["template"]["metadata"]["labels"]
+    assert all(labels[k] == v for k, v in facts.rdzv_client_labels.items())
+
+
+def test_cpu_only_cluster_has_no_gpu_limit(facts):
+    from dataclasses import replace
+
+    _, objects = render_job(JobSpec(), replace(facts, gpus_per_node=0))
+    assert "limits" not in worker_container(the(objects, "PyTorchJob"))["resources"]
+
+
+BAD_JOB_VALUES = [
+    pytest.param({"minNodes": 4, "maxNodes": 2}, r"minNodes=4 is invalid: expected <= maxNodes \(2\)", id="min>max"),
+    pytest.param({"rdzv": {"backend": "etcd"}}, r"/rdzv/backend.*one of 'etcd-v2', 'c10d'", id="unknown-backend"),
+    pytest.param({"image": None}, r"missing property 'image'", id="missing-image"),
+    pytest.param({"image": ""}, r"/image", id="empty-image"),
+    pytest.param({"rdzv": {"host": "elastic-demo-worker-0"}}, r"rdzv.host=.*never a worker", id="rdzv-host-worker"),
+    pytest.param({"replicas": 9}, r"replicas=9 is invalid", id="replicas-out-of-range"),
+    pytest.param({"nprocPerNode": 4}, r"nprocPerNode=4 is invalid: expected <= gpusPerNode", id="nproc>gpus"),
+    pytest.param({"terminationGracePeriodSeconds": 300}, r"terminationGracePeriodSeconds", id="grace-too-long"),
+    pytest.param({"name": "Elastic_Demo"}, r"/name", id="bad-name"),
+    pytest.param({"workerPool": {"nodeLabels": None}}, r"/workerPool': missing property 'nodeLabels'", id="no-worker-pool"),
+    pytest.param({"env": {"PET_NNODES": "1:9"}}, r"env.PET_NNODES is invalid", id="env-overrides-pet"),
+    pytest.param({"rdzv": {"backend": "c10d", "conf": [{"key": "is_host", "value": "true"}]}}, r"is_host=.*expected \"false\"", id="c10d-is-host"),
+    pytest.param({"bogus": 1}, r"additional properties 'bogus'", id="unknown-value"),
+]
+
+
+@pytest.mark.parametrize("values,message", BAD_JOB_VALUES)
+def test_invalid_job_values_fail_at_render(values, message):
+    with pytest.raises(ChartRenderError, match=message) as info:
+        render_chart(JOB_CHART, values, release="r", namespace="training")
+    assert str(info.value).startswith("chart elastic-pytorchjob:")
+
+
+# ------------------------------------------------------------------ etcd chart
+def test_etcd_chart_defaults():
+    objects = render_chart(ETCD_CHART, None, release="etcd-rendezvous", namespace="training")
+    assert sorted(o["kind"] for o in objects) == ["Deployment", "NetworkPolicy", "Service"]
+    dep = the(objects, "Deployment")
+    assert dep["spec"]["replicas"] == 1
+    pod = dep["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["image"] == "quay.io/coreos/etcd:v3.5.20"
+    assert "--enable-v2=true" in c["args"]
+    assert "--listen-client-urls=http://0.0.0.0:2379" in c["args"]
+    assert "--advertise-client-urls=http://etcd-rendezvous.training.svc.cluster.local:2379" in c["args"]
+    assert c["readinessProbe"]["httpGet"]["path"] == "/v2/keys/"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert c["resources"]["requests"] == {"cpu": "100m", "memory": "128Mi"}
+    assert pod["priorityClassName"] == "elastic-preserved"
+    assert pod["nodeSelector"] == {"elastic-spot-lab/pool": "cpu"}
+    svc = the(objects, "Service")
+    assert svc["spec"]["type"] == "ClusterIP"
+    pol = the(objects, "NetworkPolicy")
+    assert pol["spec"]["ingress"] == [{
+        "from": [{"podSelector": {"matchLabels": {"elastic-spot-lab/rdzv-client": "true"}}}],
+        "ports": [{"protocol": "TCP", "port": 2379}],
+    }]
+    assert validate_objects(objects, "1.33") == []
+
+
+BAD_ETCD_VALUES = [
+    pytest.param({"image": {"tag": "latest"}}, r"/image/tag", id="latest"),
+    pytest.param({"image": {"tag": "v3.6.0"}}, r"/image/tag", id="etcd-3.6"),
+    pytest.param({"nodeSelector": None}, r"nodeSelector", id="no-node-selector"),
+    pytest.param({"priorityClassName": ""}, r"/priorityClassName", id="no-priority"),
+    pytest.param({"service": {"type": "LoadBalancer"}}, r"additional properties 'service'", id="no-service-type-knob"),
+    pytest.param({"networkPolicy": {"clientPodLabels": None}}, r"clientPodLabels", id="netpol-admits-all"),
+]
+
+
+@pytest.mark.parametrize("values,message", BAD_ETCD_VALUES)
+def test_invalid_etcd_values_fail_at_render(values, message):
+    with pytest.raises(ChartRenderError, match=message):
+        render_chart(ETCD_CHART, values, release="etcd-rendezvous", namespace="training")
+
+
+@pytest.mark.parametrize("chart", [JOB_CHART, ETCD_CHART], ids=lambda p: Path(p).name)
+def test_charts_lint_clean(chart):
+    report = helm.lint(str(chart), strict=True)
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+def test_platform_maps_replace_chart_defaults(facts):
+    """Helm merges maps: labels of another cluster must not pick up the defaults' labels."""
+    from dataclasses import replace
+
+    from components.platform.settings import CheckpointSettings, PlatformSettings
+    from components.platform.values import etcd_values
+    from lab.k8s.scheduling import PoolPlacement
+
+    pools = PoolPlacement(cpu_labels={"node-role/cpu": "yes"}, gpu_labels={"node-role/gpu": "yes"},
+                          gpu_taints=("gpu=yes:NoSchedule",), spot_labels={})
+    other = replace(facts, pools=pools, rdzv_client_labels={"team/job": "yes"})
+    _, objects = render_job(JobSpec(name="x", rdzv_backend="c10d"), other)
+    job = the(objects, "PyTorchJob")
+    pod = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "node-role/gpu", "operator": "In", "values": ["yes"]}]}]
+    assert "elastic-spot-lab/rdzv-client" not in pod["metadata"]["labels"]
+    assert the(objects, "Deployment")["spec"]["template"]["spec"]["nodeSelector"] == {"node-role/cpu": "yes"}
+    settings = PlatformSettings(cloud="byo", pools=pools, rdzv_client_labels={"team/job": "yes"},
+                                checkpoint=CheckpointSettings(storage_class="standard"))
+    etcd = render_chart(ETCD_CHART, etcd_values(settings, pools), release="etcd-rendezvous", namespace="training")
+    assert the(etcd, "Deployment")["spec"]["template"]["spec"]["nodeSelector"] == {"node-role/cpu": "yes"}
+    assert the(etcd, "NetworkPolicy")["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"] == {"team/job": "yes"}
