@@ -22,6 +22,10 @@ from lab.local.etcd import EtcdError, EtcdServer, find_etcd
 log = logging.getLogger(__name__)
 
 
+def _raise_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 class LocalClusterError(RuntimeError):
     """Bad input or a failed start; raised before anything is left running."""
 
@@ -106,6 +110,10 @@ class LocalCluster:
 
     def start(self) -> None:
         procs.become_subreaper()
+        # SIGTERM to the launcher (a CI timeout, `kill`) must stop everything it started,
+        # as Ctrl-C does: turn it into an exception so close() runs.
+        if threading.current_thread() is threading.main_thread():
+            self._old_sigterm = signal.signal(signal.SIGTERM, _raise_on_sigterm)
         try:
             if self.spec.rdzv_backend is RdzvBackend.ETCD_V2:
                 self._etcd = EtcdServer(self.workdir, self._etcd_binary).start()
@@ -155,6 +163,8 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 self._store.kill()
         procs.kill_descendants(timeout=3)
+        if getattr(self, "_old_sigterm", None) is not None:
+            signal.signal(signal.SIGTERM, self._old_sigterm)
 
     # --------------------------------------------------------------------- nodes
     @property

@@ -116,3 +116,19 @@ def test_unwritable_checkpoint_dir_is_a_clear_error(workdir):
     with pytest.raises(Exception, match=r"checkpoint_dir='.*/file/ckpt' is not writable"):
         run_drill(DrillConfig(spec=spec, workdir=workdir, nodes=3, target_steps=150))
     assert not (workdir / "events.jsonl").exists()
+
+
+def test_sigterm_to_the_drill_stops_everything_it_started(workdir):
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "drill", "--workdir", str(workdir), "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    events_file = workdir / "events.jsonl"
+    while time.monotonic() < deadline and "node_added" not in (events_file.read_text() if events_file.exists() else ""):
+        time.sleep(0.2)
+    time.sleep(2)  # agents and workers are starting
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) != 0
+    # the workdir fixture asserts that no etcd, agent or worker process survived

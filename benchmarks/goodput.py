@@ -1,0 +1,97 @@
+"""Goodput under a repeated eviction schedule: elastic (continue at the smaller world size,
+grow back when capacity returns) vs restart-everything (all nodes stopped at each eviction,
+the job restarted from its checkpoint once capacity is back). Same schedule, same model.
+
+Goodput = useful samples (those in the steps of the final model's history) per second of
+wall time from the first step to the end.
+
+Run: .venv/bin/python benchmarks/goodput.py [--evict-every 15] [--capacity-back 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lab import events
+from lab.jobspec import JobSpec
+from lab.local import LocalCluster
+
+BATCH = 64  # lab.train's default --batch-size
+
+
+def useful_samples(evs: list[dict]) -> tuple[int, float]:
+    steps = [e for e in evs if e["event"] == "step"]
+    final = {}
+    for e in steps:  # a re-done step replaces the lost one
+        final[e["step"]] = e["world_size"] * BATCH
+    return sum(final.values()), steps[-1]["t"] - steps[0]["t"]
+
+
+def drive(mode: str, workdir: Path, steps: int, evict_every: float, capacity_back: float, every: int) -> dict:
+    elastic = mode == "elastic"
+    spec = JobSpec(name="goodput", min_nodes=2 if elastic else 3, max_nodes=3, checkpoint_dir=str(workdir / "ckpt"),
+                   checkpoint_every_steps=every, script_args=("--steps", str(steps), "--step-time", "0.05"))
+    with LocalCluster(spec, workdir) as cluster:
+        for _ in range(3):
+            cluster.add_node()
+        tail, seen = events.Tail(cluster.events_file), []
+        evictions, pending_returns, next_evict = 0, [], None
+        while True:
+            seen.extend(tail.poll())
+            now = time.time()
+            if any(e["event"] == "exit" and e.get("reason") == "done" for e in seen):
+                if not cluster.wait(60):
+                    raise RuntimeError("nodes did not exit after the job finished")
+                break
+            if next_evict is None and any(e["event"] == "step" for e in seen):
+                next_evict = now + evict_every
+            if next_evict is not None and now >= next_evict and cluster.alive_nodes:
+                victim = cluster.alive_nodes[-1]
+                cluster.evict(victim)  # hard kill: the spot node is gone
+                evictions += 1
+                if not elastic:  # restart-everything: stop the whole job
+                    for node in cluster.alive_nodes:
+                        cluster.evict(node)
+                    cluster.spec = cluster.spec.replace(rdzv_id=f"goodput-restart-{evictions}")
+                    pending_returns.append(now + capacity_back)
+                    pending_returns += [now + capacity_back] * 2  # the job restarts on 3 nodes at once
+                else:
+                    pending_returns.append(now + capacity_back)
+                next_evict = now + evict_every
+            for t in [t for t in pending_returns if t <= now]:
+                pending_returns.remove(t)
+                cluster.add_node()
+            if not cluster.alive_nodes and not pending_returns:
+                raise RuntimeError(f"{mode}: every node is gone and none is coming back")
+            time.sleep(0.05)
+    samples, wall = useful_samples(cluster.events())
+    return {"mode": mode, "evictions": evictions, "samples": samples, "wall_s": wall, "goodput": samples / wall}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=500)
+    p.add_argument("--evict-every", type=float, default=15.0, help="seconds between evictions (default 15)")
+    p.add_argument("--capacity-back", type=float, default=8.0,
+                   help="seconds until a replacement node is available after an eviction (default 8)")
+    p.add_argument("--checkpoint-every", type=int, default=50)
+    args = p.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-goodput-"))
+    results = {}
+    for mode in ("elastic", "restart-everything"):
+        r = drive(mode, root / mode, args.steps, args.evict_every, args.capacity_back, args.checkpoint_every)
+        results[mode] = r
+        print(f"{mode:<19} {r['evictions']} evictions, {r['samples']} useful samples in {r['wall_s']:.1f} s "
+              f"= {r['goodput']:.0f} samples/s", flush=True)
+    ratio = results["elastic"]["goodput"] / results["restart-everything"]["goodput"]
+    print(f"goodput ratio elastic / restart-everything: {ratio:.2f} (eviction every {args.evict_every:g} s, "
+          f"capacity back after {args.capacity_back:g} s, checkpoint every {args.checkpoint_every} steps)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
