@@ -146,7 +146,15 @@ def _lookup(fields: dict[str, FieldSpec], key: str) -> FieldSpec | None:
     if key in fields:
         return fields[key]
     wanted = snake(key)
-    return next((f for f in fields.values() if f.attr == wanted and f.rest not in ("properties",)), None)
+    return next(
+        (
+            f
+            for f in fields.values()
+            # a client-name alias, not the REST name in the wrong case (blobCsiDriver is no blobCSIDriver)
+            if f.attr == wanted and f.rest != "properties" and f.rest.lower() != key.lower()
+        ),
+        None,
+    )
 
 
 def _is_model(hint: Any) -> bool:

@@ -332,7 +332,8 @@ def run_program(
         values; None removes a key. Applied on top of the stack file.
     config: use this config instead of the stack file (full or short keys).
     program: callable to run instead of `<root>/__main__.py` (tests of single components).
-    Raises whatever the program raises (e.g. components.config.ConfigError).
+    Raises whatever the program raises (e.g. components.config.ConfigError), with the
+    resources recorded until then as the exception's `recorded_resources` attribute.
     """
     import pulumi
     from pulumi.runtime import settings as pulumi_settings
@@ -390,6 +391,13 @@ def run_program(
 
     try:
         _sync_await(run_pulumi_func(run))
+    except BaseException as exc:
+        # What had been declared when it failed (config errors: nothing).
+        try:
+            exc.recorded_resources = list(monitor.recorded)  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+        raise
     finally:
         pulumi.runtime.set_all_config({}, [])
     return Plan(

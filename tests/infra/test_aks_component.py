@@ -1,0 +1,215 @@
+"""The AKS component under mocks: what it declares, how, and what it hands on."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from components import labels
+from components.aks import COMPONENT_TYPE, AksArgsError, AksClusterArgs
+from components.aks.storage import (
+    ROLE_STORAGE_ACCOUNT_CONTRIBUTOR,
+    ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR,
+    derived_account_name,
+)
+from lab.plan.harness import run_program
+from lab.plan.mocks import MOCK_SUBSCRIPTION, mock_kubeconfig
+
+MC = "azure-native:containerservice:ManagedCluster"
+POOL = "azure-native:containerservice:AgentPool"
+SA = "azure-native:storage:StorageAccount"
+CONTAINER = "azure-native:storage:BlobContainer"
+ROLE = "azure-native:authorization:RoleAssignment"
+UAMI = "azure-native:managedidentity:UserAssignedIdentity"
+FIC = "azure-native:managedidentity:FederatedIdentityCredential"
+
+
+@pytest.fixture(scope="module")
+def plan(cluster_only_plan):
+    return cluster_only_plan()
+
+
+def test_component_and_children(plan):
+    comp = plan.one(COMPONENT_TYPE, "aks")
+    kids = plan.children(comp.urn)
+    assert {r.type for r in kids} == {
+        "azure-native:resources:ResourceGroup", UAMI, FIC, MC, POOL, SA, CONTAINER, ROLE, "pulumi:providers:kubernetes",
+    }
+    # Every resource is parented to the component; nothing is left at the stack's root.
+    assert all(r.parent == comp.urn for r in plan.resources if r is not comp)
+    assert comp.outputs is not None and "kubeconfig" in comp.outputs
+    assert "kubeconfig" in comp.secret_outputs
+
+
+def test_managed_cluster(plan):
+    mc = plan.one(MC)
+    i = mc.inputs
+    assert i["resourceName"] == "esl-aks-dev" and i["resourceGroupName"] == "esl-aks-dev-rg"
+    assert i["kubernetesVersion"] == "1.35" and i["location"] == "eastus"
+    assert i["storageProfile"]["blobCSIDriver"] == {"enabled": True}
+    assert i["oidcIssuerProfile"] == {"enabled": True}
+    assert i["securityProfile"]["workloadIdentity"] == {"enabled": True}
+    assert i["nodeResourceGroup"] == "MC_esl-aks-dev-rg_esl-aks-dev_eastus"
+    control_plane = plan.one(UAMI, "aks-control-plane")
+    assert i["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [control_plane.id]}
+    [system] = i["agentPoolProfiles"]
+    assert system["mode"] == "System" and system["scaleSetPriority"] == "Regular"
+    assert system["vmSize"] == "Standard_D2s_v5" and system["count"] == 1
+    assert system["nodeTaints"] == [labels.CRITICAL_ADDONS_TAINT.aks()]
+    assert system["nodeLabels"][labels.POOL_LABEL] == labels.POOL_SYSTEM
+
+
+def test_gpu_spot_pool(plan):
+    gpu = plan.one(POOL, "aks-gpu-spot")
+    i = gpu.inputs
+    assert (i["mode"], i["scaleSetPriority"], i["scaleSetEvictionPolicy"], i["spotMaxPrice"]) == ("User", "Spot", "Delete", -1)
+    assert (i["enableAutoScaling"], i["minCount"], i["maxCount"], i["count"]) == (True, 0, 3, 0)
+    assert i["vmSize"] == "Standard_NC4as_T4_v3"
+    assert i["nodeLabels"] == {
+        labels.POOL_LABEL: labels.POOL_GPU_SPOT,
+        labels.CAPACITY_LABEL: labels.CAPACITY_SPOT,
+        labels.AKS_SPOT_LABEL: "spot",
+        labels.NVIDIA_GPU_PRESENT_LABEL: "true",
+    }
+    assert i["nodeTaints"] == [
+        "nvidia.com/gpu=present:NoSchedule",
+        "kubernetes.azure.com/scalesetpriority=spot:NoSchedule",
+    ]
+    assert i["gpuProfile"] == {"driver": "Install"}
+    assert "upgradeSettings" not in i  # AKS rejects maxSurge on spot pools
+    assert gpu.ignore_changes == ["count"]
+    assert i["resourceName"] == plan.one(MC).inputs["resourceName"]
+
+
+def test_cpu_pool(plan):
+    cpu = plan.one(POOL, "aks-cpu")
+    i = cpu.inputs
+    assert (i["mode"], i["scaleSetPriority"]) == ("User", "Regular")
+    assert (i["enableAutoScaling"], i["minCount"], i["maxCount"]) == (True, 1, 2)
+    assert i["nodeLabels"] == {labels.POOL_LABEL: labels.POOL_CPU, labels.CAPACITY_LABEL: labels.CAPACITY_ON_DEMAND}
+    assert "nodeTaints" not in i or i["nodeTaints"] == []
+    assert cpu.ignore_changes == ["count"]
+
+
+def test_checkpoint_storage_outside_node_resource_group(plan):
+    sa = plan.one(SA)
+    i = sa.inputs
+    assert i["resourceGroupName"] == "esl-aks-dev-rg" != plan.one(MC).inputs["nodeResourceGroup"]
+    assert i["accountName"] == derived_account_name(MOCK_SUBSCRIPTION, "esl-aks-dev-rg", "esl-aks-dev")
+    assert 3 <= len(i["accountName"]) <= 24 and i["accountName"].isalnum() and i["accountName"].islower()
+    assert (i["allowBlobPublicAccess"], i["minimumTlsVersion"], i["enableHttpsTrafficOnly"]) == (False, "TLS1_2", True)
+    assert i["kind"] == "StorageV2" and i["sku"] == {"name": "Standard_LRS"}
+    container = plan.one(CONTAINER)
+    assert container.inputs["containerName"] == "checkpoints" and container.inputs["publicAccess"] == "None"
+    assert container.inputs["accountName"] == i["accountName"]
+
+
+def test_workload_identity_and_role_assignments(plan):
+    training = plan.one(UAMI, "aks-training")
+    fic = plan.one(FIC)
+    issuer = plan.one(MC).state["oidcIssuerProfile"]["issuerURL"]
+    assert fic.inputs["issuer"] == issuer
+    assert fic.inputs["subject"] == "system:serviceaccount:training:trainer"
+    assert fic.inputs["audiences"] == ["api://AzureADTokenExchange"]
+    assert fic.inputs["resourceName"] == training.inputs["resourceName"]
+    roles = {r.inputs["roleDefinitionId"].rsplit("/", 1)[-1]: r.inputs for r in plan.of_type(ROLE)}
+    assert set(roles) == {ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR, ROLE_STORAGE_ACCOUNT_CONTRIBUTOR}
+    assert all(r["principalId"] == training.state["principalId"] and r["principalType"] == "ServicePrincipal" for r in roles.values())
+    assert roles[ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR]["scope"] == plan.one(CONTAINER).id
+    assert roles[ROLE_STORAGE_ACCOUNT_CONTRIBUTOR]["scope"] == plan.one(SA).id
+    assert all(r["roleDefinitionId"].startswith(f"/subscriptions/{MOCK_SUBSCRIPTION}/providers/Microsoft.Authorization/") for r in roles.values())
+
+
+def test_token_mode_needs_no_shared_keys(cluster_only_plan):
+    plan = cluster_only_plan(checkpointAuth="workload-identity-token", storageAccountName="mycheckpoints01")
+    assert plan.one(SA).inputs["allowSharedKeyAccess"] is False
+    assert plan.one(SA).inputs["accountName"] == "mycheckpoints01"
+    [role] = plan.of_type(ROLE)
+    assert role.inputs["roleDefinitionId"].endswith(ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR)
+
+
+def test_kubernetes_provider_and_kubeconfig(plan):
+    provider = plan.one("pulumi:providers:kubernetes")
+    assert "kubeconfig" in provider.secret_inputs
+    assert provider.inputs["kubeconfig"] == mock_kubeconfig("esl-aks-dev", provider.inputs["kubeconfig"].split("server: ")[1].split("\n")[0])
+    pools = {r.urn for r in plan.of_type(POOL)}
+    assert pools <= set(provider.depends_on)
+    creds = [c for c in plan.invokes if c["token"] == "azure-native:containerservice:listManagedClusterUserCredentials"]
+    assert creds and creds[0]["args"]["resourceName"] == "esl-aks-dev"
+    assert "kubeconfig" in plan.secret_outputs and plan.outputs["kubeconfig"].startswith("apiVersion: v1")
+
+
+def test_outputs(plan):
+    o = plan.outputs
+    assert o["nodeResourceGroup"] == "MC_esl-aks-dev-rg_esl-aks-dev_eastus"
+    assert o["poolNames"] == {"system": "system", "cpu": "cpu", "gpu-spot": "gpuspot"}
+    assert o["storageAccountName"] == plan.one(SA).inputs["accountName"]
+    assert o["storageContainerName"] == "checkpoints"
+    assert o["workloadIdentityClientId"] == plan.one(UAMI, "aks-training").state["clientId"]
+    assert o["gpuTaints"] == [labels.GPU_TAINT.aks(), labels.AKS_SPOT_TAINT.aks()]
+    assert set(plan.secret_outputs) == {"kubeconfig"}
+    assert not any("key" in k.lower() for k in o), "no account keys in outputs"
+
+
+def test_cluster_info_for_the_platform():
+    import pulumi
+
+    from components.aks import AksCluster
+
+    seen = {}
+
+    def program():
+        args = AksClusterArgs(location="westeurope", resource_group_name="rg1", cluster_name="c1")
+        cluster = AksCluster("aks", args)
+        info = cluster.info
+        seen["info"] = info
+        pulumi.export("account", info.storage.account)
+        pulumi.export("clientId", info.storage.client_id)
+
+    plan = run_program("aks-dev", program=program)
+    info = seen["info"]
+    assert info.cloud == "aks"
+    assert info.tolerations(labels.POOL_GPU_SPOT) == [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot", "effect": "NoSchedule"},
+    ]
+    assert info.tolerations(labels.POOL_CPU) == []
+    assert info.pool_labels[labels.POOL_CPU] == labels.pool_labels(labels.POOL_CPU, spot=False)
+    assert info.storage.namespace == "training" and info.storage.service_account == "trainer"
+    assert info.storage.mount_with_token is False
+    assert plan.outputs["clientId"] == plan.one(UAMI, "aks-training").state["clientId"]
+    assert plan.one(MC).inputs["nodeResourceGroup"] == "MC_rg1_c1_westeurope"
+
+
+def test_invalid_args_declare_nothing():
+    from components.aks import AksCluster
+
+    def program():
+        AksCluster("aks", AksClusterArgs(location="eastus", resource_group_name="rg", cluster_name="c", gpu_vm_size="Standard_D4s_v5"))
+
+    with pytest.raises(AksArgsError, match="gpu_vm_size='Standard_D4s_v5' is invalid: expected an NVIDIA GPU VM size") as info:
+        run_program("aks-dev", program=program)
+    assert info.value.recorded_resources == []
+
+
+def test_taint_forms():
+    t = labels.Taint.parse("nvidia.com/gpu=present:NoSchedule")
+    assert t == labels.GPU_TAINT and t.aks() == "nvidia.com/gpu=present:NoSchedule"
+    assert t.eks() == {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
+    with pytest.raises(ValueError, match="expected key=value:NoSchedule"):
+        labels.Taint.parse("nvidia.com/gpu:NoSchedule")
+    with pytest.raises(ValueError, match="pool 'gpu' is invalid"):
+        labels.pool_labels("gpu", spot=True)
+
+
+def test_mock_kubeconfig_is_base64_through_the_invoke(plan):
+    # The component decodes what listManagedClusterUserCredentials returns (base64).
+    from lab.plan.mocks import PlanMocks
+
+    class Args:
+        token = "azure-native:containerservice:listManagedClusterUserCredentials"
+        args = {"resourceName": "esl-aks-dev"}
+
+    result, _ = PlanMocks().call(Args())
+    assert base64.b64decode(result["kubeconfigs"][0]["value"]).decode() == plan.outputs["kubeconfig"]
