@@ -14,7 +14,6 @@ import sys
 # subcommand -> module that registers it
 SUBCOMMANDS = {
     "drill": "lab.drill.cli",
-    "local": "lab.local.cli",
     "plan": "lab.plan.cli",
     "submit": "lab.submit.cli",
 }
@@ -24,15 +23,8 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="elastic-lab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = [a for a in argv if a in SUBCOMMANDS][:1] or list(SUBCOMMANDS)
-    for name in SUBCOMMANDS:
-        if name in wanted:
-            try:
-                importlib.import_module(SUBCOMMANDS[name]).register(sub)
-                continue
-            except ModuleNotFoundError as exc:
-                if exc.name and not SUBCOMMANDS[name].startswith(exc.name):
-                    raise
-        sub.add_parser(name, help="(see `elastic-lab " + name + " --help`)")
+    for name in wanted:
+        importlib.import_module(SUBCOMMANDS[name]).register(sub)
     return parser
 
 
