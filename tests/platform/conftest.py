@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from lab.jobspec import JobSpec
-from lab.k8s.job_values import ETCD_CHART, JOB_CHART, PlatformFacts, values_for
+from lab.k8s.job_values import ETCD_CHART, PlatformFacts
 from lab.k8s.render import render_chart
+from platform_helpers import render_job
 from lab.k8s.validate import CrdSchemaMissing, crd_path
 
 
@@ -24,18 +25,6 @@ def crd():
 @pytest.fixture(scope="session")
 def facts() -> PlatformFacts:
     return PlatformFacts()
-
-
-def render_job(spec: JobSpec, facts: PlatformFacts, **override: Any) -> tuple[JobSpec, list[dict[str, Any]]]:
-    cluster_spec, values = values_for(spec, facts)
-    values.update(override)
-    return cluster_spec, render_chart(JOB_CHART, values, release=spec.name, namespace=facts.namespace)
-
-
-def the(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
-    found = [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert len(found) == 1, f"expected one {kind} {name or ''}, found {[o['metadata']['name'] for o in found]}"
-    return found[0]
 
 
 @pytest.fixture(scope="session")

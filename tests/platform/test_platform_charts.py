@@ -9,7 +9,7 @@ import helm_python as helm
 import pytest
 import yaml
 
-from conftest import render_job, the
+from platform_helpers import render_job, the
 from lab.jobspec import AGENT_ENV, JobSpec, RendezvousTimeouts
 from lab.k8s.job_values import (
     ETCD_CHART,

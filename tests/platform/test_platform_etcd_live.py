@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import the
+from platform_helpers import the
 from lab.k8s.job_values import ETCD_CHART
 from lab.k8s.render import render_chart
 

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest import the
+from platform_helpers import the
 from lab.k8s.guardrails import GUARDRAILS, GuardrailContext, run_guardrails
 
 Objects = list[dict[str, Any]]
@@ -112,7 +112,7 @@ def test_broken_variant_fails(guardrail, variant, breakage, baseline, facts):
 
 def test_job_alone_is_checked_without_platform(facts):
     """`elastic-lab submit` checks a job without the platform's objects."""
-    from conftest import render_job
+    from platform_helpers import render_job
     from lab.jobspec import JobSpec
 
     _, objects = render_job(JobSpec(), facts)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import render_job, the
+from platform_helpers import render_job, the
 from lab.jobspec import JobSpec
 from lab.k8s import validate
 from lab.k8s.validate import schema_version_for, validate_objects
