@@ -29,7 +29,16 @@ from typing import Any, Callable, Iterable, Mapping
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT = "elastic-spot-lab"
+
+
+def _project_name(root: Path) -> str:
+    try:
+        return str((yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}).get("name") or "elastic-spot-lab")
+    except OSError:
+        return "elastic-spot-lab"
+
+
+PROJECT = _project_name(ROOT)
 
 # Wire-format signatures (pulumi/sdk/go/common/resource/sig).
 _SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"

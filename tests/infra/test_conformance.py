@@ -23,10 +23,11 @@ def test_there_is_an_aks_stack():
 
 @pytest.mark.parametrize("stack", list_stacks())
 def test_every_stack_plans_and_passes_its_checks(stack):
-    """Every stacks/Pulumi.*.yaml: the program runs offline and no registered check fails.
-    The AKS checks must apply to AKS stacks; other clouds skip what does not apply."""
+    """Every stacks/Pulumi.*.yaml: the program runs offline and none of this issue's checks
+    fails. They must apply to AKS stacks; other clouds skip what does not apply. (The whole
+    registry, other issues' checks included, runs in test_plan_cli.py through the command.)"""
     plan = run_program(stack)
-    runs = run_checks(plan)
+    runs = run_checks(plan, OUR_CHECKS)
     assert not errors(findings_of(runs)), "\n".join(map(str, errors(findings_of(runs))))
     applied = {r.name for r in runs if r.applied}
     cloud = read_stack_config(stack)[0].get("elastic-spot-lab:cloud")
