@@ -21,7 +21,7 @@ from components.platform.settings import (
     PlatformSettings,
 )
 from components.platform.values import device_plugin_values, etcd_values, operator_pod_patch, patch_workload
-from lab.k8s.job_values import ETCD_CHART, PlatformFacts, facts_to_dict
+from lab.k8s.job_values import ETCD_CHART, REPO_ROOT, PlatformFacts, facts_to_dict
 from lab.k8s.scheduling import PoolPlacement
 
 COMPONENT_TYPE = "elastic-spot-lab:platform:TrainingPlatform"
@@ -30,6 +30,8 @@ OPERATOR_NAMESPACE = "kubeflow"  # set by the v1.9.x standalone overlay
 BLOB_CSI_DRIVER = "blob.csi.azure.com"
 S3_CSI_DRIVER = "s3.csi.aws.com"
 WORKLOAD_IDENTITY_CLIENT_ID = "azure.workload.identity/client-id"
+# Relative to the project directory, where Pulumi runs the program: the same in every clone.
+ETCD_CHART_PATH = ETCD_CHART.relative_to(REPO_ROOT).as_posix()
 
 
 @dataclass
@@ -168,7 +170,7 @@ class TrainingPlatform(pulumi.ComponentResource):
         # 6. etcd 3.5 with the v2 API: the rendezvous server, on the CPU pool.
         self.etcd = k8s.helm.v4.Chart(
             f"{name}-etcd",
-            chart=str(ETCD_CHART),
+            chart=ETCD_CHART_PATH,
             name="etcd-rendezvous",
             namespace=settings.namespace,
             values=etcd_values(settings, self.pools),
