@@ -4,6 +4,7 @@ identity the cluster federated (namespace, service account)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from components.platform.component import AzureBlobCheckpoint, Checkpoint, S3Checkpoint
@@ -73,9 +74,5 @@ def settings_for_cluster(raw: Any, info: Any, *, kubernetes_version: str) -> Pla
             )
         changes[attr] = want[key]
     if getattr(storage, "mount_with_token", None) is not None:
-        from dataclasses import replace
-
         changes["checkpoint"] = replace(settings.checkpoint, workload_identity_token=bool(storage.mount_with_token))
-    from dataclasses import replace
-
     return replace(settings, **changes)

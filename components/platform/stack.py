@@ -14,7 +14,6 @@ TrainingPlatform after the cluster, on any cloud.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -119,10 +118,6 @@ def add_platform(stack: Any, cfg: Any) -> TrainingPlatform:
         }
     )
     return platform
-
-
-def example_kubeconfig() -> Path:
-    return Path(__file__).resolve().parents[2] / "stacks" / "byo.kubeconfig.example.yaml"
 
 
 def _plug_in() -> None:

@@ -26,7 +26,6 @@ from lab.k8s.guardrails import GuardrailContext, Violation, run_guardrails
 from lab.k8s.job_values import CHARTS_DIR, JOB_CHART, PlatformFacts, chart_values, facts_from_dict, for_cluster
 from lab.k8s.render import ChartRenderError, render_chart
 from lab.k8s.validate import CrdSchemaMissing, Problem, validate_objects
-from lab.k8s.scheduling import Taint
 
 PLATFORM_TYPE = "elastic-spot-lab:platform:TrainingPlatform"
 HELM_CHART_TYPE = "kubernetes:helm.sh/v4:Chart"
@@ -195,4 +194,4 @@ def _check_one(comp: Any, outputs: Mapping[str, Any], children: list[Any]) -> Pl
     return report
 
 
-__all__ = ["Item", "PlatformReport", "Taint", "Violation", "check_platforms", "sample_jobs"]
+__all__ = ["Item", "PlatformReport", "Violation", "check_platforms", "sample_jobs"]

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from platform_helpers import render_job, the
-from lab.jobspec import AGENT_ENV, JobSpec, RendezvousTimeouts
+from lab.jobspec import JobSpec, RendezvousTimeouts
 from lab.k8s.job_values import (
     ETCD_CHART,
     JOB_CHART,
