@@ -54,41 +54,51 @@ def _fail(name: str, value: Any, expected: str) -> JobSpecError:
 
 @dataclass(frozen=True)
 class RendezvousTimeouts:
-    """Dynamic-rendezvous timings, in whole seconds (torch parses them as integers).
+    """Dynamic-rendezvous timings in seconds.
 
-    Defaults are ours, tuned for fast recovery; `torch_defaults()` gives torchrun's own.
+    Defaults are ours, tuned for fast recovery: fractions of a second need our launcher
+    (`python -m lab.launch`, torchrun plus a handler that reads fractional seconds);
+    `torch_defaults()` gives torchrun's own whole-second settings.
     """
 
-    join_s: int = 120  # how long an agent waits for min_nodes before giving up
-    last_call_s: int = 1  # extra wait for stragglers once min_nodes have joined
-    close_s: int = 10  # wait for the round to close after it completed
-    keep_alive_interval_s: int = 1  # heartbeat period of each agent
+    join_s: float = 120  # how long an agent waits for min_nodes before giving up
+    last_call_s: float = 0.5  # extra wait for stragglers once min_nodes have joined
+    close_s: float = 10  # wait for the round to close after it completed
+    keep_alive_interval_s: float = 0.5  # heartbeat period of each agent
     keep_alive_max_attempt: int = 3  # missed heartbeats before a node is declared dead
+    poll_interval_s: float = 0.25  # how often a waiting agent re-reads the rendezvous state
 
     @classmethod
     def torch_defaults(cls) -> "RendezvousTimeouts":
-        return cls(join_s=600, last_call_s=30, close_s=30, keep_alive_interval_s=5, keep_alive_max_attempt=3)
+        return cls(join_s=600, last_call_s=30, close_s=30, keep_alive_interval_s=5, keep_alive_max_attempt=3,
+                   poll_interval_s=1)
 
     def validate(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise _fail(f"rdzv_timeouts.{f.name}", value, "a whole number >= 1 (torch takes whole seconds)")
-        if self.keep_alive_max_attempt < 3 and self.keep_alive_interval_s < 2:
-            raise _fail(
-                "rdzv_timeouts.keep_alive_max_attempt",
-                self.keep_alive_max_attempt,
-                ">= 3 with a 1 s keep-alive interval (at 2, agents declare themselves dead right after joining)",
-            )
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise _fail(f"rdzv_timeouts.{f.name}", value, "a number of seconds > 0")
+        if not isinstance(self.keep_alive_max_attempt, int) or self.keep_alive_max_attempt < 3:
+            raise _fail("rdzv_timeouts.keep_alive_max_attempt", self.keep_alive_max_attempt,
+                        "a whole number >= 3 (with fewer, agents declare themselves dead right after joining)")
+        if self.keep_alive_interval_s < 0.25 or self.poll_interval_s < 0.05:
+            raise _fail("rdzv_timeouts.keep_alive_interval_s", self.keep_alive_interval_s,
+                        ">= 0.25 s (and poll_interval_s >= 0.05 s): faster heartbeats overload the store")
+
+    @property
+    def whole_seconds(self) -> bool:
+        """True when plain torchrun accepts these settings (it parses whole seconds only)."""
+        return all(float(getattr(self, f.name)).is_integer() for f in dataclasses.fields(self))
 
     def conf(self) -> dict[str, str]:
-        """The `--rdzv-conf` keys torch's dynamic rendezvous reads."""
+        """The `--rdzv-conf` keys torch's dynamic rendezvous (and lab.launch) read."""
         return {
-            "join_timeout": str(self.join_s),
-            "last_call_timeout": str(self.last_call_s),
-            "close_timeout": str(self.close_s),
-            "keep_alive_interval": str(self.keep_alive_interval_s),
+            "join_timeout": f"{self.join_s:g}",
+            "last_call_timeout": f"{self.last_call_s:g}",
+            "close_timeout": f"{self.close_s:g}",
+            "keep_alive_interval": f"{self.keep_alive_interval_s:g}",
             "keep_alive_max_attempt": str(self.keep_alive_max_attempt),
+            "poll_interval": f"{self.poll_interval_s:g}",
         }
 
 
@@ -224,6 +234,11 @@ class JobSpec:
     def worker_env(self) -> dict[str, str]:
         """Everything a node's container / agent process needs in its environment."""
         return {**AGENT_ENV, **self.train_env()}
+
+    def launcher(self, python: str = "python") -> list[str]:
+        """The agent command on every target: torchrun through lab.launch, which reads the
+        fractional-second rendezvous settings (and is plain torchrun without them)."""
+        return [python, "-m", "lab.launch"]
 
     def entrypoint(self) -> list[str]:
         """What torchrun runs in each worker, with the script's arguments."""

@@ -273,7 +273,12 @@ def main(argv: list[str] | None = None) -> int:
             events.emit("collective_failed", step=step, error=type(exc).__name__, message=str(exc)[:200])
             if args.save_on_failure:
                 save("failure")
-            raise
+            # Leave at once: the agent restarts the group only when every local worker has
+            # exited, and an orderly interpreter teardown with broken sockets takes ~0.5 s.
+            log.error("step %d failed (%s: %s); exiting for the agent to restart the group",
+                      step + 1, type(exc).__name__, str(exc)[:300])
+            logging.shutdown()
+            os._exit(1)
         step += 1
         sampler.advance(covered)
         if rank == 0:

@@ -109,6 +109,7 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
         "name": spec.name,
         "image": spec.image,
         "imagePullPolicy": image_pull_policy,
+        "launcher": spec.launcher(),
         "entrypoint": spec.entrypoint(),
         "minNodes": spec.min_nodes,
         "maxNodes": spec.max_nodes,

@@ -183,8 +183,8 @@ class LocalCluster:
         log_path = self.workdir / "nodes" / f"{name}.log"
         env = {**os.environ, **self.spec.worker_env(), **self.extra_env,
                "LAB_NODE": name, ENV_EVENTS_FILE: str(self.events_file), "PYTHONUNBUFFERED": "1"}
-        cmd = [sys.executable, "-m", "torch.distributed.run",
-               *self.spec.torchrun_args(local_addr="127.0.0.1"), *self.spec.entrypoint()]
+        cmd = [*self.spec.launcher(sys.executable), *self.spec.torchrun_args(local_addr="127.0.0.1"),
+               *self.spec.entrypoint()]
         with open(log_path, "ab") as out:
             proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)

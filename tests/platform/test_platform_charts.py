@@ -46,7 +46,7 @@ def test_rendered_job_matches_jobspec(changes, facts):
     container = worker_container(job)
     env = container_env(container)
     assert {k: v for k, v in env.items() if not k.startswith("PET_")} == spec.worker_env()
-    assert container["command"] == ["torchrun"]
+    assert container["command"] == spec.launcher() == ["python", "-m", "lab.launch"]
     assert container["args"] == spec.entrypoint()
     assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == spec.max_nodes
 
@@ -63,6 +63,7 @@ def test_values_yaml_defaults_agree_with_jobspec():
     assert values["name"] == d.name
     assert values["image"] == d.image
     assert values["entrypoint"] == d.entrypoint()
+    assert values["launcher"] == d.launcher()
     assert (values["minNodes"], values["maxNodes"]) == (d.min_nodes, d.max_nodes)
     assert values["nprocPerNode"] == d.nproc_per_node
     assert values["maxRestarts"] == d.max_restarts

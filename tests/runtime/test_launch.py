@@ -1,0 +1,56 @@
+"""lab.launch: torchrun with fractional-second rendezvous settings, against a real etcd."""
+
+from datetime import timedelta
+
+import pytest
+from torch.distributed.elastic.rendezvous import RendezvousParameters
+from torch.distributed.elastic.rendezvous import dynamic_rendezvous, utils
+from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
+
+from lab import launch
+from lab.jobspec import JobSpec
+from lab.local.etcd import EtcdServer
+
+
+@pytest.fixture
+def etcd(workdir):
+    server = EtcdServer(workdir).start()
+    yield server
+    server.stop()
+
+
+def _params(endpoint, conf):
+    return RendezvousParameters(backend="etcd-v2", endpoint=endpoint, run_id="t-launch", min_nodes=1, max_nodes=2,
+                                local_addr="127.0.0.1", **conf)
+
+
+def test_plain_torch_rejects_our_fractional_settings(etcd):
+    """Why lab.launch exists: torch parses these timeouts as whole seconds."""
+    conf = JobSpec().rdzv_conf()
+    with pytest.raises(ValueError):
+        dynamic_rendezvous.create_handler(None, None, _params(etcd.endpoint, conf))
+
+
+def test_launcher_builds_a_handler_with_the_fractional_settings(etcd, monkeypatch):
+    monkeypatch.setattr(dynamic_rendezvous, "_delay", dynamic_rendezvous._delay)  # restored after the test
+    launch.install()
+    spec = JobSpec()
+    handler = get_rendezvous_handler(_params(etcd.endpoint, spec.rdzv_conf()))
+    settings = handler.settings
+    t = spec.rdzv_timeouts
+    assert settings.keep_alive_interval == timedelta(seconds=t.keep_alive_interval_s) == timedelta(seconds=0.5)
+    assert settings.keep_alive_max_attempt == 3
+    assert settings.timeout.last_call == timedelta(seconds=t.last_call_s)
+    assert settings.timeout.join == timedelta(seconds=t.join_s)
+    # the once-a-second state poll now waits poll_interval
+    slept = []
+    monkeypatch.setattr(utils.time, "sleep", slept.append)
+    dynamic_rendezvous._delay(seconds=1)
+    assert slept == [t.poll_interval_s]
+
+
+def test_bad_fractional_value_is_a_clear_error(etcd):
+    launch.install()
+    conf = {**JobSpec().rdzv_conf(), "keep_alive_interval": "fast"}
+    with pytest.raises(ValueError, match="rdzv-conf keep_alive_interval='fast' is invalid: expected seconds"):
+        get_rendezvous_handler(_params(etcd.endpoint, conf))
