@@ -226,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         events.emit("checkpoint_loaded", step=step, epoch=sampler.epoch, position=sampler.position,
                     seconds=round(loaded.seconds, 4), path=loaded.path.name, skipped=list(loaded.skipped))
     events.emit("resume" if loaded else "fresh", step=step, world_size=world_size, lr=lr, restarts=restarts)
+    if rank == 0:
+        log.info("%s at step %d: world size %d, lr %.4g, restart %d", "resumed" if loaded else "started fresh",
+                 step, world_size, lr, restarts)
 
     def snapshot() -> dict:
         return {
@@ -251,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         if notice.received:
             # Spot notice: the model is consistent at a step boundary. Save and go.
             save("notice")
+            log.warning("spot notice: saved step %d, exiting", step)
             events.emit("exit", reason="notice", step=step,
                         notice_to_exit_s=round(time.time() - notice.received_at, 4))
             return EXIT_ON_NOTICE
@@ -290,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
                         indices=indices.tolist())
         if step % args.checkpoint_every == 0 and rank == 0:
             save("interval")
+            log.info("step %d/%d  loss %.4f  world size %d  (checkpoint saved)", step, args.steps,
+                     local_loss.item() / max(len(indices), 1), world_size)
 
     # ------------------------------------------------------------------------ 6. exit
     if rank == 0:

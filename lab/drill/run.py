@@ -86,9 +86,11 @@ class Progress:
         if not force and now - self._last < self.every_s:
             return
         self._last = now
-        target = f"/{self.target}" if self.target else ""
-        print(f"[{now - self.start:6.1f}s] {phase:<22} step {self.step}{target}  world {self.world}  "
-              f"nodes up {alive}", file=self.out, flush=True)
+        if self.target:
+            where = f"step {self.step}/{self.target}  world {self.world}  "
+        else:
+            where = "(the script reports no steps)  "
+        print(f"[{now - self.start:6.1f}s] {phase:<22} {where}nodes up {alive}", file=self.out, flush=True)
 
 
 def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport:
