@@ -19,11 +19,13 @@ from lab.jobspec import JobSpec, RendezvousTimeouts
 SETTINGS = {"ours": RendezvousTimeouts(), "torch-defaults": RendezvousTimeouts.torch_defaults()}
 
 
-def one(settings: str, eviction: str, backend: str, root: Path, steps: int, every: int) -> dict:
+def one(settings: str, eviction: str, backend: str, root: Path, steps: int, every: int,
+        save_on_failure: bool = True) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix=f"{settings}-{eviction}-", dir=root))
     spec = JobSpec(name="bench", min_nodes=2, max_nodes=3, rdzv_backend=backend, rdzv_timeouts=SETTINGS[settings],
                    checkpoint_dir=str(workdir / "ckpt"), checkpoint_every_steps=every,
-                   script_args=("--steps", str(steps), "--step-time", "0.03"))
+                   script_args=("--steps", str(steps), "--step-time", "0.03",
+                                *(() if save_on_failure else ("--no-save-on-failure",))))
     cfg = DrillConfig(spec=spec, workdir=workdir, nodes=3, target_steps=steps, eviction=eviction, notice_s=30,
                       evict_at_step=steps // 4, scale_out_after_s=None, timeout_s=300)
     report = run_drill(cfg, Progress(out=open("/dev/null", "w")))
@@ -45,6 +47,8 @@ def main() -> int:
     p.add_argument("--checkpoint-every", type=int, default=40)
     p.add_argument("--settings", nargs="+", default=list(SETTINGS))
     p.add_argument("--evictions", nargs="+", default=["hard", "notice"])
+    p.add_argument("--no-save-on-failure", action="store_true",
+                   help="workers do not save when a peer vanishes: lost work is bounded by the timer alone")
     args = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-recovery-"))
     results: dict[tuple[str, str], list[dict]] = {}
@@ -52,13 +56,14 @@ def main() -> int:
         for eviction in args.evictions:
             for i in range(args.runs):
                 t = time.time()
-                r = one(settings, eviction, args.backend, root, args.steps, args.checkpoint_every)
+                r = one(settings, eviction, args.backend, root, args.steps, args.checkpoint_every,
+                        save_on_failure=not args.no_save_on_failure)
                 results.setdefault((settings, eviction), []).append(r)
                 print(f"  {settings:<15} {eviction:<7} run {i + 1}/{args.runs}: recovery {r['recovery_s']:.2f} s, "
                       f"lost {r['lost']} steps, passed {r['passed']} ({time.time() - t:.0f} s)",
                       file=sys.stderr, flush=True)
     print(f"\nRecovery of 1 of 3 nodes ({args.backend}, {args.runs} runs each, checkpoint every "
-          f"{args.checkpoint_every} steps, save-on-failure on)")
+          f"{args.checkpoint_every} steps, save-on-failure {'off' if args.no_save_on_failure else 'on'})")
     print(f"{'settings':<15} {'eviction':<8} {'median s':>9} {'min s':>7} {'max s':>7} {'rdzv s':>7} "
           f"{'lost steps':>10} {'save s':>7}")
     for (settings, eviction), rs in results.items():
