@@ -41,6 +41,10 @@ class CheckpointDirError(OSError):
     """The checkpoint directory cannot be used."""
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint that should be loadable is not."""
+
+
 @dataclass(frozen=True)
 class Saved:
     step: int
@@ -136,20 +140,45 @@ class CheckpointStore:
         found = [(int(m.group(1)), name) for name in names if (m := _POINTER.match(name))]
         return sorted(found, reverse=True)
 
-    def load_latest(self, map_location: Any = "cpu") -> Loaded | None:
+    def latest(self, map_location: Any = "cpu") -> str | None:
+        """Name of the newest valid checkpoint's pointer; torn or corrupt ones are skipped
+        with a warning. The verified state is kept for a following `load` of that name."""
         start = time.perf_counter()
         skipped: list[str] = []
         newest_valid_step = -1
+        chosen = None
         for step, name in self._pointers():
             reason, state = self._try_load(name, map_location)
             if state is not None:
-                newest_valid_step = step
-                self._warn_orphans(step, skipped)
-                return Loaded(step, self.dir / name.replace(".json", ".pt"), state, time.perf_counter() - start, tuple(skipped))
+                newest_valid_step, chosen = step, name
+                self._verified = (name, state, time.perf_counter() - start)
+                break
             log.warning("skipping checkpoint %s: %s", name, reason)
             skipped.append(f"{name}: {reason}")
         self._warn_orphans(newest_valid_step, skipped)
-        return None
+        self._skipped = tuple(skipped)
+        return chosen
+
+    def load(self, pointer_name: str, map_location: Any = "cpu") -> Loaded:
+        """Load one checkpoint by its pointer name (as `latest` returned it, maybe on another
+        rank); a file that fails verification here is an error, not a silent fallback."""
+        cached = getattr(self, "_verified", None)
+        if cached and cached[0] == pointer_name:
+            state, seconds = cached[1], cached[2]
+        else:
+            start = time.perf_counter()
+            reason, state = self._try_load(pointer_name, map_location)
+            if state is None:
+                raise CheckpointError(f"checkpoint {pointer_name} chosen to resume from is unusable: {reason}")
+            seconds = time.perf_counter() - start
+        m = _POINTER.match(pointer_name)
+        step = int(m.group(1)) if m else state["step"]
+        return Loaded(step, self.dir / pointer_name.replace(".json", ".pt"), state, seconds,
+                      getattr(self, "_skipped", ()))
+
+    def load_latest(self, map_location: Any = "cpu") -> Loaded | None:
+        name = self.latest(map_location)
+        return self.load(name, map_location) if name else None
 
     def _warn_orphans(self, newest_valid_step: int, skipped: list[str]) -> None:
         """Payloads newer than the loaded checkpoint with no pointer: interrupted writes."""

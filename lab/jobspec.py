@@ -43,7 +43,7 @@ ENV_EVENTS_FILE = "LAB_EVENTS_FILE"
 # re-rendezvous with stale peer addresses (../shared/FACTS.md, measured 56/56 with it set).
 AGENT_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _RDZV_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
@@ -81,6 +81,11 @@ class RendezvousTimeouts:
         if not isinstance(self.keep_alive_max_attempt, int) or self.keep_alive_max_attempt < 3:
             raise _fail("rdzv_timeouts.keep_alive_max_attempt", self.keep_alive_max_attempt,
                         "a whole number >= 3 (with fewer, agents declare themselves dead right after joining)")
+        window = self.keep_alive_interval_s * self.keep_alive_max_attempt
+        if window < 1.5:
+            raise _fail("rdzv_timeouts.keep_alive_interval_s", self.keep_alive_interval_s,
+                        f"keep_alive_interval_s x keep_alive_max_attempt >= 1.5 s (now {window:g} s): a shorter "
+                        "window declares live agents dead")
         if self.keep_alive_interval_s < 0.25 or self.poll_interval_s < 0.05:
             raise _fail("rdzv_timeouts.keep_alive_interval_s", self.keep_alive_interval_s,
                         ">= 0.25 s (and poll_interval_s >= 0.05 s): faster heartbeats overload the store")
@@ -121,7 +126,9 @@ class JobSpec:
       rdzv_endpoint: host:port of the rendezvous server, never a worker [127.0.0.1:2379].
       rdzv_id: unique id of this job's rendezvous [name + random suffix]; torchrun's default
         is the literal "none", so jobs sharing one etcd would collide.
-      max_restarts: worker-group restarts per agent before the job fails [10].
+      max_restarts: worker-group restarts per agent before the job fails [100]. Every
+        eviction costs the surviving agents one (their workers exit when a peer vanishes;
+        only a node joining is free), so this is the job's eviction budget.
       checkpoint_dir / checkpoint_every_steps / checkpoint_writes: checkpoint storage.
       pg_timeout_s: process-group timeout: how fast a vanished peer is noticed [15].
       rdzv_timeouts: see RendezvousTimeouts.
@@ -139,7 +146,7 @@ class JobSpec:
     rdzv_backend: RdzvBackend = RdzvBackend.ETCD_V2
     rdzv_endpoint: str = "127.0.0.1:2379"
     rdzv_id: str = ""
-    max_restarts: int = 10
+    max_restarts: int = 100
     checkpoint_dir: str = "/checkpoints"
     checkpoint_every_steps: int = 50
     checkpoint_writes: CheckpointWrites = CheckpointWrites.RENAME
@@ -168,8 +175,9 @@ class JobSpec:
 
     # ----------------------------------------------------------------- validation
     def validate(self) -> None:
-        if not isinstance(self.name, str) or len(self.name) > 40 or not _DNS_LABEL.match(self.name):
-            raise _fail("name", self.name, "a DNS-1123 label: lower-case letters, digits and '-', at most 40 characters")
+        if not isinstance(self.name, str) or len(self.name) > 40 or not _DNS_1035.match(self.name):
+            raise _fail("name", self.name, "a DNS-1035 label: a lower-case letter, then lower-case letters, digits "
+                        "and '-', at most 40 characters (it names pods and Services)")
         if (self.module is None) == (self.script is None):
             raise _fail("module/script", (self.module, self.script), "exactly one of module or script")
         for key in ("min_nodes", "max_nodes", "nproc_per_node", "checkpoint_every_steps"):

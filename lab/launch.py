@@ -92,12 +92,20 @@ def install() -> None:
     table["c10d"] = _c10d
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     from torch.distributed import run
+    from torch.distributed.elastic.multiprocessing.api import SignalException
 
     install()
-    run.main(argv if argv is not None else sys.argv[1:])
+    try:
+        run.main(argv if argv is not None else sys.argv[1:])
+    except SignalException as exc:
+        # torchrun exits 1 on SIGTERM; a spot notice must look retryable to the training
+        # operator (restartPolicy: ExitCode retries 128-255), so exit 128 + signal.
+        print(f"lab.launch: stopped by signal {exc.sigval.name}", file=sys.stderr)
+        return 128 + int(exc.sigval)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -16,6 +16,7 @@ Structured events (lab.events) let the eviction drill measure what happened.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import math
 import os
@@ -34,7 +35,7 @@ from lab.jobspec import ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY, ENV_CHECKPOINT
 
 log = logging.getLogger("train")
 
-EXIT_ON_NOTICE = 128 + signal.SIGTERM  # retryable for a PyTorchJob with restartPolicy: ExitCode
+EXIT_ON_NOTICE = 128 + signal.SIGTERM  # the conventional code for "stopped by SIGTERM"
 
 
 # --------------------------------------------------------------------------- 1. settings
@@ -162,6 +163,28 @@ def average_gradients(model: nn.Module, world_size: int) -> None:
         offset += n
 
 
+# ---------------------------------------------------------------------------- RNG state
+def rng_state(device: torch.device) -> dict:
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
+
+
+def rng_fingerprint() -> str:
+    return hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest()[:12]
+
+
+def restore_rng(state: dict | None, rank: int, world_size: int, seed: int, step: int, device: torch.device) -> None:
+    """Each rank resumes its own RNG stream when the checkpoint has it (saved at the same
+    world size); otherwise it starts a fresh stream derived from (seed, rank, step)."""
+    saved = (state or {}).get("rng_by_rank", {})
+    if state is not None and state.get("world_size") == world_size and rank in saved:
+        torch.set_rng_state(saved[rank]["torch"])
+        if device.type == "cuda" and saved[rank].get("cuda") is not None:
+            torch.cuda.set_rng_state(saved[rank]["cuda"], device)
+    else:
+        torch.manual_seed(seed * 1_000_003 + step * 1009 + rank)
+
+
 # ------------------------------------------------------------------------ spot notice
 class SpotNotice:
     """SIGTERM (spot notice, scale-out, or the agent stopping workers) sets a flag; the loop
@@ -211,8 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
     writer = f"r{rank}.{os.getpid()}"
     step, sampler = 0, GlobalSampler(args.dataset_size, args.seed)
-    torch.manual_seed(args.seed + rank)
-    loaded = store.load_latest(map_location=device)
+    # Rank 0 picks the checkpoint and every rank loads that one file: on storage with cached
+    # listings, ranks choosing for themselves could resume at different steps.
+    choice = [store.latest() if rank == 0 else None]
+    dist.broadcast_object_list(choice, src=0)
+    loaded = store.load(choice[0], map_location=device) if choice[0] else None
     if loaded is not None:
         state = loaded.state
         model.load_state_dict(state["model"])
@@ -220,17 +246,16 @@ def main(argv: list[str] | None = None) -> int:
         optimizer.lr = lr  # the world size may have changed since the save
         step = state["step"]
         sampler = GlobalSampler(args.dataset_size, args.seed, state["epoch"], state["position"])
-        torch.set_rng_state(state["rng"]["torch"])
-        if device.type == "cuda" and state["rng"].get("cuda") is not None:
-            torch.cuda.set_rng_state(state["rng"]["cuda"], device)
         events.emit("checkpoint_loaded", step=step, epoch=sampler.epoch, position=sampler.position,
                     seconds=round(loaded.seconds, 4), path=loaded.path.name, skipped=list(loaded.skipped))
-    events.emit("resume" if loaded else "fresh", step=step, world_size=world_size, lr=lr, restarts=restarts)
+    restore_rng(loaded.state if loaded else None, rank, world_size, args.seed, step, device)
+    events.emit("resume" if loaded else "fresh", step=step, world_size=world_size, lr=lr, restarts=restarts,
+                rng=rng_fingerprint())
     if rank == 0:
         log.info("%s at step %d: world size %d, lr %.4g, restart %d", "resumed" if loaded else "started fresh",
                  step, world_size, lr, restarts)
 
-    def snapshot() -> dict:
+    def snapshot(rng_by_rank: dict[int, dict]) -> dict:
         return {
             "model": model.state_dict(),
             "optimizer": optimizer.state_dict(),
@@ -238,16 +263,28 @@ def main(argv: list[str] | None = None) -> int:
             "epoch": sampler.epoch,
             "position": sampler.position,
             "world_size": world_size,
-            "rng": {"torch": torch.get_rng_state(),
-                    "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None},
+            "rng_by_rank": rng_by_rank,
         }
 
-    def save(reason: str) -> None:
+    def save(reason: str, rng_by_rank: dict[int, dict] | None = None) -> None:
         if store.has(step):
             return  # another rank (or the periodic timer) already saved this very step
-        saved = store.save(snapshot(), step, writer)
+        saved = store.save(snapshot(rng_by_rank or {rank: rng_state(device)}), step, writer)
         events.emit("checkpoint_saved", step=step, reason=reason, seconds=round(saved.seconds, 4),
                     bytes=saved.nbytes, path=saved.path.name)
+
+    def peer_lost(exc: BaseException) -> None:
+        """A collective failed: a peer vanished (or timed out). The model and optimizer are
+        exactly at `step` (no half-applied update), so save that, then leave at once: the
+        agent restarts the group only when every local worker has exited, and an orderly
+        interpreter teardown with broken sockets takes about half a second."""
+        events.emit("collective_failed", step=step, error=type(exc).__name__, message=str(exc)[:200])
+        if args.save_on_failure:
+            save("failure")
+        log.error("after step %d a collective failed (%s: %s); exiting for the agent to restart the group",
+                  step, type(exc).__name__, str(exc)[:300])
+        logging.shutdown()
+        os._exit(1)
 
     # ------------------------------------------------------------- 5. training loop
     while step < args.steps:
@@ -262,27 +299,18 @@ def main(argv: list[str] | None = None) -> int:
         indices, covered = sampler.peek(args.batch_size, rank, world_size)
         xb, yb = x_all[indices].to(device), y_all[indices].to(device)
         t0 = time.perf_counter()
+        optimizer.zero_grad()
+        # Gradients are averaged over ranks; scaling the summed loss by world/covered makes
+        # that average the exact mean over the step's global batch, even for a short one.
+        local_loss = loss_fn(model(xb), yb)
+        (local_loss * (world_size / covered)).backward()
+        if args.step_time:
+            time.sleep(args.step_time)  # what an accelerator would spend on a real model
         try:
-            optimizer.zero_grad()
-            # Gradients are averaged over ranks; scaling the summed loss by world/covered makes
-            # that average the exact mean over the step's global batch, even for a short one.
-            local_loss = loss_fn(model(xb), yb)
-            (local_loss * (world_size / covered)).backward()
             average_gradients(model, world_size)
-            if args.step_time:
-                time.sleep(args.step_time)
-            optimizer.step()
-        except Exception as exc:  # a collective failed: a peer vanished or timed out
-            # optimizer.step() had not run, so the state is exactly the last completed step.
-            events.emit("collective_failed", step=step, error=type(exc).__name__, message=str(exc)[:200])
-            if args.save_on_failure:
-                save("failure")
-            # Leave at once: the agent restarts the group only when every local worker has
-            # exited, and an orderly interpreter teardown with broken sockets takes ~0.5 s.
-            log.error("step %d failed (%s: %s); exiting for the agent to restart the group",
-                      step + 1, type(exc).__name__, str(exc)[:300])
-            logging.shutdown()
-            os._exit(1)
+        except RuntimeError as exc:  # the collective failed: a peer vanished or timed out
+            peer_lost(exc)
+        optimizer.step()
         step += 1
         sampler.advance(covered)
         if rank == 0:
@@ -292,16 +320,25 @@ def main(argv: list[str] | None = None) -> int:
         if args.log_samples:
             events.emit("samples", step=step, epoch=sampler.epoch if sampler.position else sampler.epoch - 1,
                         indices=indices.tolist())
-        if step % args.checkpoint_every == 0 and rank == 0:
-            save("interval")
-            log.info("step %d/%d  loss %.4f  world size %d  (checkpoint saved)", step, args.steps,
-                     local_loss.item() / max(len(indices), 1), world_size)
+        if step % args.checkpoint_every == 0:
+            # Every rank is at this step: gather their RNG states so each resumes its own.
+            states: list = [None] * world_size
+            try:
+                dist.all_gather_object(states, rng_state(device))
+            except RuntimeError as exc:
+                peer_lost(exc)
+            if rank == 0:
+                save("interval", dict(enumerate(states)))
+                log.info("step %d/%d  loss %.4f  world size %d  (checkpoint saved)", step, args.steps,
+                         local_loss.item() / max(len(indices), 1), world_size)
 
     # ------------------------------------------------------------------------ 6. exit
+    states = [None] * world_size
+    dist.all_gather_object(states, rng_state(device))
     if rank == 0:
-        save("final")
+        save("final", dict(enumerate(states)))
     dist.barrier()  # peers tear down their connections only after rank 0's final save
-    events.emit("exit", reason="done", step=step)
+    events.emit("exit", reason="done", step=step, rng=rng_fingerprint())
     dist.destroy_process_group()
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="rendezvous timeouts: ours (fast recovery, default) or torchrun's defaults")
     job.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints (default 50)")
     job.add_argument("--pg-timeout", type=float, default=15.0, help="process-group timeout, seconds (default 15)")
-    job.add_argument("--max-restarts", type=int, default=10)
+    job.add_argument("--max-restarts", type=int, default=100, help="eviction budget (default 100)")
     job.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"target step (default {DEFAULT_STEPS})")
     job.add_argument("--step-time", type=float, default=0.05,
                      help="simulated accelerator seconds per step of the demo model (default 0.05)")
@@ -59,7 +60,9 @@ def build(args: argparse.Namespace):
     from lab.drill.run import DrillConfig
 
     workdir = args.workdir or Path("runs") / time.strftime("drill-%Y%m%d-%H%M%S")
-    extra = [a for a in args.script_args if a != "--"] if args.script_args else []
+    extra = list(args.script_args or [])
+    if extra[:1] == ["--"]:
+        extra = extra[1:]  # only the separator; a `--` meant for the script stays
     if args.script:
         script_kw = {"module": None, "script": args.script, "script_args": tuple(extra)}
         target = None
@@ -93,7 +96,7 @@ def main(args: argparse.Namespace) -> int:
     except (JobSpecError, DrillError) as exc:
         print(f"elastic-lab drill: {exc}", file=sys.stderr)
         return 2
-    log = open(Path("/dev/null") if args.quiet else Path("/dev/stderr"), "w")
+    log = open(os.devnull, "w") if args.quiet else sys.stderr
     if not args.quiet:
         print(f"Eviction drill: {cfg.nodes} nodes ({cfg.spec.min_nodes}..{cfg.spec.max_nodes}), "
               f"{cfg.spec.rdzv_backend.value} rendezvous, {cfg.eviction} eviction, workdir {cfg.workdir}",

@@ -120,6 +120,9 @@ class LocalCluster:
                 endpoint = self._etcd.endpoint
             else:
                 endpoint = self._start_store()
+        except EtcdError as exc:
+            self.close()
+            raise LocalClusterError(str(exc)) from None
         except BaseException:
             self.close()
             raise

@@ -18,6 +18,7 @@ def _spec(workdir, **kw):
     return JobSpec(**base)
 
 
+@pytest.mark.timeout(90)  # the issue's bound for the suite's drill tests
 def test_hard_kill_then_scale_out_finishes_with_the_target_step(workdir):
     """3 nodes on etcd v2, one SIGKILLed, one added back: the job reaches its target step."""
     cfg = DrillConfig(spec=_spec(workdir), workdir=workdir, nodes=3, target_steps=150, eviction="hard",
@@ -36,6 +37,7 @@ def test_hard_kill_then_scale_out_finishes_with_the_target_step(workdir):
     assert codes["node-2"] == -9 and all(codes[n] == 0 for n in ("node-0", "node-1", "node-3")), codes
 
 
+@pytest.mark.timeout(90)  # the issue's bound for the suite's drill tests
 def test_notice_on_the_first_node_with_a_c10d_store_loses_nothing(workdir):
     """A spot notice (SIGTERM) to node 0 with a standalone c10d store: the store survives, the
     emergency save finishes well inside the notice, and no step is lost."""
@@ -61,6 +63,7 @@ USER_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.timeout(90)  # the issue's bound for the suite's drill tests
 def test_drill_of_a_script_without_our_events_reports_what_the_agents_saw(workdir):
     script = workdir / "user_train.py"
     script.write_text(USER_SCRIPT)
@@ -75,6 +78,7 @@ def test_drill_of_a_script_without_our_events_reports_what_the_agents_saw(workdi
     assert report.restart_rounds >= 1
 
 
+@pytest.mark.timeout(90)  # the issue's bound for the suite's drill tests
 def test_cli_json_report_and_timeline(workdir):
     out = subprocess.run([sys.executable, "-m", "lab.cli", "drill", "--workdir", str(workdir), "--steps", "120",
                           "--step-time", "0.03", "--checkpoint-every", "30", "--evict-at-step", "30",

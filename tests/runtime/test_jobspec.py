@@ -44,12 +44,15 @@ def test_c10d_agents_never_host_the_store():
     ({"rdzv_endpoint": "etcd"}, "rdzv_endpoint='etcd' is invalid: expected host:port"),
     ({"rdzv_endpoint": "etcd:70000"}, "rdzv_endpoint='etcd:70000'"),
     ({"pg_timeout_s": 1800}, "pg_timeout_s=1800 is invalid"),
-    ({"name": "Bad_Name"}, "name='Bad_Name' is invalid: expected a DNS-1123 label"),
+    ({"name": "Bad_Name"}, "name='Bad_Name' is invalid: expected a DNS-1035 label"),
+    ({"name": "1job"}, "name='1job' is invalid: expected a DNS-1035 label"),
+    ({"rdzv_timeouts": {"keep_alive_interval_s": 0.25}}, "keep_alive_interval_s x keep_alive_max_attempt >= 1.5 s"),
     ({"checkpoint_writes": "overwrite"}, "checkpoint_writes='overwrite' is invalid"),
     ({"max_restarts": -1}, "max_restarts=-1 is invalid"),
     ({"rdzv_timeouts": {"last_call_s": 0}}, "rdzv_timeouts.last_call_s=0 is invalid: expected a number of seconds > 0"),
     ({"rdzv_timeouts": {"keep_alive_max_attempt": 2}}, "keep_alive_max_attempt=2 is invalid: expected a whole number >= 3"),
-    ({"rdzv_timeouts": {"keep_alive_interval_s": 0.1}}, "keep_alive_interval_s=0.1 is invalid: expected >= 0.25 s"),
+    ({"rdzv_timeouts": {"keep_alive_interval_s": 0.2, "keep_alive_max_attempt": 10}},
+     "keep_alive_interval_s=0.2 is invalid: expected >= 0.25 s"),
     ({"rdzv_timeouts": {"join": 5}}, "rdzv_timeouts.join=5 is invalid: expected a known field"),
     ({"nodes": 3}, "nodes=3 is invalid: expected a known field"),
 ])
@@ -64,6 +67,3 @@ def test_torch_default_timeouts_are_torchruns_and_plain_torchrun_accepts_them():
     assert (t.join_s, t.last_call_s, t.close_s, t.keep_alive_interval_s) == (600, 30, 30, 5)
     assert t.whole_seconds and not RendezvousTimeouts().whole_seconds
 
-
-def test_every_target_runs_the_same_launcher():
-    assert JobSpec().launcher() == ["python", "-m", "lab.launch"]

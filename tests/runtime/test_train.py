@@ -62,6 +62,18 @@ def test_resume_continues_from_the_saved_step_and_data_position(workdir):
         assert sorted(per_epoch[epoch]) == list(range(512)), f"epoch {epoch} skipped or repeated samples"
 
 
+def test_each_rank_resumes_its_own_rng_stream(workdir):
+    first = _torchrun(workdir, 2, "--steps", "10", "--checkpoint-every", "5")
+    assert first.returncode == 0, first.stderr[-2000:]
+    ev = events.read(workdir / "events.jsonl")
+    at_exit = {e["rank"]: e["rng"] for e in ev if e["event"] == "exit"}
+    assert len(set(at_exit.values())) == 2  # two ranks, two different streams
+    second = _torchrun(workdir, 2, "--steps", "12", "--checkpoint-every", "5")
+    assert second.returncode == 0, second.stderr[-2000:]
+    resumed = {e["rank"]: e["rng"] for e in events.read(workdir / "events.jsonl") if e["event"] == "resume"}
+    assert resumed == at_exit
+
+
 def test_learning_rate_scales_with_world_size(workdir):
     run = _torchrun(workdir, 2, "--steps", "2", "--lr", "0.1", "--lr-scaling", "linear")
     assert run.returncode == 0, run.stderr[-2000:]
