@@ -42,7 +42,9 @@ def run_job(workdir: Path, steps: int, every: int, step_time: float, nproc: int 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m",
            "lab.train", "--steps", str(steps), "--checkpoint-every", str(every), "--step-time", f"{step_time:g}",
            "--checkpoint-dir", str(workdir / "ckpt")]
-    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=900)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise SystemExit(f"the training job failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     return events.read(workdir / "events.jsonl")
 
 
