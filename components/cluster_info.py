@@ -56,7 +56,3 @@ class ClusterInfo:
     storage: CheckpointStorageInfo
     node_resource_group: pulumi.Output[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-    def tolerations(self, pool: str) -> list[dict[str, str]]:
-        """Pod tolerations for exactly the taints of `pool`."""
-        return [t.toleration() for t in self.pool_taints.get(pool, [])]

@@ -6,15 +6,34 @@ the key, the bad value and what is expected:
 
     elastic-spot-lab:gpuVmSize='Standard_D4s_v5' is invalid: expected an NVIDIA GPU VM size ...
 
-Keys live in the `elastic-spot-lab:` namespace. `elastic-spot-lab:cloud` picks the cluster
-(`aks` today; `eks` and `byo` are reserved). Keys nobody registered are errors (a typo such
-as `gpuMaxNode` would otherwise be silently ignored). Another component that reads its own
+Keys live in the `elastic-spot-lab:` namespace. `elastic-spot-lab:cloud` picks the cluster:
+`aks`, or `byo` (builder registered by the platform); `eks` is reserved and rejected by the
+program until an EKS cluster component exists. Keys nobody registered are errors (a typo
+such as `gpuMaxNode` would otherwise be silently ignored). Another component that reads its own
 keys registers them at import time:
 
     from components import config
     config.register_keys(config.Key("platformEtcdReplicas", "int", "etcd replicas"), ...)
 
 and reads them with `StackConfig.get(...)`.
+
+A component whose settings need more than a type check (the training platform's
+`elastic-spot-lab:platform` map, say) registers a validator, also at import time:
+
+    def validate_platform(cfg: config.StackConfig) -> Iterable[config.Problem] | None:
+        ...  # return (or yield) Problems, or raise config.ConfigError; never declare resources
+
+    config.register_validator(validate_platform)
+
+`load()` runs every registered validator (in registration order) on the parsed config,
+after the key and cloud checks and before returning; their problems are reported in the
+same ConfigError as every other bad value. Since the program calls `load()` before it
+declares anything (components/program.py), a validator's error leaves nothing declared.
+Validators run only when `cloud` is one of CLOUDS. Any other exception a validator raises
+is a bug and propagates as is.
+
+`DEFAULT_KUBERNETES_VERSION` (components/versions.py) is the Kubernetes version of a stack
+that sets none; `StackConfig.kubernetes_version` gives the stack's version or that one.
 """
 
 from __future__ import annotations
@@ -22,9 +41,15 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from components.aks.args import AksClusterArgs, Problem, config_fields
+from components.versions import DEFAULT_KUBERNETES_VERSION
+
+__all__ = [
+    "CLOUDS", "DEFAULT_KUBERNETES_VERSION", "PROJECT", "ConfigError", "Key", "Problem", "StackConfig",
+    "known_keys", "load", "qualified", "register_keys", "register_validator", "unregister_validator", "validators",
+]
 
 PROJECT = "elastic-spot-lab"
 CLOUDS = ("aks", "eks", "byo")
@@ -75,6 +100,50 @@ def register_keys(*keys: Key) -> None:
 
 def known_keys() -> dict[str, Key]:
     return dict(_KEYS)
+
+
+# --------------------------------------------------------------------------- validators
+
+Validator = Callable[["StackConfig"], "Iterable[Problem] | None"]
+_VALIDATORS: list[Validator] = []
+
+
+def register_validator(fn: Validator) -> Validator:
+    """Run `fn(cfg)` in every `load()`, before any resource is declared (see the module doc).
+
+    `fn` returns or yields `Problem`s (field = the key, short or full; value; expected), or
+    raises ConfigError. Registering the same function again is a no-op. Usable as a
+    decorator; returns `fn`."""
+    if not callable(fn):
+        raise TypeError(f"config validator {fn!r} is not callable")
+    if fn not in _VALIDATORS:
+        _VALIDATORS.append(fn)
+    return fn
+
+
+def unregister_validator(fn: Validator) -> None:
+    """Remove a validator registered with `register_validator` (no-op if absent)."""
+    if fn in _VALIDATORS:
+        _VALIDATORS.remove(fn)
+
+
+def validators() -> list[Validator]:
+    return list(_VALIDATORS)
+
+
+def _run_validators(cfg: "StackConfig") -> list[Problem]:
+    problems: list[Problem] = []
+    for fn in list(_VALIDATORS):
+        try:
+            found = fn(cfg)
+            found = list(found) if found is not None else []
+        except ConfigError as exc:
+            found = list(exc.problems)
+        for p in found:
+            if not isinstance(p, Problem):
+                raise TypeError(f"config validator {fn!r} returned {p!r}: expected components.config.Problem items")
+            problems.append(Problem(qualified(p.field), p.value, p.expected))
+    return problems
 
 
 register_keys(Key("cloud", "str", "which cluster this stack builds: " + ", ".join(CLOUDS)))
@@ -158,6 +227,11 @@ class StackConfig:
             return default
         return parse_value(key, _KEYS[key].kind, self.values[key])
 
+    @property
+    def kubernetes_version(self) -> str:
+        """The stack's `kubernetesVersion`, or DEFAULT_KUBERNETES_VERSION when unset."""
+        return str(self.get("kubernetesVersion", DEFAULT_KUBERNETES_VERSION))
+
     def aks_args(self) -> AksClusterArgs:
         """`AksClusterArgs` from this config: stack-derived defaults, then the stack's values;
         all problems reported at once as ConfigError (keys, not field names)."""
@@ -236,6 +310,9 @@ def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -
             cfg.aks_args()  # validate now: every error before any resource
         except ConfigError as exc:
             problems.extend(exc.problems)
+    if cfg.cloud in CLOUDS:
+        problems.extend(_run_validators(cfg))  # extensions' own settings, before any resource
     if problems:
-        raise ConfigError(problems, stack)
+        unique = list({str(p): p for p in problems}.values())  # a validator may repeat one
+        raise ConfigError(unique, stack)
     return cfg

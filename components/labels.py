@@ -36,15 +36,16 @@ NVIDIA_GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 # AKS labels spot nodes with this itself (../shared/FACTS.md, AKS).
 AKS_SPOT_LABEL = "kubernetes.azure.com/scalesetpriority"
 AKS_SPOT_VALUE = "spot"
-# AKS labels GPU nodes with `kubernetes.azure.com/accelerator=nvidia` itself; not declared.
-AKS_ACCELERATOR_LABEL = "kubernetes.azure.com/accelerator"
+# (AKS also labels GPU nodes `kubernetes.azure.com/accelerator=nvidia` itself; we neither
+# declare nor select it: our pods select our own pool label.)
 
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
 @dataclass(frozen=True)
 class Taint:
-    """A node taint, rendered for each place that needs it."""
+    """A node taint, rendered for each place that needs it: the project's one Taint class
+    (the platform uses it too, lab/k8s/scheduling.py)."""
 
     key: str
     value: str
@@ -55,22 +56,18 @@ class Taint:
         return f"{self.key}={self.value}:{self.effect}"
 
     def eks(self) -> dict[str, str]:
-        """EKS node group `taints` entry (effect names NO_SCHEDULE, ...)."""
+        """EKS node group `taints` entry (effect names NO_SCHEDULE, ...).
+
+        Not called yet: kept for the EKS cluster component (a future issue), whose spot GPU
+        node group must declare our taints in this form (EKS adds no spot taint itself;
+        ../shared/FACTS.md, EKS). Tested in tests/infra/test_aks_component.py."""
         effect = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
         return {"key": self.key, "value": self.value, "effect": effect[self.effect]}
 
     def toleration(self) -> dict[str, str]:
-        """A Kubernetes pod toleration that tolerates exactly this taint."""
+        """A Kubernetes pod toleration that tolerates exactly this taint (used by the
+        platform: lab/k8s/scheduling.py, lab/k8s/guardrails.py)."""
         return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
-
-    @classmethod
-    def parse(cls, text: str) -> "Taint":
-        """Parse `key=value:Effect` (the AKS form)."""
-        head, sep, effect = text.rpartition(":")
-        key, eq, value = head.partition("=")
-        if not sep or not eq or not key or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-            raise ValueError(f"taint {text!r} is invalid: expected key=value:NoSchedule|PreferNoSchedule|NoExecute")
-        return cls(key, value, effect)  # type: ignore[arg-type]
 
 
 # Our GPU taint: only pods that ask for GPUs (and tolerate it) land on GPU nodes.
@@ -90,5 +87,6 @@ def pool_labels(pool: str, *, spot: bool) -> dict[str, str]:
 
 
 def node_selector(pool: str) -> dict[str, str]:
-    """The nodeSelector that places a pod on one of our pools."""
+    """The nodeSelector that places a pod on one of our pools (the platform's default pool
+    placement, lab/k8s/scheduling.py)."""
     return {POOL_LABEL: pool}

@@ -8,7 +8,15 @@ Extending it (the training platform, another cloud):
 - from that module, add a cluster builder for a cloud (`CLUSTER_BUILDERS["byo"] = fn`,
   `fn(cfg) -> component` exposing `.outputs()` and, for the platform, `.info`), and/or a
   step after the cluster (`AFTER_CLUSTER.append(fn)`, `fn(stack, cfg)`; it adds its
-  components to `stack.components` and its exports to `stack.outputs`).
+  components to `stack.components` and its exports to `stack.outputs`);
+- validate your settings in a config validator (`components.config.register_validator(fn)`,
+  `fn(cfg)` returns Problems or raises ConfigError), not in your step: validators run
+  inside `config.load()`, before the first resource, so a bad value declares nothing.
+  A step should only declare what validated config describes.
+
+Order in `main()`: import EXTENSIONS; `config.load()` (keys, types, the AKS arguments,
+`cloud` has a cluster builder, every registered validator: all problems at once as
+ConfigError); then declare: the cluster, then each AFTER_CLUSTER step; then export.
 """
 
 from __future__ import annotations
@@ -22,8 +30,8 @@ import pulumi
 from components import config as config_mod
 
 
-class UnsupportedCloud(ValueError):
-    pass
+class UnsupportedCloud(config_mod.ConfigError):
+    """`cloud` names a cloud without a cluster component (a config error: exit 2 in plan)."""
 
 
 @dataclass
@@ -60,14 +68,31 @@ def load_extensions() -> None:
         importlib.import_module(name)
 
 
+def _cloud_problem(cloud: str) -> config_mod.Problem | None:
+    if cloud in CLUSTER_BUILDERS:
+        return None
+    have = ", ".join(sorted(CLUSTER_BUILDERS))
+    if cloud == "eks":
+        why = "; 'eks' is reserved but has no cluster component yet (the EKS stack is a future issue)"
+    elif cloud in config_mod.CLOUDS:
+        why = f"; {cloud!r} has no cluster builder loaded (is its module in EXTENSIONS?)"
+    else:
+        why = " (the clouds with a cluster component)"
+    return config_mod.Problem(config_mod.qualified("cloud"), cloud, f"one of {have}{why}")
+
+
+@config_mod.register_validator
+def validate_cloud(cfg: config_mod.StackConfig) -> list[config_mod.Problem]:
+    """Config validator: `cloud` must have a cluster builder (after EXTENSIONS are loaded)."""
+    problem = _cloud_problem(cfg.cloud)
+    return [problem] if problem else []
+
+
 def build_cluster(cfg: config_mod.StackConfig) -> Any:
-    builder = CLUSTER_BUILDERS.get(cfg.cloud)
-    if builder is None:
-        raise UnsupportedCloud(
-            f"{config_mod.qualified('cloud')}={cfg.cloud!r} has no cluster component yet: "
-            f"expected one of {', '.join(sorted(CLUSTER_BUILDERS))}"
-        )
-    return builder(cfg)
+    problem = _cloud_problem(cfg.cloud)
+    if problem is not None:  # config.load() reports it first; this guards direct callers
+        raise UnsupportedCloud([problem], cfg.stack)
+    return CLUSTER_BUILDERS[cfg.cloud](cfg)
 
 
 def compose(cfg: config_mod.StackConfig) -> Stack:
@@ -82,7 +107,8 @@ def compose(cfg: config_mod.StackConfig) -> Stack:
 
 
 def main() -> Stack:
-    """Entry point of the Pulumi program: validate all config first, then declare."""
+    """Entry point of the Pulumi program: validate all config first (keys, values, cloud,
+    every registered validator), then declare."""
     load_extensions()
     cfg = config_mod.load()
     stack = compose(cfg)

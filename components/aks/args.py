@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.versions import DEFAULT_KUBERNETES_VERSION
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -96,7 +98,7 @@ class AksClusterArgs:
     location: str = field(metadata=_meta("location", "str", "Azure region name, e.g. eastus"))
     resource_group_name: str = field(metadata=_meta("resourceGroupName", "str", "resource group for the cluster and checkpoints"))
     cluster_name: str = field(metadata=_meta("clusterName", "str", "AKS cluster name (also the DNS prefix)"))
-    kubernetes_version: str = field(default="1.35", metadata=_meta("kubernetesVersion", "str", "Kubernetes version, 1.<minor> or 1.<minor>.<patch>"))
+    kubernetes_version: str = field(default=DEFAULT_KUBERNETES_VERSION, metadata=_meta("kubernetesVersion", "str", "Kubernetes version, 1.<minor> or 1.<minor>.<patch>"))
     sku_tier: str = field(default="Free", metadata=_meta("skuTier", "str", "AKS control-plane tier: Free, Standard or Premium"))
     node_resource_group: str | None = field(default=None, metadata=_meta("nodeResourceGroup", "str", "node resource group [MC_<rg>_<cluster>_<location>]"))
     # System pool: AKS add-ons only (tainted CriticalAddonsOnly), on-demand.
@@ -163,7 +165,7 @@ class AksClusterArgs:
         if (ver := text("kubernetes_version")) is not None:
             m = _K8S_VERSION.match(ver)
             if not m:
-                bad("kubernetes_version", "a Kubernetes version 1.<minor> or 1.<minor>.<patch>, e.g. 1.35 (see `az aks get-versions -l <region>`)")
+                bad("kubernetes_version", f"a Kubernetes version 1.<minor> or 1.<minor>.<patch>, e.g. {DEFAULT_KUBERNETES_VERSION} (see `az aks get-versions -l <region>`)")
             elif int(m.group(1)) < MIN_K8S_MINOR:
                 bad("kubernetes_version", f"1.{MIN_K8S_MINOR} or newer (Blob CSI workload-identity mounts need CSIDriver tokenRequests)")
         if (tier := text("sku_tier")) is not None and tier not in SKU_TIERS:

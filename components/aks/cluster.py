@@ -1,10 +1,22 @@
 """`AksCluster`: the Azure lab's cluster as one Pulumi component.
 
 Children (all parented to the component):
-  resource group; control-plane identity; ManagedCluster (system pool, Blob CSI driver,
-  OIDC issuer, workload identity); CPU pool (on-demand); GPU spot pool; training workload
-  identity + federated credential; checkpoint storage account + container + role
-  assignments; a Kubernetes provider for the new cluster.
+  resource group; control-plane identity; ManagedCluster (system pool, Azure CNI Overlay
+  with the Cilium dataplane and network policy, Blob CSI driver, OIDC issuer, workload
+  identity); CPU pool (on-demand); GPU spot pool; training workload identity + federated
+  credential; checkpoint storage account + container + role assignments; a Kubernetes
+  provider for the new cluster.
+
+Known limitation, the inline system pool: AKS needs one system pool at creation, so it is
+declared inside the ManagedCluster (`agentPoolProfiles`), not as an AgentPool. Editing it
+there (VM size, count, labels, taints, max surge) makes azure-native PUT the whole
+ManagedCluster, and AKS then puts every node pool, our separate CPU and GPU pools
+included, into the `Scaling` provisioning state while it reconciles
+(pulumi/pulumi-azure-native#4264, closed as won't fix: it is how the ARM PUT works).
+Change the system pool in a quiet window, not while a training job runs, and expect the
+other pools to be busy until it is done. Our two user pools are separate AgentPool
+resources, so editing one of them touches only that pool. (A second inline pool cannot be
+added to an existing cluster at all: new pools go in as AgentPool resources.)
 
 Outputs (`register_outputs` and attributes): kubeconfig (secret), cluster_name,
 resource_group_name, node_resource_group, oidc_issuer_url, pool_names, storage_account_name,
@@ -81,9 +93,16 @@ class AksCluster(pulumi.ComponentResource):
             node_resource_group=args.node_resource_group_name,
             enable_rbac=True,
             agent_pool_profiles=[pools_mod.system_pool_profile(args, system)],
+            # Azure CNI Overlay powered by Cilium: the Cilium (eBPF) dataplane enforces
+            # Kubernetes NetworkPolicies (the platform's etcd policy among them). Without a
+            # policy engine AKS accepts NetworkPolicy objects and enforces none of them.
+            # networkPolicy cilium requires networkDataplane cilium. Both are fixed at
+            # creation: changing them later re-creates or migrates the cluster.
             network_profile=containerservice.ContainerServiceNetworkProfileArgs(
                 network_plugin=containerservice.NetworkPlugin.AZURE,
                 network_plugin_mode=containerservice.NetworkPluginMode.OVERLAY,
+                network_dataplane=containerservice.NetworkDataplane.CILIUM,
+                network_policy=containerservice.NetworkPolicy.CILIUM,
             ),
             oidc_issuer_profile=containerservice.ManagedClusterOIDCIssuerProfileArgs(enabled=True),
             security_profile=containerservice.ManagedClusterSecurityProfileArgs(

@@ -70,6 +70,10 @@ def system_pool_profile(args: AksClusterArgs, spec: PoolSpec) -> containerservic
 
     On-demand (`Regular`), fixed size, tainted CriticalAddonsOnly so that only AKS add-ons
     run there and our etcd / operator land on the CPU pool.
+
+    Being inline, any edit of it is an update of the whole ManagedCluster, which puts
+    every pool of the cluster (the user pools below included) into `Scaling` until AKS is
+    done (pulumi/pulumi-azure-native#4264; see components/aks/cluster.py).
     """
     return containerservice.ManagedClusterAgentPoolProfileArgs(
         name=spec.name,
@@ -87,21 +91,26 @@ def system_pool_profile(args: AksClusterArgs, spec: PoolSpec) -> containerservic
     )
 
 
-def cpu_pool(
+def _autoscaled_user_pool(
     name: str, args: AksClusterArgs, spec: PoolSpec, *, resource_group: pulumi.Input[str],
-    cluster: containerservice.ManagedCluster, parent: pulumi.Resource,
+    cluster: containerservice.ManagedCluster, parent: pulumi.Resource, **specific: object,
 ) -> containerservice.AgentPool:
-    """The on-demand CPU pool for etcd, the training operator and launchers (autoscaled)."""
+    """A separate, autoscaled Linux VMSS `User` pool of `cluster`, as `spec` describes it.
+
+    Common to both of our user pools: count range from the spec (the count starts at the
+    minimum), labels and taints from the spec, the cluster's Kubernetes version and tags,
+    and `ignore_changes=["count"]` because the cluster autoscaler owns the node count.
+    `specific` adds what differs per pool (priority, eviction, GPU profile, max surge).
+    """
     return containerservice.AgentPool(
         name,
         resource_group_name=resource_group,
         resource_name_=cluster.name,
         agent_pool_name=spec.name,
-        mode=containerservice.AgentPoolMode.USER,
+        mode=containerservice.AgentPoolMode.USER,  # never the system pool (a spot pool cannot be)
         vm_size=spec.vm_size,
         os_type=containerservice.OSType.LINUX,
         type=containerservice.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
-        scale_set_priority=containerservice.ScaleSetPriority.REGULAR,
         orchestrator_version=args.kubernetes_version,
         enable_auto_scaling=True,
         count=spec.min_nodes,
@@ -109,10 +118,22 @@ def cpu_pool(
         max_count=spec.max_nodes,
         node_labels=spec.node_labels,
         node_taints=spec.aks_taints,
-        upgrade_settings=containerservice.AgentPoolUpgradeSettingsArgs(max_surge="1"),
         tags=args.tags,
         # The cluster autoscaler owns the node count.
         opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["count"]),
+        **specific,  # type: ignore[arg-type]
+    )
+
+
+def cpu_pool(
+    name: str, args: AksClusterArgs, spec: PoolSpec, *, resource_group: pulumi.Input[str],
+    cluster: containerservice.ManagedCluster, parent: pulumi.Resource,
+) -> containerservice.AgentPool:
+    """The on-demand CPU pool for etcd, the training operator and launchers (autoscaled)."""
+    return _autoscaled_user_pool(
+        name, args, spec, resource_group=resource_group, cluster=cluster, parent=parent,
+        scale_set_priority=containerservice.ScaleSetPriority.REGULAR,
+        upgrade_settings=containerservice.AgentPoolUpgradeSettingsArgs(max_surge="1"),
     )
 
 
@@ -121,27 +142,11 @@ def gpu_spot_pool(
     cluster: containerservice.ManagedCluster, parent: pulumi.Resource,
 ) -> containerservice.AgentPool:
     """The spot GPU pool for elastic workers: Spot + Delete + max price, scales to zero."""
-    return containerservice.AgentPool(
-        name,
-        resource_group_name=resource_group,
-        resource_name_=cluster.name,
-        agent_pool_name=spec.name,
-        mode=containerservice.AgentPoolMode.USER,  # a spot pool can never be the system pool
-        vm_size=spec.vm_size,
-        os_type=containerservice.OSType.LINUX,
-        type=containerservice.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
+    return _autoscaled_user_pool(
+        name, args, spec, resource_group=resource_group, cluster=cluster, parent=parent,
         scale_set_priority=containerservice.ScaleSetPriority.SPOT,  # immutable
         scale_set_eviction_policy=containerservice.ScaleSetEvictionPolicy.DELETE,
         spot_max_price=args.gpu_spot_max_price,  # -1: up to on-demand; immutable
-        orchestrator_version=args.kubernetes_version,
-        enable_auto_scaling=True,
-        count=spec.min_nodes,
-        min_count=spec.min_nodes,
-        max_count=spec.max_nodes,
-        node_labels=spec.node_labels,
-        node_taints=spec.aks_taints,
         gpu_profile=containerservice.GPUProfileArgs(driver=containerservice.GPUDriver.INSTALL),
         # No upgrade_settings.max_surge: AKS rejects it on spot pools.
-        tags=args.tags,
-        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["count"]),
     )

@@ -37,7 +37,9 @@ Checks (lab/plan/checks.py):
 
     Modules named lab/plan/check_*.py are imported (and so registered) automatically;
     others go in checks.CHECK_MODULES. `run_checks(plan, only=None)` returns one CheckRun
-    (name, applied, findings) per check; `elastic-lab plan` exits 1 on any error finding.
+    (name, applied, findings) per check (UnknownCheck, listing the known ones, if `only`
+    names an unregistered check); `elastic-lab plan` exits 1 on any error finding, 2 on an
+    unknown `--check`.
 
 Built-in checks: arm-conformance (lab/plan/arm.py) and guardrail:* (lab/plan/guardrails.py).
 Cost estimate: lab/plan/cost.py with the dated price table lab/plan/prices.yaml.

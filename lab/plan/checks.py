@@ -122,6 +122,29 @@ def registered_checks() -> dict[str, RegisteredCheck]:
     return dict(_REGISTRY)
 
 
+class UnknownCheck(LookupError):
+    """`run_checks(only=...)` named checks nobody registered; `names` and `known` list them."""
+
+    def __init__(self, names: list[str], known: list[str]):
+        self.names, self.known = list(names), sorted(known)
+        super().__init__(
+            f"unknown check(s) {', '.join(map(repr, self.names))}: expected one of {', '.join(self.known)}"
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def check_unknown(names: Iterable[str] | None) -> None:
+    """Raise UnknownCheck if any of `names` is not a registered check (None: all checks)."""
+    if names is None:
+        return
+    checks = registered_checks()
+    unknown = [n for n in names if n not in checks]
+    if unknown:
+        raise UnknownCheck(unknown, list(checks))
+
+
 @dataclass
 class CheckRun:
     name: str
@@ -132,12 +155,11 @@ class CheckRun:
 def run_checks(plan: "Plan", only: Iterable[str] | None = None) -> list[CheckRun]:
     """Run every registered check (or those named in `only`) that applies to `plan`.
 
+    Raises UnknownCheck (before running any) when `only` names an unregistered check.
     A check that raises is reported as an error finding of that check, not a crash."""
     checks = registered_checks()
     wanted = list(only) if only is not None else list(checks)
-    unknown = [n for n in wanted if n not in checks]
-    if unknown:
-        raise KeyError(f"unknown check(s) {unknown}: registered are {sorted(checks)}")
+    check_unknown(wanted)
     runs: list[CheckRun] = []
     for name in wanted:
         check = checks[name]

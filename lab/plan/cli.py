@@ -1,7 +1,7 @@
 """`elastic-lab plan`: the stack's resources, outputs, hourly cost and checks, offline.
 
 Exit status: 0 when every check passes (warnings allowed), 1 when a check reports an
-error, 2 when the stack cannot be planned (unknown stack, invalid config).
+error, 2 when the stack cannot be planned (unknown stack, invalid config, unknown --check).
 """
 
 from __future__ import annotations
@@ -61,8 +61,17 @@ def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] 
 
 
 def run(args: argparse.Namespace) -> int:
+    from lab.plan.checks import UnknownCheck, check_unknown
     from lab.plan.harness import list_stacks
 
+    try:
+        check_unknown(args.check)  # before planning anything
+    except UnknownCheck as exc:
+        if args.json:
+            print(json.dumps({"ok": False, "error": f"--check: {exc}"}, indent=2))
+        else:
+            print(f"elastic-lab plan: --check: {exc}", file=sys.stderr)
+        return 2
     stacks = list_stacks() if args.all_stacks else [args.stack]
     worst = 0
     docs = []

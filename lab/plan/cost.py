@@ -3,7 +3,8 @@
 The estimate reads the recorded resources (not the config): each pool's VM size, priority
 and autoscaler range, and the cluster's region and tier. It gives the hourly cost with
 every pool at its minimum (idle: the GPU pool at zero), at its maximum, and at the maximum
-with the GPU pool on on-demand capacity instead of spot. Every price carries its source.
+with the GPU pool on on-demand capacity instead of spot. Every price carries its source
+and, where the table has one, the Azure Retail Prices API query that returns today's price.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class PoolCost:
     price: float | None  # per node-hour at the pool's priority
     on_demand_price: float | None
     source: str
+    query: str | None = None  # Azure Retail Prices API request that returns the current price
     at_min: float | None = None
     at_max: float | None = None
     at_max_on_demand: float | None = None
@@ -92,7 +94,10 @@ def estimate(plan: Any, prices_path: Path | str | None = None) -> CostEstimate |
 
     tier = next(((c.inputs.get("sku") or {}).get("tier") for c in clusters), None) or "Free"
     cp = (azure.get("aks_control_plane") or {}).get(tier)
-    control = {"tier": tier, "price": cp.get("price") if cp else None, "source": cp.get("source") if cp else "not in the table"}
+    control = {
+        "tier": tier, "price": cp.get("price") if cp else None,
+        "source": cp.get("source") if cp else "not in the table", "query": cp.get("query") if cp else None,
+    }
     if not cp:
         notes.append(f"no control-plane price for tier {tier!r}")
 
@@ -109,7 +114,7 @@ def estimate(plan: Any, prices_path: Path | str | None = None) -> CostEstimate |
         source = entry.get("source", "not in the price table: add it to prices.yaml")
         if price is None:
             notes.append(f"no {'spot' if view.spot else 'on-demand'} price for {size}: pool {view.name} not counted")
-        pc = PoolCost(view.name, view.role, size, view.spot, lo, hi, price, on_demand, source)
+        pc = PoolCost(view.name, view.role, size, view.spot, lo, hi, price, on_demand, source, entry.get("query"))
         if price is not None:
             pc.at_min, pc.at_max = round(price * lo, 4), round(price * hi, 4)
         if on_demand is not None:

@@ -6,6 +6,8 @@
   guardrail:on-demand-pools   system pools and our CPU/system-labelled pools are not spot
   guardrail:autoscaled-count  autoscaled pools ignore changes to `count`
   guardrail:cluster-features  Blob CSI driver, OIDC issuer and workload identity are on
+  guardrail:network-policy    the cluster enforces NetworkPolicies: a policy engine is set
+                              (cilium needs the cilium dataplane)
   guardrail:storage-outside-node-rg  checkpoint storage is not in the node resource group
   guardrail:no-plain-secrets  no kubeconfig / key / token in a plain (non-secret) output
 
@@ -214,6 +216,32 @@ def cluster_features(plan: Any) -> Iterator[Finding]:
             value = _dig(r.inputs, *path)
             if value is not True:
                 yield Finding.error(name, r, ".".join(path), value, f"True ({why})")
+
+
+# AKS network policy engines (ContainerServiceNetworkProfile.networkPolicy, API 2025-09-01):
+# "none" (or unset) means NetworkPolicy objects are accepted and never enforced.
+POLICY_ENGINES = ("cilium", "azure", "calico")
+
+
+@register_check("guardrail:network-policy", applies=lambda plan: bool(plan.of_type(MANAGED_CLUSTER)))
+def network_policy(plan: Any) -> Iterator[Finding]:
+    """The cluster enforces NetworkPolicies (the platform's etcd policy): a policy engine is set."""
+    name = "guardrail:network-policy"
+    for r in plan.of_type(MANAGED_CLUSTER):
+        profile = r.inputs.get("networkProfile") or {}
+        policy = profile.get("networkPolicy") if isinstance(profile, dict) else None
+        dataplane = profile.get("networkDataplane") if isinstance(profile, dict) else None
+        if not isinstance(policy, str) or policy.lower() not in POLICY_ENGINES:
+            yield Finding.error(
+                name, r, "networkProfile.networkPolicy", policy,
+                "a network policy engine, 'cilium' (with networkDataplane 'cilium'); without one AKS "
+                "stores NetworkPolicy objects and enforces none, e.g. the etcd rendezvous policy",
+            )
+        elif policy.lower() == "cilium" and (not isinstance(dataplane, str) or dataplane.lower() != "cilium"):
+            yield Finding.error(
+                name, r, "networkProfile.networkDataplane", dataplane,
+                "'cilium' (networkPolicy 'cilium' is enforced by the Cilium dataplane; AKS rejects it on another)",
+            )
 
 
 def node_resource_groups(plan: Any) -> set[str]:

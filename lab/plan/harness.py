@@ -367,6 +367,12 @@ def run_program(
     monitor = _recording_monitor_class()(mocks)
     pulumi_settings.ROOT.set(None)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    # A run that failed leaves its RPCs' first exception in the process-wide RPC manager,
+    # and its unfinished outputs in the settings; the next run would re-raise them. Each
+    # run starts clean.
+    pulumi_settings._get_rpc_manager().clear()
+    with pulumi_settings.SETTINGS.lock:
+        pulumi_settings.SETTINGS.outputs.clear()
     pulumi.runtime.set_all_config(dict(values), list(secret_keys))
 
     if program is None:

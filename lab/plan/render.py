@@ -152,11 +152,13 @@ def cost_lines(cost: CostEstimate | None) -> list[str]:
         )
     sources = {}
     for p in cost.pools:
-        sources.setdefault(p.vm_size, p.source)
-    lines.append("  sources:")
-    for size, src in sources.items():
+        sources.setdefault(p.vm_size, (p.source, p.query))
+    sources[f"control plane {cp['tier']}"] = (cp["source"], cp.get("query"))
+    lines.append("  sources (`query`: the Azure Retail Prices API request that returns today's price):")
+    for size, (src, query) in sources.items():
         lines.append(f"    {size}: {src}")
-    lines.append(f"    control plane {cp['tier']}: {cp['source']}")
+        if query:
+            lines.append(f"      query: {query}")
     for note in cost.notes:
         lines.append(f"  note: {note}")
     return lines

@@ -19,6 +19,7 @@ OUR_CHECKS = [
     "guardrail:on-demand-pools",
     "guardrail:autoscaled-count",
     "guardrail:cluster-features",
+    "guardrail:network-policy",
     "guardrail:storage-outside-node-rg",
     "guardrail:no-plain-secrets",
 ]

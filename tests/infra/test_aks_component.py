@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 
+import pulumi
 import pytest
 
 from components import labels
@@ -14,7 +15,7 @@ from components.aks.storage import (
     derived_account_name,
 )
 from lab.plan.harness import run_program
-from lab.plan.mocks import MOCK_SUBSCRIPTION, mock_kubeconfig
+from lab.plan.mocks import MOCK_SUBSCRIPTION, PlanMocks
 
 MC = "azure-native:containerservice:ManagedCluster"
 POOL = "azure-native:containerservice:AgentPool"
@@ -51,6 +52,9 @@ def test_managed_cluster(plan):
     assert i["oidcIssuerProfile"] == {"enabled": True}
     assert i["securityProfile"]["workloadIdentity"] == {"enabled": True}
     assert i["nodeResourceGroup"] == "MC_esl-aks-dev-rg_esl-aks-dev_eastus"
+    # Azure CNI Overlay powered by Cilium: the dataplane that enforces NetworkPolicies.
+    network = {k: i["networkProfile"].get(k) for k in ("networkPlugin", "networkPluginMode", "networkDataplane", "networkPolicy")}
+    assert network == {"networkPlugin": "azure", "networkPluginMode": "overlay", "networkDataplane": "cilium", "networkPolicy": "cilium"}
     control_plane = plan.one(UAMI, "aks-control-plane")
     assert i["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [control_plane.id]}
     [system] = i["agentPoolProfiles"]
@@ -129,15 +133,73 @@ def test_token_mode_needs_no_shared_keys(cluster_only_plan):
     assert role.inputs["roleDefinitionId"].endswith(ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR)
 
 
+CREDENTIALS = "azure-native:containerservice:listManagedClusterUserCredentials"
+
+
 def test_kubernetes_provider_and_kubeconfig(plan):
     provider = plan.one("pulumi:providers:kubernetes")
-    assert "kubeconfig" in provider.secret_inputs
-    assert provider.inputs["kubeconfig"] == mock_kubeconfig("esl-aks-dev", provider.inputs["kubeconfig"].split("server: ")[1].split("\n")[0])
+    assert "kubeconfig" in provider.secret_inputs  # secret in state, never plain
+    assert "kubeconfig" in plan.secret_outputs and "kubeconfig" in plan.one(COMPONENT_TYPE).secret_outputs
+    assert provider.inputs["kubeconfig"] == plan.outputs["kubeconfig"]  # the provider uses the exported one
     pools = {r.urn for r in plan.of_type(POOL)}
     assert pools <= set(provider.depends_on)
-    creds = [c for c in plan.invokes if c["token"] == "azure-native:containerservice:listManagedClusterUserCredentials"]
-    assert creds and creds[0]["args"]["resourceName"] == "esl-aks-dev"
-    assert "kubeconfig" in plan.secret_outputs and plan.outputs["kubeconfig"].startswith("apiVersion: v1")
+    [creds] = [c for c in plan.invokes if c["token"] == CREDENTIALS]
+    assert creds["args"]["resourceName"] == "esl-aks-dev" and creds["args"]["resourceGroupName"] == "esl-aks-dev-rg"
+
+
+def _credentials_answer(monkeypatch, kubeconfigs):
+    """Make the listClusterUserCredentials invoke answer `kubeconfigs` (other calls as usual)."""
+    seen = []
+    original = PlanMocks.call
+
+    def call(self, args):
+        if args.token == CREDENTIALS:
+            seen.append(dict(args.args))
+            return {"kubeconfigs": kubeconfigs}, []
+        return original(self, args)
+
+    monkeypatch.setattr(PlanMocks, "call", call)
+    return seen
+
+
+def test_kubeconfig_is_the_decoded_first_credential_of_the_invoke(monkeypatch, cluster_only_plan):
+    """Whatever Azure returns is what the provider and the output get: the first
+    kubeconfig of listClusterUserCredentials, base64-decoded, and secret."""
+    first = "apiVersion: v1\nkind: Config\nclusters: []\n# from-the-invoke-1\n"
+    second = "apiVersion: v1\nkind: Config\nclusters: []\n# from-the-invoke-2\n"
+    seen = _credentials_answer(monkeypatch, [
+        {"name": "clusterUser", "value": base64.b64encode(first.encode()).decode()},
+        {"name": "other", "value": base64.b64encode(second.encode()).decode()},
+    ])
+    plan = cluster_only_plan()
+    assert seen and seen[0]["resourceName"] == "esl-aks-dev"
+    assert plan.outputs["kubeconfig"] == first and "kubeconfig" in plan.secret_outputs
+    provider = plan.one("pulumi:providers:kubernetes")
+    assert provider.inputs["kubeconfig"] == first and "kubeconfig" in provider.secret_inputs
+
+
+def test_no_credentials_from_the_invoke_is_an_error(monkeypatch, cluster_only_plan):
+    import gc
+
+    from pulumi.runtime.sync_await import _ensure_event_loop
+
+    # The failed run's outputs hold the error in futures nobody awaits; asyncio reports
+    # each when it is collected. Collect them here and check they are this error only.
+    loop = _ensure_event_loop()
+    dropped: list[dict] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: dropped.append(context))
+    try:
+        _credentials_answer(monkeypatch, [])
+        with pytest.raises(Exception, match="listManagedClusterUserCredentials returned no kubeconfig"):
+            cluster_only_plan()
+        # The failed run leaves nothing behind: the next plan in this process succeeds.
+        monkeypatch.undo()
+        assert cluster_only_plan().outputs["kubeconfig"].startswith("apiVersion: v1")
+        gc.collect()
+    finally:
+        loop.set_exception_handler(previous)
+    assert all("returned no kubeconfig" in str(c.get("exception")) for c in dropped), dropped
 
 
 def test_outputs(plan):
@@ -170,11 +232,12 @@ def test_cluster_info_for_the_platform():
     plan = run_program("aks-dev", program=program)
     info = seen["info"]
     assert info.cloud == "aks"
-    assert info.tolerations(labels.POOL_GPU_SPOT) == [
+    assert info.pool_taints[labels.POOL_GPU_SPOT] == [labels.GPU_TAINT, labels.AKS_SPOT_TAINT]
+    assert [t.toleration() for t in info.pool_taints[labels.POOL_GPU_SPOT]] == [
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
         {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot", "effect": "NoSchedule"},
     ]
-    assert info.tolerations(labels.POOL_CPU) == []
+    assert info.pool_taints[labels.POOL_CPU] == []
     assert info.pool_labels[labels.POOL_CPU] == labels.pool_labels(labels.POOL_CPU, spot=False)
     assert info.storage.namespace == "training" and info.storage.service_account == "trainer"
     assert info.storage.mount_with_token is False
@@ -194,22 +257,42 @@ def test_invalid_args_declare_nothing():
 
 
 def test_taint_forms():
-    t = labels.Taint.parse("nvidia.com/gpu=present:NoSchedule")
-    assert t == labels.GPU_TAINT and t.aks() == "nvidia.com/gpu=present:NoSchedule"
-    assert t.eks() == {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
-    with pytest.raises(ValueError, match="expected key=value:NoSchedule"):
-        labels.Taint.parse("nvidia.com/gpu:NoSchedule")
+    t = labels.GPU_TAINT
+    assert t.aks() == "nvidia.com/gpu=present:NoSchedule"
+    assert t.eks() == {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}  # for the EKS stack
+    assert labels.Taint("k", "v", "NoExecute").eks()["effect"] == "NO_EXECUTE"
+    assert labels.node_selector(labels.POOL_CPU) == {labels.POOL_LABEL: labels.POOL_CPU}
     with pytest.raises(ValueError, match="pool 'gpu' is invalid"):
         labels.pool_labels("gpu", spot=True)
 
 
-def test_mock_kubeconfig_is_base64_through_the_invoke(plan):
-    # The component decodes what listManagedClusterUserCredentials returns (base64).
-    from lab.plan.mocks import PlanMocks
+def test_user_pools_share_their_common_arguments(plan):
+    """Both user pools come from one helper: same shape, differing only where they must."""
+    cpu, gpu = plan.one(POOL, "aks-cpu").inputs, plan.one(POOL, "aks-gpu-spot").inputs
+    mc = plan.one(MC).inputs
+    for i in (cpu, gpu):
+        assert (i["mode"], i["osType"], i["type"]) == ("User", "Linux", "VirtualMachineScaleSets")
+        assert i["orchestratorVersion"] == mc["kubernetesVersion"] == "1.35"
+        assert i["resourceGroupName"] == mc["resourceGroupName"] and i["resourceName"] == mc["resourceName"]
+        assert i["tags"] == {"project": "elastic-spot-lab", "environment": "dev"}
+        assert i["count"] == i["minCount"] and i["enableAutoScaling"] is True
+    common = {"resourceGroupName", "resourceName", "agentPoolName", "mode", "vmSize", "osType", "type",
+              "orchestratorVersion", "enableAutoScaling", "count", "minCount", "maxCount", "nodeLabels", "tags"}
+    assert set(cpu) - common == {"scaleSetPriority", "upgradeSettings"} | ({"nodeTaints"} & set(cpu))
+    assert set(gpu) - common == {"scaleSetPriority", "scaleSetEvictionPolicy", "spotMaxPrice", "gpuProfile", "nodeTaints"}
 
-    class Args:
-        token = "azure-native:containerservice:listManagedClusterUserCredentials"
-        args = {"resourceName": "esl-aks-dev"}
 
-    result, _ = PlanMocks().call(Args())
-    assert base64.b64decode(result["kubeconfigs"][0]["value"]).decode() == plan.outputs["kubeconfig"]
+def test_default_kubernetes_version_is_one_constant(cluster_only_plan):
+    from components import config as config_mod
+    from components.aks.args import AksClusterArgs as Args
+    from components.versions import DEFAULT_KUBERNETES_VERSION
+
+    assert config_mod.DEFAULT_KUBERNETES_VERSION is DEFAULT_KUBERNETES_VERSION
+    assert Args(location="eastus", resource_group_name="rg", cluster_name="c").kubernetes_version == DEFAULT_KUBERNETES_VERSION
+    plan = cluster_only_plan(kubernetesVersion=None)  # the stack sets none
+    assert plan.one(MC).inputs["kubernetesVersion"] == DEFAULT_KUBERNETES_VERSION
+    assert {p.inputs["orchestratorVersion"] for p in plan.of_type(POOL)} == {DEFAULT_KUBERNETES_VERSION}
+    values = {"elastic-spot-lab:cloud": "aks", "elastic-spot-lab:location": "eastus"}
+    assert config_mod.load(values, stack="t").kubernetes_version == DEFAULT_KUBERNETES_VERSION
+    values["elastic-spot-lab:kubernetesVersion"] = "1.34"
+    assert config_mod.load(values, stack="t").kubernetes_version == "1.34"

@@ -34,7 +34,8 @@ def test_stack_file_gives_typed_args():
 
 
 BAD_VALUES = [
-    # key, value, words the "expected" part must contain
+    # key, raw value (as Pulumi hands it over: a string), words the "expected" part must
+    # contain[, the value as the message shows it: typed once it parsed, e.g. 3 not '3']
     ("location", "East US", "did you mean 'eastus'"),
     ("location", "", "Azure region name"),
     ("kubernetesVersion", "v1.30", "1.<minor>"),
@@ -45,16 +46,16 @@ BAD_VALUES = [
     ("gpuVmSize", "nc4as_t4", "NVIDIA GPU VM size"),
     ("cpuVmSize", "Standard_NC4as_T4_v3", "a CPU VM size"),
     ("systemVmSize", "D2s_v5", "an Azure VM size"),
-    ("cpuMinNodes", "3", "<= cpuMaxNodes (2)"),
-    ("cpuMinNodes", "0", ">= 1"),
-    ("gpuMinNodes", "4", "<= gpuMaxNodes (3)"),
-    ("gpuMaxNodes", "0", "0 would leave the pool unable to run anything"),
+    ("cpuMinNodes", "3", "<= cpuMaxNodes (2)", 3),
+    ("cpuMinNodes", "0", ">= 1", 0),
+    ("gpuMinNodes", "4", "<= gpuMaxNodes (3)", 4),
+    ("gpuMaxNodes", "0", "0 would leave the pool unable to run anything", 0),
     ("gpuMaxNodes", "three", "a whole number"),
-    ("gpuMaxNodes", "1001", "1..1000"),
-    ("gpuSpotMaxPrice", "0", "-1"),
+    ("gpuMaxNodes", "1001", "1..1000", 1001),
+    ("gpuSpotMaxPrice", "0", "-1", 0.0),
     ("gpuSpotMaxPrice", "cheap", "a number"),
-    ("gpuSpotMaxPrice", "0.1234567", "5 decimal places"),
-    ("systemNodeCount", "0", "1..100"),
+    ("gpuSpotMaxPrice", "0.1234567", "5 decimal places", 0.1234567),
+    ("systemNodeCount", "0", "1..100", 0),
     ("storageAccountName", "Bad_Name", "3-24 lower-case letters and digits"),
     ("checkpointContainer", "Checkpoints", "lower-case"),
     ("checkpointContainer", "a--b", "single '-'"),
@@ -73,14 +74,17 @@ BAD_VALUES = [
 ]
 
 
-@pytest.mark.parametrize("key,value,expected", BAD_VALUES, ids=[f"{k}={v}" for k, v, _ in BAD_VALUES])
-def test_each_bad_value_is_named_with_key_value_and_expectation(key, value, expected):
+@pytest.mark.parametrize(
+    "key,value,expected,shown", [(*b, b[1])[:4] for b in BAD_VALUES], ids=[f"{b[0]}={b[1]}" for b in BAD_VALUES]
+)
+def test_each_bad_value_is_named_with_key_value_and_expectation(key, value, expected, shown):
     with pytest.raises(ConfigError) as info:
         _load(**{key: value}).aks_args()
     problems = [p for p in info.value.problems if p.field == f"elastic-spot-lab:{key}"]
     assert problems, f"no problem names {key}: {info.value}"
+    assert [p.value for p in problems] == [shown]
     message = str(info.value)
-    assert f"elastic-spot-lab:{key}={value!r}" in message or f"elastic-spot-lab:{key}=" in message
+    assert f"elastic-spot-lab:{key}={shown!r} is invalid: expected" in message, message
     assert expected in message, message
     assert "is invalid: expected" in message
 

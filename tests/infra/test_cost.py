@@ -22,6 +22,35 @@ def test_price_table_is_dated_and_sourced():
         assert "price" in entry and entry.get("source"), tier
 
 
+RETAIL_API = "https://prices.azure.com/api/retail/prices?$filter="
+
+
+def test_every_price_names_the_query_that_returns_it():
+    """No vague "public cost tools": each VM price names the Azure Retail Prices API query
+    for exactly its size and region, and says it is an estimate copied on the table's date."""
+    table = cost.load_prices()
+    for region, sizes in table["azure"]["vm"].items():
+        for size, entry in sizes.items():
+            query = entry.get("query", "")
+            assert query.startswith(RETAIL_API), f"{region}/{size}: query {query!r}"
+            for clause in (f"armSkuName eq '{size}'", f"armRegionName eq '{region}'", "serviceName eq 'Virtual Machines'",
+                           "priceType eq 'Consumption'"):
+                assert clause in query, f"{region}/{size}: {clause} not in {query!r}"
+            assert entry["source"].startswith(f"estimate, copied {table['as_of']}, not re-checked"), entry["source"]
+            assert "public cost tools" not in entry["source"]
+    for tier, entry in table["azure"]["aks_control_plane"].items():
+        assert "public cost tools" not in entry["source"] and "commonly quoted" not in entry["source"], tier
+        if entry["price"]:
+            assert entry["query"].startswith(RETAIL_API) and "serviceName eq 'Azure Kubernetes Service'" in entry["query"]
+
+
+def test_estimate_carries_each_price_query(aks_plan):
+    est = cost.estimate(aks_plan)
+    for pool in est.pools:
+        assert f"armSkuName eq '{pool.vm_size}'" in pool.query
+    assert "query" in est.to_dict()["pools"][0]
+
+
 @pytest.mark.parametrize("stack", AKS_STACKS)
 def test_every_aks_stack_has_prices_for_its_sizes(stack):
     values, _ = read_stack_config(stack)

@@ -7,7 +7,7 @@ import pulumi
 import pytest
 
 from components import labels
-from lab.plan.checks import Finding, errors, findings_of, register_check, registered_checks, run_checks
+from lab.plan.checks import Finding, UnknownCheck, errors, findings_of, register_check, registered_checks, run_checks
 from lab.plan.harness import run_program
 
 from .conftest import OUR_CHECKS
@@ -70,6 +70,10 @@ def _no_gpu_pool(plan):
     plan.resources = [r for r in plan.resources if r.name != "aks-gpu-spot"]
 
 
+def _no_cpu_pool(plan):
+    plan.resources = [r for r in plan.resources if r.name != "aks-cpu"]
+
+
 BROKEN = [
     # id, check, mutation, fragments of the error message
     ("spot system pool", "guardrail:on-demand-pools",
@@ -104,6 +108,18 @@ BROKEN = [
     ("gpu pool without gpu taint", "guardrail:gpu-pool", _gpu_without(labels.GPU_TAINT.aks()),
      ["nvidia.com/gpu=present:NoSchedule", "only GPU workloads"]),
     ("no gpu pool", "guardrail:gpu-pool", _no_gpu_pool, ["elastic-spot-lab/pool", "gpu-spot"]),
+    ("no cpu pool", "guardrail:on-demand-pools", _no_cpu_pool,
+     ["ManagedCluster 'aks'", "nodeLabels.elastic-spot-lab/pool=None",
+      "one on-demand pool labelled elastic-spot-lab/pool=cpu (etcd, operator, launchers)"]),
+    ("no network policy engine", "guardrail:network-policy", _set((*MC, "networkProfile", "networkPolicy"), _DELETE),
+     ["ManagedCluster 'aks'", "networkProfile.networkPolicy=None", "a network policy engine", "enforces none"]),
+    ("network policy none", "guardrail:network-policy", _set((*MC, "networkProfile", "networkPolicy"), "none"),
+     ["networkProfile.networkPolicy='none'", "a network policy engine"]),
+    ("no network profile", "guardrail:network-policy", _set((*MC, "networkProfile"), _DELETE),
+     ["networkProfile.networkPolicy=None"]),
+    ("cilium policy without cilium dataplane", "guardrail:network-policy",
+     _set((*MC, "networkProfile", "networkDataplane"), "azure"),
+     ["networkProfile.networkDataplane='azure'", "'cilium' (networkPolicy 'cilium' is enforced by the Cilium dataplane"]),
     ("autoscaled count not ignored", "guardrail:autoscaled-count", _no_ignore,
      ["AgentPool 'aks-cpu'", "options.ignore_changes=[]", "to contain 'count'"]),
     ("blob csi off", "guardrail:cluster-features", _set((*MC, "storageProfile", "blobCSIDriver", "enabled"), False),
@@ -189,5 +205,6 @@ def test_registry_is_extensible(aks_plan):
 
         checks._REGISTRY.pop("test:always-fails", None)
         checks._REGISTRY.pop("test:crashes", None)
-    with pytest.raises(KeyError, match="unknown check"):
-        run_checks(aks_plan, ["test:always-fails"])
+    with pytest.raises(UnknownCheck, match=r"unknown check\(s\) 'test:always-fails': expected one of arm-conformance, ") as info:
+        run_checks(aks_plan, ["test:always-fails", "guardrail:gpu-pool"])
+    assert info.value.names == ["test:always-fails"] and "guardrail:gpu-pool" in info.value.known

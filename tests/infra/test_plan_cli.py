@@ -32,6 +32,8 @@ def test_text_plan(capsys):
     assert "kubeconfig                [secret]  (secret)" in out
     assert "apiVersion: v1" not in out  # the (mock) kubeconfig is not printed
     assert "Hourly cost estimate:" in out and "ESTIMATES" in out and "spot saves about" in out
+    assert ("      query: https://prices.azure.com/api/retail/prices?$filter=serviceName eq 'Virtual Machines' and "
+            "armRegionName eq 'eastus' and armSkuName eq 'Standard_NC4as_T4_v3'") in out
     assert "✓ arm-conformance: ok" in out and "0 error(s)" in out
 
 
@@ -115,3 +117,26 @@ def test_entry_point_offline_without_torch_or_credentials(tmp_path):
 def test_set_needs_key_value(capsys, bad):
     with pytest.raises(SystemExit, match="expected KEY=VALUE"):
         main(["plan", "--set", bad])
+
+
+def test_unknown_check_exit_2_lists_known_checks(capsys):
+    code, out, err = _plan(capsys, "--check", "guardrail:gpu-pool", "--check", "guardrail:nope")
+    assert code == 2 and out == ""
+    assert err.startswith("elastic-lab plan: --check: unknown check(s) 'guardrail:nope': expected one of ")
+    assert "guardrail:gpu-pool" in err and "arm-conformance" in err and "Traceback" not in err
+    code, out, _ = _plan(capsys, "--json", "--check", "nope")
+    doc = json.loads(out)
+    assert code == 2 and doc["ok"] is False and "unknown check(s) 'nope'" in doc["error"]
+
+
+def test_known_check_runs_alone(capsys):
+    code, out, _ = _plan(capsys, "--json", "--check", "guardrail:network-policy")
+    doc = json.loads(out)
+    assert code == 0 and [c["name"] for c in doc["checks"]] == ["guardrail:network-policy"]
+
+
+def test_cloud_without_cluster_component_exit_2(capsys):
+    code, out, err = _plan(capsys, "--set", "cloud=eks")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert ("elastic-spot-lab:cloud='eks' is invalid: expected one of aks, byo; 'eks' is reserved but has no "
+            "cluster component yet") in err
