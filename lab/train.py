@@ -266,11 +266,13 @@ def main(argv: list[str] | None = None) -> int:
             "rng_by_rank": rng_by_rank,
         }
 
-    def save(reason: str, rng_by_rank: dict[int, dict] | None = None) -> None:
+    def save(reason: str, rng_by_rank: dict[int, dict] | None = None, started: float | None = None) -> None:
         if store.has(step):
             return  # another rank (or the periodic timer) already saved this very step
         saved = store.save(snapshot(rng_by_rank or {rank: rng_state(device)}), step, writer)
+        # seconds: writing the files; blocking_s: all the training loop waited (with the RNG gather)
         events.emit("checkpoint_saved", step=step, reason=reason, seconds=round(saved.seconds, 4),
+                    blocking_s=round(time.perf_counter() - (started or time.perf_counter() - saved.seconds), 4),
                     bytes=saved.nbytes, path=saved.path.name)
 
     def peer_lost(exc: BaseException) -> None:
@@ -322,13 +324,13 @@ def main(argv: list[str] | None = None) -> int:
                         indices=indices.tolist())
         if step % args.checkpoint_every == 0:
             # Every rank is at this step: gather their RNG states so each resumes its own.
-            states: list = [None] * world_size
+            started, states = time.perf_counter(), [None] * world_size
             try:
                 dist.all_gather_object(states, rng_state(device))
             except RuntimeError as exc:
                 peer_lost(exc)
             if rank == 0:
-                save("interval", dict(enumerate(states)))
+                save("interval", dict(enumerate(states)), started)
                 log.info("step %d/%d  loss %.4f  world size %d  (checkpoint saved)", step, args.steps,
                          local_loss.item() / max(len(indices), 1), world_size)
 
