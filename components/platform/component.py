@@ -18,15 +18,21 @@ from components.platform.settings import (
     DEVICE_PLUGIN_CHART,
     DEVICE_PLUGIN_REPO,
     DEVICE_PLUGIN_VERSION,
+    PlatformConfigError,
     PlatformSettings,
 )
-from components.platform.values import device_plugin_values, etcd_values, operator_pod_patch, patch_workload
+from components.platform.values import (
+    device_plugin_values,
+    etcd_values,
+    operator_pod_patch,
+    operator_skeleton,
+    patch_workload,
+)
 from lab.k8s.job_values import ETCD_CHART, REPO_ROOT, PlatformFacts, facts_to_dict
 from lab.k8s.scheduling import PoolPlacement
 
 COMPONENT_TYPE = "elastic-spot-lab:platform:TrainingPlatform"
 PART_OF = {"app.kubernetes.io/part-of": "elastic-spot-lab"}
-OPERATOR_NAMESPACE = "kubeflow"  # set by the v1.9.x standalone overlay
 BLOB_CSI_DRIVER = "blob.csi.azure.com"
 S3_CSI_DRIVER = "s3.csi.aws.com"
 WORKLOAD_IDENTITY_CLIENT_ID = "azure.workload.identity/client-id"
@@ -38,12 +44,23 @@ ETCD_CHART_PATH = ETCD_CHART.relative_to(REPO_ROOT).as_posix()
 class AzureBlobCheckpoint:
     """The stack's own storage container (not the node resource group's: that one dies
     with the cluster), mounted with the identity federated to the jobs' service account.
-    The identity needs `Storage Blob Data Contributor` on the account (token-only mount)."""
+
+    How the Blob CSI driver mounts it is the cluster's `checkpointAuth`, here `mount_with_token`:
+    - False (`workload-identity-key`, the cluster's default and the driver's GA path): the
+      driver uses the pods' identity to fetch the account key at mount time. The identity
+      needs `Storage Blob Data Contributor` on the container and `Storage Account
+      Contributor` on the account (to read the key); the account allows shared-key access.
+    - True (`workload-identity-token`): the volume gets `mountWithWorkloadIdentityToken:
+      "true"` and the driver mounts with the identity's token only. The identity needs
+      `Storage Blob Data Contributor` on the container, nothing on the account; the account
+      can turn shared keys off.
+    The cluster component grants exactly these (components/aks/storage.py)."""
 
     storage_account: pulumi.Input[str]
     container: pulumi.Input[str]
     resource_group: pulumi.Input[str]
     client_id: pulumi.Input[str]
+    mount_with_token: bool = False
 
 
 @dataclass
@@ -66,7 +83,11 @@ Checkpoint = Union[AzureBlobCheckpoint, S3Checkpoint, StorageClassCheckpoint]
 def operator_transform(settings: PlatformSettings, pools: PoolPlacement):
     """A Pulumi transform for the operator's kustomize children: its Deployment goes to the
     on-demand CPU pool with the preserved priority."""
-    pod_patch = operator_pod_patch(settings, pools)
+    return transform_for(operator_pod_patch(settings, pools))
+
+
+def transform_for(pod_patch: dict[str, Any]):
+    """The transform that merges `pod_patch` into every Deployment it sees."""
 
     def transform(args: pulumi.ResourceTransformArgs) -> Optional[pulumi.ResourceTransformResult]:
         if args.type_ != "kubernetes:apps/v1:Deployment":
@@ -100,12 +121,12 @@ class TrainingPlatform(pulumi.ComponentResource):
         if self.pools is None:
             raise ValueError("TrainingPlatform needs the pools' labels and taints (pools=, or platform.pools on byo)")
         self.facts: PlatformFacts = settings.facts(self.pools)
-        _check_checkpoint(settings.cloud, checkpoint)
+        _check_checkpoint(settings.cloud, checkpoint, settings)
 
         custom = pulumi.ResourceOptions(parent=self, provider=provider)
         remote = pulumi.ResourceOptions(parent=self, providers=[provider])
 
-        # 1. Priorities: inference preempts; preserved and preemptible never do.
+        # 1. Priorities: preserved > inference > preemptible; only inference preempts (workers).
         self.priority_classes = [
             k8s.scheduling.v1.PriorityClass(
                 f"{name}-pc-{role}",
@@ -155,17 +176,20 @@ class TrainingPlatform(pulumi.ComponentResource):
             )
 
         # 5. Kubeflow training operator v1 (elastic PyTorchJob), pinned, on the CPU pool.
+        # Its Deployment comes from a remote kustomize overlay, placed by a transform that
+        # runs only at deployment. So that the plan can check the placement, the component
+        # also runs the very transforms it hands the Directory on the operator's Deployment
+        # skeleton and registers the resulting pod spec as its `operatorPlacement` output.
+        operator_opts = pulumi.ResourceOptions(
+            depends_on=self.priority_classes,
+            transforms=[operator_transform(settings, self.pools)],
+        )
         self.operator = k8s.kustomize.v2.Directory(
             f"{name}-training-operator",
             directory=settings.operator_directory,
-            opts=pulumi.ResourceOptions.merge(
-                remote,
-                pulumi.ResourceOptions(
-                    depends_on=self.priority_classes,
-                    transforms=[operator_transform(settings, self.pools)],
-                ),
-            ),
+            opts=pulumi.ResourceOptions.merge(remote, operator_opts),
         )
+        self.operator_placement = operator_placement(operator_opts.transforms or [])
 
         # 6. etcd 3.5 with the v2 API: the rendezvous server, on the CPU pool.
         self.etcd = k8s.helm.v4.Chart(
@@ -191,6 +215,8 @@ class TrainingPlatform(pulumi.ComponentResource):
                 "etcdHost": self.etcd_host,
                 "checkpointClaim": self.checkpoint_claim,
                 "priorityClasses": {role: pc.name for role, pc, _ in settings.priorities.items()},
+                # The operator's pod spec after the transforms (lab/k8s/checks.py checks it).
+                "operatorPlacement": self.operator_placement,
                 # Everything a job needs to know (elastic-lab submit reads it back).
                 "jobFacts": facts_to_dict(self.facts),
             }
@@ -229,7 +255,7 @@ class TrainingPlatform(pulumi.ComponentResource):
                 "resourcegroup": checkpoint.resource_group,
                 "clientID": checkpoint.client_id,
             }
-            if s.checkpoint.workload_identity_token:
+            if checkpoint.mount_with_token:
                 attributes["mountWithWorkloadIdentityToken"] = "true"
             csi = {
                 "driver": BLOB_CSI_DRIVER,
@@ -282,13 +308,32 @@ class TrainingPlatform(pulumi.ComponentResource):
 
 
 _PC_DESCRIPTIONS = {
-    "inference": "Inference: preempts training when capacity runs out.",
-    "preserved": "Training infrastructure (etcd, operator, stores): queues first, evicts nobody.",
+    "preserved": "Training infrastructure (etcd, operator, c10d stores): above inference, so never preempted by it; evicts nobody.",
+    "inference": "Inference: preempts lower priorities (the elastic training workers) when capacity runs out.",
     "preemptible": "Elastic training workers: the first to give way, evict nobody.",
 }
 
 
-def _check_checkpoint(cloud: str, checkpoint: Checkpoint) -> None:
+def operator_placement(transforms: list[Any]) -> dict[str, Any]:
+    """The operator Deployment's pod spec after `transforms`, as they will run on the real
+    one: the data behind the plan's check that the operator lands on the CPU pool."""
+    props: dict[str, Any] = operator_skeleton()
+    for transform in transforms:
+        args = pulumi.ResourceTransformArgs(True, "kubernetes:apps/v1:Deployment", "training-operator", props, pulumi.ResourceOptions())
+        result = transform(args)
+        if result is not None:
+            props = dict(result.props)
+    return ((props.get("spec") or {}).get("template") or {}).get("spec") or {}
+
+
+def _check_checkpoint(cloud: str, checkpoint: Checkpoint, settings: PlatformSettings) -> None:
     wanted = {"aks": AzureBlobCheckpoint, "eks": S3Checkpoint, "byo": StorageClassCheckpoint}[cloud]
     if not isinstance(checkpoint, wanted):
         raise ValueError(f"checkpoint={type(checkpoint).__name__} is invalid for cloud={cloud!r}: expected {wanted.__name__}")
+    token = settings.checkpoint.workload_identity_token
+    if isinstance(checkpoint, AzureBlobCheckpoint) and token is not None and token != checkpoint.mount_with_token:
+        raise PlatformConfigError(
+            "platform.checkpoint.workloadIdentityToken", token,
+            f"{str(checkpoint.mount_with_token).lower()}, as the checkpoint binding mounts "
+            f"(mount_with_token={checkpoint.mount_with_token}: the cluster's checkpointAuth)",
+        )

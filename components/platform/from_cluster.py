@@ -1,24 +1,27 @@
 """From a cluster component's facts (components.cluster_info.ClusterInfo) to the
 platform's inputs: pool placement, checkpoint binding, and settings that agree with the
-identity the cluster federated (namespace, service account)."""
+identity the cluster federated (namespace, service account) and with the way it mounts
+checkpoints (checkpointAuth)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
+from components.labels import AKS_SPOT_LABEL, AKS_SPOT_VALUE, CAPACITY_LABEL, CAPACITY_SPOT, POOL_CPU, POOL_GPU_SPOT
 from components.platform.component import AzureBlobCheckpoint, Checkpoint, S3Checkpoint
 from components.platform.settings import PlatformConfigError, PlatformSettings
 from lab.k8s.scheduling import PoolPlacement
 
-POOL_CPU = "cpu"
-POOL_GPU_SPOT = "gpu-spot"
-CAPACITY_LABEL = "elastic-spot-lab/capacity"
-# Labels the clouds themselves put on spot nodes.
+# Labels the clouds themselves put on spot nodes (EKS: ../shared/FACTS.md, EKS).
 CLOUD_SPOT_LABELS = {
-    "aks": {"kubernetes.azure.com/scalesetpriority": "spot"},
+    "aks": {AKS_SPOT_LABEL: AKS_SPOT_VALUE},
     "eks": {"eks.amazonaws.com/capacityType": "SPOT"},
 }
+# The cluster's `checkpointAuth` (components/aks/args.py CHECKPOINT_AUTH_MODES) for each
+# value of ClusterInfo.storage.mount_with_token.
+CHECKPOINT_AUTH = {False: "workload-identity-key", True: "workload-identity-token"}
+TOKEN_KEY = "platform.checkpoint.workloadIdentityToken"
 
 
 def placement_from_cluster(info: Any) -> PoolPlacement:
@@ -27,11 +30,11 @@ def placement_from_cluster(info: Any) -> PoolPlacement:
     taints = info.pool_taints
     for pool in (POOL_CPU, POOL_GPU_SPOT):
         if pool not in labels:
-            raise PlatformConfigError(f"cluster pool {pool!r} is missing: the platform needs the {POOL_CPU} and {POOL_GPU_SPOT} pools")
+            raise ValueError(f"cluster pool {pool!r} is missing: the platform needs the {POOL_CPU} and {POOL_GPU_SPOT} pools")
     gpu_labels = dict(labels[POOL_GPU_SPOT])
     spot = dict(CLOUD_SPOT_LABELS.get(info.cloud, {}))
-    if gpu_labels.get(CAPACITY_LABEL) == "spot":
-        spot[CAPACITY_LABEL] = "spot"
+    if gpu_labels.get(CAPACITY_LABEL) == CAPACITY_SPOT:
+        spot[CAPACITY_LABEL] = CAPACITY_SPOT
     return PoolPlacement(
         cpu_labels=dict(labels[POOL_CPU]),
         cpu_taints=tuple(taints.get(POOL_CPU, ())),
@@ -50,15 +53,33 @@ def checkpoint_from_cluster(info: Any) -> Checkpoint:
             container=storage.container,
             resource_group=storage.resource_group,
             client_id=storage.client_id,
+            mount_with_token=bool(getattr(storage, "mount_with_token", False)),
         )
     if kind == "s3":
         return S3Checkpoint(bucket=storage.bucket, region=getattr(storage, "region", None))
-    raise PlatformConfigError(f"cluster storage kind={kind!r} is invalid: expected azure-blob or s3")
+    raise ValueError(f"cluster storage kind={kind!r} is invalid: expected azure-blob or s3")
+
+
+def token_conflict(given: Any, mount_with_token: bool) -> PlatformConfigError | None:
+    """The error when `platform.checkpoint.workloadIdentityToken` was set explicitly and
+    disagrees with the cluster's `checkpointAuth` (None when it agrees or is unset)."""
+    if given is None or given == mount_with_token:
+        return None
+    mode = CHECKPOINT_AUTH[mount_with_token]
+    other = CHECKPOINT_AUTH[bool(given)]
+    how = "with the workload identity token" if mount_with_token else "with the account key it fetches with the identity"
+    return PlatformConfigError(
+        TOKEN_KEY, given,
+        f"{str(mount_with_token).lower()}: the cluster's elastic-spot-lab:checkpointAuth={mode!r} mounts checkpoints {how}; "
+        f"make the two agree (elastic-spot-lab:checkpointAuth: {other} for {str(bool(given)).lower()}), "
+        f"or leave {TOKEN_KEY} unset to follow the cluster",
+    )
 
 
 def settings_for_cluster(raw: Any, info: Any, *, kubernetes_version: str) -> PlatformSettings:
     """Platform settings whose namespace and service account are the ones the cluster's
-    workload identity trusts (a different name would mount nothing)."""
+    workload identity trusts (a different name would mount nothing), and whose checkpoint
+    mount mode is the cluster's checkpointAuth (an explicit conflicting value is an error)."""
     storage = info.storage
     given = dict(raw or {}) if not isinstance(raw, str) else raw
     settings = PlatformSettings.from_config(given, cloud=info.cloud, kubernetes_version=kubernetes_version)
@@ -69,10 +90,15 @@ def settings_for_cluster(raw: Any, info: Any, *, kubernetes_version: str) -> Pla
             continue
         if isinstance(given, dict) and key in given and given[key] != want[key]:
             raise PlatformConfigError(
-                f"platform.{key}={given[key]!r} is invalid: expected {want[key]!r}, the one the cluster's "
-                f"workload identity trusts (set it on the cluster: trainingNamespace / trainingServiceAccount)"
+                f"platform.{key}", given[key],
+                f"{want[key]!r}, the one the cluster's workload identity trusts "
+                "(set it on the cluster: trainingNamespace / trainingServiceAccount)",
             )
         changes[attr] = want[key]
-    if getattr(storage, "mount_with_token", None) is not None:
-        changes["checkpoint"] = replace(settings.checkpoint, workload_identity_token=bool(storage.mount_with_token))
+    token = getattr(storage, "mount_with_token", None)
+    if token is not None:
+        conflict = token_conflict(settings.checkpoint.workload_identity_token, bool(token))
+        if conflict is not None:
+            raise conflict
+        changes["checkpoint"] = replace(settings.checkpoint, workload_identity_token=bool(token))
     return replace(settings, **changes)

@@ -10,16 +10,17 @@ Stack config (stacks/Pulumi.<stack>.yaml), all keys optional:
       devicePlugin: auto                  # auto | true | false (auto: unless the node image ships one)
       operatorVersion: v1.9.4             # Kubeflow training operator v1 (elastic PyTorchJob)
       etcd: {image: quay.io/coreos/etcd, tag: v3.5.20}
-      priorityClasses:
-        inference:   {name: elastic-inference,   value: 1000000}
-        preserved:   {name: elastic-preserved,   value: 100000}
-        preemptible: {name: elastic-preemptible, value: 1000}
+      priorityClasses:                    # preserved >= inference > preemptible
+        preserved:   {name: elastic-preserved,   value: 1000000}   # etcd, operator, c10d stores; preempts nobody
+        inference:   {name: elastic-inference,   value: 100000}    # preempts lower: the workers only
+        preemptible: {name: elastic-preemptible, value: 1000}      # workers; preempts nobody
       checkpoint:
         claimName: elastic-checkpoints
         size: 100Gi
         storageClass: standard            # byo only
         accessMode: ReadWriteMany         # byo only
-        workloadIdentityToken: true       # aks: mount with the workload identity token only
+        workloadIdentityToken: false      # aks: optional; must agree with the cluster's checkpointAuth
+                                          #   (true: workload-identity-token, false: workload-identity-key)
         region: us-east-1                 # eks: the bucket's region, when not the cluster's
       pools:                              # byo only: aks/eks take them from the cluster
         cpu: {labels: {elastic-spot-lab/pool: cpu}}
@@ -35,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from components.versions import DEFAULT_KUBERNETES_VERSION
 from lab.jobspec import CheckpointWrites
 from lab.k8s.job_values import PlatformFacts
 from lab.k8s.scheduling import PoolPlacement, SchedulingError
@@ -57,11 +59,17 @@ ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod", "ReadOnlyM
 
 
 class PlatformConfigError(ValueError):
-    """A platform setting is invalid; the message names key, value and what is expected."""
+    """A platform setting is invalid. `key` (e.g. `platform.etcd.tag`), `value` (as given)
+    and `expected` are kept as fields, so the stack's ConfigError reports them as they are;
+    the message reads `key=value is invalid: expected ...`."""
+
+    def __init__(self, key: str, value: Any, expected: str) -> None:
+        self.key, self.value, self.expected = key, value, expected
+        super().__init__(f"{key}={value!r} is invalid: expected {expected}")
 
 
 def _fail(key: str, value: Any, expected: str) -> PlatformConfigError:
-    return PlatformConfigError(f"platform.{key}={value!r} is invalid: expected {expected}")
+    return PlatformConfigError(f"platform.{key}", value, expected)
 
 
 @dataclass(frozen=True)
@@ -72,17 +80,23 @@ class PriorityClassSpec:
 
 @dataclass(frozen=True)
 class Priorities:
-    """inference preempts lower priorities; preserved (etcd, operator, stores) and
-    preemptible (workers) never preempt: training cannot evict inference."""
+    """preserved (etcd, the training operator, c10d stores) is the highest of ours and
+    preempts nobody (Never); inference comes next and preempts lower priorities, i.e. only
+    the preemptible workers; preemptible is the lowest and preempts nobody.
 
-    inference: PriorityClassSpec = PriorityClassSpec("elastic-inference", 1_000_000)
-    preserved: PriorityClassSpec = PriorityClassSpec("elastic-preserved", 100_000)
+    A pod preempts only pods of *lower* priority, so with preserved >= inference nothing that
+    hosts a rendezvous or the operator can be preempted by inference (a preempted etcd or
+    operator would stop every job's rendezvous), and training never evicts inference."""
+
+    preserved: PriorityClassSpec = PriorityClassSpec("elastic-preserved", 1_000_000)
+    inference: PriorityClassSpec = PriorityClassSpec("elastic-inference", 100_000)
     preemptible: PriorityClassSpec = PriorityClassSpec("elastic-preemptible", 1_000)
 
-    PREEMPTION = {"inference": "PreemptLowerPriority", "preserved": "Never", "preemptible": "Never"}
+    ROLES = ("preserved", "inference", "preemptible")
+    PREEMPTION = {"preserved": "Never", "inference": "PreemptLowerPriority", "preemptible": "Never"}
 
     def items(self) -> list[tuple[str, PriorityClassSpec, str]]:
-        return [(role, getattr(self, role), self.PREEMPTION[role]) for role in ("inference", "preserved", "preemptible")]
+        return [(role, getattr(self, role), self.PREEMPTION[role]) for role in self.ROLES]
 
 
 @dataclass(frozen=True)
@@ -91,14 +105,16 @@ class CheckpointSettings:
     size: str = "100Gi"
     storage_class: str = ""  # byo
     access_mode: str = "ReadWriteMany"  # byo
-    workload_identity_token: bool = True  # aks
+    # aks: mount with the workload identity token (true) or the account key fetched with it
+    # (false). None: as the cluster's checkpointAuth says; set, it must agree with it.
+    workload_identity_token: bool | None = None
     region: str = ""  # eks
 
 
 @dataclass(frozen=True)
 class PlatformSettings:
     cloud: str = "byo"
-    kubernetes_version: str = "1.33"
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
     namespace: str = "training"
     service_account: str = "trainer"
     cluster_domain: str = "cluster.local"
@@ -159,10 +175,11 @@ class PlatformSettings:
                 raise _fail(f"priorityClasses.{role}.name", pc.name, "a name no other class uses")
             names.add(pc.name)
         p = self.priorities
-        if not p.inference.value > p.preserved.value > p.preemptible.value:
+        if not p.preserved.value >= p.inference.value > p.preemptible.value:
             raise _fail(
                 "priorityClasses", {r: pc.value for r, pc, _ in p.items()},
-                "values with inference > preserved > preemptible",
+                "values with preserved >= inference > preemptible (inference, which preempts, must never "
+                "outrank etcd or the operator; it may preempt only the workers)",
             )
 
     def _validate_checkpoint(self) -> None:
@@ -175,7 +192,7 @@ class PlatformSettings:
             raise _fail("checkpoint.accessMode", c.access_mode, "one of " + ", ".join(ACCESS_MODES))
         if self.cloud == "byo" and not (isinstance(c.storage_class, str) and _DNS_SUBDOMAIN.match(c.storage_class)):
             raise _fail("checkpoint.storageClass", c.storage_class, "the StorageClass of the checkpoint volume on a byo cluster (e.g. standard)")
-        if not isinstance(c.workload_identity_token, bool):
+        if c.workload_identity_token is not None and not isinstance(c.workload_identity_token, bool):
             raise _fail("checkpoint.workloadIdentityToken", c.workload_identity_token, "true or false")
 
     # ------------------------------------------------------------ derived
@@ -219,7 +236,7 @@ class PlatformSettings:
         platform: Mapping[str, Any] | str | None,
         *,
         cloud: str,
-        kubernetes_version: str = "1.33",
+        kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
     ) -> "PlatformSettings":
         """From the stack's `platform` config object (a mapping, or its JSON text)."""
         raw: Any = platform if platform is not None else {}
@@ -227,9 +244,9 @@ class PlatformSettings:
             try:
                 raw = json.loads(raw) if raw.strip() else {}
             except json.JSONDecodeError as exc:
-                raise PlatformConfigError(f"platform: not a JSON/YAML object ({exc})") from None
+                raise PlatformConfigError("platform", raw, f"a JSON/YAML object ({exc})") from None
         if not isinstance(raw, Mapping):
-            raise PlatformConfigError(f"platform={raw!r} is invalid: expected a mapping of platform settings")
+            raise PlatformConfigError("platform", raw, "a mapping of platform settings")
         known = {
             "namespace", "serviceAccount", "clusterDomain", "gpusPerNode", "devicePlugin", "operatorVersion",
             "etcd", "priorityClasses", "checkpoint", "pools", "kubernetesVersion",
@@ -249,10 +266,10 @@ class PlatformSettings:
             kw["etcd_image"] = etcd.get("image", ETCD_IMAGE)
             kw["etcd_tag"] = str(etcd.get("tag", ETCD_TAG))
         if "priorityClasses" in raw:
-            pcs = _mapping("priorityClasses", raw["priorityClasses"], {"inference", "preserved", "preemptible"})
+            pcs = _mapping("priorityClasses", raw["priorityClasses"], set(Priorities.ROLES))
             defaults = Priorities()
             roles = {}
-            for role in ("inference", "preserved", "preemptible"):
+            for role in Priorities.ROLES:
                 d = getattr(defaults, role)
                 given = _mapping(f"priorityClasses.{role}", pcs.get(role, {}), {"name", "value"})
                 roles[role] = PriorityClassSpec(given.get("name", d.name), given.get("value", d.value))
@@ -266,7 +283,7 @@ class PlatformSettings:
             try:
                 kw["pools"] = PoolPlacement.from_mapping(raw["pools"])
             except SchedulingError as exc:
-                raise PlatformConfigError(f"platform.{exc}") from None
+                raise PlatformConfigError(f"platform.{exc.key}", exc.value, exc.expected) from None
         return cls(**kw)
 
 

@@ -7,6 +7,11 @@ components.program, and the platform's stack-config keys with components.config:
     elastic-spot-lab:platform     map  platform settings (components/platform/settings.py)
     elastic-spot-lab:kubeconfig   str  byo: path of an existing cluster's kubeconfig
 
+It also registers `validate_platform(cfg)` with components.config.register_validator: the
+platform's settings (and, on AKS, their agreement with the cluster's arguments: namespace,
+service account, checkpointAuth) are checked inside `config.load()`, before any resource
+is declared, and reported with every other config problem (key, value, expected).
+
 `build_byo_cluster(cfg)` stands in for a cluster component on `cloud: byo` (it only makes a
 Kubernetes provider from the kubeconfig path), and `add_platform(stack, cfg)` declares the
 TrainingPlatform after the cluster, on any cloud.
@@ -14,7 +19,8 @@ TrainingPlatform after the cluster, on any cloud.
 
 from __future__ import annotations
 
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Iterable
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -49,33 +55,79 @@ class ByoCluster(pulumi.ComponentResource):
 
 
 def kubernetes_version(cfg: Any) -> str:
-    return str(cfg.get("kubernetesVersion", "1.33"))
+    """The stack's Kubernetes version (components.versions.DEFAULT_KUBERNETES_VERSION when unset)."""
+    return str(cfg.kubernetes_version)
 
 
 def _problem(exc: Exception, key: str = "platform") -> config_mod.ConfigError:
-    from components.aks.args import Problem
+    """The stack's ConfigError for a platform error: key, value and expected as the error
+    carries them (PlatformConfigError, SchedulingError); any other error under `key`."""
+    if all(hasattr(exc, a) for a in ("key", "value", "expected")):
+        problem = config_mod.Problem(config_mod.qualified(exc.key), exc.value, exc.expected)  # type: ignore[attr-defined]
+    else:
+        problem = config_mod.Problem(config_mod.qualified(key), None, str(exc))
+    return config_mod.ConfigError([problem])
 
-    text = str(exc)
-    value: Any = None
-    expected = text
-    if " is invalid: expected " in text:
-        head, expected = text.split(" is invalid: expected ", 1)
-        key_part, _, value_part = head.partition("=")
-        key = key_part.strip()
-        value = value_part
-    return config_mod.ConfigError([Problem(config_mod.qualified(key), value, expected)])
+
+def _kubeconfig_problem(cfg: Any) -> config_mod.Problem | None:
+    path = cfg.get("kubeconfig")
+    if path:
+        return None
+    return config_mod.Problem(config_mod.qualified("kubeconfig"), path, "the path of the cluster's kubeconfig (cloud byo)")
 
 
 def build_byo_cluster(cfg: Any) -> ByoCluster:
-    path = cfg.get("kubeconfig")
-    if not path:
-        raise _problem(ValueError("kubeconfig=None is invalid: expected the path of the cluster's kubeconfig (cloud byo)"), "kubeconfig")
-    return ByoCluster("byo", str(path))
+    problem = _kubeconfig_problem(cfg)
+    if problem is not None:
+        raise config_mod.ConfigError([problem])
+    return ByoCluster("byo", str(cfg.get("kubeconfig")))
+
+
+def _aks_storage(cfg: Any) -> Any | None:
+    """What the AKS cluster will hand the platform about identity and mounting (as
+    ClusterInfo.storage does), from its validated arguments; None when those are invalid
+    (config.load() reports them itself)."""
+    from components.platform.from_cluster import CHECKPOINT_AUTH
+
+    try:
+        args = cfg.aks_args()
+    except config_mod.ConfigError:
+        return None
+    mount_with_token = {mode: token for token, mode in CHECKPOINT_AUTH.items()}.get(args.checkpoint_auth)
+    return SimpleNamespace(namespace=args.training_namespace, service_account=args.training_service_account,
+                           mount_with_token=mount_with_token)
+
+
+def validate_platform(cfg: Any) -> Iterable[config_mod.Problem]:
+    """The platform's config problems, before anything is declared (a config validator)."""
+    problems: list[config_mod.Problem] = []
+    try:
+        if cfg.cloud == "byo":
+            problem = _kubeconfig_problem(cfg)
+            if problem is not None:
+                problems.append(problem)
+            byo_settings(cfg)
+        elif cfg.cloud == "aks":
+            from components.platform.from_cluster import settings_for_cluster
+
+            storage = _aks_storage(cfg)
+            raw = cfg.get("platform", {})
+            if storage is None:
+                PlatformSettings.from_config(raw, cloud="aks", kubernetes_version=kubernetes_version(cfg))
+            else:  # the same rules add_platform applies to the cluster's facts
+                settings_for_cluster(raw, SimpleNamespace(cloud="aks", storage=storage), kubernetes_version=kubernetes_version(cfg))
+    except config_mod.ConfigError as exc:
+        problems.extend(exc.problems)
+    except (PlatformConfigError, ValueError) as exc:
+        problems.extend(_problem(exc).problems)
+    return problems
 
 
 def byo_settings(cfg: Any) -> PlatformSettings:
     try:
         return PlatformSettings.from_config(cfg.get("platform", {}), cloud="byo", kubernetes_version=kubernetes_version(cfg))
+    except config_mod.ConfigError:
+        raise
     except (PlatformConfigError, ValueError) as exc:
         raise _problem(exc) from None
 
@@ -126,6 +178,7 @@ def _plug_in() -> None:
     program.CLUSTER_BUILDERS.setdefault("byo", build_byo_cluster)
     if add_platform not in program.AFTER_CLUSTER:
         program.AFTER_CLUSTER.append(add_platform)
+    config_mod.register_validator(validate_platform)
 
 
 _plug_in()

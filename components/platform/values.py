@@ -64,6 +64,31 @@ def operator_pod_patch(settings: PlatformSettings, pools: PoolPlacement) -> dict
     return patch
 
 
+# The training operator's Deployment in the v1.9.x standalone overlay (manifests/base/
+# deployment.yaml of kubeflow/trainer): name, namespace, labels and container name. The
+# placement check runs the operator's transforms on this skeleton (component.operator_placement).
+OPERATOR_DEPLOYMENT = "training-operator"
+OPERATOR_NAMESPACE = "kubeflow"
+OPERATOR_LABELS = {"control-plane": "kubeflow-training-operator"}
+
+
+def operator_skeleton() -> dict[str, Any]:
+    """The operator Deployment's properties as far as placement is concerned."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": OPERATOR_DEPLOYMENT, "namespace": OPERATOR_NAMESPACE, "labels": dict(OPERATOR_LABELS)},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": dict(OPERATOR_LABELS)},
+            "template": {
+                "metadata": {"labels": dict(OPERATOR_LABELS)},
+                "spec": {"containers": [{"name": "training-operator", "image": "kubeflow/training-operator"}]},
+            },
+        },
+    }
+
+
 def patch_workload(props: Mapping[str, Any], pod_patch: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a Deployment's properties with `pod_patch` merged into its pod spec."""
     out = copy.deepcopy(dict(props))

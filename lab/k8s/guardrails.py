@@ -12,8 +12,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from components.platform.values import OPERATOR_LABELS
+from lab.jobspec import ENV_CHECKPOINT_DIR
 from lab.k8s.job_values import EVICTION_NOTICE_S, PlatformFacts, store_name
-from lab.k8s.scheduling import Taint
+from lab.k8s.scheduling import Taint, taint_text, toleration
 from lab.k8s.validate import object_id
 
 ETCD_NAME_LABEL = ("app.kubernetes.io/name", "etcd-rendezvous")
@@ -104,6 +106,15 @@ def etcd_workloads(objects: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [o for o in rendezvous_workloads(objects) if _has(_pod_labels(o), ETCD_NAME_LABEL)]
 
 
+def operator_workloads(objects: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The training operator's Deployment (as its transforms place it)."""
+    return [o for o in objects if o.get("kind") in WORKLOAD_KINDS and all(_pod_labels(o).get(k) == v for k, v in OPERATOR_LABELS.items())]
+
+
+def priority_values(objects: list[Mapping[str, Any]]) -> dict[str, int]:
+    return {o["metadata"]["name"]: int(o.get("value", 0)) for o in objects if o.get("kind") == "PriorityClass"}
+
+
 def pytorchjobs(objects: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [o for o in objects if o.get("kind") == "PyTorchJob"]
 
@@ -161,27 +172,81 @@ def _containers(pod_spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 # ------------------------------------------------------------------ the guardrails
+def _on_cpu_pool(obj: Mapping[str, Any], ctx: GuardrailContext) -> list[Violation]:
+    """`obj`'s pods run on the on-demand CPU pool: pinned to its labels, never selecting spot
+    labels, tolerating every taint of the CPU pool and none of the GPU spot pool's, with the
+    preserved priority."""
+    pools = ctx.facts.pools
+    spec = (pod_template(obj) or {}).get("spec") or {}
+    where = object_id(obj)
+    out = []
+    if not pins_to(spec, pools.cpu_labels):
+        out.append(Violation(where, "nodeSelector", spec.get("nodeSelector"), f"the on-demand CPU pool's labels {dict(pools.cpu_labels)}"))
+    if pools.spot_labels and may_select(spec, pools.spot_labels):
+        out.append(Violation(where, "nodeSelector/affinity", spec.get("nodeSelector"), f"no spot node label {dict(pools.spot_labels)}"))
+    for taint in pools.gpu_taints:
+        if tolerates(spec.get("tolerations"), taint):
+            out.append(Violation(where, "tolerations", spec.get("tolerations"), f"no toleration of the GPU spot pool's taint {taint_text(taint)}"))
+    for taint in pools.cpu_taints:
+        if not tolerates(spec.get("tolerations"), taint):
+            out.append(Violation(where, "tolerations", spec.get("tolerations"), f"a toleration of the CPU pool's taint {taint_text(taint)} (or it schedules nowhere)"))
+    if spec.get("priorityClassName") != ctx.facts.preserved_priority_class:
+        out.append(Violation(where, "priorityClassName", spec.get("priorityClassName"), repr(ctx.facts.preserved_priority_class)))
+    return out
+
+
 @guardrail("etcd-not-on-spot")
 def etcd_not_on_spot(objects: list[Mapping[str, Any]], ctx: GuardrailContext) -> list[Violation]:
     """Rendezvous servers (etcd, c10d stores) run on the on-demand CPU pool: pinned to its
-    labels, never selecting spot labels, tolerating no taint of the GPU spot pool, with the
-    preserved priority."""
-    pools = ctx.facts.pools
+    labels, never selecting spot labels, tolerating the CPU pool's taints and no taint of the
+    GPU spot pool, with the preserved priority."""
     out = []
     if ctx.expect_platform and not etcd_workloads(objects):
         out.append(Violation("platform", "etcd-rendezvous", None, "an etcd-rendezvous Deployment among the platform's objects"))
     for obj in rendezvous_workloads(objects):
-        spec = (pod_template(obj) or {}).get("spec") or {}
-        where = object_id(obj)
-        if not pins_to(spec, pools.cpu_labels):
-            out.append(Violation(where, "nodeSelector", spec.get("nodeSelector"), f"the on-demand CPU pool's labels {dict(pools.cpu_labels)}"))
-        if pools.spot_labels and may_select(spec, pools.spot_labels):
-            out.append(Violation(where, "nodeSelector/affinity", spec.get("nodeSelector"), f"no spot node label {dict(pools.spot_labels)}"))
-        for taint in pools.gpu_taints:
-            if tolerates(spec.get("tolerations"), taint):
-                out.append(Violation(where, "tolerations", spec.get("tolerations"), f"no toleration of the GPU spot pool's taint {taint}"))
-        if spec.get("priorityClassName") != ctx.facts.preserved_priority_class:
-            out.append(Violation(where, "priorityClassName", spec.get("priorityClassName"), repr(ctx.facts.preserved_priority_class)))
+        out += _on_cpu_pool(obj, ctx)
+    return out
+
+
+@guardrail("operator-on-cpu-pool")
+def operator_on_cpu_pool(objects: list[Mapping[str, Any]], ctx: GuardrailContext) -> list[Violation]:
+    """The training operator runs on the on-demand CPU pool with the preserved priority
+    (checked on its Deployment as the platform's transforms place it): on a spot node, an
+    eviction would stop every job's reconciliation."""
+    out = []
+    found = operator_workloads(objects)
+    if ctx.expect_platform and not found:
+        out.append(Violation("platform", "training-operator placement", None,
+                             "the training operator's Deployment as placed by the platform (TrainingPlatform output operatorPlacement)"))
+    for obj in found:
+        out += _on_cpu_pool(obj, ctx)
+    return out
+
+
+@guardrail("infra-not-preemptible-by-inference")
+def infra_not_preemptible_by_inference(objects: list[Mapping[str, Any]], ctx: GuardrailContext) -> list[Violation]:
+    """Nothing that hosts the rendezvous (etcd, c10d stores) or the training operator can be
+    preempted by inference: the preserved PriorityClass is >= the inference one, and each of
+    those pods runs at a priority >= inference (a pod preempts only lower priorities)."""
+    values = priority_values(objects)
+    inference = values.get(ctx.inference_priority_class)
+    out = []
+    if inference is None:
+        if ctx.expect_platform:
+            out.append(Violation("platform", "PriorityClass", ctx.inference_priority_class, "declared by the platform"))
+        return out
+    preserved_name = ctx.facts.preserved_priority_class
+    preserved = values.get(preserved_name)
+    if preserved is not None and preserved < inference:
+        out.append(Violation(f"PriorityClass/{preserved_name}", "value", preserved,
+                             f">= {inference}, the value of {ctx.inference_priority_class} (which preempts lower priorities)"))
+    for obj in rendezvous_workloads(objects) + operator_workloads(objects):
+        name = ((pod_template(obj) or {}).get("spec") or {}).get("priorityClassName")
+        value = values.get(name, 0) if name else 0
+        if (name is None or name in values) and value < inference:
+            out.append(Violation(object_id(obj), "priorityClassName", name,
+                                 f"a PriorityClass with value >= {inference} ({ctx.inference_priority_class}): "
+                                 f"{name or 'none'} is {value}, so inference may preempt it"))
     return out
 
 
@@ -191,7 +256,7 @@ def workers_tolerate_exactly(objects: list[Mapping[str, Any]], ctx: GuardrailCon
     that lets them onto other pools; no less: they must fit there), require its labels,
     and leave a dead node within a minute instead of 300 s."""
     pools = ctx.facts.pools
-    want = {tuple(sorted(t.toleration().items())) for t in pools.gpu_taints}
+    want = {tuple(sorted(toleration(t).items())) for t in pools.gpu_taints}
     out = []
     for job in pytorchjobs(objects):
         for rtype, spec in worker_pod_specs(job):
@@ -203,7 +268,7 @@ def workers_tolerate_exactly(objects: list[Mapping[str, Any]], ctx: GuardrailCon
             for missing in sorted(want - got):
                 out.append(Violation(where, "tolerations", rest, f"a toleration of the pool taint {dict(missing)}"))
             for extra in sorted(got - want):
-                out.append(Violation(where, "tolerations", dict(extra), f"only the GPU spot pool's taints {[str(t) for t in pools.gpu_taints]}"))
+                out.append(Violation(where, "tolerations", dict(extra), f"only the GPU spot pool's taints {[taint_text(t) for t in pools.gpu_taints]}"))
             if len(rest) != len(got):
                 out.append(Violation(where, "tolerations", rest, "no duplicates"))
             for key in NODE_LIFECYCLE_KEYS:
@@ -295,8 +360,8 @@ def etcd_image_v35(objects: list[Mapping[str, Any]], ctx: GuardrailContext) -> l
 @guardrail("no-global-default-priority-class")
 def no_global_default(objects: list[Mapping[str, Any]], ctx: GuardrailContext) -> list[Violation]:
     """No PriorityClass is globalDefault (every unrelated pod would get it), none is named
-    system-*, and the order holds: inference > preserved > preemptible; only inference
-    preempts, so training never evicts inference."""
+    system-*; only inference preempts (training never evicts anyone) and it outranks the
+    preemptible workers, the only pods it is meant to preempt."""
     pcs = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "PriorityClass"}
     out = []
     for name, pc in pcs.items():
@@ -312,11 +377,11 @@ def no_global_default(objects: list[Mapping[str, Any]], ctx: GuardrailContext) -
                 out.append(Violation("platform", "PriorityClass", name, "declared by the platform"))
     if all(n in pcs for n in wanted):
         inf, pre, pmt = (pcs[n] for n in wanted)
-        values = [inf.get("value", 0), pre.get("value", 0), pmt.get("value", 0)]
-        if not values[0] > values[1] > values[2]:
-            out.append(Violation("PriorityClasses", "value", dict(zip(wanted, values)), f"{wanted[0]} > {wanted[1]} > {wanted[2]}"))
+        if not inf.get("value", 0) > pmt.get("value", 0):
+            out.append(Violation(f"PriorityClass/{wanted[2]}", "value", pmt.get("value", 0),
+                                 f"< {inf.get('value', 0)}, the value of {wanted[0]} (inference preempts the workers)"))
         if inf.get("preemptionPolicy", "PreemptLowerPriority") != "PreemptLowerPriority":
-            out.append(Violation(f"PriorityClass/{wanted[0]}", "preemptionPolicy", inf.get("preemptionPolicy"), "PreemptLowerPriority (inference evicts training)"))
+            out.append(Violation(f"PriorityClass/{wanted[0]}", "preemptionPolicy", inf.get("preemptionPolicy"), "PreemptLowerPriority (inference evicts training workers)"))
         for pc in (pre, pmt):
             if pc.get("preemptionPolicy") != "Never":
                 out.append(Violation(f"PriorityClass/{pc['metadata']['name']}", "preemptionPolicy", pc.get("preemptionPolicy"), "Never (training never evicts anyone)"))
@@ -367,7 +432,7 @@ def etcd_private(objects: list[Mapping[str, Any]], ctx: GuardrailContext) -> lis
 @guardrail("workers-spot-ready")
 def workers_spot_ready(objects: list[Mapping[str, Any]], ctx: GuardrailContext) -> list[Violation]:
     """Workers are preemptible, retried on signals (ExitCode), save within the eviction
-    notice, get their GPUs, and mount the checkpoint claim."""
+    notice, get their GPUs, and mount the checkpoint claim where the script writes."""
     f = ctx.facts
     out = []
     for job in pytorchjobs(objects):
@@ -387,7 +452,12 @@ def workers_spot_ready(objects: list[Mapping[str, Any]], ctx: GuardrailContext) 
             if f.gpus_per_node and str(gpus) != str(f.gpus_per_node):
                 out.append(Violation(where, "resources.limits.nvidia.com/gpu", gpus, str(f.gpus_per_node)))
             claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or [] if "persistentVolumeClaim" in v}
-            mounted = {m.get("name") for m in pytorch.get("volumeMounts") or []}
-            if f.checkpoint_claim not in {claims[n] for n in mounted if n in claims}:
-                out.append(Violation(where, "volumeMounts", sorted(mounted), f"the checkpoint claim {f.checkpoint_claim!r} mounted"))
+            mounts = {m.get("name"): m.get("mountPath") for m in pytorch.get("volumeMounts") or []}
+            paths = {mounts[n] for n in mounts if claims.get(n) == f.checkpoint_claim}
+            if not paths:
+                out.append(Violation(where, "volumeMounts", sorted(mounts), f"the checkpoint claim {f.checkpoint_claim!r} mounted"))
+            env = {e.get("name"): e.get("value") for e in pytorch.get("env") or []}
+            if paths and env.get(ENV_CHECKPOINT_DIR) not in paths:
+                out.append(Violation(where, f"env.{ENV_CHECKPOINT_DIR}", env.get(ENV_CHECKPOINT_DIR),
+                                     f"the checkpoint claim's mount path {sorted(paths)} (else checkpoints land on the node's disk)"))
     return out

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import yaml
 
 from lab.jobspec import CheckpointWrites, JobSpec, RdzvBackend
-from lab.k8s.scheduling import PoolPlacement
+from lab.k8s.scheduling import PoolPlacement, taint_dict, taint_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHARTS_DIR = REPO_ROOT / "charts"
@@ -117,13 +117,10 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
         "nprocPerNode": spec.nproc_per_node,
         "maxRestarts": spec.max_restarts,
         "monitorIntervalS": spec.monitor_interval_s,
-        "pgTimeoutS": spec.pg_timeout_s,
-        "checkpoint": {
-            "dir": spec.checkpoint_dir,
-            "everySteps": spec.checkpoint_every_steps,
-            "writes": spec.checkpoint_writes.value,
-            "claimName": facts.checkpoint_claim,
-        },
+        "checkpoint": {"dir": spec.checkpoint_dir, "claimName": facts.checkpoint_claim},
+        # The container's environment, defined once (JobSpec.worker_env); the chart renders
+        # it as given. `exactly`: no default variable survives that the spec does not set.
+        "jobEnv": exactly(spec.worker_env(), _default(JOB_CHART, "jobEnv")),
         "rdzv": {
             "backend": spec.rdzv_backend.value,
             "host": spec.rdzv_host,
@@ -136,7 +133,7 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
         "gpusPerNode": facts.gpus_per_node,
         "workerPool": {
             "nodeLabels": exactly(facts.pools.gpu_labels, _default(JOB_CHART, "workerPool", "nodeLabels")),
-            "taints": [t.as_dict() for t in facts.pools.gpu_taints],
+            "taints": [taint_dict(t) for t in facts.pools.gpu_taints],
         },
         "notReadyTolerationSeconds": facts.not_ready_toleration_s,
         "priorityClassName": facts.worker_priority_class,
@@ -146,6 +143,7 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
         "c10dStore": {
             "port": C10D_STORE_PORT,
             "nodeSelector": exactly(facts.pools.cpu_labels, _default(JOB_CHART, "c10dStore", "nodeSelector")),
+            "tolerations": facts.pools.cpu_tolerations(),
             "priorityClassName": facts.preserved_priority_class,
         },
     }
@@ -207,10 +205,10 @@ def facts_to_dict(facts: PlatformFacts) -> dict[str, Any]:
         "notReadyTolerationSeconds": facts.not_ready_toleration_s,
         "pools": {
             # Taints as `key=value:Effect` text.
-            "cpu": {"labels": dict(p.cpu_labels), "taints": [str(t) for t in p.cpu_taints]},
+            "cpu": {"labels": dict(p.cpu_labels), "taints": [taint_text(t) for t in p.cpu_taints]},
             "gpuSpot": {
                 "labels": dict(p.gpu_labels),
-                "taints": [str(t) for t in p.gpu_taints],
+                "taints": [taint_text(t) for t in p.gpu_taints],
                 "spotLabels": dict(p.spot_labels),
             },
         },

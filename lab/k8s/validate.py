@@ -28,7 +28,12 @@ ENV_SCHEMAS_DIR = "ELASTIC_LAB_SCHEMAS"
 
 
 class CrdSchemaMissing(FileNotFoundError):
-    """The PyTorchJob CRD schema file is not where we look for it."""
+    """The PyTorchJob CRD schema file is not where we look for it. `looked_in`: the
+    directories searched, in order."""
+
+    def __init__(self, message: str, looked_in: list[Path] | None = None) -> None:
+        super().__init__(message)
+        self.looked_in = list(looked_in or [])
 
 
 @dataclass(frozen=True)
@@ -109,13 +114,19 @@ def schema_dirs() -> list[Path]:
 
 
 def crd_path() -> Path:
-    for d in schema_dirs():
+    dirs = schema_dirs()
+    for d in dirs:
         if (d / CRD_FILE).is_file():
             return d / CRD_FILE
     raise CrdSchemaMissing(
-        f"{CRD_FILE} not found in " + ", ".join(str(d) for d in schema_dirs())
-        + f" (set {ENV_SCHEMAS_DIR} to the directory holding it)"
+        f"{CRD_FILE} not found in " + ", ".join(str(d) for d in dirs)
+        + f" (set {ENV_SCHEMAS_DIR} to the directory holding it)",
+        dirs,
     )
+
+
+def is_pytorchjob(obj: Mapping[str, Any]) -> bool:
+    return obj.get("apiVersion") == "kubeflow.org/v1" and obj.get("kind") == "PyTorchJob"
 
 
 @functools.lru_cache(maxsize=4)
@@ -173,6 +184,9 @@ def validate_pytorchjob(obj: Mapping[str, Any], crd: Path | None = None) -> list
         problems.append(Problem(object_id(obj), _path(err.absolute_path), err.message, "PyTorchJob CRD v1.9.4 (strict)"))
     spec = obj.get("spec") or {}
     policy = spec.get("elasticPolicy") or {}
+    if "rdzvConf" in policy and not policy["rdzvConf"]:
+        problems.append(Problem(object_id(obj), "spec.elasticPolicy.rdzvConf", "an empty list: operator v1.9.4 slices it "
+                                "(val[:len(val)-1]) and crashes; omit the key when there is no conf", "training operator v1.9.4"))
     if "nProcPerNode" in policy and "nprocPerNode" in spec:
         problems.append(Problem(object_id(obj), "spec.elasticPolicy.nProcPerNode", "set together with spec.nprocPerNode: the operator rejects both; use spec.nprocPerNode", "training operator v1.9.4"))
     replicas = spec.get("pytorchReplicaSpecs") or {}
@@ -190,9 +204,11 @@ def validate_pytorchjob(obj: Mapping[str, Any], crd: Path | None = None) -> list
 
 # ------------------------------------------------------------------ everything
 def validate_objects(objects: Iterable[Mapping[str, Any]], kubernetes_version: str) -> list[Problem]:
+    """Every object against its schema. Raises CrdSchemaMissing when there is a PyTorchJob
+    and no CRD (validate_builtins checks the others alone)."""
     problems: list[Problem] = []
     for obj in objects:
-        if obj.get("apiVersion") == "kubeflow.org/v1" and obj.get("kind") == "PyTorchJob":
+        if is_pytorchjob(obj):
             problems += validate_pytorchjob(obj)
         else:
             problems += validate_builtin(obj, kubernetes_version)

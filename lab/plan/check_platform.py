@@ -3,6 +3,9 @@
 Every Kubernetes object the platform declares or renders (real Helm) is validated against
 the Kubernetes schema of the cluster's version and, for PyTorchJobs, the training operator
 v1.9.4 CRD; then the platform guardrails run. Imported automatically (lab/plan/check_*.py).
+
+Without the CRD file (../shared/schemas, or $ELASTIC_LAB_SCHEMAS) `k8s:pytorchjob-crd` is
+skipped with a warning naming where it looked: the plan still passes, and says so.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from typing import Any, Iterable
 
 from lab.k8s.checks import HELM_CHART_TYPE, PLATFORM_TYPE, PlatformReport, check_platforms
 from lab.k8s.guardrails import GUARDRAILS
+from lab.k8s.validate import CRD_FILE
 from lab.plan.checks import Finding, register_check
 
 # The last plan checked and its reports (the plan is held, so its identity is not reused).
@@ -33,6 +37,8 @@ def _has_device_plugin(plan: Any) -> bool:
 
 def _findings(plan: Any, check: str, prefix: str) -> Iterable[Finding]:
     for report in _reports(plan):
+        if check in report.skipped:
+            yield Finding.warning(check, f"{PLATFORM_TYPE} {report.component!r}", "crd", CRD_FILE, report.skipped[check])
         for item in report.failed(prefix):
             yield Finding.error(check, item.resource, item.prop or "-", item.value, item.expected)
 

@@ -24,7 +24,6 @@ from lab.k8s.render import render_chart, to_yaml
 from lab.k8s.validate import CrdSchemaMissing, validate_objects
 
 ROOT = Path(__file__).resolve().parents[2]
-BYO_TYPE = "elastic-spot-lab:byo:Cluster"
 
 
 class SubmitError(RuntimeError):
@@ -43,6 +42,8 @@ class StackTarget:
 
 def stack_target(stack: str) -> StackTarget:
     """Run the stack's program offline and read the platform's facts back."""
+    from components.platform.stack import BYO_TYPE
+    from components.versions import DEFAULT_KUBERNETES_VERSION
     from lab.plan.harness import run_program
 
     try:
@@ -57,7 +58,7 @@ def stack_target(stack: str) -> StackTarget:
     return StackTarget(
         stack=stack,
         cloud=str(outputs.get("cloud") or plan.cloud),
-        kubernetes_version=str(outputs.get("kubernetesVersion", "1.33")),
+        kubernetes_version=str(outputs.get("kubernetesVersion", DEFAULT_KUBERNETES_VERSION)),
         facts=facts_from_dict(outputs["jobFacts"]),
         kubeconfig_path=((byo.outputs or {}).get("kubeconfigPath") if byo else None),
         inference_priority_class=str((outputs.get("priorityClasses") or {}).get("inference", "elastic-inference")),

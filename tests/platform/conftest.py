@@ -29,12 +29,16 @@ def facts() -> PlatformFacts:
 
 @pytest.fixture(scope="session")
 def _baseline(facts: PlatformFacts) -> list[dict[str, Any]]:
-    """The platform's etcd, a PriorityClass set, and two jobs (etcd-v2 and c10d)."""
+    """The platform's etcd, the operator's Deployment as its transform places it, a
+    PriorityClass set, and two jobs (etcd-v2 and c10d)."""
+    from components.platform.component import operator_placement, operator_transform
     from components.platform.settings import PlatformSettings
     from components.platform.values import etcd_values
+    from lab.k8s.checks import operator_deployment
 
     settings = PlatformSettings(cloud="aks")
     objects = render_chart(ETCD_CHART, etcd_values(settings, facts.pools), release="etcd-rendezvous", namespace=facts.namespace)
+    objects.append(operator_deployment(operator_placement([operator_transform(settings, facts.pools)])))
     for role, pc, policy in settings.priorities.items():
         objects.append({
             "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": pc.name},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from lab.k8s.job_values import (
     TERMINATION_GRACE_S,
     container_env,
     operator_pet_env,
+    values_for,
     worker_container,
 )
 from lab.k8s.render import ChartRenderError, render_chart
@@ -68,10 +70,8 @@ def test_values_yaml_defaults_agree_with_jobspec():
     assert values["nprocPerNode"] == d.nproc_per_node
     assert values["maxRestarts"] == d.max_restarts
     assert values["monitorIntervalS"] == d.monitor_interval_s
-    assert values["pgTimeoutS"] == d.pg_timeout_s
     assert values["checkpoint"]["dir"] == d.checkpoint_dir
-    assert values["checkpoint"]["everySteps"] == d.checkpoint_every_steps
-    assert values["checkpoint"]["writes"] == d.checkpoint_writes.value
+    assert values["jobEnv"] == d.worker_env()
     assert values["rdzv"]["backend"] == d.rdzv_backend.value
     assert values["rdzv"]["conf"] == [{"key": k, "value": v} for k, v in d.rdzv_conf().items()]
     assert values["terminationGracePeriodSeconds"] == TERMINATION_GRACE_S
@@ -93,6 +93,34 @@ def test_chart_defaults_render(facts, crd):
     assert len(ids) == 3, "an empty rdzv.id must give every render its own rendezvous"
 
 
+def test_job_env_is_whatever_the_jobspec_says(facts, monkeypatch):
+    """The chart hard-codes no variable name: jobEnv is JobSpec.worker_env(), rendered as given."""
+    extra = {"LAB_SOMETHING_NEW": "42", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    monkeypatch.setattr(JobSpec, "worker_env", lambda self: dict(extra))
+    spec, objects = render_job(JobSpec(), facts)
+    env = container_env(worker_container(the(objects, "PyTorchJob")))
+    assert {k: v for k, v in env.items() if not k.startswith("PET_")} == extra
+
+
+def test_chart_templates_name_no_job_variable():
+    text = "".join(p.read_text() for p in (JOB_CHART / "templates").iterdir())
+    assert "LAB_" not in text and "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in text
+
+
+@pytest.mark.parametrize("backend", ["etcd-v2", "c10d"])
+def test_empty_rdzv_conf_omits_the_key(backend, facts, crd):
+    """Operator v1.9.4 slices an empty rdzvConf (val[:len(val)-1]) and crashes: no conf, no key."""
+    values = values_for(JobSpec(name="e", rdzv_backend=backend), facts)[1]
+    values["rdzv"]["conf"] = []
+    objects = render_chart(JOB_CHART, values, release="e", namespace=facts.namespace)
+    policy = the(objects, "PyTorchJob")["spec"]["elasticPolicy"]
+    if backend == "etcd-v2":
+        assert "rdzvConf" not in policy
+    else:
+        assert policy["rdzvConf"] == [{"key": "is_host", "value": "false"}]
+    assert validate_objects(objects, "1.35") == []
+
+
 def test_c10d_backend_brings_its_own_store(facts):
     spec, objects = render_job(JobSpec(name="c", rdzv_backend="c10d"), facts)
     job = the(objects, "PyTorchJob")
@@ -102,6 +130,11 @@ def test_c10d_backend_brings_its_own_store(facts):
     assert {"key": "is_host", "value": "false"} in job["spec"]["elasticPolicy"]["rdzvConf"]
     assert store["spec"]["template"]["spec"]["nodeSelector"] == dict(facts.pools.cpu_labels)
     assert store["spec"]["template"]["spec"]["priorityClassName"] == facts.preserved_priority_class
+    container = store["spec"]["template"]["spec"]["containers"][0]
+    # The project's own store module, not a copy of it.
+    assert container["command"] == ["python", "-m", "lab.local.store"]
+    assert container["args"] == ["--host", "0.0.0.0", "--port", str(spec.rdzv_port)]
+    assert "tolerations" not in store["spec"]["template"]["spec"]  # the default CPU pool has no taint
     assert svc["spec"]["type"] == "ClusterIP"
     assert svc["spec"]["ports"][0]["port"] == spec.rdzv_port
     etcd_only = render_job(JobSpec(name="e"), facts)[1]
@@ -145,6 +178,12 @@ BAD_JOB_VALUES = [
     pytest.param({"name": "Elastic_Demo"}, r"/name", id="bad-name"),
     pytest.param({"workerPool": {"nodeLabels": None}}, r"/workerPool': missing property 'nodeLabels'", id="no-worker-pool"),
     pytest.param({"env": {"PET_NNODES": "1:9"}}, r"env.PET_NNODES is invalid", id="env-overrides-pet"),
+    pytest.param({"env": {"LAB_CHECKPOINT_DIR": "/tmp"}}, r"env.LAB_CHECKPOINT_DIR is invalid: expected a variable the chart does not set itself", id="env-overrides-job-env"),
+    pytest.param({"jobEnv": {"PET_NNODES": "1:9"}}, r"/jobEnv/PET_NNODES", id="job-env-sets-pet"),
+    pytest.param({"jobEnv": {"BAD NAME": "x"}}, r"invalid propertyName 'BAD NAME'", id="job-env-bad-name"),
+    pytest.param({"jobEnv": {"LAB_X": 1}}, r"/jobEnv/LAB_X", id="job-env-not-a-string"),
+    pytest.param({"name": "1job"}, r"/name", id="name-leading-digit"),
+    pytest.param({"c10dStore": {"tolerations": [{"operator": "Exists"}]}}, r"/c10dStore/tolerations/0", id="store-wildcard-toleration-shape"),
     pytest.param({"rdzv": {"backend": "c10d", "conf": [{"key": "is_host", "value": "true"}]}}, r"is_host=.*expected \"false\"", id="c10d-is-host"),
     pytest.param({"bogus": 1}, r"additional properties 'bogus'", id="unknown-value"),
 ]
@@ -230,3 +269,92 @@ def test_platform_maps_replace_chart_defaults(facts):
     etcd = render_chart(ETCD_CHART, etcd_values(settings, pools), release="etcd-rendezvous", namespace="training")
     assert the(etcd, "Deployment")["spec"]["template"]["spec"]["nodeSelector"] == {"node-role/cpu": "yes"}
     assert the(etcd, "NetworkPolicy")["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"] == {"team/job": "yes"}
+
+
+def test_c10d_store_tolerates_the_cpu_pools_taints(facts, crd):
+    from dataclasses import replace
+
+    from lab.k8s.scheduling import PoolPlacement
+
+    tainted = replace(facts, pools=PoolPlacement(cpu_taints=("dedicated=infra:NoSchedule",)))
+    _, objects = render_job(JobSpec(name="c", rdzv_backend="c10d"), tainted)
+    spec = the(objects, "Deployment", "c-rdzv-store")["spec"]["template"]["spec"]
+    assert spec["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}]
+    assert validate_objects(objects, "1.35") == []
+
+
+def test_worker_tolerations_are_the_one_toleration_rule(facts):
+    """Workers tolerate each GPU spot taint exactly as lab.k8s.scheduling.toleration() says,
+    a taint without a value included (Equal with an empty value)."""
+    from dataclasses import replace
+
+    from lab.k8s.scheduling import PoolPlacement, toleration
+
+    pools = PoolPlacement(gpu_taints=("gpu-only:NoSchedule", "elastic-spot-lab/spot=true:NoSchedule"), spot_labels={})
+    _, objects = render_job(JobSpec(), replace(facts, pools=pools))
+    tolerations = the(objects, "PyTorchJob")["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["tolerations"]
+    assert [t for t in tolerations if "tolerationSeconds" not in t] == [toleration(t) for t in pools.gpu_taints]
+    assert {"key": "gpu-only", "operator": "Equal", "value": "", "effect": "NoSchedule"} in tolerations
+
+
+@pytest.mark.parametrize("name", ["job", "job-1", "a", "x" * 40, "x" * 41, "1job", "9", "-job", "job-", "Job", "job_1"])
+def test_job_names_agree_with_jobspec(name, facts):
+    """JobSpec and values.schema.json accept the same names: DNS-1035 labels of at most 40."""
+    from lab.jobspec import JobSpecError
+
+    try:
+        JobSpec(name=name)
+        spec_ok = True
+    except JobSpecError as exc:
+        spec_ok = False
+        assert "DNS-1035" in str(exc)
+    try:
+        render_chart(JOB_CHART, {"name": name}, release="r", namespace="training")
+        chart_ok = True
+    except ChartRenderError as exc:
+        chart_ok = False
+        assert "/name" in str(exc)
+    assert spec_ok == chart_ok
+    schema = json.loads((JOB_CHART / "values.schema.json").read_text())
+    assert "DNS-1035" in schema["properties"]["name"]["description"]
+
+
+def test_c10d_store_command_runs_the_project_store(facts):
+    """The store container's command, as rendered, starts a TCPStore that accepts clients,
+    and stops on SIGTERM (the kubelet's stop)."""
+    pytest.importorskip("torch")
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    values = values_for(JobSpec(name="c", rdzv_backend="c10d"), facts)[1]
+    values["c10dStore"]["port"] = port
+    store = the(render_chart(JOB_CHART, values, release="c", namespace=facts.namespace), "Deployment", "c-rdzv-store")
+    container = store["spec"]["template"]["spec"]["containers"][0]
+    argv = [sys.executable if a == "python" else a for a in container["command"] + container["args"]]
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(argv, cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the store never listened"
+                time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert f"listening on 0.0.0.0:{port}" in (proc.stdout.read() if proc.stdout else "")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

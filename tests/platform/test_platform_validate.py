@@ -68,3 +68,22 @@ def test_missing_crd_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setattr(validate, "schema_dirs", lambda: [tmp_path])
     with pytest.raises(validate.CrdSchemaMissing, match="kubeflow.org_pytorchjobs.v1.9.4.yaml not found"):
         validate.crd_path()
+
+
+def test_empty_rdzv_conf_is_caught(crd, facts):
+    """`rdzvConf: []` passes the CRD but crashes operator v1.9.4 (it slices val[:len(val)-1])."""
+    _, objects = render_job(JobSpec(), facts)
+    job = the(objects, "PyTorchJob")
+    assert validate.validate_pytorchjob(job, crd) == []
+    job["spec"]["elasticPolicy"]["rdzvConf"] = []
+    [problem] = validate.validate_pytorchjob(job, crd)
+    assert problem.path == "spec.elasticPolicy.rdzvConf" and "omit the key" in problem.message
+    del job["spec"]["elasticPolicy"]["rdzvConf"]
+    assert validate.validate_pytorchjob(job, crd) == []
+
+
+def test_missing_crd_error_names_where_it_looked(monkeypatch, tmp_path):
+    monkeypatch.setattr(validate, "schema_dirs", lambda: [tmp_path])
+    with pytest.raises(validate.CrdSchemaMissing) as info:
+        validate.crd_path()
+    assert info.value.looked_in == [tmp_path] and "ELASTIC_LAB_SCHEMAS" in str(info.value)

@@ -16,10 +16,9 @@
 {{- if and (gt (int $v.gpusPerNode) 0) (gt (int $v.nprocPerNode) (int $v.gpusPerNode)) -}}
 {{- fail (printf "nprocPerNode=%d is invalid: expected <= gpusPerNode (%d), one GPU per worker process" (int $v.nprocPerNode) (int $v.gpusPerNode)) -}}
 {{- end -}}
-{{- $reserved := list "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" "LAB_CHECKPOINT_DIR" "LAB_CHECKPOINT_EVERY" "LAB_CHECKPOINT_WRITES" "LAB_PG_TIMEOUT_S" -}}
 {{- range $key, $_ := $v.env -}}
-{{- if or (has $key $reserved) (hasPrefix "PET_" $key) -}}
-{{- fail (printf "env.%s is invalid: expected a variable the chart does not set itself (PET_* come from elasticPolicy, LAB_* from the job values)" $key) -}}
+{{- if or (hasKey $v.jobEnv $key) (hasPrefix "PET_" $key) -}}
+{{- fail (printf "env.%s is invalid: expected a variable the chart does not set itself (PET_* come from elasticPolicy, jobEnv from the JobSpec)" $key) -}}
 {{- end -}}
 {{- end -}}
 {{- range $v.rdzv.conf -}}
