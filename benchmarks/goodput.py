@@ -5,7 +5,7 @@ the job restarted from its checkpoint once capacity is back). Same schedule, sam
 Goodput = useful samples (those in the steps of the final model's history) per second of
 wall time from the first step to the end.
 
-Run: .venv/bin/python benchmarks/goodput.py [--evict-every 15] [--capacity-back 8]
+Run: .venv/bin/python benchmarks/goodput.py [--evict-every 20] [--evictions 4] [--capacity-back 8]
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def useful_samples(evs: list[dict]) -> tuple[int, float]:
     return sum(final.values()), steps[-1]["t"] - steps[0]["t"]
 
 
-def drive(mode: str, workdir: Path, steps: int, evict_every: float, capacity_back: float, every: int) -> dict:
+def drive(mode: str, workdir: Path, steps: int, evict_every: float, max_evictions: int, capacity_back: float,
+          every: int) -> dict:
     elastic = mode == "elastic"
     spec = JobSpec(name="goodput", min_nodes=2 if elastic else 3, max_nodes=3, checkpoint_dir=str(workdir / "ckpt"),
                    checkpoint_every_steps=every, script_args=("--steps", str(steps), "--step-time", "0.05"))
@@ -49,18 +50,16 @@ def drive(mode: str, workdir: Path, steps: int, evict_every: float, capacity_bac
                 break
             if next_evict is None and any(e["event"] == "step" for e in seen):
                 next_evict = now + evict_every
-            if next_evict is not None and now >= next_evict and cluster.alive_nodes:
-                victim = cluster.alive_nodes[-1]
-                cluster.evict(victim)  # hard kill: the spot node is gone
+            if next_evict is not None and now >= next_evict and evictions < max_evictions and cluster.alive_nodes:
+                cluster.evict(cluster.alive_nodes[-1])  # hard kill: the spot node is gone
                 evictions += 1
-                if not elastic:  # restart-everything: stop the whole job
-                    for node in cluster.alive_nodes:
+                if elastic:
+                    pending_returns.append(now + capacity_back)  # a replacement spot node
+                else:  # restart-everything: stop the whole job, start it again on 3 nodes
+                    for node in [n for n in cluster.alive_nodes if n.alive]:
                         cluster.evict(node)
                     cluster.spec = cluster.spec.replace(rdzv_id=f"goodput-restart-{evictions}")
-                    pending_returns.append(now + capacity_back)
-                    pending_returns += [now + capacity_back] * 2  # the job restarts on 3 nodes at once
-                else:
-                    pending_returns.append(now + capacity_back)
+                    pending_returns += [now + capacity_back] * 3
                 next_evict = now + evict_every
             for t in [t for t in pending_returns if t <= now]:
                 pending_returns.remove(t)
@@ -75,7 +74,8 @@ def drive(mode: str, workdir: Path, steps: int, evict_every: float, capacity_bac
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=500)
-    p.add_argument("--evict-every", type=float, default=15.0, help="seconds between evictions (default 15)")
+    p.add_argument("--evict-every", type=float, default=20.0, help="seconds between evictions (default 20)")
+    p.add_argument("--evictions", type=int, default=4, help="evictions in the schedule (default 4)")
     p.add_argument("--capacity-back", type=float, default=8.0,
                    help="seconds until a replacement node is available after an eviction (default 8)")
     p.add_argument("--checkpoint-every", type=int, default=50)
@@ -83,12 +83,14 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-goodput-"))
     results = {}
     for mode in ("elastic", "restart-everything"):
-        r = drive(mode, root / mode, args.steps, args.evict_every, args.capacity_back, args.checkpoint_every)
+        r = drive(mode, root / mode, args.steps, args.evict_every, args.evictions, args.capacity_back,
+                  args.checkpoint_every)
         results[mode] = r
         print(f"{mode:<19} {r['evictions']} evictions, {r['samples']} useful samples in {r['wall_s']:.1f} s "
               f"= {r['goodput']:.0f} samples/s", flush=True)
     ratio = results["elastic"]["goodput"] / results["restart-everything"]["goodput"]
-    print(f"goodput ratio elastic / restart-everything: {ratio:.2f} (eviction every {args.evict_every:g} s, "
+    print(f"goodput ratio elastic / restart-everything: {ratio:.2f} ({args.evictions} evictions, one every "
+          f"{args.evict_every:g} s, "
           f"capacity back after {args.capacity_back:g} s, checkpoint every {args.checkpoint_every} steps)")
     return 0
 
