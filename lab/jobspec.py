@@ -116,7 +116,7 @@ class JobSpec:
     """Launch parameters of one elastic training job.
 
     Attributes (defaults in brackets):
-      name: job name, a DNS-1123 label ["elastic-demo"].
+      name: job name, a DNS-1035 label (it names pods and Services) ["elastic-demo"].
       image: container image for cluster targets.
       module / script: what each worker runs: a Python module [lab.train] or a script path.
       script_args: arguments passed to the training script [()].
