@@ -404,6 +404,7 @@ def run_program(
         await wait_for_rpcs()
         result["outputs"], result["secret"] = await resolve_outputs()
 
+    _quiet_sibling_failures()
     try:
         _sync_await(run_pulumi_func(run))
     except BaseException as exc:
@@ -425,6 +426,22 @@ def run_program(
         invokes=list(monitor.invokes),
         unknown_invokes=list(mocks.unknown_calls),
     )
+
+
+def _quiet_sibling_failures() -> None:
+    """When a program fails, the error is raised to the caller, but Pulumi leaves the other
+    RPC futures that failed with it unobserved, and asyncio logs each one as "Future exception
+    was never retrieved" when it is collected. Drop those messages; log everything else."""
+    import asyncio
+
+    loop = asyncio.get_event_loop()
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        if context.get("message", "").startswith("Future exception was never retrieved"):
+            return
+        loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
 
 
 def _plain(value: Any) -> Any:
