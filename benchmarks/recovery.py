@@ -20,14 +20,14 @@ SETTINGS = {"ours": RendezvousTimeouts(), "torch-defaults": RendezvousTimeouts.t
 
 
 def one(settings: str, eviction: str, backend: str, root: Path, steps: int, every: int,
-        save_on_failure: bool = True) -> dict:
+        save_on_failure: bool = True, evict_at: int | None = None) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix=f"{settings}-{eviction}-", dir=root))
     spec = JobSpec(name="bench", min_nodes=2, max_nodes=3, rdzv_backend=backend, rdzv_timeouts=SETTINGS[settings],
                    checkpoint_dir=str(workdir / "ckpt"), checkpoint_every_steps=every,
                    script_args=("--steps", str(steps), "--step-time", "0.03",
                                 *(() if save_on_failure else ("--no-save-on-failure",))))
     cfg = DrillConfig(spec=spec, workdir=workdir, nodes=3, target_steps=steps, eviction=eviction, notice_s=30,
-                      evict_at_step=steps // 4, scale_out_after_s=None, timeout_s=300)
+                      evict_at_step=evict_at or steps // 4, scale_out_after_s=None, timeout_s=300)
     report = run_drill(cfg, Progress(out=open("/dev/null", "w")))
     (ev,) = report.evictions
     return {"passed": report.passed, "recovery_s": ev.recovery_s, "lost": ev.lost_steps,
@@ -47,6 +47,8 @@ def main() -> int:
     p.add_argument("--checkpoint-every", type=int, default=40)
     p.add_argument("--settings", nargs="+", default=list(SETTINGS))
     p.add_argument("--evictions", nargs="+", default=["hard", "notice"])
+    p.add_argument("--evict-at-step", type=int, default=None,
+                   help="evict when this step is reached (default steps/4); mid-interval shows lost work")
     p.add_argument("--no-save-on-failure", action="store_true",
                    help="workers do not save when a peer vanishes: lost work is bounded by the timer alone")
     args = p.parse_args()
@@ -57,7 +59,7 @@ def main() -> int:
             for i in range(args.runs):
                 t = time.time()
                 r = one(settings, eviction, args.backend, root, args.steps, args.checkpoint_every,
-                        save_on_failure=not args.no_save_on_failure)
+                        save_on_failure=not args.no_save_on_failure, evict_at=args.evict_at_step)
                 results.setdefault((settings, eviction), []).append(r)
                 print(f"  {settings:<15} {eviction:<7} run {i + 1}/{args.runs}: recovery {r['recovery_s']:.2f} s, "
                       f"lost {r['lost']} steps, passed {r['passed']} ({time.time() - t:.0f} s)",
