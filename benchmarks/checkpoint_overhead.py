@@ -38,6 +38,7 @@ def save_seconds(repeats: int = 20) -> tuple[float, int]:
 
 
 def run_job(workdir: Path, steps: int, every: int, step_time: float, nproc: int = 2) -> list[dict]:
+    workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "LAB_EVENTS_FILE": str(workdir / "events.jsonl"), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m",
            "lab.train", "--steps", str(steps), "--checkpoint-every", str(every), "--step-time", f"{step_time:g}",
