@@ -5,7 +5,7 @@ the job restarted from its checkpoint once capacity is back). Same schedule, sam
 Goodput = useful samples (those in the steps of the final model's history) per second of
 wall time from the first step to the end.
 
-Run: .venv/bin/python benchmarks/goodput.py [--evict-every 20] [--evictions 4] [--capacity-back 8]
+Run: .venv/bin/python benchmarks/goodput.py [--evict-every 15] [--evictions 4] [--capacity-back 8]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lab import events
 from lab.jobspec import JobSpec
-from lab.local import LocalCluster
+from lab.local import LocalCluster, LocalClusterError
 
 BATCH = 64  # lab.train's default --batch-size
 
@@ -29,6 +29,13 @@ def useful_samples(evs: list[dict]) -> tuple[int, float]:
     for e in steps:  # a re-done step replaces the lost one
         final[e["step"]] = e["world_size"] * BATCH
     return sum(final.values()), steps[-1]["t"] - steps[0]["t"]
+
+
+def evict_if_alive(cluster: LocalCluster, node) -> None:
+    try:
+        cluster.evict(node)
+    except LocalClusterError:
+        pass  # it exited between the check and the kill (the job just finished)
 
 
 def drive(mode: str, workdir: Path, steps: int, evict_every: float, max_evictions: int, capacity_back: float,
@@ -51,13 +58,13 @@ def drive(mode: str, workdir: Path, steps: int, evict_every: float, max_eviction
             if next_evict is None and any(e["event"] == "step" for e in seen):
                 next_evict = now + evict_every
             if next_evict is not None and now >= next_evict and evictions < max_evictions and cluster.alive_nodes:
-                cluster.evict(cluster.alive_nodes[-1])  # hard kill: the spot node is gone
+                evict_if_alive(cluster, cluster.alive_nodes[-1])  # hard kill: the spot node is gone
                 evictions += 1
                 if elastic:
                     pending_returns.append(now + capacity_back)  # a replacement spot node
                 else:  # restart-everything: stop the whole job, start it again on 3 nodes
-                    for node in [n for n in cluster.alive_nodes if n.alive]:
-                        cluster.evict(node)
+                    for node in cluster.alive_nodes:
+                        evict_if_alive(cluster, node)
                     cluster.spec = cluster.spec.replace(rdzv_id=f"goodput-restart-{evictions}")
                     pending_returns += [now + capacity_back] * 3
                 next_evict = now + evict_every
@@ -73,8 +80,8 @@ def drive(mode: str, workdir: Path, steps: int, evict_every: float, max_eviction
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=500)
-    p.add_argument("--evict-every", type=float, default=20.0, help="seconds between evictions (default 20)")
+    p.add_argument("--steps", type=int, default=800)
+    p.add_argument("--evict-every", type=float, default=15.0, help="seconds between evictions (default 15)")
     p.add_argument("--evictions", type=int, default=4, help="evictions in the schedule (default 4)")
     p.add_argument("--capacity-back", type=float, default=8.0,
                    help="seconds until a replacement node is available after an eviction (default 8)")
