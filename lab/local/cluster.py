@@ -159,12 +159,7 @@ class LocalCluster:
                 pass
         if self._etcd:
             self._etcd.stop()
-        if self._store and self._store.poll() is None:
-            self._store.terminate()
-            try:
-                self._store.wait(5)
-            except subprocess.TimeoutExpired:
-                self._store.kill()
+        procs.stop(self._store)
         procs.kill_descendants(timeout=3)
         if getattr(self, "_old_sigterm", None) is not None:
             signal.signal(signal.SIGTERM, self._old_sigterm)

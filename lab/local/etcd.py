@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from lab.local import procs
 from lab.local.procs import free_port, wait_until
 
 ENV_ETCD_BINARY = "LAB_ETCD_BINARY"
@@ -108,10 +109,4 @@ class EtcdServer:
             return False
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        procs.stop(self.proc)

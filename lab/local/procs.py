@@ -6,6 +6,7 @@ import ctypes
 import os
 import signal
 import socket
+import subprocess
 import time
 
 import psutil
@@ -54,6 +55,18 @@ def _send(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
+
+
+def stop(proc: "subprocess.Popen | None", timeout: float = 5.0) -> None:
+    """SIGTERM a child we started, SIGKILL it if it has not exited after `timeout`."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout)
 
 
 def kill_descendants(timeout: float = 5.0) -> list[int]:
