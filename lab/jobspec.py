@@ -127,8 +127,9 @@ class JobSpec:
       rdzv_id: unique id of this job's rendezvous [name + random suffix]; torchrun's default
         is the literal "none", so jobs sharing one etcd would collide.
       max_restarts: worker-group restarts per agent before the job fails [100]. Every
-        eviction costs the surviving agents one (their workers exit when a peer vanishes;
-        only a node joining is free), so this is the job's eviction budget.
+        eviction costs the surviving agents one (their workers exit when a peer vanishes),
+        and a node joining can cost one to an agent whose workers fail before it sees the
+        newcomer, so this is the job's eviction budget.
       checkpoint_dir / checkpoint_every_steps / checkpoint_writes: checkpoint storage.
       pg_timeout_s: process-group timeout: how fast a vanished peer is noticed [15].
       rdzv_timeouts: see RendezvousTimeouts.

@@ -24,7 +24,15 @@ def plot_timeline(report: DrillReport, path: str | Path) -> Path:
         axes[0].set_ylabel("step")
         if report.target_steps:
             axes[0].axhline(report.target_steps, color="grey", linestyle=":", linewidth=1)
-        axes[2].plot(t, [p[2] for p in report.loss_curve], linewidth=0.8, color="tab:purple")
+        # break the line where training stood still (restarts), rather than bridge the gap
+        lt, lv = [], []
+        for i, p in enumerate(report.loss_curve):
+            if i and p[0] - report.loss_curve[i - 1][0] > 1.0:
+                lt.append(p[0])
+                lv.append(float("nan"))
+            lt.append(p[0])
+            lv.append(p[2])
+        axes[2].plot(lt, lv, linewidth=0.8, color="tab:purple")
         axes[2].set_ylabel("loss")
     if report.world_timeline:
         world_ax.step([p[0] for p in report.world_timeline], [p[1] for p in report.world_timeline],
@@ -40,7 +48,10 @@ def plot_timeline(report: DrillReport, path: str | Path) -> Path:
         for i, j in enumerate(report.joins):
             ax.axvline(j.t - report.t0, color="tab:green", linestyle="--", linewidth=1,
                        label="node added" if i == 0 else None)
-    axes[0].legend(loc="upper left", fontsize=8)
+            if j.join_s is not None:
+                ax.axvspan(j.t - report.t0, j.t - report.t0 + j.join_s, color="tab:green", alpha=0.10)
+    if report.evictions or report.joins:
+        axes[0].legend(loc="upper left", fontsize=8)
     axes[-1].set_xlabel("seconds since the drill started")
     title = "eviction drill: " + ("passed" if report.passed else "FAILED")
     recov = [f"{e.recovery_s:.1f}s" for e in report.evictions if e.recovery_s is not None]
