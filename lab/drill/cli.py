@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from lab.jobspec import JobSpec, JobSpecError, RendezvousTimeouts
+from lab.job_args import add_job_arguments, job_fields
+from lab.jobspec import JobSpec, JobSpecError
 
 DEFAULT_STEPS = 400
 
@@ -20,15 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "when the job did not finish or lost more than one checkpoint interval.")
     job = p.add_argument_group("job (a JobSpec: the same parameters the cluster targets use)")
     job.add_argument("--nodes", type=int, default=3, help="nodes to start (default 3)")
-    job.add_argument("--min-nodes", type=int, default=2, help="elastic minimum (default 2)")
-    job.add_argument("--max-nodes", type=int, default=3, help="elastic maximum (default 3)")
-    job.add_argument("--nproc-per-node", type=int, default=1)
-    job.add_argument("--backend", default="etcd-v2", help="rendezvous backend: etcd-v2 (default) or c10d")
-    job.add_argument("--rdzv-settings", choices=["ours", "torch-defaults"], default="ours",
-                     help="rendezvous timeouts: ours (fast recovery, default) or torchrun's defaults")
-    job.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints (default 50)")
-    job.add_argument("--pg-timeout", type=float, default=15.0, help="process-group timeout, seconds (default 15)")
-    job.add_argument("--max-restarts", type=int, default=100, help="eviction budget (default 100)")
+    add_job_arguments(job)
     job.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"target step (default {DEFAULT_STEPS})")
     job.add_argument("--step-time", type=float, default=0.05,
                      help="simulated accelerator seconds per step of the demo model (default 0.05)")
@@ -71,12 +64,7 @@ def build(args: argparse.Namespace):
             raise JobSpecError(f"script arguments {extra!r} are invalid without --script: expected none")
         script_kw = {"script_args": ("--steps", str(args.steps), "--step-time", f"{args.step_time:g}")}
         target = args.steps
-    timeouts = RendezvousTimeouts() if args.rdzv_settings == "ours" else RendezvousTimeouts.torch_defaults()
-    spec = JobSpec(name="drill", min_nodes=args.min_nodes, max_nodes=args.max_nodes,
-                   nproc_per_node=args.nproc_per_node, rdzv_backend=args.backend, max_restarts=args.max_restarts,
-                   checkpoint_dir=str((workdir / "checkpoints").absolute()),
-                   checkpoint_every_steps=args.checkpoint_every, pg_timeout_s=args.pg_timeout,
-                   rdzv_timeouts=timeouts, **script_kw)
+    spec = JobSpec(**job_fields(args), checkpoint_dir=str((workdir / "checkpoints").absolute()), **script_kw)
     evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, args.steps // 4)
     return DrillConfig(spec=spec, workdir=workdir.absolute(), nodes=args.nodes, target_steps=target,
                        eviction=args.eviction, notice_s=args.notice, evict_at_step=evict_at,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lab.jobspec import JobSpec, JobSpecError, RdzvBackend
+from lab.job_args import add_job_arguments, job_fields
+from lab.jobspec import JobSpec, JobSpecError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,19 +20,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the YAML that would be applied, apply nothing")
     p.add_argument("--kubeconfig", help="kubeconfig to apply with (default: the stack's)")
     d = JobSpec.__dataclass_fields__
-    job = p.add_argument_group("job (lab/jobspec.py JobSpec)")
-    job.add_argument("--name", default=d["name"].default)
-    job.add_argument("--image", default=d["image"].default, help="training image (needs torch; python-etcd for etcd-v2)")
+    job = p.add_argument_group("job (lab/jobspec.py JobSpec; the same flags as `elastic-lab drill`)")
+    add_job_arguments(job)
+    job.add_argument("--image", default=d["image"].default,
+                     help="training image, built from the Dockerfile (torch, python-etcd, this project)")
     target = job.add_mutually_exclusive_group()
     target.add_argument("--module", default=None, help=f"Python module to run [{d['module'].default}]")
     target.add_argument("--script", default=None, help="script path inside the image")
-    job.add_argument("--min-nodes", type=int, default=d["min_nodes"].default)
-    job.add_argument("--max-nodes", type=int, default=d["max_nodes"].default)
-    job.add_argument("--nproc-per-node", type=int, default=d["nproc_per_node"].default)
-    job.add_argument("--backend", default=RdzvBackend.ETCD_V2.value, help="rendezvous backend: etcd-v2 (default) or c10d")
-    job.add_argument("--max-restarts", type=int, default=d["max_restarts"].default)
     job.add_argument("--rdzv-id", default="", help="rendezvous id (default: <name>-<random>)")
-    job.add_argument("--checkpoint-every", type=int, default=d["checkpoint_every_steps"].default)
     job.add_argument("script_args", nargs="*", help="arguments for the training script (after --)")
     p.set_defaults(func=main)
 
@@ -39,18 +35,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def job_spec(args: argparse.Namespace) -> JobSpec:
     module = args.module if (args.module or args.script) else JobSpec.__dataclass_fields__["module"].default
     return JobSpec(
-        name=args.name,
+        **job_fields(args),
         image=args.image,
         module=module if not args.script else None,
         script=args.script,
         script_args=tuple(args.script_args),
-        min_nodes=args.min_nodes,
-        max_nodes=args.max_nodes,
-        nproc_per_node=args.nproc_per_node,
-        rdzv_backend=args.backend,
         rdzv_id=args.rdzv_id,
-        max_restarts=args.max_restarts,
-        checkpoint_every_steps=args.checkpoint_every,
     )
 
 
