@@ -69,6 +69,8 @@ class CheckpointStore:
         if keep < 1:
             raise ValueError(f"keep={keep!r} is invalid: expected at least 1 checkpoint to keep")
         self.keep = keep
+        self._verified: tuple[str, dict[str, Any], float] | None = None  # what latest() checked
+        self._skipped: tuple[str, ...] = ()
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -162,7 +164,7 @@ class CheckpointStore:
     def load(self, pointer_name: str, map_location: Any = "cpu") -> Loaded:
         """Load one checkpoint by its pointer name (as `latest` returned it, maybe on another
         rank); a file that fails verification here is an error, not a silent fallback."""
-        cached = getattr(self, "_verified", None)
+        cached = self._verified
         if cached and cached[0] == pointer_name:
             state, seconds = cached[1], cached[2]
         else:
@@ -173,8 +175,7 @@ class CheckpointStore:
             seconds = time.perf_counter() - start
         m = _POINTER.match(pointer_name)
         step = int(m.group(1)) if m else state["step"]
-        return Loaded(step, self.dir / pointer_name.replace(".json", ".pt"), state, seconds,
-                      getattr(self, "_skipped", ()))
+        return Loaded(step, self.dir / pointer_name.replace(".json", ".pt"), state, seconds, self._skipped)
 
     def load_latest(self, map_location: Any = "cpu") -> Loaded | None:
         name = self.latest(map_location)
