@@ -34,6 +34,7 @@ from lab.k8s.job_values import CHARTS_DIR, JOB_CHART, PlatformFacts, chart_value
 from lab.k8s.render import ChartRenderError, render_chart
 from lab.k8s.scheduling import taint_text
 from lab.k8s.validate import ENV_SCHEMAS_DIR, CrdSchemaMissing, crd_path, is_pytorchjob, validate_objects
+from lab.plan.harness import numbers_back
 
 PLATFORM_TYPE = "elastic-spot-lab:platform:TrainingPlatform"
 HELM_CHART_TYPE = "kubernetes:helm.sh/v4:Chart"
@@ -75,20 +76,9 @@ class PlatformReport:
         return [i for i in self.items if i.check.startswith(check_prefix)]
 
 
-def _ints(value: Any) -> Any:
-    """Numbers come back from the Pulumi wire as doubles."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _ints(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_ints(v) for v in value]
-    return value
-
-
 def typed_object(resource: Any) -> dict[str, Any] | None:
     """A typed pulumi-kubernetes resource's inputs as the Kubernetes object it applies."""
-    inputs = _ints(dict(resource.inputs or {}))
+    inputs = numbers_back(dict(resource.inputs or {}))
     if "apiVersion" not in inputs or "kind" not in inputs:
         return None
     return {k: v for k, v in inputs.items() if v is not None}
@@ -151,7 +141,7 @@ def check_platforms(resources: Iterable[Any]) -> list[PlatformReport]:
     resources = list(resources)
     reports = []
     for comp in (r for r in resources if r.type == PLATFORM_TYPE):
-        outputs = _ints(dict(comp.outputs or {}))
+        outputs = numbers_back(dict(comp.outputs or {}))
         reports.append(_check_one(comp, outputs, [r for r in resources if r.parent == comp.urn]))
     return reports
 
@@ -175,7 +165,7 @@ def _check_one(comp: Any, outputs: Mapping[str, Any], children: list[Any]) -> Pl
     for r in children:
         label = f"{r.type} {r.name!r}"
         if r.type == HELM_CHART_TYPE:
-            inputs = _ints(dict(r.inputs or {}))
+            inputs = numbers_back(dict(r.inputs or {}))
             chart = _local_chart(str(inputs.get("chart", "")))
             if chart is None:
                 report.items += check_device_plugin(inputs.get("values") or {}, inputs, facts, label)

@@ -204,13 +204,14 @@ def _struct(msg: Any) -> tuple[dict[str, Any], list[str]]:
     return _decode(raw, "", secrets), secrets
 
 
-def _numbers_back(value: Any) -> Any:
+def numbers_back(value: Any) -> Any:
+    """Numbers come back from the Pulumi wire as doubles: whole ones become ints again."""
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
     if isinstance(value, dict):
-        return {k: _numbers_back(v) for k, v in value.items()}
+        return {k: numbers_back(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_numbers_back(v) for v in value]
+        return [numbers_back(v) for v in value]
     return value
 
 
@@ -390,7 +391,7 @@ def run_program(
         secret: list[str] = []
         for name, value in exported.items():
             out = pulumi.Output.from_input(value)
-            outputs[name] = _numbers_back(_plain(await out.future(with_unknowns=True)))
+            outputs[name] = numbers_back(_plain(await out.future(with_unknowns=True)))
             if await out.is_secret():
                 secret.append(name)
         return outputs, secret

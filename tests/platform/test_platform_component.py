@@ -22,7 +22,7 @@ from components.platform.component import operator_transform
 from components.platform.settings import CheckpointSettings
 from lab.k8s.checks import CRD_CHECK, check_platforms
 from lab.k8s.scheduling import PoolPlacement, Taint, taint_text
-from lab.plan.harness import RecordedResource, run_program
+from lab.plan.harness import RecordedResource, numbers_back, run_program
 
 AKS_POOLS = PoolPlacement()
 EKS_POOLS = PoolPlacement(
@@ -51,16 +51,6 @@ def one(recs: list[RecordedResource], type_: str, name: str | None = None) -> Re
     found = [r for r in recs if r.type == type_ and (name is None or r.name == name)]
     assert len(found) == 1, [r.name for r in found]
     return found[0]
-
-
-def numbers(v: Any) -> Any:
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, dict):
-        return {k: numbers(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [numbers(x) for x in v]
-    return v
 
 
 @pytest.fixture(scope="module")
@@ -115,12 +105,12 @@ def test_priority_classes(aks):
     """preserved (etcd, operator, stores) is the highest and never preempts; inference is
     next and preempts lower priorities, i.e. only the workers; workers are the lowest."""
     pcs = {r.inputs["metadata"]["name"]: r.inputs for r in aks if r.type.endswith("PriorityClass")}
-    assert {n: (numbers(p["value"]), p["preemptionPolicy"], p["globalDefault"]) for n, p in pcs.items()} == {
+    assert {n: (numbers_back(p["value"]), p["preemptionPolicy"], p["globalDefault"]) for n, p in pcs.items()} == {
         "elastic-preserved": (1_000_000, "Never", False),
         "elastic-inference": (100_000, "PreemptLowerPriority", False),
         "elastic-preemptible": (1_000, "Never", False),
     }
-    values = {n: numbers(p["value"]) for n, p in pcs.items()}
+    values = {n: numbers_back(p["value"]) for n, p in pcs.items()}
     assert values["elastic-preserved"] >= values["elastic-inference"] > values["elastic-preemptible"]
 
 
