@@ -69,7 +69,7 @@ class AksCluster(pulumi.ComponentResource):
         )
         rg_name = self.resource_group.name
 
-        self.control_plane_identity = identity_mod.control_plane_identity(
+        self.control_plane_identity = identity_mod.user_assigned_identity(
             f"{name}-control-plane", resource_group=rg_name, location=args.location,
             identity_name=f"{args.cluster_name}-control-plane", tags=tags, parent=self,
         )

@@ -9,10 +9,11 @@ from pulumi_azure_native import managedidentity
 TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
 
 
-def control_plane_identity(
+def user_assigned_identity(
     name: str, *, resource_group: pulumi.Input[str], location: str, identity_name: str, tags: dict[str, str], parent: pulumi.Resource
 ) -> managedidentity.UserAssignedIdentity:
-    """User-assigned identity for the AKS control plane (stable across cluster re-creation)."""
+    """A user-assigned identity: the AKS control plane's (stable across cluster re-creation),
+    and the base of the training pods' workload identity."""
     return managedidentity.UserAssignedIdentity(
         name,
         resource_group_name=resource_group,
@@ -41,14 +42,8 @@ def workload_identity(
     `azure.workload.identity/use: "true"`) get Azure AD tokens for this identity, and the
     Blob CSI driver mounts checkpoint volumes with it.
     """
-    identity = managedidentity.UserAssignedIdentity(
-        name,
-        resource_group_name=resource_group,
-        resource_name_=identity_name,
-        location=location,
-        tags=tags,
-        opts=pulumi.ResourceOptions(parent=parent),
-    )
+    identity = user_assigned_identity(name, resource_group=resource_group, location=location,
+                                      identity_name=identity_name, tags=tags, parent=parent)
     credential = managedidentity.FederatedIdentityCredential(
         f"{name}-federation",
         resource_group_name=resource_group,
