@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.names import DNS_LABEL
 from components.versions import DEFAULT_KUBERNETES_VERSION
 
 # --------------------------------------------------------------------------- errors
@@ -55,7 +56,6 @@ _RESOURCE_GROUP = re.compile(r"^[-\w._()]{1,90}$")
 _POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 _STORAGE_ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
 _CONTAINER = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 SKU_TIERS = ("Free", "Standard", "Premium")
 STORAGE_SKUS = ("Standard_LRS", "Standard_ZRS", "Standard_GRS", "Standard_RAGRS", "Standard_GZRS", "Standard_RAGZRS")
@@ -199,7 +199,7 @@ class AksClusterArgs:
         if (mode := text("checkpoint_auth")) is not None and mode not in CHECKPOINT_AUTH_MODES:
             bad("checkpoint_auth", "one of " + ", ".join(CHECKPOINT_AUTH_MODES))
         for n in ("training_namespace", "training_service_account"):
-            if (v := text(n)) is not None and not _DNS_LABEL.match(v):
+            if (v := text(n)) is not None and not DNS_LABEL.match(v):
                 bad(n, "a DNS-1123 label: 1-63 lower-case letters, digits and '-'")
 
         # VM sizes.

@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from components.names import DNS_LABEL
 from components.versions import DEFAULT_KUBERNETES_VERSION
 from lab.jobspec import CheckpointWrites
 from lab.k8s.job_values import PlatformFacts
@@ -49,7 +50,6 @@ DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
 ETCD_IMAGE = "quay.io/coreos/etcd"
 ETCD_TAG = "v3.5.20"  # TorchX's choice; 3.6 removed the v2 API
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
 _OPERATOR_REF = re.compile(r"^v1\.9\.\d+$")
@@ -140,7 +140,7 @@ class PlatformSettings:
         if not re.match(r"^v?\d+\.\d+(\.\d+)?$", str(self.kubernetes_version)):
             raise _fail("kubernetesVersion", self.kubernetes_version, "MAJOR.MINOR such as 1.33")
         for key, value in (("namespace", self.namespace), ("serviceAccount", self.service_account)):
-            if not isinstance(value, str) or not _DNS_LABEL.match(value):
+            if not isinstance(value, str) or not DNS_LABEL.match(value):
                 raise _fail(key, value, "a DNS-1123 label (lower-case letters, digits, '-')")
         if self.namespace.startswith("kube-") or self.namespace == "default":
             raise _fail("namespace", self.namespace, "a namespace of our own, not default or kube-*")
