@@ -20,14 +20,13 @@ from lab import events
 from lab.jobspec import JobSpec
 from lab.local import LocalCluster, LocalClusterError
 
-BATCH = 64  # lab.train's default --batch-size
 
 
 def useful_samples(evs: list[dict]) -> tuple[int, float]:
     steps = [e for e in evs if e["event"] == "step"]
     final = {}
     for e in steps:  # a re-done step replaces the lost one
-        final[e["step"]] = e["world_size"] * BATCH
+        final[e["step"]] = e["samples"]
     return sum(final.values()), steps[-1]["t"] - steps[0]["t"]
 
 

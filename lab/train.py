@@ -271,9 +271,9 @@ def main(argv: list[str] | None = None) -> int:
             return  # another rank (or the periodic timer) already saved this very step
         saved = store.save(snapshot(rng_by_rank or {rank: rng_state(device)}), step, writer)
         # seconds: writing the files; blocking_s: all the training loop waited (with the RNG gather)
+        blocking = time.perf_counter() - started if started is not None else saved.seconds
         events.emit("checkpoint_saved", step=step, reason=reason, seconds=round(saved.seconds, 4),
-                    blocking_s=round(time.perf_counter() - (started or time.perf_counter() - saved.seconds), 4),
-                    bytes=saved.nbytes, path=saved.path.name)
+                    blocking_s=round(blocking, 4), bytes=saved.nbytes, path=saved.path.name)
 
     def peer_lost(exc: BaseException) -> None:
         """A collective failed: a peer vanished (or timed out). The model and optimizer are
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         sampler.advance(covered)
         if rank == 0:
             events.emit("step", step=step, loss=round(local_loss.item() / max(len(indices), 1), 5),
-                        world_size=world_size, epoch=sampler.epoch, position=sampler.position,
+                        world_size=world_size, samples=covered, epoch=sampler.epoch, position=sampler.position,
                         seconds=round(time.perf_counter() - t0, 5))
         if args.log_samples:
             events.emit("samples", step=step, epoch=sampler.epoch if sampler.position else sampler.epoch - 1,

@@ -148,7 +148,8 @@ def analyze(events: list[dict], agent_events: list[AgentEvent], *, target_steps:
     def first_step_after(t: float) -> dict | None:
         return next((s for s in steps if s["t"] > t), None)
 
-    def lost_for_round(r: dict, t_from: float) -> tuple[int | None, int | None]:
+    def lost_for_round(r: dict) -> tuple[int | None, int | None]:
+        """(newest step done before round r started, steps of it that r re-does)"""
         prev = max((p["t"] for p in rounds if p["t"] < r["t"]), default=t0)
         last = work_before(r["t"], max(prev, t0))
         if last is None:
@@ -173,7 +174,7 @@ def analyze(events: list[dict], agent_events: list[AgentEvent], *, target_steps:
             ev.world_after = rdzv.group_world_size
         r = first_round_after(e["t"])
         if r:
-            ev.last_step_before, ev.lost_steps = lost_for_round(r, e["t"])
+            ev.last_step_before, ev.lost_steps = lost_for_round(r)
             ev.resumed_from = r["step"]
             s = first_step_after(r["t"])
             if s:
@@ -193,7 +194,7 @@ def analyze(events: list[dict], agent_events: list[AgentEvent], *, target_steps:
         j = Join(node=e["node"], t=e["t"], world_before=world_at(e["t"]))
         r = first_round_after(e["t"])
         if r:
-            _, j.lost_steps = lost_for_round(r, e["t"])
+            _, j.lost_steps = lost_for_round(r)
             s = first_step_after(r["t"])
             if s and j.world_before is not None and s["world_size"] > j.world_before:
                 j.join_s, j.world_after = s["t"] - e["t"], s["world_size"]

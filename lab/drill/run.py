@@ -118,6 +118,10 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
             time.sleep(0.1)
         return False
 
+    def hold(phase: str, seconds: float) -> None:
+        """Let the job run for `seconds` (less if it finishes), showing progress."""
+        wait_for(phase, lambda: _done(seen), seconds)
+
     t_start = time.monotonic()
     remaining = lambda: max(1.0, cfg.timeout_s - (time.monotonic() - t_start))  # noqa: E731
     with cluster:
@@ -129,18 +133,18 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
             warm = wait_for("warming up", lambda: progress.step >= cfg.evict_at_step, remaining())
         else:
             warm = wait_for("warming up", lambda: _agents_rendezvoused(cluster), remaining())
-            warm = warm and not wait_for("warming up", lambda: False, cfg.evict_after_s) and bool(cluster.alive_nodes)
+            if warm:
+                hold("warming up", cfg.evict_after_s)
+                warm = bool(cluster.alive_nodes) and not _done(seen)
         victim = started[cfg.victim]
         if warm and victim.alive:
             cluster.evict(victim, cfg.notice_s if cfg.eviction == "notice" else None)
             progress.say(f"evicted {victim.name} ({cfg.eviction})", len(cluster.alive_nodes), force=True)
-            world_before = progress.world
             if cfg.scale_out_after_s is not None:
-                recovered = wait_for("recovering",
-                                     lambda: _recovered(seen, cluster, world_before, cfg.target_steps is not None),
+                recovered = wait_for("recovering", lambda: _recovered(seen, cluster, cfg.target_steps is not None),
                                      remaining())
                 if recovered and cluster.alive_nodes and not _done(seen):
-                    wait_for("recovered", lambda: _done(seen), cfg.scale_out_after_s)
+                    hold("recovered", cfg.scale_out_after_s)
                     if not _done(seen) and cluster.alive_nodes:
                         cluster.add_node()
                         progress.say("node added (scale-out)", len(cluster.alive_nodes), force=True)
@@ -164,7 +168,7 @@ def _done(seen: list[dict]) -> bool:
     return any(e["event"] == "exit" and e.get("reason") == "done" for e in seen)
 
 
-def _recovered(seen: list[dict], cluster: LocalCluster, world_before: int, emits: bool) -> bool:
+def _recovered(seen: list[dict], cluster: LocalCluster, emits: bool) -> bool:
     evict_t = max(e["t"] for e in seen if e["event"] == "evict")
     if emits:
         resumed = [e["t"] for e in seen if e["event"] in ("resume", "fresh") and e["t"] > evict_t]
