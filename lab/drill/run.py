@@ -154,12 +154,13 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
         timed_out = bool(cluster.alive_nodes)
     exit_codes = {n.name: n.exit_code for n in cluster.nodes}
     agent_events = [a for n in cluster.nodes for a in parse_agent_log(n.log_path, n.name)]
-    report = analyze(cluster.events(), agent_events, target_steps=cfg.target_steps,
+    recorded = cluster.events()
+    report = analyze(recorded, agent_events, target_steps=cfg.target_steps,
                      checkpoint_every=cfg.spec.checkpoint_every_steps, node_exit_codes=exit_codes)
     report.duration_s = time.monotonic() - t_start
     if timed_out:
         report.problems.insert(0, f"the drill timed out after {cfg.timeout_s:g} s; remaining nodes were killed")
-    if not started or not any(e["event"] == "evict" for e in cluster.events()):
+    if not any(e["event"] == "evict" for e in recorded):
         report.problems.append("no eviction happened: the job ended or failed during warm-up")
     return report
 
