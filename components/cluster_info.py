@@ -1,58 +1,98 @@
-"""What a cluster component hands to the training platform: the seam between the two.
+"""What a cluster component hands to the training platform: the typed seam between the two.
 
-Every cluster component (AKS now, EKS or bring-your-own later) exposes a `ClusterInfo` as
-`.info`, so the platform component never needs to know which cloud it runs on.
+Every cluster component (AKS, bring-your-own) exposes a `ClusterInfo` as `.info`. The
+platform reads its cloud's facts from it (pool placement with the cloud's spot labels, the
+eviction notice, where checkpoints live, which service account the storage trusts) and
+never asks which cloud it runs on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
 import pulumi
+import pulumi_kubernetes as k8s
 
-from components.labels import Taint
+from lab.spec.job import CheckpointWrites
+from lab.spec.platform_facts import DEFAULT_EVICTION_NOTICE_S
+from lab.spec.pools import PoolPlacement
 
 
 @dataclass(frozen=True)
-class CheckpointStorageInfo:
-    """Checkpoint storage that lives outside the cluster (survives cluster deletion).
+class AzureBlobCheckpoint:
+    """A blob container outside the node resource group (that one dies with the cluster),
+    mounted statically by the Blob CSI driver with the workload identity federated to the
+    jobs' service account.
 
-    For AKS: a blob container in our own storage account, mounted statically with the Blob
-    CSI driver (`driver: blob.csi.azure.com`, volumeAttributes `storageaccount`,
-    `containerName`, `resourcegroup`, `clientID`; plus `mountWithWorkloadIdentityToken:
-    "true"` when `mount_with_token`). Pods must run as `service_account` in `namespace`.
+    `mount_with_token` is the cluster's `checkpointAuth`:
+    - False (`workload-identity-key`, the driver's GA path): the driver uses the pods'
+      identity to fetch the account key at mount time (the identity needs `Storage Blob Data
+      Contributor` on the container and `Storage Account Contributor` on the account).
+    - True (`workload-identity-token`): the volume gets `mountWithWorkloadIdentityToken:
+      "true"` and the driver mounts with the identity's token only (`Storage Blob Data
+      Contributor` on the container; the account can turn shared keys off).
     """
 
-    kind: str  # "azure-blob"
-    account: pulumi.Output[str]
-    container: pulumi.Output[str]
-    resource_group: pulumi.Output[str]
-    client_id: pulumi.Output[str]  # workload identity (user-assigned managed identity) client id
+    storage_account: pulumi.Input[str]
+    container: pulumi.Input[str]
+    resource_group: pulumi.Input[str]
+    client_id: pulumi.Input[str]
+    mount_with_token: bool = False
+    writes: ClassVar[CheckpointWrites] = CheckpointWrites.RENAME
+
+
+@dataclass(frozen=True)
+class S3Checkpoint:
+    """A bucket outside the cluster via the Mountpoint for S3 CSI driver (static volumes
+    only). Mountpoint cannot rename or overwrite: jobs write each checkpoint once."""
+
+    bucket: pulumi.Input[str]
+    region: pulumi.Input[str] | None = None
+    writes: ClassVar[CheckpointWrites] = CheckpointWrites.WRITE_ONCE
+
+
+@dataclass(frozen=True)
+class StorageClassCheckpoint:
+    """A claim on an existing StorageClass of the cluster (bring-your-own clusters)."""
+
+    storage_class: str
+    access_mode: str = "ReadWriteMany"
+    writes: ClassVar[CheckpointWrites] = CheckpointWrites.RENAME
+
+
+CheckpointStorage = AzureBlobCheckpoint | S3Checkpoint | StorageClassCheckpoint
+
+
+@dataclass(frozen=True)
+class TrainingIdentity:
+    """The service account a cluster's checkpoint storage trusts: the platform's jobs run as
+    it (a different one would mount nothing), annotated as the cluster's identity
+    federation needs."""
+
     namespace: str
     service_account: str
-    mount_with_token: bool = False
+    annotations: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ClusterInfo:
     """Cluster facts for the platform component.
 
-    provider: Kubernetes provider for the new cluster (pass as `providers=[...]`).
-    kubeconfig: the cluster's kubeconfig, a secret Output.
-    pool_labels: pool name (components.labels.POOL_*) -> node labels of that pool.
-    pool_taints: pool name -> taints of that pool; workers must tolerate exactly
-        `pool_taints[POOL_GPU_SPOT]` (our GPU taint plus the cloud's spot taint).
-    node_resource_group: AKS's node resource group (for the eviction drill), if any.
-    storage: checkpoint storage (see CheckpointStorageInfo).
+    provider: Kubernetes provider for the cluster (the platform passes it to its resources).
+    kubeconfig: the cluster's kubeconfig (or its path), a secret Output.
+    placement: the CPU and GPU spot pools' labels and taints, and the labels spot nodes carry.
+    checkpoint: where checkpoints live, outside the nodes (and, in a cloud, the cluster).
+    eviction_notice_s: the cloud's spot eviction notice; workers must save within it.
+    identity: the service account the checkpoint storage trusts, if the storage needs one.
+    node_image_ships_device_plugin: the node image runs its own NVIDIA device plugin.
     """
 
-    cloud: str
-    provider: Any  # pulumi_kubernetes.Provider
+    provider: k8s.Provider
     kubeconfig: pulumi.Output[str]
-    cluster_name: pulumi.Output[str]
-    pool_labels: dict[str, dict[str, str]]
-    pool_taints: dict[str, list[Taint]]
-    storage: CheckpointStorageInfo
-    node_resource_group: pulumi.Output[str] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    placement: PoolPlacement
+    checkpoint: CheckpointStorage
+    eviction_notice_s: int = DEFAULT_EVICTION_NOTICE_S
+    identity: TrainingIdentity | None = None
+    node_image_ships_device_plugin: bool = False

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from lab.jobspec import CheckpointWrites
+from lab.spec.job import CheckpointWrites
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +200,6 @@ class CheckpointStore:
             return f"torn or corrupt payload ({len(data)} bytes, digest does not match its pointer)", None
         try:
             state = torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
-        except Exception as exc:  # a payload that digests right but does not unpickle
+        except Exception as exc:  # noqa: BLE001 - a payload that digests right but does not unpickle
             return f"cannot be unpickled ({exc.__class__.__name__})", None
         return "", state

@@ -12,10 +12,11 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from lab.jobspec import ENV_EVENTS_FILE
+from lab.spec.job import ENV_EVENTS_FILE
 
 # Fields describing the emitting process, read once from torchrun's environment.
 _IDENTITY_KEYS = {

@@ -40,13 +40,22 @@ def _create_handler(create_backend, params):
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler, RendezvousTimeout
 
     backend, store = create_backend(params)
-    timeout = RendezvousTimeout(*(_seconds(params, k) for k in
-                                  ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout")))
+    timeout = RendezvousTimeout(
+        *(_seconds(params, k) for k in ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout"))
+    )
     keep_alive = _seconds(params, "keep_alive_interval") or timedelta(seconds=5)
     attempts = params.get_as_int("keep_alive_max_attempt", 3)
     handler = DynamicRendezvousHandler.from_backend(
-        params.run_id, store, backend, params.min_nodes, params.max_nodes, params.local_addr, timeout,
-        keep_alive_interval=keep_alive.total_seconds(), keep_alive_max_attempt=attempts)
+        params.run_id,
+        store,
+        backend,
+        params.min_nodes,
+        params.max_nodes,
+        params.local_addr,
+        timeout,
+        keep_alive_interval=keep_alive.total_seconds(),
+        keep_alive_max_attempt=attempts,
+    )
     poll = _seconds(params, POLL_KEY)
     if poll is not None:
         _set_poll_interval(poll.total_seconds())
@@ -60,7 +69,7 @@ def _set_poll_interval(poll: float) -> None:
 
     original = utils._delay
 
-    def delay(seconds: float | tuple[float, float]) -> None:  # noqa: F811 - torch calls it by keyword
+    def delay(seconds: float | tuple[float, float]) -> None:
         original(seconds=poll if seconds == 1 else seconds)
 
     dynamic_rendezvous._delay = delay
@@ -86,8 +95,10 @@ def install() -> None:
 
     table = getattr(registry, "_registry", None)
     if not isinstance(table, dict) or "c10d" not in table or "etcd-v2" not in table:
-        raise RuntimeError("this torch's rendezvous registry has an unknown layout: run plain torchrun with "
-                           "whole-second rdzv-conf values instead")
+        raise RuntimeError(
+            "this torch's rendezvous registry has an unknown layout: run plain torchrun with "
+            "whole-second rdzv-conf values instead"
+        )
     table["etcd-v2"] = _etcd_v2
     table["c10d"] = _c10d
 

@@ -31,7 +31,7 @@ from torch import nn
 
 from lab import events
 from lab.checkpoint import CheckpointStore
-from lab.jobspec import ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY, ENV_CHECKPOINT_WRITES, ENV_PG_TIMEOUT
+from lab.spec.job import ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY, ENV_CHECKPOINT_WRITES, ENV_PG_TIMEOUT
 
 log = logging.getLogger("train")
 
@@ -45,24 +45,48 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=300, help="optimizer steps to train in total")
     p.add_argument("--batch-size", type=int, default=64, help="samples per worker per step")
     p.add_argument("--lr", type=float, default=0.05, help="learning rate at world size 1")
-    p.add_argument("--lr-scaling", choices=["linear", "sqrt", "none"], default="linear",
-                   help="how the learning rate grows with the world size (global batch)")
+    p.add_argument(
+        "--lr-scaling",
+        choices=["linear", "sqrt", "none"],
+        default="linear",
+        help="how the learning rate grows with the world size (global batch)",
+    )
     p.add_argument("--dataset-size", type=int, default=8192)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint-dir", default=env(ENV_CHECKPOINT_DIR, "checkpoints"))
-    p.add_argument("--checkpoint-every", type=int, default=int(env(ENV_CHECKPOINT_EVERY, "50")),
-                   help="steps between periodic checkpoints")
-    p.add_argument("--checkpoint-writes", default=env(ENV_CHECKPOINT_WRITES, "rename"),
-                   choices=["rename", "write-once"])
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=int(env(ENV_CHECKPOINT_EVERY, "50")),
+        help="steps between periodic checkpoints",
+    )
+    p.add_argument(
+        "--checkpoint-writes", default=env(ENV_CHECKPOINT_WRITES, "rename"), choices=["rename", "write-once"]
+    )
     p.add_argument("--keep-checkpoints", type=int, default=3)
-    p.add_argument("--pg-timeout", type=float, default=float(env(ENV_PG_TIMEOUT, "15")),
-                   help="seconds before a collective with a vanished peer fails")
-    p.add_argument("--save-on-failure", action=argparse.BooleanOptionalAction, default=True,
-                   help="when a peer vanishes mid-step, save the last completed step before exiting")
-    p.add_argument("--step-time", type=float, default=0.0,
-                   help="simulated accelerator seconds per step (the CPU demo model is tiny)")
-    p.add_argument("--log-samples", action="store_true",
-                   help="emit the sample indices of every step (for tests of the data sharding)")
+    p.add_argument(
+        "--pg-timeout",
+        type=float,
+        default=float(env(ENV_PG_TIMEOUT, "15")),
+        help="seconds before a collective with a vanished peer fails",
+    )
+    p.add_argument(
+        "--save-on-failure",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="when a peer vanishes mid-step, save the last completed step before exiting",
+    )
+    p.add_argument(
+        "--step-time",
+        type=float,
+        default=0.0,
+        help="simulated accelerator seconds per step (the CPU demo model is tiny)",
+    )
+    p.add_argument(
+        "--log-samples",
+        action="store_true",
+        help="emit the sample indices of every step (for tests of the data sharding)",
+    )
     args = p.parse_args(argv)
     for name in ("steps", "batch_size", "dataset_size", "checkpoint_every"):
         if getattr(args, name) < 1:
@@ -99,7 +123,7 @@ class GlobalSampler:
     def peek(self, batch_size: int, rank: int, world_size: int) -> tuple[torch.Tensor, int]:
         """This rank's indices for the next step, and how many samples the step covers."""
         end = min(self.position + batch_size * world_size, self.size)
-        window = self._order[self.position:end]
+        window = self._order[self.position : end]
         return window[rank::world_size], len(window)
 
     def advance(self, count: int) -> None:
@@ -159,14 +183,13 @@ def average_gradients(model: nn.Module, world_size: int) -> None:
     offset = 0
     for p in params:
         n = p.numel()
-        p.grad = flat[offset:offset + n].view_as(p)
+        p.grad = flat[offset : offset + n].view_as(p)
         offset += n
 
 
 # ---------------------------------------------------------------------------- RNG state
 def rng_state(device: torch.device) -> dict:
-    return {"torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
+    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
 
 
 def rng_fingerprint() -> str:
@@ -204,8 +227,11 @@ class SpotNotice:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format=f"%(asctime)s [rank {os.environ.get('RANK', '?')}] %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format=f"%(asctime)s [rank {os.environ.get('RANK', '?')}] %(levelname)s %(message)s",
+    )
     args = parse_args(argv)
     notice = SpotNotice()
 
@@ -246,14 +272,33 @@ def main(argv: list[str] | None = None) -> int:
         optimizer.lr = lr  # the world size may have changed since the save
         step = state["step"]
         sampler = GlobalSampler(args.dataset_size, args.seed, state["epoch"], state["position"])
-        events.emit("checkpoint_loaded", step=step, epoch=sampler.epoch, position=sampler.position,
-                    seconds=round(loaded.seconds, 4), path=loaded.path.name, skipped=list(loaded.skipped))
+        events.emit(
+            "checkpoint_loaded",
+            step=step,
+            epoch=sampler.epoch,
+            position=sampler.position,
+            seconds=round(loaded.seconds, 4),
+            path=loaded.path.name,
+            skipped=list(loaded.skipped),
+        )
     restore_rng(loaded.state if loaded else None, rank, world_size, args.seed, step, device)
-    events.emit("resume" if loaded else "fresh", step=step, world_size=world_size, lr=lr, restarts=restarts,
-                rng=rng_fingerprint())
+    events.emit(
+        "resume" if loaded else "fresh",
+        step=step,
+        world_size=world_size,
+        lr=lr,
+        restarts=restarts,
+        rng=rng_fingerprint(),
+    )
     if rank == 0:
-        log.info("%s at step %d: world size %d, lr %.4g, restart %d", "resumed" if loaded else "started fresh",
-                 step, world_size, lr, restarts)
+        log.info(
+            "%s at step %d: world size %d, lr %.4g, restart %d",
+            "resumed" if loaded else "started fresh",
+            step,
+            world_size,
+            lr,
+            restarts,
+        )
 
     def snapshot(rng_by_rank: dict[int, dict]) -> dict:
         return {
@@ -272,8 +317,15 @@ def main(argv: list[str] | None = None) -> int:
         saved = store.save(snapshot(rng_by_rank or {rank: rng_state(device)}), step, writer)
         # seconds: writing the files; blocking_s: all the training loop waited (with the RNG gather)
         blocking = time.perf_counter() - started if started is not None else saved.seconds
-        events.emit("checkpoint_saved", step=step, reason=reason, seconds=round(saved.seconds, 4),
-                    blocking_s=round(blocking, 4), bytes=saved.nbytes, path=saved.path.name)
+        events.emit(
+            "checkpoint_saved",
+            step=step,
+            reason=reason,
+            seconds=round(saved.seconds, 4),
+            blocking_s=round(blocking, 4),
+            bytes=saved.nbytes,
+            path=saved.path.name,
+        )
 
     def peer_lost(exc: BaseException) -> None:
         """A collective failed: a peer vanished (or timed out). The model and optimizer are
@@ -283,8 +335,12 @@ def main(argv: list[str] | None = None) -> int:
         events.emit("collective_failed", step=step, error=type(exc).__name__, message=str(exc)[:200])
         if args.save_on_failure:
             save("failure")
-        log.error("after step %d a collective failed (%s: %s); exiting for the agent to restart the group",
-                  step, type(exc).__name__, str(exc)[:300])
+        log.error(
+            "after step %d a collective failed (%s: %s); exiting for the agent to restart the group",
+            step,
+            type(exc).__name__,
+            str(exc)[:300],
+        )
         logging.shutdown()
         os._exit(1)
 
@@ -294,8 +350,7 @@ def main(argv: list[str] | None = None) -> int:
             # Spot notice: the model is consistent at a step boundary. Save and go.
             save("notice")
             log.warning("spot notice: saved step %d, exiting", step)
-            events.emit("exit", reason="notice", step=step,
-                        notice_to_exit_s=round(time.time() - notice.received_at, 4))
+            events.emit("exit", reason="notice", step=step, notice_to_exit_s=round(time.time() - notice.received_at, 4))
             return EXIT_ON_NOTICE
 
         indices, covered = sampler.peek(args.batch_size, rank, world_size)
@@ -316,12 +371,23 @@ def main(argv: list[str] | None = None) -> int:
         step += 1
         sampler.advance(covered)
         if rank == 0:
-            events.emit("step", step=step, loss=round(local_loss.item() / max(len(indices), 1), 5),
-                        world_size=world_size, samples=covered, epoch=sampler.epoch, position=sampler.position,
-                        seconds=round(time.perf_counter() - t0, 5))
+            events.emit(
+                "step",
+                step=step,
+                loss=round(local_loss.item() / max(len(indices), 1), 5),
+                world_size=world_size,
+                samples=covered,
+                epoch=sampler.epoch,
+                position=sampler.position,
+                seconds=round(time.perf_counter() - t0, 5),
+            )
         if args.log_samples:
-            events.emit("samples", step=step, epoch=sampler.epoch if sampler.position else sampler.epoch - 1,
-                        indices=indices.tolist())
+            events.emit(
+                "samples",
+                step=step,
+                epoch=sampler.epoch if sampler.position else sampler.epoch - 1,
+                indices=indices.tolist(),
+            )
         if step % args.checkpoint_every == 0:
             # Every rank is at this step: gather their RNG states so each resumes its own.
             started, states = time.perf_counter(), [None] * world_size
@@ -331,8 +397,13 @@ def main(argv: list[str] | None = None) -> int:
                 peer_lost(exc)
             if rank == 0:
                 save("interval", dict(enumerate(states)), started)
-                log.info("step %d/%d  loss %.4f  world size %d  (checkpoint saved)", step, args.steps,
-                         local_loss.item() / max(len(indices), 1), world_size)
+                log.info(
+                    "step %d/%d  loss %.4f  world size %d  (checkpoint saved)",
+                    step,
+                    args.steps,
+                    local_loss.item() / max(len(indices), 1),
+                    world_size,
+                )
 
     # ------------------------------------------------------------------------ 6. exit
     states = [None] * world_size

@@ -1,7 +1,7 @@
 """`AksClusterArgs`: every knob of the AKS stack, typed and validated before anything is declared.
 
 Each field carries the stack-config key it is read from (`metadata["key"]`, read by
-components/config.py), so an error can name the key the user wrote. `validate()` collects
+components/config.py), so an error can name the key the user wrote. `problems()` collects
 every problem at once; each names the field, the bad value and what is expected.
 """
 
@@ -12,31 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.names import DNS_LABEL
-from components.versions import DEFAULT_KUBERNETES_VERSION
-
-# --------------------------------------------------------------------------- errors
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One invalid value: `field` is the args field (or config key), `expected` says what fits."""
-
-    field: str
-    value: Any
-    expected: str
-
-    def __str__(self) -> str:
-        return f"{self.field}={self.value!r} is invalid: expected {self.expected}"
-
-
-class AksArgsError(ValueError):
-    """One or more AKS arguments are invalid; `problems` lists each with field, value, expected."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = list(problems)
-        super().__init__("; ".join(str(p) for p in self.problems))
-
+from lab.spec.names import DNS_LABEL
+from lab.spec.problems import InvalidInput, Problem
+from lab.spec.versions import DEFAULT_KUBERNETES_VERSION
 
 # --------------------------------------------------------------------------- value rules
 
@@ -96,14 +74,25 @@ class AksClusterArgs:
     """Arguments of `AksCluster`. Defaults are the lab's; the stack file sets the usual ones."""
 
     location: str = field(metadata=_meta("location", "str", "Azure region name, e.g. eastus"))
-    resource_group_name: str = field(metadata=_meta("resourceGroupName", "str", "resource group for the cluster and checkpoints"))
+    resource_group_name: str = field(
+        metadata=_meta("resourceGroupName", "str", "resource group for the cluster and checkpoints")
+    )
     cluster_name: str = field(metadata=_meta("clusterName", "str", "AKS cluster name (also the DNS prefix)"))
-    kubernetes_version: str = field(default=DEFAULT_KUBERNETES_VERSION, metadata=_meta("kubernetesVersion", "str", "Kubernetes version, 1.<minor> or 1.<minor>.<patch>"))
-    sku_tier: str = field(default="Free", metadata=_meta("skuTier", "str", "AKS control-plane tier: Free, Standard or Premium"))
-    node_resource_group: str | None = field(default=None, metadata=_meta("nodeResourceGroup", "str", "node resource group [MC_<rg>_<cluster>_<location>]"))
+    kubernetes_version: str = field(
+        default=DEFAULT_KUBERNETES_VERSION,
+        metadata=_meta("kubernetesVersion", "str", "Kubernetes version, 1.<minor> or 1.<minor>.<patch>"),
+    )
+    sku_tier: str = field(
+        default="Free", metadata=_meta("skuTier", "str", "AKS control-plane tier: Free, Standard or Premium")
+    )
+    node_resource_group: str | None = field(
+        default=None, metadata=_meta("nodeResourceGroup", "str", "node resource group [MC_<rg>_<cluster>_<location>]")
+    )
     # System pool: AKS add-ons only (tainted CriticalAddonsOnly), on-demand.
     system_pool_name: str = field(default="system", metadata=_meta("systemPoolName", "str", "system pool name"))
-    system_vm_size: str = field(default="Standard_D2s_v5", metadata=_meta("systemVmSize", "str", "system pool VM size (CPU)"))
+    system_vm_size: str = field(
+        default="Standard_D2s_v5", metadata=_meta("systemVmSize", "str", "system pool VM size (CPU)")
+    )
     system_node_count: int = field(default=1, metadata=_meta("systemNodeCount", "int", "system pool node count"))
     # CPU pool: etcd rendezvous, training operator, launchers. On-demand, autoscaled.
     cpu_pool_name: str = field(default="cpu", metadata=_meta("cpuPoolName", "str", "CPU (control-plane) pool name"))
@@ -112,18 +101,40 @@ class AksClusterArgs:
     cpu_max_nodes: int = field(default=2, metadata=_meta("cpuMaxNodes", "int", "CPU pool autoscaler maximum"))
     # GPU spot pool: elastic workers. Spot, Delete, pay up to on-demand, scales to zero.
     gpu_pool_name: str = field(default="gpuspot", metadata=_meta("gpuPoolName", "str", "GPU spot pool name"))
-    gpu_vm_size: str = field(default="Standard_NC4as_T4_v3", metadata=_meta("gpuVmSize", "str", "GPU spot pool VM size (NVIDIA)"))
-    gpu_min_nodes: int = field(default=0, metadata=_meta("gpuMinNodes", "int", "GPU pool autoscaler minimum (0 to scale to zero)"))
+    gpu_vm_size: str = field(
+        default="Standard_NC4as_T4_v3", metadata=_meta("gpuVmSize", "str", "GPU spot pool VM size (NVIDIA)")
+    )
+    gpu_min_nodes: int = field(
+        default=0, metadata=_meta("gpuMinNodes", "int", "GPU pool autoscaler minimum (0 to scale to zero)")
+    )
     gpu_max_nodes: int = field(default=3, metadata=_meta("gpuMaxNodes", "int", "GPU pool autoscaler maximum"))
-    gpu_spot_max_price: float = field(default=-1.0, metadata=_meta("gpuSpotMaxPrice", "float", "spot max price in USD/h, -1 = up to on-demand"))
+    gpu_spot_max_price: float = field(
+        default=-1.0, metadata=_meta("gpuSpotMaxPrice", "float", "spot max price in USD/h, -1 = up to on-demand")
+    )
     # Checkpoints: our own storage account, outside the node resource group.
-    storage_account_name: str | None = field(default=None, metadata=_meta("storageAccountName", "str", "checkpoint storage account [derived, unique per subscription and stack]"))
-    storage_sku: str = field(default="Standard_LRS", metadata=_meta("storageSku", "str", "checkpoint storage redundancy"))
-    checkpoint_container: str = field(default="checkpoints", metadata=_meta("checkpointContainer", "str", "blob container for checkpoints"))
-    checkpoint_auth: str = field(default="workload-identity-key", metadata=_meta("checkpointAuth", "str", "how the Blob CSI driver mounts with workload identity"))
+    storage_account_name: str | None = field(
+        default=None,
+        metadata=_meta(
+            "storageAccountName", "str", "checkpoint storage account [derived, unique per subscription and stack]"
+        ),
+    )
+    storage_sku: str = field(
+        default="Standard_LRS", metadata=_meta("storageSku", "str", "checkpoint storage redundancy")
+    )
+    checkpoint_container: str = field(
+        default="checkpoints", metadata=_meta("checkpointContainer", "str", "blob container for checkpoints")
+    )
+    checkpoint_auth: str = field(
+        default="workload-identity-key",
+        metadata=_meta("checkpointAuth", "str", "how the Blob CSI driver mounts with workload identity"),
+    )
     # Workload identity of the training pods (the platform creates this service account).
-    training_namespace: str = field(default="training", metadata=_meta("trainingNamespace", "str", "namespace of the training pods"))
-    training_service_account: str = field(default="trainer", metadata=_meta("trainingServiceAccount", "str", "service account of the training pods"))
+    training_namespace: str = field(
+        default="training", metadata=_meta("trainingNamespace", "str", "namespace of the training pods")
+    )
+    training_service_account: str = field(
+        default="trainer", metadata=_meta("trainingServiceAccount", "str", "service account of the training pods")
+    )
     tags: dict[str, str] = field(default_factory=dict, metadata=_meta("tags", "map", "Azure tags on every resource"))
 
     # ------------------------------------------------------------------ derived
@@ -134,10 +145,15 @@ class AksClusterArgs:
         )
 
     @property
+    def mounts_checkpoints_with_token(self) -> bool:
+        """The Blob CSI driver mounts checkpoints with the workload identity's token only."""
+        return self.checkpoint_auth == "workload-identity-token"
+
+    @property
     def workload_identity_subject(self) -> str:
         return f"system:serviceaccount:{self.training_namespace}:{self.training_service_account}"
 
-    def replace(self, **changes: Any) -> "AksClusterArgs":
+    def replace(self, **changes: Any) -> AksClusterArgs:
         return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------------ validation
@@ -161,13 +177,23 @@ class AksClusterArgs:
         # Region and version.
         if (loc := text("location")) is not None and (not _REGION.match(loc) or len(loc) > 40):
             hint = f" (did you mean {re.sub(r'[^a-z0-9]', '', loc.lower())!r}?)" if loc.strip() else ""
-            bad("location", "an Azure region name: lower-case letters and digits, no spaces, e.g. eastus or westeurope" + hint)
+            bad(
+                "location",
+                "an Azure region name: lower-case letters and digits, no spaces, e.g. eastus or westeurope" + hint,
+            )
         if (ver := text("kubernetes_version")) is not None:
             m = _K8S_VERSION.match(ver)
             if not m:
-                bad("kubernetes_version", f"a Kubernetes version 1.<minor> or 1.<minor>.<patch>, e.g. {DEFAULT_KUBERNETES_VERSION} (see `az aks get-versions -l <region>`)")
+                bad(
+                    "kubernetes_version",
+                    f"a Kubernetes version 1.<minor> or 1.<minor>.<patch>, e.g. {DEFAULT_KUBERNETES_VERSION} "
+                    "(see `az aks get-versions -l <region>`)",
+                )
             elif int(m.group(1)) < MIN_K8S_MINOR:
-                bad("kubernetes_version", f"1.{MIN_K8S_MINOR} or newer (Blob CSI workload-identity mounts need CSIDriver tokenRequests)")
+                bad(
+                    "kubernetes_version",
+                    f"1.{MIN_K8S_MINOR} or newer (Blob CSI workload-identity mounts need CSIDriver tokenRequests)",
+                )
         if (tier := text("sku_tier")) is not None and tier not in SKU_TIERS:
             bad("sku_tier", "one of " + ", ".join(SKU_TIERS))
 
@@ -181,7 +207,11 @@ class AksClusterArgs:
             if not isinstance(nrg, str) or not _RESOURCE_GROUP.match(nrg) or len(nrg) > 80 or nrg.endswith("."):
                 bad("node_resource_group", "1-80 letters, digits, '-', '_', '.', '(' or ')', not ending with '.'")
             elif isinstance(rg, str) and nrg.lower() == rg.lower():
-                bad("node_resource_group", f"a resource group other than resource_group_name ({rg!r}): AKS owns and deletes the node resource group")
+                bad(
+                    "node_resource_group",
+                    f"a resource group other than resource_group_name ({rg!r}): "
+                    "AKS owns and deletes the node resource group",
+                )
         pools = ("system_pool_name", "cpu_pool_name", "gpu_pool_name")
         for p in pools:
             if (pname := text(p)) is not None and not _POOL_NAME.match(pname):
@@ -189,11 +219,14 @@ class AksClusterArgs:
         names = [getattr(self, p) for p in pools]
         if len(set(names)) != len(names):
             bad("gpu_pool_name", "pool names that differ from each other: " + ", ".join(map(repr, names)))
-        if self.storage_account_name is not None:
-            if not isinstance(self.storage_account_name, str) or not _STORAGE_ACCOUNT.match(self.storage_account_name):
-                bad("storage_account_name", "3-24 lower-case letters and digits, unique across Azure")
+        account = self.storage_account_name
+        if account is not None and (not isinstance(account, str) or not _STORAGE_ACCOUNT.match(account)):
+            bad("storage_account_name", "3-24 lower-case letters and digits, unique across Azure")
         if (container := text("checkpoint_container")) is not None and not _CONTAINER.match(container):
-            bad("checkpoint_container", "3-63 lower-case letters, digits and single '-', starting and ending with a letter or digit")
+            bad(
+                "checkpoint_container",
+                "3-63 lower-case letters, digits and single '-', starting and ending with a letter or digit",
+            )
         if (sku := text("storage_sku")) is not None and sku not in STORAGE_SKUS:
             bad("storage_sku", "one of " + ", ".join(STORAGE_SKUS) + " (a StorageV2 account)")
         if (mode := text("checkpoint_auth")) is not None and mode not in CHECKPOINT_AUTH_MODES:
@@ -212,15 +245,28 @@ class AksClusterArgs:
                 bad(n, "a CPU VM size (this pool runs no GPU work), e.g. Standard_D4s_v5")
         if (gpu := text("gpu_vm_size")) is not None:
             if _AMD_GPU.match(gpu):
-                bad("gpu_vm_size", "an NVIDIA GPU VM size; this is an AMD GPU size, which the NVIDIA device plugin cannot serve (e.g. Standard_NC4as_T4_v3)")
+                bad(
+                    "gpu_vm_size",
+                    "an NVIDIA GPU VM size; this is an AMD GPU size, which the NVIDIA device plugin cannot serve "
+                    "(e.g. Standard_NC4as_T4_v3)",
+                )
             elif not _NVIDIA_GPU.match(gpu):
-                bad("gpu_vm_size", "an NVIDIA GPU VM size (N-series: Standard_NC*, Standard_ND*, Standard_NV*), e.g. Standard_NC4as_T4_v3 or Standard_NC24ads_A100_v4")
+                bad(
+                    "gpu_vm_size",
+                    "an NVIDIA GPU VM size (N-series: Standard_NC*, Standard_ND*, Standard_NV*), "
+                    "e.g. Standard_NC4as_T4_v3 or Standard_NC24ads_A100_v4",
+                )
 
         # Counts.
         if not is_int(self.system_node_count) or not 1 <= self.system_node_count <= 100:
             bad("system_node_count", "a whole number in 1..100")
         for lo, hi, floor, why in (
-            ("cpu_min_nodes", "cpu_max_nodes", 1, "the CPU pool hosts etcd and the operator, so it never scales to zero"),
+            (
+                "cpu_min_nodes",
+                "cpu_max_nodes",
+                1,
+                "the CPU pool hosts etcd and the operator, so it never scales to zero",
+            ),
             ("gpu_min_nodes", "gpu_max_nodes", 0, "0 lets the spot pool scale to zero"),
         ):
             vlo, vhi = getattr(self, lo), getattr(self, hi)
@@ -234,24 +280,27 @@ class AksClusterArgs:
                 bad(lo, f"<= {hi} ({vhi})")
         price = self.gpu_spot_max_price
         if isinstance(price, bool) or not isinstance(price, (int, float)) or not (price == -1 or price > 0):
-            bad("gpu_spot_max_price", "-1 (pay up to the on-demand price, never evicted for price) or a price in USD/h > 0")
+            bad(
+                "gpu_spot_max_price",
+                "-1 (pay up to the on-demand price, never evicted for price) or a price in USD/h > 0",
+            )
         elif price != -1 and round(price, 5) != price:
             bad("gpu_spot_max_price", "at most 5 decimal places")
 
         # Tags.
         if not isinstance(self.tags, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and 0 < len(k) <= 512 and len(v) <= 256 for k, v in self.tags.items()
+            isinstance(k, str) and isinstance(v, str) and 0 < len(k) <= 512 and len(v) <= 256
+            for k, v in self.tags.items()
         ):
             bad("tags", "a mapping of tag names (1-512 characters) to string values (up to 256 characters)")
         return out
 
-    def validate(self) -> "AksClusterArgs":
-        problems = self.problems()
-        if problems:
-            raise AksArgsError(problems)
+    def validate(self) -> AksClusterArgs:
+        if problems := self.problems():
+            raise InvalidInput(problems, "AKS cluster arguments")
         return self
 
 
-def config_fields() -> list[dataclasses.Field]:
+def config_fields() -> list[dataclasses.Field[Any]]:
     """The args fields that stack config can set (all of them), with their key metadata."""
     return [f for f in dataclasses.fields(AksClusterArgs) if "key" in f.metadata]

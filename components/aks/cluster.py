@@ -27,19 +27,24 @@ storage_container_name, workload_identity_client_id; `.info` is the cloud-neutra
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_azure_native import authorization, containerservice, resources
 
-from components import labels
 from components.aks import identity as identity_mod
-from components.aks import pools as pools_mod
+from components.aks import node_pools
 from components.aks import storage as storage_mod
 from components.aks.args import AksClusterArgs
-from components.cluster_info import CheckpointStorageInfo, ClusterInfo
+from components.cluster_info import AzureBlobCheckpoint, ClusterInfo, TrainingIdentity
+from lab.spec import pools as labels
+from lab.spec.names import AKS_CLUSTER_TYPE
 
-COMPONENT_TYPE = "elastic-spot-lab:aks:Cluster"
+# Azure gives 30 s notice of a spot eviction (Scheduled Events, `Preempt`).
+EVICTION_NOTICE_S = 30
+# The annotation that federates a service account to a user-assigned identity.
+WORKLOAD_IDENTITY_CLIENT_ID = "azure.workload.identity/client-id"
 
 
 def _decode_kubeconfig(result: containerservice.ListManagedClusterUserCredentialsResult) -> str:
@@ -57,7 +62,7 @@ class AksCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: AksClusterArgs, opts: pulumi.ResourceOptions | None = None):
         args.validate()  # nothing is declared from invalid args
-        super().__init__(COMPONENT_TYPE, name, None, opts)
+        super().__init__(AKS_CLUSTER_TYPE, name, None, opts)
         self.args = args
         here = pulumi.ResourceOptions(parent=self)
         tags = {"elastic-spot-lab/cluster": args.cluster_name, **args.tags}
@@ -70,11 +75,15 @@ class AksCluster(pulumi.ComponentResource):
         rg_name = self.resource_group.name
 
         self.control_plane_identity = identity_mod.user_assigned_identity(
-            f"{name}-control-plane", resource_group=rg_name, location=args.location,
-            identity_name=f"{args.cluster_name}-control-plane", tags=tags, parent=self,
+            f"{name}-control-plane",
+            resource_group=rg_name,
+            location=args.location,
+            identity_name=f"{args.cluster_name}-control-plane",
+            tags=tags,
+            parent=self,
         )
 
-        self.pool_specs = pools_mod.pool_specs(args)
+        self.pool_specs = node_pools.pool_specs(args)
         system = self.pool_specs[labels.POOL_SYSTEM]
         self.cluster = containerservice.ManagedCluster(
             name,
@@ -92,7 +101,7 @@ class AksCluster(pulumi.ComponentResource):
             ),
             node_resource_group=args.node_resource_group_name,
             enable_rbac=True,
-            agent_pool_profiles=[pools_mod.system_pool_profile(args, system)],
+            agent_pool_profiles=[node_pools.system_pool_profile(args, system)],
             # Azure CNI Overlay powered by Cilium: the Cilium (eBPF) dataplane enforces
             # Kubernetes NetworkPolicies (the platform's etcd policy among them). Without a
             # policy engine AKS accepts NetworkPolicy objects and enforces none of them.
@@ -120,34 +129,54 @@ class AksCluster(pulumi.ComponentResource):
             opts=here,
         )
 
-        self.cpu_pool = pools_mod.cpu_pool(
-            f"{name}-{labels.POOL_CPU}", args, self.pool_specs[labels.POOL_CPU],
-            resource_group=rg_name, cluster=self.cluster, parent=self,
+        self.cpu_pool = node_pools.cpu_pool(
+            f"{name}-{labels.POOL_CPU}",
+            args,
+            self.pool_specs[labels.POOL_CPU],
+            resource_group=rg_name,
+            cluster=self.cluster,
+            parent=self,
         )
-        self.gpu_pool = pools_mod.gpu_spot_pool(
-            f"{name}-{labels.POOL_GPU_SPOT}", args, self.pool_specs[labels.POOL_GPU_SPOT],
-            resource_group=rg_name, cluster=self.cluster, parent=self,
+        self.gpu_pool = node_pools.gpu_spot_pool(
+            f"{name}-{labels.POOL_GPU_SPOT}",
+            args,
+            self.pool_specs[labels.POOL_GPU_SPOT],
+            resource_group=rg_name,
+            cluster=self.cluster,
+            parent=self,
         )
 
         issuer_url = self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else None)
         self.training_identity, self.training_federation = identity_mod.workload_identity(
-            f"{name}-training", resource_group=rg_name, location=args.location,
-            identity_name=f"{args.cluster_name}-training", issuer_url=issuer_url,
-            subject=args.workload_identity_subject, tags=tags, parent=self,
+            f"{name}-training",
+            resource_group=rg_name,
+            location=args.location,
+            identity_name=f"{args.cluster_name}-training",
+            issuer_url=issuer_url,
+            subject=args.workload_identity_subject,
+            tags=tags,
+            parent=self,
         )
 
         self.storage_account, self.storage_container, self.role_assignments = storage_mod.checkpoint_storage(
-            f"{name}-checkpoints", args, resource_group=rg_name, subscription_id=subscription_id,
-            principal_id=self.training_identity.principal_id, parent=self,
+            f"{name}-checkpoints",
+            args,
+            resource_group=rg_name,
+            subscription_id=subscription_id,
+            principal_id=self.training_identity.principal_id,
+            parent=self,
         )
 
         credentials = containerservice.list_managed_cluster_user_credentials_output(
-            resource_group_name=rg_name, resource_name=self.cluster.name,
+            resource_group_name=rg_name,
+            resource_name=self.cluster.name,
             opts=pulumi.InvokeOutputOptions(parent=self),
         )
         self.kubeconfig = pulumi.Output.secret(credentials.apply(_decode_kubeconfig))
         self.k8s_provider = k8s.Provider(
-            f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
             # Pools first: the platform's pods need somewhere to run.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu_pool, self.gpu_pool]),
         )
@@ -156,28 +185,26 @@ class AksCluster(pulumi.ComponentResource):
         self.oidc_issuer_url = issuer_url
         self.pool_names = {role: spec.name for role, spec in self.pool_specs.items()}
         self.info = ClusterInfo(
-            cloud="aks",
             provider=self.k8s_provider,
             kubeconfig=self.kubeconfig,
-            cluster_name=self.cluster.name,
-            pool_labels={role: dict(spec.node_labels) for role, spec in self.pool_specs.items()},
-            pool_taints={role: list(spec.taints) for role, spec in self.pool_specs.items()},
-            node_resource_group=self.node_resource_group,
-            storage=CheckpointStorageInfo(
-                kind="azure-blob",
-                account=self.storage_account.name,
+            placement=node_pools.placement(self.pool_specs),
+            checkpoint=AzureBlobCheckpoint(
+                storage_account=self.storage_account.name,
                 container=self.storage_container.name,
                 resource_group=rg_name,
                 client_id=self.training_identity.client_id,
+                mount_with_token=args.mounts_checkpoints_with_token,
+            ),
+            eviction_notice_s=EVICTION_NOTICE_S,
+            identity=TrainingIdentity(
                 namespace=args.training_namespace,
                 service_account=args.training_service_account,
-                mount_with_token=args.checkpoint_auth == "workload-identity-token",
+                annotations={WORKLOAD_IDENTITY_CLIENT_ID: self.training_identity.client_id},
             ),
-            extra={"oidc_issuer_url": issuer_url, "tenant_id": self.training_identity.tenant_id},
         )
         self.register_outputs(self.outputs())
 
-    def outputs(self) -> dict[str, pulumi.Input]:
+    def outputs(self) -> dict[str, pulumi.Input[Any]]:
         """Everything worth exporting; no keys, kubeconfig as a secret."""
         return {
             "kubeconfig": self.kubeconfig,
@@ -186,8 +213,8 @@ class AksCluster(pulumi.ComponentResource):
             "nodeResourceGroup": self.node_resource_group,
             "oidcIssuerUrl": self.oidc_issuer_url,
             "poolNames": self.pool_names,
-            "poolLabels": self.info.pool_labels,
-            "gpuTaints": [t.aks() for t in self.info.pool_taints[labels.POOL_GPU_SPOT]],
+            "poolLabels": {role: dict(spec.node_labels) for role, spec in self.pool_specs.items()},
+            "gpuTaints": self.pool_specs[labels.POOL_GPU_SPOT].aks_taints,
             "storageAccountName": self.storage_account.name,
             "storageContainerName": self.storage_container.name,
             "storageResourceGroup": self.resource_group.name,

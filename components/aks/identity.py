@@ -10,7 +10,13 @@ TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
 
 
 def user_assigned_identity(
-    name: str, *, resource_group: pulumi.Input[str], location: str, identity_name: str, tags: dict[str, str], parent: pulumi.Resource
+    name: str,
+    *,
+    resource_group: pulumi.Input[str],
+    location: str,
+    identity_name: str,
+    tags: dict[str, str],
+    parent: pulumi.Resource,
 ) -> managedidentity.UserAssignedIdentity:
     """A user-assigned identity: the AKS control plane's (stable across cluster re-creation),
     and the base of the training pods' workload identity."""
@@ -42,8 +48,9 @@ def workload_identity(
     `azure.workload.identity/use: "true"`) get Azure AD tokens for this identity, and the
     Blob CSI driver mounts checkpoint volumes with it.
     """
-    identity = user_assigned_identity(name, resource_group=resource_group, location=location,
-                                      identity_name=identity_name, tags=tags, parent=parent)
+    identity = user_assigned_identity(
+        name, resource_group=resource_group, location=location, identity_name=identity_name, tags=tags, parent=parent
+    )
     credential = managedidentity.FederatedIdentityCredential(
         f"{name}-federation",
         resource_group_name=resource_group,

@@ -14,6 +14,7 @@ Access is through the training pods' workload identity, never through keys we ha
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import pulumi
@@ -86,7 +87,7 @@ def checkpoint_storage(
             f"{name}-{suffix}",
             principal_id=principal_id,
             principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
-            role_definition_id=subscription_id.apply(lambda sub, g=guid: role_definition_id(sub, g)),
+            role_definition_id=subscription_id.apply(functools.partial(role_definition_id, role_guid=guid)),
             scope=scope,
             opts=opts,
         )

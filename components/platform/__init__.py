@@ -1,19 +1,12 @@
 """The training platform: PriorityClasses, NVIDIA device plugin, training operator v1.9.4,
-etcd rendezvous, checkpoint volume, jobs' namespace and service account."""
+etcd rendezvous, checkpoint volume, jobs' namespace and service account.
 
-from components.platform.component import (
-    AzureBlobCheckpoint,
-    S3Checkpoint,
-    StorageClassCheckpoint,
-    TrainingPlatform,
-)
-from components.platform.settings import PlatformConfigError, PlatformSettings
+  settings.py   PlatformSettings: the stack's `platform` settings, validated
+  values.py     values and patches handed to Helm and kustomize (pure functions)
+  component.py  TrainingPlatform: the ComponentResource, on any cluster's ClusterInfo
+"""
 
-__all__ = [
-    "AzureBlobCheckpoint",
-    "PlatformConfigError",
-    "PlatformSettings",
-    "S3Checkpoint",
-    "StorageClassCheckpoint",
-    "TrainingPlatform",
-]
+from components.platform.component import TrainingPlatform
+from components.platform.settings import PlatformSettings
+
+__all__ = ["PlatformSettings", "TrainingPlatform"]

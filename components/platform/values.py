@@ -1,15 +1,17 @@
 """Values and patches the platform hands to Helm and kustomize: pure functions, tested
-without Pulumi, and re-used by the offline checks (lab/k8s/checks.py) to render exactly
-what the component passes."""
+without Pulumi, and re-used by the offline checks to render exactly what the component
+passes."""
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
+from components.charts import chart_default, exactly
 from components.platform.settings import PlatformSettings
-from lab.k8s.job_values import ETCD_CHART, chart_defaults, exactly
-from lab.k8s.scheduling import PoolPlacement, required_affinity
+from lab.spec.layout import ETCD_CHART
+from lab.spec.pools import PoolPlacement, required_affinity
 
 # The device plugin chart's own default tolerations (values.yaml of 0.20.0), kept.
 _DEVICE_PLUGIN_BASE_TOLERATIONS = [
@@ -21,17 +23,18 @@ _DEVICE_PLUGIN_BASE_TOLERATIONS = [
 def etcd_values(settings: PlatformSettings, pools: PoolPlacement) -> dict[str, Any]:
     """Values for charts/etcd-rendezvous: CPU pool, preserved priority, v3.5.x, v2 API.
     Maps replace the chart's defaults (Helm would merge them)."""
-    defaults = chart_defaults(str(ETCD_CHART))
     return {
         "image": {"repository": settings.etcd_image, "tag": settings.etcd_tag, "pullPolicy": "IfNotPresent"},
         "serviceName": settings.etcd_service,
         "clusterDomain": settings.cluster_domain,
         "clientPort": 2379,
-        "nodeSelector": exactly(pools.cpu_labels, defaults.get("nodeSelector")),
+        "nodeSelector": exactly(pools.cpu_labels, chart_default(ETCD_CHART, "nodeSelector")),
         "tolerations": pools.cpu_tolerations(),
         "priorityClassName": settings.priorities.preserved.name,
         "networkPolicy": {
-            "clientPodLabels": exactly(settings.rdzv_client_labels, (defaults.get("networkPolicy") or {}).get("clientPodLabels"))
+            "clientPodLabels": exactly(
+                settings.rdzv_client_labels, chart_default(ETCD_CHART, "networkPolicy", "clientPodLabels")
+            )
         },
     }
 
@@ -66,7 +69,7 @@ def operator_pod_patch(settings: PlatformSettings, pools: PoolPlacement) -> dict
 
 # The training operator's Deployment in the v1.9.x standalone overlay (manifests/base/
 # deployment.yaml of kubeflow/trainer): name, namespace, labels and container name. The
-# placement check runs the operator's transforms on this skeleton (component.operator_placement).
+# placement check runs the operator's transforms on this skeleton (TrainingPlatform's operatorPlacement output).
 OPERATOR_DEPLOYMENT = "training-operator"
 OPERATOR_NAMESPACE = "kubeflow"
 OPERATOR_LABELS = {"control-plane": "kubeflow-training-operator"}
@@ -97,7 +100,9 @@ def patch_workload(props: Mapping[str, Any], pod_patch: Mapping[str, Any]) -> di
         if key == "nodeSelector":
             spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **value}
         elif key == "tolerations":
-            spec["tolerations"] = list(spec.get("tolerations") or []) + [t for t in value if t not in (spec.get("tolerations") or [])]
+            spec["tolerations"] = list(spec.get("tolerations") or []) + [
+                t for t in value if t not in (spec.get("tolerations") or [])
+            ]
         else:
             spec[key] = value
     return out

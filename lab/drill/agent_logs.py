@@ -43,8 +43,9 @@ def parse_agent_log(path: Path, node: str, year: int | None = None) -> list[Agen
         elif pending is not None and (f := _FIELD.match(msg)):
             pending[f.group(1)] = int(f.group(2))
             if "restart_count" in pending and "group_world_size" in pending:
-                found.append(AgentEvent(pending["t"], node, "rendezvous", pending["restart_count"],
-                                        pending["group_world_size"]))
+                found.append(
+                    AgentEvent(pending["t"], node, "rendezvous", pending["restart_count"], pending["group_world_size"])
+                )
                 pending = None
         elif "Worker group FAILED" in msg:
             found.append(AgentEvent(t, node, "group_failed"))

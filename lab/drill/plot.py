@@ -35,19 +35,25 @@ def plot_timeline(report: DrillReport, path: str | Path) -> Path:
         axes[2].plot(lt, lv, linewidth=0.8, color="tab:purple")
         axes[2].set_ylabel("loss")
     if report.world_timeline:
-        world_ax.step([p[0] for p in report.world_timeline], [p[1] for p in report.world_timeline],
-                      where="post", color="tab:green")
+        world_ax.step(
+            [p[0] for p in report.world_timeline],
+            [p[1] for p in report.world_timeline],
+            where="post",
+            color="tab:green",
+        )
         world_ax.set_ylabel("world size")
         world_ax.set_ylim(0, max(p[1] for p in report.world_timeline) + 1)
     for ax in axes:
         for i, ev in enumerate(report.evictions):
-            ax.axvline(ev.t - report.t0, color="tab:red", linewidth=1.2,
-                       label=f"eviction ({ev.kind})" if i == 0 else None)
+            ax.axvline(
+                ev.t - report.t0, color="tab:red", linewidth=1.2, label=f"eviction ({ev.kind})" if i == 0 else None
+            )
             if ev.recovery_s is not None:
                 ax.axvspan(ev.t - report.t0, ev.t - report.t0 + ev.recovery_s, color="tab:red", alpha=0.12)
         for i, j in enumerate(report.joins):
-            ax.axvline(j.t - report.t0, color="tab:green", linestyle="--", linewidth=1,
-                       label="node added" if i == 0 else None)
+            ax.axvline(
+                j.t - report.t0, color="tab:green", linestyle="--", linewidth=1, label="node added" if i == 0 else None
+            )
             if j.join_s is not None:
                 ax.axvspan(j.t - report.t0, j.t - report.t0 + j.join_s, color="tab:green", alpha=0.10)
     if report.evictions or report.joins:

@@ -68,29 +68,43 @@ class DrillReport:
     def summary(self) -> str:
         lines = [f"Drill {'PASSED' if self.passed else 'FAILED'} in {self.duration_s:.1f} s"]
         if self.emits_events:
-            lines.append(f"  final step: {self.final_step} of {self.target_steps}"
-                         f"  ({'finished' if self.finished else 'NOT finished'})")
+            lines.append(
+                f"  final step: {self.final_step} of {self.target_steps}"
+                f"  ({'finished' if self.finished else 'NOT finished'})"
+            )
         else:
-            lines.append(f"  the script emits no lab events: figures below come from the torchrun agents"
-                         f" ({'completed' if self.finished else 'did NOT complete'})")
-        lines.append(f"  restart rounds: {self.restart_rounds} (max TORCHELASTIC_RESTART_COUNT {self.max_restart_count})")
+            lines.append(
+                f"  the script emits no lab events: figures below come from the torchrun agents"
+                f" ({'completed' if self.finished else 'did NOT complete'})"
+            )
+        lines.append(
+            f"  restart rounds: {self.restart_rounds} (max TORCHELASTIC_RESTART_COUNT {self.max_restart_count})"
+        )
         for ev in self.evictions:
-            lines.append(f"  eviction of {ev.node} ({ev.kind}) at {ev.t - self.t0:.1f} s:"
-                         f" world {ev.world_before} -> {ev.world_after}")
+            lines.append(
+                f"  eviction of {ev.node} ({ev.kind}) at {ev.t - self.t0:.1f} s:"
+                f" world {ev.world_before} -> {ev.world_after}"
+            )
             if ev.recovery_s is not None:
                 lines.append(f"    recovery: {ev.recovery_s:.2f} s to the first step at the new world size")
             if ev.rendezvous_s is not None:
                 lines.append(f"    agents re-rendezvoused after {ev.rendezvous_s:.2f} s")
             if ev.lost_steps is not None:
-                lines.append(f"    lost work: {ev.lost_steps} step(s) (last step {ev.last_step_before},"
-                             f" resumed from {ev.resumed_from}; checkpoint interval {self.checkpoint_every})")
+                lines.append(
+                    f"    lost work: {ev.lost_steps} step(s) (last step {ev.last_step_before},"
+                    f" resumed from {ev.resumed_from}; checkpoint interval {self.checkpoint_every})"
+                )
             if ev.emergency_save_s is not None:
-                lines.append(f"    emergency save: {ev.emergency_save_s:.3f} s;"
-                             f" notice to worker exit: {ev.notice_to_exit_s:.2f} s")
+                lines.append(
+                    f"    emergency save: {ev.emergency_save_s:.3f} s;"
+                    f" notice to worker exit: {ev.notice_to_exit_s:.2f} s"
+                )
         for j in self.joins:
             js = f"{j.join_s:.2f} s" if j.join_s is not None else "did not join"
-            lines.append(f"  node {j.node} added at {j.t - self.t0:.1f} s: world {j.world_before} -> {j.world_after},"
-                         f" joined in {js}, lost {j.lost_steps} step(s)")
+            lines.append(
+                f"  node {j.node} added at {j.t - self.t0:.1f} s: world {j.world_before} -> {j.world_after},"
+                f" joined in {js}, lost {j.lost_steps} step(s)"
+            )
         if self.loss_curve:
             first, last = self.loss_curve[0], self.loss_curve[-1]
             lines.append(f"  loss: {first[2]:.4f} at step {first[1]} -> {last[2]:.4f} at step {last[1]}")
@@ -111,22 +125,35 @@ def _resume_rounds(events: list[dict]) -> list[dict]:
     return sorted(rounds.values(), key=lambda r: r["t"])
 
 
-def analyze(events: list[dict], agent_events: list[AgentEvent], *, target_steps: int | None,
-            checkpoint_every: int, node_exit_codes: dict[str, int | None]) -> DrillReport:
+def analyze(
+    events: list[dict],
+    agent_events: list[AgentEvent],
+    *,
+    target_steps: int | None,
+    checkpoint_every: int,
+    node_exit_codes: dict[str, int | None],
+) -> DrillReport:
     events = sorted(events, key=lambda e: e["t"])
     agent_events = sorted(agent_events, key=lambda a: a.t)
     t0 = events[0]["t"] if events else 0.0
     steps = [e for e in events if e["event"] == "step"]
     emits = bool(steps) or any(e["event"] in ("start", "resume", "fresh") for e in events)
     rounds = _resume_rounds(events)
-    done_steps = [e["step"] for e in events if e["event"] in ("step", "collective_failed", "checkpoint_saved")
-                  or (e["event"] == "exit" and e.get("reason") == "done")]
+    done_steps = [
+        e["step"]
+        for e in events
+        if e["event"] in ("step", "collective_failed", "checkpoint_saved")
+        or (e["event"] == "exit" and e.get("reason") == "done")
+    ]
     final_step = max(done_steps) if done_steps else None
     evicted = {e["node"] for e in events if e["event"] == "evict"}
     survivors_ok = all(code == 0 for node, code in node_exit_codes.items() if node not in evicted)
     if emits:
-        finished = (final_step == target_steps if target_steps else True) and survivors_ok and any(
-            e["event"] == "exit" and e.get("reason") == "done" for e in events)
+        finished = (
+            (final_step == target_steps if target_steps else True)
+            and survivors_ok
+            and any(e["event"] == "exit" and e.get("reason") == "done" for e in events)
+        )
     else:
         finished = survivors_ok and any(a.kind == "group_succeeded" for a in agent_events)
 
@@ -141,8 +168,11 @@ def analyze(events: list[dict], agent_events: list[AgentEvent], *, target_steps:
         return next((r for r in rounds if r["t"] > t), None)
 
     def work_before(t_end: float, t_start: float) -> int | None:
-        vals = [e["step"] for e in events if t_start <= e["t"] <= t_end
-                and e["event"] in ("step", "collective_failed", "checkpoint_saved")]
+        vals = [
+            e["step"]
+            for e in events
+            if t_start <= e["t"] <= t_end and e["event"] in ("step", "collective_failed", "checkpoint_saved")
+        ]
         return max(vals) if vals else None
 
     def first_step_after(t: float) -> dict | None:
@@ -156,15 +186,24 @@ def analyze(events: list[dict], agent_events: list[AgentEvent], *, target_steps:
             return None, None
         return last, max(0, last - r["step"])
 
-    report = DrillReport(target_steps=target_steps, checkpoint_every=checkpoint_every, final_step=final_step,
-                         finished=finished, emits_events=emits,
-                         duration_s=(events[-1]["t"] - t0) if events else 0.0,
-                         restart_rounds=max(0, len(rounds) - 1) if emits else max(
-                             0, len({a.restart_count for a in agent_events if a.kind == "rendezvous"}) - 1),
-                         max_restart_count=max([a.restart_count or 0 for a in agent_events if a.kind == "rendezvous"]
-                                               + [e.get("restart_count", 0) for e in events if e["event"] == "start"]
-                                               or [0]),
-                         node_exit_codes=node_exit_codes, t0=t0)
+    report = DrillReport(
+        target_steps=target_steps,
+        checkpoint_every=checkpoint_every,
+        final_step=final_step,
+        finished=finished,
+        emits_events=emits,
+        duration_s=(events[-1]["t"] - t0) if events else 0.0,
+        restart_rounds=max(0, len(rounds) - 1)
+        if emits
+        else max(0, len({a.restart_count for a in agent_events if a.kind == "rendezvous"}) - 1),
+        max_restart_count=max(
+            [a.restart_count or 0 for a in agent_events if a.kind == "rendezvous"]
+            + [e.get("restart_count", 0) for e in events if e["event"] == "start"]
+            or [0]
+        ),
+        node_exit_codes=node_exit_codes,
+        t0=t0,
+    )
 
     for e in (e for e in events if e["event"] == "evict"):
         ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"], world_before=world_at(e["t"]))
@@ -181,10 +220,28 @@ def analyze(events: list[dict], agent_events: list[AgentEvent], *, target_steps:
                 ev.recovery_s = s["t"] - e["t"]
                 ev.world_after = s["world_size"]
         if e["kind"] == "notice":
-            save = next((x for x in events if x["event"] == "checkpoint_saved" and x["t"] >= e["t"]
-                         and x.get("reason") == "notice" and x.get("node") == e["node"]), None)
-            leave = next((x for x in events if x["event"] == "exit" and x["t"] >= e["t"]
-                          and x.get("reason") == "notice" and x.get("node") == e["node"]), None)
+            save = next(
+                (
+                    x
+                    for x in events
+                    if x["event"] == "checkpoint_saved"
+                    and x["t"] >= e["t"]
+                    and x.get("reason") == "notice"
+                    and x.get("node") == e["node"]
+                ),
+                None,
+            )
+            leave = next(
+                (
+                    x
+                    for x in events
+                    if x["event"] == "exit"
+                    and x["t"] >= e["t"]
+                    and x.get("reason") == "notice"
+                    and x.get("node") == e["node"]
+                ),
+                None,
+            )
             ev.emergency_save_s = save["seconds"] if save else None
             ev.notice_to_exit_s = leave["notice_to_exit_s"] if leave else None
         report.evictions.append(ev)
@@ -199,9 +256,18 @@ def analyze(events: list[dict], agent_events: list[AgentEvent], *, target_steps:
             if s and j.world_before is not None and s["world_size"] > j.world_before:
                 j.join_s, j.world_after = s["t"] - e["t"], s["world_size"]
         if j.join_s is None:
-            rdzv = next((a for a in agent_events if a.kind == "rendezvous" and a.t > e["t"]
-                         and a.group_world_size and j.world_before is not None
-                         and a.group_world_size > j.world_before), None)
+            rdzv = next(
+                (
+                    a
+                    for a in agent_events
+                    if a.kind == "rendezvous"
+                    and a.t > e["t"]
+                    and a.group_world_size
+                    and j.world_before is not None
+                    and a.group_world_size > j.world_before
+                ),
+                None,
+            )
             if rdzv and not emits:
                 j.join_s, j.world_after = rdzv.t - e["t"], rdzv.group_world_size
         report.joins.append(j)
@@ -219,8 +285,10 @@ def analyze(events: list[dict], agent_events: list[AgentEvent], *, target_steps:
             report.problems.append("the job did not finish: no node's worker group completed successfully")
     for ev in report.evictions:
         if ev.lost_steps is not None and ev.lost_steps > checkpoint_every:
-            report.problems.append(f"eviction of {ev.node} lost {ev.lost_steps} steps: expected at most one "
-                                   f"checkpoint interval ({checkpoint_every})")
+            report.problems.append(
+                f"eviction of {ev.node} lost {ev.lost_steps} steps: expected at most one "
+                f"checkpoint interval ({checkpoint_every})"
+            )
         if emits and ev.recovery_s is None and finished:
             report.problems.append(f"no step at a new world size was seen after the eviction of {ev.node}")
     return report

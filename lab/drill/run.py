@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from lab import events
 from lab.drill.agent_logs import parse_agent_log
 from lab.drill.report import DrillReport, analyze
-from lab.jobspec import JobSpec
 from lab.local import LocalCluster
-
-
-class DrillError(ValueError):
-    """Bad drill input; raised before anything is started."""
+from lab.spec.job import JobSpec
+from lab.spec.problems import Problems
 
 
 @dataclass(frozen=True)
@@ -46,24 +43,30 @@ class DrillConfig:
     etcd_binary: str | None = None
 
     def validate(self) -> None:
+        """Every bad value at once (InvalidInput), before anything is started."""
+        found = Problems()
+        spec = self.spec
         if self.nodes < 1:
-            raise DrillError(f"nodes={self.nodes} is invalid: expected at least 1")
-        if self.nodes > self.spec.max_nodes:
-            raise DrillError(f"nodes={self.nodes} is invalid: expected at most max_nodes={self.spec.max_nodes}")
-        if self.nodes < self.spec.min_nodes:
-            raise DrillError(f"nodes={self.nodes} is invalid: expected at least min_nodes={self.spec.min_nodes}")
-        if self.nodes - 1 < self.spec.min_nodes:
-            raise DrillError(f"nodes={self.nodes} is invalid: evicting one must leave min_nodes={self.spec.min_nodes}"
-                             f" running, so expected at least {self.spec.min_nodes + 1}")
+            found.add("nodes", self.nodes, "at least 1")
+        elif self.nodes > spec.max_nodes:
+            found.add("nodes", self.nodes, f"at most max_nodes={spec.max_nodes}")
+        elif self.nodes < spec.min_nodes:
+            found.add("nodes", self.nodes, f"at least min_nodes={spec.min_nodes}")
+        elif self.nodes - 1 < spec.min_nodes:
+            found.add(
+                "nodes",
+                self.nodes,
+                f"at least {spec.min_nodes + 1}: evicting one must leave min_nodes={spec.min_nodes} running",
+            )
         if self.eviction not in ("hard", "notice"):
-            raise DrillError(f"eviction={self.eviction!r} is invalid: expected 'hard' or 'notice'")
+            found.add("eviction", self.eviction, "'hard' or 'notice'")
         if self.eviction == "notice" and not 0 < self.notice_s <= 600:
-            raise DrillError(f"notice_s={self.notice_s} is invalid: expected seconds in (0, 600]")
+            found.add("notice_s", self.notice_s, "seconds in (0, 600]")
         if self.target_steps is not None and not 0 < self.evict_at_step < self.target_steps:
-            raise DrillError(f"evict_at_step={self.evict_at_step} is invalid: expected 1..{self.target_steps - 1}"
-                             " (before the job ends)")
+            found.add("evict_at_step", self.evict_at_step, f"1..{self.target_steps - 1} (before the job ends)")
         if not -self.nodes <= self.victim < self.nodes:
-            raise DrillError(f"victim={self.victim} is invalid: expected a node index in {-self.nodes}..{self.nodes - 1}")
+            found.add("victim", self.victim, f"a node index in {-self.nodes}..{self.nodes - 1}")
+        found.raise_if_any()
 
 
 class Progress:
@@ -96,8 +99,9 @@ class Progress:
 def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport:
     cfg.validate()
     progress = progress or Progress(target=cfg.target_steps)
-    cluster = LocalCluster(cfg.spec, cfg.workdir, etcd_binary=cfg.etcd_binary,
-                           env={"LOGLEVEL": cfg.agent_log_level})  # validates inputs
+    cluster = LocalCluster(
+        cfg.spec, cfg.workdir, etcd_binary=cfg.etcd_binary, env={"LOGLEVEL": cfg.agent_log_level}
+    )  # validates inputs
     tail = events.Tail(cluster.events_file)
     seen: list[dict] = []
 
@@ -141,8 +145,9 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
             cluster.evict(victim, cfg.notice_s if cfg.eviction == "notice" else None)
             progress.say(f"evicted {victim.name} ({cfg.eviction})", len(cluster.alive_nodes), force=True)
             if cfg.scale_out_after_s is not None:
-                recovered = wait_for("recovering", lambda: _recovered(seen, cluster, cfg.target_steps is not None),
-                                     remaining())
+                recovered = wait_for(
+                    "recovering", lambda: _recovered(seen, cluster, cfg.target_steps is not None), remaining()
+                )
                 if recovered and cluster.alive_nodes and not _done(seen):
                     hold("recovered", cfg.scale_out_after_s)
                     if not _done(seen) and cluster.alive_nodes:
@@ -155,8 +160,13 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
     exit_codes = {n.name: n.exit_code for n in cluster.nodes}
     agent_events = [a for n in cluster.nodes for a in parse_agent_log(n.log_path, n.name)]
     recorded = cluster.events()
-    report = analyze(recorded, agent_events, target_steps=cfg.target_steps,
-                     checkpoint_every=cfg.spec.checkpoint_every_steps, node_exit_codes=exit_codes)
+    report = analyze(
+        recorded,
+        agent_events,
+        target_steps=cfg.target_steps,
+        checkpoint_every=cfg.spec.checkpoint_every_steps,
+        node_exit_codes=exit_codes,
+    )
     report.duration_s = time.monotonic() - t_start
     if timed_out:
         report.problems.insert(0, f"the drill timed out after {cfg.timeout_s:g} s; remaining nodes were killed")
@@ -174,10 +184,12 @@ def _recovered(seen: list[dict], cluster: LocalCluster, emits: bool) -> bool:
     if emits:
         resumed = [e["t"] for e in seen if e["event"] in ("resume", "fresh") and e["t"] > evict_t]
         return any(e["event"] == "step" and resumed and e["t"] > min(resumed) for e in seen)
-    return any(a.kind == "rendezvous" and a.t > evict_t
-               for n in cluster.alive_nodes for a in parse_agent_log(n.log_path, n.name))
+    return any(
+        a.kind == "rendezvous" and a.t > evict_t
+        for n in cluster.alive_nodes
+        for a in parse_agent_log(n.log_path, n.name)
+    )
 
 
 def _agents_rendezvoused(cluster: LocalCluster) -> bool:
     return any(a.kind == "rendezvous" for n in cluster.nodes for a in parse_agent_log(n.log_path, n.name))
-

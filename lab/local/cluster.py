@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import events
-from lab.jobspec import ENV_EVENTS_FILE, JobSpec, RdzvBackend
 from lab.local import procs
 from lab.local.etcd import EtcdError, EtcdServer, find_etcd
+from lab.spec.job import ENV_EVENTS_FILE, JobSpec, RdzvBackend
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +52,15 @@ class Node:
 class LocalCluster:
     """Use as a context manager:
 
-        with LocalCluster(spec, workdir) as cluster:
-            cluster.add_node(); cluster.add_node()
-            ...
-            cluster.evict(node, notice_s=30)
+    with LocalCluster(spec, workdir) as cluster:
+        cluster.add_node(); cluster.add_node()
+        ...
+        cluster.evict(node, notice_s=30)
     """
 
-    def __init__(self, spec: JobSpec, workdir: str | Path, *, etcd_binary: str | None = None,
-                 env: dict[str, str] | None = None):
+    def __init__(
+        self, spec: JobSpec, workdir: str | Path, *, etcd_binary: str | None = None, env: dict[str, str] | None = None
+    ):
         self.workdir = Path(workdir)
         self.spec = spec
         self.extra_env = dict(env or {})
@@ -73,7 +74,9 @@ class LocalCluster:
         self._check_workdir()
         self._check_checkpoint_dir(Path(spec.checkpoint_dir))
         if spec.script and not Path(spec.script).is_file():
-            raise LocalClusterError(f"script={spec.script!r} does not exist: expected a Python file to run on each node")
+            raise LocalClusterError(
+                f"script={spec.script!r} does not exist: expected a Python file to run on each node"
+            )
         if spec.rdzv_backend is RdzvBackend.ETCD_V2:
             try:
                 self._etcd_binary = find_etcd(etcd_binary)
@@ -86,7 +89,9 @@ class LocalCluster:
             self.workdir.mkdir(parents=True, exist_ok=True)
             (self.workdir / "nodes").mkdir(exist_ok=True)
         except OSError as exc:
-            raise LocalClusterError(f"workdir={str(self.workdir)!r} cannot be created ({exc.strerror}): expected a writable directory") from None
+            raise LocalClusterError(
+                f"workdir={str(self.workdir)!r} cannot be created ({exc.strerror}): expected a writable directory"
+            ) from None
 
     @staticmethod
     def _check_checkpoint_dir(path: Path) -> None:
@@ -97,11 +102,12 @@ class LocalCluster:
             probe.unlink()
         except OSError as exc:
             raise LocalClusterError(
-                f"checkpoint_dir={str(path)!r} is not writable ({exc.strerror}): expected a directory the nodes can write"
+                f"checkpoint_dir={str(path)!r} is not writable ({exc.strerror}): "
+                "expected a directory the nodes can write"
             ) from None
 
     # ----------------------------------------------------------------- lifecycle
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         self.start()
         return self
 
@@ -127,16 +133,21 @@ class LocalCluster:
             self.close()
             raise
         self.spec = self.spec.replace(rdzv_endpoint=endpoint)
-        self.record("cluster_started", backend=self.spec.rdzv_backend.value, endpoint=endpoint,
-                    rdzv_id=self.spec.rdzv_id)
+        self.record(
+            "cluster_started", backend=self.spec.rdzv_backend.value, endpoint=endpoint, rdzv_id=self.spec.rdzv_id
+        )
 
     def _start_store(self) -> str:
         port = procs.free_port()
         log_path = self.workdir / "c10d-store.log"
         with open(log_path, "ab") as out:
-            self._store = subprocess.Popen([sys.executable, "-m", "lab.local.store", "--port", str(port)],
-                                           stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                           start_new_session=True)
+            self._store = subprocess.Popen(
+                [sys.executable, "-m", "lab.local.store", "--port", str(port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         ready = procs.wait_until(lambda: self._store.poll() is not None or "listening" in log_path.read_text(), 30)
         if not ready or self._store.poll() is not None:
             raise LocalClusterError(f"the c10d store did not start (log: {log_path})")
@@ -179,13 +190,23 @@ class LocalCluster:
         name = f"node-{self._next_id}"
         self._next_id += 1
         log_path = self.workdir / "nodes" / f"{name}.log"
-        env = {**os.environ, **self.spec.worker_env(), **self.extra_env,
-               "LAB_NODE": name, ENV_EVENTS_FILE: str(self.events_file), "PYTHONUNBUFFERED": "1"}
-        cmd = [*self.spec.launcher(sys.executable), *self.spec.torchrun_args(local_addr="127.0.0.1"),
-               *self.spec.entrypoint()]
+        env = {
+            **os.environ,
+            **self.spec.worker_env(),
+            **self.extra_env,
+            "LAB_NODE": name,
+            ENV_EVENTS_FILE: str(self.events_file),
+            "PYTHONUNBUFFERED": "1",
+        }
+        cmd = [
+            *self.spec.launcher(sys.executable),
+            *self.spec.torchrun_args(local_addr="127.0.0.1"),
+            *self.spec.entrypoint(),
+        ]
         with open(log_path, "ab") as out:
-            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         node = Node(name, proc, log_path, time.time())
         self.nodes.append(node)
         self.record("node_added", node=name, pid=proc.pid)

@@ -76,22 +76,36 @@ class EtcdServer:
     def endpoint(self) -> str:
         return f"{self.host}:{self.client_port}"
 
-    def start(self, timeout: float = 20.0) -> "EtcdServer":
+    def start(self, timeout: float = 20.0) -> EtcdServer:
         self.client_port, self.peer_port = free_port(self.host), free_port(self.host)
         data = self.workdir / "etcd-data"
         data.mkdir(parents=True, exist_ok=True)
         client, peer = f"http://{self.host}:{self.client_port}", f"http://{self.host}:{self.peer_port}"
         cmd = [
-            self.binary, "--name", "rdzv", "--data-dir", str(data),
+            self.binary,
+            "--name",
+            "rdzv",
+            "--data-dir",
+            str(data),
             "--enable-v2=true",  # torch's etcd rendezvous speaks the v2 API only
-            "--listen-client-urls", client, "--advertise-client-urls", client,
-            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"rdzv={peer}", "--log-level", "warn",
+            "--listen-client-urls",
+            client,
+            "--advertise-client-urls",
+            client,
+            "--listen-peer-urls",
+            peer,
+            "--initial-advertise-peer-urls",
+            peer,
+            "--initial-cluster",
+            f"rdzv={peer}",
+            "--log-level",
+            "warn",
         ]
         self.log_path = self.workdir / "etcd.log"
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         if not wait_until(lambda: self.proc.poll() is not None or self.v2_ready(), timeout):
             self.stop()
             raise EtcdError(f"etcd did not answer v2 writes within {timeout:g} s (log: {self.log_path})")
@@ -100,8 +114,12 @@ class EtcdServer:
         return self
 
     def v2_ready(self) -> bool:
-        req = urllib.request.Request(f"http://{self.endpoint}/v2/keys/lab-probe", data=b"value=ok", method="PUT",
-                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+        req = urllib.request.Request(
+            f"http://{self.endpoint}/v2/keys/lab-probe",
+            data=b"value=ok",
+            method="PUT",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
         try:
             with urllib.request.urlopen(req, timeout=1) as resp:
                 return json.load(resp).get("action") == "set"

@@ -57,7 +57,7 @@ def _send(pid: int, sig: int) -> None:
         pass
 
 
-def stop(proc: "subprocess.Popen | None", timeout: float = 5.0) -> None:
+def stop(proc: subprocess.Popen | None, timeout: float = 5.0) -> None:
     """SIGTERM a child we started, SIGKILL it if it has not exited after `timeout`."""
     if proc is None or proc.poll() is not None:
         return

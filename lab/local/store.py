@@ -21,8 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from torch.distributed import TCPStore
 
-    store = TCPStore(args.host, args.port, is_master=True, wait_for_workers=False,
-                     timeout=timedelta(seconds=60), multi_tenant=True)
+    store = TCPStore(
+        args.host, args.port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60), multi_tenant=True
+    )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

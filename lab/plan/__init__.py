@@ -1,46 +1,26 @@
 """`elastic-lab plan`: the Pulumi program, run offline under mocks, recorded and checked.
 
-Library API (for tests and for other components' checks):
+  harness.py          run_program(stack, overrides): the project's program under mocks -> Plan
+  stack_files.py      stacks/Pulumi.<stack>.yaml as Pulumi hands its config to a program
+  mocks.py            mocks that answer like Azure (ids, identities, kubeconfigs)
+  monitor.py, wire.py the recording resource monitor; Pulumi's wire format back to Python
+  recording.py        Plan and RecordedResource: what the program declared
+  findings.py         Finding, Check, CheckSuite: what a check is and reports
+  check_list.py       CHECKS, the explicit list `elastic-lab plan` runs; run_checks
+  arm.py              arm-conformance: azure-native inputs against Azure's own API models
+  aks_pools.py, aks_guardrails.py   the AKS guardrails
+  secret_outputs.py   guardrail:no-plain-secrets
+  platform_checks.py  the training platform: render, schemas, CRD, its guardrails
+  cost.py, display.py hourly cost estimate; the text and JSON views
+  cli.py              the command line
 
-    from lab.plan.harness import run_program, list_stacks, Plan, RecordedResource
+    from lab.plan.harness import run_program
     plan = run_program("aks-dev", {"gpuMaxNodes": 5})   # overrides: short or full keys; None unsets
-    plan = run_program("aks-dev", program=fn)           # run `fn` instead of __main__.py
+    plan = run_program("aks-dev", program=fn)           # run `fn` instead of the project's program
+    plan.one("azure-native:containerservice:AgentPool", "aks-gpu-spot").inputs["scaleSetPriority"]
 
-    plan.resources            # [RecordedResource] in registration order
-    plan.of_type(token, ...)  # resources of these type tokens
-    plan.with_prefix("kubernetes:")
-    plan.one(token, name)     # exactly one, or LookupError
-    plan.children(urn), plan.by_urn(urn)
-    plan.outputs, plan.secret_outputs, plan.invokes, plan.config, plan.cloud
-
-    r = plan.one("azure-native:containerservice:AgentPool", "aks-gpu-spot")
-    r.type, r.name, r.urn, r.parent (URN), r.parent_name, r.custom, r.remote
-    r.inputs                  # wire names (camelCase), secrets unwrapped, resource refs {"$ref": urn}
-    r.secret_inputs           # dotted paths of inputs that were secret
-    r.ignore_changes, r.depends_on (explicit), r.dependencies (all), r.property_dependencies,
-    r.provider, r.protect, r.delete_before_replace, r.retain_on_delete, r.replace_on_changes
-    r.state                   # mocked outputs (lab/plan/mocks.py); r.outputs / r.secret_outputs
-                              # for components (register_outputs)
-
-    Remote components (helm v4 Chart, kustomize v2 Directory) and providers arrive as one
-    resource each, with their inputs (chart, version, values / directory / kubeconfig).
-    A program error (e.g. components.config.ConfigError) propagates, carrying the
-    resources recorded before it as `exc.recorded_resources`.
-
-Checks (lab/plan/checks.py):
-
-    from lab.plan.checks import Finding, register_check, run_checks, findings_of, errors
-
-    @register_check("k8s:my-check", applies=lambda plan: bool(plan.with_prefix("kubernetes:")))
-    def my_check(plan):
-        yield Finding.error("k8s:my-check", resource, "spec.x", value, "what was expected")
-
-    Modules named lab/plan/check_*.py are imported (and so registered) automatically;
-    others go in checks.CHECK_MODULES. `run_checks(plan, only=None)` returns one CheckRun
-    (name, applied, findings) per check (UnknownCheck, listing the known ones, if `only`
-    names an unregistered check); `elastic-lab plan` exits 1 on any error finding, 2 on an
-    unknown `--check`.
-
-Built-in checks: arm-conformance (lab/plan/arm.py) and guardrail:* (lab/plan/guardrails.py).
-Cost estimate: lab/plan/cost.py with the dated price table lab/plan/prices.yaml.
+A program error (e.g. lab.spec.problems.InvalidInput) propagates, carrying the resources
+recorded before it as `exc.recorded_resources`. `run_checks(plan, only=None)` returns one
+CheckRun (name, applied, findings) per check; `elastic-lab plan` exits 1 on any error
+finding, 2 on invalid config or an unknown `--check`.
 """

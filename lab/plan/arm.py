@@ -25,47 +25,92 @@ from __future__ import annotations
 import difflib
 import enum
 import functools
-import importlib
 import inspect
 import re
 import sys
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Any, Iterable
+from importlib.metadata import version
+from types import ModuleType
+from typing import Any
 
-from lab.plan.checks import Finding, register_check
+from azure.mgmt.containerservice import _configuration as containerservice_configuration
+from azure.mgmt.containerservice import models as containerservice_models
+from azure.mgmt.containerservice import operations as containerservice_operations
+from azure.mgmt.storage import _configuration as storage_configuration
+from azure.mgmt.storage import models as storage_models
+from azure.mgmt.storage import operations as storage_operations
+from pulumi_azure_native import containerservice as pulumi_containerservice
+from pulumi_azure_native import storage as pulumi_storage
+
+from lab.plan.findings import Finding
 
 CHECK = "arm-conformance"
 CHECKED_PREFIXES = ("azure-native:containerservice", "azure-native:storage")
 
 
 @dataclass(frozen=True)
+class AzureSdk:
+    """An azure-mgmt SDK package: its distribution name and the modules the check reads."""
+
+    distribution: str
+    models: ModuleType
+    operations: ModuleType
+    configuration: ModuleType
+
+
+SDKS = {
+    "containerservice": AzureSdk(
+        "azure-mgmt-containerservice",
+        containerservice_models,
+        containerservice_operations,
+        containerservice_configuration,
+    ),
+    "storage": AzureSdk("azure-mgmt-storage", storage_models, storage_operations, storage_configuration),
+}
+
+
+@dataclass(frozen=True)
 class ArmTarget:
     """Where a Pulumi resource's inputs go in ARM: SDK package, body model, path parameters."""
 
-    sdk: str  # "containerservice" | "storage"
+    sdk: str  # a key of SDKS
     model: str  # model class name of the PUT body
     path_params: tuple[str, ...]  # Pulumi inputs that are URL path parameters (wire names)
     operation: tuple[str, str]  # (operations class, method) of the PUT, for cross-checks
+    pulumi_resource: type  # the azure-native resource class
 
 
 TARGETS: dict[str, ArmTarget] = {
     "azure-native:containerservice:ManagedCluster": ArmTarget(
-        "containerservice", "ManagedCluster", ("resourceGroupName", "resourceName"),
+        "containerservice",
+        "ManagedCluster",
+        ("resourceGroupName", "resourceName"),
         ("ManagedClustersOperations", "begin_create_or_update"),
+        pulumi_containerservice.ManagedCluster,
     ),
     "azure-native:containerservice:AgentPool": ArmTarget(
-        "containerservice", "AgentPool", ("resourceGroupName", "resourceName", "agentPoolName"),
+        "containerservice",
+        "AgentPool",
+        ("resourceGroupName", "resourceName", "agentPoolName"),
         ("AgentPoolsOperations", "begin_create_or_update"),
+        pulumi_containerservice.AgentPool,
     ),
     "azure-native:storage:StorageAccount": ArmTarget(
-        "storage", "StorageAccountCreateParameters", ("resourceGroupName", "accountName"),
+        "storage",
+        "StorageAccountCreateParameters",
+        ("resourceGroupName", "accountName"),
         ("StorageAccountsOperations", "begin_create"),
+        pulumi_storage.StorageAccount,
     ),
     "azure-native:storage:BlobContainer": ArmTarget(
-        "storage", "BlobContainer", ("resourceGroupName", "accountName", "containerName"),
+        "storage",
+        "BlobContainer",
+        ("resourceGroupName", "accountName", "containerName"),
         ("BlobContainersOperations", "create"),
+        pulumi_storage.BlobContainer,
     ),
 }
 
@@ -73,38 +118,32 @@ TARGETS: dict[str, ArmTarget] = {
 # --------------------------------------------------------------------------- SDK model access
 
 
-def sdk_models(sdk: str) -> Any:
-    return importlib.import_module(f"azure.mgmt.{sdk}.models")
+def sdk_models(sdk: str) -> ModuleType:
+    return SDKS[sdk].models
 
 
 def sdk_operation(target: ArmTarget) -> Any:
-    ops = importlib.import_module(f"azure.mgmt.{target.sdk}.operations")
-    return getattr(getattr(ops, target.operation[0]), target.operation[1])
+    return getattr(getattr(SDKS[target.sdk].operations, target.operation[0]), target.operation[1])
 
 
 @functools.cache
 def sdk_api_version(sdk: str) -> str:
     """The API version an azure-mgmt SDK package targets (its client's default)."""
-    cfg = importlib.import_module(f"azure.mgmt.{sdk}._configuration")
-    m = re.search(r'kwargs\.pop\("api_version", "([^"]+)"\)', inspect.getsource(cfg))
+    m = re.search(r'kwargs\.pop\("api_version", "([^"]+)"\)', inspect.getsource(SDKS[sdk].configuration))
     return m.group(1) if m else "unknown"
 
 
 @functools.cache
 def sdk_package_version(sdk: str) -> str:
-    from importlib.metadata import version
-
-    return version(f"azure-mgmt-{sdk}")
+    return version(SDKS[sdk].distribution)
 
 
 @functools.cache
 def pulumi_api_version(type_token: str) -> str:
     """The API version pulumi-azure-native sends for a resource type ("Uses Azure REST API version X")."""
-    _, module, name = type_token.split(":")
     try:
-        mod = importlib.import_module(f"pulumi_azure_native.{module}")
-        doc = inspect.getsource(getattr(mod, name))
-    except (ImportError, AttributeError, OSError, TypeError):
+        doc = inspect.getsource(TARGETS[type_token].pulumi_resource)
+    except (KeyError, OSError, TypeError):
         return "unknown"
     m = re.search(r"Uses Azure REST API version ([0-9a-z-]+)", doc)
     return m.group(1) if m else "unknown"
@@ -115,7 +154,7 @@ def api_versions() -> dict[str, dict[str, str]]:
     return {
         token: {
             "pulumi": pulumi_api_version(token),
-            "models": f"{sdk_api_version(t.sdk)} (azure-mgmt-{t.sdk} {sdk_package_version(t.sdk)})",
+            "models": f"{sdk_api_version(t.sdk)} ({SDKS[t.sdk].distribution} {sdk_package_version(t.sdk)})",
             "model": t.model,
         }
         for token, t in TARGETS.items()
@@ -158,7 +197,7 @@ def _lookup(fields: dict[str, FieldSpec], key: str) -> FieldSpec | None:
 
 
 def _is_model(hint: Any) -> bool:
-    return isinstance(hint, type) and hasattr(hint, "_attr_to_rest_field") or (
+    return (isinstance(hint, type) and hasattr(hint, "_attr_to_rest_field")) or (
         isinstance(hint, type) and any(c.__name__ == "Model" and "model_base" in c.__module__ for c in hint.__mro__)
     )
 
@@ -167,7 +206,7 @@ def _is_model(hint: Any) -> bool:
 def fields_of(cls: type) -> dict[str, FieldSpec]:
     """REST name -> FieldSpec for an azure-mgmt model class (typespec `rest_field`s)."""
     module = sys.modules[cls.__module__]
-    models_pkg = importlib.import_module(cls.__module__.rsplit(".", 1)[0])
+    models_pkg = sys.modules[cls.__module__.rsplit(".", 1)[0]]
     hints = typing.get_type_hints(cls, globalns=vars(module), localns={"_models": models_pkg})
     out: dict[str, FieldSpec] = {}
     for klass in reversed(cls.__mro__):
@@ -180,7 +219,7 @@ def fields_of(cls: type) -> dict[str, FieldSpec]:
             if typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint):
                 optional = True
                 rest_args = tuple(a for a in typing.get_args(hint) if a is not type(None))
-                hint = rest_args[0] if len(rest_args) == 1 else typing.Union[rest_args]  # type: ignore[valid-type]
+                hint = rest_args[0] if len(rest_args) == 1 else typing.Union[rest_args]  # type: ignore[valid-type]  # noqa: UP007 - built from a tuple
             vis = rf._visibility
             writable = vis is None or "create" in vis or "update" in vis
             out[rest] = FieldSpec(rest, hint, required=not optional and writable, writable=writable, attr=attr)
@@ -240,13 +279,15 @@ class _Walker:
             if value not in args:
                 self.bad(path, value, "one of " + ", ".join(repr(a) for a in args))
             return value
-        if origin in (list, typing.List, tuple, frozenset, set) or (origin is not None and origin.__name__ in ("Sequence", "MutableSequence")):
+        if origin in (list, list, tuple, frozenset, set) or (
+            origin is not None and origin.__name__ in ("Sequence", "MutableSequence")
+        ):
             if not isinstance(value, list):
                 self.bad(path, value, f"an array ({_hint_name(hint)})")
                 return value
             item = args[0] if args else Any
             return [self.value(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
-        if origin in (dict, typing.Dict) or (origin is not None and origin.__name__ in ("Mapping", "MutableMapping")):
+        if origin in (dict, dict) or (origin is not None and origin.__name__ in ("Mapping", "MutableMapping")):
             if not isinstance(value, dict):
                 self.bad(path, value, f"an object ({_hint_name(hint)})")
                 return value
@@ -268,9 +309,8 @@ class _Walker:
         elif hint is str:
             if not isinstance(value, str):
                 self.bad(path, value, "a string")
-        elif hint in (datetime, date, time, timedelta, bytes, bytearray):
-            if not isinstance(value, str):
-                self.bad(path, value, f"a string ({hint.__name__} in ISO / base64 form)")
+        elif hint in (datetime, date, time, timedelta, bytes, bytearray) and not isinstance(value, str):
+            self.bad(path, value, f"a string ({hint.__name__} in ISO / base64 form)")
         return value
 
     def enum(self, value: Any, enum_cls: type[enum.Enum], path: str) -> Any:
@@ -304,7 +344,9 @@ class _Walker:
             inner = _lookup(props_fields, key)
             if spec is not None and (spec.writable or inner is None):
                 if not spec.writable:
-                    self.bad(f"{where}{spec.rest}", v, f"no value: read-only in {cls.__name__} (Azure sets it)", "warning")
+                    self.bad(
+                        f"{where}{spec.rest}", v, f"no value: read-only in {cls.__name__} (Azure sets it)", "warning"
+                    )
                     continue
                 body[spec.rest] = self.value(v, spec.hint, f"{where}{spec.rest}")
             elif inner is not None:
@@ -342,28 +384,30 @@ def arm_body(type_token: str, inputs: dict[str, Any]) -> tuple[dict[str, Any], l
 
 def check_resource(resource: Any) -> list[Finding]:
     if resource.type not in TARGETS:
-        return [Finding.error(
-            CHECK, resource, "<type>", resource.type,
-            "a type mapped to an azure-mgmt model in lab/plan/arm.py TARGETS (unchecked resources are not allowed)",
-        )]
+        return [
+            Finding.error(
+                CHECK,
+                resource,
+                "<type>",
+                resource.type,
+                "a type mapped to an azure-mgmt model in lab/plan/arm.py TARGETS (unchecked resources are not allowed)",
+            )
+        ]
     target = TARGETS[resource.type]
     _, issues = arm_body(resource.type, resource.inputs)
     api = f"API {sdk_api_version(target.sdk)} model {target.model}"
-    return [
-        Finding(CHECK, i.severity, resource.label, i.path, i.value, f"{i.expected} [{api}]") for i in issues
-    ]
+    return [Finding(CHECK, i.severity, resource.label, i.path, i.value, f"{i.expected} [{api}]") for i in issues]
 
 
 def checked_resources(plan: Any) -> list[Any]:
     return [r for r in plan.resources if r.custom and r.type.startswith(CHECKED_PREFIXES)]
 
 
-@register_check(
-    CHECK,
-    applies=lambda plan: bool(checked_resources(plan)),
-    description="azure-native containerservice/storage inputs against the azure-mgmt ARM models",
-)
+def applies(plan: Any) -> bool:
+    return bool(checked_resources(plan))
+
+
 def arm_conformance(plan: Any) -> Iterable[Finding]:
-    """Every containerservice/storage resource's ARM body against Azure's API models."""
+    """azure-native containerservice/storage inputs against the azure-mgmt ARM models"""
     for resource in checked_resources(plan):
         yield from check_resource(resource)

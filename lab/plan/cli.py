@@ -22,8 +22,13 @@ def register(sub: Any) -> None:
     p.add_argument("--stack", default="aks-dev", help="stack name: stacks/Pulumi.<stack>.yaml [aks-dev]")
     p.add_argument("--all-stacks", action="store_true", help="plan every stacks/Pulumi.*.yaml in turn")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
-                   help="override a config key for this plan (e.g. --set gpuMaxNodes=5); repeatable")
+    p.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override a config key for this plan (e.g. --set gpuMaxNodes=5); repeatable",
+    )
     p.add_argument("--prices", metavar="FILE", help="price table to use [lab/plan/prices.yaml]")
     p.add_argument("--check", metavar="NAME", action="append", help="run only this check (repeatable)")
     p.add_argument("--show-secrets", action="store_true", help="print secret values (mock values offline)")
@@ -42,27 +47,29 @@ def _overrides(pairs: list[str]) -> dict[str, str]:
 
 def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] | None, str]:
     """(exit status, JSON dict or None, text) for one stack."""
-    from components.config import ConfigError
-    from lab.plan import arm, cost, render
-    from lab.plan.checks import errors, findings_of, run_checks
-    from lab.plan.harness import StackNotFound, run_program
+    from lab.plan import arm, cost, display
+    from lab.plan.check_list import findings_of, run_checks
+    from lab.plan.findings import errors
+    from lab.plan.harness import run_program
+    from lab.plan.stack_files import StackNotFound
+    from lab.spec.problems import InvalidInput
 
     try:
         plan = run_program(stack, _overrides(args.set))
-    except (ConfigError, StackNotFound) as exc:
+    except (InvalidInput, StackNotFound) as exc:
         return 2, {"stack": stack, "ok": False, "error": str(exc)}, f"elastic-lab plan: {exc}"
     runs = run_checks(plan, args.check)
     estimate = cost.estimate(plan, args.prices)
     api = arm.api_versions() if arm.checked_resources(plan) else None
     status = 1 if errors(findings_of(runs)) else 0
     if args.json:
-        return status, render.json_dict(plan, runs, estimate, show_secrets=args.show_secrets, api=api), ""
-    return status, None, render.text(plan, runs, estimate, show_secrets=args.show_secrets, api=api)
+        return status, display.json_dict(plan, runs, estimate, show_secrets=args.show_secrets, api=api), ""
+    return status, None, display.text(plan, runs, estimate, show_secrets=args.show_secrets, api=api)
 
 
 def run(args: argparse.Namespace) -> int:
-    from lab.plan.checks import UnknownCheck, check_unknown
-    from lab.plan.harness import list_stacks
+    from lab.plan.check_list import UnknownCheck, check_unknown
+    from lab.plan.stack_files import list_stacks
 
     try:
         check_unknown(args.check)  # before planning anything

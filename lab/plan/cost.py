@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from lab.plan.guardrails import MANAGED_CLUSTER, pools
+from lab.plan.aks_pools import MANAGED_CLUSTER, pools
 
 PRICES = Path(__file__).with_name("prices.yaml")
 
@@ -95,8 +95,10 @@ def estimate(plan: Any, prices_path: Path | str | None = None) -> CostEstimate |
     tier = next(((c.inputs.get("sku") or {}).get("tier") for c in clusters), None) or "Free"
     cp = (azure.get("aks_control_plane") or {}).get(tier)
     control = {
-        "tier": tier, "price": cp.get("price") if cp else None,
-        "source": cp.get("source") if cp else "not in the table", "query": cp.get("query") if cp else None,
+        "tier": tier,
+        "price": cp.get("price") if cp else None,
+        "source": cp.get("source") if cp else "not in the table",
+        "query": cp.get("query") if cp else None,
     }
     if not cp:
         notes.append(f"no control-plane price for tier {tier!r}")
@@ -128,8 +130,14 @@ def estimate(plan: Any, prices_path: Path | str | None = None) -> CostEstimate |
         return round(sum(values) + control["price"], 4)
 
     return CostEstimate(
-        currency=table["currency"], as_of=str(table["as_of"]), region=region,
-        prices_file=str(prices_path or PRICES), control_plane=control, pools=costs,
-        hourly_min=total("at_min"), hourly_max=total("at_max"), hourly_max_on_demand=total("at_max_on_demand"),
+        currency=table["currency"],
+        as_of=str(table["as_of"]),
+        region=region,
+        prices_file=str(prices_path or PRICES),
+        control_plane=control,
+        pools=costs,
+        hourly_min=total("at_min"),
+        hourly_max=total("at_max"),
+        hourly_max_on_demand=total("at_max_on_demand"),
         notes=notes,
     )

@@ -91,7 +91,11 @@ class PlanMocks(pulumi.runtime.Mocks):
         typ = args.typ
         state: dict[str, Any] = dict(inputs)
         identity = inputs.get("identity")
-        if typ.startswith("azure-native:") and isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
+        if (
+            typ.startswith("azure-native:")
+            and isinstance(identity, dict)
+            and isinstance(identity.get("userAssignedIdentities"), list)
+        ):
             # azure-native takes a list of identity ids and returns ARM's map id -> details.
             state["identity"] = {
                 **identity,
@@ -171,8 +175,12 @@ class PlanMocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list | None]:
         token, a = args.token, dict(args.args)
         if token == "azure-native:authorization:getClientConfig":
-            return {"clientId": MOCK_CLIENT, "objectId": _uuid("object", MOCK_CLIENT),
-                    "subscriptionId": MOCK_SUBSCRIPTION, "tenantId": MOCK_TENANT}, []
+            return {
+                "clientId": MOCK_CLIENT,
+                "objectId": _uuid("object", MOCK_CLIENT),
+                "subscriptionId": MOCK_SUBSCRIPTION,
+                "tenantId": MOCK_TENANT,
+            }, []
         if token in (
             "azure-native:containerservice:listManagedClusterUserCredentials",
             "azure-native:containerservice:listManagedClusterAdminCredentials",

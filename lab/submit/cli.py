@@ -11,19 +11,25 @@ import argparse
 import sys
 
 from lab.job_args import add_job_arguments, job_fields
-from lab.jobspec import JobSpec, JobSpecError
+from lab.spec.job import JobSpec
+from lab.spec.problems import InvalidInput
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("submit", help="render the elastic PyTorchJob for a stack and apply it", description=__doc__)
+    p = subparsers.add_parser(
+        "submit", help="render the elastic PyTorchJob for a stack and apply it", description=__doc__
+    )
     p.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
     p.add_argument("--dry-run", action="store_true", help="print the YAML that would be applied, apply nothing")
     p.add_argument("--kubeconfig", help="kubeconfig to apply with (default: the stack's)")
     d = JobSpec.__dataclass_fields__
-    job = p.add_argument_group("job (lab/jobspec.py JobSpec; the same flags as `elastic-lab drill`)")
+    job = p.add_argument_group("job (lab/spec/job.py JobSpec; the same flags as `elastic-lab drill`)")
     add_job_arguments(job)
-    job.add_argument("--image", default=d["image"].default,
-                     help="training image, built from the Dockerfile (torch, python-etcd, this project)")
+    job.add_argument(
+        "--image",
+        default=d["image"].default,
+        help="training image, built from the Dockerfile (torch, python-etcd, this project)",
+    )
     target = job.add_mutually_exclusive_group()
     target.add_argument("--module", default=None, help=f"Python module to run [{d['module'].default}]")
     target.add_argument("--script", default=None, help="script path inside the image")
@@ -45,7 +51,7 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
 
 
 def main(args: argparse.Namespace) -> int:
-    from lab.k8s.render import ChartRenderError
+    from lab.k8s.helm import ChartRenderError
     from lab.submit.core import SubmitError, apply, kubeconfig_for, manifest_text, render_job, stack_target
 
     try:
@@ -61,14 +67,9 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(out)
         print(f"submitted {cluster_spec.name} to namespace {target.facts.namespace} (rdzvId {cluster_spec.rdzv_id})")
         return 0
-    except (JobSpecError, ChartRenderError) as exc:
+    except (InvalidInput, ChartRenderError) as exc:
         print(f"elastic-lab submit: {exc}", file=sys.stderr)
         return 2
     except SubmitError as exc:
         print(f"elastic-lab submit: {exc}", file=sys.stderr)
         return 1
-    except Exception as exc:  # config errors of the stack (components.config.ConfigError, ...)
-        if type(exc).__name__ in ("ConfigError", "StackNotFound", "PlatformConfigError"):
-            print(f"elastic-lab submit: {exc}", file=sys.stderr)
-            return 2
-        raise

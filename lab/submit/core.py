@@ -1,8 +1,9 @@
 """Render a job for a stack, check it, and apply it with the stack's kubeconfig.
 
-The platform's facts (namespace, etcd Service, checkpoint claim, pools, priorities) come
-from the stack's own Pulumi program run offline under mocks (lab.plan.harness): the same
-code that declares the platform, so a job always matches the platform it lands on.
+The platform's facts (namespace, etcd Service, checkpoint claim, pools, priorities, the
+eviction notice) come from the stack's own Pulumi program run offline under mocks
+(lab.plan.harness): the same code that declares the platform, so a job always matches the
+platform it lands on.
 """
 
 from __future__ import annotations
@@ -11,19 +12,22 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
-from lab.jobspec import JobSpec
-from lab.k8s.checks import PLATFORM_TYPE
-from lab.k8s.guardrails import GuardrailContext, run_guardrails
-from lab.k8s.job_values import JOB_CHART, PlatformFacts, facts_from_dict, values_for
-from lab.k8s.render import render_chart, to_yaml
-from lab.k8s.validate import CrdSchemaMissing, validate_objects
-
-ROOT = Path(__file__).resolve().parents[2]
+from lab.k8s.helm import render_chart, to_yaml
+from lab.k8s.job_values import values_for
+from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
+from lab.k8s.schemas import CrdSchemaMissing, validate_objects
+from lab.plan.harness import run_program
+from lab.spec.job import JobSpec
+from lab.spec.layout import JOB_CHART, ROOT
+from lab.spec.names import BYO_CLUSTER_TYPE, PLATFORM_TYPE
+from lab.spec.platform_facts import PlatformFacts
+from lab.spec.versions import DEFAULT_KUBERNETES_VERSION
 
 
 class SubmitError(RuntimeError):
@@ -42,10 +46,6 @@ class StackTarget:
 
 def stack_target(stack: str) -> StackTarget:
     """Run the stack's program offline and read the platform's facts back."""
-    from components.platform.stack import BYO_TYPE
-    from components.versions import DEFAULT_KUBERNETES_VERSION
-    from lab.plan.harness import run_program
-
     try:
         plan = run_program(stack)
     except FileNotFoundError as exc:
@@ -54,12 +54,12 @@ def stack_target(stack: str) -> StackTarget:
     if not platforms:
         raise SubmitError(f"stack {stack!r} declares no training platform ({PLATFORM_TYPE}); nothing to submit to")
     outputs = platforms[0].outputs or {}
-    byo = next((r for r in plan.resources if r.type == BYO_TYPE), None)
+    byo = next((r for r in plan.resources if r.type == BYO_CLUSTER_TYPE), None)
     return StackTarget(
         stack=stack,
-        cloud=str(outputs.get("cloud") or plan.cloud),
+        cloud=str(plan.cloud),
         kubernetes_version=str(outputs.get("kubernetesVersion", DEFAULT_KUBERNETES_VERSION)),
-        facts=facts_from_dict(outputs["jobFacts"]),
+        facts=PlatformFacts.from_dict(outputs["jobFacts"]),
         kubeconfig_path=((byo.outputs or {}).get("kubeconfigPath") if byo else None),
         inference_priority_class=str((outputs.get("priorityClasses") or {}).get("inference", "elastic-inference")),
     )
@@ -74,8 +74,9 @@ def render_job(spec: JobSpec, target: StackTarget) -> tuple[JobSpec, list[dict[s
         problems += [str(p) for p in validate_objects(objects, target.kubernetes_version)]
     except CrdSchemaMissing as exc:
         problems.append(f"cannot check the PyTorchJob: {exc}")
-    ctx = GuardrailContext(facts=target.facts, cloud=target.cloud, expect_platform=False,
-                           inference_priority_class=target.inference_priority_class)
+    ctx = GuardrailContext(
+        facts=target.facts, expect_platform=False, inference_priority_class=target.inference_priority_class
+    )
     for name, violations in run_guardrails(objects, ctx).items():
         problems += [f"[guardrail:{name}] {v}" for v in violations]
     if problems:
@@ -111,11 +112,16 @@ def kubeconfig_for(target: StackTarget, explicit: str | None) -> Iterator[str]:
         )
     proc = subprocess.run(
         [pulumi, "stack", "output", "kubeconfig", "--show-secrets", "--stack", target.stack],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if proc.returncode != 0 or not proc.stdout.strip():
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise SubmitError(f"stack {target.stack!r}: cannot read the stack output kubeconfig ({last}); is the stack deployed?")
+        raise SubmitError(
+            f"stack {target.stack!r}: cannot read the stack output kubeconfig ({last}); is the stack deployed?"
+        )
     fd, name = tempfile.mkstemp(prefix="elastic-lab-kubeconfig-", suffix=".yaml")
     try:
         with os.fdopen(fd, "w") as fh:
@@ -130,13 +136,24 @@ def apply(manifest: str, kubeconfig: str, *, timeout_s: int = 30) -> str:
     """`kubectl apply -f -` with `kubeconfig`, after checking the API server answers."""
     kubectl = shutil.which("kubectl")
     if not kubectl:
-        raise SubmitError("kubectl is not installed: install it, or pipe `elastic-lab submit --dry-run` into your own tooling")
+        raise SubmitError(
+            "kubectl is not installed: install it, or pipe `elastic-lab submit --dry-run` into your own tooling"
+        )
     base = [kubectl, "--kubeconfig", kubeconfig, f"--request-timeout={timeout_s}s"]
-    probe = subprocess.run([*base, "get", "--raw", "/version"], stdin=subprocess.DEVNULL, capture_output=True,
-                           text=True, timeout=timeout_s + 15)
+    probe = subprocess.run(
+        [*base, "get", "--raw", "/version"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s + 15,
+    )
     if probe.returncode != 0:
-        raise SubmitError(f"no Kubernetes API server reachable with kubeconfig {kubeconfig}: {_last_line(probe.stderr)}")
-    proc = subprocess.run([*base, "apply", "-f", "-"], input=manifest, capture_output=True, text=True, timeout=timeout_s + 60)
+        raise SubmitError(
+            f"no Kubernetes API server reachable with kubeconfig {kubeconfig}: {_last_line(probe.stderr)}"
+        )
+    proc = subprocess.run(
+        [*base, "apply", "-f", "-"], input=manifest, capture_output=True, text=True, timeout=timeout_s + 60
+    )
     if proc.returncode != 0:
         hint = ""
         if "PyTorchJob" in proc.stderr and "no matches for kind" in proc.stderr:
@@ -152,7 +169,8 @@ def _last_line(text: str) -> str:
 
 def manifest_text(spec: JobSpec, target: StackTarget, objects: list[Mapping[str, Any]]) -> str:
     header = (
-        f"# elastic-lab submit --stack {target.stack}: job {spec.name} on {target.cloud}, namespace {target.facts.namespace}\n"
+        f"# elastic-lab submit --stack {target.stack}: job {spec.name} on {target.cloud}, "
+        f"namespace {target.facts.namespace}\n"
         f"# rendezvous {spec.rdzv_backend.value} at {spec.rdzv_endpoint}, id {spec.rdzv_id}, nodes {spec.nnodes}\n"
     )
     return header + "---\n" + to_yaml([dict(o) for o in objects])

@@ -46,14 +46,15 @@ def test_old_checkpoints_are_pruned(tmp_path):
     for step in range(1, 6):
         store.save(_state(step), step, "r0")
     names = sorted(os.listdir(tmp_path))
-    assert names == ["step-000000004-r0.json", "step-000000004-r0.pt", "step-000000005-r0.json",
-                     "step-000000005-r0.pt"]
+    assert names == ["step-000000004-r0.json", "step-000000004-r0.pt", "step-000000005-r0.json", "step-000000005-r0.pt"]
 
 
 def test_write_once_mode_never_renames_or_overwrites(tmp_path, monkeypatch):
     """S3 Mountpoint has no rename and no overwrite: the store must not need either."""
+
     def no_rename(*a, **k):
         raise OSError("rename is not supported on this mount")
+
     monkeypatch.setattr(os, "replace", no_rename)
     monkeypatch.setattr(os, "rename", no_rename)
     store = CheckpointStore(tmp_path, "write-once", keep=3)

@@ -3,13 +3,12 @@
 from datetime import timedelta
 
 import pytest
-from torch.distributed.elastic.rendezvous import RendezvousParameters
-from torch.distributed.elastic.rendezvous import dynamic_rendezvous, utils
+from torch.distributed.elastic.rendezvous import RendezvousParameters, dynamic_rendezvous, utils
 from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from lab import launch
-from lab.jobspec import JobSpec
 from lab.local.etcd import EtcdServer
+from lab.spec.job import JobSpec
 
 
 @pytest.fixture
@@ -20,8 +19,15 @@ def etcd(workdir):
 
 
 def _params(endpoint, conf):
-    return RendezvousParameters(backend="etcd-v2", endpoint=endpoint, run_id="t-launch", min_nodes=1, max_nodes=2,
-                                local_addr="127.0.0.1", **conf)
+    return RendezvousParameters(
+        backend="etcd-v2",
+        endpoint=endpoint,
+        run_id="t-launch",
+        min_nodes=1,
+        max_nodes=2,
+        local_addr="127.0.0.1",
+        **conf,
+    )
 
 
 def test_plain_torch_rejects_our_fractional_settings(etcd):

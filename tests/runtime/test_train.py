@@ -10,10 +10,24 @@ from lab.train import GlobalSampler
 
 
 def _torchrun(workdir, nproc, *train_args, env_extra=None):
-    env = {**os.environ, "LAB_EVENTS_FILE": str(workdir / "events.jsonl"), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
-           **(env_extra or {})}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-           "-m", "lab.train", "--checkpoint-dir", str(workdir / "ckpt"), *train_args]
+    env = {
+        **os.environ,
+        "LAB_EVENTS_FILE": str(workdir / "events.jsonl"),
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        **(env_extra or {}),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "lab.train",
+        "--checkpoint-dir",
+        str(workdir / "ckpt"),
+        *train_args,
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
 
 

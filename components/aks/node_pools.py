@@ -1,0 +1,219 @@
+"""Node pools: the system pool profile (inside the ManagedCluster) and our two user pools.
+
+Facts followed (../shared/FACTS.md, AKS section):
+- spot GPU pool = AgentPool mode User, scaleSetPriority Spot, scaleSetEvictionPolicy
+  Delete, spotMaxPrice -1, autoscaling with minCount 0; a spot pool cannot be the system
+  pool and cannot set upgradeSettings.maxSurge; priority and max price are immutable;
+- AKS adds the label and taint `kubernetes.azure.com/scalesetpriority=spot[:NoSchedule]` to
+  spot nodes: both are declared here so Pulumi shows no perpetual diff;
+- `ignore_changes=["count"]` where the cluster autoscaler owns the count;
+- `gpuProfile.driver: Install` installs the GPU driver only; the NVIDIA device plugin (the
+  platform's) needs `nvidia.com/gpu.present=true` on the nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import containerservice
+
+from components.aks.args import AksClusterArgs
+from lab.spec import pools as labels
+from lab.spec.pools import PoolPlacement, Taint
+
+# AKS labels and taints spot nodes itself (../shared/FACTS.md, AKS); the pools declare both
+# so that Pulumi shows no perpetual diff (pulumi-azure-native#959).
+AKS_SPOT_LABEL = "kubernetes.azure.com/scalesetpriority"
+AKS_SPOT_VALUE = "spot"
+AKS_SPOT_TAINT = Taint(AKS_SPOT_LABEL, AKS_SPOT_VALUE, "NoSchedule")
+# (AKS also labels GPU nodes `kubernetes.azure.com/accelerator=nvidia` itself; we neither
+# declare nor select it: our pods select our own pool label.)
+# The system pool's taint for "critical add-ons only" (keeps our pods on the CPU pool).
+CRITICAL_ADDONS_TAINT = Taint("CriticalAddonsOnly", "true", "NoSchedule")
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """One pool as our platform sees it: name, labels, taints, spot or not."""
+
+    role: str  # labels.POOL_*
+    name: str
+    vm_size: str
+    spot: bool
+    min_nodes: int
+    max_nodes: int
+    node_labels: dict[str, str]
+    taints: tuple[Taint, ...]
+
+    @property
+    def aks_taints(self) -> list[str]:
+        """`nodeTaints` entries: `key=value:Effect`."""
+        return [t.text() for t in self.taints]
+
+
+def pool_specs(args: AksClusterArgs) -> dict[str, PoolSpec]:
+    """The three pools of the lab, keyed by role."""
+    gpu_labels = {
+        **labels.pool_labels(labels.POOL_GPU_SPOT, spot=True),
+        AKS_SPOT_LABEL: AKS_SPOT_VALUE,  # AKS sets it anyway; declared: no diff
+        labels.NVIDIA_GPU_PRESENT_LABEL: "true",  # the device plugin's node affinity
+    }
+    return {
+        labels.POOL_SYSTEM: PoolSpec(
+            labels.POOL_SYSTEM,
+            args.system_pool_name,
+            args.system_vm_size,
+            False,
+            args.system_node_count,
+            args.system_node_count,
+            labels.pool_labels(labels.POOL_SYSTEM, spot=False),
+            (CRITICAL_ADDONS_TAINT,),
+        ),
+        labels.POOL_CPU: PoolSpec(
+            labels.POOL_CPU,
+            args.cpu_pool_name,
+            args.cpu_vm_size,
+            False,
+            args.cpu_min_nodes,
+            args.cpu_max_nodes,
+            labels.pool_labels(labels.POOL_CPU, spot=False),
+            (),
+        ),
+        labels.POOL_GPU_SPOT: PoolSpec(
+            labels.POOL_GPU_SPOT,
+            args.gpu_pool_name,
+            args.gpu_vm_size,
+            True,
+            args.gpu_min_nodes,
+            args.gpu_max_nodes,
+            gpu_labels,
+            (labels.GPU_TAINT, AKS_SPOT_TAINT),
+        ),
+    }
+
+
+def placement(specs: dict[str, PoolSpec]) -> PoolPlacement:
+    """The pools as the platform selects and tolerates them: exactly the labels and taints
+    declared here, and the labels every spot node carries (AKS's own and our capacity label)."""
+    cpu, gpu = specs[labels.POOL_CPU], specs[labels.POOL_GPU_SPOT]
+    return PoolPlacement(
+        cpu_labels=dict(cpu.node_labels),
+        cpu_taints=cpu.taints,
+        gpu_labels=dict(gpu.node_labels),
+        gpu_taints=gpu.taints,
+        spot_labels={AKS_SPOT_LABEL: AKS_SPOT_VALUE, labels.CAPACITY_LABEL: labels.CAPACITY_SPOT},
+    )
+
+
+def system_pool_profile(args: AksClusterArgs, spec: PoolSpec) -> containerservice.ManagedClusterAgentPoolProfileArgs:
+    """The system pool, declared inside the ManagedCluster (AKS needs one at creation).
+
+    On-demand (`Regular`), fixed size, tainted CriticalAddonsOnly so that only AKS add-ons
+    run there and our etcd / operator land on the CPU pool.
+
+    Being inline, any edit of it is an update of the whole ManagedCluster, which puts
+    every pool of the cluster (the user pools below included) into `Scaling` until AKS is
+    done (pulumi/pulumi-azure-native#4264; see components/aks/cluster.py).
+    """
+    return containerservice.ManagedClusterAgentPoolProfileArgs(
+        name=spec.name,
+        mode=containerservice.AgentPoolMode.SYSTEM,
+        vm_size=spec.vm_size,
+        count=spec.min_nodes,
+        os_type=containerservice.OSType.LINUX,
+        type=containerservice.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
+        scale_set_priority=containerservice.ScaleSetPriority.REGULAR,
+        orchestrator_version=args.kubernetes_version,
+        node_labels=spec.node_labels,
+        node_taints=spec.aks_taints,
+        upgrade_settings=containerservice.AgentPoolUpgradeSettingsArgs(max_surge="1"),
+        tags=args.tags,
+    )
+
+
+def _autoscaled_user_pool(
+    name: str,
+    args: AksClusterArgs,
+    spec: PoolSpec,
+    *,
+    resource_group: pulumi.Input[str],
+    cluster: containerservice.ManagedCluster,
+    parent: pulumi.Resource,
+    **specific: object,
+) -> containerservice.AgentPool:
+    """A separate, autoscaled Linux VMSS `User` pool of `cluster`, as `spec` describes it.
+
+    Common to both of our user pools: count range from the spec (the count starts at the
+    minimum), labels and taints from the spec, the cluster's Kubernetes version and tags,
+    and `ignore_changes=["count"]` because the cluster autoscaler owns the node count.
+    `specific` adds what differs per pool (priority, eviction, GPU profile, max surge).
+    """
+    return containerservice.AgentPool(
+        name,
+        resource_group_name=resource_group,
+        resource_name_=cluster.name,
+        agent_pool_name=spec.name,
+        mode=containerservice.AgentPoolMode.USER,  # never the system pool (a spot pool cannot be)
+        vm_size=spec.vm_size,
+        os_type=containerservice.OSType.LINUX,
+        type=containerservice.AgentPoolType.VIRTUAL_MACHINE_SCALE_SETS,
+        orchestrator_version=args.kubernetes_version,
+        enable_auto_scaling=True,
+        count=spec.min_nodes,
+        min_count=spec.min_nodes,
+        max_count=spec.max_nodes,
+        node_labels=spec.node_labels,
+        node_taints=spec.aks_taints,
+        tags=args.tags,
+        # The cluster autoscaler owns the node count.
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["count"]),
+        **specific,
+    )
+
+
+def cpu_pool(
+    name: str,
+    args: AksClusterArgs,
+    spec: PoolSpec,
+    *,
+    resource_group: pulumi.Input[str],
+    cluster: containerservice.ManagedCluster,
+    parent: pulumi.Resource,
+) -> containerservice.AgentPool:
+    """The on-demand CPU pool for etcd, the training operator and launchers (autoscaled)."""
+    return _autoscaled_user_pool(
+        name,
+        args,
+        spec,
+        resource_group=resource_group,
+        cluster=cluster,
+        parent=parent,
+        scale_set_priority=containerservice.ScaleSetPriority.REGULAR,
+        upgrade_settings=containerservice.AgentPoolUpgradeSettingsArgs(max_surge="1"),
+    )
+
+
+def gpu_spot_pool(
+    name: str,
+    args: AksClusterArgs,
+    spec: PoolSpec,
+    *,
+    resource_group: pulumi.Input[str],
+    cluster: containerservice.ManagedCluster,
+    parent: pulumi.Resource,
+) -> containerservice.AgentPool:
+    """The spot GPU pool for elastic workers: Spot + Delete + max price, scales to zero."""
+    return _autoscaled_user_pool(
+        name,
+        args,
+        spec,
+        resource_group=resource_group,
+        cluster=cluster,
+        parent=parent,
+        scale_set_priority=containerservice.ScaleSetPriority.SPOT,  # immutable
+        scale_set_eviction_policy=containerservice.ScaleSetEvictionPolicy.DELETE,
+        spot_max_price=args.gpu_spot_max_price,  # -1: up to on-demand; immutable
+        gpu_profile=containerservice.GPUProfileArgs(driver=containerservice.GPUDriver.INSTALL),
+        # No upgrade_settings.max_surge: AKS rejects it on spot pools.
+    )

@@ -1,0 +1,83 @@
+"""Finding things among rendered Kubernetes objects: workloads and their pod templates, the
+rendezvous servers, the training operator, PriorityClasses, PyTorchJobs and their workers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from components.platform.values import OPERATOR_LABELS
+
+ETCD_NAME_LABEL = ("app.kubernetes.io/name", "etcd-rendezvous")
+STORE_ROLE_LABEL = ("elastic-spot-lab/role", "rdzv-store")
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Pod")
+
+
+def object_id(obj: Mapping[str, Any]) -> str:
+    """`Kind/namespace/name` (`Kind/name` for cluster-scoped objects)."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{obj.get('kind', '?')}/{ns + '/' if ns else ''}{meta.get('name', '?')}"
+
+
+def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict(((obj.get("metadata") or {}).get("labels")) or {})
+
+
+def pod_template(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return dict(obj)
+    if kind in WORKLOAD_KINDS:
+        return ((obj.get("spec") or {}).get("template")) or {}
+    return None
+
+
+def pod_labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    tpl = pod_template(obj) or {}
+    return {**_labels(obj), **dict(((tpl.get("metadata") or {}).get("labels")) or {})}
+
+
+def has_label(labels: Mapping[str, str], pair: tuple[str, str]) -> bool:
+    return labels.get(pair[0]) == pair[1]
+
+
+def rendezvous_workloads(objects: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """etcd and c10d store workloads: the rendezvous servers."""
+    return [
+        o
+        for o in objects
+        if o.get("kind") in WORKLOAD_KINDS
+        and (has_label(pod_labels(o), ETCD_NAME_LABEL) or has_label(pod_labels(o), STORE_ROLE_LABEL))
+    ]
+
+
+def etcd_workloads(objects: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [o for o in rendezvous_workloads(objects) if has_label(pod_labels(o), ETCD_NAME_LABEL)]
+
+
+def operator_workloads(objects: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The training operator's Deployment (as its transforms place it)."""
+    return [
+        o
+        for o in objects
+        if o.get("kind") in WORKLOAD_KINDS and all(pod_labels(o).get(k) == v for k, v in OPERATOR_LABELS.items())
+    ]
+
+
+def priority_values(objects: list[Mapping[str, Any]]) -> dict[str, int]:
+    return {o["metadata"]["name"]: int(o.get("value", 0)) for o in objects if o.get("kind") == "PriorityClass"}
+
+
+def pytorchjobs(objects: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [o for o in objects if o.get("kind") == "PyTorchJob"]
+
+
+def worker_pod_specs(job: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    replicas = ((job.get("spec") or {}).get("pytorchReplicaSpecs")) or {}
+    return [(rtype, (((r or {}).get("template") or {}).get("spec")) or {}) for rtype, r in replicas.items()]
+
+
+def containers(pod_spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The pod's containers and init containers."""
+    return list(pod_spec.get("containers") or []) + list(pod_spec.get("initContainers") or [])

@@ -1,0 +1,255 @@
+"""Offline validation of Kubernetes objects.
+
+- Built-in kinds: the Kubernetes JSON schemas shipped by `kubernetes-validate`, in strict
+  mode (unknown fields are errors, as `kubectl apply --validate=strict` would make them),
+  for the cluster's Kubernetes version or the nearest older one the package ships.
+- PyTorchJob: the openAPIV3Schema of the training operator v1.9.4 CRD
+  (../shared/schemas/kubeflow.org_pytorchjobs.v1.9.4.yaml), also strict: the API server
+  would silently prune an unknown field, which is how typos in jobs go unnoticed.
+
+Each failure is a `SchemaViolation`: the object, the path in it, the message, the schema.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from lab.k8s.objects import object_id
+from lab.spec.layout import ROOT
+
+CRD_FILE = "kubeflow.org_pytorchjobs.v1.9.4.yaml"
+ENV_SCHEMAS_DIR = "ELASTIC_LAB_SCHEMAS"
+
+
+class CrdSchemaMissing(FileNotFoundError):
+    """The PyTorchJob CRD schema file is not where we look for it. `looked_in`: the
+    directories searched, in order."""
+
+    def __init__(self, message: str, looked_in: list[Path] | None = None) -> None:
+        super().__init__(message)
+        self.looked_in = list(looked_in or [])
+
+
+@dataclass(frozen=True)
+class SchemaViolation:
+    """One validation failure: which object, where in it, and what is wrong."""
+
+    obj: str  # Kind/namespace/name
+    path: str  # dotted path inside the object
+    message: str
+    schema: str  # what it was checked against
+
+    def __str__(self) -> str:
+        where = f" at {self.path}" if self.path else ""
+        return f"{self.obj}{where}: {self.message} [{self.schema}]"
+
+
+# ------------------------------------------------------------ Kubernetes versions
+def _minor(version: str) -> tuple[int, int]:
+    m = re.match(r"^v?(\d+)\.(\d+)", str(version).strip())
+    if not m:
+        raise ValueError(f"kubernetesVersion={version!r} is invalid: expected MAJOR.MINOR such as 1.33")
+    return int(m.group(1)), int(m.group(2))
+
+
+@functools.cache
+def shipped_schema_versions() -> tuple[str, ...]:
+    from kubernetes_validate import utils
+
+    versions = {".".join(v.split(".")[:2]) for v in utils.all_versions()}
+    return tuple(sorted(versions, key=_minor))
+
+
+def schema_version_for(kubernetes_version: str) -> tuple[str, str]:
+    """(schema version used, note): the newest shipped schema not newer than the cluster;
+    a cluster newer than every shipped schema uses the newest (and says so)."""
+    wanted = _minor(kubernetes_version)
+    shipped = shipped_schema_versions()
+    older = [v for v in shipped if _minor(v) <= wanted]
+    if not older:
+        raise ValueError(
+            f"kubernetesVersion={kubernetes_version!r} is invalid: expected {shipped[0]} or newer "
+            f"(kubernetes-validate ships schemas {shipped[0]}..{shipped[-1]})"
+        )
+    used = older[-1]
+    if _minor(used) == wanted:
+        return used, f"Kubernetes {used} schemas"
+    return used, f"Kubernetes {used} schemas (nearest shipped to {kubernetes_version})"
+
+
+def validate_builtin(obj: Mapping[str, Any], kubernetes_version: str) -> list[SchemaViolation]:
+    import kubernetes_validate
+    from kubernetes_validate.utils import SchemaNotFoundError
+
+    used, _ = schema_version_for(kubernetes_version)
+    label = f"kubernetes {used} (strict)"
+    try:
+        kubernetes_validate.validate(dict(obj), used, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        return [SchemaViolation(object_id(obj), _path(exc.absolute_path), exc.message, label)]
+    except SchemaNotFoundError as exc:
+        return [SchemaViolation(object_id(obj), "", exc.message, label)]
+    return []
+
+
+# ------------------------------------------------------------------ the CRD
+def schema_dirs() -> list[Path]:
+    dirs = []
+    if os.environ.get(ENV_SCHEMAS_DIR):
+        dirs.append(Path(os.environ[ENV_SCHEMAS_DIR]))
+    dirs += [ROOT.parent / "shared" / "schemas", ROOT / "shared" / "schemas"]
+    return dirs
+
+
+def crd_path() -> Path:
+    dirs = schema_dirs()
+    for d in dirs:
+        if (d / CRD_FILE).is_file():
+            return d / CRD_FILE
+    raise CrdSchemaMissing(
+        f"{CRD_FILE} not found in "
+        + ", ".join(str(d) for d in dirs)
+        + f" (set {ENV_SCHEMAS_DIR} to the directory holding it)",
+        dirs,
+    )
+
+
+def is_pytorchjob(obj: Mapping[str, Any]) -> bool:
+    return obj.get("apiVersion") == "kubeflow.org/v1" and obj.get("kind") == "PyTorchJob"
+
+
+@functools.lru_cache(maxsize=4)
+def _crd_validator(path: str) -> jsonschema.protocols.Validator:
+    crd = yaml.safe_load(Path(path).read_text())
+    versions = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    schema = _strict(copy.deepcopy(versions[0]["schema"]["openAPIV3Schema"]))
+    cls = jsonschema.validators.extend(jsonschema.Draft4Validator, {"x-kubernetes-list-type": _list_type})
+    return cls(schema)
+
+
+def _strict(schema: Any) -> Any:
+    """Unknown fields are errors where the schema lists the fields (and does not say
+    x-kubernetes-preserve-unknown-fields)."""
+    if isinstance(schema, dict):
+        for value in schema.values():
+            _strict(value)
+        if (
+            "properties" in schema
+            and "additionalProperties" not in schema
+            and not schema.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            schema["additionalProperties"] = False
+    elif isinstance(schema, list):
+        for item in schema:
+            _strict(item)
+    return schema
+
+
+def _list_type(validator, list_type, instance, schema):
+    if not isinstance(instance, list):
+        return
+    if list_type == "map":
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        seen = set()
+        for item in instance:
+            if isinstance(item, dict):
+                key = tuple(item.get(k) for k in keys)
+                if key in seen:
+                    yield jsonschema.ValidationError(f"duplicate entry for key {dict(zip(keys, key, strict=True))}")
+                seen.add(key)
+    elif list_type == "set":
+        seen_items: list[Any] = []
+        for item in instance:
+            if item in seen_items:
+                yield jsonschema.ValidationError(f"duplicate entry {item!r} in a set")
+            seen_items.append(item)
+
+
+def validate_pytorchjob(obj: Mapping[str, Any], crd: Path | None = None) -> list[SchemaViolation]:
+    path = crd or crd_path()
+    validator = _crd_validator(str(path))
+    problems = []
+    for err in sorted(validator.iter_errors(dict(obj)), key=lambda e: list(e.absolute_path)):
+        problems.append(
+            SchemaViolation(object_id(obj), _path(err.absolute_path), err.message, "PyTorchJob CRD v1.9.4 (strict)")
+        )
+    spec = obj.get("spec") or {}
+    policy = spec.get("elasticPolicy") or {}
+    if "rdzvConf" in policy and not policy["rdzvConf"]:
+        problems.append(
+            SchemaViolation(
+                object_id(obj),
+                "spec.elasticPolicy.rdzvConf",
+                "an empty list: operator v1.9.4 slices it "
+                "(val[:len(val)-1]) and crashes; omit the key when there is no conf",
+                "training operator v1.9.4",
+            )
+        )
+    if "nProcPerNode" in policy and "nprocPerNode" in spec:
+        problems.append(
+            SchemaViolation(
+                object_id(obj),
+                "spec.elasticPolicy.nProcPerNode",
+                "set together with spec.nprocPerNode: the operator rejects both; use spec.nprocPerNode",
+                "training operator v1.9.4",
+            )
+        )
+    replicas = spec.get("pytorchReplicaSpecs") or {}
+    if policy and "Worker" not in replicas:
+        problems.append(
+            SchemaViolation(
+                object_id(obj),
+                "spec.pytorchReplicaSpecs",
+                "elasticPolicy needs a Worker replica spec",
+                "training operator v1.9.4",
+            )
+        )
+    for rtype, rspec in replicas.items():
+        containers = (((rspec or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+        if not any(c.get("name") == "pytorch" for c in containers):
+            problems.append(
+                SchemaViolation(
+                    object_id(obj),
+                    f"spec.pytorchReplicaSpecs.{rtype}",
+                    "no container named pytorch (the operator requires it)",
+                    "training operator v1.9.4",
+                )
+            )
+    name = (obj.get("metadata") or {}).get("name", "")
+    if not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", name) or len(name) > 63:
+        problems.append(
+            SchemaViolation(
+                object_id(obj),
+                "metadata.name",
+                "not a DNS-1035 label (the operator rejects it)",
+                "training operator v1.9.4",
+            )
+        )
+    return problems
+
+
+# ------------------------------------------------------------------ everything
+def validate_objects(objects: Iterable[Mapping[str, Any]], kubernetes_version: str) -> list[SchemaViolation]:
+    """Every object against its schema. Raises CrdSchemaMissing when there is a PyTorchJob
+    and no CRD (validate_builtins checks the others alone)."""
+    problems: list[SchemaViolation] = []
+    for obj in objects:
+        if is_pytorchjob(obj):
+            problems += validate_pytorchjob(obj)
+        else:
+            problems += validate_builtin(obj, kubernetes_version)
+    return problems
+
+
+def _path(parts: Iterable[Any]) -> str:
+    return ".".join(str(p) for p in parts)

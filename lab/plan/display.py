@@ -1,0 +1,307 @@
+"""Text and JSON views of a plan: resource tree, stack outputs, cost estimate, check results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from components.aks.storage import ROLE_STORAGE_ACCOUNT_CONTRIBUTOR, ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR
+from lab.plan.check_list import CheckRun, findings_of
+from lab.plan.cost import CostEstimate
+from lab.plan.findings import errors
+from lab.plan.recording import SECRET_PLACEHOLDER, Plan, RecordedResource
+from lab.spec.layout import ROOT
+
+ROLE_NAMES = {
+    ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR: "Storage Blob Data Contributor",
+    ROLE_STORAGE_ACCOUNT_CONTRIBUTOR: "Storage Account Contributor",
+}
+
+
+def _scalar(v: Any) -> bool:
+    return isinstance(v, (str, int, float, bool))
+
+
+def summary(r: RecordedResource) -> str:
+    """A few key inputs of a resource, one line."""
+    i = r.inputs
+    t = r.type
+    parts: list[str] = []
+    if t == "azure-native:resources:ResourceGroup":
+        parts = [i.get("resourceGroupName"), i.get("location")]
+    elif t == "azure-native:managedidentity:UserAssignedIdentity":
+        parts = [i.get("resourceName")]
+    elif t == "azure-native:managedidentity:FederatedIdentityCredential":
+        parts = [f"subject={i.get('subject')}"]
+    elif t == "azure-native:containerservice:ManagedCluster":
+        system = [p for p in i.get("agentPoolProfiles") or [] if isinstance(p, dict)]
+        parts = [
+            i.get("resourceName"),
+            f"k8s {i.get('kubernetesVersion')}",
+            i.get("location"),
+            f"tier {(i.get('sku') or {}).get('tier')}",
+            f"nodeRG {i.get('nodeResourceGroup') or r.state.get('nodeResourceGroup')}",
+        ]
+        parts += [
+            f"pool {p.get('name')}: {p.get('mode')} {p.get('scaleSetPriority', 'Regular')} "
+            f"{p.get('vmSize')} x{p.get('count')}"
+            for p in system
+        ]
+    elif t == "azure-native:containerservice:AgentPool":
+        prio = i.get("scaleSetPriority", "Regular")
+        rng = f"{i.get('minCount')}..{i.get('maxCount')}" if i.get("enableAutoScaling") else f"x{i.get('count')}"
+        parts = [i.get("agentPoolName"), i.get("mode"), prio, i.get("vmSize"), f"nodes {rng}"]
+        if str(prio).lower() == "spot":
+            parts += [f"eviction {i.get('scaleSetEvictionPolicy')}", f"maxPrice {i.get('spotMaxPrice')}"]
+        if i.get("nodeTaints"):
+            parts.append("taints " + ",".join(i["nodeTaints"]))
+    elif t == "azure-native:storage:StorageAccount":
+        parts = [
+            i.get("accountName"),
+            (i.get("sku") or {}).get("name"),
+            i.get("kind"),
+            f"rg {i.get('resourceGroupName')}",
+        ]
+    elif t == "azure-native:storage:BlobContainer":
+        parts = [i.get("containerName"), f"public {i.get('publicAccess')}"]
+    elif t == "azure-native:authorization:RoleAssignment":
+        role = str(i.get("roleDefinitionId", "")).rsplit("/", 1)[-1]
+        scope = str(i.get("scope", "")).split("/providers/", 1)[-1]
+        parts = [ROLE_NAMES.get(role, role), f"on {scope}"]
+    elif t.startswith("pulumi:providers:"):
+        parts = [
+            f"{k}={SECRET_PLACEHOLDER if k in r.secret_inputs else v}"
+            for k, v in i.items()
+            if _scalar(v) and k != "version"
+        ][:3]
+    else:
+        meta = i.get("metadata") if isinstance(i.get("metadata"), dict) else {}
+        if meta:
+            parts = [f"{meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta.get('name', '')}"]
+        parts += [
+            f"{k}={v}"
+            for k, v in i.items()
+            if _scalar(v) and k not in r.secret_inputs and k not in ("kind", "apiVersion")
+        ][:3]
+    return " ".join(str(p) for p in parts if p not in (None, ""))
+
+
+def tree(plan: Plan) -> list[str]:
+    urns = {r.urn for r in plan.resources}
+    by_parent: dict[str | None, list[RecordedResource]] = {}
+    for r in plan.resources:
+        key = r.parent if r.parent in urns else None
+        by_parent.setdefault(key, []).append(r)
+    names = {r.urn: r.name for r in plan.resources}
+    lines = [f"pulumi:pulumi:Stack {plan.project}-{plan.stack}"]
+
+    def walk(parent: str | None, indent: str) -> None:
+        kids = sorted(by_parent.get(parent, []), key=lambda r: (r.custom, r.type, r.name))
+        for n, r in enumerate(kids):
+            last = n == len(kids) - 1
+            lines.append(f"{indent}{'└─ ' if last else '├─ '}{r.type} {r.name}")
+            cont = indent + ("   " if last else "│  ")
+            detail = summary(r)
+            if detail:
+                lines.append(f"{cont}    {detail}")
+            opts = []
+            if r.ignore_changes:
+                opts.append(f"ignore_changes={r.ignore_changes}")
+            explicit = [names.get(d, d) for d in r.depends_on]
+            if explicit:
+                opts.append(f"depends_on={sorted(set(explicit))}")
+            if r.protect:
+                opts.append("protect")
+            if r.secret_inputs:
+                opts.append(f"secret inputs={r.secret_inputs}")
+            if opts:
+                lines.append(f"{cont}    [{'; '.join(opts)}]")
+            walk(r.urn, cont)
+
+    walk(None, "")
+    return lines
+
+
+def _fmt_output(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    return text if len(text) <= 110 else text[:107] + "..."
+
+
+def outputs_lines(plan: Plan, show_secrets: bool = False) -> list[str]:
+    width = max((len(k) for k in plan.outputs), default=0)
+    lines = []
+    for k in sorted(plan.outputs):
+        secret = k in plan.secret_outputs
+        value = plan.outputs[k] if (show_secrets or not secret) else SECRET_PLACEHOLDER
+        lines.append(f"  {k.ljust(width)}  {_fmt_output(value)}{'  (secret)' if secret else ''}")
+    return lines
+
+
+def _rel(path: str) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return path
+
+
+def money(v: float | None, cur: str = "USD") -> str:
+    return "   n/a" if v is None else f"{v:7.3f}"
+
+
+def cost_lines(cost: CostEstimate | None) -> list[str]:
+    if cost is None:
+        return ["  (no Azure node pools in this plan)"]
+    lines = [
+        f"  {cost.currency}/hour, region {cost.region}, prices as of {cost.as_of} "
+        f"(ESTIMATES from {_rel(cost.prices_file)}; VMs only: disks, network, storage not included)",
+        f"  {'pool':<9} {'role':<9} {'vm size':<24} {'capacity':<9} {'nodes':>6} {'$/node':>7} {'at min':>7} "
+        f"{'at max':>7} {'max on-demand':>13}",
+    ]
+    for p in cost.pools:
+        lines.append(
+            f"  {p.pool:<9} {p.role or '-'!s:<9} {p.vm_size:<24} {'spot' if p.spot else 'on-demand':<9} "
+            f"{f'{p.min_nodes}..{p.max_nodes}':>6} {money(p.price)} {money(p.at_min)} {money(p.at_max)} "
+            f"{money(p.at_max_on_demand):>13}"
+        )
+    cp = cost.control_plane
+    label = 9 + 1 + 9 + 1 + 24 + 1 + 9 + 1 + 6 + 1 + 7  # up to and including the $/node column
+    lines.append(
+        f"  {'AKS control plane (' + cp['tier'] + ')':<{label}} {money(cp['price'])} {money(cp['price'])} "
+        f"{money(cp['price']):>13}"
+    )
+    lines.append(
+        f"  {'total':<{label}} {money(cost.hourly_min)} {money(cost.hourly_max)} {money(cost.hourly_max_on_demand):>13}"
+    )
+    lines.append(
+        f"  idle (every pool at its minimum, GPU pool at zero): {money(cost.hourly_min).strip()} {cost.currency}/h"
+    )
+    if cost.hourly_max is not None:
+        saving = f" (spot saves about {cost.spot_saving:.0%})" if cost.spot_saving is not None else ""
+        lines.append(
+            f"  full (every pool at its maximum): {money(cost.hourly_max).strip()} {cost.currency}/h on spot GPUs vs "
+            f"{money(cost.hourly_max_on_demand).strip()} {cost.currency}/h on on-demand GPUs{saving}"
+        )
+    sources = {}
+    for p in cost.pools:
+        sources.setdefault(p.vm_size, (p.source, p.query))
+    sources[f"control plane {cp['tier']}"] = (cp["source"], cp.get("query"))
+    lines.append("  sources (`query`: the Azure Retail Prices API request that returns today's price):")
+    for size, (src, query) in sources.items():
+        lines.append(f"    {size}: {src}")
+        if query:
+            lines.append(f"      query: {query}")
+    for note in cost.notes:
+        lines.append(f"  note: {note}")
+    return lines
+
+
+def checks_lines(runs: list[CheckRun], api: dict[str, dict[str, str]] | None = None) -> list[str]:
+    lines = []
+    for run in runs:
+        if not run.applied:
+            lines.append(f"  - {run.name}: not applicable")
+            continue
+        errs = len(errors(run.findings))
+        warns = len(run.findings) - errs
+        status = "ok" if not run.findings else f"{errs} error(s), {warns} warning(s)"
+        lines.append(f"  {'✓' if not errs else '✗'} {run.name}: {status}")
+        for f in run.findings:
+            lines.append(f"      {f}")
+    if api:
+        lines.append("  ARM models checked against (Pulumi's API version in brackets):")
+        for t, v in api.items():
+            lines.append(f"      {t}: {v['model']} @ API {v['models']} [Pulumi sends {v['pulumi']}]")
+    total = findings_of(runs)
+    lines.append(f"  {len(errors(total))} error(s), {len(total) - len(errors(total))} warning(s)")
+    return lines
+
+
+def text(
+    plan: Plan,
+    runs: list[CheckRun],
+    cost: CostEstimate | None,
+    *,
+    show_secrets: bool = False,
+    api: dict[str, dict[str, str]] | None = None,
+) -> str:
+    parts = [
+        f"Plan of stack {plan.stack!r} (cloud: {plan.cloud}) — offline, under mocks: {len(plan.resources)} resources",
+        "",
+        *tree(plan),
+        "",
+        "Outputs:",
+        *outputs_lines(plan, show_secrets),
+        "",
+        "Hourly cost estimate:",
+        *cost_lines(cost),
+        "",
+        "Checks:",
+        *checks_lines(runs, api),
+    ]
+    return "\n".join(parts)
+
+
+def urn_type(urn: str | None) -> str | None:
+    """The resource type of a URN (`urn:pulumi:stack::project::parent$type::name`)."""
+    if not urn:
+        return None
+    parts = urn.split("::")
+    return parts[2].split("$")[-1] if len(parts) >= 4 else None
+
+
+def json_dict(
+    plan: Plan,
+    runs: list[CheckRun],
+    cost: CostEstimate | None,
+    *,
+    show_secrets: bool = False,
+    api: dict[str, dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    base = plan.to_json_dict(show_secrets=show_secrets)
+    resources = []
+    for d in sorted(base["resources"], key=lambda d: d["urn"]):
+        parent = d.get("parent")
+        resources.append(
+            {
+                "type": d["type"],
+                "name": d["name"],
+                "urn": d["urn"],
+                "parent": parent,
+                "parent_type": urn_type(parent),
+                "parent_name": d["parent_name"],
+                "custom": d["custom"],
+                "remote": d["remote"],
+                "id": d["id"],
+                "inputs": d["inputs"],
+                "secret_inputs": d["secret_inputs"],
+                "options": {
+                    "ignore_changes": d["ignore_changes"],
+                    "replace_on_changes": d["replace_on_changes"],
+                    "depends_on": d["depends_on"],
+                    "dependencies": d["dependencies"],
+                    "property_dependencies": d["property_dependencies"],
+                    "provider": d["provider"],
+                    "protect": d["protect"],
+                    "delete_before_replace": d["delete_before_replace"],
+                    "retain_on_delete": d["retain_on_delete"],
+                    "additional_secret_outputs": d["additional_secret_outputs"],
+                },
+                "outputs": d["outputs"],
+                "state": d["state"],
+            }
+        )
+    all_findings = findings_of(runs)
+    return {
+        "stack": plan.stack,
+        "project": plan.project,
+        "cloud": plan.cloud,
+        "resources": resources,
+        "outputs": base["outputs"],
+        "secret_outputs": base["secret_outputs"],
+        "cost": cost.to_dict() if cost else None,
+        "checks": [{"name": r.name, "applied": r.applied, "findings": [f.to_dict() for f in r.findings]} for r in runs],
+        "findings": [f.to_dict() for f in all_findings],
+        "arm_api_versions": api,
+        "ok": not errors(all_findings),
+    }

@@ -1,0 +1,61 @@
+"""The project's stack files, `stacks/Pulumi.<stack>.yaml`, read as Pulumi hands their config
+to a program: full keys, string values (JSON for structures)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lab.plan.recording import SECRET_PLACEHOLDER
+from lab.spec.layout import ROOT
+from lab.spec.names import PROJECT
+
+
+class StackNotFound(FileNotFoundError):
+    """No stack file for the stack name given; the message lists the stacks there are."""
+
+
+def stack_file(stack: str, root: Path = ROOT) -> Path:
+    path = root / "stacks" / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        have = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (root / "stacks").glob("Pulumi.*.yaml"))
+        raise StackNotFound(f"stack {stack!r} has no config file {path} (stacks here: {', '.join(have) or 'none'})")
+    return path
+
+
+def list_stacks(root: Path = ROOT) -> list[str]:
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (root / "stacks").glob("Pulumi.*.yaml"))
+
+
+def config_string(value: Any) -> str:
+    """A stack-file value as Pulumi hands it to programs: strings, JSON for structures."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    if value is None:
+        return ""
+    return str(value)
+
+
+def read_stack_config(stack: str, root: Path = ROOT) -> tuple[dict[str, str], list[str]]:
+    """(config with full keys as strings, secret keys) from stacks/Pulumi.<stack>.yaml.
+
+    `secure:` values cannot be decrypted offline; they become SECRET_PLACEHOLDER, secret."""
+    doc = yaml.safe_load(stack_file(stack, root).read_text()) or {}
+    raw = doc.get("config") or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{stack_file(stack, root)}: 'config' must be a mapping")
+    config: dict[str, str] = {}
+    secret_keys: list[str] = []
+    for key, value in raw.items():
+        key = str(key) if ":" in str(key) else f"{PROJECT}:{key}"
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            config[key] = SECRET_PLACEHOLDER
+            secret_keys.append(key)
+        else:
+            config[key] = config_string(value)
+    return config, secret_keys

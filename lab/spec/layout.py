@@ -1,0 +1,11 @@
+"""Where the project's own files are: the root of the checkout, its charts and stack files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CHARTS_DIR = ROOT / "charts"
+JOB_CHART = CHARTS_DIR / "elastic-pytorchjob"
+ETCD_CHART = CHARTS_DIR / "etcd-rendezvous"
+STACKS_DIR = ROOT / "stacks"

@@ -1,0 +1,28 @@
+"""Names: the project's, its Pulumi type tokens, the clouds it knows, and Kubernetes' naming rules."""
+
+from __future__ import annotations
+
+import re
+
+# The Pulumi project, the namespace of its stack config keys (`elastic-spot-lab:<key>`) and
+# the prefix of its own labels.
+PROJECT = "elastic-spot-lab"
+
+# Type tokens of the project's components, as they appear in Pulumi state.
+AKS_CLUSTER_TYPE = f"{PROJECT}:aks:Cluster"
+BYO_CLUSTER_TYPE = f"{PROJECT}:byo:Cluster"
+PLATFORM_TYPE = f"{PROJECT}:platform:TrainingPlatform"
+
+# Values of `elastic-spot-lab:cloud`: which cluster a stack builds. `byo` brings an existing
+# cluster through its kubeconfig.
+CLOUDS = ("aks", "eks", "byo")
+
+# RFC 1123 label: namespaces, service accounts, most object names.
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# RFC 1035 label: names of Services and of what names them (jobs), starting with a letter.
+DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# RFC 1123 subdomain: PriorityClasses, claims, StorageClasses, cluster domains.
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+# A qualified label key (optional DNS prefix, a name of at most 63 characters) and a label value.
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")

@@ -1,0 +1,21 @@
+"""Pinned versions of what the platform installs, and the Kubernetes version of a stack that
+sets none. Use these constants, never a literal, so that what is installed and what the
+offline checks validate against cannot drift apart."""
+
+from __future__ import annotations
+
+# The Kubernetes version an AKS cluster is created at when `elastic-spot-lab:kubernetesVersion`
+# is unset; the offline checks validate against this version's schemas.
+DEFAULT_KUBERNETES_VERSION = "1.35"
+
+# Kubeflow training operator v1: the elastic PyTorchJob (master is Trainer v2, without it).
+OPERATOR_VERSION = "v1.9.4"
+
+# NVIDIA device plugin chart.
+DEVICE_PLUGIN_VERSION = "0.20.0"
+DEVICE_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
+DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
+
+# etcd 3.5 serves the v2 API torch's etcd rendezvous speaks; 3.6 removed it.
+ETCD_IMAGE = "quay.io/coreos/etcd"
+ETCD_TAG = "v3.5.20"

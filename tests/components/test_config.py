@@ -1,0 +1,150 @@
+"""Stack config: typed, validated, every bad value named with its key, value and expectation,
+before any resource is declared."""
+
+from __future__ import annotations
+
+import pytest
+
+from components import config as config_mod
+from components.aks.args import AksClusterArgs, is_gpu_size, is_nvidia_gpu_size
+from lab.plan.harness import run_program
+from lab.plan.stack_files import read_stack_config
+from lab.spec.problems import InvalidInput
+
+
+def _load(**overrides):
+    values, _ = read_stack_config("aks-dev")
+    for k, v in overrides.items():
+        full = config_mod.qualified(k)
+        if v is None:
+            values.pop(full, None)
+        else:
+            values[full] = v
+    return config_mod.load(values, stack="aks-dev")
+
+
+def test_stack_file_gives_typed_args():
+    args = _load().cluster
+    assert isinstance(args, AksClusterArgs)
+    assert args.location == "eastus"
+    assert args.gpu_vm_size == "Standard_NC4as_T4_v3"
+    assert (args.gpu_min_nodes, args.gpu_max_nodes) == (0, 3)
+    assert isinstance(args.gpu_max_nodes, int) and args.gpu_spot_max_price == -1.0
+    assert args.tags == {"project": "elastic-spot-lab", "environment": "dev"}
+    assert args.cluster_name == "esl-aks-dev" and args.resource_group_name == "esl-aks-dev-rg"
+    assert args.node_resource_group_name == "MC_esl-aks-dev-rg_esl-aks-dev_eastus"
+
+
+BAD_VALUES = [
+    # key, raw value (as Pulumi hands it over: a string), words the "expected" part must
+    # contain[, the value as the message shows it: typed once it parsed, e.g. 3 not '3']
+    ("location", "East US", "did you mean 'eastus'"),
+    ("location", "", "Azure region name"),
+    ("kubernetesVersion", "v1.30", "1.<minor>"),
+    ("kubernetesVersion", "latest", "1.<minor>"),
+    ("kubernetesVersion", "1.27", "1.29 or newer"),
+    ("gpuVmSize", "Standard_D4s_v5", "NVIDIA GPU VM size"),
+    ("gpuVmSize", "Standard_NV8as_v4", "AMD GPU"),
+    ("gpuVmSize", "nc4as_t4", "NVIDIA GPU VM size"),
+    ("cpuVmSize", "Standard_NC4as_T4_v3", "a CPU VM size"),
+    ("systemVmSize", "D2s_v5", "an Azure VM size"),
+    ("cpuMinNodes", "3", "<= cpuMaxNodes (2)", 3),
+    ("cpuMinNodes", "0", ">= 1", 0),
+    ("gpuMinNodes", "4", "<= gpuMaxNodes (3)", 4),
+    ("gpuMaxNodes", "0", "0 would leave the pool unable to run anything", 0),
+    ("gpuMaxNodes", "three", "a whole number"),
+    ("gpuMaxNodes", "1001", "1..1000", 1001),
+    ("gpuSpotMaxPrice", "0", "-1", 0.0),
+    ("gpuSpotMaxPrice", "cheap", "a number"),
+    ("gpuSpotMaxPrice", "0.1234567", "5 decimal places", 0.1234567),
+    ("systemNodeCount", "0", "1..100", 0),
+    ("storageAccountName", "Bad_Name", "3-24 lower-case letters and digits"),
+    ("checkpointContainer", "Checkpoints", "lower-case"),
+    ("checkpointContainer", "a--b", "single '-'"),
+    ("clusterName", "-bad", "letter or digit"),
+    ("resourceGroupName", "rg.", "not ending with '.'"),
+    ("skuTier", "Gold", "Free, Standard, Premium"),
+    ("storageSku", "Premium_LRS", "StorageV2"),
+    ("checkpointAuth", "sas", "workload-identity-key"),
+    ("trainingNamespace", "Training", "DNS-1123"),
+    ("gpuPoolName", "gpu-spot", "AKS Linux pool name"),
+    ("gpuPoolName", "cpu", "differ from each other"),
+    ("nodeResourceGroup", "esl-aks-dev-rg", "other than resourceGroupName"),
+    ("tags", "[1, 2]", "a mapping"),
+    ("cloud", "gcp", "one of aks, eks, byo"),
+    ("gpuMaxNode", "4", "did you mean 'elastic-spot-lab:gpuMaxNodes'"),
+]
+
+
+@pytest.mark.parametrize(
+    "key,value,expected,shown", [(*b, b[1])[:4] for b in BAD_VALUES], ids=[f"{b[0]}={b[1]}" for b in BAD_VALUES]
+)
+def test_each_bad_value_is_named_with_key_value_and_expectation(key, value, expected, shown):
+    with pytest.raises(InvalidInput) as info:
+        _load(**{key: value})
+    problems = [p for p in info.value.problems if p.key == f"elastic-spot-lab:{key}"]
+    assert problems, f"no problem names {key}: {info.value}"
+    assert [p.value for p in problems] == [shown]
+    message = str(info.value)
+    assert f"elastic-spot-lab:{key}={shown!r} is invalid: expected" in message, message
+    assert expected in message, message
+    assert "is invalid: expected" in message
+
+
+@pytest.mark.parametrize("key", ["cloud", "location"])
+def test_required_keys(key):
+    with pytest.raises(InvalidInput, match=f"elastic-spot-lab:{key}=None is invalid"):
+        _load(**{key: None})
+
+
+def test_all_problems_reported_at_once():
+    with pytest.raises(InvalidInput) as info:
+        _load(gpuVmSize="Standard_D4s_v5", gpuMaxNodes="0", location="East US", gpuMaxNode="4", cpuMinNodes="x")
+    keys = {p.key.split(":")[1] for p in info.value.problems}
+    assert keys == {"gpuVmSize", "gpuMaxNodes", "location", "gpuMaxNode", "cpuMinNodes"}
+    assert "5 problem(s)" in str(info.value)
+
+
+def test_errors_raised_before_any_resource_is_declared():
+    with pytest.raises(InvalidInput) as info:
+        run_program("aks-dev", {"gpuVmSize": "Standard_D4s_v5"})
+    assert info.value.recorded_resources == []
+
+
+def test_keys_are_typed():
+    cfg = _load(gpuMaxNodes="5", gpuSpotMaxPrice="0.25")
+    assert cfg.cluster.gpu_max_nodes == 5 and cfg.cluster.gpu_spot_max_price == 0.25
+    assert cfg.kubernetes_version == "1.35" and cfg.platform.kubernetes_version == "1.35"
+
+
+def test_every_key_is_documented_and_sectioned():
+    assert {"cloud", "platform", "kubeconfig", "location", "gpuMaxNodes"} <= set(config_mod.KEYS)
+    assert all(k.doc and k.section in ("common", "platform", "byo", "aks") for k in config_mod.KEYS.values())
+
+
+def test_args_validate_names_fields():
+    args = AksClusterArgs(
+        location="eastus", resource_group_name="rg", cluster_name="c", gpu_min_nodes=5, gpu_max_nodes=2
+    )
+    with pytest.raises(InvalidInput, match=r"gpu_min_nodes=5 is invalid: expected <= gpu_max_nodes \(2\)"):
+        args.validate()
+
+
+@pytest.mark.parametrize(
+    "size,gpu,nvidia",
+    [
+        ("Standard_NC4as_T4_v3", True, True),
+        ("Standard_NC24ads_A100_v4", True, True),
+        ("Standard_NC40ads_H100_v5", True, True),
+        ("Standard_ND96isr_H100_v5", True, True),
+        ("Standard_NV36ads_A10_v5", True, True),
+        ("Standard_NC6s_v3", True, True),
+        ("Standard_NV8as_v4", True, False),
+        ("Standard_ND96isr_MI300X_v5", True, False),
+        ("Standard_D4s_v5", False, False),
+        ("Standard_E8as_v5", False, False),
+    ],
+)
+def test_gpu_size_recognition(size, gpu, nvidia):
+    assert is_gpu_size(size) is gpu
+    assert is_nvidia_gpu_size(size) is nvidia

@@ -1,0 +1,195 @@
+"""Full drills on the local target: real etcd, real torchrun agents, real kills."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from lab.drill.run import DrillConfig, run_drill
+from lab.spec.job import JobSpec
+
+
+def _spec(workdir, **kw):
+    base = {
+        "name": "t",
+        "min_nodes": 2,
+        "max_nodes": 3,
+        "checkpoint_dir": str(workdir / "ckpt"),
+        "checkpoint_every_steps": 30,
+        "script_args": ("--steps", "150", "--step-time", "0.03"),
+    }
+    base.update(kw)
+    return JobSpec(**base)
+
+
+@pytest.mark.timeout(90)  # every drill test ends within 90 s
+def test_hard_kill_then_scale_out_finishes_with_the_target_step(workdir):
+    """3 nodes on etcd v2, one SIGKILLed, one added back: the job reaches its target step."""
+    cfg = DrillConfig(
+        spec=_spec(workdir),
+        workdir=workdir,
+        nodes=3,
+        target_steps=150,
+        eviction="hard",
+        evict_at_step=40,
+        scale_out_after_s=1.0,
+        timeout_s=150,
+    )
+    report = run_drill(cfg)
+    assert report.passed, report.summary()
+    assert report.final_step == 150 and report.finished
+    (ev,) = report.evictions
+    assert ev.kind == "hard" and ev.world_before == 3 and ev.world_after == 2
+    assert ev.recovery_s is not None and 0 < ev.recovery_s < 60
+    assert ev.lost_steps is not None and ev.lost_steps <= 30  # at most one checkpoint interval
+    (join,) = report.joins
+    assert join.world_after == 3 and join.join_s is not None
+    assert join.lost_steps == 0  # agents stop workers with SIGTERM on scale-out: saved at the step boundary
+    codes = report.node_exit_codes
+    assert codes["node-2"] == -9 and all(codes[n] == 0 for n in ("node-0", "node-1", "node-3")), codes
+
+
+@pytest.mark.timeout(90)  # every drill test ends within 90 s
+def test_notice_on_the_first_node_with_a_c10d_store_loses_nothing(workdir):
+    """A spot notice (SIGTERM) to node 0 with a standalone c10d store: the store survives, the
+    emergency save finishes well inside the notice, and no step is lost."""
+    cfg = DrillConfig(
+        spec=_spec(workdir, rdzv_backend="c10d"),
+        workdir=workdir,
+        nodes=3,
+        target_steps=150,
+        eviction="notice",
+        notice_s=30,
+        evict_at_step=40,
+        victim=0,
+        scale_out_after_s=None,
+        timeout_s=150,
+    )
+    report = run_drill(cfg)
+    assert report.passed, report.summary()
+    (ev,) = report.evictions
+    assert ev.node == "node-0" and ev.lost_steps == 0
+    assert ev.emergency_save_s is not None and ev.emergency_save_s < 2.0
+    assert ev.notice_to_exit_s is not None and ev.notice_to_exit_s < 30
+
+
+USER_SCRIPT = textwrap.dedent("""
+    import os, time, torch.distributed as dist
+    from datetime import timedelta
+    dist.init_process_group("gloo", timeout=timedelta(seconds=10))
+    for i in range(int(os.environ.get("ITER", "60"))):
+        dist.all_reduce(__import__("torch").ones(1))
+        time.sleep(0.1)
+    dist.destroy_process_group()
+""")
+
+
+@pytest.mark.timeout(90)  # every drill test ends within 90 s
+def test_drill_of_a_script_without_our_events_reports_what_the_agents_saw(workdir):
+    script = workdir / "user_train.py"
+    script.write_text(USER_SCRIPT)
+    spec = _spec(workdir, module=None, script=str(script), script_args=())
+    cfg = DrillConfig(
+        spec=spec,
+        workdir=workdir,
+        nodes=3,
+        target_steps=None,
+        eviction="hard",
+        evict_after_s=2,
+        scale_out_after_s=None,
+        timeout_s=150,
+    )
+    report = run_drill(cfg)
+    assert not report.emits_events
+    assert report.finished, report.summary()
+    (ev,) = report.evictions
+    assert ev.rendezvous_s is not None and ev.world_after == 2
+    assert report.restart_rounds >= 1
+
+
+@pytest.mark.timeout(90)  # every drill test ends within 90 s
+def test_cli_json_report_and_timeline(workdir):
+    flags = "--steps 120 --step-time 0.03 --checkpoint-every 30 --evict-at-step 30 --scale-out-after -1 --json --quiet"
+    out = subprocess.run(
+        [sys.executable, "-m", "lab.cli", "drill", "--workdir", str(workdir), *flags.split()],
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout)
+    assert report["passed"] and report["final_step"] == 120
+    assert report["evictions"][0]["recovery_s"] > 0
+    png = workdir / "timeline.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--min-nodes", "3", "--max-nodes", "2"], "min_nodes=3 is invalid: expected <= max_nodes (2)"),
+        (["--nodes", "4"], "nodes=4 is invalid: expected at most max_nodes=3"),
+        (["--backend", "zookeeper"], "rdzv_backend='zookeeper' is invalid: expected one of etcd-v2, c10d"),
+        (["--nodes", "2"], "nodes=2 is invalid: expected at least 3: evicting one must leave min_nodes=2 running"),
+    ],
+)
+def test_bad_drill_input_is_a_clear_error_and_starts_nothing(workdir, argv, message):
+    out = subprocess.run(
+        [sys.executable, "-m", "lab.cli", "drill", "--workdir", str(workdir), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+    assert not (workdir / "events.jsonl").exists()
+
+
+def test_missing_etcd_binary_is_a_clear_error(workdir):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lab.cli",
+            "drill",
+            "--workdir",
+            str(workdir),
+            "--etcd-binary",
+            str(workdir / "no-etcd"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert f"--etcd-binary='{workdir / 'no-etcd'}' is not an executable file" in out.stderr
+    assert not (workdir / "events.jsonl").exists()
+
+
+def test_unwritable_checkpoint_dir_is_a_clear_error(workdir):
+    blocker = workdir / "file"
+    blocker.write_text("not a directory")
+    spec = _spec(workdir, checkpoint_dir=str(blocker / "ckpt"))
+    with pytest.raises(Exception, match=r"checkpoint_dir='.*/file/ckpt' is not writable"):
+        run_drill(DrillConfig(spec=spec, workdir=workdir, nodes=3, target_steps=150))
+    assert not (workdir / "events.jsonl").exists()
+
+
+def test_sigterm_to_the_drill_stops_everything_it_started(workdir):
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lab.cli", "drill", "--workdir", str(workdir), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    events_file = workdir / "events.jsonl"
+    while time.monotonic() < deadline and "node_added" not in (events_file.read_text() if events_file.exists() else ""):
+        time.sleep(0.2)
+    time.sleep(2)  # agents and workers are starting
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) != 0
+    # the workdir fixture asserts that no etcd, agent or worker process survived

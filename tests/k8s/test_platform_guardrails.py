@@ -1,0 +1,456 @@
+"""Each guardrail holds on the platform's rendered objects and fails on a broken variant."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+
+from lab.k8s.platform_guardrails import GUARDRAILS, GuardrailContext, run_guardrails
+from lab.spec.job import JobSpec
+from tests.k8s.helpers import render_job, the
+
+Objects = list[dict[str, Any]]
+Where = Callable[[Objects], dict[str, Any]]
+
+
+# ------------------------------------------------------------------ where to break
+def deployment_pod(name: str) -> Where:
+    def where(objs: Objects) -> dict[str, Any]:
+        return the(objs, "Deployment", name)["spec"]["template"]["spec"]
+
+    return where
+
+
+etcd_pod = deployment_pod("etcd-rendezvous")
+operator_pod = deployment_pod("training-operator")
+store_pod = deployment_pod("job-c10d-rdzv-store")
+
+
+def etcd_container(objs: Objects) -> dict[str, Any]:
+    return etcd_pod(objs)["containers"][0]
+
+
+def worker(objs: Objects, job: str = "job-etcd") -> dict[str, Any]:
+    return the(objs, "PyTorchJob", job)["spec"]["pytorchReplicaSpecs"]["Worker"]
+
+
+def worker_pod(objs: Objects) -> dict[str, Any]:
+    return worker(objs)["template"]["spec"]
+
+
+def worker_labels(objs: Objects) -> dict[str, Any]:
+    return worker(objs)["template"]["metadata"]["labels"]
+
+
+def pytorch(objs: Objects) -> dict[str, Any]:
+    return worker_pod(objs)["containers"][0]
+
+
+def pytorch_resources(objs: Objects) -> dict[str, Any]:
+    return pytorch(objs)["resources"]
+
+
+def policy_of(job: str) -> Where:
+    def where(objs: Objects) -> dict[str, Any]:
+        return the(objs, "PyTorchJob", job)["spec"]["elasticPolicy"]
+
+    return where
+
+
+policy = policy_of("job-etcd")
+
+
+def priority_class(name: str) -> Where:
+    def where(objs: Objects) -> dict[str, Any]:
+        return the(objs, "PriorityClass", name)
+
+    return where
+
+
+def spec_of(kind: str, name: str) -> Where:
+    def where(objs: Objects) -> dict[str, Any]:
+        return the(objs, kind, name)["spec"]
+
+    return where
+
+
+# ------------------------------------------------------------------ how to break it
+Breakage = Callable[[Objects], None]
+
+
+def put(where: Where, key: str, value: Any) -> Breakage:
+    def breakage(objs: Objects) -> None:
+        where(objs)[key] = value
+
+    return breakage
+
+
+def drop(where: Where, key: str) -> Breakage:
+    def breakage(objs: Objects) -> None:
+        where(objs).pop(key)
+
+    return breakage
+
+
+def add_to(where: Where, key: str, item: Any) -> Breakage:
+    def breakage(objs: Objects) -> None:
+        where(objs)[key].append(item)
+
+    return breakage
+
+
+def take_from(where: Where, key: str, item: Any) -> Breakage:
+    def breakage(objs: Objects) -> None:
+        where(objs)[key].remove(item)
+
+    return breakage
+
+
+def without(kind: str, name: str) -> Breakage:
+    def breakage(objs: Objects) -> None:
+        objs.remove(the(objs, kind, name))
+
+    return breakage
+
+
+def with_object(obj: dict[str, Any]) -> Breakage:
+    def breakage(objs: Objects) -> None:
+        objs.append(obj)
+
+    return breakage
+
+
+def not_ready_tolerated_300s(objs: Objects) -> None:
+    for t in worker_pod(objs)["tolerations"]:
+        if "tolerationSeconds" in t:
+            t["tolerationSeconds"] = 300
+
+
+def c10d_job_shares_the_etcd_jobs_rdzv_id(objs: Objects) -> None:
+    policy(objs)["rdzvId"] = policy_of("job-c10d")(objs)["rdzvId"]
+
+
+def policy_admits_a_namespace(objs: Objects) -> None:
+    spec_of("NetworkPolicy", "etcd-rendezvous")(objs)["ingress"][0]["from"].append({"namespaceSelector": {}})
+
+
+def checkpoint_mounted_elsewhere(objs: Objects) -> None:
+    pytorch(objs)["volumeMounts"][0]["mountPath"] = "/mnt/elsewhere"
+
+
+SPOT_TOLERATION = {
+    "key": "kubernetes.azure.com/scalesetpriority",
+    "operator": "Equal",
+    "value": "spot",
+    "effect": "NoSchedule",
+}
+GPU_POOL = {"elastic-spot-lab/pool": "gpu-spot"}
+SYSTEM_PRIORITY_CLASS = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "system-training"},
+    "value": 5,
+}
+
+
+@dataclass(frozen=True)
+class Broken:
+    """A broken variant of the baseline: the guardrail it must fail, how it is broken, and
+    text one of the violations must contain (the property and what was expected)."""
+
+    guardrail: str
+    breakage: Breakage
+    message: str
+
+
+BROKEN: dict[str, Broken] = {
+    # etcd (and c10d stores) not on spot nodes
+    "etcd/no-node-selector": Broken(
+        "etcd-not-on-spot",
+        drop(etcd_pod, "nodeSelector"),
+        "nodeSelector=None: expected the on-demand CPU pool's labels",
+    ),
+    "etcd/spot-node-selector": Broken(
+        "etcd-not-on-spot",
+        put(etcd_pod, "nodeSelector", {"kubernetes.azure.com/scalesetpriority": "spot"}),
+        "nodeSelector/affinity={'kubernetes.azure.com/scalesetpriority': 'spot'}: expected no spot node label",
+    ),
+    "etcd/tolerates-spot-taint": Broken(
+        "etcd-not-on-spot",
+        put(etcd_pod, "tolerations", [SPOT_TOLERATION]),
+        "expected no toleration of the GPU spot pool's taint kubernetes.azure.com/scalesetpriority=spot:NoSchedule",
+    ),
+    "etcd/tolerates-everything": Broken(
+        "etcd-not-on-spot",
+        put(etcd_pod, "tolerations", [{"operator": "Exists"}]),
+        "tolerations=[{'operator': 'Exists'}]: expected no toleration of the GPU spot pool's taint "
+        "nvidia.com/gpu=present:NoSchedule",
+    ),
+    "etcd/gpu-pool-selector": Broken(
+        "etcd-not-on-spot",
+        put(etcd_pod, "nodeSelector", GPU_POOL),
+        "nodeSelector={'elastic-spot-lab/pool': 'gpu-spot'}: expected the on-demand CPU pool's labels",
+    ),
+    "etcd/worker-priority": Broken(
+        "etcd-not-on-spot",
+        put(etcd_pod, "priorityClassName", "elastic-preemptible"),
+        "priorityClassName='elastic-preemptible': expected 'elastic-preserved'",
+    ),
+    "etcd/c10d-store-on-spot": Broken(
+        "etcd-not-on-spot",
+        put(store_pod, "nodeSelector", GPU_POOL),
+        "Deployment/training/job-c10d-rdzv-store: nodeSelector=",
+    ),
+    "etcd/c10d-store-tolerates-spot": Broken(
+        "etcd-not-on-spot", put(store_pod, "tolerations", [SPOT_TOLERATION]), "job-c10d-rdzv-store: tolerations="
+    ),
+    "etcd/no-etcd": Broken(
+        "etcd-not-on-spot",
+        without("Deployment", "etcd-rendezvous"),
+        "expected an etcd-rendezvous Deployment among the platform's objects",
+    ),
+    # the training operator on the CPU pool
+    "operator/placement-removed": Broken(
+        "operator-on-cpu-pool",
+        without("Deployment", "training-operator"),
+        "expected the training operator's Deployment as placed by the platform",
+    ),
+    "operator/no-node-selector": Broken(
+        "operator-on-cpu-pool",
+        drop(operator_pod, "nodeSelector"),
+        "Deployment/kubeflow/training-operator: nodeSelector=None: expected the on-demand CPU pool's labels",
+    ),
+    "operator/on-gpu-pool": Broken(
+        "operator-on-cpu-pool",
+        put(operator_pod, "nodeSelector", GPU_POOL),
+        "nodeSelector={'elastic-spot-lab/pool': 'gpu-spot'}",
+    ),
+    "operator/tolerates-spot-taint": Broken(
+        "operator-on-cpu-pool", put(operator_pod, "tolerations", [SPOT_TOLERATION]), "training-operator: tolerations="
+    ),
+    "operator/no-priority": Broken(
+        "operator-on-cpu-pool",
+        drop(operator_pod, "priorityClassName"),
+        "priorityClassName=None: expected 'elastic-preserved'",
+    ),
+    # nothing hosting the rendezvous or the operator can be preempted by inference
+    "preempt/preserved-below-inference": Broken(
+        "infra-not-preemptible-by-inference",
+        put(priority_class("elastic-preserved"), "value", 50_000),
+        "PriorityClass/elastic-preserved: value=50000: expected >= 100000",
+    ),
+    "preempt/etcd-at-worker-priority": Broken(
+        "infra-not-preemptible-by-inference",
+        put(etcd_pod, "priorityClassName", "elastic-preemptible"),
+        "Deployment/training/etcd-rendezvous: priorityClassName='elastic-preemptible': "
+        "expected a PriorityClass with value >= 100000",
+    ),
+    "preempt/operator-without-priority": Broken(
+        "infra-not-preemptible-by-inference",
+        drop(operator_pod, "priorityClassName"),
+        "Deployment/kubeflow/training-operator: priorityClassName=None",
+    ),
+    "preempt/store-at-worker-priority": Broken(
+        "infra-not-preemptible-by-inference",
+        put(store_pod, "priorityClassName", "elastic-preemptible"),
+        "job-c10d-rdzv-store: priorityClassName='elastic-preemptible'",
+    ),
+    # workers tolerate exactly the GPU spot pool's taints
+    "tolerations/missing-spot-toleration": Broken(
+        "workers-tolerate-exactly-gpu-spot-taints",
+        take_from(worker_pod, "tolerations", SPOT_TOLERATION),
+        "expected a toleration of the pool taint "
+        "{'effect': 'NoSchedule', 'key': 'kubernetes.azure.com/scalesetpriority'",
+    ),
+    "tolerations/extra-toleration": Broken(
+        "workers-tolerate-exactly-gpu-spot-taints",
+        add_to(worker_pod, "tolerations", {"key": "CriticalAddonsOnly", "operator": "Exists"}),
+        "tolerations={'key': 'CriticalAddonsOnly', 'operator': 'Exists'}: expected only the GPU spot pool's taints",
+    ),
+    "tolerations/wildcard": Broken(
+        "workers-tolerate-exactly-gpu-spot-taints",
+        add_to(worker_pod, "tolerations", {"operator": "Exists"}),
+        "tolerations={'operator': 'Exists'}: expected only",
+    ),
+    "tolerations/default-300s-not-ready": Broken(
+        "workers-tolerate-exactly-gpu-spot-taints",
+        not_ready_tolerated_300s,
+        "tolerations[node.kubernetes.io/not-ready].tolerationSeconds=300: expected <= 60",
+    ),
+    "tolerations/no-gpu-pool-affinity": Broken(
+        "workers-tolerate-exactly-gpu-spot-taints",
+        drop(worker_pod, "affinity"),
+        "affinity=None: expected required node affinity to the GPU spot pool",
+    ),
+    # the rendezvous host is the etcd Service (or the job's own store)
+    "rdzv/host-is-worker-0": Broken(
+        "rdzv-host-is-etcd-service",
+        put(policy, "rdzvHost", "job-etcd-worker-0"),
+        "elasticPolicy.rdzvHost='job-etcd-worker-0': expected a rendezvous Service, never a worker pod",
+    ),
+    "rdzv/host-is-other-service": Broken(
+        "rdzv-host-is-etcd-service",
+        put(policy, "rdzvHost", "redis.training.svc.cluster.local"),
+        "elasticPolicy.rdzvHost='redis.training.svc.cluster.local': expected the etcd Service",
+    ),
+    "rdzv/wrong-port": Broken(
+        "rdzv-host-is-etcd-service",
+        put(policy, "rdzvPort", 29400),
+        "elasticPolicy.rdzvPort=29400: expected the etcd client port 2379",
+    ),
+    "rdzv/id-none": Broken(
+        "rdzv-host-is-etcd-service", put(policy, "rdzvId", "none"), "elasticPolicy.rdzvId='none': expected a unique id"
+    ),
+    "rdzv/shared-id": Broken(
+        "rdzv-host-is-etcd-service", c10d_job_shares_the_etcd_jobs_rdzv_id, "expected one job per rdzvId"
+    ),
+    "rdzv/c10d-host-is-etcd": Broken(
+        "rdzv-host-is-etcd-service",
+        put(policy_of("job-c10d"), "rdzvHost", "etcd-rendezvous.training.svc.cluster.local"),
+        "expected the job's c10d store Service job-c10d-rdzv-store.training.svc.cluster.local",
+    ),
+    "rdzv/c10d-store-missing": Broken(
+        "rdzv-host-is-etcd-service",
+        without("Service", "job-c10d-rdzv-store"),
+        "c10d store='training/job-c10d-rdzv-store': expected the store's Service rendered with the job",
+    ),
+    "rdzv/etcd-service-missing": Broken(
+        "rdzv-host-is-etcd-service",
+        without("Service", "etcd-rendezvous"),
+        "expected the etcd Service among the platform's objects",
+    ),
+    # the etcd image is v3.5.x with the v2 API
+    "etcd-image/latest": Broken(
+        "etcd-image-v3.5",
+        put(etcd_container, "image", "quay.io/coreos/etcd:latest"),
+        "image='quay.io/coreos/etcd:latest': expected an etcd v3.5.x tag",
+    ),
+    "etcd-image/v3.6": Broken(
+        "etcd-image-v3.5",
+        put(etcd_container, "image", "quay.io/coreos/etcd:v3.6.4"),
+        "image='quay.io/coreos/etcd:v3.6.4'",
+    ),
+    "etcd-image/untagged": Broken(
+        "etcd-image-v3.5", put(etcd_container, "image", "quay.io/coreos/etcd"), "image='quay.io/coreos/etcd'"
+    ),
+    "etcd-image/no-enable-v2": Broken(
+        "etcd-image-v3.5", take_from(etcd_container, "args", "--enable-v2=true"), "expected --enable-v2=true"
+    ),
+    # no PriorityClass is globalDefault; only inference preempts, and it outranks the workers
+    "priorities/global-default": Broken(
+        "no-global-default-priority-class",
+        put(priority_class("elastic-preemptible"), "globalDefault", True),
+        "PriorityClass/elastic-preemptible: globalDefault=True: expected false",
+    ),
+    "priorities/system-name": Broken(
+        "no-global-default-priority-class",
+        with_object(SYSTEM_PRIORITY_CLASS),
+        "metadata.name='system-training': expected a name not starting with system-",
+    ),
+    "priorities/workers-above-inference": Broken(
+        "no-global-default-priority-class",
+        put(priority_class("elastic-preemptible"), "value", 200_000),
+        "PriorityClass/elastic-preemptible: value=200000: expected < 100000",
+    ),
+    "priorities/workers-preempt": Broken(
+        "no-global-default-priority-class",
+        put(priority_class("elastic-preemptible"), "preemptionPolicy", "PreemptLowerPriority"),
+        "PriorityClass/elastic-preemptible: preemptionPolicy='PreemptLowerPriority': expected Never",
+    ),
+    "priorities/preserved-preempts": Broken(
+        "no-global-default-priority-class",
+        put(priority_class("elastic-preserved"), "preemptionPolicy", "PreemptLowerPriority"),
+        "PriorityClass/elastic-preserved: preemptionPolicy='PreemptLowerPriority': expected Never",
+    ),
+    # etcd is private
+    "etcd-private/load-balancer": Broken(
+        "etcd-private",
+        put(spec_of("Service", "etcd-rendezvous"), "type", "LoadBalancer"),
+        "spec.type='LoadBalancer': expected ClusterIP",
+    ),
+    "etcd-private/no-network-policy": Broken(
+        "etcd-private",
+        without("NetworkPolicy", "etcd-rendezvous"),
+        "expected a NetworkPolicy that restricts ingress to etcd",
+    ),
+    "etcd-private/policy-admits-all": Broken(
+        "etcd-private",
+        put(spec_of("NetworkPolicy", "etcd-rendezvous"), "ingress", [{}]),
+        "spec.ingress.from=[]: expected only pods labelled",
+    ),
+    "etcd-private/policy-admits-namespace": Broken(
+        "etcd-private", policy_admits_a_namespace, "spec.ingress.from={'namespaceSelector': {}}"
+    ),
+    "etcd-private/job-without-client-label": Broken(
+        "etcd-private", drop(worker_labels, "elastic-spot-lab/rdzv-client"), "template.metadata.labels="
+    ),
+    # workers ready for spot
+    "spot-ready/restart-never": Broken(
+        "workers-spot-ready", put(worker, "restartPolicy", "Never"), "restartPolicy='Never': expected ExitCode"
+    ),
+    "spot-ready/grace-beyond-notice": Broken(
+        "workers-spot-ready",
+        put(worker_pod, "terminationGracePeriodSeconds", 30),
+        "terminationGracePeriodSeconds=30: expected < 30 s",
+    ),
+    "spot-ready/no-gpu-limit": Broken(
+        "workers-spot-ready", drop(pytorch_resources, "limits"), "resources.limits.nvidia.com/gpu=None: expected 1"
+    ),
+    "spot-ready/no-checkpoint-mount": Broken(
+        "workers-spot-ready",
+        drop(pytorch, "volumeMounts"),
+        "expected the checkpoint claim 'elastic-checkpoints' mounted",
+    ),
+    "spot-ready/checkpoint-dir-not-the-mount": Broken(
+        "workers-spot-ready",
+        checkpoint_mounted_elsewhere,
+        "env.LAB_CHECKPOINT_DIR='/checkpoints': expected the checkpoint claim's mount path ['/mnt/elsewhere']",
+    ),
+    "spot-ready/inference-priority": Broken(
+        "workers-spot-ready",
+        put(worker_pod, "priorityClassName", "elastic-inference"),
+        "priorityClassName='elastic-inference': expected 'elastic-preemptible'",
+    ),
+}
+
+
+def test_baseline_passes_every_guardrail(baseline, facts):
+    assert {
+        name: [str(v) for v in vs] for name, vs in run_guardrails(baseline, GuardrailContext(facts=facts)).items() if vs
+    } == {}
+
+
+def test_every_guardrail_has_a_broken_variant():
+    assert {case.guardrail for case in BROKEN.values()} == {g.name for g in GUARDRAILS}
+
+
+@pytest.mark.parametrize("name", BROKEN)
+def test_broken_variant_fails(name, baseline, facts):
+    case = BROKEN[name]
+    case.breakage(baseline)
+    violations = run_guardrails(baseline, GuardrailContext(facts=facts))[case.guardrail]
+    assert violations, f"{name} should violate {case.guardrail}"
+    for v in violations:
+        assert v.where and v.expected and str(v)  # names the object and what is expected
+    # ... and the property and expectation this breakage is about.
+    assert any(case.message in str(v) for v in violations), [str(v) for v in violations]
+
+
+def test_job_alone_is_checked_without_platform(facts):
+    """`elastic-lab submit` checks a job without the platform's objects."""
+    _, objects = render_job(JobSpec(), facts)
+    ctx = GuardrailContext(facts=facts, expect_platform=False)
+    assert not any(run_guardrails(objects, ctx).values())
+    worker(objects, "elastic-demo")["template"]["spec"]["tolerations"].pop(0)
+    assert run_guardrails(objects, ctx)["workers-tolerate-exactly-gpu-spot-taints"]
+
+
+def test_a_longer_eviction_notice_allows_a_longer_grace(baseline, facts):
+    """The notice is the cluster's (AWS gives 120 s): the grace period must end within it."""
+    worker_pod(baseline)["terminationGracePeriodSeconds"] = 90
+    assert run_guardrails(baseline, GuardrailContext(facts=facts))["workers-spot-ready"]
+    longer = replace(facts, eviction_notice_s=120)
+    assert not run_guardrails(baseline, GuardrailContext(facts=longer))["workers-spot-ready"]

@@ -1,0 +1,26 @@
+"""Pool placements of real clusters, for tests that need one: the AKS component's own, an
+EKS-like one, and the byo stack file's."""
+
+from __future__ import annotations
+
+from components.aks.args import AksClusterArgs
+from components.aks.node_pools import placement, pool_specs
+from components.platform.settings import PlatformSettings
+from lab.spec.job import CheckpointWrites
+from lab.spec.platform_facts import PlatformFacts
+from lab.spec.pools import PoolPlacement, Taint
+
+AKS_PLACEMENT = placement(pool_specs(AksClusterArgs(location="eastus", resource_group_name="rg", cluster_name="c")))
+EKS_PLACEMENT = PoolPlacement(
+    gpu_labels={"elastic-spot-lab/pool": "gpu-spot", "eks.amazonaws.com/capacityType": "SPOT"},
+    gpu_taints=(Taint("elastic-spot-lab/spot", "true"), Taint("nvidia.com/gpu", "present")),
+    spot_labels={"eks.amazonaws.com/capacityType": "SPOT"},
+)
+BYO_PLACEMENT = PoolPlacement(
+    gpu_taints=("elastic-spot-lab/spot=true:NoSchedule",), spot_labels={"elastic-spot-lab/capacity": "spot"}
+)
+
+
+def aks_facts(settings: PlatformSettings | None = None) -> PlatformFacts:
+    """What jobs see of the default platform on the AKS cluster."""
+    return (settings or PlatformSettings()).facts(AKS_PLACEMENT, writes=CheckpointWrites.RENAME, eviction_notice_s=30)

@@ -1,0 +1,38 @@
+"""Fixtures for the infrastructure tests: plans of the real program, under mocks, offline."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from lab.plan.harness import run_program
+from lab.plan.recording import Plan
+from lab.plan.stack_files import list_stacks, read_stack_config
+
+AKS_STACKS = [s for s in list_stacks() if read_stack_config(s)[0].get("elastic-spot-lab:cloud") == "aks"]
+
+# The checks of the AKS cluster and of every stack's outputs (the platform's are in platform_checks).
+CLUSTER_CHECKS = [
+    "arm-conformance",
+    "guardrail:spot-pool",
+    "guardrail:gpu-pool",
+    "guardrail:on-demand-pools",
+    "guardrail:autoscaled-count",
+    "guardrail:cluster-features",
+    "guardrail:network-policy",
+    "guardrail:storage-outside-node-rg",
+    "guardrail:no-plain-secrets",
+]
+
+
+@pytest.fixture(scope="session")
+def aks_plan() -> Plan:
+    """The aks-dev stack, planned once. Tests that mutate it take `broken_plan` instead."""
+    return run_program("aks-dev")
+
+
+@pytest.fixture()
+def broken_plan(aks_plan: Plan) -> Plan:
+    """A private deep copy of the aks-dev plan, to break on purpose."""
+    return copy.deepcopy(aks_plan)

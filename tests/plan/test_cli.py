@@ -1,0 +1,152 @@
+"""`elastic-lab plan`: text and JSON, exit codes, no torch, no credentials."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _plan(capsys, *args):
+    code = main(["plan", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_text_plan(capsys):
+    code, out, _ = _plan(capsys, "--stack", "aks-dev")
+    assert code == 0
+    assert out.startswith("Plan of stack 'aks-dev' (cloud: aks)")
+    assert "└─ elastic-spot-lab:aks:Cluster aks" in out or "├─ elastic-spot-lab:aks:Cluster aks" in out
+    assert "azure-native:containerservice:AgentPool aks-gpu-spot" in out
+    assert "gpuspot User Spot Standard_NC4as_T4_v3 nodes 0..3 eviction Delete maxPrice -1" in out
+    assert "[ignore_changes=['count']]" in out
+    assert "kubeconfig                [secret]  (secret)" in out
+    assert "apiVersion: v1" not in out  # the (mock) kubeconfig is not printed
+    assert "Hourly cost estimate:" in out and "ESTIMATES" in out and "spot saves about" in out
+    assert (
+        "      query: https://prices.azure.com/api/retail/prices?$filter=serviceName eq 'Virtual Machines' and "
+        "armRegionName eq 'eastus' and armSkuName eq 'Standard_NC4as_T4_v3'"
+    ) in out
+    assert "✓ arm-conformance: ok" in out and "0 error(s)" in out
+
+
+def test_json_plan(capsys):
+    code, out, _ = _plan(capsys, "--stack", "aks-dev", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert {"stack", "resources", "outputs", "cost", "findings", "ok"} <= set(doc)
+    assert doc["stack"] == "aks-dev" and doc["ok"] is True and doc["findings"] == []
+    gpu = next(r for r in doc["resources"] if r["name"] == "aks-gpu-spot")
+    assert {"type", "name", "parent", "inputs", "options"} <= set(gpu)
+    assert gpu["type"] == "azure-native:containerservice:AgentPool"
+    assert gpu["parent_type"] == "elastic-spot-lab:aks:Cluster" and gpu["parent_name"] == "aks"
+    assert gpu["options"]["ignore_changes"] == ["count"]
+    assert gpu["inputs"]["scaleSetPriority"] == "Spot"
+    provider = next(
+        r for r in doc["resources"] if r["type"] == "pulumi:providers:kubernetes" and r["parent_name"] == "aks"
+    )
+    assert provider["inputs"]["kubeconfig"] == "[secret]"
+    assert doc["outputs"]["kubeconfig"] == "[secret]" and "kubeconfig" in doc["secret_outputs"]
+    cost = doc["cost"]
+    assert cost["currency"] == "USD" and cost["hourly_min"] < cost["hourly_max"] < cost["hourly_max_on_demand"]
+    assert {p["pool"] for p in cost["pools"]} == {"system", "cpu", "gpuspot"}
+
+
+def test_show_secrets(capsys):
+    _, out, _ = _plan(capsys, "--json", "--show-secrets")
+    assert json.loads(out)["outputs"]["kubeconfig"].startswith("apiVersion: v1")
+
+
+def test_override_and_failing_guardrail_exit_1(capsys):
+    code, out, _ = _plan(capsys, "--set", "gpuMinNodes=1")
+    assert code == 1
+    assert "ERROR [guardrail:gpu-pool] azure-native:containerservice:AgentPool 'aks-gpu-spot': minCount=1" in out
+
+
+def test_bad_config_exit_2(capsys):
+    code, out, err = _plan(capsys, "--set", "gpuVmSize=Standard_D4s_v5")
+    assert code == 2 and out == ""
+    assert "elastic-spot-lab:gpuVmSize='Standard_D4s_v5' is invalid: expected an NVIDIA GPU VM size" in err
+
+
+def test_bad_config_json(capsys):
+    code, out, _ = _plan(capsys, "--json", "--set", "location=East US")
+    doc = json.loads(out)
+    assert code == 2 and doc["ok"] is False and "did you mean 'eastus'" in doc["error"]
+
+
+def test_unknown_stack_exit_2(capsys):
+    code, _, err = _plan(capsys, "--stack", "nope")
+    assert code == 2 and "stack 'nope' has no config file" in err and "aks-dev" in err
+
+
+def test_all_stacks_json(capsys):
+    code, out, _ = _plan(capsys, "--all-stacks", "--json")
+    docs = json.loads(out)
+    assert code == 0 and "aks-dev" in {d["stack"] for d in docs} and all(d["ok"] for d in docs)
+
+
+def test_entry_point_offline_without_torch_or_credentials(tmp_path):
+    """The installed command, in a clean environment: no Azure credentials, no Pulumi CLI,
+    no network needed, and torch is never imported on the plan path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "ARM_", "PULUMI_"))}
+    env["HOME"] = str(tmp_path)
+    code = (
+        "import sys, json\n"
+        "from lab.cli import main\n"
+        "rc = main(['plan', '--stack', 'aks-dev', '--json'])\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+        "sys.exit(rc)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["ok"] is True
+    exe = Path(sys.executable).with_name("elastic-lab")
+    if exe.exists():
+        proc = subprocess.run(
+            [str(exe), "plan", "--stack", "aks-dev"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "0 error(s)" in proc.stdout
+
+
+@pytest.mark.parametrize("bad", ["gpuMaxNodes", "=3"])
+def test_set_needs_key_value(capsys, bad):
+    with pytest.raises(SystemExit, match="expected KEY=VALUE"):
+        main(["plan", "--set", bad])
+
+
+def test_unknown_check_exit_2_lists_known_checks(capsys):
+    code, out, err = _plan(capsys, "--check", "guardrail:gpu-pool", "--check", "guardrail:nope")
+    assert code == 2 and out == ""
+    assert err.startswith("elastic-lab plan: --check: unknown check(s) 'guardrail:nope': expected one of ")
+    assert "guardrail:gpu-pool" in err and "arm-conformance" in err and "Traceback" not in err
+    code, out, _ = _plan(capsys, "--json", "--check", "nope")
+    doc = json.loads(out)
+    assert code == 2 and doc["ok"] is False and "unknown check(s) 'nope'" in doc["error"]
+
+
+def test_known_check_runs_alone(capsys):
+    code, out, _ = _plan(capsys, "--json", "--check", "guardrail:network-policy")
+    doc = json.loads(out)
+    assert code == 0 and [c["name"] for c in doc["checks"]] == ["guardrail:network-policy"]
+
+
+def test_cloud_without_cluster_component_exit_2(capsys):
+    code, out, err = _plan(capsys, "--set", "cloud=eks")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert (
+        "elastic-spot-lab:cloud='eks' is invalid: expected one of aks, byo; 'eks' is reserved but has no "
+        "cluster component yet"
+    ) in err

@@ -1,0 +1,115 @@
+"""Hourly cost estimate: from the plan's pools and a dated, sourced price table."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from lab.plan import cost
+from lab.plan.harness import run_program
+from lab.plan.stack_files import read_stack_config
+
+from .conftest import AKS_STACKS
+
+
+def test_price_table_is_dated_and_sourced():
+    table = cost.load_prices()
+    assert table["currency"] == "USD" and str(table["as_of"])[:4].isdigit()
+    for region, sizes in table["azure"]["vm"].items():
+        for size, entry in sizes.items():
+            assert entry.get("source"), f"{region}/{size} has no source"
+            assert entry["on_demand"] > entry["spot"] > 0, f"{region}/{size}: spot must be cheaper than on-demand"
+    for tier, entry in table["azure"]["aks_control_plane"].items():
+        assert "price" in entry and entry.get("source"), tier
+
+
+RETAIL_API = "https://prices.azure.com/api/retail/prices?$filter="
+
+
+def test_every_price_names_the_query_that_returns_it():
+    """No vague "public cost tools": each VM price names the Azure Retail Prices API query
+    for exactly its size and region, and says it is an estimate copied on the table's date."""
+    table = cost.load_prices()
+    for region, sizes in table["azure"]["vm"].items():
+        for size, entry in sizes.items():
+            query = entry.get("query", "")
+            assert query.startswith(RETAIL_API), f"{region}/{size}: query {query!r}"
+            for clause in (
+                f"armSkuName eq '{size}'",
+                f"armRegionName eq '{region}'",
+                "serviceName eq 'Virtual Machines'",
+                "priceType eq 'Consumption'",
+            ):
+                assert clause in query, f"{region}/{size}: {clause} not in {query!r}"
+            assert entry["source"].startswith(f"estimate, copied {table['as_of']}, not re-checked"), entry["source"]
+            assert "public cost tools" not in entry["source"]
+    for tier, entry in table["azure"]["aks_control_plane"].items():
+        assert "public cost tools" not in entry["source"] and "commonly quoted" not in entry["source"], tier
+        if entry["price"]:
+            assert (
+                entry["query"].startswith(RETAIL_API) and "serviceName eq 'Azure Kubernetes Service'" in entry["query"]
+            )
+
+
+def test_estimate_carries_each_price_query(aks_plan):
+    est = cost.estimate(aks_plan)
+    for pool in est.pools:
+        assert f"armSkuName eq '{pool.vm_size}'" in pool.query
+    assert "query" in est.to_dict()["pools"][0]
+
+
+@pytest.mark.parametrize("stack", AKS_STACKS)
+def test_every_aks_stack_has_prices_for_its_sizes(stack):
+    values, _ = read_stack_config(stack)
+    table = cost.load_prices()["azure"]["vm"]
+    region = values.get("elastic-spot-lab:location")
+    sizes = table.get(region) or table[cost.load_prices()["default_region"]]
+    for key in ("systemVmSize", "cpuVmSize", "gpuVmSize"):
+        size = values.get(f"elastic-spot-lab:{key}")
+        if size:
+            assert size in sizes, f"{stack}: no price for {key}={size} in lab/plan/prices.yaml"
+
+
+def test_estimate_of_aks_dev(aks_plan):
+    est = cost.estimate(aks_plan)
+    by_pool = {p.pool: p for p in est.pools}
+    prices = cost.load_prices()["azure"]["vm"]["eastus"]
+    gpu = by_pool["gpuspot"]
+    assert gpu.spot and (gpu.min_nodes, gpu.max_nodes) == (0, 3)
+    assert gpu.price == prices["Standard_NC4as_T4_v3"]["spot"] and gpu.at_min == 0
+    assert gpu.at_max == pytest.approx(3 * prices["Standard_NC4as_T4_v3"]["spot"])
+    assert gpu.at_max_on_demand == pytest.approx(3 * prices["Standard_NC4as_T4_v3"]["on_demand"])
+    idle = prices["Standard_D2s_v5"]["on_demand"] + prices["Standard_D4s_v5"]["on_demand"]
+    assert est.hourly_min == pytest.approx(idle)
+    assert est.hourly_max == pytest.approx(idle + prices["Standard_D4s_v5"]["on_demand"] + gpu.at_max)
+    assert est.hourly_max_on_demand > est.hourly_max and 0 < est.spot_saving < 1
+    assert est.control_plane["tier"] == "Free" and est.control_plane["price"] == 0
+    assert est.notes == []
+
+
+def test_estimate_follows_the_plan_not_the_config():
+    plan = run_program("aks-dev", {"gpuMaxNodes": 5, "skuTier": "Standard"})
+    est = cost.estimate(plan)
+    gpu = next(p for p in est.pools if p.spot)
+    assert gpu.max_nodes == 5 and est.control_plane["price"] == 0.10
+
+
+def test_missing_prices_are_reported_not_guessed(tmp_path, aks_plan):
+    table = cost.load_prices()
+    del table["azure"]["vm"]["eastus"]["Standard_NC4as_T4_v3"]
+    table["azure"]["vm"]["westeurope"] = table["azure"]["vm"].pop("eastus")
+    path = tmp_path / "prices.yaml"
+    path.write_text(yaml.safe_dump(table))
+    est = cost.estimate(aks_plan, path)
+    assert est.hourly_max is None and est.hourly_min is None
+    assert any("no prices for region 'eastus'" in n for n in est.notes)
+    assert any("no spot price for Standard_NC4as_T4_v3" in n for n in est.notes)
+
+
+def test_no_pools_no_estimate():
+    def program():
+        import pulumi
+
+        pulumi.export("x", 1)
+
+    assert cost.estimate(run_program("aks-dev", program=program)) is None

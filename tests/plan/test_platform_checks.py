@@ -1,0 +1,255 @@
+"""The platform's checks in the plan of the project's stacks (aks-dev: cluster and platform
+in one tree; byo: the platform alone from a kubeconfig path), and config problems of the
+platform reported before anything is declared."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.k8s.platform_guardrails import GUARDRAILS
+from lab.plan.check_list import findings_of, run_checks
+from lab.plan.findings import errors
+from lab.plan.harness import run_program
+from lab.spec.names import PLATFORM_TYPE as PLATFORM
+from lab.spec.problems import InvalidInput
+
+PLATFORM_CHECKS = {
+    "k8s:render",
+    "k8s:schema",
+    "k8s:pytorchjob-crd",
+    "platform:device-plugin",
+    "platform:training-operator",
+    "guardrail:etcd-not-on-spot",
+    "guardrail:operator-on-cpu-pool",
+    "guardrail:infra-not-preemptible-by-inference",
+    "guardrail:workers-tolerate-exactly-gpu-spot-taints",
+    "guardrail:rdzv-host-is-etcd-service",
+    "guardrail:etcd-image-v3.5",
+    "guardrail:no-global-default-priority-class",
+    "guardrail:etcd-private",
+    "guardrail:workers-spot-ready",
+}
+
+
+def _plan(stack: str, overrides: dict | None = None):
+    return run_program(stack, overrides)
+
+
+@pytest.fixture(scope="module")
+def aks_plan():
+    return _plan("aks-dev")
+
+
+@pytest.fixture(scope="module")
+def byo_plan():
+    return _plan("byo")
+
+
+def test_aks_dev_declares_cluster_and_platform_in_one_tree(aks_plan):
+    platform = aks_plan.one(PLATFORM)
+    cluster = aks_plan.one("elastic-spot-lab:aks:Cluster")
+    assert platform.parent == cluster.parent  # both children of the stack
+    children = {r.type for r in aks_plan.children(platform.urn)}
+    assert {
+        "kubernetes:helm.sh/v4:Chart",
+        "kubernetes:kustomize/v2:Directory",
+        "kubernetes:core/v1:PersistentVolume",
+        "kubernetes:scheduling.k8s.io/v1:PriorityClass",
+    } <= children
+    # The platform uses the cluster's provider, its storage container and its federated identity.
+    provider = aks_plan.one("pulumi:providers:kubernetes")
+    assert all(r.provider and r.provider.startswith(provider.urn) for r in aks_plan.children(platform.urn) if r.custom)
+    pv = aks_plan.one("kubernetes:core/v1:PersistentVolume")
+    account = aks_plan.one("azure-native:storage:StorageAccount")
+    assert pv.inputs["spec"]["csi"]["volumeAttributes"]["storageaccount"] == account.state["accountName"]
+    identity = aks_plan.one("azure-native:managedidentity:UserAssignedIdentity", "aks-training")
+    assert pv.inputs["spec"]["csi"]["volumeAttributes"]["clientID"] == identity.state["clientId"]
+    fed = aks_plan.one("azure-native:managedidentity:FederatedIdentityCredential")
+    sa = aks_plan.one("kubernetes:core/v1:ServiceAccount").inputs["metadata"]
+    assert fed.inputs["subject"] == f"system:serviceaccount:{sa['namespace']}:{sa['name']}"
+    # Workers tolerate exactly the taints the GPU spot pool declares.
+    gpu_pool = aks_plan.one("azure-native:containerservice:AgentPool", "aks-gpu-spot")
+    facts = platform.outputs["jobFacts"]
+    assert sorted(facts["pools"]["gpuSpot"]["taints"]) == sorted(gpu_pool.inputs["nodeTaints"])
+
+
+def test_byo_plans_the_platform_alone(byo_plan):
+    types = {r.type for r in byo_plan.resources}
+    assert not any(t.startswith(("azure-native:", "aws:")) for t in types)
+    platform = byo_plan.one(PLATFORM)
+    provider = byo_plan.one("pulumi:providers:kubernetes")
+    assert provider.inputs["kubeconfig"] == "stacks/byo.kubeconfig.example.yaml"
+    assert "kubeconfig" in provider.secret_inputs
+    assert "platform-nvidia-device-plugin" not in {r.name for r in byo_plan.children(platform.urn)}  # gpusPerNode 0
+
+
+@pytest.mark.parametrize("stack", ["aks-dev", "byo"])
+def test_plan_checks_pass(stack, request, crd):
+    plan = request.getfixturevalue("aks_plan" if stack == "aks-dev" else "byo_plan")
+    runs = run_checks(plan)
+    guardrails = {g.name for g in GUARDRAILS}
+    ours = {
+        r.name
+        for r in runs
+        if r.name.startswith(("k8s:", "platform:")) or r.name.removeprefix("guardrail:") in guardrails
+    }
+    assert ours == PLATFORM_CHECKS
+    assert {r.name for r in runs if r.name in ours and not r.applied} == (
+        set() if stack == "aks-dev" else {"platform:device-plugin"}
+    )
+    assert [str(f) for f in findings_of(runs)] == []
+
+
+def test_plan_reports_a_broken_platform_config():
+    with pytest.raises(InvalidInput, match=r"elastic-spot-lab:platform.etcd.tag.*expected a v3.5.x tag") as info:
+        _plan(
+            "byo",
+            {
+                "platform": {
+                    "etcd": {"tag": "latest"},
+                    "checkpoint": {"storageClass": "standard"},
+                    "pools": {"gpuSpot": {"taints": ["x=y:NoSchedule"]}},
+                }
+            },
+        )
+    [problem] = info.value.problems
+    # Key, value and expected as the platform's error carries them: the value quoted once.
+    assert (problem.key, problem.value) == ("elastic-spot-lab:platform.etcd.tag", "latest")
+    assert "elastic-spot-lab:platform.etcd.tag='latest' is invalid: expected a v3.5.x tag" in str(info.value)
+    assert "\"'latest'\"" not in str(info.value)
+
+
+def test_plan_rejects_a_checkpoint_auth_conflict_naming_both_keys():
+    with pytest.raises(InvalidInput) as info:
+        _plan("aks-dev", {"platform": {"checkpoint": {"workloadIdentityToken": True}}})
+    [problem] = info.value.problems
+    assert (problem.key, problem.value) == ("elastic-spot-lab:platform.checkpoint.workloadIdentityToken", True)
+    assert "elastic-spot-lab:checkpointAuth='workload-identity-key'" in problem.expected
+    plan = _plan(
+        "aks-dev",
+        {"platform": {"checkpoint": {"workloadIdentityToken": True}}, "checkpointAuth": "workload-identity-token"},
+    )
+    pv = plan.one("kubernetes:core/v1:PersistentVolume")
+    assert pv.inputs["spec"]["csi"]["volumeAttributes"]["mountWithWorkloadIdentityToken"] == "true"
+
+
+def test_aks_dev_checkpoint_mount_follows_checkpoint_auth(aks_plan):
+    """The cluster's default checkpointAuth (workload-identity-key) mounts with the account key."""
+    pv = aks_plan.one("kubernetes:core/v1:PersistentVolume")
+    assert "mountWithWorkloadIdentityToken" not in pv.inputs["spec"]["csi"]["volumeAttributes"]
+
+
+def _broken_etcd_values(settings, pools):
+    from components.platform.values import etcd_values
+
+    v = etcd_values(settings, pools)
+    v["image"]["tag"] = "latest"  # the chart's schema rejects it
+    return v
+
+
+@pytest.mark.parametrize(
+    "check,attr,replacement,message",
+    [
+        pytest.param(
+            "k8s:render",
+            "etcd_values",
+            _broken_etcd_values,
+            "values the chart accepts (chart etcd-rendezvous: invalid values: at '/image/tag'",
+            id="render",
+        ),
+        pytest.param(
+            "k8s:schema",
+            "PART_OF",
+            {"app.kubernetes.io/part-of": 5},
+            "metadata.labels.app.kubernetes.io/part-of=None: expected 5 is not of type 'string'",
+            id="schema",
+        ),
+    ],
+)
+def test_plan_checks_fail_on_a_broken_platform(check, attr, replacement, message, monkeypatch):
+    """The plan's own checks (not only the report behind them) fail on a declared platform."""
+    import components.platform.component as component
+
+    monkeypatch.setattr(component, attr, replacement)
+    plan = _plan("byo")
+    [run] = run_checks(plan, [check])
+    assert run.applied and errors(run.findings), check
+    assert any(message in str(f) for f in run.findings), [str(f) for f in run.findings]
+
+
+def test_plan_without_the_crd_warns_and_passes(monkeypatch, capsys):
+    """No CRD file: `elastic-lab plan` skips the CRD check with a warning saying where it
+    looked and how to point it elsewhere, and still exits 0."""
+    from lab import cli
+    from lab.k8s import schemas
+
+    monkeypatch.setattr(schemas, "schema_dirs", lambda: [schemas.Path("/nowhere/shared/schemas")])
+    status = cli.main(["plan", "--stack", "byo"])
+    out = capsys.readouterr().out
+    assert status == 0, out[-3000:]
+    line = next(line for line in out.splitlines() if "WARNING [k8s:pytorchjob-crd]" in line)
+    assert "/nowhere/shared/schemas" in line and "ELASTIC_LAB_SCHEMAS" in line and "SKIPPED" in line
+    assert "✓ k8s:schema: ok" in out
+
+
+def test_cli_plan_byo(capsys):
+    from lab import cli
+
+    assert cli.main(["plan", "--stack", "byo"]) == 0
+    out = capsys.readouterr().out
+    assert "elastic-spot-lab:platform:TrainingPlatform platform" in out
+    assert "✓ guardrail:rdzv-host-is-etcd-service" in out
+
+
+@pytest.mark.parametrize(
+    "stack,overrides,key",
+    [
+        pytest.param(
+            "aks-dev",
+            {"platform": {"etcd": {"tag": "latest"}}},
+            "elastic-spot-lab:platform.etcd.tag",
+            id="aks-etcd-latest",
+        ),
+        pytest.param(
+            "aks-dev",
+            {"platform": {"namespace": "jobs"}},
+            "elastic-spot-lab:platform.namespace",
+            id="aks-namespace-not-federated",
+        ),
+        pytest.param(
+            "aks-dev",
+            {"platform": {"checkpoint": {"workloadIdentityToken": True}}},
+            "elastic-spot-lab:platform.checkpoint.workloadIdentityToken",
+            id="aks-checkpoint-auth-conflict",
+        ),
+        pytest.param(
+            "byo",
+            {
+                "platform": {
+                    "etcd": {"tag": "latest"},
+                    "checkpoint": {"storageClass": "standard"},
+                    "pools": {"gpuSpot": {"taints": ["x=y:NoSchedule"]}},
+                }
+            },
+            "elastic-spot-lab:platform.etcd.tag",
+            id="byo-etcd-latest",
+        ),
+        pytest.param("byo", {"kubeconfig": None}, "elastic-spot-lab:kubeconfig", id="byo-no-kubeconfig"),
+    ],
+)
+def test_bad_platform_config_declares_nothing(stack, overrides, key):
+    """The platform's settings are checked by a config validator, inside config.load(): a bad
+    value fails the program before the first resource (the cluster's included)."""
+    with pytest.raises(InvalidInput) as info:
+        _plan(stack, overrides)
+    assert [p.key for p in info.value.problems] == [key]
+    assert info.value.recorded_resources == []
+
+
+def test_platform_problems_come_with_the_clusters(monkeypatch):
+    """One InvalidInput lists the cluster's problems and the platform's together."""
+    with pytest.raises(InvalidInput) as info:
+        _plan("aks-dev", {"platform": {"etcd": {"tag": "latest"}}, "gpuMaxNodes": -1})
+    fields = {p.key for p in info.value.problems}
+    assert {"elastic-spot-lab:platform.etcd.tag", "elastic-spot-lab:gpuMaxNodes"} <= fields
+    assert info.value.recorded_resources == []

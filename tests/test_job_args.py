@@ -1,0 +1,38 @@
+"""The job's command-line flags (lab/job_args.py): the same on the local target and a cluster."""
+
+from __future__ import annotations
+
+import argparse
+
+from lab.drill import cli as drill_cli
+from lab.spec.job import RendezvousTimeouts
+from lab.submit import cli as submit_cli
+
+
+def test_drill_and_submit_describe_the_job_with_the_same_flags():
+    def job_flags(register, argv):
+        parser = argparse.ArgumentParser()
+        register(parser.add_subparsers())
+        sub = parser._subparsers._group_actions[0].choices[argv[0]]
+        return sub, {o for a in sub._actions for o in a.option_strings}
+
+    _, drill_flags = job_flags(drill_cli.register, ["drill"])
+    submit_parser, submit_flags = job_flags(submit_cli.register, ["submit"])
+    shared = {
+        "--name",
+        "--min-nodes",
+        "--max-nodes",
+        "--nproc-per-node",
+        "--backend",
+        "--rdzv-settings",
+        "--max-restarts",
+        "--checkpoint-every",
+        "--pg-timeout",
+    }
+    assert shared <= drill_flags and shared <= submit_flags
+    # and they mean the same JobSpec
+    flags = "--stack byo --min-nodes 1 --max-nodes 4 --backend c10d --rdzv-settings torch-defaults --pg-timeout 20"
+    args = submit_parser.parse_args(flags.split())
+    spec = submit_cli.job_spec(args)
+    assert (spec.min_nodes, spec.max_nodes, spec.rdzv_backend.value, spec.pg_timeout_s) == (1, 4, "c10d", 20)
+    assert spec.rdzv_timeouts == RendezvousTimeouts.torch_defaults()
