@@ -45,4 +45,4 @@ plan: $(STAMP)
 	$(BIN)/elastic-lab plan --stack aks-dev
 
 clean:
-	rm -rf $(VENV) runs build *.egg-info .mypy_cache .ruff_cache
+	rm -rf $(VENV) runs build *.egg-info .mypy_cache .ruff_cache .import_linter_cache

@@ -32,7 +32,7 @@ from typing import Any
 import pulumi
 
 from components.aks.args import AksClusterArgs, config_fields
-from components.byo.cluster import ByoClusterArgs
+from components.byo.cluster import ByoClusterArgs, described_cluster_problems
 from components.cluster_info import TrainingIdentity
 from components.platform.settings import PlatformSettings, parse_mapping
 from lab.spec.names import CLOUDS, PROJECT
@@ -260,19 +260,19 @@ def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -
                 mount_with_token = cluster.mounts_checkpoints_with_token
             except InvalidInput as exc:
                 found.extend(exc.problems)
+            found.extend(p.under(prefix) for p in described_cluster_problems(raw_platform))
         case "byo":
             try:
                 cluster = ByoClusterArgs.from_config(parsed("kubeconfig", None), raw_platform)
             except InvalidInput as exc:
                 found.extend(p.under(prefix) for p in exc.problems)
     platform: PlatformSettings | None = None
-    if cloud in BUILT_CLOUDS:
-        try:
-            platform = PlatformSettings.from_config(
-                raw_platform, kubernetes_version=version, identity=identity, mount_with_token=mount_with_token
-            )
-        except InvalidInput as exc:
-            found.extend(p.under(prefix) for p in exc.problems)
-    found.raise_if_any(f"stack config in stack {stack!r}")
-    assert cluster is not None and platform is not None  # a built cloud without problems has both
+    try:  # on a cloud without a cluster component too: every problem in one run
+        platform = PlatformSettings.from_config(
+            raw_platform, kubernetes_version=version, identity=identity, mount_with_token=mount_with_token
+        )
+    except InvalidInput as exc:
+        found.extend(p.under(prefix) for p in exc.problems)
+    if found or cluster is None or platform is None:  # a built cloud without problems has both
+        raise InvalidInput(found.items, f"stack config in stack {stack!r}")
     return StackConfig(stack=stack, cloud=str(cloud), kubernetes_version=version, cluster=cluster, platform=platform)

@@ -7,6 +7,7 @@ problem is reported by `config.load()` before the first resource is declared.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import assert_never
 
 import pulumi
 
@@ -34,6 +35,8 @@ def main() -> Stack:
             cluster = AksCluster("aks", cfg.cluster)
         case ByoClusterArgs():
             cluster = ByoCluster("byo", cfg.cluster)
+        case _:
+            assert_never(cfg.cluster)
 
     platform = TrainingPlatform(
         "platform", cfg.platform, cluster.info, opts=pulumi.ResourceOptions(depends_on=[cluster])

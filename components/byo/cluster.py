@@ -79,6 +79,26 @@ class ByoClusterArgs:
         return args
 
 
+def described_cluster_problems(platform: Mapping[str, Any]) -> list[Problem]:
+    """Problems of the keys of `elastic-spot-lab:platform` that describe a bring-your-own
+    cluster (`pools`, `checkpoint.storageClass`, `checkpoint.accessMode`), where they are given
+    on a stack of another cloud: they have no effect there, but a bad value is still an error."""
+    found = Problems()
+    if "pools" in platform:
+        try:
+            PoolPlacement.from_mapping(platform["pools"])
+        except InvalidInput as exc:
+            found.absorb(exc, "platform.")
+    checkpoint = platform.get("checkpoint")
+    checkpoint = checkpoint if isinstance(checkpoint, Mapping) else {}
+    storage_class = checkpoint.get("storageClass")
+    if storage_class is not None and (not isinstance(storage_class, str) or not DNS_SUBDOMAIN.match(storage_class)):
+        found.add("platform.checkpoint.storageClass", storage_class, "the name of a StorageClass (e.g. standard)")
+    if "accessMode" in checkpoint and checkpoint["accessMode"] not in ACCESS_MODES:
+        found.add("platform.checkpoint.accessMode", checkpoint["accessMode"], "one of " + ", ".join(ACCESS_MODES))
+    return found.items
+
+
 class ByoCluster(pulumi.ComponentResource):
     """An existing cluster reached through a kubeconfig file."""
 

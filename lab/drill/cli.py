@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lab.job_args import add_job_arguments, job_fields
 from lab.spec.job import JobSpec
-from lab.spec.problems import InvalidInput, Problem
+from lab.spec.problems import InvalidInput, Problems
 
 DEFAULT_STEPS = 400
 
@@ -73,22 +73,41 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def build(args: argparse.Namespace):
-    from lab.drill.run import DrillConfig
+    """The drill's config from its flags; every bad value, the job's and the drill's, at once."""
+    from lab.drill.run import DrillConfig, drill_problems
 
     workdir = args.workdir or Path("runs") / time.strftime("drill-%Y%m%d-%H%M%S")
     extra = list(args.script_args or [])
     if extra[:1] == ["--"]:
         extra = extra[1:]  # only the separator; a `--` meant for the script stays
+    found = Problems()
     if args.script:
         script_kw = {"module": None, "script": args.script, "script_args": tuple(extra)}
         target = None
     else:
         if extra:
-            raise InvalidInput([Problem("script arguments", extra, "none without --script")])
+            found.add("script arguments", extra, "none without --script")
         script_kw = {"script_args": ("--steps", str(args.steps), "--step-time", f"{args.step_time:g}")}
         target = args.steps
-    spec = JobSpec(**job_fields(args), checkpoint_dir=str((workdir / "checkpoints").absolute()), **script_kw)
+    spec: JobSpec | None = None
+    try:
+        spec = JobSpec(**job_fields(args), checkpoint_dir=str((workdir / "checkpoints").absolute()), **script_kw)
+    except InvalidInput as exc:
+        found.extend(exc.problems)
     evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, args.steps // 4)
+    found.extend(
+        drill_problems(
+            spec,
+            nodes=args.nodes,
+            eviction=args.eviction,
+            notice_s=args.notice,
+            evict_at_step=evict_at,
+            target_steps=target,
+            victim=args.victim,
+        )
+    )
+    if found or spec is None:
+        raise InvalidInput(found.items)
     return DrillConfig(
         spec=spec,
         workdir=workdir.absolute(),

@@ -13,7 +13,7 @@ from lab.drill.agent_logs import parse_agent_log
 from lab.drill.report import DrillReport, analyze
 from lab.local import LocalCluster
 from lab.spec.job import JobSpec
-from lab.spec.problems import Problems
+from lab.spec.problems import InvalidInput, Problem, Problems
 
 
 @dataclass(frozen=True)
@@ -44,29 +44,53 @@ class DrillConfig:
 
     def validate(self) -> None:
         """Every bad value at once (InvalidInput), before anything is started."""
-        found = Problems()
-        spec = self.spec
-        if self.nodes < 1:
-            found.add("nodes", self.nodes, "at least 1")
-        elif self.nodes > spec.max_nodes:
-            found.add("nodes", self.nodes, f"at most max_nodes={spec.max_nodes}")
-        elif self.nodes < spec.min_nodes:
-            found.add("nodes", self.nodes, f"at least min_nodes={spec.min_nodes}")
-        elif self.nodes - 1 < spec.min_nodes:
-            found.add(
-                "nodes",
-                self.nodes,
-                f"at least {spec.min_nodes + 1}: evicting one must leave min_nodes={spec.min_nodes} running",
-            )
-        if self.eviction not in ("hard", "notice"):
-            found.add("eviction", self.eviction, "'hard' or 'notice'")
-        if self.eviction == "notice" and not 0 < self.notice_s <= 600:
-            found.add("notice_s", self.notice_s, "seconds in (0, 600]")
-        if self.target_steps is not None and not 0 < self.evict_at_step < self.target_steps:
-            found.add("evict_at_step", self.evict_at_step, f"1..{self.target_steps - 1} (before the job ends)")
-        if not -self.nodes <= self.victim < self.nodes:
-            found.add("victim", self.victim, f"a node index in {-self.nodes}..{self.nodes - 1}")
-        found.raise_if_any()
+        problems = drill_problems(
+            self.spec,
+            nodes=self.nodes,
+            eviction=self.eviction,
+            notice_s=self.notice_s,
+            evict_at_step=self.evict_at_step,
+            target_steps=self.target_steps,
+            victim=self.victim,
+        )
+        if problems:
+            raise InvalidInput(problems)
+
+
+def drill_problems(
+    spec: JobSpec | None,
+    *,
+    nodes: int,
+    eviction: str,
+    notice_s: float,
+    evict_at_step: int,
+    target_steps: int | None,
+    victim: int,
+) -> list[Problem]:
+    """The drill's own bad values; those measured against the job's node range only when
+    there is a valid `spec`."""
+    found = Problems()
+    if nodes < 1:
+        found.add("nodes", nodes, "at least 1")
+    elif spec is None:
+        pass
+    elif nodes > spec.max_nodes:
+        found.add("nodes", nodes, f"at most max_nodes={spec.max_nodes}")
+    elif nodes < spec.min_nodes:
+        found.add("nodes", nodes, f"at least min_nodes={spec.min_nodes}")
+    elif nodes - 1 < spec.min_nodes:
+        found.add(
+            "nodes", nodes, f"at least {spec.min_nodes + 1}: evicting one must leave min_nodes={spec.min_nodes} running"
+        )
+    if eviction not in ("hard", "notice"):
+        found.add("eviction", eviction, "'hard' or 'notice'")
+    if eviction == "notice" and not 0 < notice_s <= 600:
+        found.add("notice_s", notice_s, "seconds in (0, 600]")
+    if target_steps is not None and not 0 < evict_at_step < target_steps:
+        found.add("evict_at_step", evict_at_step, f"1..{target_steps - 1} (before the job ends)")
+    if not -nodes <= victim < nodes:
+        found.add("victim", victim, f"a node index in {-nodes}..{nodes - 1}")
+    return found.items
 
 
 class Progress:

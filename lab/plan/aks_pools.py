@@ -60,7 +60,3 @@ def pools(plan: Any) -> list[PoolView]:
             if isinstance(profile, dict):
                 out.append(PoolView(mc, f"agentPoolProfiles[{i}].", profile))
     return out
-
-
-def _is_aks(plan: Any) -> bool:
-    return bool(plan.of_type(MANAGED_CLUSTER, AGENT_POOL))

@@ -2,7 +2,7 @@
 
 problems.py        Problem(key, value, expected) and InvalidInput, the one input error
 names.py           the project's name, its component type tokens, clouds, Kubernetes name rules
-layout.py          where the checkout's charts and stack files are
+layout.py          where the checkout and its charts are
 versions.py        pinned versions of what the platform installs
 job.py             JobSpec: a job's launch parameters, the LAB_* / PET_* contract
 pools.py           pool labels, taints, tolerations, PoolPlacement

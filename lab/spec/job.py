@@ -192,12 +192,10 @@ class JobSpec:
                 "checkpoint_writes", self.checkpoint_writes, "one of " + ", ".join(w.value for w in CheckpointWrites)
             )
         if isinstance(self.rdzv_timeouts, Mapping):
-            try:
-                object.__setattr__(
-                    self, "rdzv_timeouts", _from_mapping(RendezvousTimeouts, self.rdzv_timeouts, "rdzv_timeouts.")
-                )
-            except InvalidInput as exc:
-                found.extend(exc.problems)
+            # Unknown settings are reported here, the values of the known ones by problems().
+            kwargs, unknown = _known_fields(RendezvousTimeouts, self.rdzv_timeouts, "rdzv_timeouts.")
+            found.extend(unknown)
+            object.__setattr__(self, "rdzv_timeouts", RendezvousTimeouts(**kwargs))
         object.__setattr__(self, "script_args", tuple(str(a) for a in self.script_args))
         if not self.rdzv_id and isinstance(self.name, str):
             object.__setattr__(self, "rdzv_id", _new_rdzv_id(self.name))
@@ -351,16 +349,24 @@ def _number_in(value: Any, low: float, high: float) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and low <= value <= high
 
 
+def _known_fields(cls: type[T], values: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any], list[Problem]]:
+    """The values that name fields of `cls`, and a problem for each that does not."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = [
+        Problem(prefix + key, values[key], "a known field: " + ", ".join(sorted(known)))
+        for key in sorted(set(values) - known)
+    ]
+    return {k: v for k, v in values.items() if k in known}, unknown
+
+
 def _from_mapping(cls: type[T], values: Mapping[str, Any], prefix: str) -> T:
     if not isinstance(values, Mapping):
         raise InvalidInput([Problem(prefix.rstrip(".") or cls.__name__, values, "a mapping")])
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise InvalidInput(
-            [Problem(prefix + key, values[key], "a known field: " + ", ".join(sorted(known))) for key in unknown]
-        )
+    kwargs, unknown = _known_fields(cls, values, prefix)
     try:
-        return cls(**dict(values))
+        built = cls(**kwargs)
     except InvalidInput as exc:
-        raise InvalidInput([p if p.key.startswith(prefix) else p.under(prefix) for p in exc.problems]) from None
+        raise InvalidInput([*unknown, *exc.problems]) from None
+    if unknown:
+        raise InvalidInput(unknown)
+    return built

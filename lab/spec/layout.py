@@ -1,4 +1,4 @@
-"""Where the project's own files are: the root of the checkout, its charts and stack files."""
+"""Where the project's own files are: the root of the checkout and its charts."""
 
 from __future__ import annotations
 
@@ -8,4 +8,3 @@ ROOT = Path(__file__).resolve().parents[2]
 CHARTS_DIR = ROOT / "charts"
 JOB_CHART = CHARTS_DIR / "elastic-pytorchjob"
 ETCD_CHART = CHARTS_DIR / "etcd-rendezvous"
-STACKS_DIR = ROOT / "stacks"

@@ -187,13 +187,13 @@ class PoolPlacement:
         found.extend(label_problems("pools.cpu.labels", self.cpu_labels))
         found.extend(label_problems("pools.gpuSpot.labels", self.gpu_labels))
         found.extend(label_problems("pools.gpuSpot.spotLabels", self.spot_labels, required=False))
+        no_gpu_taints = isinstance(self.gpu_taints, (list, tuple)) and not self.gpu_taints
         object.__setattr__(self, "gpu_taints", _parse_taints("pools.gpuSpot.taints", self.gpu_taints, found))
         object.__setattr__(self, "cpu_taints", _parse_taints("pools.cpu.taints", self.cpu_taints, found))
-        if found:
-            found.raise_if_any()
         for name in ("cpu_labels", "gpu_labels", "spot_labels"):
-            object.__setattr__(self, name, dict(getattr(self, name)))
-        if not self.gpu_taints:
+            value = getattr(self, name)
+            object.__setattr__(self, name, dict(value) if isinstance(value, Mapping) else {})
+        if no_gpu_taints:
             found.add(
                 "pools.gpuSpot.taints", [], "at least one taint: without one, any pod may land on a spot GPU node"
             )
@@ -211,32 +211,35 @@ class PoolPlacement:
     @classmethod
     def from_mapping(cls, pools: Any) -> PoolPlacement:
         """From config: {cpu: {labels, taints}, gpuSpot: {labels, taints, spotLabels}}; keys
-        left out take the defaults."""
+        left out take the defaults. Every problem at once: the shape's and the values'."""
         if not isinstance(pools, Mapping):
             raise InvalidInput([Problem("pools", pools, "a mapping with cpu and gpuSpot")])
         found = Problems()
         for unknown in sorted(set(pools) - {"cpu", "gpuSpot"}):
             found.add("pools." + unknown, pools[unknown], "one of cpu, gpuSpot")
-        cpu = pools.get("cpu") or {}
-        gpu = pools.get("gpuSpot") or {}
-        for name, part, allowed in (
-            ("cpu", cpu, {"labels", "taints"}),
-            ("gpuSpot", gpu, {"labels", "taints", "spotLabels"}),
-        ):
+        parts: dict[str, Mapping[str, Any]] = {}
+        for name, allowed in (("cpu", {"labels", "taints"}), ("gpuSpot", {"labels", "taints", "spotLabels"})):
+            part = pools.get(name) or {}
             if not isinstance(part, Mapping):
                 found.add(f"pools.{name}", part, "a mapping")
-                continue
+                part = {}
             for extra in sorted(set(part) - allowed):
                 found.add(f"pools.{name}.{extra}", part[extra], "one of " + ", ".join(sorted(allowed)))
-        found.raise_if_any()
+            parts[name] = part
+        cpu, gpu = parts["cpu"], parts["gpuSpot"]
         defaults = cls()
-        return cls(
-            cpu_labels=cpu.get("labels", defaults.cpu_labels),
-            cpu_taints=cpu.get("taints", ()),
-            gpu_labels=gpu.get("labels", defaults.gpu_labels),
-            gpu_taints=gpu.get("taints", defaults.gpu_taints),
-            spot_labels=gpu.get("spotLabels", defaults.spot_labels),
-        )
+        try:
+            placement = cls(
+                cpu_labels=cpu.get("labels", defaults.cpu_labels),
+                cpu_taints=cpu.get("taints", ()),
+                gpu_labels=gpu.get("labels", defaults.gpu_labels),
+                gpu_taints=gpu.get("taints", defaults.gpu_taints),
+                spot_labels=gpu.get("spotLabels", defaults.spot_labels),
+            )
+        except InvalidInput as exc:
+            found.extend(exc.problems)
+        found.raise_if_any()
+        return placement
 
     def as_mapping(self) -> dict[str, Any]:
         """The form `from_mapping` reads, taints as text."""

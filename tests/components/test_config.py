@@ -3,6 +3,8 @@ before any resource is declared."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from components import config as config_mod
@@ -148,3 +150,29 @@ def test_args_validate_names_fields():
 def test_gpu_size_recognition(size, gpu, nvidia):
     assert is_gpu_size(size) is gpu
     assert is_nvidia_gpu_size(size) is nvidia
+
+
+@pytest.mark.parametrize(
+    ("platform", "key"),
+    [
+        pytest.param({"pools": {"bogus": 1}}, "elastic-spot-lab:platform.pools.bogus", id="unknown-pool"),
+        pytest.param(
+            {"checkpoint": {"accessMode": "Nope"}}, "elastic-spot-lab:platform.checkpoint.accessMode", id="access-mode"
+        ),
+        pytest.param(
+            {"checkpoint": {"storageClass": "Not A Class"}},
+            "elastic-spot-lab:platform.checkpoint.storageClass",
+            id="storage-class",
+        ),
+    ],
+)
+def test_keys_describing_a_byo_cluster_are_checked_on_other_clouds_too(platform, key):
+    with pytest.raises(InvalidInput) as info:
+        _load(platform=json.dumps(platform))
+    assert [p.key for p in info.value.problems] == [key]
+
+
+def test_platform_problems_are_reported_even_without_a_cloud():
+    with pytest.raises(InvalidInput) as info:
+        _load(cloud=None, platform=json.dumps({"etcd": {"tag": "latest"}}))
+    assert {p.key for p in info.value.problems} == {"elastic-spot-lab:cloud", "elastic-spot-lab:platform.etcd.tag"}

@@ -133,6 +133,7 @@ def test_cli_json_report_and_timeline(workdir):
         (["--nodes", "4"], "nodes=4 is invalid: expected at most max_nodes=3"),
         (["--backend", "zookeeper"], "rdzv_backend='zookeeper' is invalid: expected one of etcd-v2, c10d"),
         (["--nodes", "2"], "nodes=2 is invalid: expected at least 3: evicting one must leave min_nodes=2 running"),
+        (["--name", "Bad_Name", "--victim", "7"], "victim=7 is invalid: expected a node index in -3..2"),
     ],
 )
 def test_bad_drill_input_is_a_clear_error_and_starts_nothing(workdir, argv, message):

@@ -4,12 +4,17 @@ platform reported before anything is declared."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from lab.k8s.platform_guardrails import GUARDRAILS
 from lab.plan.check_list import findings_of, run_checks
 from lab.plan.findings import errors
 from lab.plan.harness import run_program
+from lab.spec.layout import ROOT
 from lab.spec.names import PLATFORM_TYPE as PLATFORM
 from lab.spec.problems import InvalidInput
 
@@ -192,13 +197,19 @@ def test_plan_without_the_crd_warns_and_passes(monkeypatch, capsys):
     assert "✓ k8s:schema: ok" in out
 
 
-def test_cli_plan_byo(capsys):
-    from lab import cli
-
-    assert cli.main(["plan", "--stack", "byo"]) == 0
-    out = capsys.readouterr().out
-    assert "elastic-spot-lab:platform:TrainingPlatform platform" in out
-    assert "✓ guardrail:rdzv-host-is-etcd-service" in out
+def test_cli_plan_byo():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "lab.cli", "plan", "--stack", "byo"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "elastic-spot-lab:platform:TrainingPlatform platform" in proc.stdout
+    assert "✓ guardrail:rdzv-host-is-etcd-service" in proc.stdout
 
 
 @pytest.mark.parametrize(

@@ -109,3 +109,17 @@ def test_one_bad_value_reads_as_the_problem_itself():
     with pytest.raises(InvalidInput) as info:
         JobSpec(max_restarts=-1)
     assert str(info.value) == "max_restarts=-1 is invalid: expected a whole number >= 0"
+
+
+def test_unknown_fields_and_bad_values_come_together():
+    with pytest.raises(InvalidInput) as info:
+        JobSpec.from_mapping(
+            {"min_nodes": 0, "nmae": "x", "rdzv_backend": "zk", "rdzv_timeouts": {"join": 1, "close_s": 0}}
+        )
+    assert sorted(p.key for p in info.value.problems) == [
+        "min_nodes",
+        "nmae",
+        "rdzv_backend",
+        "rdzv_timeouts.close_s",
+        "rdzv_timeouts.join",
+    ]

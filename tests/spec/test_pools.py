@@ -75,7 +75,14 @@ def test_every_bad_placement_value_is_reported_at_once():
                 "system": {},
             }
         )
-    assert [p.key for p in info.value.problems] == ["pools.system", "pools.gpuSpot.zone"]  # the shape first
+    assert [p.key for p in info.value.problems] == [
+        "pools.system",
+        "pools.gpuSpot.zone",
+        "pools.cpu.labels.Bad Key",
+        "pools.gpuSpot.labels",
+        "pools.gpuSpot.taints",
+        "pools.cpu.taints",
+    ]  # the shape's and the values' together
     with pytest.raises(InvalidInput) as info:
         PoolPlacement.from_mapping(
             {
@@ -128,4 +135,19 @@ def test_required_affinity_requires_every_label():
                 {"key": "b", "operator": "In", "values": ["2"]},
             ]
         }
+    ]
+
+
+def test_rules_between_pools_are_checked_beside_bad_values():
+    with pytest.raises(InvalidInput) as info:
+        PoolPlacement.from_mapping(
+            {
+                "cpu": {"labels": {"elastic-spot-lab/capacity": "spot", "bad key!": "x"}},
+                "gpuSpot": {"taints": []},
+            }
+        )
+    assert sorted(p.key for p in info.value.problems) == [
+        "pools.cpu.labels",
+        "pools.cpu.labels.bad key!",
+        "pools.gpuSpot.taints",
     ]
