@@ -34,7 +34,7 @@ test: check
 	$(BIN)/python -m pytest
 
 # ruff (format and lint, 120 columns), mypy (lab/spec and components) and the layer
-# contract of ../shared/DESIGN.md (import-linter; its contracts are in pyproject.toml).
+# contract of the README's layers (import-linter; its contracts are in pyproject.toml).
 check: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .

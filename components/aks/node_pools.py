@@ -1,6 +1,6 @@
 """Node pools: the system pool profile (inside the ManagedCluster) and our two user pools.
 
-Facts followed (../shared/FACTS.md, AKS section):
+What AKS requires of the pools:
 - spot GPU pool = AgentPool mode User, scaleSetPriority Spot, scaleSetEvictionPolicy
   Delete, spotMaxPrice -1, autoscaling with minCount 0; a spot pool cannot be the system
   pool and cannot set upgradeSettings.maxSurge; priority and max price are immutable;
@@ -22,7 +22,7 @@ from components.aks.args import AksClusterArgs
 from lab.spec import pools as labels
 from lab.spec.pools import PoolPlacement, Taint
 
-# AKS labels and taints spot nodes itself (../shared/FACTS.md, AKS); the pools declare both
+# AKS labels and taints spot nodes itself; the pools declare both
 # so that Pulumi shows no perpetual diff (pulumi-azure-native#959).
 AKS_SPOT_LABEL = "kubernetes.azure.com/scalesetpriority"
 AKS_SPOT_VALUE = "spot"

@@ -1,6 +1,6 @@
 """Checkpoint storage: our own storage account and blob container, outside the node resource group.
 
-Why our own account (../shared/FACTS.md, AKS): dynamic Blob CSI volumes create their account
+Why our own account: dynamic Blob CSI volumes create their account
 in the node resource group, which AKS deletes with the cluster. Checkpoints must survive
 the cluster, so the account lives in our resource group and is mounted statically.
 

@@ -4,7 +4,7 @@
   mode (unknown fields are errors, as `kubectl apply --validate=strict` would make them),
   for the cluster's Kubernetes version or the nearest older one the package ships.
 - PyTorchJob: the openAPIV3Schema of the training operator v1.9.4 CRD
-  (../shared/schemas/kubeflow.org_pytorchjobs.v1.9.4.yaml), also strict: the API server
+  (schemas/kubeflow.org_pytorchjobs.v1.9.4.yaml, carried with the project), also strict: the API server
   would silently prune an unknown field, which is how typos in jobs go unnoticed.
 
 Each failure is a `SchemaViolation`: the object, the path in it, the message, the schema.
@@ -25,7 +25,7 @@ import jsonschema
 import yaml
 
 from lab.k8s.objects import object_id
-from lab.spec.layout import ROOT
+from lab.spec.layout import SCHEMAS_DIR
 
 CRD_FILE = "kubeflow.org_pytorchjobs.v1.9.4.yaml"
 ENV_SCHEMAS_DIR = "ELASTIC_LAB_SCHEMAS"
@@ -107,7 +107,7 @@ def schema_dirs() -> list[Path]:
     dirs = []
     if os.environ.get(ENV_SCHEMAS_DIR):
         dirs.append(Path(os.environ[ENV_SCHEMAS_DIR]))
-    dirs += [ROOT.parent / "shared" / "schemas", ROOT / "shared" / "schemas"]
+    dirs.append(SCHEMAS_DIR)
     return dirs
 
 

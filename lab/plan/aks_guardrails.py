@@ -10,7 +10,7 @@
                               (cilium needs the cilium dataplane)
   guardrail:storage-outside-node-rg  checkpoint storage is not in the node resource group
 
-Facts from ../shared/FACTS.md (AKS section). Each finding names resource, property, value
+Each finding names resource, property, value
 and what was expected.
 """
 

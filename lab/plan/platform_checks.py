@@ -18,8 +18,8 @@ For every TrainingPlatform component:
 
 `SUITE` reports each of these as a check of the plan (`k8s:render`, `k8s:schema`,
 `k8s:pytorchjob-crd`, `platform:device-plugin`, `platform:training-operator`,
-`guardrail:<name>`), all from one pass over the plan. Without the CRD file (../shared/schemas,
-or $ELASTIC_LAB_SCHEMAS) `k8s:pytorchjob-crd` is skipped with a warning naming where it
+`guardrail:<name>`), all from one pass over the plan. Without the CRD file (schemas/ of the
+project, or $ELASTIC_LAB_SCHEMAS) `k8s:pytorchjob-crd` is skipped with a warning naming where it
 looked: the plan still passes, and says so.
 """
 

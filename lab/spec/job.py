@@ -44,7 +44,7 @@ ENV_PG_TIMEOUT = "LAB_PG_TIMEOUT_S"
 ENV_EVENTS_FILE = "LAB_EVENTS_FILE"
 
 # torch 2.13: agents that re-use the rendezvous TCP store deadlock on scale-out and fail
-# re-rendezvous with stale peer addresses (../shared/FACTS.md, measured 56/56 with it set).
+# re-rendezvous with stale peer addresses (with it set, 56 of 56 drill runs passed).
 AGENT_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 T = TypeVar("T", bound="DataclassInstance")

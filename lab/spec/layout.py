@@ -1,4 +1,4 @@
-"""Where the project's own files are: the root of the checkout and its charts."""
+"""Where the project's own files are: the root of the checkout, its charts and schemas."""
 
 from __future__ import annotations
 
@@ -8,3 +8,5 @@ ROOT = Path(__file__).resolve().parents[2]
 CHARTS_DIR = ROOT / "charts"
 JOB_CHART = CHARTS_DIR / "elastic-pytorchjob"
 ETCD_CHART = CHARTS_DIR / "etcd-rendezvous"
+# Schemas the offline checks validate against (the PyTorchJob CRD), carried with the project.
+SCHEMAS_DIR = ROOT / "schemas"

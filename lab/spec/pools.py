@@ -33,7 +33,7 @@ CAPACITY_ON_DEMAND = "on-demand"
 CAPACITY_SPOT = "spot"
 
 # The NVIDIA device plugin's default node affinity selects nodes with this label
-# (../shared/FACTS.md, "NVIDIA device plugin"): without it the plugin schedules nowhere.
+# (its chart's values.yaml): without it the plugin schedules nowhere.
 NVIDIA_GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")

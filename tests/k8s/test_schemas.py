@@ -7,6 +7,7 @@ import pytest
 from lab.k8s import schemas as validate
 from lab.k8s.schemas import schema_version_for, validate_objects
 from lab.spec.job import JobSpec
+from lab.spec.layout import ROOT
 from tests.k8s.helpers import render_job, the
 
 
@@ -94,3 +95,14 @@ def test_missing_crd_error_names_where_it_looked(monkeypatch, tmp_path):
     with pytest.raises(validate.CrdSchemaMissing) as info:
         validate.crd_path()
     assert info.value.looked_in == [tmp_path] and "ELASTIC_LAB_SCHEMAS" in str(info.value)
+
+
+def test_the_carried_crd_is_the_operators():
+    """The project carries the CRD it checks against (a clone has nothing beside it); where the
+    reference copy of ../shared/schemas is at hand, the two are the same file."""
+    carried = validate.crd_path()
+    assert carried == ROOT / "schemas" / validate.CRD_FILE
+    reference = ROOT.parent / "shared" / "schemas" / validate.CRD_FILE
+    if not reference.is_file():
+        pytest.skip(f"no reference copy at {reference}")
+    assert carried.read_bytes() == reference.read_bytes()
