@@ -42,14 +42,7 @@ class ByoClusterArgs:
         out = Problems()
         if not isinstance(self.kubeconfig_path, str) or not self.kubeconfig_path:
             out.add("kubeconfig", self.kubeconfig_path or None, "the path of the cluster's kubeconfig (cloud byo)")
-        if not isinstance(self.storage_class, str) or not DNS_SUBDOMAIN.match(self.storage_class):
-            out.add(
-                "platform.checkpoint.storageClass",
-                self.storage_class,
-                "the StorageClass of the checkpoint volume on a byo cluster (e.g. standard)",
-            )
-        if self.access_mode not in ACCESS_MODES:
-            out.add("platform.checkpoint.accessMode", self.access_mode, "one of " + ", ".join(ACCESS_MODES))
+        out.extend(_storage_problems(self.storage_class, self.access_mode))
         return out.items
 
     @classmethod
@@ -58,16 +51,10 @@ class ByoClusterArgs:
         `elastic-spot-lab:platform` (`pools`, `checkpoint.storageClass`, `checkpoint.accessMode`).
         Every problem at once, keys as the stack file writes them."""
         found = Problems()
-        placement: PoolPlacement | None = None
         if "pools" not in platform:
             found.add("platform.pools", None, "the CPU and GPU spot pools' labels and taints on a byo cluster")
-        else:
-            try:
-                placement = PoolPlacement.from_mapping(platform["pools"])
-            except InvalidInput as exc:
-                found.absorb(exc, "platform.")
-        checkpoint = platform.get("checkpoint")
-        checkpoint = checkpoint if isinstance(checkpoint, Mapping) else {}
+        placement = _placement(platform, found)
+        checkpoint = _checkpoint_section(platform)
         args = cls(
             kubeconfig_path=kubeconfig if kubeconfig is not None else "",
             placement=placement or PoolPlacement(),
@@ -84,19 +71,40 @@ def described_cluster_problems(platform: Mapping[str, Any]) -> list[Problem]:
     cluster (`pools`, `checkpoint.storageClass`, `checkpoint.accessMode`), where they are given
     on a stack of another cloud: they have no effect there, but a bad value is still an error."""
     found = Problems()
-    if "pools" in platform:
-        try:
-            PoolPlacement.from_mapping(platform["pools"])
-        except InvalidInput as exc:
-            found.absorb(exc, "platform.")
-    checkpoint = platform.get("checkpoint")
-    checkpoint = checkpoint if isinstance(checkpoint, Mapping) else {}
-    storage_class = checkpoint.get("storageClass")
-    if storage_class is not None and (not isinstance(storage_class, str) or not DNS_SUBDOMAIN.match(storage_class)):
-        found.add("platform.checkpoint.storageClass", storage_class, "the name of a StorageClass (e.g. standard)")
-    if "accessMode" in checkpoint and checkpoint["accessMode"] not in ACCESS_MODES:
-        found.add("platform.checkpoint.accessMode", checkpoint["accessMode"], "one of " + ", ".join(ACCESS_MODES))
+    _placement(platform, found)
+    checkpoint = _checkpoint_section(platform)
+    found.extend(_storage_problems(checkpoint.get("storageClass"), checkpoint.get("accessMode")))
     return found.items
+
+
+def _placement(platform: Mapping[str, Any], found: Problems) -> PoolPlacement | None:
+    """`platform.pools` as a placement, its problems added to `found` (None when absent or bad)."""
+    if "pools" not in platform:
+        return None
+    try:
+        return PoolPlacement.from_mapping(platform["pools"])
+    except InvalidInput as exc:
+        found.absorb(exc, "platform.")
+        return None
+
+
+def _checkpoint_section(platform: Mapping[str, Any]) -> Mapping[str, Any]:
+    checkpoint = platform.get("checkpoint")
+    return checkpoint if isinstance(checkpoint, Mapping) else {}
+
+
+def _storage_problems(storage_class: Any, access_mode: Any) -> list[Problem]:
+    """Problems of the checkpoint StorageClass and access mode (None: not given)."""
+    out = Problems()
+    if storage_class is not None and (not isinstance(storage_class, str) or not DNS_SUBDOMAIN.match(storage_class)):
+        out.add(
+            "platform.checkpoint.storageClass",
+            storage_class,
+            "the StorageClass of the checkpoint volume on a byo cluster (e.g. standard)",
+        )
+    if access_mode is not None and access_mode not in ACCESS_MODES:
+        out.add("platform.checkpoint.accessMode", access_mode, "one of " + ", ".join(ACCESS_MODES))
+    return out.items
 
 
 class ByoCluster(pulumi.ComponentResource):

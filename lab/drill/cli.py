@@ -130,8 +130,7 @@ def main(args: argparse.Namespace) -> int:
     from lab.local import LocalClusterError
 
     try:
-        cfg = build(args)
-        cfg.validate()
+        cfg = build(args)  # every bad value, before anything starts
     except InvalidInput as exc:
         print(f"elastic-lab drill: {exc}", file=sys.stderr)
         return 2

@@ -26,8 +26,8 @@ def decode(value: Any, path: str, secrets: list[str]) -> Any:
         return {k: decode(v, f"{path}.{k}" if path else k, secrets) for k, v in sorted(value.items())}
     if isinstance(value, list):
         return [decode(v, f"{path}.{i}" if path else str(i), secrets) for i, v in enumerate(value)]
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)  # protobuf Struct carries every number as a double
+    if isinstance(value, float):
+        return _whole(value)
     if value == _UNKNOWN:
         return "<unknown>"
     return value
@@ -41,10 +41,15 @@ def struct(msg: Any) -> tuple[dict[str, Any], list[str]]:
     return decode(raw, "", secrets), secrets
 
 
+def _whole(value: float) -> float | int:
+    """A protobuf Struct carries every number as a double: a whole one is an int again."""
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
+
+
 def numbers_back(value: Any) -> Any:
     """Numbers come back from the Pulumi wire as doubles: whole ones become ints again."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
+    if isinstance(value, float):
+        return _whole(value)
     if isinstance(value, dict):
         return {k: numbers_back(v) for k, v in value.items()}
     if isinstance(value, list):
