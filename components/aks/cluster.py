@@ -34,11 +34,13 @@ import pulumi_kubernetes as k8s
 from pulumi_azure_native import authorization, containerservice, resources
 
 from components.aks import identity as identity_mod
+from components.aks import maintenance as maintenance_mod
 from components.aks import node_pools
 from components.aks import storage as storage_mod
 from components.aks.args import AksClusterArgs
 from components.cluster_info import AzureBlobCheckpoint, ClusterInfo, TrainingIdentity
 from lab.spec import pools as labels
+from lab.spec.azure_tags import CLUSTER_TAG
 from lab.spec.names import AKS_CLUSTER_TYPE
 
 # Azure gives 30 s notice of a spot eviction (Scheduled Events, `Preempt`).
@@ -65,12 +67,17 @@ class AksCluster(pulumi.ComponentResource):
         super().__init__(AKS_CLUSTER_TYPE, name, None, opts)
         self.args = args
         here = pulumi.ResourceOptions(parent=self)
-        tags = {"elastic-spot-lab/cluster": args.cluster_name, **args.tags}
+        tags = {CLUSTER_TAG: args.cluster_name, **args.tags}
         client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
         subscription_id = client.subscription_id
 
+        # The checkpoints' resource group: kept on destroy with them unless the stack lets them go.
         self.resource_group = resources.ResourceGroup(
-            f"{name}-rg", resource_group_name=args.resource_group_name, location=args.location, tags=tags, opts=here
+            f"{name}-rg",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.keeps_checkpoints),
         )
         rg_name = self.resource_group.name
 
@@ -121,9 +128,11 @@ class AksCluster(pulumi.ComponentResource):
                 # The AKS-managed Blob CSI driver; do not also install the upstream chart.
                 blob_csi_driver=containerservice.ManagedClusterStorageProfileBlobCSIDriverArgs(enabled=True),
             ),
+            # Upgrades drain the CPU pool (etcd, the operator): they wait for the maintenance
+            # window declared below.
             auto_upgrade_profile=containerservice.ManagedClusterAutoUpgradeProfileArgs(
-                upgrade_channel=containerservice.UpgradeChannel.PATCH,
-                node_os_upgrade_channel=containerservice.NodeOSUpgradeChannel.NODE_IMAGE,
+                upgrade_channel=args.upgrade_channel,
+                node_os_upgrade_channel=args.node_os_upgrade_channel,
             ),
             tags=tags,
             opts=here,
@@ -144,6 +153,11 @@ class AksCluster(pulumi.ComponentResource):
             resource_group=rg_name,
             cluster=self.cluster,
             parent=self,
+            after=self.cpu_pool,
+        )
+
+        self.maintenance = maintenance_mod.maintenance_windows(
+            f"{name}-maintenance", args, resource_group=rg_name, cluster=self.cluster, parent=self
         )
 
         issuer_url = self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else None)

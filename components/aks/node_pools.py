@@ -8,7 +8,10 @@ What AKS requires of the pools:
   spot nodes: both are declared here so Pulumi shows no perpetual diff;
 - `ignore_changes=["count"]` where the cluster autoscaler owns the count;
 - `gpuProfile.driver: Install` installs the GPU driver only; the NVIDIA device plugin (the
-  platform's) needs `nvidia.com/gpu.present=true` on the nodes.
+  platform's) needs `nvidia.com/gpu.present=true` on the nodes;
+- one agent-pool operation at a time per cluster: AKS answers a second, parallel create or
+  delete with 409 "Another agentpool operation is in progress". The GPU pool depends on the
+  CPU pool, so Pulumi creates them one after the other and deletes them in reverse order.
 """
 
 from __future__ import annotations
@@ -140,6 +143,7 @@ def _autoscaled_user_pool(
     resource_group: pulumi.Input[str],
     cluster: containerservice.ManagedCluster,
     parent: pulumi.Resource,
+    after: containerservice.AgentPool | None = None,
     **specific: object,
 ) -> containerservice.AgentPool:
     """A separate, autoscaled Linux VMSS `User` pool of `cluster`, as `spec` describes it.
@@ -148,6 +152,8 @@ def _autoscaled_user_pool(
     minimum), labels and taints from the spec, the cluster's Kubernetes version and tags,
     and `ignore_changes=["count"]` because the cluster autoscaler owns the node count.
     `specific` adds what differs per pool (priority, eviction, GPU profile, max surge).
+    `after`: the cluster's pool this one is created after and deleted before (AKS runs one
+    agent-pool operation at a time).
     """
     return containerservice.AgentPool(
         name,
@@ -167,7 +173,7 @@ def _autoscaled_user_pool(
         node_taints=spec.aks_taints,
         tags=args.tags,
         # The cluster autoscaler owns the node count.
-        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["count"]),
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["count"], depends_on=[after] if after else None),
         **specific,
     )
 
@@ -202,8 +208,10 @@ def gpu_spot_pool(
     resource_group: pulumi.Input[str],
     cluster: containerservice.ManagedCluster,
     parent: pulumi.Resource,
+    after: containerservice.AgentPool,
 ) -> containerservice.AgentPool:
-    """The spot GPU pool for elastic workers: Spot + Delete + max price, scales to zero."""
+    """The spot GPU pool for elastic workers: Spot + Delete + max price, scales to zero.
+    Created after (deleted before) the CPU pool `after`: one pool operation at a time."""
     return _autoscaled_user_pool(
         name,
         args,
@@ -211,6 +219,7 @@ def gpu_spot_pool(
         resource_group=resource_group,
         cluster=cluster,
         parent=parent,
+        after=after,
         scale_set_priority=containerservice.ScaleSetPriority.SPOT,  # immutable
         scale_set_eviction_policy=containerservice.ScaleSetEvictionPolicy.DELETE,
         spot_max_price=args.gpu_spot_max_price,  # -1: up to on-demand; immutable

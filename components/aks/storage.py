@@ -47,8 +47,13 @@ def checkpoint_storage(
     principal_id: pulumi.Input[str],
     parent: pulumi.Resource,
 ) -> tuple[storage.StorageAccount, storage.BlobContainer, list[authorization.RoleAssignment]]:
-    """Storage account + private container + the training identity's role assignments."""
+    """Storage account + private container + the training identity's role assignments.
+
+    The account and container outlive the cluster: with `checkpoints_on_destroy` "keep"
+    (the default) `pulumi destroy` deletes everything else and leaves them, and their
+    resource group, in Azure. The role assignments go with the identity they grant."""
     opts = pulumi.ResourceOptions(parent=parent)
+    kept = pulumi.ResourceOptions(parent=parent, retain_on_delete=args.keeps_checkpoints)
     account_name: pulumi.Input[str] = args.storage_account_name or subscription_id.apply(
         lambda sub: derived_account_name(sub, args.resource_group_name, args.cluster_name)
     )
@@ -69,7 +74,7 @@ def checkpoint_storage(
         allow_shared_key_access=key_mode,
         default_to_o_auth_authentication=True,
         tags=args.tags,
-        opts=opts,
+        opts=kept,
     )
     container = storage.BlobContainer(
         f"{name}-container",
@@ -77,7 +82,7 @@ def checkpoint_storage(
         account_name=account.name,
         container_name=args.checkpoint_container,
         public_access=storage.PublicAccess.NONE,
-        opts=opts,
+        opts=kept,
     )
     grants = [("blob-data", ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR, container.id)]
     if key_mode:

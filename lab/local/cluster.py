@@ -68,6 +68,7 @@ class LocalCluster:
         self.events_file = self.workdir / "events.jsonl"
         self._etcd: EtcdServer | None = None
         self._store: subprocess.Popen | None = None
+        self._store_port = 0
         self._next_id = 0
         self._closed = False
         # Validate everything before starting anything.
@@ -138,7 +139,7 @@ class LocalCluster:
         )
 
     def _start_store(self) -> str:
-        port = procs.free_port()
+        port = self._store_port = self._store_port or procs.free_port()
         log_path = self.workdir / "c10d-store.log"
         with open(log_path, "ab") as out:
             self._store = subprocess.Popen(
@@ -148,7 +149,10 @@ class LocalCluster:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        ready = procs.wait_until(lambda: self._store.poll() is not None or "listening" in log_path.read_text(), 30)
+        started = log_path.read_text().count("listening")
+        ready = procs.wait_until(
+            lambda: self._store.poll() is not None or log_path.read_text().count("listening") > started, 30
+        )
         if not ready or self._store.poll() is not None:
             raise LocalClusterError(f"the c10d store did not start (log: {log_path})")
         return f"127.0.0.1:{port}"
@@ -174,6 +178,32 @@ class LocalCluster:
         procs.kill_descendants(timeout=3)
         if getattr(self, "_old_sigterm", None) is not None:
             signal.signal(signal.SIGTERM, self._old_sigterm)
+
+    # ---------------------------------------------------------- rendezvous server
+    def stop_rendezvous(self) -> None:
+        """Stop the rendezvous server (SIGTERM, as a pod being drained or upgraded), leaving
+        its data: the nodes keep running and find it unreachable."""
+        if self._closed:
+            raise LocalClusterError("the cluster is closed")
+        self.record("rdzv_down", backend=self.spec.rdzv_backend.value)
+        if self._etcd:
+            self._etcd.stop()
+        else:
+            procs.stop(self._store)
+
+    def start_rendezvous(self) -> None:
+        """Start the rendezvous server again at the same address; etcd keeps its data (a
+        restarted c10d store starts empty, as a restarted store pod does)."""
+        if self._closed:
+            raise LocalClusterError("the cluster is closed")
+        try:
+            if self._etcd:
+                self._etcd.start()
+            else:
+                self._start_store()
+        except EtcdError as exc:
+            raise LocalClusterError(str(exc)) from None
+        self.record("rdzv_up", backend=self.spec.rdzv_backend.value)
 
     # --------------------------------------------------------------------- nodes
     @property

@@ -77,7 +77,10 @@ class EtcdServer:
         return f"{self.host}:{self.client_port}"
 
     def start(self, timeout: float = 20.0) -> EtcdServer:
-        self.client_port, self.peer_port = free_port(self.host), free_port(self.host)
+        """Start on free loopback ports; a server started before comes back on its own ports
+        with its data (as an etcd pod restarts behind its Service)."""
+        if not self.client_port:
+            self.client_port, self.peer_port = free_port(self.host), free_port(self.host)
         data = self.workdir / "etcd-data"
         data.mkdir(parents=True, exist_ok=True)
         client, peer = f"http://{self.host}:{self.client_port}", f"http://{self.host}:{self.peer_port}"

@@ -9,6 +9,11 @@
   guardrail:network-policy    the cluster enforces NetworkPolicies: a policy engine is set
                               (cilium needs the cilium dataplane)
   guardrail:storage-outside-node-rg  checkpoint storage is not in the node resource group
+  guardrail:pool-operations   the agent pools of one cluster are created one after the other
+                              (AKS refuses parallel agent-pool operations with a 409)
+  guardrail:checkpoints-kept  `pulumi destroy` leaves the checkpoint account, container and
+                              resource group (retainOnDelete), unless the stack lets them go
+  guardrail:maintenance-window  every auto-upgrade channel that upgrades has its window
 
 Each finding names resource, property, value
 and what was expected.
@@ -20,9 +25,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from components.aks.node_pools import AKS_SPOT_LABEL, AKS_SPOT_TAINT, AKS_SPOT_VALUE
+from components.aks.maintenance import AUTO_UPGRADE_SCHEDULE, NODE_OS_UPGRADE_SCHEDULE
 from lab.plan.aks_pools import AGENT_POOL, MANAGED_CLUSTER, STORAGE_ACCOUNT, PoolView, pools
 from lab.plan.findings import Finding
 from lab.spec import pools as labels
+from lab.spec.names import PROJECT
+
+BLOB_CONTAINER = "azure-native:storage:BlobContainer"
+RESOURCE_GROUP = "azure-native:resources:ResourceGroup"
+MAINTENANCE_CONFIGURATION = "azure-native:containerservice:MaintenanceConfiguration"
 
 
 def is_aks(plan: Any) -> bool:
@@ -287,3 +298,93 @@ def storage_outside_node_rg(plan: Any) -> Iterator[Finding]:
                 f"a resource group of our own, not the node resource group {groups.get(rg.lower(), rg)!r} "
                 "(AKS deletes it, and the checkpoints, with the cluster)",
             )
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def _depends_on(plan: Any, later: Any, earlier: Any) -> bool:
+    """True when `later` waits for `earlier`, directly or through other resources."""
+    seen, todo = set(), list(later.dependencies)
+    while todo:
+        urn = todo.pop()
+        if urn == earlier.urn:
+            return True
+        if urn in seen:
+            continue
+        seen.add(urn)
+        if (r := plan.by_urn(urn)) is not None:
+            todo.extend(r.dependencies)
+    return False
+
+
+def pool_operations(plan: Any) -> Iterator[Finding]:
+    """The AgentPools of one cluster form a chain of dependencies: Pulumi then creates them one
+    after the other and deletes them in reverse, and AKS never sees two pool operations at once."""
+    by_cluster: dict[tuple[str, str], list[Any]] = {}
+    for r in plan.of_type(AGENT_POOL):
+        key = (str(r.inputs.get("resourceGroupName")).lower(), str(r.inputs.get("resourceName")).lower())
+        by_cluster.setdefault(key, []).append(r)
+    for group in by_cluster.values():
+        for i, a in enumerate(group):
+            for b in group[i + 1 :]:
+                if not (_depends_on(plan, b, a) or _depends_on(plan, a, b)):
+                    yield Finding.error(
+                        "guardrail:pool-operations",
+                        b,
+                        "options.depends_on",
+                        b.depends_on,
+                        f"a dependency on {a.name!r} (or the reverse): AKS refuses a second agent-pool "
+                        "operation on a cluster while one runs (409 'Another agentpool operation is in progress')",
+                    )
+
+
+def _keeps_checkpoints(plan: Any) -> bool:
+    return plan.config.get(f"{PROJECT}:checkpointsOnDestroy", "keep") != "delete"
+
+
+def checkpoints_kept(plan: Any) -> Iterator[Finding]:
+    """Checkpoints outlive the cluster: `pulumi destroy` forgets the account, its container and
+    the resource group holding them instead of deleting them (unless the stack lets them go)."""
+    if not _keeps_checkpoints(plan):
+        return
+    groups = {str(a.inputs.get("resourceGroupName")).lower() for a in plan.of_type(STORAGE_ACCOUNT)}
+    kept = [
+        *plan.of_type(STORAGE_ACCOUNT),
+        *plan.of_type(BLOB_CONTAINER),
+        *(g for g in plan.of_type(RESOURCE_GROUP) if str(g.inputs.get("resourceGroupName")).lower() in groups),
+    ]
+    for r in kept:
+        if not (r.retain_on_delete or r.protect):
+            yield Finding.error(
+                "guardrail:checkpoints-kept",
+                r,
+                "options.retain_on_delete",
+                r.retain_on_delete,
+                f"True: `pulumi destroy` would delete the checkpoints (set {PROJECT}:checkpointsOnDestroy "
+                "to 'delete' to let them go)",
+            )
+
+
+def maintenance_window(plan: Any) -> Iterator[Finding]:
+    """Each auto-upgrade channel that upgrades the cluster has a maintenance window, or AKS
+    drains the CPU pool's etcd and the GPU workers whenever it schedules an upgrade."""
+    windows = {str(r.inputs.get("configName")) for r in plan.of_type(MAINTENANCE_CONFIGURATION)}
+    for r in plan.of_type(MANAGED_CLUSTER):
+        profile = r.inputs.get("autoUpgradeProfile") or {}
+        for path, off, config in (
+            ("upgradeChannel", ("none",), AUTO_UPGRADE_SCHEDULE),
+            ("nodeOSUpgradeChannel", ("none", "unmanaged"), NODE_OS_UPGRADE_SCHEDULE),
+        ):
+            channel = profile.get(path) if isinstance(profile, dict) else None
+            if isinstance(channel, str) and channel.lower() in off:
+                continue
+            if config not in windows:
+                yield Finding.error(
+                    "guardrail:maintenance-window",
+                    r,
+                    f"autoUpgradeProfile.{path}",
+                    channel,
+                    f"a MaintenanceConfiguration {config!r} (a weekly window), or the channel 'none': "
+                    "upgrades drain the etcd rendezvous and the operator at any time otherwise",
+                )

@@ -27,6 +27,9 @@ CHECKS: list[CheckSuite] = [
         aks_guardrails.storage_outside_node_rg,
         aks_guardrails.has_checkpoint_account,
     ),
+    single("guardrail:pool-operations", aks_guardrails.pool_operations, aks_guardrails.is_aks),
+    single("guardrail:checkpoints-kept", aks_guardrails.checkpoints_kept, aks_guardrails.has_checkpoint_account),
+    single("guardrail:maintenance-window", aks_guardrails.maintenance_window, aks_guardrails.has_managed_cluster),
     single("guardrail:no-plain-secrets", secret_outputs.no_plain_secrets, lambda plan: True),
     platform_checks.SUITE,
 ]

@@ -43,9 +43,16 @@ ENV_CHECKPOINT_WRITES = "LAB_CHECKPOINT_WRITES"
 ENV_PG_TIMEOUT = "LAB_PG_TIMEOUT_S"
 ENV_EVENTS_FILE = "LAB_EVENTS_FILE"
 
-# torch 2.13: agents that re-use the rendezvous TCP store deadlock on scale-out and fail
-# re-rendezvous with stale peer addresses (with it set, 56 of 56 drill runs passed).
-AGENT_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+# The agent's environment (its workers inherit it):
+# - TORCH_DISABLE_SHARE_RDZV_TCP_STORE: torch 2.13 agents that re-use the rendezvous TCP store
+#   deadlock on scale-out and fail re-rendezvous with stale peer addresses (with it set, 56 of
+#   56 drill runs passed).
+# - TORCH_NCCL_ASYNC_ERROR_HANDLING: torchrun sets 1 (TearDown) unless it is set: NCCL's
+#   watchdog then kills a worker whose collective failed or timed out, and the script never
+#   sees the error. 2 (CleanUpOnly) aborts the communicators and raises the error in the
+#   worker instead, so the script's "save on peer loss" runs and it exits on its own terms.
+#   gloo (CPU) ignores it.
+AGENT_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}
 
 T = TypeVar("T", bound="DataclassInstance")
 
@@ -60,19 +67,34 @@ class RendezvousTimeouts:
     Defaults are ours, tuned for fast recovery: fractions of a second need our launcher
     (`python -m lab.launch`, torchrun plus a handler that reads fractional seconds);
     `torch_defaults()` gives torchrun's own whole-second settings.
+
+    join_s is how long an agent waits for min_nodes to join. On a cluster that wait includes
+    GPU spot nodes being provisioned (the pool scales from zero, a replacement for an evicted
+    node is requested, the GPU driver is installed: minutes, longer when spot capacity is
+    short), so the default is 15 minutes. When it runs out the agent exits with a retryable
+    code and leaves the rendezvous open (lab.launch), and its restarted pod waits again.
+    server_outage_s is how long training goes on while the rendezvous server (etcd, the c10d
+    store) is unreachable, e.g. restarting on an upgrade, before the agent exits to be retried.
     """
 
-    join_s: float = 120  # how long an agent waits for min_nodes before giving up
+    join_s: float = 900  # how long an agent waits for min_nodes before exiting to be retried
     last_call_s: float = 0.5  # extra wait for stragglers once min_nodes have joined
     close_s: float = 10  # wait for the round to close after it completed
     keep_alive_interval_s: float = 0.5  # heartbeat period of each agent
     keep_alive_max_attempt: int = 3  # missed heartbeats before a node is declared dead
     poll_interval_s: float = 0.25  # how often a waiting agent re-reads the rendezvous state
+    server_outage_s: float = 60  # training goes on this long while the rendezvous server is unreachable
 
     @classmethod
     def torch_defaults(cls) -> RendezvousTimeouts:
         return cls(
-            join_s=600, last_call_s=30, close_s=30, keep_alive_interval_s=5, keep_alive_max_attempt=3, poll_interval_s=1
+            join_s=600,
+            last_call_s=30,
+            close_s=30,
+            keep_alive_interval_s=5,
+            keep_alive_max_attempt=3,
+            poll_interval_s=1,
+            server_outage_s=60,
         )
 
     def problems(self, prefix: str = "rdzv_timeouts.") -> list[Problem]:
@@ -126,6 +148,7 @@ class RendezvousTimeouts:
             "keep_alive_interval": f"{self.keep_alive_interval_s:g}",
             "keep_alive_max_attempt": str(self.keep_alive_max_attempt),
             "poll_interval": f"{self.poll_interval_s:g}",
+            "server_outage": f"{self.server_outage_s:g}",
         }
 
 

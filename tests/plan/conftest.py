@@ -22,6 +22,9 @@ CLUSTER_CHECKS = [
     "guardrail:cluster-features",
     "guardrail:network-policy",
     "guardrail:storage-outside-node-rg",
+    "guardrail:pool-operations",
+    "guardrail:checkpoints-kept",
+    "guardrail:maintenance-window",
     "guardrail:no-plain-secrets",
 ]
 

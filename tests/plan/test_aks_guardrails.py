@@ -76,8 +76,69 @@ def _no_cpu_pool(plan):
     plan.resources = [r for r in plan.resources if r.name != "aks-cpu"]
 
 
+def _parallel_pools(plan):
+    gpu, cpu = plan.one(*GPU), plan.one(*CPU)
+    gpu.depends_on = [u for u in gpu.depends_on if u != cpu.urn]
+    gpu.dependencies = [u for u in gpu.dependencies if u != cpu.urn]
+
+
+def _forgets(type_name):
+    def mutate(plan):
+        for r in plan.of_type(type_name):
+            r.retain_on_delete = False
+
+    return mutate
+
+
+def _no_window(config):
+    def mutate(plan):
+        plan.resources = [r for r in plan.resources if r.inputs.get("configName") != config]
+
+    return mutate
+
+
 BROKEN = [
     # id, check, mutation, fragments of the error message
+    (
+        "pools created in parallel",
+        "guardrail:pool-operations",
+        _parallel_pools,
+        ["AgentPool 'aks-gpu-spot'", "options.depends_on=[]", "a dependency on 'aks-cpu'", "409"],
+    ),
+    (
+        "checkpoint account deleted on destroy",
+        "guardrail:checkpoints-kept",
+        _forgets("azure-native:storage:StorageAccount"),
+        ["StorageAccount 'aks-checkpoints'", "options.retain_on_delete=False", "would delete the checkpoints"],
+    ),
+    (
+        "checkpoint container deleted on destroy",
+        "guardrail:checkpoints-kept",
+        _forgets("azure-native:storage:BlobContainer"),
+        ["BlobContainer 'aks-checkpoints-container'", "options.retain_on_delete=False"],
+    ),
+    (
+        "checkpoint resource group deleted on destroy",
+        "guardrail:checkpoints-kept",
+        _forgets("azure-native:resources:ResourceGroup"),
+        ["ResourceGroup 'aks-rg'", "options.retain_on_delete=False"],
+    ),
+    (
+        "no node-image window",
+        "guardrail:maintenance-window",
+        _no_window("aksManagedNodeOSUpgradeSchedule"),
+        [
+            "ManagedCluster 'aks'",
+            "autoUpgradeProfile.nodeOSUpgradeChannel='NodeImage'",
+            "aksManagedNodeOSUpgradeSchedule",
+        ],
+    ),
+    (
+        "no auto-upgrade window",
+        "guardrail:maintenance-window",
+        _no_window("aksManagedAutoUpgradeSchedule"),
+        ["autoUpgradeProfile.upgradeChannel='patch'", "drain the etcd rendezvous"],
+    ),
     (
         "spot system pool",
         "guardrail:on-demand-pools",
@@ -254,6 +315,12 @@ def test_broken_variant_fails_with_a_clear_message(broken_plan, check, mutate, f
     assert messages, f"{check} passed a broken plan"
     assert any(all(f in m for f in fragments) for m in messages), "\n".join(messages)
     assert all(m.startswith(f"ERROR [{check}] ") and ": expected " in m for m in messages)
+
+
+def test_letting_checkpoints_go_is_the_stacks_choice():
+    plan = run_program("aks-dev", {"checkpointsOnDestroy": "delete"})
+    assert not any(r.retain_on_delete for r in plan.resources)
+    assert _errors(plan, "guardrail:checkpoints-kept") == []
 
 
 def test_non_default_max_price_is_a_warning(broken_plan):

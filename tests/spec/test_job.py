@@ -16,7 +16,7 @@ def test_defaults_give_consistent_torchrun_args_and_pet_env():
     for flag, value in flags.items():
         assert env["PET_" + flag.upper().replace("-", "_")] == value
     assert flags["nnodes"] == "2:4"
-    assert "join_timeout=120" in flags["rdzv-conf"]
+    assert "join_timeout=900" in flags["rdzv-conf"] and "server_outage=60" in flags["rdzv-conf"]
 
 
 def test_rdzv_id_is_unique_and_never_none():

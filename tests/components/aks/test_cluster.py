@@ -18,6 +18,7 @@ from components.cluster_info import AzureBlobCheckpoint
 from lab.plan.harness import run_program
 from lab.plan.mocks import MOCK_SUBSCRIPTION, PlanMocks
 from lab.spec import pools as labels
+from lab.spec.azure_tags import CLUSTER_TAG, tag_name_problem
 from lab.spec.names import AKS_CLUSTER_TYPE as COMPONENT_TYPE
 from lab.spec.problems import InvalidInput
 
@@ -28,6 +29,8 @@ CONTAINER = "azure-native:storage:BlobContainer"
 ROLE = "azure-native:authorization:RoleAssignment"
 UAMI = "azure-native:managedidentity:UserAssignedIdentity"
 FIC = "azure-native:managedidentity:FederatedIdentityCredential"
+RG = "azure-native:resources:ResourceGroup"
+MAINTENANCE = "azure-native:containerservice:MaintenanceConfiguration"
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +50,7 @@ def test_component_and_children(plan):
         SA,
         CONTAINER,
         ROLE,
+        MAINTENANCE,
         "pulumi:providers:kubernetes",
     }
     # Every resource is parented to the component; nothing is left at the stack's root.
@@ -351,3 +355,72 @@ def test_default_kubernetes_version_is_one_constant(cluster_only_plan):
     assert config_mod.load(values, stack="t").kubernetes_version == DEFAULT_KUBERNETES_VERSION
     values["elastic-spot-lab:kubernetesVersion"] = "1.34"
     assert config_mod.load(values, stack="t").kubernetes_version == "1.34"
+
+
+def test_tag_keys_are_ones_azure_accepts(plan):
+    """ARM refuses `/` in a tag name (InvalidTagNameCharacters) at the first resource."""
+    tagged = [r for r in plan.resources if isinstance(r.inputs.get("tags"), dict) and r.inputs["tags"]]
+    assert {r.type for r in tagged} >= {RG, MC, UAMI}
+    for r in tagged:
+        for name in r.inputs["tags"]:
+            assert tag_name_problem(name, storage_account=r.type == SA) is None, (r.label, name)
+    assert plan.one(RG).inputs["tags"][CLUSTER_TAG] == "esl-aks-dev"
+
+
+def test_bad_tag_keys_are_refused_before_anything_is_declared(cluster_only_plan):
+    with pytest.raises(InvalidInput) as err:
+        cluster_only_plan(tags='{"team/ml": "a", "azure-owner": "b", "' + "k" * 129 + '": "c"}')
+    text = str(err.value)
+    assert "elastic-spot-lab:tags['team/ml']='team/ml' is invalid: expected a tag name without /" in text
+    assert "azure-owner" in text and "Azure reserves them" in text
+    assert "at most 128 characters on a storage account" in text
+
+
+def test_the_gpu_pool_waits_for_the_cpu_pool(plan):
+    """AKS runs one agent-pool operation at a time: create CPU then GPU, delete in reverse."""
+    cpu, gpu = plan.one(POOL, "aks-cpu"), plan.one(POOL, "aks-gpu-spot")
+    assert cpu.urn in gpu.depends_on
+    assert gpu.urn not in cpu.dependencies
+
+
+def test_checkpoint_storage_is_kept_on_destroy_by_default(plan, cluster_only_plan):
+    for r in (plan.one(SA), plan.one(CONTAINER), plan.one(RG)):
+        assert r.retain_on_delete, r.label
+    # Everything else goes with `pulumi destroy`.
+    assert not any(r.retain_on_delete for r in plan.resources if r.type not in (SA, CONTAINER, RG))
+    released = cluster_only_plan(checkpointsOnDestroy="delete")
+    assert not any(r.retain_on_delete for r in released.resources)
+
+
+def test_upgrades_wait_for_one_weekly_window(plan, cluster_only_plan):
+    profile = plan.one(MC).inputs["autoUpgradeProfile"]
+    assert profile == {"upgradeChannel": "patch", "nodeOSUpgradeChannel": "NodeImage"}
+    windows = {r.inputs["configName"]: r.inputs for r in plan.of_type(MAINTENANCE)}
+    assert set(windows) == {"aksManagedAutoUpgradeSchedule", "aksManagedNodeOSUpgradeSchedule"}
+    for w in windows.values():
+        assert w["resourceName"] == plan.one(MC).inputs["resourceName"]
+        assert w["maintenanceWindow"] == {
+            "schedule": {"weekly": {"dayOfWeek": "Sunday", "intervalWeeks": 1}},
+            "startTime": "03:00",
+            "utcOffset": "+00:00",
+            "durationHours": 4,
+        }
+    off = cluster_only_plan(upgradeChannel="none", nodeOsUpgradeChannel="None")
+    assert off.one(MC).inputs["autoUpgradeProfile"] == {"upgradeChannel": "none", "nodeOSUpgradeChannel": "None"}
+    assert not off.of_type(MAINTENANCE)
+
+
+def test_bad_upgrade_settings_are_refused(cluster_only_plan):
+    with pytest.raises(InvalidInput) as err:
+        cluster_only_plan(
+            upgradeChannel="weekly",
+            maintenanceDay="Sun",
+            maintenanceStartUtc="25:00",
+            maintenanceHours="2",
+            checkpointsOnDestroy="forget",
+        )
+    keys = {p.key for p in err.value.problems}
+    assert keys == {
+        f"elastic-spot-lab:{k}"
+        for k in ("upgradeChannel", "maintenanceDay", "maintenanceStartUtc", "maintenanceHours", "checkpointsOnDestroy")
+    }
