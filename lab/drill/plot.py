@@ -50,13 +50,22 @@ def plot_timeline(report: DrillReport, path: str | Path) -> Path:
             )
             if ev.recovery_s is not None:
                 ax.axvspan(ev.t - report.t0, ev.t - report.t0 + ev.recovery_s, color="tab:red", alpha=0.12)
+        for i, o in enumerate(report.outages):
+            if o.down_s is not None:
+                ax.axvspan(
+                    o.t - report.t0,
+                    o.t - report.t0 + o.down_s,
+                    color="tab:orange",
+                    alpha=0.18,
+                    label="rendezvous server down" if i == 0 else None,
+                )
         for i, j in enumerate(report.joins):
             ax.axvline(
                 j.t - report.t0, color="tab:green", linestyle="--", linewidth=1, label="node added" if i == 0 else None
             )
             if j.join_s is not None:
                 ax.axvspan(j.t - report.t0, j.t - report.t0 + j.join_s, color="tab:green", alpha=0.10)
-    if report.evictions or report.joins:
+    if report.evictions or report.joins or report.outages:
         axes[0].legend(loc="upper left", fontsize=8)
     axes[-1].set_xlabel("seconds since the drill started")
     title = "eviction drill: " + ("passed" if report.passed else "FAILED")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -26,6 +27,19 @@ class Eviction:
 
 
 @dataclass
+class RendezvousOutage:
+    """The rendezvous server was down from `t` for `down_s` seconds (it restarted)."""
+
+    t: float
+    down_s: float | None = None
+    stall_s: float | None = None  # longest gap between steps from the outage until training went on after it
+    steps_during: int = 0  # steps completed while the server was down
+    restarts: int = 0  # worker-group restarts it caused
+    lost_steps: int | None = None  # steps re-done because of it (0 when training never stopped)
+    agents_unreachable: int = 0  # agents that saw the server unreachable (and rode it out)
+
+
+@dataclass
 class Join:
     node: str
     t: float
@@ -46,6 +60,7 @@ class DrillReport:
     restart_rounds: int
     max_restart_count: int
     evictions: list[Eviction] = field(default_factory=list)
+    outages: list[RendezvousOutage] = field(default_factory=list)
     joins: list[Join] = field(default_factory=list)
     node_exit_codes: dict[str, int | None] = field(default_factory=dict)
     loss_curve: list[tuple[float, int, float, int]] = field(default_factory=list)  # (s, step, loss, world)
@@ -80,6 +95,13 @@ class DrillReport:
         lines.append(
             f"  restart rounds: {self.restart_rounds} (max TORCHELASTIC_RESTART_COUNT {self.max_restart_count})"
         )
+        for o in self.outages:
+            lines.append(
+                f"  rendezvous server down at {o.t - self.t0:.1f} s for {o.down_s:.1f} s:"
+                f" {o.agents_unreachable} agent(s) saw it unreachable, {o.steps_during} step(s) trained meanwhile"
+            )
+            stall = f"stalled at most {o.stall_s:.2f} s" if o.stall_s is not None else "did not step again"
+            lines.append(f"    training {stall}; worker restarts {o.restarts}, lost {o.lost_steps} step(s)")
         for ev in self.evictions:
             lines.append(
                 f"  eviction of {ev.node} ({ev.kind}) at {ev.t - self.t0:.1f} s:"
@@ -246,6 +268,29 @@ def analyze(
             ev.notice_to_exit_s = leave["notice_to_exit_s"] if leave else None
         report.evictions.append(ev)
 
+    downs = [e for e in events if e["event"] == "rdzv_down"]
+    for down in downs:
+        up = next((e for e in events if e["event"] == "rdzv_up" and e["t"] > down["t"]), None)
+        o = RendezvousOutage(t=down["t"])
+        o.agents_unreachable = len(
+            {e.get("node") for e in events if e["event"] == "rdzv_unreachable" and e["t"] >= down["t"]}
+        )
+        if up is not None:
+            o.down_s = up["t"] - down["t"]
+            o.steps_during = len({s["step"] for s in steps if down["t"] <= s["t"] <= up["t"]})
+            # A round that started while the server was down or right after it came back
+            # (before the next eviction) is a restart the outage caused.
+            later_faults = [e["t"] for e in events if e["event"] in ("evict", "node_added") and e["t"] > down["t"]]
+            horizon = min(later_faults, default=float("inf"))
+            caused = [r for r in rounds if down["t"] < r["t"] < horizon]
+            o.restarts = len(caused)
+            o.lost_steps = lost_for_round(caused[0])[1] if caused else 0
+            after = first_step_after(caused[-1]["t"] if caused else up["t"])
+            if after is not None:
+                times = [down["t"], *(s["t"] for s in steps if down["t"] < s["t"] < after["t"]), after["t"]]
+                o.stall_s = max(b - a for a, b in itertools.pairwise(times))
+        report.outages.append(o)
+
     first_step_t = steps[0]["t"] if steps else min((a.t for a in agent_events), default=float("inf"))
     for e in (e for e in events if e["event"] == "node_added" and e["t"] > first_step_t):
         j = Join(node=e["node"], t=e["t"], world_before=world_at(e["t"]))
@@ -283,6 +328,11 @@ def analyze(
             report.problems.append(f"the job did not finish: final step {final_step}, expected {target_steps}")
         else:
             report.problems.append("the job did not finish: no node's worker group completed successfully")
+    for o in report.outages:
+        if o.down_s is None:
+            report.problems.append("the rendezvous server was stopped and not started again")
+        elif emits and o.stall_s is None and not finished:
+            report.problems.append("training did not go on after the rendezvous server came back")
     for ev in report.evictions:
         if ev.lost_steps is not None and ev.lost_steps > checkpoint_every:
             report.problems.append(

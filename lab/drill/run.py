@@ -15,12 +15,18 @@ from lab.local import LocalCluster
 from lab.spec.job import JobSpec
 from lab.spec.problems import InvalidInput, Problem, Problems
 
+FAULTS = ("node", "rendezvous-restart")
+
 
 @dataclass(frozen=True)
 class DrillConfig:
     """One drill: start `nodes` nodes, evict one after warm-up, optionally add one back.
 
     spec: the job (its min/max nodes, rendezvous, checkpoints, script).
+    fault: "node" (evict a node) or "rendezvous-restart": after warm-up the rendezvous server
+      is stopped for `outage_s` seconds and started again at the same address (etcd keeps its
+      data), as an etcd pod restarts on an upgrade; then a node is evicted and one added as
+      usual, to show the restarted server still runs the rendezvous.
     target_steps: the step the job must reach (None for a script without our events).
     eviction: "hard" (SIGKILL) or "notice" (SIGTERM, SIGKILL after notice_s).
     evict_at_step: evict once rank 0 reports this step; scripts without our events are
@@ -31,6 +37,8 @@ class DrillConfig:
     spec: JobSpec
     workdir: Path
     nodes: int = 3
+    fault: str = "node"
+    outage_s: float = 3.0
     target_steps: int | None = None
     eviction: str = "hard"
     notice_s: float = 30.0
@@ -46,6 +54,8 @@ class DrillConfig:
         """Every bad value at once (InvalidInput), before anything is started."""
         problems = drill_problems(
             self.spec,
+            fault=self.fault,
+            outage_s=self.outage_s,
             nodes=self.nodes,
             eviction=self.eviction,
             notice_s=self.notice_s,
@@ -60,6 +70,8 @@ class DrillConfig:
 def drill_problems(
     spec: JobSpec | None,
     *,
+    fault: str = "node",
+    outage_s: float = 3.0,
     nodes: int,
     eviction: str,
     notice_s: float,
@@ -70,6 +82,12 @@ def drill_problems(
     """The drill's own bad values; those measured against the job's node range only when
     there is a valid `spec`."""
     found = Problems()
+    if fault not in FAULTS:
+        found.add("fault", fault, "one of " + ", ".join(FAULTS))
+    if fault == "rendezvous-restart" and not (
+        isinstance(outage_s, (int, float)) and not isinstance(outage_s, bool) and 0 < outage_s <= 600
+    ):
+        found.add("outage_s", outage_s, "seconds in (0, 600]")
     if nodes < 1:
         found.add("nodes", nodes, "at least 1")
     elif spec is None:
@@ -164,6 +182,15 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
             if warm:
                 hold("warming up", cfg.evict_after_s)
                 warm = bool(cluster.alive_nodes) and not _done(seen)
+        if warm and cfg.fault == "rendezvous-restart" and cluster.alive_nodes and not _done(seen):
+            cluster.stop_rendezvous()
+            progress.say("rendezvous server down", len(cluster.alive_nodes), force=True)
+            hold("rendezvous server down", cfg.outage_s)
+            cluster.start_rendezvous()
+            progress.say("rendezvous server back", len(cluster.alive_nodes), force=True)
+            # Training must go on; then the usual eviction shows the restarted server at work.
+            hold("training on", 2.0)
+            warm = bool(cluster.alive_nodes) and not _done(seen)
         victim = started[cfg.victim]
         if warm and victim.alive:
             cluster.evict(victim, cfg.notice_s if cfg.eviction == "notice" else None)

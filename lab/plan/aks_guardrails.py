@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from components.aks.node_pools import AKS_SPOT_LABEL, AKS_SPOT_TAINT, AKS_SPOT_VALUE
 from components.aks.maintenance import AUTO_UPGRADE_SCHEDULE, NODE_OS_UPGRADE_SCHEDULE
+from components.aks.node_pools import AKS_SPOT_LABEL, AKS_SPOT_TAINT, AKS_SPOT_VALUE
 from lab.plan.aks_pools import AGENT_POOL, MANAGED_CLUSTER, STORAGE_ACCOUNT, PoolView, pools
 from lab.plan.findings import Finding
 from lab.spec import pools as labels

@@ -51,6 +51,38 @@ def test_hard_kill_then_scale_out_finishes_with_the_target_step(workdir):
     assert codes["node-2"] == -9 and all(codes[n] == 0 for n in ("node-0", "node-1", "node-3")), codes
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", ["etcd-v2", "c10d"])
+def test_the_job_rides_out_a_rendezvous_server_restart(workdir, backend):
+    """The rendezvous server (etcd with its data, or a store that restarts empty) is down for
+    3 s while 3 nodes train: training goes on, no worker restarts, nothing is lost; then an
+    eviction and a join go through the restarted server. torchrun alone exits 1 on the first
+    failed poll of the server, which ends the job."""
+    cfg = DrillConfig(
+        spec=_spec(workdir, rdzv_backend=backend, script_args=("--steps", "240", "--step-time", "0.03")),
+        workdir=workdir,
+        nodes=3,
+        fault="rendezvous-restart",
+        outage_s=3.0,
+        target_steps=240,
+        evict_at_step=30,
+        scale_out_after_s=1.0,
+        timeout_s=110,
+    )
+    report = run_drill(cfg)
+    assert report.passed, report.summary()
+    (outage,) = report.outages
+    assert outage.down_s is not None and outage.down_s >= 3.0
+    assert outage.agents_unreachable == 3
+    assert outage.restarts == 0 and outage.lost_steps == 0
+    assert outage.steps_during > 0 and outage.stall_s is not None and outage.stall_s < 2.0
+    (ev,) = report.evictions
+    assert ev.world_after == 2 and ev.recovery_s is not None
+    (join,) = report.joins
+    assert join.world_after == 3
+    assert set(report.node_exit_codes.values()) == {0, -9}
+
+
 @pytest.mark.timeout(90)  # every drill test ends within 90 s
 def test_notice_on_the_first_node_with_a_c10d_store_loses_nothing(workdir):
     """A spot notice (SIGTERM) to node 0 with a standalone c10d store: the store survives, the
@@ -134,6 +166,7 @@ def test_cli_json_report_and_timeline(workdir):
         (["--backend", "zookeeper"], "rdzv_backend='zookeeper' is invalid: expected one of etcd-v2, c10d"),
         (["--nodes", "2"], "nodes=2 is invalid: expected at least 3: evicting one must leave min_nodes=2 running"),
         (["--name", "Bad_Name", "--victim", "7"], "victim=7 is invalid: expected a node index in -3..2"),
+        (["--fault", "rendezvous-restart", "--outage", "0"], "outage_s=0.0 is invalid: expected seconds in (0, 600]"),
     ],
 )
 def test_bad_drill_input_is_a_clear_error_and_starts_nothing(workdir, argv, message):
