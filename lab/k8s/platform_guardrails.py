@@ -542,6 +542,59 @@ def workers_spot_ready(objects: Objects, ctx: GuardrailContext) -> list[Violatio
     return out
 
 
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+
+def _blocks_evictions(pdb: Mapping[str, Any], replicas: int) -> bool:
+    spec = pdb.get("spec") or {}
+    if "maxUnavailable" in spec:
+        return spec["maxUnavailable"] in (0, "0", "0%")
+    min_available = spec.get("minAvailable")
+    return (isinstance(min_available, int) and min_available >= replicas) or min_available == "100%"
+
+
+def rendezvous_not_evictable(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
+    """Nothing evicts a rendezvous server (etcd, a c10d store) on its own: a PodDisruptionBudget
+    refuses voluntary evictions (drains, upgrades) and the cluster autoscaler is told not to
+    move it to empty a node (`safe-to-evict: "false"`)."""
+    out = []
+    budgets = [o for o in objects if o.get("kind") == "PodDisruptionBudget"]
+    for obj in rendezvous_workloads(objects):
+        template = pod_template(obj) or {}
+        meta = template.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        if annotations.get(SAFE_TO_EVICT) != "false":
+            out.append(
+                Violation(
+                    object_id(obj),
+                    f"spec.template.metadata.annotations.{SAFE_TO_EVICT}",
+                    annotations.get(SAFE_TO_EVICT),
+                    "'false' (the cluster autoscaler would evict it to empty a CPU node)",
+                )
+            )
+        labels = meta.get("labels") or {}
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        replicas = int((obj.get("spec") or {}).get("replicas", 1))
+        covering = [
+            b
+            for b in budgets
+            if (b.get("metadata") or {}).get("namespace") == namespace
+            and (match := ((b.get("spec") or {}).get("selector") or {}).get("matchLabels"))
+            and all(labels.get(k) == v for k, v in match.items())
+        ]
+        if not any(_blocks_evictions(b, replicas) for b in covering):
+            out.append(
+                Violation(
+                    object_id(obj),
+                    "PodDisruptionBudget",
+                    [object_id(b) for b in covering] or None,
+                    "a PodDisruptionBudget selecting its pods with maxUnavailable 0: a drain or upgrade "
+                    "would otherwise restart the rendezvous under running jobs",
+                )
+            )
+    return out
+
+
 # The guardrails, in the order they run and are reported.
 GUARDRAILS = [
     Guardrail("etcd-not-on-spot", etcd_not_on_spot),
@@ -553,6 +606,7 @@ GUARDRAILS = [
     Guardrail("no-global-default-priority-class", no_global_default),
     Guardrail("etcd-private", etcd_private),
     Guardrail("workers-spot-ready", workers_spot_ready),
+    Guardrail("rendezvous-not-evictable", rendezvous_not_evictable),
 ]
 
 

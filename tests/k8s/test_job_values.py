@@ -220,9 +220,19 @@ def test_invalid_job_values_fail_at_render(values, message):
 # ------------------------------------------------------------------ etcd chart
 def test_etcd_chart_defaults():
     objects = render_chart(ETCD_CHART, None, release="etcd-rendezvous", namespace="training")
-    assert sorted(o["kind"] for o in objects) == ["Deployment", "NetworkPolicy", "Service"]
+    assert sorted(o["kind"] for o in objects) == ["Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service"]
     dep = the(objects, "Deployment")
     assert dep["spec"]["replicas"] == 1
+    # Nothing evicts it on its own: no voluntary eviction, no autoscaler scale-down.
+    assert dep["spec"]["template"]["metadata"]["annotations"] == {
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"
+    }
+    pdb = the(objects, "PodDisruptionBudget")
+    assert pdb["spec"] == {"maxUnavailable": 0, "selector": dep["spec"]["selector"]}
+    unprotected = render_chart(
+        ETCD_CHART, {"disruptionBudget": {"enabled": False}}, release="etcd-rendezvous", namespace="training"
+    )
+    assert "PodDisruptionBudget" not in {o["kind"] for o in unprotected}
     pod = dep["spec"]["template"]["spec"]
     c = pod["containers"][0]
     assert c["image"] == "quay.io/coreos/etcd:v3.5.20"

@@ -29,6 +29,13 @@ operator_pod = deployment_pod("training-operator")
 store_pod = deployment_pod("job-c10d-rdzv-store")
 
 
+def annotations_of(name: str) -> Where:
+    def where(objs: Objects) -> dict[str, Any]:
+        return the(objs, "Deployment", name)["spec"]["template"]["metadata"]["annotations"]
+
+    return where
+
+
 def etcd_container(objs: Objects) -> dict[str, Any]:
     return etcd_pod(objs)["containers"][0]
 
@@ -413,6 +420,32 @@ BROKEN: dict[str, Broken] = {
         "workers-spot-ready",
         put(worker_pod, "priorityClassName", "elastic-inference"),
         "priorityClassName='elastic-inference': expected 'elastic-preemptible'",
+    ),
+    # nothing evicts a rendezvous server on its own
+    "not-evictable/etcd-without-budget": Broken(
+        "rendezvous-not-evictable",
+        without("PodDisruptionBudget", "etcd-rendezvous"),
+        "PodDisruptionBudget=None: expected a PodDisruptionBudget selecting its pods with maxUnavailable 0",
+    ),
+    "not-evictable/etcd-budget-allows-one": Broken(
+        "rendezvous-not-evictable",
+        put(spec_of("PodDisruptionBudget", "etcd-rendezvous"), "maxUnavailable", 1),
+        "PodDisruptionBudget=['PodDisruptionBudget/training/etcd-rendezvous']",
+    ),
+    "not-evictable/store-without-budget": Broken(
+        "rendezvous-not-evictable",
+        without("PodDisruptionBudget", "job-c10d-rdzv-store"),
+        "Deployment/training/job-c10d-rdzv-store: PodDisruptionBudget=None",
+    ),
+    "not-evictable/etcd-safe-to-evict": Broken(
+        "rendezvous-not-evictable",
+        put(annotations_of("etcd-rendezvous"), "cluster-autoscaler.kubernetes.io/safe-to-evict", "true"),
+        "safe-to-evict='true': expected 'false'",
+    ),
+    "not-evictable/store-without-annotation": Broken(
+        "rendezvous-not-evictable",
+        drop(annotations_of("job-c10d-rdzv-store"), "cluster-autoscaler.kubernetes.io/safe-to-evict"),
+        "safe-to-evict=None: expected 'false'",
     ),
 }
 

@@ -33,6 +33,7 @@ PLATFORM_CHECKS = {
     "guardrail:no-global-default-priority-class",
     "guardrail:etcd-private",
     "guardrail:workers-spot-ready",
+    "guardrail:rendezvous-not-evictable",
 }
 
 
