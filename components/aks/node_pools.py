@@ -196,7 +196,13 @@ def cpu_pool(
         cluster=cluster,
         parent=parent,
         scale_set_priority=containerservice.ScaleSetPriority.REGULAR,
-        upgrade_settings=containerservice.AgentPoolUpgradeSettingsArgs(max_surge="1"),
+        # etcd's PodDisruptionBudget refuses eviction: an upgrade cordons ("quarantines")
+        # the node that runs it instead of failing after the drain timeout, and carries on
+        # with the other nodes; etcd moves when someone restarts it between jobs.
+        upgrade_settings=containerservice.AgentPoolUpgradeSettingsArgs(
+            max_surge="1",
+            undrainable_node_behavior=containerservice.UndrainableNodeBehavior.CORDON,
+        ),
     )
 
 

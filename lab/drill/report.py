@@ -37,6 +37,7 @@ class RendezvousOutage:
     restarts: int = 0  # worker-group restarts it caused
     lost_steps: int | None = None  # steps re-done because of it (0 when training never stopped)
     agents_unreachable: int = 0  # agents that saw the server unreachable (and rode it out)
+    agents_cut_off_s: float | None = None  # the longest time an agent could not reach the server
 
 
 @dataclass
@@ -98,7 +99,9 @@ class DrillReport:
         for o in self.outages:
             lines.append(
                 f"  rendezvous server down at {o.t - self.t0:.1f} s for {o.down_s:.1f} s:"
-                f" {o.agents_unreachable} agent(s) saw it unreachable, {o.steps_during} step(s) trained meanwhile"
+                f" {o.agents_unreachable} agent(s) saw it unreachable"
+                + (f" (for up to {o.agents_cut_off_s:.1f} s)" if o.agents_cut_off_s is not None else "")
+                + f", {o.steps_during} step(s) trained meanwhile"
             )
             stall = f"stalled at most {o.stall_s:.2f} s" if o.stall_s is not None else "did not step again"
             lines.append(f"    training {stall}; worker restarts {o.restarts}, lost {o.lost_steps} step(s)")
@@ -275,6 +278,10 @@ def analyze(
         o.agents_unreachable = len(
             {e.get("node") for e in events if e["event"] == "rdzv_unreachable" and e["t"] >= down["t"]}
         )
+        cut_off = [
+            e["down_s"] for e in events if e["event"] == "rdzv_reachable" and e["t"] >= down["t"] and "down_s" in e
+        ]
+        o.agents_cut_off_s = max(cut_off, default=None)
         if up is not None:
             o.down_s = up["t"] - down["t"]
             o.steps_during = len({s["step"] for s in steps if down["t"] <= s["t"] <= up["t"]})

@@ -123,6 +123,8 @@ def test_cpu_pool(plan):
     assert i["nodeLabels"] == {labels.POOL_LABEL: labels.POOL_CPU, labels.CAPACITY_LABEL: labels.CAPACITY_ON_DEMAND}
     assert "nodeTaints" not in i or i["nodeTaints"] == []
     assert cpu.ignore_changes == ["count"]
+    # etcd's budget refuses eviction: upgrades cordon its node instead of failing.
+    assert i["upgradeSettings"] == {"maxSurge": "1", "undrainableNodeBehavior": "Cordon"}
 
 
 def test_checkpoint_storage_outside_node_resource_group(plan):
