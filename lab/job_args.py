@@ -4,6 +4,7 @@ the same job is described by the same flags on the local target and on a cluster
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from lab.spec.job import JobSpec, RdzvBackend, RendezvousTimeouts
@@ -38,6 +39,14 @@ def add_job_arguments(group: argparse._ArgumentGroup) -> None:
         help="rendezvous timings: ours (fast recovery, default) or torchrun's defaults",
     )
     group.add_argument(
+        "--join-timeout",
+        type=float,
+        default=None,
+        help="seconds an agent waits for min-nodes to join before its pod is retried; on a cluster "
+        f"it includes GPU spot nodes being provisioned [{RendezvousTimeouts.join_s:g}; torch-defaults "
+        f"{RendezvousTimeouts.torch_defaults().join_s:g}]",
+    )
+    group.add_argument(
         "--max-restarts",
         type=int,
         default=d["max_restarts"].default,
@@ -57,6 +66,13 @@ def add_job_arguments(group: argparse._ArgumentGroup) -> None:
     )
 
 
+def _timeouts(args: argparse.Namespace) -> RendezvousTimeouts:
+    base = RDZV_SETTINGS[args.rdzv_settings]()
+    if args.join_timeout is None:
+        return base
+    return dataclasses.replace(base, join_s=args.join_timeout)  # checked with the rest of the JobSpec
+
+
 def job_fields(args: argparse.Namespace) -> dict[str, Any]:
     """JobSpec keyword arguments from the options above."""
     return {
@@ -65,7 +81,7 @@ def job_fields(args: argparse.Namespace) -> dict[str, Any]:
         "max_nodes": args.max_nodes,
         "nproc_per_node": args.nproc_per_node,
         "rdzv_backend": args.backend,
-        "rdzv_timeouts": RDZV_SETTINGS[args.rdzv_settings](),
+        "rdzv_timeouts": _timeouts(args),
         "max_restarts": args.max_restarts,
         "checkpoint_every_steps": args.checkpoint_every,
         "pg_timeout_s": args.pg_timeout,

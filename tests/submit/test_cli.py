@@ -20,7 +20,10 @@ def _cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
 
 
 def test_cli_submit_dry_run(crd):
-    flags = "--dry-run --min-nodes 1 --max-nodes 4 --backend c10d --image registry.example/trainer:1 --name demo"
+    flags = (
+        "--dry-run --min-nodes 1 --max-nodes 4 --backend c10d --image registry.example/trainer:1 --name demo "
+        "--join-timeout 1800"
+    )
     proc = _cli("submit", "--stack", "byo", *flags.split(), "--", "--steps", "100")
     assert proc.returncode == 0, proc.stderr
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
@@ -28,10 +31,12 @@ def test_cli_submit_dry_run(crd):
     policy = job["spec"]["elasticPolicy"]
     assert (policy["minReplicas"], policy["maxReplicas"], policy["rdzvBackend"]) == (1, 4, "c10d")
     assert policy["rdzvHost"] == "demo-rdzv-store.training.svc.cluster.local"
+    conf = {c["key"]: c["value"] for c in policy["rdzvConf"]}
+    assert (conf["join_timeout"], conf["server_outage"]) == ("1800", "60")
     container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert container["image"] == "registry.example/trainer:1"
     assert container["args"] == ["-m", "lab.train", "--steps", "100"]
-    assert {d["kind"] for d in docs} == {"PyTorchJob", "Deployment", "Service", "NetworkPolicy"}
+    assert {d["kind"] for d in docs} == {"PyTorchJob", "Deployment", "PodDisruptionBudget", "Service", "NetworkPolicy"}
     assert "token" not in proc.stdout
 
 
@@ -42,6 +47,7 @@ def test_cli_submit_dry_run(crd):
         (["--backend", "etcd"], "rdzv_backend='etcd' is invalid: expected one of etcd-v2, c10d"),
         (["--image", ""], "chart elastic-pytorchjob: invalid values: at '/image'"),
         (["--name", "Bad_Name"], "name='Bad_Name' is invalid"),
+        (["--join-timeout", "0"], "rdzv_timeouts.join_s=0.0 is invalid: expected a number of seconds > 0"),
     ],
 )
 def test_cli_submit_rejects_bad_jobs(flags, message):
