@@ -1,6 +1,7 @@
 """ARM conformance: recorded azure-native inputs, mapped to the ARM request body, checked
 against Azure's own API models (the `azure-mgmt-containerservice` / `azure-mgmt-storage`
-Python SDKs, generated from the Azure REST API specs).
+Python SDKs, generated from the Azure REST API specs), and the tags of every azure-native
+resource against ARM's tag rules.
 
 How a resource is checked (generic over the model, nothing hand-listed per property):
 1. `TARGETS` maps a Pulumi type token to the SDK model of its PUT body and the inputs that
@@ -13,11 +14,28 @@ How a resource is checked (generic over the model, nothing hand-listed per prope
    names, type hints, visibility): unknown property names (with a "did you mean"), values
    of the wrong JSON type, enum values that are not among the model's known values,
    read-only properties in a request, and missing required properties.
+4. Every `tags` mapping of the body (or, for a type with no model, of the inputs) is held to
+   `lab.spec.azure_tags`: a resource's own tags, and inline ones such as a ManagedCluster's
+   `agentPoolProfiles[*].tags`. ARM refuses bad tags on any resource, so this covers every
+   `azure-native:*` resource (resource groups and identities too); storage accounts allow
+   128-character tag names, other resources 512.
 
-API versions: Pulumi sends the API version its SDK was generated for (recorded per finding
-in `api_versions()`); the installed azure-mgmt SDKs carry one, usually newer, API version.
-Stable ARM API versions add properties and enum values rather than remove them, so a
-property Azure rejects for being unknown in the newer API is also unknown in the older one.
+API versions: the models must be those of the API version Pulumi sends. ARM API versions
+add properties and enum values: a property of a newer model may not exist at the version
+Pulumi sends, and Azure rejects it there; one renamed or dropped later would be called unknown
+although Azure accepts it. pulumi-azure-native names its version in each resource's docstring
+("Uses Azure REST API version X"); the SDK releases pinned in pyproject's `infra` extra carry
+exactly those versions (for pulumi-azure-native 3.29: azure-mgmt-containerservice 40.1.0 is
+API 2025-09-01, the version of ManagedCluster, AgentPool and MaintenanceConfiguration;
+azure-mgmt-storage 23.0.1 is API 2024-01-01, that of StorageAccount and BlobContainer; each
+release since carries one newer version only). `api_versions()` reports both per type, and a
+resource whose models are at another version than Pulumi's gets a warning naming both: none
+of its properties or enum values is then vouched for at the version Azure receives.
+
+The SDKs come in two generations, and both are read: msrest models (`_attribute_map` with
+REST keys such as `properties.count`, and `_validation`; azure-mgmt-containerservice up to
+40.x, azure-mgmt-storage up to 24.x), whose flattened `properties.*` keys are rebuilt into an
+`Envelope`, and typespec models (`rest_field` descriptors with visibility; the releases after).
 """
 
 from __future__ import annotations
@@ -29,11 +47,11 @@ import inspect
 import re
 import sys
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from importlib.metadata import version
-from types import ModuleType
+from types import GenericAlias, ModuleType
 from typing import Any
 
 from azure.mgmt.containerservice import _configuration as containerservice_configuration
@@ -46,9 +64,15 @@ from pulumi_azure_native import containerservice as pulumi_containerservice
 from pulumi_azure_native import storage as pulumi_storage
 
 from lab.plan.findings import Finding
+from lab.spec.azure_tags import tag_problems
 
 CHECK = "arm-conformance"
+# Types whose inputs are checked against a model: each must be in TARGETS.
 CHECKED_PREFIXES = ("azure-native:containerservice", "azure-native:storage")
+# Types whose tags are checked: every azure-native resource (ARM's tag rules are the same for all).
+TAGGED_PREFIX = "azure-native:"
+# The one type whose tag names ARM limits to 128 characters instead of 512.
+STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 
 
 @dataclass(frozen=True)
@@ -112,6 +136,13 @@ TARGETS: dict[str, ArmTarget] = {
         ("BlobContainersOperations", "create"),
         pulumi_storage.BlobContainer,
     ),
+    "azure-native:containerservice:MaintenanceConfiguration": ArmTarget(
+        "containerservice",
+        "MaintenanceConfiguration",
+        ("resourceGroupName", "resourceName", "configName"),
+        ("MaintenanceConfigurationsOperations", "create_or_update"),
+        pulumi_containerservice.MaintenanceConfiguration,
+    ),
 }
 
 
@@ -150,15 +181,32 @@ def pulumi_api_version(type_token: str) -> str:
 
 
 def api_versions() -> dict[str, dict[str, str]]:
-    """For each mapped type: the API version Pulumi sends and the one the models describe."""
+    """For each mapped type: the API version Pulumi sends (`pulumi`), the one the models
+    describe (`models_api`, and `models` with the SDK release) and the body model."""
     return {
         token: {
             "pulumi": pulumi_api_version(token),
+            "models_api": sdk_api_version(t.sdk),
             "models": f"{sdk_api_version(t.sdk)} ({SDKS[t.sdk].distribution} {sdk_package_version(t.sdk)})",
             "model": t.model,
         }
         for token, t in TARGETS.items()
     }
+
+
+def version_mismatch(type_token: str) -> str | None:
+    """What a finding must say when the models are not at the API version Pulumi sends
+    (None when they are)."""
+    target = TARGETS[type_token]
+    sent, models_api = pulumi_api_version(type_token), sdk_api_version(target.sdk)
+    if sent == models_api:
+        return None
+    sdk = SDKS[target.sdk]
+    return (
+        f"models at API {sent}, the version Pulumi sends: {sdk.distribution} {sdk_package_version(target.sdk)} "
+        f"carries {models_api}, so no property or enum value of this resource is vouched for at {sent}; "
+        f"pin the {sdk.distribution} release that carries {sent} in pyproject's infra extra"
+    )
 
 
 @dataclass(frozen=True)
@@ -196,37 +244,150 @@ def _lookup(fields: dict[str, FieldSpec], key: str) -> FieldSpec | None:
     )
 
 
+@dataclass(frozen=True)
+class Envelope:
+    """An object ARM nests that an msrest SDK flattens into its owner model: the owner's
+    `_attribute_map` keys under `prefix` (`properties.count` is `count` of the envelope
+    `properties`), walked like a model of its own."""
+
+    owner: type
+    prefix: tuple[str, ...]
+
+
+def _model_name(model: Any) -> str:
+    if isinstance(model, Envelope):
+        return ".".join((model.owner.__name__, *model.prefix))
+    return str(model.__name__)
+
+
+def _is_msrest(hint: Any) -> bool:
+    return isinstance(hint, type) and isinstance(getattr(hint, "_attribute_map", None), dict)
+
+
 def _is_model(hint: Any) -> bool:
-    return (isinstance(hint, type) and hasattr(hint, "_attr_to_rest_field")) or (
-        isinstance(hint, type) and any(c.__name__ == "Model" and "model_base" in c.__module__ for c in hint.__mro__)
+    return (
+        isinstance(hint, Envelope)
+        or _is_msrest(hint)
+        or (isinstance(hint, type) and hasattr(hint, "_attr_to_rest_field"))
+        or (
+            isinstance(hint, type) and any(c.__name__ == "Model" and "model_base" in c.__module__ for c in hint.__mro__)
+        )
     )
 
 
+def _models_package(cls: type) -> ModuleType:
+    return sys.modules[cls.__module__.rsplit(".", 1)[0]]
+
+
+def _without_none(hint: Any) -> tuple[Any, bool]:
+    """(hint without None, whether None was allowed)."""
+    if typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint):
+        rest_args = tuple(a for a in typing.get_args(hint) if a is not type(None))
+        return (rest_args[0] if len(rest_args) == 1 else typing.Union[rest_args]), True  # noqa: UP007 - built from a tuple
+    return hint, False
+
+
 @functools.cache
-def fields_of(cls: type) -> dict[str, FieldSpec]:
-    """REST name -> FieldSpec for an azure-mgmt model class (typespec `rest_field`s)."""
+def fields_of(model: Any) -> dict[str, FieldSpec]:
+    """REST name -> FieldSpec for an azure-mgmt model class or an `Envelope` of one."""
+    if isinstance(model, Envelope):
+        return _msrest_fields(model.owner, model.prefix)
+    if _is_msrest(model):
+        return _msrest_fields(model, ())
+    return _typespec_fields(model)
+
+
+def _typespec_fields(cls: type) -> dict[str, FieldSpec]:
+    """Typespec models: `rest_field` descriptors carry the REST name and the visibility
+    (read-only fields have none of create/update); the class annotations the type."""
     module = sys.modules[cls.__module__]
-    models_pkg = sys.modules[cls.__module__.rsplit(".", 1)[0]]
-    hints = typing.get_type_hints(cls, globalns=vars(module), localns={"_models": models_pkg})
+    hints = typing.get_type_hints(cls, globalns=vars(module), localns={"_models": _models_package(cls)})
     out: dict[str, FieldSpec] = {}
     for klass in reversed(cls.__mro__):
         for attr, rf in vars(klass).items():
             if attr.startswith("_") or not hasattr(rf, "_rest_name_input") or not hasattr(rf, "_visibility"):
                 continue
             rest = rf._rest_name_input or attr
-            hint = hints.get(attr, Any)
-            optional = False
-            if typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint):
-                optional = True
-                rest_args = tuple(a for a in typing.get_args(hint) if a is not type(None))
-                hint = rest_args[0] if len(rest_args) == 1 else typing.Union[rest_args]  # type: ignore[valid-type]  # noqa: UP007 - built from a tuple
+            hint, optional = _without_none(hints.get(attr, Any))
             vis = rf._visibility
             writable = vis is None or "create" in vis or "update" in vis
             out[rest] = FieldSpec(rest, hint, required=not optional and writable, writable=writable, attr=attr)
     return out
 
 
-def _discriminated(cls: type, value: dict) -> type:
+_KEY_PARTS = re.compile(r"(?<!\\)\.")  # a dot not escaped by a backslash
+_MSREST_TYPES: dict[str, Any] = {
+    "str": str,
+    "int": int,
+    "long": int,
+    "float": float,
+    "bool": bool,
+    "object": Any,
+    "iso-8601": datetime,
+    "rfc-1123": datetime,
+    "unix-time": datetime,
+    "date": date,
+    "time": time,
+    "duration": timedelta,
+    "bytearray": bytes,
+    "base64": bytes,
+}
+
+
+def _msrest_type(name: str, models: ModuleType) -> Any:
+    """The type hint of an msrest `_attribute_map` type string ("[str]", "{Model}", "iso-8601")."""
+    if name.startswith("[") and name.endswith("]"):
+        return GenericAlias(list, (_msrest_type(name[1:-1], models),))
+    if name.startswith("{") and name.endswith("}"):
+        return GenericAlias(dict, (str, _msrest_type(name[1:-1], models)))
+    return _MSREST_TYPES[name] if name in _MSREST_TYPES else getattr(models, name, Any)
+
+
+def _msrest_fields(owner: type, prefix: tuple[str, ...]) -> dict[str, FieldSpec]:
+    """msrest models: `_attribute_map` gives each attribute's REST key (dotted where the SDK
+    flattened an envelope) and type string, `_validation` what is read-only or required.
+    The `__init__` annotations carry the enums (`Union[str, ScaleSetPriority]`) that the
+    type strings reduce to "str", so they are preferred where an attribute has one."""
+    models = _models_package(owner)
+    module = sys.modules[owner.__module__]
+    init_hints = typing.get_type_hints(typing.cast(Any, owner).__init__, globalns={**vars(module), "_models": models})
+    validation: dict[str, dict[str, Any]] = getattr(owner, "_validation", {}) or {}
+    out: dict[str, FieldSpec] = {}
+    for attr, entry in owner._attribute_map.items():  # type: ignore[attr-defined]
+        parts = tuple(p.replace("\\.", ".") for p in _KEY_PARTS.split(entry["key"]))
+        if parts[: len(prefix)] != prefix or len(parts) == len(prefix):
+            continue
+        rest = parts[len(prefix)]
+        if len(parts) > len(prefix) + 1:
+            if rest not in out:
+                inner = fields_of(Envelope(owner, (*prefix, rest)))
+                required = any(f.required for f in inner.values())
+                writable = any(f.writable for f in inner.values())
+                out[rest] = FieldSpec(rest, Envelope(owner, (*prefix, rest)), required, writable, attr=snake(rest))
+            continue
+        rules = validation.get(attr, {})
+        if attr in init_hints:
+            hint, _ = _without_none(init_hints[attr])
+        else:
+            hint = _msrest_type(entry["type"], models)
+        writable = not rules.get("readonly", False)
+        # A constant is filled in by the client, not by the caller.
+        required = bool(rules.get("required")) and writable and not rules.get("constant", False)
+        out[rest] = FieldSpec(rest, hint, required=required, writable=writable, attr=attr)
+    return out
+
+
+def _discriminated(cls: Any, value: dict[str, Any]) -> Any:
+    """The subtype a discriminator value selects (typespec `__mapping__`, msrest `_subtype_map`)."""
+    if isinstance(cls, Envelope):
+        return cls
+    subtypes = vars(cls).get("_subtype_map") if _is_msrest(cls) else None
+    if subtypes:
+        for attr, names in subtypes.items():
+            key = cls._attribute_map[attr]["key"]
+            if key in value and value[key] in names:
+                return getattr(_models_package(cls), names[value[key]], cls)
+        return cls
     mapping = getattr(cls, "__mapping__", None)
     if not mapping:
         return cls
@@ -325,9 +486,10 @@ class _Walker:
                 self.bad(path, value, f"one of {', '.join(known)} ({enum_cls.__name__})")
         return value
 
-    def model(self, value: Any, cls: type, path: str) -> Any:
+    def model(self, value: Any, cls: Any, path: str) -> Any:
+        """`cls` is a model class or an `Envelope`."""
         if not isinstance(value, dict):
-            self.bad(path, value, f"an object ({cls.__name__})")
+            self.bad(path, value, f"an object ({_model_name(cls)})")
             return value
         cls = _discriminated(cls, value)
         fields = fields_of(cls)
@@ -345,7 +507,10 @@ class _Walker:
             if spec is not None and (spec.writable or inner is None):
                 if not spec.writable:
                     self.bad(
-                        f"{where}{spec.rest}", v, f"no value: read-only in {cls.__name__} (Azure sets it)", "warning"
+                        f"{where}{spec.rest}",
+                        v,
+                        f"no value: read-only in {_model_name(cls)} (Azure sets it)",
+                        "warning",
                     )
                     continue
                 body[spec.rest] = self.value(v, spec.hint, f"{where}{spec.rest}")
@@ -355,13 +520,16 @@ class _Walker:
                 names = list(fields) + list(props_fields)
                 close = difflib.get_close_matches(key, names, n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
-                self.bad(f"{where}{key}", v, f"a property of {cls.__name__}{hint} (unknown property)")
+                self.bad(f"{where}{key}", v, f"a property of {_model_name(cls)}{hint} (unknown property)")
         if flattened:
             merged = {**(body.get("properties") or {}), **flattened}
-            body["properties"] = self.model(merged, props_cls, f"{where}properties")  # type: ignore[arg-type]
+            body["properties"] = self.model(merged, props_cls, f"{where}properties")
         for rest, spec in fields.items():
             if spec.required and rest not in body:
-                self.bad(f"{where}{rest}", None, f"a value: {rest} is required in {cls.__name__}")
+                if isinstance(spec.hint, Envelope):  # name the required properties inside it
+                    self.model({}, spec.hint, f"{where}{rest}")
+                else:
+                    self.bad(f"{where}{rest}", None, f"a value: {rest} is required in {_model_name(cls)}")
         return body
 
 
@@ -383,31 +551,77 @@ def arm_body(type_token: str, inputs: dict[str, Any]) -> tuple[dict[str, Any], l
 
 
 def check_resource(resource: Any) -> list[Finding]:
+    """Every finding of one recorded azure-native resource: its body against the model at
+    Pulumi's API version (mapped types), and its tags (every type)."""
     if resource.type not in TARGETS:
-        return [
-            Finding.error(
-                CHECK,
-                resource,
-                "<type>",
-                resource.type,
-                "a type mapped to an azure-mgmt model in lab/plan/arm.py TARGETS (unchecked resources are not allowed)",
-            )
-        ]
+        unmapped = (
+            [
+                Finding.error(
+                    CHECK,
+                    resource,
+                    "<type>",
+                    resource.type,
+                    "a type mapped to an azure-mgmt model in lab/plan/arm.py TARGETS "
+                    "(unchecked resources are not allowed)",
+                )
+            ]
+            if resource.type.startswith(CHECKED_PREFIXES)
+            else []
+        )
+        return unmapped + tag_findings(resource, resource.inputs)
     target = TARGETS[resource.type]
-    _, issues = arm_body(resource.type, resource.inputs)
+    body, issues = arm_body(resource.type, resource.inputs)
     api = f"API {sdk_api_version(target.sdk)} model {target.model}"
-    return [Finding(CHECK, i.severity, resource.label, i.path, i.value, f"{i.expected} [{api}]") for i in issues]
+    findings = []
+    if mismatch := version_mismatch(resource.type):
+        api += f"; Pulumi sends {pulumi_api_version(resource.type)}"
+        findings.append(Finding.warning(CHECK, resource, "<api-version>", pulumi_api_version(resource.type), mismatch))
+    findings += [Finding(CHECK, i.severity, resource.label, i.path, i.value, f"{i.expected} [{api}]") for i in issues]
+    return findings + tag_findings(resource, body)
+
+
+def tag_findings(resource: Any, shape: Mapping[str, Any]) -> list[Finding]:
+    """A finding per tag ARM would refuse, in every `tags` mapping of `shape` (the ARM body of
+    a mapped type, else the recorded inputs), by `lab.spec.azure_tags`' rules. Only the
+    account's own `tags` of a storage account get the 128-character name limit; tags inline in
+    a body belong to other resources (a ManagedCluster's `agentPoolProfiles[*].tags` are its
+    node pools')."""
+    return [
+        Finding.error(CHECK, resource, problem.key, problem.value, f"{problem.expected} (ARM's tag rules)")
+        for path, tags in _tag_maps(shape, "")
+        for problem in tag_problems(tags, path, storage_account=resource.type == STORAGE_ACCOUNT and path == "tags")
+    ]
+
+
+def _tag_maps(value: Any, path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(path, mapping) of every `tags` key whose value is a mapping, at any depth."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if key == "tags" and isinstance(item, Mapping):
+                yield where, item
+            else:
+                yield from _tag_maps(item, where)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _tag_maps(item, f"{path}[{i}]")
 
 
 def checked_resources(plan: Any) -> list[Any]:
+    """The resources whose inputs are checked against a model (all of them mapped in TARGETS)."""
     return [r for r in plan.resources if r.custom and r.type.startswith(CHECKED_PREFIXES)]
 
 
+def tagged_resources(plan: Any) -> list[Any]:
+    """The resources whose tags are checked: every azure-native one."""
+    return [r for r in plan.resources if r.custom and r.type.startswith(TAGGED_PREFIX)]
+
+
 def applies(plan: Any) -> bool:
-    return bool(checked_resources(plan))
+    return bool(tagged_resources(plan))
 
 
 def arm_conformance(plan: Any) -> Iterable[Finding]:
-    """azure-native containerservice/storage inputs against the azure-mgmt ARM models"""
-    for resource in checked_resources(plan):
+    """azure-native inputs against the azure-mgmt ARM models at Pulumi's API version; every tag against ARM's rules"""
+    for resource in tagged_resources(plan):
         yield from check_resource(resource)

@@ -73,6 +73,33 @@ def test_api_versions_are_reported():
     assert all(v["models"].split()[0] != "unknown" for v in versions.values())
 
 
+@pytest.mark.parametrize("token", sorted(arm.TARGETS))
+def test_models_are_at_the_api_version_pulumi_sends(token):
+    """The models describe the API version Azure receives: an upgrade of pulumi-azure-native
+    that moves a resource to another API version fails here until the azure-mgmt pin in
+    pyproject's infra extra moves with it."""
+    versions = arm.api_versions()[token]
+    assert versions["pulumi"] != "unknown", f"no 'Uses Azure REST API version' in {token}'s docstring"
+    assert versions["models_api"] == versions["pulumi"], (
+        f"{token}: Pulumi sends API {versions['pulumi']}, the models are {versions['models']}"
+    )
+    assert arm.version_mismatch(token) is None
+
+
+def test_models_at_another_api_version_are_reported(broken_plan, monkeypatch):
+    """Were the two ever to differ, every finding says so and a warning names both versions."""
+    monkeypatch.setattr(arm, "pulumi_api_version", lambda token: "2024-02-01")
+    resource = broken_plan.one(*GPU)
+    resource.inputs["scaleSetPriority"] = "Cheap"
+    warning, error = arm.check_resource(resource)
+    models_api = arm.sdk_api_version("containerservice")
+    assert warning.severity == "warning" and warning.property == "<api-version>" and warning.value == "2024-02-01"
+    assert f"carries {models_api}" in warning.expected and "vouched for" in warning.expected
+    assert (
+        error.severity == "error" and f"[API {models_api} model AgentPool; Pulumi sends 2024-02-01]" in error.expected
+    )
+
+
 def test_arm_body_renests_properties_and_renames_client_names(aks_plan):
     body, issues = arm.arm_body(*_inputs(aks_plan, *GPU))
     assert not issues
@@ -101,6 +128,10 @@ def _findings(resource):
 MC = ("azure-native:containerservice:ManagedCluster", "aks")
 ACCOUNT = ("azure-native:storage:StorageAccount", "aks-checkpoints")
 CONTAINER = ("azure-native:storage:BlobContainer", "aks-checkpoints-container")
+MAINTENANCE = (
+    "azure-native:containerservice:MaintenanceConfiguration",
+    "aks-maintenance-aksManagedAutoUpgradeSchedule",
+)
 Change = Callable[[dict[str, Any]], None]
 
 
@@ -197,6 +228,15 @@ BROKEN = {
     "account-tls-dotted": Rejected(
         ACCOUNT, setting(minimumTlsVersion="TLS1.2"), ("properties.minimumTlsVersion='TLS1.2'", "TLS1_2")
     ),
+    "maintenance-day-abbreviated": Rejected(
+        MAINTENANCE,
+        setting("maintenanceWindow", "schedule", "weekly", dayOfWeek="Sun"),
+        (
+            "MaintenanceConfiguration 'aks-maintenance-aksManagedAutoUpgradeSchedule'",
+            "properties.maintenanceWindow.schedule.weekly.dayOfWeek='Sun'",
+            "Sunday",
+        ),
+    ),
     "container-access-private": Rejected(
         CONTAINER,
         setting(publicAccess="Private"),
@@ -233,7 +273,7 @@ def test_read_only_property_is_a_warning(broken_plan):
 
 def test_unmapped_resource_type_is_an_error(broken_plan):
     resource = broken_plan.one(*GPU)
-    resource.type = "azure-native:containerservice:MaintenanceConfiguration"
+    resource.type = "azure-native:containerservice:Snapshot"
     [finding] = arm.check_resource(resource)
     assert finding.severity == "error" and "TARGETS" in finding.expected
 
