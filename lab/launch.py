@@ -27,6 +27,7 @@ import functools
 import logging
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -39,6 +40,8 @@ FRACTIONAL_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartb
 POLL_KEY = "poll_interval"
 OUTAGE_KEY = "server_outage"
 DEFAULT_SERVER_OUTAGE_S = 60.0
+RECONNECT_EVERY_S = 1.0
+ETCD_READ_TIMEOUT_S = 5
 
 # Exit codes. The training operator (restartPolicy: ExitCode) retries a pod only for codes
 # 128-255; torchrun's 1 would end the job. A signal exits 128 + its number, as a shell does.
@@ -68,42 +71,56 @@ def _handler_class():
 
     class ResilientRendezvousHandler(DynamicRendezvousHandler):
         server_outage_s: float = DEFAULT_SERVER_OUTAGE_S
-        # Called while the server is unreachable: a backend whose client does not reconnect
-        # by itself (c10d's TCPStore) makes a new connection here.
+        # Called (at most once a second) while the server is unreachable: a new client for a
+        # server that came back. c10d's TCPStore never reconnects, and an etcd that restarts
+        # empty (its pod moved, its emptyDir gone) is a new cluster its old client refuses.
         reconnect: Callable[[], None] | None = None
         _unreachable_since: float | None = None
+        _reconnected_at = 0.0
         _gave_up = False  # this agent leaves on a rendezvous error: keep the rendezvous open
 
         def num_nodes_waiting(self) -> int:
             """Nodes waiting to join; 0 while the server is unreachable (the workers keep
-            training), until `server_outage_s` has passed."""
+            training), until `server_outage_s` has passed. While it is down, the server is
+            tried only through `reconnect` (a new client, short timeouts): a restarting server
+            accepts connections before it answers, and the old client would hang on one."""
+            now = time.monotonic()
+            if self._unreachable_since is not None and self.reconnect is not None:
+                if now - self._reconnected_at < RECONNECT_EVERY_S:
+                    return self._still_down(now)
+                self._reconnected_at = now
+                try:
+                    self.reconnect()
+                except RendezvousConnectionError:
+                    return self._still_down(now)
             try:
                 waiting = super().num_nodes_waiting()
             except RendezvousConnectionError as exc:
-                now = time.monotonic()
                 if self._unreachable_since is None:
-                    self._unreachable_since = now
+                    self._unreachable_since = self._reconnected_at = now
                     log.warning(
                         "rendezvous server unreachable (%s); workers keep training for up to %g s",
                         type(exc).__name__,
                         self.server_outage_s,
                     )
                     events.emit("rdzv_unreachable", error=type(exc).__name__, source="agent")
-                if now - self._unreachable_since > self.server_outage_s:
-                    self._gave_up = True
-                    raise
-                if self.reconnect is not None:
-                    try:
-                        self.reconnect()
-                    except RendezvousConnectionError:
-                        pass  # still down; the workers go on
-                return 0
+                return self._still_down(now)
             if self._unreachable_since is not None:
                 down = time.monotonic() - self._unreachable_since
                 log.warning("rendezvous server reachable again after %.1f s", down)
                 events.emit("rdzv_reachable", down_s=round(down, 3), source="agent")
                 self._unreachable_since = None
             return waiting
+
+        def _still_down(self, now: float) -> int:
+            """0 (nobody waits) while the outage is within `server_outage_s`; past it, give up."""
+            assert self._unreachable_since is not None
+            if now - self._unreachable_since > self.server_outage_s:
+                self._gave_up = True
+                raise RendezvousConnectionError(
+                    f"the rendezvous server has been unreachable for {now - self._unreachable_since:.0f} s"
+                )
+            return 0
 
         def next_rendezvous(self):  # type: ignore[no-untyped-def]
             try:
@@ -168,7 +185,38 @@ def _set_poll_interval(poll: float) -> None:
 def _etcd_v2(params):
     from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import create_backend
 
-    return _create_handler(create_backend, params)
+    # Seconds one etcd request may take (torch's default: 60). The agent's monitor loop waits
+    # on these requests, and a restarting or vanished etcd answers none of them.
+    params.config.setdefault("read_timeout", str(ETCD_READ_TIMEOUT_S))
+    handler = _create_handler(create_backend, params)
+    handler.reconnect = functools.partial(_reconnect_etcd, handler, params)
+    return handler
+
+
+def _use_backend(handler, backend, store) -> None:
+    """Make `handler` talk to the server through `backend` and `store` from now on. The state's
+    version token is dropped: a server that restarted empty has no such version, and writes
+    made against it would fail for good; without one the next write re-reads the state."""
+    handler._state_holder._backend = backend
+    handler._state_holder._token = None
+    handler._store = store
+
+
+def _reconnect_etcd(handler, params) -> None:
+    """Point `handler` at a new etcd client, once the server answers it."""
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
+    from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import create_backend
+
+    try:
+        if params.get("protocol", "http") == "http":
+            # One short request first: a restarting etcd accepts connections before it answers.
+            with urllib.request.urlopen(f"http://{params.endpoint}/version", timeout=1) as answer:
+                answer.read()
+        backend, store = create_backend(params)
+        backend.get_state()
+    except Exception as exc:  # the client raises etcd, urllib3 and socket errors alike
+        raise RendezvousConnectionError(f"etcd at {params.endpoint} is unreachable") from exc
+    _use_backend(handler, backend, store)
 
 
 def _c10d(params):
@@ -199,8 +247,7 @@ def _reconnect_c10d(handler, params) -> None:
     store.set_timeout(timedelta(seconds=params.get_as_int("read_timeout", 60)))
     # A new backend on the new connection: it writes the empty-state sentinel that keeps
     # its reads from blocking on a store that restarted empty.
-    handler._state_holder._backend = C10dRendezvousBackend(store, params.run_id)
-    handler._store = store
+    _use_backend(handler, C10dRendezvousBackend(store, params.run_id), store)
 
 
 def install() -> None:

@@ -47,6 +47,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--outage", type=float, default=3.0, help="rendezvous-restart: seconds the server is down (default 3)"
     )
     ev.add_argument(
+        "--rendezvous-data",
+        choices=["kept", "lost"],
+        default="kept",
+        help="rendezvous-restart: etcd comes back with its data (a restarted pod) or empty (a pod moved to "
+        "another node, its emptyDir gone); a c10d store always comes back empty",
+    )
+    ev.add_argument(
         "--eviction",
         choices=["hard", "notice"],
         default="hard",
@@ -126,6 +133,7 @@ def build(args: argparse.Namespace):
         nodes=args.nodes,
         fault=args.fault,
         outage_s=args.outage,
+        outage_keeps_data=args.rendezvous_data == "kept",
         target_steps=target,
         eviction=args.eviction,
         notice_s=args.notice,

@@ -26,7 +26,8 @@ class DrillConfig:
     fault: "node" (evict a node) or "rendezvous-restart": after warm-up the rendezvous server
       is stopped for `outage_s` seconds and started again at the same address (etcd keeps its
       data), as an etcd pod restarts on an upgrade; then a node is evicted and one added as
-      usual, to show the restarted server still runs the rendezvous.
+      usual, to show the restarted server still runs the rendezvous. With
+      `outage_keeps_data=False` etcd comes back empty, as a rescheduled etcd pod does.
     target_steps: the step the job must reach (None for a script without our events).
     eviction: "hard" (SIGKILL) or "notice" (SIGTERM, SIGKILL after notice_s).
     evict_at_step: evict once rank 0 reports this step; scripts without our events are
@@ -39,6 +40,7 @@ class DrillConfig:
     nodes: int = 3
     fault: str = "node"
     outage_s: float = 3.0
+    outage_keeps_data: bool = True
     target_steps: int | None = None
     eviction: str = "hard"
     notice_s: float = 30.0
@@ -186,7 +188,7 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
             cluster.stop_rendezvous()
             progress.say("rendezvous server down", len(cluster.alive_nodes), force=True)
             hold("rendezvous server down", cfg.outage_s)
-            cluster.start_rendezvous()
+            cluster.start_rendezvous(keep_data=cfg.outage_keeps_data)
             progress.say("rendezvous server back", len(cluster.alive_nodes), force=True)
             # Training must go on; then the usual eviction shows the restarted server at work.
             hold("training on", 2.0)

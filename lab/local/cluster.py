@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -191,19 +192,22 @@ class LocalCluster:
         else:
             procs.stop(self._store)
 
-    def start_rendezvous(self) -> None:
-        """Start the rendezvous server again at the same address; etcd keeps its data (a
-        restarted c10d store starts empty, as a restarted store pod does)."""
+    def start_rendezvous(self, *, keep_data: bool = True) -> None:
+        """Start the rendezvous server again at the same address. etcd keeps its data, or,
+        with `keep_data=False`, starts empty as a new cluster (an etcd pod moved to another
+        node loses its emptyDir); a restarted c10d store always starts empty."""
         if self._closed:
             raise LocalClusterError("the cluster is closed")
         try:
             if self._etcd:
+                if not keep_data:
+                    shutil.rmtree(self._etcd.data_dir, ignore_errors=True)
                 self._etcd.start()
             else:
                 self._start_store()
         except EtcdError as exc:
             raise LocalClusterError(str(exc)) from None
-        self.record("rdzv_up", backend=self.spec.rdzv_backend.value)
+        self.record("rdzv_up", backend=self.spec.rdzv_backend.value, kept_data=keep_data and self._etcd is not None)
 
     # --------------------------------------------------------------------- nodes
     @property

@@ -73,6 +73,10 @@ class EtcdServer:
         self.proc: subprocess.Popen | None = None
 
     @property
+    def data_dir(self) -> Path:
+        return self.workdir / "etcd-data"
+
+    @property
     def endpoint(self) -> str:
         return f"{self.host}:{self.client_port}"
 
@@ -81,7 +85,7 @@ class EtcdServer:
         with its data (as an etcd pod restarts behind its Service)."""
         if not self.client_port:
             self.client_port, self.peer_port = free_port(self.host), free_port(self.host)
-        data = self.workdir / "etcd-data"
+        data = self.data_dir
         data.mkdir(parents=True, exist_ok=True)
         client, peer = f"http://{self.host}:{self.client_port}", f"http://{self.host}:{self.peer_port}"
         cmd = [

@@ -52,18 +52,23 @@ def test_hard_kill_then_scale_out_finishes_with_the_target_step(workdir):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("backend", ["etcd-v2", "c10d"])
-def test_the_job_rides_out_a_rendezvous_server_restart(workdir, backend):
-    """The rendezvous server (etcd with its data, or a store that restarts empty) is down for
-    3 s while 3 nodes train: training goes on, no worker restarts, nothing is lost; then an
-    eviction and a join go through the restarted server. torchrun alone exits 1 on the first
-    failed poll of the server, which ends the job."""
+@pytest.mark.parametrize(
+    "backend,keeps_data",
+    [("etcd-v2", True), ("etcd-v2", False), ("c10d", False)],
+    ids=["etcd-with-its-data", "etcd-empty", "c10d-store"],
+)
+def test_the_job_rides_out_a_rendezvous_server_restart(workdir, backend, keeps_data):
+    """The rendezvous server (etcd with its data or empty, as a moved pod comes back; a store
+    always restarts empty) is down for 3 s while 3 nodes train: training goes on, no worker
+    restarts, nothing is lost; then an eviction and a join go through the restarted server.
+    torchrun alone exits 1 on the first failed poll of the server, which ends the job."""
     cfg = DrillConfig(
         spec=_spec(workdir, rdzv_backend=backend, script_args=("--steps", "240", "--step-time", "0.03")),
         workdir=workdir,
         nodes=3,
         fault="rendezvous-restart",
         outage_s=3.0,
+        outage_keeps_data=keeps_data,
         target_steps=240,
         evict_at_step=30,
         scale_out_after_s=1.0,

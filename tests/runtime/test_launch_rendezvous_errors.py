@@ -60,6 +60,8 @@ def test_an_unreachable_server_is_ridden_out_then_given_up(etcd):
     )
     handler = get_rendezvous_handler(params)
     assert handler.server_outage_s == 1.5
+    # etcd requests give up after seconds, not torch's 60: the agent's loop waits on them.
+    assert handler._state_holder._backend._client.read_timeout == launch.ETCD_READ_TIMEOUT_S
     assert handler.num_nodes_waiting() == 0
     etcd.stop()
     time.sleep(1.1)  # past the handler's one-second cache of the state
