@@ -1,10 +1,11 @@
-"""A rendezvous server restart under a running job: the server (etcd with its data, or a c10d
-store that restarts empty) is stopped for a few seconds while 3 nodes train, then started again
-at the same address; then one node is evicted and one added, through the restarted server.
-Prints, per backend, the medians of several drills: the longest gap between steps around the
-outage, worker restarts and steps lost because of it, and the eviction's recovery after it.
+"""A rendezvous server restart under a running job: the server is stopped for a few seconds while
+3 nodes train, then started again at the same address (etcd with its data, as a restarted pod;
+etcd empty, as a pod moved to another node; a c10d store, which always restarts empty); then one
+node is evicted and one added, through the restarted server. Prints, per case, the medians of
+several drills: the longest gap between steps around the outage, worker restarts and steps lost
+because of it, and the eviction's recovery after it.
 
-Run: .venv/bin/python benchmarks/rendezvous_outage.py [--runs 5] [--outage 3] [--backends etcd-v2 c10d]
+Run: .venv/bin/python benchmarks/rendezvous_outage.py [--runs 5] [--outage 3] [--cases etcd-kept etcd-lost c10d]
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from pathlib import Path
 from lab.drill.run import DrillConfig, Progress, run_drill
 from lab.spec.job import JobSpec
 
+CASES = {"etcd-kept": ("etcd-v2", True), "etcd-lost": ("etcd-v2", False), "c10d": ("c10d", False)}
 
-def one(backend: str, outage_s: float, root: Path, steps: int) -> dict:
-    workdir = Path(tempfile.mkdtemp(prefix=f"outage-{backend}-", dir=root))
+
+def one(case: str, outage_s: float, root: Path, steps: int) -> dict:
+    backend, keeps_data = CASES[case]
+    workdir = Path(tempfile.mkdtemp(prefix=f"outage-{case}-", dir=root))
     spec = JobSpec(
         name="bench",
         min_nodes=2,
@@ -38,6 +42,7 @@ def one(backend: str, outage_s: float, root: Path, steps: int) -> dict:
         nodes=3,
         fault="rendezvous-restart",
         outage_s=outage_s,
+        outage_keeps_data=keeps_data,
         target_steps=steps,
         evict_at_step=steps // 8,
         scale_out_after_s=1.0,
@@ -68,18 +73,18 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--outage", type=float, default=3.0, help="seconds the server stays stopped (default 3)")
-    p.add_argument("--backends", nargs="+", default=["etcd-v2", "c10d"])
+    p.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     p.add_argument("--steps", type=int, default=320)
     args = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-outage-"))
     results: dict[str, list[dict]] = {}
-    for backend in args.backends:
+    for case in args.cases:
         for i in range(args.runs):
             t = time.time()
-            r = one(backend, args.outage, root, args.steps)
-            results.setdefault(backend, []).append(r)
+            r = one(case, args.outage, root, args.steps)
+            results.setdefault(case, []).append(r)
             print(
-                f"  {backend:<8} run {i + 1}/{args.runs}: server down {r['down_s']:.2f} s, stall {r['stall_s']:.2f} s, "
+                f"  {case:<9} run {i + 1}/{args.runs}: server down {r['down_s']:.2f} s, stall {r['stall_s']:.2f} s, "
                 f"restarts {r['restarts']}, lost {r['lost']}, eviction after it recovered in "
                 f"{r['evict_recovery_s']:.2f} s, passed {r['passed']} ({time.time() - t:.0f} s)",
                 file=sys.stderr,
@@ -90,12 +95,12 @@ def main() -> int:
         f"(median of {args.runs} runs; 'down' counts until the restarted server answers)"
     )
     print(
-        f"{'backend':<8} {'down s':>7} {'agents cut off s':>16} {'stall s':>8} {'max stall s':>11} "
+        f"{'case':<9} {'down s':>7} {'agents cut off s':>16} {'stall s':>8} {'max stall s':>11} "
         f"{'steps during':>12} {'restarts':>8} {'lost':>5} {'eviction after s':>16}"
     )
-    for backend, rs in results.items():
+    for case, rs in results.items():
         print(
-            f"{backend:<8} {med([r['down_s'] for r in rs]):7.2f} {med([r['cut_off_s'] for r in rs]):16.2f} "
+            f"{case:<9} {med([r['down_s'] for r in rs]):7.2f} {med([r['cut_off_s'] for r in rs]):16.2f} "
             f"{med([r['stall_s'] for r in rs]):8.2f} {max(r['stall_s'] or 0 for r in rs):11.2f} "
             f"{med([r['steps_during'] for r in rs]):12.0f} {med([r['restarts'] for r in rs]):8.0f} "
             f"{med([r['lost'] for r in rs]):5.0f} {med([r['evict_recovery_s'] for r in rs]):16.2f}"
