@@ -87,6 +87,10 @@ class ClusterInfo:
     eviction_notice_s: the cloud's spot eviction notice; workers must save within it.
     identity: the service account the checkpoint storage trusts, if the storage needs one.
     node_image_ships_device_plugin: the node image runs its own NVIDIA device plugin.
+    notice_from_scheduled_events: spot nodes learn of their eviction only from the metadata
+      service's Scheduled Events (Azure) and nothing turns that into pod evictions: the
+      platform installs its spot-notice handler on the GPU spot pool. False where the cloud
+      drains spot nodes itself (EKS managed node groups) or the cluster's owner does.
     """
 
     provider: k8s.Provider
@@ -96,3 +100,4 @@ class ClusterInfo:
     eviction_notice_s: int = DEFAULT_EVICTION_NOTICE_S
     identity: TrainingIdentity | None = None
     node_image_ships_device_plugin: bool = False
+    notice_from_scheduled_events: bool = False

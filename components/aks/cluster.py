@@ -210,6 +210,9 @@ class AksCluster(pulumi.ComponentResource):
                 mount_with_token=args.mounts_checkpoints_with_token,
             ),
             eviction_notice_s=EVICTION_NOTICE_S,
+            # AKS's own drain on a Preempt event is best effort and misses spot nodes
+            # (Azure/AKS#3528): the platform's handler reads Scheduled Events instead.
+            notice_from_scheduled_events=True,
             identity=TrainingIdentity(
                 namespace=args.training_namespace,
                 service_account=args.training_service_account,

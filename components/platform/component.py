@@ -27,11 +27,12 @@ from components.platform.settings import (
 from components.platform.values import (
     device_plugin_values,
     etcd_values,
+    notice_handler_values,
     operator_pod_patch,
     operator_skeleton,
     patch_workload,
 )
-from lab.spec.layout import ETCD_CHART
+from lab.spec.layout import ETCD_CHART, NOTICE_CHART
 from lab.spec.names import PLATFORM_TYPE, PROJECT
 from lab.spec.platform_facts import PlatformFacts
 from lab.spec.pools import PoolPlacement
@@ -163,6 +164,21 @@ class TrainingPlatform(pulumi.ComponentResource):
                 remote, pulumi.ResourceOptions(depends_on=[self.namespace_resource, *self.priority_classes])
             ),
         )
+
+        # 7. The spot-notice handler, where nothing else turns the cloud's eviction notice into
+        # pod evictions (AKS: Scheduled Events are read by nobody, its own drain is best effort).
+        self.notice_handler = None
+        if settings.notice_handler_enabled(cluster.notice_from_scheduled_events):
+            self.notice_handler = k8s.helm.v4.Chart(
+                f"{name}-spot-notice-handler",
+                chart=project_relative(NOTICE_CHART),
+                name="spot-notice-handler",
+                namespace=settings.namespace,
+                values=notice_handler_values(settings, self.pools),
+                opts=pulumi.ResourceOptions.merge(
+                    remote, pulumi.ResourceOptions(depends_on=[self.namespace_resource, *self.priority_classes])
+                ),
+            )
 
         self.namespace = pulumi.Output.from_input(settings.namespace)
         self.etcd_host = pulumi.Output.from_input(self.facts.etcd_host)

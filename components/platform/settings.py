@@ -10,6 +10,9 @@ Stack config (stacks/Pulumi.<stack>.yaml), all keys optional:
       devicePlugin: auto                  # auto | true | false (auto: unless the node image ships one)
       operatorVersion: v1.9.4             # Kubeflow training operator v1 (elastic PyTorchJob)
       etcd: {image: quay.io/coreos/etcd, tag: v3.5.20}
+      spotNoticeHandler:                  # turns Azure's Scheduled Events notice into pod evictions
+        enabled: auto                     # auto | true | false (auto: where the cluster needs it, AKS)
+        image: ghcr.io/elastic-spot-lab/trainer:0.1.0   # the project's image (Dockerfile)
       priorityClasses:                    # preserved >= inference > preemptible
         preserved:   {name: elastic-preserved,   value: 1000000}   # etcd, operator, c10d stores; preempts nobody
         inference:   {name: elastic-inference,   value: 100000}    # preempts lower: the workers only
@@ -50,6 +53,8 @@ from lab.spec.versions import (
     ETCD_IMAGE,
     ETCD_TAG,
     OPERATOR_VERSION,
+    PROJECT_IMAGE,
+    PROJECT_IMAGE_TAG,
 )
 
 __all__ = ["DEVICE_PLUGIN_CHART", "DEVICE_PLUGIN_REPO", "DEVICE_PLUGIN_VERSION", "PlatformSettings"]
@@ -58,6 +63,10 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
 _OPERATOR_REF = re.compile(r"^v1\.9\.\d+$")
 _ETCD_TAG = re.compile(r"^v3\.5\.\d+$")
 _IMAGE_REPO = re.compile(r"^[a-z0-9][a-z0-9._/:-]*$")
+# repository:tag, pinned (no `latest`, no tag-less image).
+_PINNED_IMAGE = re.compile(
+    r"^(?P<repo>[a-z0-9][a-z0-9._/-]*(:[0-9]+/[a-z0-9._/-]+)?):(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$"
+)
 _K8S_VERSION = re.compile(r"^v?\d+\.\d+(\.\d+)?$")
 # Keys of `platform` that describe a bring-your-own cluster: components/byo reads them.
 CLUSTER_KEYS = {"pools"}
@@ -119,6 +128,8 @@ class PlatformSettings:
     operator_version: str = OPERATOR_VERSION
     etcd_image: str = ETCD_IMAGE
     etcd_tag: str = ETCD_TAG
+    notice_handler: str = "auto"  # auto | true | false
+    notice_handler_image: str = f"{PROJECT_IMAGE}:{PROJECT_IMAGE_TAG}"
     priorities: Priorities = field(default_factory=Priorities)
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
 
@@ -162,6 +173,15 @@ class PlatformSettings:
             bad("etcd.image", self.etcd_image, "an image repository such as quay.io/coreos/etcd")
         if not _ETCD_TAG.match(str(self.etcd_tag)):
             bad("etcd.tag", self.etcd_tag, "a v3.5.x tag such as v3.5.20 (etcd 3.6 removed the v2 API torch needs)")
+        if self.notice_handler not in ("auto", "true", "false"):
+            bad("spotNoticeHandler.enabled", self.notice_handler, "auto, true or false")
+        image = _PINNED_IMAGE.match(str(self.notice_handler_image))
+        if not image or image.group("tag") == "latest":
+            bad(
+                "spotNoticeHandler.image",
+                self.notice_handler_image,
+                "an image repository:tag with a pinned tag (not latest) that has this project installed (Dockerfile)",
+            )
         out.extend(self._priority_problems())
         out.extend(self._checkpoint_problems())
         return out.items
@@ -210,6 +230,17 @@ class PlatformSettings:
         if self.device_plugin == "auto":
             return self.gpus_per_node > 0 and not node_image_ships_plugin
         return self.device_plugin == "true"
+
+    def notice_handler_enabled(self, notice_from_scheduled_events: bool) -> bool:
+        if self.notice_handler == "auto":
+            return notice_from_scheduled_events
+        return self.notice_handler == "true"
+
+    @property
+    def notice_handler_image_parts(self) -> tuple[str, str]:
+        """(repository, tag) of the spot-notice handler's image."""
+        repo, _, tag = str(self.notice_handler_image).rpartition(":")
+        return repo, tag
 
     @property
     def operator_directory(self) -> str:
@@ -292,6 +323,7 @@ class PlatformSettings:
             "devicePlugin",
             "operatorVersion",
             "etcd",
+            "spotNoticeHandler",
             "priorityClasses",
             "checkpoint",
             "kubernetesVersion",
@@ -320,6 +352,14 @@ class PlatformSettings:
         if (etcd := _section(found, "etcd", raw, {"image", "tag"})) is not None:
             kw["etcd_image"] = etcd.get("image", ETCD_IMAGE)
             kw["etcd_tag"] = str(etcd.get("tag", ETCD_TAG))
+        if (handler := _section(found, "spotNoticeHandler", raw, {"enabled", "image"})) is not None:
+            if "enabled" in handler:
+                value = handler["enabled"]
+                kw["notice_handler"] = (
+                    {True: "true", False: "false"}[value] if isinstance(value, bool) else str(value).lower()
+                )
+            if "image" in handler:
+                kw["notice_handler_image"] = handler["image"]
         if (pcs := _section(found, "priorityClasses", raw, set(Priorities.ROLES))) is not None:
             defaults = Priorities()
             roles = {}

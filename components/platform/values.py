@@ -39,6 +39,19 @@ def etcd_values(settings: PlatformSettings, pools: PoolPlacement) -> dict[str, A
     }
 
 
+def notice_handler_values(settings: PlatformSettings, pools: PoolPlacement) -> dict[str, Any]:
+    """Values for charts/spot-notice-handler: a pod on every GPU spot node (its labels, exactly
+    its taints tolerated), from the project's image, with the preserved priority (a handler
+    preempted by inference would miss the notice it is there for)."""
+    repository, tag = settings.notice_handler_image_parts
+    return {
+        "image": {"repository": repository, "tag": tag},
+        "nodeSelector": dict(pools.gpu_labels),
+        "tolerations": [t.toleration() for t in pools.gpu_taints],
+        "priorityClassName": settings.priorities.preserved.name,
+    }
+
+
 def device_plugin_values(pools: PoolPlacement) -> dict[str, Any]:
     """Values for nvidia-device-plugin 0.20.0: only on GPU nodes, tolerating the spot taint
     and our GPU taint (its defaults select NFD/gpu.present labels and miss the spot taint)."""

@@ -19,3 +19,7 @@ DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
 # etcd 3.5 serves the v2 API torch's etcd rendezvous speaks; 3.6 removed it.
 ETCD_IMAGE = "quay.io/coreos/etcd"
 ETCD_TAG = "v3.5.20"
+
+# The project's image (Dockerfile): training jobs and the spot-notice handler run from it.
+PROJECT_IMAGE = "ghcr.io/elastic-spot-lab/trainer"
+PROJECT_IMAGE_TAG = "0.1.0"
