@@ -19,6 +19,8 @@ from typing import Any
 
 from kubernetes import client
 
+from lab.local.procs import wait_until
+
 
 class _Server:
     """A ThreadingHTTPServer on a free loopback port, served from a thread until `close`."""
@@ -286,9 +288,4 @@ class FakeKube(_Server):
 
 
 def wait_for(predicate, timeout: float = 3.0, interval: float = 0.01) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
+    return wait_until(predicate, timeout, interval)
