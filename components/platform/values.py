@@ -10,7 +10,7 @@ from typing import Any
 
 from components.charts import chart_default, exactly
 from components.platform.settings import PlatformSettings
-from lab.spec.layout import ETCD_CHART
+from lab.spec.layout import ETCD_CHART, NOTICE_CHART
 from lab.spec.pools import PoolPlacement, required_affinity
 
 # The device plugin chart's own default tolerations (values.yaml of 0.20.0), kept.
@@ -46,7 +46,7 @@ def notice_handler_values(settings: PlatformSettings, pools: PoolPlacement) -> d
     repository, tag = settings.notice_handler_image_parts
     return {
         "image": {"repository": repository, "tag": tag},
-        "nodeSelector": dict(pools.gpu_labels),
+        "nodeSelector": exactly(pools.gpu_labels, chart_default(NOTICE_CHART, "nodeSelector")),
         "tolerations": [t.toleration() for t in pools.gpu_taints],
         "priorityClassName": settings.priorities.preserved.name,
     }

@@ -10,6 +10,7 @@ from components.platform.values import OPERATOR_LABELS
 
 ETCD_NAME_LABEL = ("app.kubernetes.io/name", "etcd-rendezvous")
 STORE_ROLE_LABEL = ("elastic-spot-lab/role", "rdzv-store")
+NOTICE_HANDLER_LABEL = ("app.kubernetes.io/name", "spot-notice-handler")
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Pod")
 
 
@@ -54,6 +55,11 @@ def rendezvous_workloads(objects: list[Mapping[str, Any]]) -> list[Mapping[str, 
 
 def etcd_workloads(objects: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [o for o in rendezvous_workloads(objects) if has_label(pod_labels(o), ETCD_NAME_LABEL)]
+
+
+def notice_handler_workloads(objects: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The spot-notice handler's DaemonSet (charts/spot-notice-handler)."""
+    return [o for o in objects if o.get("kind") in WORKLOAD_KINDS and has_label(pod_labels(o), NOTICE_HANDLER_LABEL)]
 
 
 def operator_workloads(objects: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

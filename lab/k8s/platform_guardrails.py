@@ -19,6 +19,7 @@ from lab.k8s.objects import (
     containers,
     etcd_workloads,
     has_label,
+    notice_handler_workloads,
     object_id,
     operator_workloads,
     pod_template,
@@ -595,6 +596,48 @@ def rendezvous_not_evictable(objects: Objects, ctx: GuardrailContext) -> list[Vi
     return out
 
 
+def notice_handler_on_spot_nodes(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
+    """The spot-notice handler, where installed, runs on every GPU spot node: it selects the
+    pool's labels, tolerates each of its taints and runs at the preserved priority (a handler
+    missing from a node, or preempted there, lets that node's workers vanish unwarned)."""
+    pools = ctx.facts.pools
+    out = []
+    for obj in notice_handler_workloads(objects):
+        spec = (pod_template(obj) or {}).get("spec") or {}
+        where = object_id(obj)
+        selector = dict(spec.get("nodeSelector") or {})
+        foreign = {k: v for k, v in selector.items() if pools.gpu_labels.get(k) != v}
+        if not pins_to(spec, pools.gpu_labels) or foreign:
+            out.append(
+                Violation(
+                    where,
+                    "nodeSelector",
+                    selector,
+                    f"the GPU spot pool's labels {dict(pools.gpu_labels)} and nothing else",
+                )
+            )
+        for taint in pools.gpu_taints:
+            if not tolerates(spec.get("tolerations"), taint):
+                out.append(
+                    Violation(
+                        where,
+                        "tolerations",
+                        spec.get("tolerations"),
+                        f"a toleration of the GPU spot pool's taint {taint.text()} (or it lands on no GPU node)",
+                    )
+                )
+        if spec.get("priorityClassName") != ctx.facts.preserved_priority_class:
+            out.append(
+                Violation(
+                    where,
+                    "priorityClassName",
+                    spec.get("priorityClassName"),
+                    f"{ctx.facts.preserved_priority_class!r} (inference must not preempt it)",
+                )
+            )
+    return out
+
+
 # The guardrails, in the order they run and are reported.
 GUARDRAILS = [
     Guardrail("etcd-not-on-spot", etcd_not_on_spot),
@@ -607,6 +650,7 @@ GUARDRAILS = [
     Guardrail("etcd-private", etcd_private),
     Guardrail("workers-spot-ready", workers_spot_ready),
     Guardrail("rendezvous-not-evictable", rendezvous_not_evictable),
+    Guardrail("notice-handler-on-spot-nodes", notice_handler_on_spot_nodes),
 ]
 
 

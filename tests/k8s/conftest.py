@@ -9,7 +9,7 @@ import pytest
 
 from lab.k8s.helm import render_chart
 from lab.spec.job import JobSpec
-from lab.spec.layout import ETCD_CHART
+from lab.spec.layout import ETCD_CHART, NOTICE_CHART
 from lab.spec.platform_facts import PlatformFacts
 from tests.k8s.helpers import render_job
 from tests.placements import AKS_PLACEMENT, aks_facts
@@ -22,16 +22,22 @@ def facts() -> PlatformFacts:
 
 @pytest.fixture(scope="session")
 def _baseline(facts: PlatformFacts) -> list[dict[str, Any]]:
-    """The platform's etcd, the operator's Deployment as its transform places it, a
+    """The platform's etcd, its spot-notice handler, the operator's Deployment as its transform places it, a
     PriorityClass set, and two jobs (etcd-v2 and c10d)."""
     from components.platform.component import operator_placement, operator_transform
     from components.platform.settings import PlatformSettings
-    from components.platform.values import etcd_values
+    from components.platform.values import etcd_values, notice_handler_values
     from lab.plan.platform_checks import operator_deployment
 
     settings = PlatformSettings()
     objects = render_chart(
         ETCD_CHART, etcd_values(settings, AKS_PLACEMENT), release="etcd-rendezvous", namespace=facts.namespace
+    )
+    objects += render_chart(
+        NOTICE_CHART,
+        notice_handler_values(settings, AKS_PLACEMENT),
+        release="spot-notice-handler",
+        namespace=facts.namespace,
     )
     objects.append(operator_deployment(operator_placement([operator_transform(settings, AKS_PLACEMENT)])))
     for _, pc, policy in settings.priorities.items():

@@ -11,6 +11,7 @@ import pytest
 from lab.k8s.platform_guardrails import GUARDRAILS, GuardrailContext, run_guardrails
 from lab.spec.job import JobSpec
 from tests.k8s.helpers import render_job, the
+from tests.placements import AKS_PLACEMENT
 
 Objects = list[dict[str, Any]]
 Where = Callable[[Objects], dict[str, Any]]
@@ -27,6 +28,10 @@ def deployment_pod(name: str) -> Where:
 etcd_pod = deployment_pod("etcd-rendezvous")
 operator_pod = deployment_pod("training-operator")
 store_pod = deployment_pod("job-c10d-rdzv-store")
+
+
+def notice_pod(objs: Objects) -> dict[str, Any]:
+    return the(objs, "DaemonSet", "spot-notice-handler")["spec"]["template"]["spec"]
 
 
 def annotations_of(name: str) -> Where:
@@ -446,6 +451,22 @@ BROKEN: dict[str, Broken] = {
         "rendezvous-not-evictable",
         drop(annotations_of("job-c10d-rdzv-store"), "cluster-autoscaler.kubernetes.io/safe-to-evict"),
         "safe-to-evict=None: expected 'false'",
+    ),
+    # the spot-notice handler reaches every GPU spot node
+    "notice-handler/no-gpu-taint-toleration": Broken(
+        "notice-handler-on-spot-nodes",
+        lambda objs: notice_pod(objs)["tolerations"].pop(),
+        "expected a toleration of the GPU spot pool's taint kubernetes.azure.com/scalesetpriority=spot:NoSchedule",
+    ),
+    "notice-handler/selects-a-subset": Broken(
+        "notice-handler-on-spot-nodes",
+        put(notice_pod, "nodeSelector", {**AKS_PLACEMENT.gpu_labels, "zone": "1"}),
+        "and nothing else",
+    ),
+    "notice-handler/preemptible": Broken(
+        "notice-handler-on-spot-nodes",
+        drop(notice_pod, "priorityClassName"),
+        "priorityClassName=None: expected 'elastic-preserved' (inference must not preempt it)",
     ),
 }
 

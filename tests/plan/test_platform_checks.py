@@ -34,6 +34,7 @@ PLATFORM_CHECKS = {
     "guardrail:etcd-private",
     "guardrail:workers-spot-ready",
     "guardrail:rendezvous-not-evictable",
+    "guardrail:notice-handler-on-spot-nodes",
 }
 
 

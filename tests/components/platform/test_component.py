@@ -42,6 +42,7 @@ def declare(
     identity: TrainingIdentity | None = None,
     notice_s: int = 30,
     ships_device_plugin: bool = False,
+    scheduled_events: bool = False,
 ) -> list[RecordedResource]:
     """The component alone, on a cluster described by the arguments, under the plan's own
     mocks and recorder (lab.plan.harness)."""
@@ -57,6 +58,7 @@ def declare(
             eviction_notice_s=notice_s,
             identity=identity,
             node_image_ships_device_plugin=ships_device_plugin,
+            notice_from_scheduled_events=scheduled_events,
         )
         TrainingPlatform("platform", settings, info)
 
@@ -69,7 +71,11 @@ def declare_aks(
     placement: PoolPlacement = AKS_PLACEMENT,
 ) -> list[RecordedResource]:
     return declare(
-        settings or PlatformSettings(kubernetes_version="1.35"), checkpoint, placement, identity=AKS_IDENTITY
+        settings or PlatformSettings(kubernetes_version="1.35"),
+        checkpoint,
+        placement,
+        identity=AKS_IDENTITY,
+        scheduled_events=True,
     )
 
 
@@ -112,7 +118,8 @@ def test_inventory(aks, eks, byo):
         "PriorityClass",
         "ServiceAccount",
     ]
-    assert kinds(aks) == sorted([*common, "Chart*", "PersistentVolume"])  # + device plugin
+    # + device plugin and the spot-notice handler (AKS: nothing else reads Scheduled Events)
+    assert kinds(aks) == sorted([*common, "Chart*", "Chart*", "PersistentVolume"])
     assert kinds(eks) == sorted([*common, "Chart*", "PersistentVolume"])
     assert kinds(byo) == sorted(common)  # gpusPerNode 0: no device plugin; StorageClass claim
     platform = one(aks, "elastic-spot-lab:platform:TrainingPlatform")
@@ -441,3 +448,75 @@ def test_missing_crd_skips_only_the_crd_check(monkeypatch, aks):
     assert CRD_CHECK not in report.checked and report.checked["k8s:schema"] > 0
     note = report.skipped[CRD_CHECK]
     assert "/nonexistent/schemas" in note and "ELASTIC_LAB_SCHEMAS" in note and "SKIPPED" in note
+
+
+# ------------------------------------------------------------------ the spot-notice handler
+NOTICE_RELEASE = "platform-spot-notice-handler"
+
+
+def notice_charts(recs: list[RecordedResource]) -> list[RecordedResource]:
+    return [r for r in recs if r.type == "kubernetes:helm.sh/v4:Chart" and r.name == NOTICE_RELEASE]
+
+
+def test_aks_gets_the_notice_handler_on_its_gpu_spot_nodes(aks):
+    chart = one(aks, "kubernetes:helm.sh/v4:Chart", NOTICE_RELEASE)
+    assert chart.inputs["chart"] == "charts/spot-notice-handler"
+    assert chart.inputs["namespace"] == "training"
+    values = chart.inputs["values"]
+    assert values["nodeSelector"] == dict(AKS_PLACEMENT.gpu_labels)
+    assert values["tolerations"] == [t.toleration() for t in AKS_PLACEMENT.gpu_taints]
+    assert values["priorityClassName"] == "elastic-preserved"
+    repo, tag = values["image"]["repository"], values["image"]["tag"]
+    assert (repo, tag) == PlatformSettings().notice_handler_image_parts and tag != "latest"
+
+
+def test_notice_handler_replaces_the_charts_default_selector():
+    """The chart's default selects AKS's spot label; on another cluster Helm would merge it
+    into ours and the handler would land nowhere: the platform deletes it."""
+    values = platform_values.notice_handler_values(PlatformSettings(), EKS_PLACEMENT)
+    assert values["nodeSelector"] == {
+        **dict(EKS_PLACEMENT.gpu_labels),
+        "kubernetes.azure.com/scalesetpriority": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("setting", "scheduled_events", "installed"),
+    [
+        ("auto", True, True),
+        ("auto", False, False),
+        ("false", True, False),
+        ("true", False, True),
+    ],
+)
+def test_notice_handler_installed_where_the_cluster_needs_it(setting, scheduled_events, installed):
+    settings = PlatformSettings(gpus_per_node=0, checkpoint=CheckpointSettings(size="20Gi"), notice_handler=setting)
+    recs = declare(
+        settings, StorageClassCheckpoint("standard", "ReadWriteOnce"), BYO_PLACEMENT, scheduled_events=scheduled_events
+    )
+    assert len(notice_charts(recs)) == int(installed)
+
+
+def test_byo_with_the_handler_passes_the_offline_checks(crd):
+    settings = PlatformSettings(gpus_per_node=0, checkpoint=CheckpointSettings(size="20Gi"), notice_handler="true")
+    recs = declare(settings, StorageClassCheckpoint("standard", "ReadWriteOnce"), BYO_PLACEMENT)
+    [report] = check_platforms(recs)
+    assert [str(i) for i in report.items] == []
+    [daemonset] = [o for o in report.objects if o["kind"] == "DaemonSet"]
+    pod = daemonset["spec"]["template"]["spec"]
+    # Exactly the byo GPU pool's labels: the chart's AKS default is gone.
+    assert pod["nodeSelector"] == dict(BYO_PLACEMENT.gpu_labels)
+
+
+def test_handler_off_the_spot_nodes_fails_the_plan_check(monkeypatch, aks):
+    def elsewhere(settings, pools):
+        values = NOTICE_VALUES(settings, pools)
+        values["tolerations"] = []
+        return values
+
+    monkeypatch.setattr("components.platform.component.notice_handler_values", elsewhere)
+    [report] = check_platforms(declare_aks())
+    assert {i.check for i in report.items} == {"guardrail:notice-handler-on-spot-nodes"}
+
+
+NOTICE_VALUES = platform_values.notice_handler_values

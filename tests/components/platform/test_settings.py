@@ -52,6 +52,22 @@ BAD_SETTINGS = {
         {"checkpoint": {"sise": "1Gi"}},
         r"platform.checkpoint.sise='1Gi' is invalid: expected a known key",
     ),
+    "notice-handler-sometimes": (
+        {"spotNoticeHandler": {"enabled": "sometimes"}},
+        r"platform.spotNoticeHandler.enabled='sometimes' is invalid: expected auto, true or false",
+    ),
+    "notice-handler-latest": (
+        {"spotNoticeHandler": {"image": "ghcr.io/me/trainer:latest"}},
+        r"platform.spotNoticeHandler.image='ghcr.io/me/trainer:latest' is invalid: expected .*pinned tag",
+    ),
+    "notice-handler-untagged": (
+        {"spotNoticeHandler": {"image": "ghcr.io/me/trainer"}},
+        r"platform.spotNoticeHandler.image='ghcr.io/me/trainer'",
+    ),
+    "notice-handler-typo": (
+        {"spotNoticeHandler": {"enable": True}},
+        r"platform.spotNoticeHandler.enable=True is invalid: expected a known key",
+    ),
     "unknown-key": ({"etcdReplicas": 3}, r"platform.etcdReplicas=3 is invalid: expected a known key"),
 }
 
@@ -143,3 +159,12 @@ def test_explicit_conflicting_checkpoint_auth_is_an_error_naming_both_keys(clust
 
 def test_checkpoint_auth_modes_match_the_cluster_component():
     assert sorted(CHECKPOINT_AUTH.values()) == sorted(CHECKPOINT_AUTH_MODES)
+
+
+def test_notice_handler_settings():
+    s = PlatformSettings.from_config({"spotNoticeHandler": {"enabled": True, "image": "registry.local:5000/t:1.2"}})
+    assert s.notice_handler_enabled(notice_from_scheduled_events=False)
+    assert s.notice_handler_image_parts == ("registry.local:5000/t", "1.2")
+    off = PlatformSettings.from_config({"spotNoticeHandler": {"enabled": False}})
+    assert not off.notice_handler_enabled(notice_from_scheduled_events=True)
+    assert PlatformSettings().notice_handler_enabled(notice_from_scheduled_events=True)
