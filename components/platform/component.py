@@ -11,6 +11,7 @@ cluster component's `ClusterInfo`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -154,30 +155,23 @@ class TrainingPlatform(pulumi.ComponentResource):
         self.operator_placement = operator_placement(operator_opts.transforms or [])
 
         # 6. etcd 3.5 with the v2 API: the rendezvous server, on the CPU pool.
-        self.etcd = k8s.helm.v4.Chart(
-            f"{name}-etcd",
-            chart=project_relative(ETCD_CHART),
-            name="etcd-rendezvous",
-            namespace=settings.namespace,
-            values=etcd_values(settings, self.pools),
-            opts=pulumi.ResourceOptions.merge(
-                remote, pulumi.ResourceOptions(depends_on=[self.namespace_resource, *self.priority_classes])
-            ),
+        in_namespace = pulumi.ResourceOptions.merge(
+            remote, pulumi.ResourceOptions(depends_on=[self.namespace_resource, *self.priority_classes])
+        )
+        self.etcd = self._project_chart(
+            f"{name}-etcd", ETCD_CHART, "etcd-rendezvous", etcd_values(settings, self.pools), in_namespace
         )
 
         # 7. The spot-notice handler, where nothing else turns the cloud's eviction notice into
         # pod evictions (AKS: Scheduled Events are read by nobody, its own drain is best effort).
         self.notice_handler = None
         if settings.notice_handler_enabled(cluster.notice_from_scheduled_events):
-            self.notice_handler = k8s.helm.v4.Chart(
+            self.notice_handler = self._project_chart(
                 f"{name}-spot-notice-handler",
-                chart=project_relative(NOTICE_CHART),
-                name="spot-notice-handler",
-                namespace=settings.namespace,
-                values=notice_handler_values(settings, self.pools),
-                opts=pulumi.ResourceOptions.merge(
-                    remote, pulumi.ResourceOptions(depends_on=[self.namespace_resource, *self.priority_classes])
-                ),
+                NOTICE_CHART,
+                "spot-notice-handler",
+                notice_handler_values(settings, self.pools),
+                in_namespace,
             )
 
         self.namespace = pulumi.Output.from_input(settings.namespace)
@@ -199,6 +193,19 @@ class TrainingPlatform(pulumi.ComponentResource):
         )
 
     # ------------------------------------------------------------------ storage
+    def _project_chart(
+        self, resource: str, chart: Path, release: str, values: dict[str, Any], opts: pulumi.ResourceOptions
+    ) -> k8s.helm.v4.Chart:
+        """One of the project's own charts (charts/), released into the jobs' namespace."""
+        return k8s.helm.v4.Chart(
+            resource,
+            chart=project_relative(chart),
+            name=release,
+            namespace=self.settings.namespace,
+            values=values,
+            opts=opts,
+        )
+
     def _checkpoint(
         self,
         name: str,
