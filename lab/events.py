@@ -38,12 +38,12 @@ def _identity() -> dict[str, Any]:
     return out
 
 
-_IDENTITY = _identity()
-
 
 def emit(event: str, *, sink: str | Path | None = None, **fields: Any) -> dict[str, Any]:
     """Record one event; `sink` (a file) overrides $LAB_EVENTS_FILE (the drill records its own)."""
-    record = {"t": round(time.time(), 4), "event": event, **_IDENTITY, **fields}
+    # Read on every event: a worker forked from a warm server (lab.warm) gets its rank and
+    # round in the environment after this module was imported.
+    record = {"t": round(time.time(), 4), "event": event, **_identity(), **fields}
     line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
     path = sink or os.environ.get(ENV_EVENTS_FILE)
     if path:

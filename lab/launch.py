@@ -18,13 +18,24 @@ Why:
   seconds (rdzv-conf key, default 60); past that, or when a join times out, the launcher
   exits with a retryable code (>= 128, see EXIT_*) and leaves the rendezvous open, so the
   restarted pod joins the same job again. torch closes the rendezvous for good in both cases.
-Without these keys it behaves like torchrun, but for those two exits.
+- A node that vanishes (a spot VM taken back without a word: its sockets stay open) stops
+  heartbeating, and torch's agents see it dropped from the rendezvous within
+  keep_alive_interval x keep_alive_max_attempt, but act on it only when their workers' next
+  collective times out (the process-group timeout). Here an agent whose round lost a
+  participant restarts its workers at once (SIGTERM: they save the last completed step), as
+  it does when a new node is waiting, and the survivors rendezvous without it.
+- Workers start warm: from a forkserver that imported torch once (lab.warm), not as new
+  Pythons that import it on every restart. `LAB_WARM_WORKERS=0` turns it off; a
+  `--no-python` entrypoint always runs as torchrun runs it.
+Without these keys it behaves like torchrun, but for those exits, that restart and the
+warm start.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 import time
 import urllib.request
@@ -37,6 +48,7 @@ log = logging.getLogger("lab.launch")
 
 # rdzv-conf keys read here; torch's own create_handler would reject fractions in them.
 FRACTIONAL_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout", "keep_alive_interval")
+ENV_WARM_WORKERS = "LAB_WARM_WORKERS"
 POLL_KEY = "poll_interval"
 OUTAGE_KEY = "server_outage"
 DEFAULT_SERVER_OUTAGE_S = 60.0
@@ -78,6 +90,10 @@ def _handler_class():
         _unreachable_since: float | None = None
         _reconnected_at = 0.0
         _gave_up = False  # this agent leaves on a rendezvous error: keep the rendezvous open
+        # The round this agent's workers run in, and its participants when it completed.
+        _round: int | None = None
+        _members: frozenset = frozenset()
+        _lost_reported = False
 
         def num_nodes_waiting(self) -> int:
             """Nodes waiting to join; 0 while the server is unreachable (the workers keep
@@ -110,7 +126,21 @@ def _handler_class():
                 log.warning("rendezvous server reachable again after %.1f s", down)
                 events.emit("rdzv_reachable", down_s=round(down, 3), source="agent")
                 self._unreachable_since = None
-            return waiting
+            return waiting + len(self._lost_members())
+
+        def _lost_members(self) -> frozenset:
+            """Participants of this agent's round that the rendezvous dropped since it
+            completed: their heartbeats stopped (a vanished node) or they left."""
+            state = self._state_holder.state
+            if self._round is None or state.round != self._round:
+                return frozenset()
+            lost = self._members - set(state.participants)
+            if lost and not self._lost_reported:
+                self._lost_reported = True
+                names = sorted(str(n) for n in lost)
+                log.warning("participant(s) %s left round %d; restarting the workers", ", ".join(names), state.round)
+                events.emit("rdzv_member_lost", nodes=names, round=state.round, source="agent")
+            return lost
 
         def _still_down(self, now: float) -> int:
             """0 (nobody waits) while the outage is within `server_outage_s`; past it, give up."""
@@ -123,11 +153,15 @@ def _handler_class():
             return 0
 
         def next_rendezvous(self):  # type: ignore[no-untyped-def]
+            self._round = None
             try:
-                return super().next_rendezvous()
+                info = super().next_rendezvous()
             except (RendezvousTimeoutError, RendezvousConnectionError):
                 self._gave_up = True
                 raise
+            state = self._state_holder.state
+            self._round, self._members, self._lost_reported = state.round, frozenset(state.participants), False
+            return info
 
         def shutdown(self) -> bool:
             """torch closes the rendezvous for good here; after a rendezvous error this agent's
@@ -266,12 +300,37 @@ def install() -> None:
     table["c10d"] = _c10d
 
 
+def start_warm_workers() -> None:
+    """Start python entrypoints' workers from lab.warm's forkserver. The forkserver starts
+    now, importing torch while the agent's rendezvous runs; every worker start, first and
+    restarts alike, is then a fork of it."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    from torch.distributed import run
+    from torch.distributed.launcher.api import elastic_launch
+
+    from lab.warm import PRELOAD, run_script
+
+    def launch(config, entrypoint):  # type: ignore[no-untyped-def]
+        if entrypoint != sys.executable:  # --no-python: a program of its own
+            return elastic_launch(config=config, entrypoint=entrypoint)
+        config.start_method = "forkserver"
+        return elastic_launch(config=config, entrypoint=run_script)
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    forkserver.ensure_running()
+    run.elastic_launch = launch
+
+
 def main(argv: list[str] | None = None) -> int:
     from torch.distributed import run
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError
 
     install()
+    if os.environ.get(ENV_WARM_WORKERS, "1") != "0":
+        start_warm_workers()
     try:
         run.main(argv if argv is not None else sys.argv[1:])
     except SignalException as exc:

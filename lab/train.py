@@ -5,8 +5,10 @@ Read it top to bottom:
   2. the data: a synthetic classification set, sharded by global sample index;
   3. the model and optimizer, with the learning rate scaled to the world size;
   4. resume from the newest valid checkpoint;
-  5. the training loop: checkpoints on a timer of steps, an emergency checkpoint on a spot
-     notice (SIGTERM), and a save of the last completed step when a peer vanishes;
+  5. the training loop (DistributedDataParallel, torch.optim): checkpoints on a timer of
+     steps, an emergency checkpoint on a spot notice (SIGTERM, even while a collective waits
+     on a vanished peer), and a save of the last completed step when a peer's loss fails a
+     collective;
   6. exit.
 
 Every distributed setting (rank, world size, rendezvous) comes from torchrun's environment.
@@ -22,12 +24,15 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from lab import events
 from lab.checkpoint import CheckpointStore
@@ -143,48 +148,10 @@ def scaled_lr(base_lr: float, world_size: int, scaling: str) -> float:
     return base_lr * {"linear": world_size, "sqrt": math.sqrt(world_size), "none": 1}[scaling]
 
 
-# Every elastic restart starts the workers again, so their start-up time is recovery time.
-# DistributedDataParallel and torch.optim import torch._dynamo on first use (about 1.2 s
-# each here), so this demo averages gradients with one all_reduce and steps a plain SGD.
-class MomentumSGD:
-    """SGD with momentum (torch.optim.SGD's update, dampening 0, no Nesterov)."""
-
-    def __init__(self, params, lr: float, momentum: float = 0.9):
-        self.params, self.lr, self.momentum = list(params), lr, momentum
-        self.buffers: list[torch.Tensor | None] = [None] * len(self.params)
-
-    @torch.no_grad()
-    def step(self) -> None:
-        for i, p in enumerate(self.params):
-            if p.grad is None:
-                continue
-            buf = self.buffers[i]
-            self.buffers[i] = buf = p.grad.clone() if buf is None else buf.mul_(self.momentum).add_(p.grad)
-            p.add_(buf, alpha=-self.lr)
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
-
-    def state_dict(self) -> dict:
-        return {"momentum": self.momentum, "buffers": self.buffers}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.momentum, self.buffers = state["momentum"], list(state["buffers"])
-
-
-def average_gradients(model: nn.Module, world_size: int) -> None:
-    """All ranks end up with the mean gradient: one flat all_reduce (a collective that
-    fails fast when a peer has vanished)."""
-    params = list(model.parameters())
-    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
-    dist.all_reduce(flat)
-    flat /= world_size
-    offset = 0
-    for p in params:
-        n = p.numel()
-        p.grad = flat[offset : offset + n].view_as(p)
-        offset += n
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """The world size may differ from the checkpoint's: every group gets this run's rate."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
 
 
 # ---------------------------------------------------------------------------- RNG state
@@ -210,16 +177,34 @@ def restore_rng(state: dict | None, rank: int, world_size: int, seed: int, step:
 
 # ------------------------------------------------------------------------ spot notice
 class SpotNotice:
-    """SIGTERM (spot notice, scale-out, or the agent stopping workers) sets a flag; the loop
-    saves at the next step boundary, where model and optimizer are consistent."""
+    """SIGTERM (a spot notice, or the agent stopping its workers) while training.
+
+    A Python signal handler runs only between bytecodes of the main thread, and a collective
+    waiting on a vanished peer holds the main thread in C++ until the process-group timeout:
+    SIGTERM would wait that long. So SIGTERM is blocked in every thread and taken by a
+    thread of its own (`sigwait`). It calls `on_notice` at once; the training loop holds
+    `consistent` from the optimizer's update to the step counter's, so `on_notice` takes it
+    and sees the model, optimizer and step of the last completed step, whatever the main
+    thread is waiting on. Until training sets `on_notice` there is nothing newer than the
+    checkpoint to save, and the process exits at once. Create it before anything starts
+    threads (the mask is inherited).
+    """
 
     def __init__(self) -> None:
         self.received_at: float | None = None
-        signal.signal(signal.SIGTERM, self._handle)
+        self.consistent = threading.Lock()
+        self.on_notice: Callable[[], None] | None = None
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        threading.Thread(target=self._wait, name="spot-notice", daemon=True).start()
 
-    def _handle(self, signum: int, frame: object) -> None:
-        if self.received_at is None:
-            self.received_at = time.time()
+    def _wait(self) -> None:
+        signal.sigwait({signal.SIGTERM})
+        self.received_at = time.time()
+        with self.consistent:
+            if self.on_notice is not None:
+                self.on_notice()
+            logging.shutdown()
+            os._exit(EXIT_ON_NOTICE)
 
     @property
     def received(self) -> bool:
@@ -251,9 +236,9 @@ def main(argv: list[str] | None = None) -> int:
 
     x_all, y_all = make_dataset(args.dataset_size, args.seed)
     torch.manual_seed(args.seed)  # the same initial weights on every rank
-    model = make_model().to(device)
+    net = make_model().to(device)
     lr = scaled_lr(args.lr, world_size, args.lr_scaling)
-    optimizer = MomentumSGD(model.parameters(), lr=lr, momentum=0.9)
+    optimizer = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
 
     # ------------------------------------------------------------------- 4. resume
@@ -267,9 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     loaded = store.load(choice[0], map_location=device) if choice[0] else None
     if loaded is not None:
         state = loaded.state
-        model.load_state_dict(state["model"])
+        net.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        optimizer.lr = lr  # the world size may have changed since the save
+        set_lr(optimizer, lr)
         step = state["step"]
         sampler = GlobalSampler(args.dataset_size, args.seed, state["epoch"], state["position"])
         events.emit(
@@ -300,9 +285,13 @@ def main(argv: list[str] | None = None) -> int:
             restarts,
         )
 
+    # Wrapped after loading: DDP broadcasts rank 0's weights to every rank as it starts, and
+    # averages gradients during backward (its all_reduce fails when a peer is gone).
+    model = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
+
     def snapshot(rng_by_rank: dict[int, dict]) -> dict:
         return {
-            "model": model.state_dict(),
+            "model": net.state_dict(),
             "optimizer": optimizer.state_dict(),
             "step": step,
             "epoch": sampler.epoch,
@@ -334,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         interpreter teardown with broken sockets takes about half a second."""
         events.emit("collective_failed", step=step, error=type(exc).__name__, message=str(exc)[:200])
         if args.save_on_failure:
-            save("failure")
+            with notice.consistent:  # not at the same time as a notice's save
+                save("failure")
         log.error(
             "after step %d a collective failed (%s: %s); exiting for the agent to restart the group",
             step,
@@ -344,32 +334,35 @@ def main(argv: list[str] | None = None) -> int:
         logging.shutdown()
         os._exit(1)
 
+    def leave_on_notice() -> None:
+        """Spot notice (or the agent restarting the group): save the last completed step and
+        exit at once, even from the middle of a collective that waits on a vanished peer."""
+        assert notice.received_at is not None
+        save("notice")
+        log.warning("spot notice: saved step %d, exiting", step)
+        events.emit("exit", reason="notice", step=step, notice_to_exit_s=round(time.time() - notice.received_at, 4))
+
+    notice.on_notice = leave_on_notice
+
     # ------------------------------------------------------------- 5. training loop
     while step < args.steps:
-        if notice.received:
-            # Spot notice: the model is consistent at a step boundary. Save and go.
-            save("notice")
-            log.warning("spot notice: saved step %d, exiting", step)
-            events.emit("exit", reason="notice", step=step, notice_to_exit_s=round(time.time() - notice.received_at, 4))
-            return EXIT_ON_NOTICE
-
         indices, covered = sampler.peek(args.batch_size, rank, world_size)
         xb, yb = x_all[indices].to(device), y_all[indices].to(device)
         t0 = time.perf_counter()
-        optimizer.zero_grad()
-        # Gradients are averaged over ranks; scaling the summed loss by world/covered makes
-        # that average the exact mean over the step's global batch, even for a short one.
-        local_loss = loss_fn(model(xb), yb)
-        (local_loss * (world_size / covered)).backward()
         if args.step_time:
             time.sleep(args.step_time)  # what an accelerator would spend on a real model
+        optimizer.zero_grad()
+        # DDP averages gradients over ranks; scaling the summed loss by world/covered makes
+        # that average the exact mean over the step's global batch, even for a short one.
+        local_loss = loss_fn(model(xb), yb)
         try:
-            average_gradients(model, world_size)
-        except RuntimeError as exc:  # the collective failed: a peer vanished or timed out
+            (local_loss * (world_size / covered)).backward()
+        except RuntimeError as exc:  # the gradients' all_reduce failed: a peer vanished or timed out
             peer_lost(exc)
-        optimizer.step()
-        step += 1
-        sampler.advance(covered)
+        with notice.consistent:  # a notice saves either before this update or after it
+            optimizer.step()
+            step += 1
+            sampler.advance(covered)
         if rank == 0:
             events.emit(
                 "step",
@@ -396,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
             except RuntimeError as exc:
                 peer_lost(exc)
             if rank == 0:
-                save("interval", dict(enumerate(states)), started)
+                with notice.consistent:
+                    save("interval", dict(enumerate(states)), started)
                 log.info(
                     "step %d/%d  loss %.4f  world size %d  (checkpoint saved)",
                     step,
@@ -409,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     states = [None] * world_size
     dist.all_gather_object(states, rng_state(device))
     if rank == 0:
-        save("final", dict(enumerate(states)))
+        with notice.consistent:
+            save("final", dict(enumerate(states)))
     dist.barrier()  # peers tear down their connections only after rank 0's final save
     events.emit("exit", reason="done", step=step, rng=rng_fingerprint())
     dist.destroy_process_group()

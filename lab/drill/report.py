@@ -13,7 +13,7 @@ from lab.drill.agent_logs import AgentEvent
 @dataclass
 class Eviction:
     node: str
-    kind: str  # "hard" | "notice"
+    kind: str  # "hard" | "notice" | "silent"
     t: float
     world_before: int | None = None
     world_after: int | None = None
@@ -22,6 +22,7 @@ class Eviction:
     lost_steps: int | None = None
     recovery_s: float | None = None  # eviction -> first step at the new world size
     rendezvous_s: float | None = None  # eviction -> agents' next completed rendezvous
+    detected_s: float | None = None  # eviction -> an agent saw the node leave its round
     emergency_save_s: float | None = None  # notice only: seconds the save took
     notice_to_exit_s: float | None = None  # notice only: SIGTERM -> worker exit
 
@@ -112,6 +113,8 @@ class DrillReport:
             )
             if ev.recovery_s is not None:
                 lines.append(f"    recovery: {ev.recovery_s:.2f} s to the first step at the new world size")
+            if ev.detected_s is not None:
+                lines.append(f"    an agent saw it leave the round after {ev.detected_s:.2f} s")
             if ev.rendezvous_s is not None:
                 lines.append(f"    agents re-rendezvoused after {ev.rendezvous_s:.2f} s")
             if ev.lost_steps is not None:
@@ -232,6 +235,8 @@ def analyze(
 
     for e in (e for e in events if e["event"] == "evict"):
         ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"], world_before=world_at(e["t"]))
+        lost = next((x for x in events if x["event"] == "rdzv_member_lost" and x["t"] > e["t"]), None)
+        ev.detected_s = lost["t"] - e["t"] if lost else None
         rdzv = next((a for a in agent_events if a.kind == "rendezvous" and a.t > e["t"]), None)
         if rdzv:
             ev.rendezvous_s = rdzv.t - e["t"]

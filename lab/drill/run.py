@@ -16,6 +16,7 @@ from lab.spec.job import JobSpec
 from lab.spec.problems import InvalidInput, Problem, Problems
 
 FAULTS = ("node", "rendezvous-restart")
+EVICTIONS = ("hard", "notice", "silent")
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,8 @@ class DrillConfig:
       usual, to show the restarted server still runs the rendezvous. With
       `outage_keeps_data=False` etcd comes back empty, as a rescheduled etcd pod does.
     target_steps: the step the job must reach (None for a script without our events).
-    eviction: "hard" (SIGKILL) or "notice" (SIGTERM, SIGKILL after notice_s).
+    eviction: "hard" (SIGKILL), "notice" (SIGTERM, SIGKILL after notice_s) or "silent"
+      (SIGSTOP: the node vanishes with its sockets open, as a VM taken back without a word).
     evict_at_step: evict once rank 0 reports this step; scripts without our events are
       evicted `evict_after_s` seconds after their first rendezvous instead.
     scale_out_after_s: add a node back this many seconds after the job recovered (None: never).
@@ -102,8 +104,8 @@ def drill_problems(
         found.add(
             "nodes", nodes, f"at least {spec.min_nodes + 1}: evicting one must leave min_nodes={spec.min_nodes} running"
         )
-    if eviction not in ("hard", "notice"):
-        found.add("eviction", eviction, "'hard' or 'notice'")
+    if eviction not in EVICTIONS:
+        found.add("eviction", eviction, "one of " + ", ".join(EVICTIONS))
     if eviction == "notice" and not 0 < notice_s <= 600:
         found.add("notice_s", notice_s, "seconds in (0, 600]")
     if target_steps is not None and not 0 < evict_at_step < target_steps:
@@ -195,7 +197,9 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
             warm = bool(cluster.alive_nodes) and not _done(seen)
         victim = started[cfg.victim]
         if warm and victim.alive:
-            cluster.evict(victim, cfg.notice_s if cfg.eviction == "notice" else None)
+            cluster.evict(
+                victim, cfg.notice_s if cfg.eviction == "notice" else None, silent=cfg.eviction == "silent"
+            )
             progress.say(f"evicted {victim.name} ({cfg.eviction})", len(cluster.alive_nodes), force=True)
             if cfg.scale_out_after_s is not None:
                 recovered = wait_for(

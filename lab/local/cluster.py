@@ -22,6 +22,10 @@ from lab.spec.job import ENV_EVENTS_FILE, JobSpec, RdzvBackend
 
 log = logging.getLogger(__name__)
 
+# A silently evicted node's processes are killed this long after they stopped (a vanished
+# VM never comes back; by then its peers have long moved on).
+SILENT_KILL_S = 30.0
+
 
 def _raise_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
@@ -38,12 +42,18 @@ class Node:
     log_path: Path
     started_at: float
     evicted_at: float | None = None
-    eviction: str | None = None  # "notice" | "hard"
+    eviction: str | None = None  # "notice" | "hard" | "silent"
     _killer: threading.Timer | None = field(default=None, repr=False)
 
     @property
-    def alive(self) -> bool:
+    def running(self) -> bool:
+        """Its agent's process exists (a silently evicted node's, stopped, still does)."""
         return self.proc.poll() is None
+
+    @property
+    def alive(self) -> bool:
+        """Running and taking part: a silently evicted node is gone for everyone else."""
+        return self.running and self.eviction != "silent"
 
     @property
     def exit_code(self) -> int | None:
@@ -166,7 +176,7 @@ class LocalCluster:
         for node in self.nodes:
             if node._killer:
                 node._killer.cancel()
-            if node.alive:
+            if node.running:
                 procs.signal_tree(node.proc.pid, signal.SIGKILL)
         for node in self.nodes:
             try:
@@ -246,25 +256,36 @@ class LocalCluster:
         self.record("node_added", node=name, pid=proc.pid)
         return node
 
-    def evict(self, node: Node, notice_s: float | None = None) -> None:
+    def evict(self, node: Node, notice_s: float | None = None, *, silent: bool = False) -> None:
         """Evict a node like a spot reclaim: with a notice (SIGTERM to its whole tree, then
-        SIGKILL when the notice runs out) or hard (SIGKILL, no warning)."""
+        SIGKILL when the notice runs out), hard (SIGKILL, no warning: on loopback its sockets
+        close at once, so peers learn of it in milliseconds) or silent (SIGSTOP of the whole
+        tree, as a VM that vanishes: its sockets stay open and nothing more is said; the tree
+        is killed SILENT_KILL_S later, or when the cluster closes)."""
         if not node.alive:
             raise LocalClusterError(f"node={node.name!r} is not running: expected a live node to evict")
+        if silent and notice_s is not None:
+            raise LocalClusterError(f"notice_s={notice_s!r} is invalid: expected none for a silent eviction")
         node.evicted_at = time.time()
-        node.eviction = "hard" if notice_s is None else "notice"
+        node.eviction = "silent" if silent else "hard" if notice_s is None else "notice"
         self.record("evict", node=node.name, kind=node.eviction, notice_s=notice_s)
-        if notice_s is None:
+        if node.eviction == "hard":
             procs.signal_tree(node.proc.pid, signal.SIGKILL)
             return
+        if node.eviction == "silent":
+            procs.signal_tree(node.proc.pid, signal.SIGSTOP)
+            self._kill_later(node, SILENT_KILL_S, "vanished_killed")
+            return
         procs.signal_tree(node.proc.pid, signal.SIGTERM)
+        self._kill_later(node, notice_s or 0.0, "notice_expired")
 
-        def notice_expired() -> None:
-            if node.alive:
-                self.record("notice_expired", node=node.name)
+    def _kill_later(self, node: Node, seconds: float, event: str) -> None:
+        def kill() -> None:
+            if node.running:
+                self.record(event, node=node.name)
                 procs.signal_tree(node.proc.pid, signal.SIGKILL)
 
-        node._killer = threading.Timer(notice_s, notice_expired)
+        node._killer = threading.Timer(seconds, kill)
         node._killer.daemon = True
         node._killer.start()
 

@@ -40,9 +40,10 @@ def tree(pid: int) -> list[psutil.Process]:
 
 
 def signal_tree(pid: int, sig: int) -> list[psutil.Process]:
-    """Send `sig` to a whole tree at once. For SIGKILL the root is frozen first so that it
-    cannot start a new child between listing and killing (a node dies all at once)."""
-    if sig == signal.SIGKILL:
+    """Send `sig` to a whole tree at once. For SIGKILL and SIGSTOP the root is frozen first
+    so that it cannot start a new child between listing and signalling (a node dies, or
+    vanishes, all at once)."""
+    if sig in (signal.SIGKILL, signal.SIGSTOP):
         _send(pid, signal.SIGSTOP)
     procs = tree(pid)
     for p in procs:
