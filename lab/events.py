@@ -38,7 +38,6 @@ def _identity() -> dict[str, Any]:
     return out
 
 
-
 def emit(event: str, *, sink: str | Path | None = None, **fields: Any) -> dict[str, Any]:
     """Record one event; `sink` (a file) overrides $LAB_EVENTS_FILE (the drill records its own)."""
     # Read on every event: a worker forked from a warm server (lab.warm) gets its rank and

@@ -197,9 +197,7 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
             warm = bool(cluster.alive_nodes) and not _done(seen)
         victim = started[cfg.victim]
         if warm and victim.alive:
-            cluster.evict(
-                victim, cfg.notice_s if cfg.eviction == "notice" else None, silent=cfg.eviction == "silent"
-            )
+            cluster.evict(victim, cfg.notice_s if cfg.eviction == "notice" else None, silent=cfg.eviction == "silent")
             progress.say(f"evicted {victim.name} ({cfg.eviction})", len(cluster.alive_nodes), force=True)
             if cfg.scale_out_after_s is not None:
                 recovered = wait_for(
