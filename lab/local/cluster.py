@@ -19,6 +19,7 @@ from lab import events
 from lab.local import procs
 from lab.local.etcd import EtcdError, EtcdServer, find_etcd
 from lab.spec.job import ENV_EVENTS_FILE, JobSpec, RdzvBackend
+from lab.warm import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class LocalCluster:
         self.nodes: list[Node] = []
         self.events_file = self.workdir / "events.jsonl"
         self._etcd: EtcdServer | None = None
+        self._watchdog: subprocess.Popen | None = None
         self._store: subprocess.Popen | None = None
         self._store_port = 0
         self._next_id = 0
@@ -128,6 +130,7 @@ class LocalCluster:
 
     def start(self) -> None:
         procs.become_subreaper()
+        self._start_watchdog()
         # SIGTERM to the launcher (a CI timeout, `kill`) must stop everything it started,
         # as Ctrl-C does: turn it into an exception so close() runs.
         if threading.current_thread() is threading.main_thread():
@@ -135,6 +138,7 @@ class LocalCluster:
         try:
             if self.spec.rdzv_backend is RdzvBackend.ETCD_V2:
                 self._etcd = EtcdServer(self.workdir, self._etcd_binary).start()
+                self._guard(self._etcd.proc)
                 endpoint = self._etcd.endpoint
             else:
                 endpoint = self._start_store()
@@ -159,7 +163,9 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=die_with_parent,
             )
+        self._guard(self._store)
         started = log_path.read_text().count("listening")
         ready = procs.wait_until(
             lambda: self._store.poll() is not None or log_path.read_text().count("listening") > started, 30
@@ -169,10 +175,23 @@ class LocalCluster:
         return f"127.0.0.1:{port}"
 
     def close(self) -> None:
-        """Stop every node tree, the rendezvous server, and any straggler we adopted."""
+        """Stop every node tree, the rendezvous server, and any straggler we adopted. A
+        second Ctrl-C (or SIGTERM) while this runs is ignored: cut short, it would leave
+        processes behind."""
         if self._closed:
             return
         self._closed = True
+        in_main = threading.current_thread() is threading.main_thread()
+        held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)} if in_main else {}
+        try:
+            self._stop_everything()
+        finally:
+            for sig, handler in held.items():
+                signal.signal(sig, handler)
+            if getattr(self, "_old_sigterm", None) is not None:
+                signal.signal(signal.SIGTERM, self._old_sigterm)
+
+    def _stop_everything(self) -> None:
         for node in self.nodes:
             if node._killer:
                 node._killer.cancel()
@@ -186,9 +205,37 @@ class LocalCluster:
         if self._etcd:
             self._etcd.stop()
         procs.stop(self._store)
-        procs.kill_descendants(timeout=3)
-        if getattr(self, "_old_sigterm", None) is not None:
-            signal.signal(signal.SIGTERM, self._old_sigterm)
+        procs.kill_descendants(timeout=3, spare=self._watchdog)
+        if self._watchdog is not None and self._watchdog.stdin is not None:
+            try:
+                self._watchdog.stdin.write(b"done\n")
+                self._watchdog.stdin.close()
+            except OSError:
+                pass
+            procs.stop(self._watchdog)
+
+    # ------------------------------------------------------------------ watchdog
+    def _start_watchdog(self) -> None:
+        """lab.local.watchdog kills every process group this cluster started if this process
+        dies without closing it (SIGKILL, a crash): each node, the rendezvous server. It runs
+        in a session of its own, so a Ctrl-C to the drill does not reach it."""
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-m", "lab.local.watchdog"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def _guard(self, proc: subprocess.Popen | None) -> None:
+        """Hand a process-group leader we started (start_new_session) to the watchdog."""
+        if proc is None or self._watchdog is None or self._watchdog.stdin is None:
+            return
+        try:
+            self._watchdog.stdin.write(f"{proc.pid}\n".encode())
+            self._watchdog.stdin.flush()
+        except OSError:
+            log.warning("the watchdog is gone: processes may outlive a killed drill")
 
     # ---------------------------------------------------------- rendezvous server
     def stop_rendezvous(self) -> None:
@@ -213,6 +260,7 @@ class LocalCluster:
                 if not keep_data:
                     shutil.rmtree(self._etcd.data_dir, ignore_errors=True)
                 self._etcd.start()
+                self._guard(self._etcd.proc)
             else:
                 self._start_store()
         except EtcdError as exc:
@@ -248,10 +296,19 @@ class LocalCluster:
             *self.spec.entrypoint(),
         ]
         with open(log_path, "ab") as out:
+            # die_with_parent: the node dies with the drill, even when the drill is SIGKILLed
+            # (its forkserver and workers die with it in turn, see lab.warm).
             proc = subprocess.Popen(
-                cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                cmd,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
             )
         node = Node(name, proc, log_path, time.time())
+        self._guard(proc)
         self.nodes.append(node)
         self.record("node_added", node=name, pid=proc.pid)
         return node

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lab.local import procs
 from lab.local.procs import free_port, wait_until
+from lab.warm import die_with_parent
 
 ENV_ETCD_BINARY = "LAB_ETCD_BINARY"
 
@@ -111,7 +112,12 @@ class EtcdServer:
         self.log_path = self.workdir / "etcd.log"
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
             )
         if not wait_until(lambda: self.proc.poll() is not None or self.v2_ready(), timeout):
             self.stop()

@@ -70,10 +70,10 @@ def stop(proc: subprocess.Popen | None, timeout: float = 5.0) -> None:
         proc.wait(timeout)
 
 
-def kill_descendants(timeout: float = 5.0) -> list[int]:
-    """Stop every descendant of this process: SIGTERM, then SIGKILL after `timeout`."""
+def kill_descendants(timeout: float = 5.0, spare: subprocess.Popen | None = None) -> list[int]:
+    """Stop every descendant of this process but `spare`: SIGTERM, then SIGKILL after `timeout`."""
     me = psutil.Process()
-    procs = me.children(recursive=True)
+    procs = [p for p in me.children(recursive=True) if spare is None or p.pid != spare.pid]
     for p in procs:
         _send(p.pid, signal.SIGTERM)
     _, alive = psutil.wait_procs(procs, timeout=timeout)

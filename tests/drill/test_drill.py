@@ -232,3 +232,109 @@ def test_sigterm_to_the_drill_stops_everything_it_started(workdir):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) != 0
     # the workdir fixture asserts that no etcd, agent or worker process survived
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", ["etcd-v2", "c10d"])
+def test_a_node_that_vanishes_is_left_behind_on_its_heartbeat(workdir, backend):
+    """SIGSTOP of a node's whole tree (its sockets stay open, as a vanished VM's). With a
+    process-group timeout of 60 s the survivors' collective would wait past the test's
+    deadline: they go on only because their agents act on the lost heartbeat, restart the
+    workers (who save their last completed step) and rendezvous without it."""
+    cfg = DrillConfig(
+        spec=_spec(workdir, rdzv_backend=backend, pg_timeout_s=60),
+        workdir=workdir,
+        nodes=3,
+        target_steps=150,
+        eviction="silent",
+        evict_at_step=40,
+        scale_out_after_s=None,
+        timeout_s=100,
+    )
+    report = run_drill(cfg)
+    assert report.passed, report.summary()
+    (ev,) = report.evictions
+    assert ev.kind == "silent" and ev.world_before == 3 and ev.world_after == 2
+    assert ev.detected_s is not None  # an agent saw the node leave its round
+    assert ev.lost_steps is not None and ev.lost_steps <= 1
+    assert report.max_restart_count == 0  # a membership change, not a failure: no restart used
+    assert report.node_exit_codes["node-2"] == -9  # killed when the cluster closed
+
+
+DRILL_THEN_WAIT = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from lab.drill.run import DrillConfig, run_drill
+    from lab.spec.job import JobSpec
+    wd = Path(sys.argv[1])
+    spec = JobSpec(name="t", min_nodes=2, max_nodes=3, checkpoint_dir=str(wd / "ckpt"),
+                   script_args=("--steps", "100000", "--step-time", "0.05"))
+    run_drill(DrillConfig(spec=spec, workdir=wd, nodes=3, target_steps=100000, eviction=sys.argv[2],
+                          evict_at_step=20, scale_out_after_s=None, timeout_s=600))
+""")
+
+
+def _started_and_evicted(workdir, deadline_s=60.0):
+    import time
+
+    events_file = workdir / "events.jsonl"
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        text = events_file.read_text() if events_file.exists() else ""
+        if '"evict"' in text and text.count('"step"') > 25:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("eviction", ["silent", "hard"])
+def test_sigkill_of_the_drill_leaves_no_process(workdir, eviction):
+    """The drill is SIGKILLed (no clean-up runs) after a node was evicted: every process it
+    started dies with it, the stopped tree of a silently evicted node included."""
+    import time
+
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-c", DRILL_THEN_WAIT, str(workdir), eviction])
+    try:
+        assert _started_and_evicted(workdir), "the drill did not train and evict in time"
+        started = psutil.Process(proc.pid).children(recursive=True)
+        assert len(started) >= 5  # etcd, agents, forkservers, workers
+        proc.kill()
+        proc.wait(10)
+        gone, alive = psutil.wait_procs(started, timeout=15)
+        assert not alive, [(p.pid, p.name()) for p in alive]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.timeout(120)
+def test_double_ctrl_c_stops_everything_and_says_so(workdir):
+    import signal
+    import time
+
+    import psutil
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lab.cli", "drill", "--workdir", str(workdir), "--quiet", "--steps", "100000"]
+        + ["--evict-at-step", "20"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert _started_and_evicted(workdir), "the drill did not train and evict in time"
+        started = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)  # while it cleans up
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err[-2000:]
+        assert "every process it started was stopped" in err
+        gone, alive = psutil.wait_procs(started, timeout=5)
+        assert not alive, [(p.pid, p.name()) for p in alive]
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,39 @@
+"""The local cluster's watchdog: a process of its own that kills every process group the
+cluster started when the cluster's process dies, however it dies (SIGKILL included, when no
+clean-up of its own can run).
+
+Protocol, on standard input: one process-group id per line as the cluster starts them;
+`done` when the cluster has stopped them itself (the watchdog then exits and kills nothing).
+End of input without `done` means the cluster's process is gone: every group is killed,
+stopped ones included (SIGKILL reaches a stopped process).
+
+Run as `python -m lab.local.watchdog`; lab.local.cluster starts it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+DONE = "done"
+
+
+def main() -> int:
+    groups: list[int] = []
+    for line in sys.stdin:
+        word = line.strip()
+        if word == DONE:
+            return 0
+        if word.isdigit():
+            groups.append(int(word))
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
