@@ -1,7 +1,10 @@
-"""Recovery after an eviction of one of three nodes: our rendezvous settings vs torchrun's
-defaults, hard kill vs notice. Prints medians of several drills on the local target.
+"""Recovery after an eviction of one of three nodes: hard kill, notice and silent loss (the
+node's tree stopped, as a vanished VM), etcd-v2 and c10d; our rendezvous settings or
+torchrun's defaults. The demo trains with DistributedDataParallel and torch.optim. Prints
+medians of several drills on the local target.
 
-Run: .venv/bin/python benchmarks/recovery.py [--runs 3] [--backend etcd-v2]
+Run: .venv/bin/python benchmarks/recovery.py [--runs 5] [--backends etcd-v2 c10d]
+     [--evictions hard notice silent] [--settings ours torch-defaults]
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ def one(
         "lost": ev.lost_steps,
         "save_s": ev.emergency_save_s,
         "rdzv_s": ev.rendezvous_s,
+        "detected_s": ev.detected_s,
+        "restarts_used": report.max_restart_count,
     }
 
 
@@ -77,12 +82,12 @@ def med(values):
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--backend", default="etcd-v2")
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--backends", nargs="+", default=["etcd-v2", "c10d"])
     p.add_argument("--steps", type=int, default=160)
     p.add_argument("--checkpoint-every", type=int, default=40)
-    p.add_argument("--settings", nargs="+", default=list(SETTINGS))
-    p.add_argument("--evictions", nargs="+", default=["hard", "notice"])
+    p.add_argument("--settings", nargs="+", default=["ours"], choices=list(SETTINGS))
+    p.add_argument("--evictions", nargs="+", default=["hard", "notice", "silent"])
     p.add_argument(
         "--evict-at-step",
         type=int,
@@ -96,48 +101,56 @@ def main() -> int:
     )
     args = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-recovery-"))
-    results: dict[tuple[str, str], list[dict]] = {}
+    results: dict[tuple[str, str, str], list[dict]] = {}
     for settings in args.settings:
-        for eviction in args.evictions:
-            for i in range(args.runs):
-                t = time.time()
-                r = one(
-                    settings,
-                    eviction,
-                    args.backend,
-                    root,
-                    args.steps,
-                    args.checkpoint_every,
-                    save_on_failure=not args.no_save_on_failure,
-                    evict_at=args.evict_at_step,
-                )
-                results.setdefault((settings, eviction), []).append(r)
-                print(
-                    f"  {settings:<15} {eviction:<7} run {i + 1}/{args.runs}: recovery {r['recovery_s']:.2f} s, "
-                    f"lost {r['lost']} steps, passed {r['passed']} ({time.time() - t:.0f} s)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+        for backend in args.backends:
+            for eviction in args.evictions:
+                for i in range(args.runs):
+                    t = time.time()
+                    r = one(
+                        settings,
+                        eviction,
+                        backend,
+                        root,
+                        args.steps,
+                        args.checkpoint_every,
+                        save_on_failure=not args.no_save_on_failure,
+                        evict_at=args.evict_at_step,
+                    )
+                    results.setdefault((settings, backend, eviction), []).append(r)
+                    rec = "none" if r["recovery_s"] is None else f"{r['recovery_s']:.2f} s"
+                    print(
+                        f"  {settings:<15} {backend:<8} {eviction:<7} run {i + 1}/{args.runs}: recovery {rec}, "
+                        f"lost {r['lost']} steps, passed {r['passed']} ({time.time() - t:.0f} s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     print(
-        f"\nRecovery of 1 of 3 nodes ({args.backend}, {args.runs} runs each, checkpoint every "
-        f"{args.checkpoint_every} steps, save-on-failure {'off' if args.no_save_on_failure else 'on'})"
+        f"\nRecovery of 1 of 3 nodes ({args.runs} runs each, checkpoint every {args.checkpoint_every} steps, "
+        f"save-on-failure {'off' if args.no_save_on_failure else 'on'})"
     )
     print(
-        f"{'settings':<15} {'eviction':<8} {'median s':>9} {'min s':>7} {'max s':>7} {'rdzv s':>7} "
-        f"{'lost steps':>10} {'save s':>7}"
+        f"{'settings':<15} {'backend':<8} {'eviction':<8} {'median s':>9} {'min s':>7} {'max s':>7} "
+        f"{'seen s':>7} {'rdzv s':>7} {'lost steps':>10} {'max lost':>8} {'save s':>7} {'passed':>7}"
     )
-    for (settings, eviction), rs in results.items():
-        rec = [r["recovery_s"] for r in rs if r["recovery_s"] is not None]
+    for (settings, backend, eviction), rs in results.items():
+        rec = [r["recovery_s"] for r in rs if r["recovery_s"] is not None] or [float("nan")]
+        lost = [r["lost"] for r in rs if r["lost"] is not None] or [float("nan")]
         print(
-            f"{settings:<15} {eviction:<8} {med(rec):9.2f} {min(rec):7.2f} {max(rec):7.2f} "
-            f"{med([r['rdzv_s'] for r in rs]):7.2f} {med([r['lost'] for r in rs]):10.1f} "
-            f"{med([r['save_s'] for r in rs]):7.3f}"
+            f"{settings:<15} {backend:<8} {eviction:<8} {med(rec):9.2f} {min(rec):7.2f} {max(rec):7.2f} "
+            f"{med([r['detected_s'] for r in rs]):7.2f} {med([r['rdzv_s'] for r in rs]):7.2f} "
+            f"{med(lost):10.1f} {max(lost):8.0f} {med([r['save_s'] for r in rs]):7.3f} "
+            f"{sum(r['passed'] for r in rs):>4}/{len(rs)}"
         )
-    for eviction in args.evictions:
-        if ("ours", eviction) in results and ("torch-defaults", eviction) in results:
-            a = med([r["recovery_s"] for r in results[("torch-defaults", eviction)]])
-            b = med([r["recovery_s"] for r in results[("ours", eviction)]])
-            print(f"ratio torch-defaults / ours ({eviction}): {a / b:.1f}x")
+    for backend in args.backends:
+        for eviction in args.evictions:
+            ours, defaults = (
+                results.get(("ours", backend, eviction)),
+                results.get(("torch-defaults", backend, eviction)),
+            )
+            if ours and defaults:
+                a, b = med([r["recovery_s"] for r in defaults]), med([r["recovery_s"] for r in ours])
+                print(f"ratio torch-defaults / ours ({backend}, {eviction}): {a / b:.1f}x")
     return 0 if all(r["passed"] for rs in results.values() for r in rs) else 1
 
 

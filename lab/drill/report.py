@@ -68,6 +68,8 @@ class DrillReport:
     loss_curve: list[tuple[float, int, float, int]] = field(default_factory=list)  # (s, step, loss, world)
     world_timeline: list[tuple[float, int]] = field(default_factory=list)  # (s, world size) from agents or steps
     problems: list[str] = field(default_factory=list)
+    # Every worker that died of an exception (torchelastic's error files): node, attempt, message, hint.
+    worker_errors: list[dict[str, Any]] = field(default_factory=list)
     t0: float = 0.0
 
     @property

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from lab import events
 from lab.drill.agent_logs import parse_agent_log
+from lab.drill.diagnosis import WorkerError, crash_loop, describe, worker_errors
 from lab.drill.report import DrillReport, analyze
 from lab.local import LocalCluster
+from lab.local.cluster import TORCHELASTIC_LOGS
 from lab.spec.job import JobSpec
 from lab.spec.problems import InvalidInput, Problem, Problems
 
@@ -142,6 +144,18 @@ class Progress:
         print(f"[{now - self.start:6.1f}s] {phase:<22} {where}nodes up {alive}", file=self.out, flush=True)
 
 
+class _CrashLoop(Exception):
+    """The script fails the same way, attempt after attempt: stop the drill."""
+
+    def __init__(self, error: WorkerError, attempts: int) -> None:
+        super().__init__(error.message)
+        self.error, self.attempts = error, attempts
+
+
+def _errors(cluster: LocalCluster) -> list[WorkerError]:
+    return worker_errors((n.name, cluster.node_dir(n.name) / TORCHELASTIC_LOGS) for n in cluster.nodes)
+
+
 def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport:
     cfg.validate()
     progress = progress or Progress(target=cfg.target_steps)
@@ -150,12 +164,18 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
     )  # validates inputs
     tail = events.Tail(cluster.events_file)
     seen: list[dict] = []
+    diagnosed_at = [0.0]
 
     def pump(phase: str) -> None:
         new = tail.poll()
         seen.extend(new)
         progress.see(new)
         progress.say(phase, len(cluster.alive_nodes))
+        if time.monotonic() - diagnosed_at[0] >= 1.0:  # error files, once a second
+            diagnosed_at[0] = time.monotonic()
+            looping = crash_loop(_errors(cluster), [e["t"] for e in seen if e["event"] == "step"])
+            if looping:
+                raise _CrashLoop(*looping)
 
     def wait_for(phase: str, predicate: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -174,44 +194,52 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
 
     t_start = time.monotonic()
     remaining = lambda: max(1.0, cfg.timeout_s - (time.monotonic() - t_start))  # noqa: E731
-    with cluster:
-        started = [cluster.add_node() for _ in range(cfg.nodes)]
-        progress.say("starting", cfg.nodes, force=True)
+    stopped: _CrashLoop | None = None
+    timed_out = False
+    try:
+        with cluster:
+            started = [cluster.add_node() for _ in range(cfg.nodes)]
+            progress.say("starting", cfg.nodes, force=True)
 
-        # Warm-up: our script reports steps; any other script is given time after rendezvous.
-        if cfg.target_steps is not None:
-            warm = wait_for("warming up", lambda: progress.step >= cfg.evict_at_step, remaining())
-        else:
-            warm = wait_for("warming up", lambda: _agents_rendezvoused(cluster), remaining())
-            if warm:
-                hold("warming up", cfg.evict_after_s)
+            # Warm-up: our script reports steps; any other script is given time after rendezvous.
+            if cfg.target_steps is not None:
+                warm = wait_for("warming up", lambda: progress.step >= cfg.evict_at_step, remaining())
+            else:
+                warm = wait_for("warming up", lambda: _agents_rendezvoused(cluster), remaining())
+                if warm:
+                    hold("warming up", cfg.evict_after_s)
+                    warm = bool(cluster.alive_nodes) and not _done(seen)
+            if warm and cfg.fault == "rendezvous-restart" and cluster.alive_nodes and not _done(seen):
+                cluster.stop_rendezvous()
+                progress.say("rendezvous server down", len(cluster.alive_nodes), force=True)
+                hold("rendezvous server down", cfg.outage_s)
+                cluster.start_rendezvous(keep_data=cfg.outage_keeps_data)
+                progress.say("rendezvous server back", len(cluster.alive_nodes), force=True)
+                # Training must go on; then the usual eviction shows the restarted server at work.
+                hold("training on", 2.0)
                 warm = bool(cluster.alive_nodes) and not _done(seen)
-        if warm and cfg.fault == "rendezvous-restart" and cluster.alive_nodes and not _done(seen):
-            cluster.stop_rendezvous()
-            progress.say("rendezvous server down", len(cluster.alive_nodes), force=True)
-            hold("rendezvous server down", cfg.outage_s)
-            cluster.start_rendezvous(keep_data=cfg.outage_keeps_data)
-            progress.say("rendezvous server back", len(cluster.alive_nodes), force=True)
-            # Training must go on; then the usual eviction shows the restarted server at work.
-            hold("training on", 2.0)
-            warm = bool(cluster.alive_nodes) and not _done(seen)
-        victim = started[cfg.victim]
-        if warm and victim.alive:
-            cluster.evict(victim, cfg.notice_s if cfg.eviction == "notice" else None, silent=cfg.eviction == "silent")
-            progress.say(f"evicted {victim.name} ({cfg.eviction})", len(cluster.alive_nodes), force=True)
-            if cfg.scale_out_after_s is not None:
-                recovered = wait_for(
-                    "recovering", lambda: _recovered(seen, cluster, cfg.target_steps is not None), remaining()
+            victim = started[cfg.victim]
+            if warm and victim.alive:
+                cluster.evict(
+                    victim, cfg.notice_s if cfg.eviction == "notice" else None, silent=cfg.eviction == "silent"
                 )
-                if recovered and cluster.alive_nodes and not _done(seen):
-                    hold("recovered", cfg.scale_out_after_s)
-                    if not _done(seen) and cluster.alive_nodes:
-                        cluster.add_node()
-                        progress.say("node added (scale-out)", len(cluster.alive_nodes), force=True)
-        cluster.wait(remaining(), on_tick=lambda: pump("training"))
-        pump("finished")
-        progress.say("finished" if not cluster.alive_nodes else "timed out", len(cluster.alive_nodes), force=True)
-        timed_out = bool(cluster.alive_nodes)
+                progress.say(f"evicted {victim.name} ({cfg.eviction})", len(cluster.alive_nodes), force=True)
+                if cfg.scale_out_after_s is not None:
+                    recovered = wait_for(
+                        "recovering", lambda: _recovered(seen, cluster, cfg.target_steps is not None), remaining()
+                    )
+                    if recovered and cluster.alive_nodes and not _done(seen):
+                        hold("recovered", cfg.scale_out_after_s)
+                        if not _done(seen) and cluster.alive_nodes:
+                            cluster.add_node()
+                            progress.say("node added (scale-out)", len(cluster.alive_nodes), force=True)
+            cluster.wait(remaining(), on_tick=lambda: pump("training"))
+            pump("finished")
+            progress.say("finished" if not cluster.alive_nodes else "timed out", len(cluster.alive_nodes), force=True)
+            timed_out = bool(cluster.alive_nodes)
+    except _CrashLoop as exc:
+        stopped, timed_out = exc, False
+        progress.say("stopped: the script fails at every start", 0, force=True)
     exit_codes = {n.name: n.exit_code for n in cluster.nodes}
     agent_events = [a for n in cluster.nodes for a in parse_agent_log(n.log_path, n.name)]
     recorded = cluster.events()
@@ -223,9 +251,17 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
         node_exit_codes=exit_codes,
     )
     report.duration_s = time.monotonic() - t_start
+    errors = _errors(cluster)
+    if stopped is not None:
+        report.problems.insert(0, "the drill stopped the job: " + describe(stopped.error, stopped.attempts))
+    elif errors and not report.passed:
+        report.problems.append("a worker failed: " + describe(errors[-1]))
+    report.worker_errors = [
+        {"node": e.node, "attempt": e.attempt, "message": e.message, "hint": e.hint} for e in errors
+    ]
     if timed_out:
         report.problems.insert(0, f"the drill timed out after {cfg.timeout_s:g} s; remaining nodes were killed")
-    if not any(e["event"] == "evict" for e in recorded):
+    if not any(e["event"] == "evict" for e in recorded) and stopped is None:
         report.problems.append("no eviction happened: the job ended or failed during warm-up")
     return report
 

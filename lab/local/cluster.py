@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,6 +27,10 @@ log = logging.getLogger(__name__)
 # A silently evicted node's processes are killed this long after they stopped (a vanished
 # VM never comes back; by then its peers have long moved on).
 SILENT_KILL_S = 30.0
+# Under each node's directory: torchrun's --log-dir (its workers' error files among them).
+TORCHELASTIC_LOGS = "torchelastic"
+# The longest temp dir path under which multiprocessing's sockets still fit.
+MAX_TMP_PATH = 60
 
 
 def _raise_on_sigterm(signum: int, frame: object) -> None:
@@ -80,6 +85,7 @@ class LocalCluster:
         self.events_file = self.workdir / "events.jsonl"
         self._etcd: EtcdServer | None = None
         self._watchdog: subprocess.Popen | None = None
+        self.tmp_dir: Path | None = None
         self._store: subprocess.Popen | None = None
         self._store_port = 0
         self._next_id = 0
@@ -91,6 +97,11 @@ class LocalCluster:
             raise LocalClusterError(
                 f"script={spec.script!r} does not exist: expected a Python file to run on each node"
             )
+        # Nodes run in directories of their own: paths given relative to here must not move.
+        self.spec = spec = spec.replace(
+            checkpoint_dir=str(Path(spec.checkpoint_dir).absolute()),
+            script=str(Path(spec.script).absolute()) if spec.script else spec.script,
+        )
         if spec.rdzv_backend is RdzvBackend.ETCD_V2:
             try:
                 self._etcd_binary = find_etcd(etcd_binary)
@@ -130,6 +141,7 @@ class LocalCluster:
 
     def start(self) -> None:
         procs.become_subreaper()
+        self.tmp_dir = self._make_tmp_dir()
         self._start_watchdog()
         # SIGTERM to the launcher (a CI timeout, `kill`) must stop everything it started,
         # as Ctrl-C does: turn it into an exception so close() runs.
@@ -206,6 +218,8 @@ class LocalCluster:
             self._etcd.stop()
         procs.stop(self._store)
         procs.kill_descendants(timeout=3, spare=self._watchdog)
+        if self.tmp_dir is not None:
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
         if self._watchdog is not None and self._watchdog.stdin is not None:
             try:
                 self._watchdog.stdin.write(b"done\n")
@@ -215,12 +229,23 @@ class LocalCluster:
             procs.stop(self._watchdog)
 
     # ------------------------------------------------------------------ watchdog
+    def _make_tmp_dir(self) -> Path:
+        """The nodes' TMPDIR: under the work directory, unless its path is too long for the
+        Unix sockets made there (108 bytes in all; multiprocessing adds about 40), then in the
+        system's temp dir. Removed on close, and by the watchdog if this process is killed."""
+        inside = self.workdir / "tmp"
+        if len(str(inside.absolute())) <= MAX_TMP_PATH:
+            inside.mkdir(exist_ok=True)
+            return inside
+        return Path(tempfile.mkdtemp(prefix="elastic-lab-"))
+
     def _start_watchdog(self) -> None:
         """lab.local.watchdog kills every process group this cluster started if this process
-        dies without closing it (SIGKILL, a crash): each node, the rendezvous server. It runs
-        in a session of its own, so a Ctrl-C to the drill does not reach it."""
+        dies without closing it (SIGKILL, a crash): each node, the rendezvous server; then it
+        removes the nodes' temp dir. It runs in a session of its own, so a Ctrl-C to the
+        drill does not reach it."""
         self._watchdog = subprocess.Popen(
-            [sys.executable, "-m", "lab.local.watchdog"],
+            [sys.executable, "-m", "lab.local.watchdog", str(self.tmp_dir)],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -268,6 +293,10 @@ class LocalCluster:
         self.record("rdzv_up", backend=self.spec.rdzv_backend.value, kept_data=keep_data and self._etcd is not None)
 
     # --------------------------------------------------------------------- nodes
+    def node_dir(self, name: str) -> Path:
+        """Where node `name` runs (its working directory)."""
+        return self.workdir / "nodes" / name
+
     @property
     def alive_nodes(self) -> list[Node]:
         return [n for n in self.nodes if n.alive]
@@ -282,6 +311,11 @@ class LocalCluster:
         name = f"node-{self._next_id}"
         self._next_id += 1
         log_path = self.workdir / "nodes" / f"{name}.log"
+        # The node's own directory, as a machine of its own would have: the script's relative
+        # paths and torchelastic's error files land there, never in the caller's directory;
+        # temporary files in the cluster's temp dir, removed when it closes.
+        home = self.node_dir(name)
+        home.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
             **self.spec.worker_env(),
@@ -289,10 +323,12 @@ class LocalCluster:
             "LAB_NODE": name,
             ENV_EVENTS_FILE: str(self.events_file),
             "PYTHONUNBUFFERED": "1",
+            "TMPDIR": str(self.tmp_dir),
         }
         cmd = [
             *self.spec.launcher(sys.executable),
             *self.spec.torchrun_args(local_addr="127.0.0.1"),
+            f"--log-dir={home / TORCHELASTIC_LOGS}",
             *self.spec.entrypoint(),
         ]
         with open(log_path, "ab") as out:
@@ -300,6 +336,7 @@ class LocalCluster:
             # (its forkserver and workers die with it in turn, see lab.warm).
             proc = subprocess.Popen(
                 cmd,
+                cwd=home,
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -5,16 +5,19 @@ clean-up of its own can run).
 Protocol, on standard input: one process-group id per line as the cluster starts them;
 `done` when the cluster has stopped them itself (the watchdog then exits and kills nothing).
 End of input without `done` means the cluster's process is gone: every group is killed,
-stopped ones included (SIGKILL reaches a stopped process).
+stopped ones included (SIGKILL reaches a stopped process), and the directories given as
+arguments (the nodes' temp dir) are removed.
 
-Run as `python -m lab.local.watchdog`; lab.local.cluster starts it.
+Run as `python -m lab.local.watchdog [DIR ...]`; lab.local.cluster starts it.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
+import time
 
 DONE = "done"
 
@@ -32,6 +35,9 @@ def main() -> int:
             os.killpg(group, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    time.sleep(0.5)  # the killed may still be closing files in them
+    for path in sys.argv[1:]:
+        shutil.rmtree(path, ignore_errors=True)
     return 0
 
 

@@ -292,7 +292,6 @@ def _started_and_evicted(workdir, deadline_s=60.0):
 def test_sigkill_of_the_drill_leaves_no_process(workdir, eviction):
     """The drill is SIGKILLed (no clean-up runs) after a node was evicted: every process it
     started dies with it, the stopped tree of a silently evicted node included."""
-    import time
 
     import psutil
 
@@ -303,7 +302,7 @@ def test_sigkill_of_the_drill_leaves_no_process(workdir, eviction):
         assert len(started) >= 5  # etcd, agents, forkservers, workers
         proc.kill()
         proc.wait(10)
-        gone, alive = psutil.wait_procs(started, timeout=15)
+        _gone, alive = psutil.wait_procs(started, timeout=15)
         assert not alive, [(p.pid, p.name()) for p in alive]
     finally:
         if proc.poll() is None:
@@ -318,8 +317,19 @@ def test_double_ctrl_c_stops_everything_and_says_so(workdir):
     import psutil
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lab.cli", "drill", "--workdir", str(workdir), "--quiet", "--steps", "100000"]
-        + ["--evict-at-step", "20"],
+        [
+            sys.executable,
+            "-m",
+            "lab.cli",
+            "drill",
+            "--workdir",
+            str(workdir),
+            "--quiet",
+            "--steps",
+            "100000",
+            "--evict-at-step",
+            "20",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -333,8 +343,41 @@ def test_double_ctrl_c_stops_everything_and_says_so(workdir):
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err[-2000:]
         assert "every process it started was stopped" in err
-        gone, alive = psutil.wait_procs(started, timeout=5)
+        _gone, alive = psutil.wait_procs(started, timeout=5)
         assert not alive, [(p.pid, p.name()) for p in alive]
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "source,message,hint",
+    [
+        (
+            "import os\nimport no_such_module_for_the_drill\n",
+            "No module named 'no_such_module_for_the_drill'",
+            "not installed",
+        ),
+        ("import torch\ntorch.zeros(1).cuda()\n", "Torch not compiled with CUDA enabled", "no GPU"),
+        ("#!/bin/sh\necho training\n", "SyntaxError", "not Python"),
+    ],
+    ids=["missing-import", "cuda-only", "shell-script"],
+)
+def test_a_script_failing_at_start_is_stopped_with_its_traceback(workdir, source, message, hint):
+    """Workers that die the same way in attempt after attempt: the drill stops the job (not
+    at its timeout of 300 s) and the report names the error, what it means and where."""
+    import time
+
+    script = workdir / "broken.py"
+    script.write_text(source)
+    spec = _spec(workdir, module=None, script=str(script), script_args=(), max_restarts=50)
+    started = time.monotonic()
+    report = run_drill(DrillConfig(spec=spec, workdir=workdir, nodes=3, target_steps=None, timeout_s=300))
+    assert time.monotonic() - started < 45  # far from the timeout: stopped by the diagnosis
+    assert not report.passed
+    first = report.problems[0]
+    assert first.startswith("the drill stopped the job: workers fail with") and message in first, first
+    assert hint in first and "broken.py" in first  # the meaning, and the traceback's frame in the script
+    assert report.worker_errors and all(message in e["message"] for e in report.worker_errors)
+    assert not any("no eviction happened" in p for p in report.problems)

@@ -1,0 +1,63 @@
+"""Reading workers' error files and telling a crash loop from an eviction's failures."""
+
+import json
+
+from lab.drill.diagnosis import crash_loop, describe, read_error_file, worker_errors
+
+
+def _error_file(root, node, attempt, message, t, rank=0, traceback='Traceback...\n  File "s.py", line 1\n'):
+    path = root / node / "torchelastic" / "run_x" / f"attempt_{attempt}" / str(rank) / "error.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"message": {"message": message, "extraInfo": {"py_callstack": traceback + message, "timestamp": str(t)}}}
+    path.write_text(json.dumps(body))
+    return path
+
+
+def _errors(root, nodes=("node-0", "node-1")):
+    return worker_errors((n, root / n / "torchelastic") for n in nodes)
+
+
+def test_the_same_error_in_three_attempts_in_a_row_is_a_crash_loop(tmp_path):
+    for attempt in range(3):
+        _error_file(tmp_path, "node-0", attempt, "ModuleNotFoundError: No module named 'x'", 100 + attempt)
+    error, attempts = crash_loop(_errors(tmp_path), step_times=[])
+    assert (error.node, error.attempt, attempts) == ("node-0", 2, 3)
+    text = describe(error, attempts)
+    assert "No module named 'x'" in text and "not installed" in text and 's.py", line 1' in text
+
+
+def test_two_attempts_or_different_errors_or_steps_between_are_not(tmp_path):
+    _error_file(tmp_path, "node-0", 0, "RuntimeError: a", 100)
+    _error_file(tmp_path, "node-0", 1, "RuntimeError: a", 101)
+    assert crash_loop(_errors(tmp_path), []) is None  # two only
+    _error_file(tmp_path, "node-0", 2, "RuntimeError: b", 102)
+    assert crash_loop(_errors(tmp_path), []) is None  # not the same error
+    _error_file(tmp_path, "node-1", 0, "RuntimeError: c", 100)
+    _error_file(tmp_path, "node-1", 1, "RuntimeError: c", 101)
+    _error_file(tmp_path, "node-1", 3, "RuntimeError: c", 103)
+    assert crash_loop(_errors(tmp_path), []) is None  # attempts 0, 1, 3: not in a row
+    _error_file(tmp_path, "node-1", 4, "RuntimeError: c", 104)
+    _error_file(tmp_path, "node-1", 5, "RuntimeError: c", 105)
+    assert crash_loop(_errors(tmp_path), [104.5]) is None  # a step trained in between
+    assert crash_loop(_errors(tmp_path), [99.0])[0].attempt == 5
+
+
+def test_hints_name_what_the_message_means(tmp_path):
+    cases = {
+        "AssertionError: Torch not compiled with CUDA enabled": "no GPU",
+        "OSError: [Errno 28] No space left on device": "disk is full",
+        "OSError: [Errno 30] Read-only file system: '/ckpt/x'": "read-only",
+        "SyntaxError: invalid syntax (train.sh, line 2)": "not Python",
+        "ValueError: something else": None,
+    }
+    for i, (message, hint) in enumerate(cases.items()):
+        e = read_error_file(_error_file(tmp_path, f"n{i}", 0, message, 1), f"n{i}")
+        assert (hint in e.hint) if hint else e.hint is None, (message, e.hint)
+
+
+def test_unreadable_files_are_skipped(tmp_path):
+    bad = tmp_path / "node-0" / "torchelastic" / "r" / "attempt_0" / "0" / "error.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("{not json")
+    assert _errors(tmp_path, ["node-0"]) == []
+    assert read_error_file(tmp_path / "missing.json", "n") is None
