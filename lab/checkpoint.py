@@ -8,10 +8,11 @@ Each checkpoint is two new files, never rewritten in place:
 The pointer is written only after the payload is durable, so it is the commit record: a
 payload without a pointer is an interrupted write, and a payload whose digest does not
 match its pointer is corrupt. Both are skipped with a warning and the next newest valid
-checkpoint is loaded. In `rename` mode each file is written to a temporary name, fsynced
-and renamed; in `write-once` mode (S3 Mountpoint: no rename, no overwrite) files are written
-once under their final names and the pointer alone makes them valid. The writer id in the
-names keeps two ranks that save the same step from ever touching each other's files.
+checkpoint is loaded; when none is valid that is an error, not a silent start from step 0.
+In `rename` mode each file is written to a temporary name, fsynced and renamed; in
+`write-once` mode (S3 Mountpoint: no rename, no overwrite) files are written once under
+their final names and the pointer alone makes them valid. The writer id in the names keeps
+two ranks that save the same step from ever touching each other's files.
 """
 
 from __future__ import annotations
@@ -144,7 +145,9 @@ class CheckpointStore:
 
     def latest(self, map_location: Any = "cpu") -> str | None:
         """Name of the newest valid checkpoint's pointer; torn or corrupt ones are skipped
-        with a warning. The verified state is kept for a following `load` of that name."""
+        with a warning. The verified state is kept for a following `load` of that name.
+        None when there is no checkpoint; CheckpointError when there are some and every
+        one fails verification (starting from step 0 would silently lose the training)."""
         start = time.perf_counter()
         skipped: list[str] = []
         newest_valid_step = -1
@@ -159,12 +162,18 @@ class CheckpointStore:
             skipped.append(f"{name}: {reason}")
         self._warn_orphans(newest_valid_step, skipped)
         self._skipped = tuple(skipped)
+        if chosen is None and self._pointers():  # pointers that vanished meanwhile do not count
+            raise CheckpointError(
+                f"every checkpoint in {self.dir} failed verification ({'; '.join(skipped)}): "
+                "refusing to start from step 0; move them away to start fresh"
+            )
         return chosen
 
     def load(self, pointer_name: str, map_location: Any = "cpu") -> Loaded:
         """Load one checkpoint by its pointer name (as `latest` returned it, maybe on another
         rank); a file that fails verification here is an error, not a silent fallback."""
         cached = self._verified
+        state: dict[str, Any] | None
         if cached and cached[0] == pointer_name:
             state, seconds = cached[1], cached[2]
         else:

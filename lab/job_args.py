@@ -5,11 +5,27 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+from collections.abc import Iterable
 from typing import Any
 
 from lab.spec.job import JobSpec, RdzvBackend, RendezvousTimeouts
+from lab.spec.problems import InvalidInput, Problem, Problems
 
 RDZV_SETTINGS = {"ours": RendezvousTimeouts, "torch-defaults": RendezvousTimeouts.torch_defaults}
+
+# The option that sets each JobSpec value, so that a problem names what was typed.
+OPTIONS = {
+    "name": "--name",
+    "min_nodes": "--min-nodes",
+    "max_nodes": "--max-nodes",
+    "nproc_per_node": "--nproc-per-node",
+    "rdzv_backend": "--backend",
+    "rdzv_timeouts.join_s": "--join-timeout",
+    "max_restarts": "--max-restarts",
+    "checkpoint_every_steps": "--checkpoint-every",
+    "pg_timeout_s": "--pg-timeout",
+}
 
 
 def add_job_arguments(group: argparse._ArgumentGroup) -> None:
@@ -86,3 +102,26 @@ def job_fields(args: argparse.Namespace) -> dict[str, Any]:
         "checkpoint_every_steps": args.checkpoint_every,
         "pg_timeout_s": args.pg_timeout,
     }
+
+
+def as_options(problems: Iterable[Problem]) -> list[Problem]:
+    """The same problems, keyed by the options that set the values (`pg_timeout_s` -> `--pg-timeout`)."""
+    return [Problem(OPTIONS.get(p.key, p.key), p.value, p.expected) for p in problems]
+
+
+def job_spec(args: argparse.Namespace, **more: Any) -> JobSpec:
+    """The JobSpec of the options above and `more` (script, checkpoint_dir, ...). Every bad
+    value at once in one InvalidInput, one problem per option, keyed as typed."""
+    found = Problems()
+    for option, value in (("--join-timeout", args.join_timeout), ("--pg-timeout", args.pg_timeout)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            found.add(option, value, "a finite number of seconds > 0")
+    spec: JobSpec | None = None
+    try:
+        spec = JobSpec(**job_fields(args), **more)
+    except InvalidInput as exc:
+        flagged = {p.key for p in found}
+        found.extend(p for p in as_options(exc.problems) if p.key not in flagged)
+    if found or spec is None:
+        raise InvalidInput(found.items)
+    return spec

@@ -302,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def save(reason: str, rng_by_rank: dict[int, dict] | None = None, started: float | None = None) -> None:
         if store.has(step):
-            return  # another rank (or the periodic timer) already saved this very step
+            # Another rank (or the periodic timer) already saved this very step: nothing to write.
+            events.emit("checkpoint_saved", step=step, reason=reason, seconds=0.0, blocking_s=0.0, already=True)
+            return
         saved = store.save(snapshot(rng_by_rank or {rank: rng_state(device)}), step, writer)
         # seconds: writing the files; blocking_s: all the training loop waited (with the RNG gather)
         blocking = time.perf_counter() - started if started is not None else saved.seconds

@@ -62,6 +62,7 @@ def run_script(*cmd_args: str) -> None:
     script that exits non-zero exits this process with its code; one that returns or exits
     0 returns (the agent then reads a clean return)."""
     die_with_parent()  # multiprocessing's children otherwise outlive a killed forkserver
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the forkserver ignores it (lab.warm_server)
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:

@@ -1,9 +1,15 @@
 """Imported by lab.warm's forkserver, and only there: it dies with its agent, and imports
 once what every worker would otherwise import on each restart."""
 
+import signal
+
 from lab.warm import die_with_parent
 
 die_with_parent()
+# A signal to the agent's whole process group (a node drained, a notice) must reach the
+# workers, not end the forkserver: its death would take them down before they saved. It goes
+# with the agent instead (die_with_parent). Workers set SIGTERM back (lab.warm.run_script).
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402 - first used by torch.optim and DistributedDataParallel

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from lab.drill import cli as drill_cli
+from lab.job_args import add_job_arguments, job_spec
 from lab.spec.job import RendezvousTimeouts
+from lab.spec.problems import InvalidInput
 from lab.submit import cli as submit_cli
 
 
@@ -36,3 +40,28 @@ def test_drill_and_submit_describe_the_job_with_the_same_flags():
     spec = submit_cli.job_spec(args)
     assert (spec.min_nodes, spec.max_nodes, spec.rdzv_backend.value, spec.pg_timeout_s) == (1, 4, "c10d", 20)
     assert spec.rdzv_timeouts == RendezvousTimeouts.torch_defaults()
+
+
+def test_a_bad_job_option_is_reported_under_its_own_name_once():
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser.add_argument_group("job"))
+    assert job_spec(parser.parse_args([]), module="lab.train").pg_timeout_s == 15
+
+    flags = "--pg-timeout nan --join-timeout inf --min-nodes 0 --checkpoint-every 0 --backend etcd"
+    with pytest.raises(InvalidInput) as caught:
+        job_spec(parser.parse_args(flags.split()), module="lab.train")
+    keys = [p.key for p in caught.value.problems]
+    assert sorted(keys) == ["--backend", "--checkpoint-every", "--join-timeout", "--min-nodes", "--pg-timeout"]
+    shown = {p.key: str(p) for p in caught.value.problems}
+    assert shown["--pg-timeout"] == "--pg-timeout=nan is invalid: expected a finite number of seconds > 0"
+    assert shown["--join-timeout"] == "--join-timeout=inf is invalid: expected a finite number of seconds > 0"
+
+
+@pytest.mark.parametrize("flag", ["--pg-timeout", "--join-timeout"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1"])
+def test_timeouts_are_finite_and_positive(flag, value):
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser.add_argument_group("job"))
+    with pytest.raises(InvalidInput) as caught:
+        job_spec(parser.parse_args([f"{flag}={value}"]), module="lab.train")
+    assert [p.key for p in caught.value.problems] == [flag]

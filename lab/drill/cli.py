@@ -4,18 +4,38 @@ from __future__ import annotations
 
 import argparse
 import io
+import math
+import os
+import secrets
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lab.job_args import add_job_arguments, job_fields
+from lab.job_args import add_job_arguments, job_spec
 from lab.spec.job import JobSpec
-from lab.spec.problems import InvalidInput, Problems
+from lab.spec.problems import InvalidInput, Problem, Problems
+
+if TYPE_CHECKING:
+    from lab.drill.run import DrillConfig
 
 DEFAULT_STEPS = 400
+MAX_LOCAL_NODES = 16  # every node is a torchrun agent and its workers on this machine
+
+# drill_problems names DrillConfig fields; these are the options that set them.
+OPTIONS = {
+    "fault": "--fault",
+    "outage_s": "--outage",
+    "nodes": "--nodes",
+    "eviction": "--eviction",
+    "notice_s": "--notice",
+    "evict_at_step": "--evict-at-step",
+    "victim": "--victim",
+}
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "drill",
         help="evict a node from a running elastic job and measure recovery",
@@ -55,9 +75,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ev.add_argument(
         "--eviction",
-        choices=["hard", "notice"],
+        choices=["hard", "notice", "silent"],
         default="hard",
-        help="hard: SIGKILL of the node; notice: SIGTERM, SIGKILL when the notice runs out",
+        help="hard: SIGKILL of the node; notice: SIGTERM, SIGKILL when the notice runs out; silent: SIGSTOP "
+        "of the node's whole tree, as a VM that vanishes (sockets stay open), killed 30 s later",
     )
     ev.add_argument("--notice", type=float, default=30.0, help="notice seconds (default 30, Azure's)")
     ev.add_argument(
@@ -89,15 +110,74 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def build(args: argparse.Namespace):
-    """The drill's config from its flags; every bad value, the job's and the drill's, at once."""
+def _add_new(found: Problems, problems: Iterable[Problem]) -> None:
+    """Add the problems of options that have none yet: one problem per option."""
+    flagged = {p.key for p in found}
+    found.extend(p for p in problems if p.key not in flagged)
+
+
+def _option_problems(args: argparse.Namespace) -> Problems:
+    """The drill's own numbers and paths, checked before the job's."""
+    found = Problems()
+    seconds = (
+        ("--timeout", args.timeout, lambda v: v > 0, "a finite number of seconds > 0"),
+        ("--evict-after", args.evict_after, lambda v: v >= 0, "a finite number of seconds >= 0"),
+        ("--scale-out-after", args.scale_out_after, lambda v: True, "a finite number of seconds (negative: never)"),
+        ("--step-time", args.step_time, lambda v: v >= 0, "a finite number of seconds >= 0"),
+        ("--notice", args.notice, lambda v: v > 0, "a finite number of seconds > 0"),
+        ("--outage", args.outage, lambda v: v > 0, "a finite number of seconds > 0"),
+    )
+    for option, value, fits, expected in seconds:
+        if not (math.isfinite(value) and fits(value)):
+            found.add(option, value, expected)
+    if args.steps < 2:
+        found.add("--steps", args.steps, "a whole number >= 2 (a node is evicted before the last step)")
+    if args.nodes > MAX_LOCAL_NODES:
+        found.add("--nodes", args.nodes, f"at most {MAX_LOCAL_NODES} (every node runs on this machine)")
+    if args.plot is not None and (why := _plot_path_problem(args.plot)):
+        found.add("--plot", str(args.plot), why)
+    return found
+
+
+def _plot_path_problem(path: Path) -> str | None:
+    """What keeps the timeline from being written at `path`, found before the drill runs."""
+    parent = path.absolute().parent
+    if path.suffix.lower() != ".png":
+        return "a file name ending in .png"
+    if path.is_dir():
+        return "a file name, not an existing directory"
+    if not parent.is_dir():
+        return f"a file in an existing directory ({parent} is not one)"
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return "a writable file in a writable directory"
+    return None
+
+
+def _new_workdir() -> Path:
+    """A directory of its own under runs/, even for two drills started in the same second."""
+    while True:
+        workdir = Path("runs") / f"{time.strftime('drill-%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        try:
+            workdir.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            continue  # taken by a drill that started at the same moment: another name
+        except OSError as exc:
+            raise InvalidInput(
+                [Problem("--workdir", str(workdir), f"a directory that can be created ({exc.strerror or exc})")]
+            ) from None
+        return workdir
+
+
+def build(args: argparse.Namespace) -> DrillConfig:
+    """The drill's config from its flags; every bad value, the job's and the drill's, at once,
+    each keyed by its option. Creates the default workdir once every value is valid."""
     from lab.drill.run import DrillConfig, drill_problems
 
-    workdir = args.workdir or Path("runs") / time.strftime("drill-%Y%m%d-%H%M%S")
     extra = list(args.script_args or [])
     if extra[:1] == ["--"]:
         extra = extra[1:]  # only the separator; a `--` meant for the script stays
-    found = Problems()
+    found = _option_problems(args)
+    steps_ok = not any(p.key == "--steps" for p in found)
     if args.script:
         script_kw = {"module": None, "script": args.script, "script_args": tuple(extra)}
         target = None
@@ -106,27 +186,34 @@ def build(args: argparse.Namespace):
             found.add("script arguments", extra, "none without --script")
         script_kw = {"script_args": ("--steps", str(args.steps), "--step-time", f"{args.step_time:g}")}
         target = args.steps
+    # The default workdir is created only once every value is valid; until then a stand-in
+    # gives the job its checkpoint_dir (only its presence is checked).
+    checkpoints = (args.workdir or Path("runs") / "drill") / "checkpoints"
     spec: JobSpec | None = None
     try:
-        spec = JobSpec(**job_fields(args), checkpoint_dir=str((workdir / "checkpoints").absolute()), **script_kw)
+        spec = job_spec(args, checkpoint_dir=str(checkpoints.absolute()), **script_kw)
     except InvalidInput as exc:
-        found.extend(exc.problems)
+        _add_new(found, exc.problems)
     evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, args.steps // 4)
-    found.extend(
-        drill_problems(
-            spec,
-            fault=args.fault,
-            outage_s=args.outage,
-            nodes=args.nodes,
-            eviction=args.eviction,
-            notice_s=args.notice,
-            evict_at_step=evict_at,
-            target_steps=target,
-            victim=args.victim,
-        )
+    drill = drill_problems(
+        spec,
+        fault=args.fault,
+        outage_s=args.outage,
+        nodes=args.nodes,
+        eviction=args.eviction,
+        notice_s=args.notice,
+        evict_at_step=evict_at,
+        target_steps=target if steps_ok else None,
+        victim=args.victim,
     )
+    if args.nodes < 1:
+        drill = [p for p in drill if p.key != "victim"]  # no index fits no nodes: --nodes says it
+    _add_new(found, (Problem(OPTIONS.get(p.key, p.key), p.value, p.expected) for p in drill))
     if found or spec is None:
         raise InvalidInput(found.items)
+    workdir = args.workdir or _new_workdir()
+    if args.workdir is None:
+        spec = spec.replace(checkpoint_dir=str((workdir / "checkpoints").absolute()))
     return DrillConfig(
         spec=spec,
         workdir=workdir.absolute(),
@@ -173,11 +260,22 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("elastic-lab drill: interrupted; every process it started was stopped", file=sys.stderr)
         return 130
-    png = plot_timeline(report, args.plot or cfg.workdir / "timeline.png")
-    (cfg.workdir / "report.json").write_text(report.to_json())
+    report_path = cfg.workdir / "report.json"
+    report_path.write_text(report.to_json())  # before the plot: a failed plot loses nothing
+    png = args.plot or cfg.workdir / "timeline.png"
+    try:
+        png = plot_timeline(report, png)
+        timeline = str(png)
+    except Exception as exc:  # noqa: BLE001 - the report is saved; the plot is an extra
+        print(
+            f"elastic-lab drill: the timeline could not be drawn at {png} ({exc.__class__.__name__}: {exc}); "
+            f"the report is kept at {report_path}",
+            file=sys.stderr,
+        )
+        timeline = "not drawn (see the error above)"
     if args.json:
         print(report.to_json())
     else:
         print(report.summary())
-        print(f"  timeline: {png}\n  report:   {cfg.workdir / 'report.json'}\n  logs:     {cfg.workdir / 'nodes'}")
+        print(f"  timeline: {timeline}\n  report:   {report_path}\n  logs:     {cfg.workdir / 'nodes'}")
     return 0 if report.passed else 1

@@ -3,8 +3,9 @@
 Every worker that dies of an exception leaves an error file (torch's `@record`, which the
 agent wraps around each worker): `<log-dir>/<run>/attempt_<restart>/<local rank>/error.json`
 with the exception's message and its traceback. A script that fails the same way on the same
-node in `CRASH_LOOP_ATTEMPTS` attempts in a row, and trains no step in between, is in a crash
-loop: the drill stops it instead of letting it restart until the timeout, and says why.
+node in `CRASH_LOOP_ATTEMPTS` attempts in a row, and gets no further in the later ones than in
+the first (no step at all, or the same steps again, as when every checkpoint save fails), is in
+a crash loop: the drill stops it instead of letting it restart until the timeout, and says why.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class WorkerError:
     node: str
     attempt: int  # the agent's restart count when it happened
     rank: str  # the worker's local rank
-    t: float  # when it was recorded (whole seconds)
+    t: float  # when it was recorded (the file's modification time)
     message: str  # "ExceptionType: text"
     traceback: str
 
@@ -71,9 +72,9 @@ def read_error_file(path: Path, node: str) -> WorkerError | None:
         return None
     attempt = _ATTEMPT.match(path.parent.parent.name)
     try:
-        t = float(info.get("timestamp", 0))
-    except (TypeError, ValueError):
-        t = 0.0
+        t = path.stat().st_mtime  # the file's own timestamp is in whole seconds
+    except OSError:
+        return None
     return WorkerError(
         node=node,
         attempt=int(attempt.group(1)) if attempt else -1,
@@ -96,9 +97,10 @@ def worker_errors(nodes: Iterable[tuple[str, Path]]) -> list[WorkerError]:
     return sorted(found, key=lambda e: (e.t, e.node, e.attempt))
 
 
-def crash_loop(errors: list[WorkerError], step_times: list[float]) -> tuple[WorkerError, int] | None:
+def crash_loop(errors: list[WorkerError], steps: list[tuple[float, int]]) -> tuple[WorkerError, int] | None:
     """(the error, how many attempts it ended) when one node's last CRASH_LOOP_ATTEMPTS
-    attempts all ended with the same exception and no step was trained since the first."""
+    attempts all ended with the same exception and the last of them got no further than the
+    first: `steps` are the job's (time, step) events."""
     by_node: dict[str, dict[int, WorkerError]] = {}
     for e in errors:
         by_node.setdefault(e.node, {}).setdefault(e.attempt, e)
@@ -108,8 +110,9 @@ def crash_loop(errors: list[WorkerError], step_times: list[float]) -> tuple[Work
             continue
         if [a.attempt for a in last] != list(range(last[0].attempt, last[0].attempt + CRASH_LOOP_ATTEMPTS)):
             continue
-        if any(t >= last[0].t for t in step_times):
-            continue
+        reached = [max((s for t, s in steps if t <= e.t), default=-1) for e in last]
+        if reached[-1] > reached[0]:
+            continue  # it got further: training goes on between failures
         return last[-1], len(attempts)
     return None
 

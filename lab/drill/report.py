@@ -155,6 +155,14 @@ def _resume_rounds(events: list[dict]) -> list[dict]:
     return sorted(rounds.values(), key=lambda r: r["t"])
 
 
+def _agent_rounds(agent_events: list[AgentEvent], gap_s: float = 1.0) -> int:
+    """Rendezvous rounds the agents completed: their completions, grouped where less than
+    `gap_s` apart (every agent of a round completes it at about the same time). Counted from
+    times, not restart counts: a restart for a membership change does not raise the count."""
+    times = sorted(a.t for a in agent_events if a.kind == "rendezvous")
+    return sum(1 for i, t in enumerate(times) if i == 0 or t - times[i - 1] >= gap_s)
+
+
 def analyze(
     events: list[dict],
     agent_events: list[AgentEvent],
@@ -223,9 +231,7 @@ def analyze(
         finished=finished,
         emits_events=emits,
         duration_s=(events[-1]["t"] - t0) if events else 0.0,
-        restart_rounds=max(0, len(rounds) - 1)
-        if emits
-        else max(0, len({a.restart_count for a in agent_events if a.kind == "rendezvous"}) - 1),
+        restart_rounds=max(0, len(rounds) - 1) if emits else max(0, _agent_rounds(agent_events) - 1),
         max_restart_count=max(
             [a.restart_count or 0 for a in agent_events if a.kind == "rendezvous"]
             + [e.get("restart_count", 0) for e in events if e["event"] == "start"]

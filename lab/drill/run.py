@@ -165,6 +165,7 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
     tail = events.Tail(cluster.events_file)
     seen: list[dict] = []
     diagnosed_at = [0.0]
+    server_died: list[str] = []
 
     def pump(phase: str) -> None:
         new = tail.poll()
@@ -173,9 +174,11 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
         progress.say(phase, len(cluster.alive_nodes))
         if time.monotonic() - diagnosed_at[0] >= 1.0:  # error files, once a second
             diagnosed_at[0] = time.monotonic()
-            looping = crash_loop(_errors(cluster), [e["t"] for e in seen if e["event"] == "step"])
+            looping = crash_loop(_errors(cluster), [(e["t"], e["step"]) for e in seen if e["event"] == "step"])
             if looping:
                 raise _CrashLoop(*looping)
+            if not server_died and (died := cluster.rendezvous_died()):
+                server_died.append(f"{died} at {time.monotonic() - t_start:.1f} s, while the job ran")
 
     def wait_for(phase: str, predicate: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -261,7 +264,8 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
     ]
     if timed_out:
         report.problems.insert(0, f"the drill timed out after {cfg.timeout_s:g} s; remaining nodes were killed")
-    if not any(e["event"] == "evict" for e in recorded) and stopped is None:
+    report.problems[:0] = server_died
+    if not any(e["event"] == "evict" for e in recorded) and stopped is None and not server_died:
         report.problems.append("no eviction happened: the job ended or failed during warm-up")
     return report
 

@@ -86,6 +86,7 @@ class LocalCluster:
         self._etcd: EtcdServer | None = None
         self._watchdog: subprocess.Popen | None = None
         self.tmp_dir: Path | None = None
+        self._rdzv_stopped = False
         self._store: subprocess.Popen | None = None
         self._store_port = 0
         self._next_id = 0
@@ -263,12 +264,27 @@ class LocalCluster:
             log.warning("the watchdog is gone: processes may outlive a killed drill")
 
     # ---------------------------------------------------------- rendezvous server
+    @property
+    def rendezvous_server(self) -> subprocess.Popen | None:
+        """The rendezvous server's process (etcd or the c10d store)."""
+        return self._etcd.proc if self._etcd else self._store
+
+    def rendezvous_died(self) -> str | None:
+        """What happened, when the rendezvous server exited without being stopped."""
+        proc = self.rendezvous_server
+        if self._closed or self._rdzv_stopped or proc is None or proc.poll() is None:
+            return None
+        what = "etcd" if self._etcd else "the c10d store"
+        log_path = self._etcd.log_path if self._etcd else self.workdir / "c10d-store.log"
+        return f"the rendezvous server ({what}) exited with code {proc.returncode} (log: {log_path})"
+
     def stop_rendezvous(self) -> None:
         """Stop the rendezvous server (SIGTERM, as a pod being drained or upgraded), leaving
         its data: the nodes keep running and find it unreachable."""
         if self._closed:
             raise LocalClusterError("the cluster is closed")
         self.record("rdzv_down", backend=self.spec.rdzv_backend.value)
+        self._rdzv_stopped = True
         if self._etcd:
             self._etcd.stop()
         else:
@@ -290,6 +306,7 @@ class LocalCluster:
                 self._start_store()
         except EtcdError as exc:
             raise LocalClusterError(str(exc)) from None
+        self._rdzv_stopped = False
         self.record("rdzv_up", backend=self.spec.rdzv_backend.value, kept_data=keep_data and self._etcd is not None)
 
     # --------------------------------------------------------------------- nodes

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lab.job_args import add_job_arguments, job_fields
+from lab.job_args import add_job_arguments
+from lab.job_args import job_spec as job_fields_spec
 from lab.spec.job import JobSpec
 from lab.spec.problems import InvalidInput
 
@@ -40,8 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def job_spec(args: argparse.Namespace) -> JobSpec:
     module = args.module if (args.module or args.script) else JobSpec.__dataclass_fields__["module"].default
-    return JobSpec(
-        **job_fields(args),
+    return job_fields_spec(
+        args,
         image=args.image,
         module=module if not args.script else None,
         script=args.script,

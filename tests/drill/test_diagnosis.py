@@ -1,6 +1,7 @@
 """Reading workers' error files and telling a crash loop from an eviction's failures."""
 
 import json
+import os
 
 from lab.drill.diagnosis import crash_loop, describe, read_error_file, worker_errors
 
@@ -10,6 +11,7 @@ def _error_file(root, node, attempt, message, t, rank=0, traceback='Traceback...
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"message": {"message": message, "extraInfo": {"py_callstack": traceback + message, "timestamp": str(t)}}}
     path.write_text(json.dumps(body))
+    os.utime(path, (t, t))  # when the worker died
     return path
 
 
@@ -20,13 +22,13 @@ def _errors(root, nodes=("node-0", "node-1")):
 def test_the_same_error_in_three_attempts_in_a_row_is_a_crash_loop(tmp_path):
     for attempt in range(3):
         _error_file(tmp_path, "node-0", attempt, "ModuleNotFoundError: No module named 'x'", 100 + attempt)
-    error, attempts = crash_loop(_errors(tmp_path), step_times=[])
+    error, attempts = crash_loop(_errors(tmp_path), steps=[])
     assert (error.node, error.attempt, attempts) == ("node-0", 2, 3)
     text = describe(error, attempts)
     assert "No module named 'x'" in text and "not installed" in text and 's.py", line 1' in text
 
 
-def test_two_attempts_or_different_errors_or_steps_between_are_not(tmp_path):
+def test_two_attempts_or_different_errors_or_progress_between_are_not(tmp_path):
     _error_file(tmp_path, "node-0", 0, "RuntimeError: a", 100)
     _error_file(tmp_path, "node-0", 1, "RuntimeError: a", 101)
     assert crash_loop(_errors(tmp_path), []) is None  # two only
@@ -38,8 +40,18 @@ def test_two_attempts_or_different_errors_or_steps_between_are_not(tmp_path):
     assert crash_loop(_errors(tmp_path), []) is None  # attempts 0, 1, 3: not in a row
     _error_file(tmp_path, "node-1", 4, "RuntimeError: c", 104)
     _error_file(tmp_path, "node-1", 5, "RuntimeError: c", 105)
-    assert crash_loop(_errors(tmp_path), [104.5]) is None  # a step trained in between
-    assert crash_loop(_errors(tmp_path), [99.0])[0].attempt == 5
+    assert crash_loop(_errors(tmp_path), [(103.5, 10)]) is None  # it got further in between
+    assert crash_loop(_errors(tmp_path), [(99.0, 10)])[0].attempt == 5  # steps before: no progress
+
+
+def test_failing_at_the_same_step_again_and_again_is_a_crash_loop(tmp_path):
+    """Every checkpoint save fails (a full disk): each attempt resumes and trains to the same
+    step, then fails the same way."""
+    for attempt in range(3):
+        _error_file(tmp_path, "node-0", attempt, "OSError: [Errno 28] No space left on device", 10 * attempt + 10)
+    steps = [(10 * a + s / 10, s) for a in range(3) for s in range(1, 51)]  # 1..50 in every attempt
+    error, _ = crash_loop(_errors(tmp_path), steps)
+    assert "disk is full" in describe(error)
 
 
 def test_hints_name_what_the_message_means(tmp_path):

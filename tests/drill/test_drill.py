@@ -166,12 +166,15 @@ def test_cli_json_report_and_timeline(workdir):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--min-nodes", "3", "--max-nodes", "2"], "min_nodes=3 is invalid: expected <= max_nodes (2)"),
+        (["--min-nodes", "3", "--max-nodes", "2"], "--min-nodes=3 is invalid: expected <= max_nodes (2)"),
         (["--nodes", "4"], "nodes=4 is invalid: expected at most max_nodes=3"),
-        (["--backend", "zookeeper"], "rdzv_backend='zookeeper' is invalid: expected one of etcd-v2, c10d"),
+        (["--backend", "zookeeper"], "--backend='zookeeper' is invalid: expected one of etcd-v2, c10d"),
         (["--nodes", "2"], "nodes=2 is invalid: expected at least 3: evicting one must leave min_nodes=2 running"),
         (["--name", "Bad_Name", "--victim", "7"], "victim=7 is invalid: expected a node index in -3..2"),
-        (["--fault", "rendezvous-restart", "--outage", "0"], "outage_s=0.0 is invalid: expected seconds in (0, 600]"),
+        (
+            ["--fault", "rendezvous-restart", "--outage", "0"],
+            "--outage=0.0 is invalid: expected a finite number of seconds > 0",
+        ),
     ],
 )
 def test_bad_drill_input_is_a_clear_error_and_starts_nothing(workdir, argv, message):
@@ -380,4 +383,46 @@ def test_a_script_failing_at_start_is_stopped_with_its_traceback(workdir, source
     assert first.startswith("the drill stopped the job: workers fail with") and message in first, first
     assert hint in first and "broken.py" in first  # the meaning, and the traceback's frame in the script
     assert report.worker_errors and all(message in e["message"] for e in report.worker_errors)
+    assert not any("no eviction happened" in p for p in report.problems)
+
+
+@pytest.mark.timeout(120)
+def test_a_rendezvous_server_that_dies_is_named_in_the_report(workdir):
+    """etcd is killed while the job trains (no one restarts it): the report says the server
+    died, with its exit code and log, not "no eviction happened"."""
+    import dataclasses
+    import threading
+    import time
+
+    import psutil
+
+    from lab.spec.job import RendezvousTimeouts
+
+    def kill_etcd_once_training() -> None:
+        events_file = workdir / "events.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if events_file.exists() and events_file.read_text().count('"step"') > 10:
+                for p in psutil.process_iter(["name", "cmdline"]):
+                    if "etcd" in (p.info["name"] or "") and str(workdir) in " ".join(p.info["cmdline"] or []):
+                        p.kill()
+                        return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_etcd_once_training, daemon=True)
+    killer.start()
+    timeouts = dataclasses.replace(RendezvousTimeouts(), server_outage_s=3)
+    cfg = DrillConfig(
+        spec=_spec(workdir, rdzv_timeouts=timeouts, script_args=("--steps", "100000", "--step-time", "0.05")),
+        workdir=workdir,
+        nodes=3,
+        target_steps=100000,
+        evict_at_step=90000,
+        timeout_s=90,
+    )
+    report = run_drill(cfg)
+    killer.join(1)
+    assert not report.passed
+    died = [p for p in report.problems if p.startswith("the rendezvous server (etcd) exited with code -9")]
+    assert died and "etcd.log" in died[0], report.problems
     assert not any("no eviction happened" in p for p in report.problems)

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from lab.checkpoint import CheckpointDirError, CheckpointStore
+from lab.checkpoint import CheckpointDirError, CheckpointError, CheckpointStore
 
 
 def _state(step, size=100):
@@ -105,3 +105,46 @@ def test_kill_during_a_checkpoint_write_leaves_the_previous_one_loadable(tmp_pat
     assert loaded is not None and loaded.step == 1 and loaded.state["w"].shape == (16,)
     pointer = json.loads((tmp_path / "step-000000001-r0.json").read_text())
     assert pointer["step"] == 1
+
+
+def _corrupt(path):
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_every_checkpoint_corrupt_is_an_error_not_a_fresh_start(tmp_path):
+    store = CheckpointStore(tmp_path, keep=5)
+    store.save(_state(10), 10, "r0")
+    store.save(_state(20), 20, "r0")
+    _corrupt(tmp_path / "step-000000020-r0.pt")
+    (tmp_path / "step-000000010-r0.json").write_text("{not json")
+    with pytest.raises(CheckpointError) as caught:
+        store.latest()
+    message = str(caught.value)
+    assert f"every checkpoint in {tmp_path} failed verification" in message
+    assert "step-000000020-r0.json: torn or corrupt payload" in message
+    assert "step-000000010-r0.json: unreadable (JSONDecodeError" in message
+    assert "refusing to start from step 0" in message
+    with pytest.raises(CheckpointError):
+        store.load_latest()
+
+
+def test_one_good_checkpoint_among_corrupt_ones_is_loaded(tmp_path):
+    store = CheckpointStore(tmp_path, keep=5)
+    for step in (10, 20, 30):
+        store.save(_state(step), step, "r0")
+    _corrupt(tmp_path / "step-000000030-r0.pt")
+    _corrupt(tmp_path / "step-000000010-r0.pt")
+    assert store.latest() == "step-000000020-r0.json"
+    loaded = store.load_latest()
+    assert loaded.step == 20 and loaded.state["w"][0] == 20
+    assert [s.split(":")[0] for s in loaded.skipped] == ["step-000000030-r0.json"]
+
+
+def test_no_checkpoint_is_a_fresh_start(tmp_path):
+    store = CheckpointStore(tmp_path)
+    assert store.latest() is None and store.load_latest() is None
+    # a payload without a pointer never committed: still nothing to resume from
+    (tmp_path / "step-000000010-r0.pt").write_bytes(b"half a file")
+    assert store.latest() is None

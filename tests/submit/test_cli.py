@@ -43,11 +43,11 @@ def test_cli_submit_dry_run(crd):
 @pytest.mark.parametrize(
     "flags,message",
     [
-        (["--min-nodes", "3", "--max-nodes", "2"], "min_nodes=3 is invalid: expected <= max_nodes (2)"),
-        (["--backend", "etcd"], "rdzv_backend='etcd' is invalid: expected one of etcd-v2, c10d"),
+        (["--min-nodes", "3", "--max-nodes", "2"], "--min-nodes=3 is invalid: expected <= max_nodes (2)"),
+        (["--backend", "etcd"], "--backend='etcd' is invalid: expected one of etcd-v2, c10d"),
         (["--image", ""], "chart elastic-pytorchjob: invalid values: at '/image'"),
         (["--name", "Bad_Name"], "name='Bad_Name' is invalid"),
-        (["--join-timeout", "0"], "rdzv_timeouts.join_s=0.0 is invalid: expected a number of seconds > 0"),
+        (["--join-timeout", "0"], "--join-timeout=0.0 is invalid: expected a finite number of seconds > 0"),
     ],
 )
 def test_cli_submit_rejects_bad_jobs(flags, message):
