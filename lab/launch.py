@@ -132,7 +132,9 @@ def _handler_class():
             """Participants of this agent's round that the rendezvous dropped since it
             completed: their heartbeats stopped (a vanished node) or they left."""
             state = self._state_holder.state
-            if self._round is None or state.round != self._round:
+            if self._round is None or state.round != self._round or state.closed:
+                # Closed: the job is over (an agent whose workers finished closes it), and the
+                # nodes leaving now are done, not lost; a restart would train nothing.
                 return frozenset()
             lost = self._members - set(state.participants)
             if lost and not self._lost_reported:
