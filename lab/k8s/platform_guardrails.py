@@ -73,6 +73,17 @@ class Guardrail:
 
 
 # ------------------------------------------------------------------ the guardrails
+def _untolerated(spec: Mapping[str, Any], where: str, taints: Iterable[Any], pool: str, else_: str) -> list[Violation]:
+    """A violation for each of `pool`'s taints the pod spec does not tolerate."""
+    return [
+        Violation(
+            where, "tolerations", spec.get("tolerations"), f"a toleration of {pool} taint {t.text()} (or {else_})"
+        )
+        for t in taints
+        if not tolerates(spec.get("tolerations"), t)
+    ]
+
+
 def _on_cpu_pool(obj: Mapping[str, Any], ctx: GuardrailContext) -> list[Violation]:
     """`obj`'s pods run on the on-demand CPU pool: pinned to its labels, never selecting spot
     labels, tolerating every taint of the CPU pool and none of the GPU spot pool's, with the
@@ -109,16 +120,7 @@ def _on_cpu_pool(obj: Mapping[str, Any], ctx: GuardrailContext) -> list[Violatio
                     f"no toleration of the GPU spot pool's taint {taint.text()}",
                 )
             )
-    for taint in pools.cpu_taints:
-        if not tolerates(spec.get("tolerations"), taint):
-            out.append(
-                Violation(
-                    where,
-                    "tolerations",
-                    spec.get("tolerations"),
-                    f"a toleration of the CPU pool's taint {taint.text()} (or it schedules nowhere)",
-                )
-            )
+    out += _untolerated(spec, where, pools.cpu_taints, "the CPU pool's", "it schedules nowhere")
     if spec.get("priorityClassName") != ctx.facts.preserved_priority_class:
         out.append(
             Violation(
@@ -616,16 +618,7 @@ def notice_handler_on_spot_nodes(objects: Objects, ctx: GuardrailContext) -> lis
                     f"the GPU spot pool's labels {dict(pools.gpu_labels)} and nothing else",
                 )
             )
-        for taint in pools.gpu_taints:
-            if not tolerates(spec.get("tolerations"), taint):
-                out.append(
-                    Violation(
-                        where,
-                        "tolerations",
-                        spec.get("tolerations"),
-                        f"a toleration of the GPU spot pool's taint {taint.text()} (or it lands on no GPU node)",
-                    )
-                )
+        out += _untolerated(spec, where, pools.gpu_taints, "the GPU spot pool's", "it lands on no GPU node")
         if spec.get("priorityClassName") != ctx.facts.preserved_priority_class:
             out.append(
                 Violation(
