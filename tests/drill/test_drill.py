@@ -1,5 +1,6 @@
 """Full drills on the local target: real etcd, real torchrun agents, real kills."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -290,26 +291,39 @@ def _started_and_evicted(workdir, deadline_s=60.0):
     return False
 
 
+@contextlib.contextmanager
+def _evicting_drill(workdir, cmd):
+    """A drill started as `cmd`, once it trained and evicted a node: (its process, every
+    process it had started by then); killed on the way out if still running."""
+    import psutil
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _started_and_evicted(workdir), "the drill did not train and evict in time"
+        yield proc, psutil.Process(proc.pid).children(recursive=True)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _assert_gone(processes, timeout):
+    import psutil
+
+    _gone, alive = psutil.wait_procs(processes, timeout=timeout)
+    assert not alive, [(p.pid, p.name()) for p in alive]
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("eviction", ["silent", "hard"])
 def test_sigkill_of_the_drill_leaves_no_process(workdir, eviction):
     """The drill is SIGKILLed (no clean-up runs) after a node was evicted: every process it
     started dies with it, the stopped tree of a silently evicted node included."""
 
-    import psutil
-
-    proc = subprocess.Popen([sys.executable, "-c", DRILL_THEN_WAIT, str(workdir), eviction])
-    try:
-        assert _started_and_evicted(workdir), "the drill did not train and evict in time"
-        started = psutil.Process(proc.pid).children(recursive=True)
+    with _evicting_drill(workdir, [sys.executable, "-c", DRILL_THEN_WAIT, str(workdir), eviction]) as (proc, started):
         assert len(started) >= 5  # etcd, agents, forkservers, workers
         proc.kill()
         proc.wait(10)
-        _gone, alive = psutil.wait_procs(started, timeout=15)
-        assert not alive, [(p.pid, p.name()) for p in alive]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        _assert_gone(started, timeout=15)
 
 
 @pytest.mark.timeout(120)
@@ -317,40 +331,15 @@ def test_double_ctrl_c_stops_everything_and_says_so(workdir):
     import signal
     import time
 
-    import psutil
-
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lab.cli",
-            "drill",
-            "--workdir",
-            str(workdir),
-            "--quiet",
-            "--steps",
-            "100000",
-            "--evict-at-step",
-            "20",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert _started_and_evicted(workdir), "the drill did not train and evict in time"
-        started = psutil.Process(proc.pid).children(recursive=True)
+    cli = [sys.executable, "-m", "lab.cli", "drill", "--workdir", str(workdir), "--quiet"]
+    with _evicting_drill(workdir, [*cli, "--steps", "100000", "--evict-at-step", "20"]) as (proc, started):
         proc.send_signal(signal.SIGINT)
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)  # while it cleans up
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err[-2000:]
         assert "every process it started was stopped" in err
-        _gone, alive = psutil.wait_procs(started, timeout=5)
-        assert not alive, [(p.pid, p.name()) for p in alive]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        _assert_gone(started, timeout=5)
 
 
 @pytest.mark.timeout(60)
