@@ -24,6 +24,11 @@ Why:
   collective times out (the process-group timeout). Here an agent whose round lost a
   participant restarts its workers at once (SIGTERM: they save the last completed step), as
   it does when a new node is waiting, and the survivors rendezvous without it.
+- torch's agents record structured events (worker starts with the round's world size and
+  restart count, the agents' success or failure) to a named handler that torchrun's
+  `--event-log-handler` picks and nothing registers by default. With `LAB_AGENT_EVENTS=<file>`
+  this launcher registers one that writes them to that file as JSON lines, so a drill can
+  time the rounds of a script that emits no events of its own.
 - Workers start warm: from a forkserver that imported torch once (lab.warm), not as new
   Pythons that import it on every restart. `LAB_WARM_WORKERS=0` turns it off; a
   `--no-python` entrypoint always runs as torchrun runs it.
@@ -34,6 +39,7 @@ warm start.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import sys
@@ -43,12 +49,15 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from lab import events
+from lab.spec.job import ENV_AGENT_EVENTS
 
 log = logging.getLogger("lab.launch")
 
 # rdzv-conf keys read here; torch's own create_handler would reject fractions in them.
 FRACTIONAL_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout", "keep_alive_interval")
 ENV_WARM_WORKERS = "LAB_WARM_WORKERS"
+# The name torchrun's --event-log-handler (PET_EVENT_LOG_HANDLER) selects our handler by.
+EVENT_LOG_HANDLER = "lab-jsonl"
 POLL_KEY = "poll_interval"
 OUTAGE_KEY = "server_outage"
 DEFAULT_SERVER_OUTAGE_S = 60.0
@@ -302,6 +311,33 @@ def install() -> None:
     table["c10d"] = _c10d
 
 
+class _TorchEventLines(logging.Formatter):
+    """One JSON object per line: when the event was recorded and torch's event as it
+    serialized it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        try:
+            event = json.loads(record.getMessage())
+        except ValueError:
+            event = {"message": record.getMessage()}
+        return json.dumps({"t": record.created, "pid": record.process, "torch": event})
+
+
+def record_agent_events(path: str) -> None:
+    """Write torch's elastic events to `path`: register a handler under EVENT_LOG_HANDLER in
+    torch's handler table (the names --event-log-handler accepts) and select it, unless the
+    command line or PET_EVENT_LOG_HANDLER chose another."""
+    from torch.distributed.elastic.events import handlers
+
+    table = getattr(handlers, "_log_handlers", None)
+    if not isinstance(table, dict):
+        raise RuntimeError("this torch's elastic event handlers have an unknown layout: unset " + ENV_AGENT_EVENTS)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(_TorchEventLines())
+    table[EVENT_LOG_HANDLER] = handler
+    os.environ.setdefault("PET_EVENT_LOG_HANDLER", EVENT_LOG_HANDLER)
+
+
 def start_warm_workers() -> None:
     """Start python entrypoints' workers from lab.warm's forkserver. The forkserver starts
     now, importing torch while the agent's rendezvous runs; every worker start, first and
@@ -331,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError
 
     install()
+    if os.environ.get(ENV_AGENT_EVENTS):
+        record_agent_events(os.environ[ENV_AGENT_EVENTS])
     if os.environ.get(ENV_WARM_WORKERS, "1") != "0":
         start_warm_workers()
     try:

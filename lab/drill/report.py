@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lab.drill.agent_logs import AgentEvent
+from lab.drill.agent_events import AgentEvent
 
 
 @dataclass
@@ -22,6 +22,7 @@ class Eviction:
     lost_steps: int | None = None
     recovery_s: float | None = None  # eviction -> first step at the new world size
     rendezvous_s: float | None = None  # eviction -> agents' next completed rendezvous
+    restarted_s: float | None = None  # eviction -> a survivor's workers started again (torch's events)
     detected_s: float | None = None  # eviction -> an agent saw the node leave its round
     emergency_save_s: float | None = None  # notice only: seconds the save took
     notice_to_exit_s: float | None = None  # notice only: SIGTERM -> worker exit
@@ -119,6 +120,8 @@ class DrillReport:
                 lines.append(f"    an agent saw it leave the round after {ev.detected_s:.2f} s")
             if ev.rendezvous_s is not None:
                 lines.append(f"    agents re-rendezvoused after {ev.rendezvous_s:.2f} s")
+            if ev.restarted_s is not None and not self.emits_events:
+                lines.append(f"    recovery: {ev.restarted_s:.2f} s to workers running again at the new world size")
             if ev.lost_steps is not None:
                 lines.append(
                     f"    lost work: {ev.lost_steps} step(s) (last step {ev.last_step_before},"
@@ -245,10 +248,23 @@ def analyze(
         ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"], world_before=world_at(e["t"]))
         lost = next((x for x in events if x["event"] == "rdzv_member_lost" and x["t"] > e["t"]), None)
         ev.detected_s = lost["t"] - e["t"] if lost else None
-        rdzv = next((a for a in agent_events if a.kind == "rendezvous" and a.t > e["t"]), None)
+        rdzv = next((a for a in agent_events if a.kind == "rendezvous" and a.t > e["t"] and a.node != e["node"]), None)
         if rdzv:
             ev.rendezvous_s = rdzv.t - e["t"]
             ev.world_after = rdzv.group_world_size
+        # The workers a survivor started for the first round after the eviction (not a late
+        # start of the round before it).
+        started = next(
+            (
+                a
+                for a in agent_events
+                if rdzv and a.kind == "started" and a.node == rdzv.node and a.t >= rdzv.t
+            ),
+            None,
+        )
+        if started:
+            ev.restarted_s = started.t - e["t"]
+            ev.world_after = started.group_world_size or ev.world_after
         r = first_round_after(e["t"])
         if r:
             ev.last_step_before, ev.lost_steps = lost_for_round(r)

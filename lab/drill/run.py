@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import events
-from lab.drill.agent_logs import parse_agent_log
+from lab.drill.agent_events import AgentEvent, read_agent_events
 from lab.drill.diagnosis import WorkerError, crash_loop, describe, worker_errors
 from lab.drill.report import DrillReport, analyze
 from lab.local import LocalCluster
-from lab.local.cluster import TORCHELASTIC_LOGS
+from lab.local.cluster import AGENT_EVENTS, TORCHELASTIC_LOGS, Node
 from lab.spec.job import JobSpec
 from lab.spec.problems import InvalidInput, Problem, Problems
 
@@ -244,7 +244,7 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
         stopped, timed_out = exc, False
         progress.say("stopped: the script fails at every start", 0, force=True)
     exit_codes = {n.name: n.exit_code for n in cluster.nodes}
-    agent_events = [a for n in cluster.nodes for a in parse_agent_log(n.log_path, n.name)]
+    agent_events = [a for n in cluster.nodes for a in _agent_events(cluster, n)]
     recorded = cluster.events()
     report = analyze(
         recorded,
@@ -279,12 +279,12 @@ def _recovered(seen: list[dict], cluster: LocalCluster, emits: bool) -> bool:
     if emits:
         resumed = [e["t"] for e in seen if e["event"] in ("resume", "fresh") and e["t"] > evict_t]
         return any(e["event"] == "step" and resumed and e["t"] > min(resumed) for e in seen)
-    return any(
-        a.kind == "rendezvous" and a.t > evict_t
-        for n in cluster.alive_nodes
-        for a in parse_agent_log(n.log_path, n.name)
-    )
+    return any(a.kind == "started" and a.t > evict_t for n in cluster.alive_nodes for a in _agent_events(cluster, n))
 
 
 def _agents_rendezvoused(cluster: LocalCluster) -> bool:
-    return any(a.kind == "rendezvous" for n in cluster.nodes for a in parse_agent_log(n.log_path, n.name))
+    return any(a.kind == "rendezvous" for n in cluster.nodes for a in _agent_events(cluster, n))
+
+
+def _agent_events(cluster: LocalCluster, node: Node) -> list[AgentEvent]:
+    return read_agent_events(cluster.node_dir(node.name) / AGENT_EVENTS, node.name)

@@ -19,7 +19,7 @@ from pathlib import Path
 from lab import events
 from lab.local import procs
 from lab.local.etcd import EtcdError, EtcdServer, find_etcd
-from lab.spec.job import ENV_EVENTS_FILE, JobSpec, RdzvBackend
+from lab.spec.job import ENV_AGENT_EVENTS, ENV_EVENTS_FILE, JobSpec, RdzvBackend
 from lab.warm import die_with_parent
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 SILENT_KILL_S = 30.0
 # Under each node's directory: torchrun's --log-dir (its workers' error files among them).
 TORCHELASTIC_LOGS = "torchelastic"
+# Under each node's directory: torch's structured agent events, as JSON lines (lab.launch).
+AGENT_EVENTS = "agent-events.jsonl"
 # The longest temp dir path under which multiprocessing's sockets still fit.
 MAX_TMP_PATH = 60
 
@@ -338,6 +340,7 @@ class LocalCluster:
             **self.spec.worker_env(),
             **self.extra_env,
             "LAB_NODE": name,
+            ENV_AGENT_EVENTS: str(home / AGENT_EVENTS),
             ENV_EVENTS_FILE: str(self.events_file),
             "PYTHONUNBUFFERED": "1",
             "TMPDIR": str(self.tmp_dir),

@@ -42,6 +42,8 @@ ENV_CHECKPOINT_EVERY = "LAB_CHECKPOINT_EVERY"
 ENV_CHECKPOINT_WRITES = "LAB_CHECKPOINT_WRITES"
 ENV_PG_TIMEOUT = "LAB_PG_TIMEOUT_S"
 ENV_EVENTS_FILE = "LAB_EVENTS_FILE"
+# Where lab.launch writes torch's structured agent events (JSON lines), when set.
+ENV_AGENT_EVENTS = "LAB_AGENT_EVENTS"
 
 # The agent's environment (its workers inherit it):
 # - TORCH_DISABLE_SHARE_RDZV_TCP_STORE: torch 2.13 agents that re-use the rendezvous TCP store

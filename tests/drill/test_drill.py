@@ -143,8 +143,11 @@ def test_drill_of_a_script_without_our_events_reports_what_the_agents_saw(workdi
     assert not report.emits_events
     assert report.finished, report.summary()
     (ev,) = report.evictions
+    # From torch's structured agent events: the survivors' rendezvous and worker restart.
     assert ev.rendezvous_s is not None and ev.world_after == 2
+    assert ev.restarted_s is not None and ev.rendezvous_s <= ev.restarted_s < 30
     assert report.restart_rounds >= 1
+    assert "workers running again at the new world size" in report.summary()
 
 
 @pytest.mark.timeout(90)  # every drill test ends within 90 s

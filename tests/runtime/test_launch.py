@@ -1,5 +1,8 @@
 """lab.launch: torchrun with fractional-second rendezvous settings, against a real etcd."""
 
+import json
+import os
+import time
 from datetime import timedelta
 
 import pytest
@@ -60,3 +63,22 @@ def test_bad_fractional_value_is_a_clear_error(etcd):
     conf = {**JobSpec().rdzv_conf(), "keep_alive_interval": "fast"}
     with pytest.raises(ValueError, match="rdzv-conf keep_alive_interval='fast' is invalid: expected seconds"):
         get_rendezvous_handler(_params(etcd.endpoint, conf))
+
+
+def test_agent_events_go_to_the_file_torchrun_is_told_of(tmp_path, monkeypatch):
+    from torch.distributed.elastic import events as torch_events
+    from torch.distributed.elastic.events import handlers
+
+    from lab.launch import EVENT_LOG_HANDLER, record_agent_events
+
+    monkeypatch.delenv("PET_EVENT_LOG_HANDLER", raising=False)
+    monkeypatch.setitem(handlers._log_handlers, EVENT_LOG_HANDLER, None)  # restored afterwards
+    path = tmp_path / "agent-events.jsonl"
+    record_agent_events(str(path))
+    assert os.environ["PET_EVENT_LOG_HANDLER"] == EVENT_LOG_HANDLER
+    event = torch_events.Event("torchelastic.worker.status.START", torch_events.EventSource.WORKER, metadata={"x": 1})
+    torch_events.record(event, EVENT_LOG_HANDLER)
+    (line,) = path.read_text().splitlines()
+    rec = json.loads(line)
+    assert rec["torch"]["name"] == "torchelastic.worker.status.START" and rec["torch"]["metadata"] == {"x": 1}
+    assert abs(rec["t"] - time.time()) < 60
