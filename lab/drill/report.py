@@ -25,6 +25,7 @@ class Eviction:
     restarted_s: float | None = None  # eviction -> a survivor's workers started again (torch's events)
     detected_s: float | None = None  # eviction -> an agent saw the node leave its round
     emergency_save_s: float | None = None  # notice only: seconds the save took
+    emergency_save_already: bool = False  # notice only: that step was saved before the notice came
     notice_to_exit_s: float | None = None  # notice only: SIGTERM -> worker exit
 
 
@@ -128,10 +129,11 @@ class DrillReport:
                     f" resumed from {ev.resumed_from}; checkpoint interval {self.checkpoint_every})"
                 )
             if ev.emergency_save_s is not None:
-                lines.append(
-                    f"    emergency save: {ev.emergency_save_s:.3f} s;"
-                    f" notice to worker exit: {ev.notice_to_exit_s:.2f} s"
-                )
+                saved = f"{ev.emergency_save_s:.3f} s"
+                if ev.emergency_save_already:
+                    saved = "nothing to write, the step was saved already"
+                left = f"{ev.notice_to_exit_s:.2f} s" if ev.notice_to_exit_s is not None else "not seen"
+                lines.append(f"    emergency save: {saved}; notice to worker exit: {left}")
         for j in self.joins:
             js = f"{j.join_s:.2f} s" if j.join_s is not None else "did not join"
             lines.append(
@@ -255,11 +257,7 @@ def analyze(
         # The workers a survivor started for the first round after the eviction (not a late
         # start of the round before it).
         started = next(
-            (
-                a
-                for a in agent_events
-                if rdzv and a.kind == "started" and a.node == rdzv.node and a.t >= rdzv.t
-            ),
+            (a for a in agent_events if rdzv and a.kind == "started" and a.node == rdzv.node and a.t >= rdzv.t),
             None,
         )
         if started:
@@ -297,6 +295,7 @@ def analyze(
                 None,
             )
             ev.emergency_save_s = save["seconds"] if save else None
+            ev.emergency_save_already = bool(save and save.get("already"))
             ev.notice_to_exit_s = leave["notice_to_exit_s"] if leave else None
         report.evictions.append(ev)
 

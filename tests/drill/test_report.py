@@ -1,0 +1,73 @@
+"""The drill's analysis on recorded event streams (ours and torch's agent events)."""
+
+from __future__ import annotations
+
+from lab.drill.agent_events import AgentEvent
+from lab.drill.report import analyze
+
+
+def _agents(*rows: tuple[float, str, str, int | None, int]) -> list[AgentEvent]:
+    return [AgentEvent(t, node, kind, restarts, world) for t, node, kind, world, restarts in rows]
+
+
+def test_a_script_without_events_is_timed_from_the_agents_events():
+    recorded = [{"t": 100.0, "event": "node_added", "node": n} for n in ("a", "b", "c")] + [
+        {"t": 110.0, "event": "evict", "node": "c", "kind": "hard"}
+    ]
+    agents = _agents(
+        *((101.0, n, "rendezvous", 3, 0) for n in "abc"),
+        *((102.0, n, "started", 3, 0) for n in "abc"),
+        (111.8, "c", "started", 3, 0),  # a late start of the evicted node's old round: not a recovery
+        (112.5, "a", "rendezvous", 2, 1),
+        (112.6, "b", "rendezvous", 2, 1),
+        (112.9, "a", "started", 2, 1),
+        (113.0, "b", "started", 2, 1),
+        (130.0, "a", "group_succeeded", None, 1),
+        (130.0, "b", "group_succeeded", None, 1),
+    )
+    report = analyze(recorded, agents, target_steps=None, checkpoint_every=10, node_exit_codes={"a": 0, "b": 0})
+    assert not report.emits_events and report.finished and report.passed, report.summary()
+    (ev,) = report.evictions
+    assert ev.world_after == 2
+    assert round(ev.rendezvous_s, 2) == 2.5 and round(ev.restarted_s, 2) == 2.9
+    assert report.restart_rounds == 1 and report.max_restart_count == 1
+    assert "recovery: 2.90 s to workers running again at the new world size" in report.summary()
+
+
+def test_a_job_whose_survivors_never_restart_is_not_finished():
+    recorded = [{"t": 110.0, "event": "evict", "node": "c", "kind": "silent"}]
+    agents = _agents(*((101.0, n, "rendezvous", 3, 0) for n in "abc"), *((102.0, n, "started", 3, 0) for n in "abc"))
+    report = analyze(recorded, agents, target_steps=None, checkpoint_every=10, node_exit_codes={"a": 1, "b": 1})
+    (ev,) = report.evictions
+    assert ev.rendezvous_s is None and ev.restarted_s is None
+    assert not report.passed and "no node's worker group completed successfully" in report.problems[0]
+
+
+def test_a_notice_that_finds_its_step_saved_says_so():
+    base = {"world_size": 2, "loss": 1.0}
+    recorded = [
+        {"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": "a"},
+        {"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": "b"},
+        *({"t": 1.0 + i / 10, "event": "step", "step": i, **base} for i in range(1, 11)),
+        {"t": 2.0, "event": "checkpoint_saved", "step": 10, "reason": "periodic", "seconds": 0.01, "node": "a"},
+        {"t": 2.05, "event": "evict", "node": "b", "kind": "notice"},
+        {
+            "t": 2.06,
+            "event": "checkpoint_saved",
+            "step": 10,
+            "reason": "notice",
+            "seconds": 0.0,
+            "already": True,
+            "node": "b",
+        },
+        {"t": 2.07, "event": "exit", "reason": "notice", "node": "b", "step": 10, "notice_to_exit_s": 0.02},
+        {"t": 3.0, "event": "resume", "step": 10, "round": 2, "node": "a"},
+        {"t": 3.5, "event": "step", "step": 11, "world_size": 1, "loss": 0.9},
+        {"t": 4.0, "event": "exit", "reason": "done", "node": "a", "step": 11},
+    ]
+    report = analyze(recorded, [], target_steps=11, checkpoint_every=10, node_exit_codes={"a": 0, "b": 143})
+    (ev,) = report.evictions
+    assert ev.emergency_save_already and ev.lost_steps == 0 and round(ev.recovery_s, 2) == 1.45
+    assert "emergency save: nothing to write, the step was saved already; notice to worker exit: 0.02 s" in (
+        report.summary()
+    )
