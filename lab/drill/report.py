@@ -359,7 +359,14 @@ def analyze(
         report.world_timeline = [(a.t - t0, a.group_world_size) for a in agent_events if a.kind == "rendezvous"]
 
     if not finished:
-        if emits and target_steps:
+        stuck = {n: c for n, c in node_exit_codes.items() if n not in evicted and c != 0}
+        if emits and target_steps and final_step == target_steps and stuck:
+            codes = ", ".join(f"{n} ({c})" for n, c in sorted(stuck.items()))
+            report.problems.append(
+                f"the job trained every step ({final_step} of {target_steps}) but these nodes did not exit"
+                f" cleanly (exit code): {codes}"
+            )
+        elif emits and target_steps:
             report.problems.append(f"the job did not finish: final step {final_step}, expected {target_steps}")
         else:
             report.problems.append("the job did not finish: no node's worker group completed successfully")

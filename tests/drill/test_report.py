@@ -71,3 +71,17 @@ def test_a_notice_that_finds_its_step_saved_says_so():
     assert "emergency save: nothing to write, the step was saved already; notice to worker exit: 0.02 s" in (
         report.summary()
     )
+
+
+def test_a_job_that_trained_every_step_but_hung_on_exit_says_which_nodes():
+    recorded = [
+        {"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": "a"},
+        {"t": 2.0, "event": "step", "step": 1, "world_size": 2, "loss": 1.0},
+        {"t": 2.5, "event": "exit", "reason": "done", "node": "a", "step": 1},
+        {"t": 2.5, "event": "exit", "reason": "done", "node": "b", "step": 1},
+    ]
+    report = analyze(recorded, [], target_steps=1, checkpoint_every=1, node_exit_codes={"a": 0, "b": -9})
+    assert not report.finished
+    assert report.problems == [
+        "the job trained every step (1 of 1) but these nodes did not exit cleanly (exit code): b (-9)"
+    ]
