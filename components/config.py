@@ -14,6 +14,10 @@ reads is an error (a typo such as `gpuMaxNode` would otherwise be silently ignor
   platform            the training platform's settings (components/platform/settings.py)
   kubeconfig          byo: the existing cluster's kubeconfig path
   <AKS keys>          the AksClusterArgs fields' keys (components/aks/args.py)
+  <EKS keys>          the EksClusterArgs fields' keys (components/eks/args.py)
+
+A key of another cloud's cluster (`location` on an EKS stack) is an error naming the cloud
+it belongs to.
 
 `load()` gives a `StackConfig` holding the arguments of the stack's cluster and the
 platform's settings, checked against each other (the namespace and service account the
@@ -31,16 +35,19 @@ from typing import Any
 
 import pulumi
 
-from components.aks.args import AksClusterArgs, config_fields
+from components.aks.args import AksClusterArgs
+from components.aks.args import config_fields as aks_fields
 from components.byo.cluster import ByoClusterArgs, described_cluster_problems
 from components.cluster_info import TrainingIdentity
+from components.eks.args import EksClusterArgs
+from components.eks.args import config_fields as eks_fields
 from components.platform.settings import PlatformSettings, parse_mapping
 from lab.spec.names import CLOUDS, PROJECT
 from lab.spec.problems import InvalidInput, Problem, Problems
 from lab.spec.versions import DEFAULT_KUBERNETES_VERSION
 
 # Clouds with a cluster component; the others of CLOUDS are known names without one.
-BUILT_CLOUDS = ("aks", "byo")
+BUILT_CLOUDS = ("aks", "eks", "byo")
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,7 @@ class Key:
     section: str
 
 
-KEYS: dict[str, Key] = {
+COMMON_KEYS: dict[str, Key] = {
     k.name: k
     for k in (
         Key("cloud", "str", "which cluster this stack builds: " + ", ".join(CLOUDS), "common"),
@@ -64,10 +71,33 @@ KEYS: dict[str, Key] = {
             "training platform settings: namespace, priorityClasses, etcd, checkpoint, pools, ...",
             "platform",
         ),
-        Key("kubeconfig", "str", "byo: path of the kubeconfig of an existing cluster (relative to the project)", "byo"),
-        *(Key(f.metadata["key"], f.metadata["kind"], f.metadata["doc"], "aks") for f in config_fields()),
+        Key("kubernetesVersion", "str", "the cluster's Kubernetes version 1.<minor>", "common"),
     )
 }
+# The keys of each cloud's cluster, besides the common ones.
+CLOUD_KEYS: dict[str, dict[str, Key]] = {
+    "aks": {
+        f.metadata["key"]: Key(f.metadata["key"], f.metadata["kind"], f.metadata["doc"], "aks") for f in aks_fields()
+    },
+    "eks": {
+        f.metadata["key"]: Key(f.metadata["key"], f.metadata["kind"], f.metadata["doc"], "eks") for f in eks_fields()
+    },
+    "byo": {
+        "kubeconfig": Key(
+            "kubeconfig", "str", "byo: path of the kubeconfig of an existing cluster (relative to the project)", "byo"
+        )
+    },
+}
+# Every key some stack may set (the documentation's list).
+KEYS: dict[str, Key] = {
+    **{k: v for cloud in CLOUD_KEYS.values() for k, v in cloud.items()},
+    **COMMON_KEYS,
+}
+
+
+def keys_of(cloud: Any) -> dict[str, Key]:
+    """The keys a stack of `cloud` may set (all known keys when the cloud is unknown)."""
+    return {**CLOUD_KEYS[cloud], **COMMON_KEYS} if cloud in CLOUD_KEYS else KEYS
 
 
 def qualified(key: str) -> str:
@@ -152,17 +182,44 @@ class StackConfig:
     stack: str
     cloud: str
     kubernetes_version: str
-    cluster: AksClusterArgs | ByoClusterArgs
+    cluster: AksClusterArgs | EksClusterArgs | ByoClusterArgs
     platform: PlatformSettings
 
 
 def aks_args(values: Mapping[str, Any], stack: str) -> AksClusterArgs:
     """`AksClusterArgs` from our namespace's values (short keys): stack-derived defaults, then
     the stack's values; every problem at once, named by config key, not field name."""
+    base = default_name(stack)
+    return _cluster_args(
+        AksClusterArgs,
+        aks_fields(),
+        values,
+        required={"location": "an Azure region name such as eastus (required for cloud aks)"},
+        defaults={"location": "eastus", "cluster_name": base, "resource_group_name": f"{base}-rg"},
+    )
+
+
+def eks_args(values: Mapping[str, Any], stack: str) -> EksClusterArgs:
+    """`EksClusterArgs` from our namespace's values, like `aks_args`."""
+    return _cluster_args(
+        EksClusterArgs,
+        eks_fields(),
+        values,
+        required={"region": "an AWS region code such as us-east-1 (required for cloud eks)"},
+        defaults={"region": "us-east-1", "cluster_name": default_name(stack)},
+    )
+
+
+def _cluster_args(
+    cls: Any, fields: list[Any], values: Mapping[str, Any], *, required: dict[str, str], defaults: dict[str, Any]
+) -> Any:
+    """A cluster's args from config values: each value parsed by its field's kind, required
+    fields reported when missing (then set to a placeholder so the others still get
+    checked), stack-derived defaults, and the args' own problems named by config key."""
     found = Problems()
     kwargs: dict[str, Any] = {}
     unparsed: set[str] = set()
-    by_field = {f.name: f for f in config_fields()}
+    by_field = {f.name: f for f in fields}
     for name, f in by_field.items():
         key = f.metadata["key"]
         if key in values:
@@ -171,13 +228,12 @@ def aks_args(values: Mapping[str, Any], stack: str) -> AksClusterArgs:
             except InvalidInput as exc:
                 found.extend(exc.problems)
                 unparsed.add(name)
-    if "location" not in kwargs and "location" not in unparsed:
-        found.add(qualified("location"), None, "an Azure region name such as eastus (required for cloud aks)")
-    base = default_name(stack)
-    kwargs.setdefault("location", "eastus")  # placeholder so the other values still get checked
-    kwargs.setdefault("cluster_name", base)
-    kwargs.setdefault("resource_group_name", f"{base}-rg")
-    args = AksClusterArgs(**kwargs)
+    for name, expected in required.items():
+        if name not in kwargs and name not in unparsed:
+            found.add(qualified(by_field[name].metadata["key"]), None, expected)
+    for name, value in defaults.items():
+        kwargs.setdefault(name, value)
+    args = cls(**kwargs)
     # Values that did not parse were left at their defaults; each is reported once.
     found.extend(_as_config_key(p, by_field) for p in args.problems() if p.key not in unparsed)
     found.raise_if_any()
@@ -194,12 +250,24 @@ def _as_config_key(problem: Problem, by_field: dict[str, Any]) -> Problem:
     return Problem(qualified(by_field[field_name].metadata["key"]) + bracket + entry, problem.value, expected)
 
 
-def _unknown_keys(ours: Mapping[str, Any]) -> list[Problem]:
+def _unknown_keys(ours: Mapping[str, Any], cloud: Any) -> list[Problem]:
+    allowed = keys_of(cloud)
     out = []
-    for key in sorted(set(ours) - set(KEYS)):
-        close = difflib.get_close_matches(key, list(KEYS), n=1)
+    for key in sorted(set(ours) - set(allowed)):
+        owners = [c for c, keys in CLOUD_KEYS.items() if key in keys]
+        if owners:
+            out.append(
+                Problem(
+                    qualified(key),
+                    ours[key],
+                    f"a key of cloud {cloud} ({key!r} belongs to cloud {' and '.join(owners)}); "
+                    f"known: {', '.join(sorted(allowed))}",
+                )
+            )
+            continue
+        close = difflib.get_close_matches(key, list(allowed), n=1)
         hint = f"did you mean {qualified(close[0])!r}? " if close else ""
-        out.append(Problem(qualified(key), ours[key], f"a known key ({hint}known: {', '.join(sorted(KEYS))})"))
+        out.append(Problem(qualified(key), ours[key], f"a known key ({hint}known: {', '.join(sorted(allowed))})"))
     return out
 
 
@@ -229,8 +297,8 @@ def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -
     prefix = PROJECT + ":"
     ours = {k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)}
     found = Problems()
-    found.extend(_unknown_keys(ours))
     cloud = ours.get("cloud")
+    found.extend(_unknown_keys(ours, cloud))
     if (problem := _cloud_problem(cloud)) is not None:
         found.extend([problem])
 
@@ -251,7 +319,7 @@ def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -
         found.extend(p.under(prefix) for p in exc.problems)
         raw_platform = {}
 
-    cluster: AksClusterArgs | ByoClusterArgs | None = None
+    cluster: AksClusterArgs | EksClusterArgs | ByoClusterArgs | None = None
     identity: TrainingIdentity | None = None
     mount_with_token: bool | None = None
     match cloud:
@@ -260,6 +328,12 @@ def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -
                 cluster = aks_args(ours, stack)
                 identity = TrainingIdentity(cluster.training_namespace, cluster.training_service_account)
                 mount_with_token = cluster.mounts_checkpoints_with_token
+            except InvalidInput as exc:
+                found.extend(exc.problems)
+            found.extend(p.under(prefix) for p in described_cluster_problems(raw_platform))
+        case "eks":
+            try:
+                cluster = eks_args(ours, stack)
             except InvalidInput as exc:
                 found.extend(exc.problems)
             found.extend(p.under(prefix) for p in described_cluster_problems(raw_platform))

@@ -14,6 +14,7 @@ import pulumi
 from components import config
 from components.aks import AksCluster, AksClusterArgs
 from components.byo import ByoCluster, ByoClusterArgs
+from components.eks import EksCluster, EksClusterArgs
 from components.platform import TrainingPlatform
 
 
@@ -22,17 +23,19 @@ class Stack:
     """What the program declared: the stack's config, its cluster and its platform."""
 
     config: config.StackConfig
-    cluster: AksCluster | ByoCluster
+    cluster: AksCluster | EksCluster | ByoCluster
     platform: TrainingPlatform
 
 
 def main() -> Stack:
     cfg = config.load()
 
-    cluster: AksCluster | ByoCluster
+    cluster: AksCluster | EksCluster | ByoCluster
     match cfg.cluster:  # the arguments of the stack's `cloud`
         case AksClusterArgs():
             cluster = AksCluster("aks", cfg.cluster)
+        case EksClusterArgs():
+            cluster = EksCluster("eks", cfg.cluster)
         case ByoClusterArgs():
             cluster = ByoCluster("byo", cfg.cluster)
         case _:

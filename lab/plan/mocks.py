@@ -19,6 +19,7 @@ import pulumi
 MOCK_SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
 MOCK_TENANT = "00000000-0000-4000-8000-0000000000aa"
 MOCK_CLIENT = "00000000-0000-4000-8000-0000000000cc"
+MOCK_ACCOUNT = "123456789012"
 
 
 def _uuid(*parts: str) -> str:
@@ -126,7 +127,56 @@ class PlanMocks(pulumi.runtime.Mocks):
             return rid, state
         if typ.startswith("pulumi:providers:"):
             return f"{args.name}-provider-id", state
+        if typ.startswith("aws:"):
+            rid, extra = self._aws(typ, args.name, inputs)
+            state.update(extra)
+            return rid, state
         return f"{args.name}-id", state
+
+    @staticmethod
+    def _aws(typ: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """(id, outputs) as AWS would give them: ARNs, generated names, a cluster endpoint,
+        a node group's Auto Scaling group."""
+        region = "us-east-1"
+        suffix = _suffix(name)
+        if typ == "aws:iam/role:Role":
+            role = inputs.get("name") or f"{name}-{suffix}"
+            return role, {"name": role, "arn": f"arn:aws:iam::{MOCK_ACCOUNT}:role/{role}", "uniqueId": f"AROA{suffix}"}
+        if typ == "aws:s3/bucket:Bucket":
+            bucket = inputs.get("bucket") or f"{inputs.get('bucketPrefix', name)}{suffix}"
+            return bucket, {"bucket": bucket, "arn": f"arn:aws:s3:::{bucket}", "region": region}
+        if typ == "aws:eks/cluster:Cluster":
+            cluster = inputs.get("name") or name
+            return cluster, {
+                "name": cluster,
+                "arn": f"arn:aws:eks:{region}:{MOCK_ACCOUNT}:cluster/{cluster}",
+                "endpoint": f"https://{suffix.upper()}.gr7.{region}.eks.amazonaws.com",
+                "certificateAuthority": {"data": "TU9DSy1DQQ=="},
+                "status": "ACTIVE",
+            }
+        if typ == "aws:eks/nodeGroup:NodeGroup":
+            group = inputs.get("nodeGroupName") or name
+            asg = f"eks-{group}-{_uuid('asg', name)}"
+            return f"{inputs.get('clusterName')}:{group}", {
+                "nodeGroupName": group,
+                "arn": f"arn:aws:eks:{region}:{MOCK_ACCOUNT}:nodegroup/{inputs.get('clusterName')}/{group}/{suffix}",
+                "resources": [{"autoscalingGroups": [{"name": asg}], "remoteAccessSecurityGroupId": ""}],
+                "status": "ACTIVE",
+            }
+        if typ == "aws:fis/experimentTemplate:ExperimentTemplate":
+            return f"EXT{suffix.upper()}", {}
+        if typ.startswith("aws:ec2/"):
+            kind = typ.split("/")[1].split(":")[0].lower()
+            prefix = {
+                "vpc": "vpc",
+                "subnet": "subnet",
+                "internetgateway": "igw",
+                "natgateway": "nat",
+                "eip": "eipalloc",
+                "routetable": "rtb",
+            }.get(kind, kind)
+            return f"{prefix}-{suffix}{suffix[:9]}", {}
+        return f"{name}-id", {}
 
     @staticmethod
     def _extra_outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -189,5 +239,14 @@ class PlanMocks(pulumi.runtime.Mocks):
             server = f"https://{cluster}-{_suffix(cluster)}.hcp.eastus.azmk8s.io:443"
             value = base64.b64encode(mock_kubeconfig(cluster, server).encode()).decode()
             return {"kubeconfigs": [{"name": "clusterUser", "value": value}]}, []
+        if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            names = [f"us-east-1{z}" for z in "abcdef"]
+            return {"names": names, "zoneIds": [f"use1-az{i}" for i in range(1, 7)], "id": "us-east-1"}, []
+        if token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {
+                "accountId": MOCK_ACCOUNT,
+                "arn": f"arn:aws:iam::{MOCK_ACCOUNT}:user/mock",
+                "userId": "AIDAMOCK",
+            }, []
         self.unknown_calls.append(token)
         return {}, []

@@ -11,6 +11,7 @@ PROJECT = "elastic-spot-lab"
 # Type tokens of the project's components, as they appear in Pulumi state.
 AKS_CLUSTER_TYPE = f"{PROJECT}:aks:Cluster"
 BYO_CLUSTER_TYPE = f"{PROJECT}:byo:Cluster"
+EKS_CLUSTER_TYPE = f"{PROJECT}:eks:Cluster"
 PLATFORM_TYPE = f"{PROJECT}:platform:TrainingPlatform"
 
 # Values of `elastic-spot-lab:cloud`: which cluster a stack builds. `byo` brings an existing

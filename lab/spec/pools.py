@@ -69,6 +69,9 @@ class Taint:
 
 # Our GPU taint: only pods that ask for GPUs (and tolerate it) land on GPU nodes.
 GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
+# Our spot taint, where the cloud puts none on spot nodes (EKS): only pods that accept being
+# evicted at short notice land there.
+SPOT_TAINT = Taint(f"{PROJECT}/spot", "true", "NoSchedule")
 
 
 def pool_labels(pool: str, *, spot: bool) -> dict[str, str]:

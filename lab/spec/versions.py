@@ -23,3 +23,8 @@ ETCD_TAG = "v3.5.20"
 # The project's image (Dockerfile): training jobs and the spot-notice handler run from it.
 PROJECT_IMAGE = "ghcr.io/elastic-spot-lab/trainer"
 PROJECT_IMAGE_TAG = "0.1.0"
+
+# Cluster Autoscaler chart (EKS stack); the image tag follows the cluster's minor version.
+CLUSTER_AUTOSCALER_VERSION = "9.43.1"
+CLUSTER_AUTOSCALER_REPO = "https://kubernetes.github.io/autoscaler"
+CLUSTER_AUTOSCALER_CHART = "cluster-autoscaler"

@@ -121,7 +121,7 @@ def test_keys_are_typed():
 
 def test_every_key_is_documented_and_sectioned():
     assert {"cloud", "platform", "kubeconfig", "location", "gpuMaxNodes"} <= set(config_mod.KEYS)
-    assert all(k.doc and k.section in ("common", "platform", "byo", "aks") for k in config_mod.KEYS.values())
+    assert all(k.doc and k.section in ("common", "platform", "byo", "aks", "eks") for k in config_mod.KEYS.values())
 
 
 def test_args_validate_names_fields():

@@ -43,10 +43,23 @@ def test_problems_of_cluster_and_platform_come_together_and_nothing_is_declared(
     assert info.value.recorded_resources == []  # not the cluster, not anything
 
 
-def test_cloud_without_a_cluster_component_is_a_config_error():
+def test_another_clouds_keys_are_errors_that_name_the_cloud():
+    """The AKS stack's file with `cloud: eks`: every AKS-only key is named as such, the
+    missing region is reported, and nothing is declared."""
     with pytest.raises(InvalidInput) as info:
         run_program("aks-dev", {"cloud": "eks"})
-    [problem] = info.value.problems
-    assert (problem.key, problem.value) == ("elastic-spot-lab:cloud", "eks")
-    assert problem.expected.startswith("one of aks, byo; 'eks' is reserved but has no cluster component yet")
+    by_key = {p.key: p for p in info.value.problems}
+    assert by_key["elastic-spot-lab:location"].expected.startswith(
+        "a key of cloud eks ('location' belongs to cloud aks)"
+    )
+    assert "elastic-spot-lab:gpuVmSize" in by_key and "elastic-spot-lab:kubernetesVersion" not in by_key
+    assert by_key["elastic-spot-lab:region"].expected.startswith("an AWS region code")
+    assert info.value.recorded_resources == []
+
+
+def test_a_cloud_without_a_cluster_component_is_a_config_error():
+    with pytest.raises(InvalidInput) as info:
+        run_program("aks-dev", {"cloud": "gke"})
+    problem = next(p for p in info.value.problems if p.key == "elastic-spot-lab:cloud")
+    assert problem.value == "gke" and problem.expected == "one of aks, eks, byo"
     assert info.value.recorded_resources == []

@@ -1,0 +1,244 @@
+"""`EksCluster`: the AWS lab's cluster as one Pulumi component.
+
+Children (all parented to the component): a VPC over two or more zones (or an existing one);
+the cluster and node IAM roles; the EKS cluster (API access entries, the creator and the
+listed principals as admins); the `eks-pod-identity-agent` and `aws-mountpoint-s3-csi-driver`
+add-ons; the CPU node group (on-demand) and the GPU node group (spot, tainted, scales to
+zero) with Cluster Autoscaler's node-template tags; the checkpoint bucket and the driver's Pod
+Identity role; the FIS spot-interruption template of the eviction drill; a Kubernetes
+provider for the cluster and Cluster Autoscaler.
+
+Outputs (`register_outputs` and attributes): kubeconfig (secret), clusterName, region, vpcId,
+nodeGroupNames, poolLabels, gpuTaints, checkpointBucket, fisTemplateId, fisRoleArn,
+autoscaler; `.info` is the cloud-neutral `ClusterInfo` the platform component takes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.cluster_info import ClusterInfo, S3Checkpoint
+from components.eks import autoscaler as autoscaler_mod
+from components.eks import fis as fis_mod
+from components.eks import iam, network, node_groups, storage
+from components.eks.args import EksClusterArgs
+from lab.spec import pools as labels
+from lab.spec.aws_tags import CLUSTER_TAG
+from lab.spec.names import EKS_CLUSTER_TYPE
+
+# AWS gives 2 minutes' notice of a spot interruption.
+EVICTION_NOTICE_S = 120
+CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+
+def kubeconfig(cluster: str, region: str, endpoint: str, ca_data: str) -> str:
+    """A kubeconfig that gets its token from `aws eks get-token` (no credentials inside)."""
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": cluster, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
+            "users": [
+                {
+                    "name": cluster,
+                    "user": {
+                        "exec": {
+                            "apiVersion": "client.authentication.k8s.io/v1beta1",
+                            "command": "aws",
+                            "args": ["eks", "get-token", "--cluster-name", cluster, "--region", region],
+                            "interactiveMode": "Never",
+                        }
+                    },
+                }
+            ],
+            "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": cluster}}],
+            "current-context": cluster,
+        },
+        indent=2,
+    )
+
+
+class EksCluster(pulumi.ComponentResource):
+    """EKS with an on-demand CPU node group and an autoscaled GPU spot node group, S3
+    checkpoints through Mountpoint, and an FIS template for the eviction drill."""
+
+    kubeconfig: pulumi.Output[str]
+    info: ClusterInfo
+
+    def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        args.validate()  # nothing is declared from invalid args
+        # The stack's region, not the machine's AWS_REGION: every child (and invoke) uses it.
+        self.aws_provider = aws.Provider(f"{name}-aws", region=args.region)
+        scoped = pulumi.ResourceOptions(providers={"aws": self.aws_provider})
+        super().__init__(EKS_CLUSTER_TYPE, name, None, pulumi.ResourceOptions.merge(opts, scoped))
+        self.args = args
+        here = pulumi.ResourceOptions(parent=self)
+        tags = {CLUSTER_TAG: args.cluster_name, **args.tags}
+
+        self.network = network.vpc(f"{name}-net", args, tags=tags, parent=self)
+        self.cluster_role, cluster_role_parts = iam.role(
+            f"{name}-cluster-role",
+            service="eks.amazonaws.com",
+            managed=iam.EKS_CLUSTER_POLICIES,
+            tags=tags,
+            parent=self,
+        )
+        self.node_role, node_role_parts = iam.role(
+            f"{name}-node-role", service="ec2.amazonaws.com", managed=iam.EKS_NODE_POLICIES, tags=tags, parent=self
+        )
+        self.cluster = aws.eks.Cluster(
+            name,
+            name=args.cluster_name,
+            role_arn=self.cluster_role.arn,
+            version=args.kubernetes_version,
+            vpc_config={
+                "subnet_ids": [*self.network.private_subnet_ids, *self.network.public_subnet_ids],
+                "endpoint_private_access": True,
+                "endpoint_public_access": True,
+                "public_access_cidrs": list(args.endpoint_public_access_cidrs),
+            },
+            # Access entries only (no aws-auth ConfigMap); whoever runs `pulumi up` is admin.
+            access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": True},
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster_role_parts),
+        )
+        for i, arn in enumerate(args.admin_principal_arns):
+            entry = aws.eks.AccessEntry(
+                f"{name}-admin-{i}",
+                cluster_name=self.cluster.name,
+                principal_arn=arn,
+                type="STANDARD",
+                tags=tags,
+                opts=here,
+            )
+            aws.eks.AccessPolicyAssociation(
+                f"{name}-admin-{i}",
+                cluster_name=self.cluster.name,
+                principal_arn=arn,
+                policy_arn=CLUSTER_ADMIN_POLICY,
+                access_scope={"type": "cluster"},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
+            )
+
+        self.group_specs = node_groups.group_specs(args)
+        cpu_spec, gpu_spec = self.group_specs[labels.POOL_CPU], self.group_specs[labels.POOL_GPU_SPOT]
+        self.cpu_group = node_groups.node_group(
+            f"{name}-{labels.POOL_CPU}",
+            cpu_spec,
+            args,
+            cluster=self.cluster,
+            node_role=self.node_role,
+            subnet_ids=self.network.private_subnet_ids,
+            tags=tags,
+            parent=self,
+            depends_on=node_role_parts,
+        )
+        # After the CPU group: one node group operation at a time keeps updates orderly, and
+        # the platform's control plane (etcd, the operator) has somewhere to run first.
+        self.gpu_group = node_groups.node_group(
+            f"{name}-{labels.POOL_GPU_SPOT}",
+            gpu_spec,
+            args,
+            cluster=self.cluster,
+            node_role=self.node_role,
+            subnet_ids=self.network.private_subnet_ids,
+            tags=tags,
+            parent=self,
+            depends_on=[*node_role_parts, self.cpu_group],
+        )
+        self.template_tags = node_groups.autoscaler_template_tags(
+            f"{name}-{labels.POOL_GPU_SPOT}-template", self.gpu_group, gpu_spec, parent=self
+        )
+
+        # Pod Identity, then the Mountpoint driver with its bucket-limited role.
+        self.bucket, self.bucket_settings = storage.checkpoint_bucket(
+            f"{name}-checkpoints", args, tags=tags, parent=self
+        )
+        self.driver_role, driver_role_parts = storage.driver_role(
+            f"{name}-s3-csi-role", self.bucket, tags=tags, parent=self
+        )
+        addon_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.cpu_group])
+        self.pod_identity_agent = aws.eks.Addon(
+            f"{name}-pod-identity-agent",
+            cluster_name=self.cluster.name,
+            addon_name="eks-pod-identity-agent",
+            tags=tags,
+            opts=addon_opts,
+        )
+        self.s3_csi_driver = aws.eks.Addon(
+            f"{name}-s3-csi-driver",
+            cluster_name=self.cluster.name,
+            addon_name="aws-mountpoint-s3-csi-driver",
+            pod_identity_associations=[
+                {"role_arn": self.driver_role.arn, "service_account": storage.S3_CSI_SERVICE_ACCOUNT}
+            ],
+            # Its node plugin must run on the tainted GPU spot nodes, where the jobs mount.
+            configuration_values=json.dumps({"node": {"tolerateAllTaints": True}}),
+            tags=tags,
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.cpu_group, self.pod_identity_agent, *driver_role_parts]
+            ),
+        )
+
+        self.fis_template, self.fis_role = fis_mod.spot_interruption_template(
+            f"{name}-spot-interruption", args, tags=tags, parent=self
+        )
+
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(self.cluster.name, self.cluster.endpoint, self.cluster.certificate_authority.data).apply(
+                lambda v: kubeconfig(v[0], args.region, v[1], v[2])
+            )
+        )
+        self.k8s_provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu_group, self.gpu_group, self.s3_csi_driver]),
+        )
+        self.autoscaler = None
+        if args.cluster_autoscaler:
+            self.autoscaler = autoscaler_mod.cluster_autoscaler(
+                f"{name}-cluster-autoscaler",
+                args,
+                cluster=self.cluster,
+                cpu_labels=cpu_spec.node_labels,
+                provider=self.k8s_provider,
+                tags=tags,
+                parent=self,
+                depends_on=[self.pod_identity_agent, *self.template_tags],
+            )
+
+        self.info = ClusterInfo(
+            provider=self.k8s_provider,
+            kubeconfig=self.kubeconfig,
+            placement=node_groups.placement(self.group_specs),
+            checkpoint=S3Checkpoint(bucket=self.bucket.bucket, region=args.region),
+            eviction_notice_s=EVICTION_NOTICE_S,
+            # Bottlerocket's NVIDIA variants run their own device plugin.
+            node_image_ships_device_plugin=args.gpu_ami_type.startswith("BOTTLEROCKET"),
+            # Managed node groups drain spot nodes on the notice themselves.
+            notice_from_scheduled_events=False,
+        )
+        self.register_outputs(self.outputs())
+
+    def outputs(self) -> dict[str, pulumi.Input[Any]]:
+        """Everything worth exporting; kubeconfig as a secret (it names the cluster's endpoint)."""
+        return {
+            "kubeconfig": self.kubeconfig,
+            "clusterName": self.cluster.name,
+            "region": self.args.region,
+            "vpcId": self.network.vpc_id,
+            "nodeGroupNames": {role: spec.name for role, spec in self.group_specs.items()},
+            "poolLabels": {role: dict(spec.node_labels) for role, spec in self.group_specs.items()},
+            "gpuTaints": [t.text() for t in self.group_specs[labels.POOL_GPU_SPOT].taints],
+            "checkpointBucket": self.bucket.bucket,
+            "fisTemplateId": self.fis_template.id,
+            "fisRoleArn": self.fis_role.arn,
+            "autoscaler": "cluster-autoscaler" if self.autoscaler else "none",
+            "trainingServiceAccount": f"{self.args.training_namespace}/{self.args.training_service_account}",
+        }

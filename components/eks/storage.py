@@ -1,0 +1,87 @@
+"""Checkpoint storage on EKS: an S3 bucket outside the cluster, mounted by the Mountpoint for
+S3 CSI driver (an EKS add-on) with a Pod Identity role limited to that bucket.
+
+The bucket is versioned (a checkpoint deleted or overwritten by mistake can be recovered),
+encrypted (SSE-S3), closed to the public, and kept on `pulumi destroy` unless the stack says
+otherwise. Mountpoint cannot rename: jobs write each checkpoint once (write-once mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pulumi
+import pulumi_aws as aws
+
+from components.eks import iam
+from components.eks.args import EksClusterArgs
+
+# The Mountpoint driver's node service account (the add-on creates it).
+S3_CSI_SERVICE_ACCOUNT = "s3-csi-driver-sa"
+
+
+def bucket_policy(bucket_arn: str) -> str:
+    """What the driver may do: list the bucket; read, write and delete its objects (pruning
+    old checkpoints); nothing on any other bucket."""
+    return iam.policy(
+        [
+            {"Sid": "ListCheckpoints", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket_arn},
+            {
+                "Sid": "ReadWriteCheckpoints",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"],
+                "Resource": f"{bucket_arn}/*",
+            },
+        ]
+    )
+
+
+def checkpoint_bucket(
+    name: str, args: EksClusterArgs, *, tags: Mapping[str, str], parent: pulumi.Resource
+) -> tuple[aws.s3.Bucket, list[pulumi.Resource]]:
+    """The bucket and its settings (versioning, encryption, public access block)."""
+    keep = args.keeps_checkpoints
+    bucket = aws.s3.Bucket(
+        name,
+        bucket=args.checkpoint_bucket,
+        # Unique across AWS when the stack names none: the cluster name and a random suffix.
+        bucket_prefix=None if args.checkpoint_bucket else f"{args.cluster_name.lower()[:30]}-ckpt-",
+        force_destroy=not keep,
+        tags=dict(tags),
+        opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep),
+    )
+    here = pulumi.ResourceOptions(parent=parent, retain_on_delete=keep)
+    settings: list[pulumi.Resource] = [
+        aws.s3.BucketVersioning(
+            f"{name}-versioning", bucket=bucket.id, versioning_configuration={"status": "Enabled"}, opts=here
+        ),
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-encryption",
+            bucket=bucket.id,
+            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}],
+            opts=here,
+        ),
+        aws.s3.BucketPublicAccessBlock(
+            f"{name}-public-access",
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=here,
+        ),
+    ]
+    return bucket, settings
+
+
+def driver_role(
+    name: str, bucket: aws.s3.Bucket, *, tags: Mapping[str, str], parent: pulumi.Resource
+) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
+    """The Pod Identity role of the Mountpoint driver, limited to the checkpoint bucket."""
+    return iam.role(
+        name,
+        service=iam.POD_IDENTITY_SERVICE,
+        inline={"checkpoint-bucket": bucket.arn.apply(bucket_policy)},
+        tags=tags,
+        parent=parent,
+    )

@@ -1,0 +1,45 @@
+"""AWS's tag rules, shared by the EKS stack's config check and the plan's API conformance.
+
+AWS (Tagging AWS resources, "Tag naming limits and requirements"): at most 50 user tags per
+resource; keys 1-128 and values 0-256 Unicode characters; letters, digits, spaces and
+`_ . : / = + - @`; the `aws:` prefix is reserved for AWS's own tags.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from lab.spec.problems import Problem
+
+MAX_TAGS = 50
+MAX_KEY = 128
+MAX_VALUE = 256
+_ALLOWED = re.compile(r"^[\w\s.:/=+\-@]*$", re.UNICODE)
+# The tag our EKS stack puts on everything it creates (teardown and cost reports find them by it).
+CLUSTER_TAG = "elastic-spot-lab-cluster"
+
+
+def tag_problems(tags: Any, key: str = "tags", *, reserved: int = 0) -> list[Problem]:
+    """Every tag AWS would refuse in `tags` (given as `key`); `reserved` tags are added by us."""
+    if not isinstance(tags, Mapping):
+        return [Problem(key, tags, "a mapping of tag name to value")]
+    out: list[Problem] = []
+    if len(tags) + reserved > MAX_TAGS:
+        out.append(
+            Problem(key, len(tags), f"at most {MAX_TAGS - reserved} tags (AWS allows {MAX_TAGS}, we add {reserved})")
+        )
+    for name, value in tags.items():
+        where = f"{key}[{name!r}]"
+        if not isinstance(name, str) or not 1 <= len(name) <= MAX_KEY or not _ALLOWED.match(name):
+            out.append(Problem(where, name, f"a tag name of 1-{MAX_KEY} letters, digits, spaces and _ . : / = + - @"))
+        elif name.lower().startswith("aws:"):
+            out.append(Problem(where, name, "a tag name not starting with 'aws:' (reserved for AWS)"))
+        if not isinstance(value, str):
+            out.append(Problem(where, value, "a string tag value (quote numbers and booleans)"))
+        elif len(value) > MAX_VALUE or not _ALLOWED.match(value):
+            out.append(
+                Problem(where, value, f"a tag value of 0-{MAX_VALUE} letters, digits, spaces and _ . : / = + - @")
+            )
+    return out
