@@ -190,24 +190,26 @@ def aks_args(values: Mapping[str, Any], stack: str) -> AksClusterArgs:
     """`AksClusterArgs` from our namespace's values (short keys): stack-derived defaults, then
     the stack's values; every problem at once, named by config key, not field name."""
     base = default_name(stack)
-    return _cluster_args(
+    args: AksClusterArgs = _cluster_args(
         AksClusterArgs,
         aks_fields(),
         values,
         required={"location": "an Azure region name such as eastus (required for cloud aks)"},
         defaults={"location": "eastus", "cluster_name": base, "resource_group_name": f"{base}-rg"},
     )
+    return args
 
 
 def eks_args(values: Mapping[str, Any], stack: str) -> EksClusterArgs:
     """`EksClusterArgs` from our namespace's values, like `aks_args`."""
-    return _cluster_args(
+    args: EksClusterArgs = _cluster_args(
         EksClusterArgs,
         eks_fields(),
         values,
         required={"region": "an AWS region code such as us-east-1 (required for cloud eks)"},
         defaults={"region": "us-east-1", "cluster_name": default_name(stack)},
     )
+    return args
 
 
 def _cluster_args(

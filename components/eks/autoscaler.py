@@ -9,6 +9,7 @@ tags. Scaling the GPU group up from zero relies on the node-template tags (node_
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -53,7 +54,7 @@ def autoscaler_policy(cluster: str) -> str:
     )
 
 
-def values(args: EksClusterArgs, cpu_labels: Mapping[str, str]) -> dict:
+def values(args: EksClusterArgs, cpu_labels: Mapping[str, str]) -> dict[str, Any]:
     return {
         "cloudProvider": "aws",
         "awsRegion": args.region,

@@ -113,11 +113,13 @@ def node_group(
         instance_types=list(spec.instance_types),
         ami_type=spec.ami_type,
         disk_size=args.gpu_disk_size_gb if spec.spot else None,
-        scaling_config={"min_size": spec.min_nodes, "max_size": spec.max_nodes, "desired_size": spec.min_nodes},
+        scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+            min_size=spec.min_nodes, max_size=spec.max_nodes, desired_size=spec.min_nodes
+        ),
         # One node at a time: the CPU group hosts etcd (kept by its PodDisruptionBudget).
-        update_config={"max_unavailable": 1},
+        update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
         labels=dict(spec.node_labels),
-        taints=[t.eks() for t in spec.taints] or None,
+        taints=[aws.eks.NodeGroupTaintArgs(**t.eks()) for t in spec.taints] or None,
         tags=dict(tags),
         opts=pulumi.ResourceOptions(
             parent=parent,
@@ -133,7 +135,7 @@ def autoscaler_template_tags(
 ) -> list[aws.autoscaling.Tag]:
     """Tags on the group's Auto Scaling group describing its nodes' labels and taints, so
     Cluster Autoscaler can scale it up from zero for pods that select and tolerate them."""
-    asg = group.resources.apply(lambda rs: rs[0].autoscaling_groups[0].name)
+    asg = group.resources.apply(lambda rs: (rs[0].autoscaling_groups or [])[0].name)
     entries = {f"{NODE_TEMPLATE}/label/{k}": v for k, v in spec.node_labels.items()}
     entries.update({f"{NODE_TEMPLATE}/taint/{t.key}": f"{t.value}:{t.effect}" for t in spec.taints})
     return [

@@ -303,21 +303,6 @@ def storage_outside_node_rg(plan: Any) -> Iterator[Finding]:
 # --------------------------------------------------------------------------- lifecycle
 
 
-def _depends_on(plan: Any, later: Any, earlier: Any) -> bool:
-    """True when `later` waits for `earlier`, directly or through other resources."""
-    seen, todo = set(), list(later.dependencies)
-    while todo:
-        urn = todo.pop()
-        if urn == earlier.urn:
-            return True
-        if urn in seen:
-            continue
-        seen.add(urn)
-        if (r := plan.by_urn(urn)) is not None:
-            todo.extend(r.dependencies)
-    return False
-
-
 def pool_operations(plan: Any) -> Iterator[Finding]:
     """The AgentPools of one cluster form a chain of dependencies: Pulumi then creates them one
     after the other and deletes them in reverse, and AKS never sees two pool operations at once."""
@@ -328,7 +313,7 @@ def pool_operations(plan: Any) -> Iterator[Finding]:
     for group in by_cluster.values():
         for i, a in enumerate(group):
             for b in group[i + 1 :]:
-                if not (_depends_on(plan, b, a) or _depends_on(plan, a, b)):
+                if not (plan.waits_for(b, a) or plan.waits_for(a, b)):
                     yield Finding.error(
                         "guardrail:pool-operations",
                         b,

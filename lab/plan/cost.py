@@ -1,10 +1,12 @@
 """Hourly cost estimate of a plan's node pools, spot vs on-demand, from lab/plan/prices.yaml.
 
-The estimate reads the recorded resources (not the config): each pool's VM size, priority
-and autoscaler range, and the cluster's region and tier. It gives the hourly cost with
-every pool at its minimum (idle: the GPU pool at zero), at its maximum, and at the maximum
+The estimate reads the recorded resources (not the config): each AKS pool's VM size,
+priority and autoscaler range and the cluster's region and tier; or each EKS node group's
+instance types, capacity type and scaling range, the provider's region, and the NAT gateway.
+It gives the hourly cost with every pool at its minimum (idle: the GPU pool at zero), at its maximum, and at the maximum
 with the GPU pool on on-demand capacity instead of spot. Every price carries its source
-and, where the table has one, the Azure Retail Prices API query that returns today's price.
+and, where the table has one, the query (Azure Retail Prices API, AWS CLI) that returns
+today's price. A spot group of several instance types is priced at its dearest type.
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ from typing import Any
 import yaml
 
 from lab.plan.aks_pools import MANAGED_CLUSTER, pools
+from lab.spec.pools import POOL_LABEL
 
 PRICES = Path(__file__).with_name("prices.yaml")
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
+AWS_PROVIDER = "pulumi:providers:aws"
 
 
 @dataclass
@@ -31,7 +37,7 @@ class PoolCost:
     price: float | None  # per node-hour at the pool's priority
     on_demand_price: float | None
     source: str
-    query: str | None = None  # Azure Retail Prices API request that returns the current price
+    query: str | None = None  # the request (Azure Retail Prices API, AWS CLI) that returns the current price
     at_min: float | None = None
     at_max: float | None = None
     at_max_on_demand: float | None = None
@@ -76,7 +82,13 @@ def _count(value: Any) -> int:
 
 
 def estimate(plan: Any, prices_path: Path | str | None = None) -> CostEstimate | None:
-    """Hourly estimate for an AKS plan; None when the plan has no Azure pools."""
+    """Hourly estimate for an AKS or EKS plan; None when the plan has no node pools."""
+    if plan.of_type(NODE_GROUP):
+        return _eks_estimate(plan, prices_path)
+    return _aks_estimate(plan, prices_path)
+
+
+def _aks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate | None:
     views = pools(plan)
     clusters = plan.of_type(MANAGED_CLUSTER)
     if not views:
@@ -95,6 +107,7 @@ def estimate(plan: Any, prices_path: Path | str | None = None) -> CostEstimate |
     tier = next(((c.inputs.get("sku") or {}).get("tier") for c in clusters), None) or "Free"
     cp = (azure.get("aks_control_plane") or {}).get(tier)
     control = {
+        "label": f"AKS control plane ({tier})",
         "tier": tier,
         "price": cp.get("price") if cp else None,
         "source": cp.get("source") if cp else "not in the table",
@@ -141,3 +154,82 @@ def estimate(plan: Any, prices_path: Path | str | None = None) -> CostEstimate |
         hourly_max_on_demand=total("at_max_on_demand"),
         notes=notes,
     )
+
+
+def _eks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate:
+    table = load_prices(prices_path)
+    aws = table.get("aws") or {}
+    region = next((p.inputs.get("region") for p in plan.of_type(AWS_PROVIDER) if p.inputs.get("region")), None)
+    notes: list[str] = []
+    by_region = aws.get("ec2") or {}
+    region_prices = by_region.get(region or "")
+    if region_prices is None:
+        fallback = "us-east-1"
+        region_prices = by_region.get(fallback, {})
+        notes.append(f"no prices for region {region!r} in the table: {fallback} prices used")
+    cp = aws.get("eks_control_plane") or {}
+    nat = aws.get("nat_gateway") or {}
+    nats = len(plan.of_type(NAT_GATEWAY))
+    fixed = cp.get("price")
+    if fixed is not None and nats:
+        fixed = round(fixed + nats * (nat.get("price") or 0.0), 4)
+    control = {
+        "label": "EKS control plane" + (f" + {nats} NAT gateway" if nats else ""),
+        "tier": "standard",
+        "price": fixed,
+        "source": cp.get("source", "not in the table") + (f"; NAT: {nat.get('source')}" if nats else ""),
+        "query": cp.get("query"),
+    }
+    costs: list[PoolCost] = []
+    order = {"cpu": 0, "gpu-spot": 1}
+    groups = sorted(plan.of_type(NODE_GROUP), key=lambda g: (order.get(_role(g), 9), g.name))
+    for g in groups:
+        spot = g.inputs.get("capacityType") == "SPOT"
+        types = [str(t) for t in g.inputs.get("instanceTypes") or []]
+        scaling = g.inputs.get("scalingConfig") or {}
+        lo, hi = _count(scaling.get("minSize")), _count(scaling.get("maxSize"))
+        entries = {t: region_prices.get(t) or {} for t in types}
+        missing = [t for t, e in entries.items() if "on_demand" not in e or (spot and "spot" not in e)]
+        name = str(g.inputs.get("nodeGroupName") or g.name)
+        if missing or not types:
+            notes.append(f"no price for {', '.join(missing) or 'its instance types'}: node group {name} not counted")
+            price = on_demand = None
+            source, query = "not in the price table: add it to prices.yaml", None
+            shown = ",".join(types)
+        else:
+            dearest = max(types, key=lambda t: entries[t]["spot" if spot else "on_demand"])
+            price = entries[dearest]["spot" if spot else "on_demand"]
+            on_demand = max(e["on_demand"] for e in entries.values())
+            source, query = entries[dearest].get("source", ""), entries[dearest].get("query")
+            shown = dearest + (f" (+{len(types) - 1} more)" if len(types) > 1 else "")
+        pc = PoolCost(name, _role(g), shown, spot, lo, hi, price, on_demand, source, query)
+        if price is not None:
+            pc.at_min, pc.at_max = round(price * lo, 4), round(price * hi, 4)
+        if on_demand is not None:
+            pc.at_max_on_demand = round(on_demand * hi, 4)
+        costs.append(pc)
+
+    def total(attr: str) -> float | None:
+        values = [getattr(c, attr) for c in costs]
+        if any(v is None for v in values) or control["price"] is None:
+            return None
+        return round(sum(values) + control["price"], 4)
+
+    return CostEstimate(
+        currency=table["currency"],
+        as_of=str(table["as_of"]),
+        region=region,
+        prices_file=str(prices_path or PRICES),
+        control_plane=control,
+        pools=costs,
+        hourly_min=total("at_min"),
+        hourly_max=total("at_max"),
+        hourly_max_on_demand=total("at_max_on_demand"),
+        notes=notes,
+    )
+
+
+def _role(group: Any) -> str | None:
+    labels = group.inputs.get("labels") or {}
+    role = labels.get(POOL_LABEL)
+    return str(role) if role else None

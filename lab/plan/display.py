@@ -151,7 +151,7 @@ def money(v: float | None, cur: str = "USD") -> str:
 
 def cost_lines(cost: CostEstimate | None) -> list[str]:
     if cost is None:
-        return ["  (no Azure node pools in this plan)"]
+        return ["  (no node pools in this plan)"]
     lines = [
         f"  {cost.currency}/hour, region {cost.region}, prices as of {cost.as_of} "
         f"(ESTIMATES from {_rel(cost.prices_file)}; VMs only: disks, network, storage not included)",
@@ -166,10 +166,7 @@ def cost_lines(cost: CostEstimate | None) -> list[str]:
         )
     cp = cost.control_plane
     label = 9 + 1 + 9 + 1 + 24 + 1 + 9 + 1 + 6 + 1 + 7  # up to and including the $/node column
-    lines.append(
-        f"  {'AKS control plane (' + cp['tier'] + ')':<{label}} {money(cp['price'])} {money(cp['price'])} "
-        f"{money(cp['price']):>13}"
-    )
+    lines.append(f"  {cp['label']:<{label}} {money(cp['price'])} {money(cp['price'])} {money(cp['price']):>13}")
     lines.append(
         f"  {'total':<{label}} {money(cost.hourly_min)} {money(cost.hourly_max)} {money(cost.hourly_max_on_demand):>13}"
     )
@@ -185,8 +182,8 @@ def cost_lines(cost: CostEstimate | None) -> list[str]:
     sources = {}
     for p in cost.pools:
         sources.setdefault(p.vm_size, (p.source, p.query))
-    sources[f"control plane {cp['tier']}"] = (cp["source"], cp.get("query"))
-    lines.append("  sources (`query`: the Azure Retail Prices API request that returns today's price):")
+    sources[cp["label"]] = (cp["source"], cp.get("query"))
+    lines.append("  sources (`query`: the request that returns today's price):")
     for size, (src, query) in sources.items():
         lines.append(f"    {size}: {src}")
         if query:

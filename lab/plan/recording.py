@@ -89,6 +89,20 @@ class Plan:
     def by_urn(self, urn: str) -> RecordedResource | None:
         return next((r for r in self.resources if r.urn == urn), None)
 
+    def waits_for(self, later: RecordedResource, earlier: RecordedResource) -> bool:
+        """True when `later` depends on `earlier`, directly or through other resources."""
+        seen, todo = set(), list(later.dependencies)
+        while todo:
+            urn = todo.pop()
+            if urn == earlier.urn:
+                return True
+            if urn in seen:
+                continue
+            seen.add(urn)
+            if (r := self.by_urn(urn)) is not None:
+                todo.extend(r.dependencies)
+        return False
+
     def children(self, urn: str | None) -> list[RecordedResource]:
         return [r for r in self.resources if r.parent == urn]
 

@@ -39,3 +39,27 @@ def aks_plan() -> Plan:
 def broken_plan(aks_plan: Plan) -> Plan:
     """A private deep copy of the aks-dev plan, to break on purpose."""
     return copy.deepcopy(aks_plan)
+
+
+# The checks of the EKS cluster (the platform's and the outputs' are shared with every stack).
+EKS_CHECKS = [
+    "guardrail:eks-on-demand-groups",
+    "guardrail:eks-gpu-group",
+    "guardrail:eks-scale-from-zero",
+    "guardrail:eks-group-operations",
+    "guardrail:bucket-not-public",
+    "guardrail:eks-checkpoints-kept",
+    "guardrail:fis-targets-gpu-spot",
+]
+
+
+@pytest.fixture(scope="session")
+def eks_plan() -> Plan:
+    """The eks-dev stack, planned once."""
+    return run_program("eks-dev")
+
+
+@pytest.fixture()
+def broken_eks_plan(eks_plan: Plan) -> Plan:
+    """A private deep copy of the eks-dev plan, to break on purpose."""
+    return copy.deepcopy(eks_plan)

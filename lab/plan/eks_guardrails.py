@@ -1,0 +1,245 @@
+"""Our guardrails on an EKS plan (beyond what AWS itself would reject).
+
+  guardrail:eks-on-demand-groups  node groups labelled cpu or system are on-demand
+  guardrail:eks-gpu-group         the GPU group: spot, several instance types, an NVIDIA AMI,
+                                  tainted (EKS taints nothing), the device plugin's label, can
+                                  reach zero, its desired size left to the autoscaler
+  guardrail:eks-scale-from-zero   a GPU group that can reach zero tells Cluster Autoscaler its
+                                  nodes' labels and taints (node-template tags on its ASG)
+  guardrail:bucket-not-public     every bucket has a public access block with all four settings
+  guardrail:fis-targets-gpu-spot  every FIS target is one running spot instance of the GPU group,
+                                  chosen by its node-group tag, never listed ARNs
+  guardrail:eks-group-operations  the node groups of a cluster are created one after the other
+  guardrail:eks-checkpoints-kept  `pulumi destroy` leaves the checkpoint bucket (and does not
+                                  empty it), unless the stack lets it go
+
+Each finding names resource, property, value and what was expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from components.eks.args import GPU_AMI_TYPES
+from components.eks.fis import NODEGROUP_TAG, SPOT_INTERRUPTION
+from components.eks.node_groups import NODE_TEMPLATE
+from lab.plan.findings import Finding
+from lab.spec import pools as labels
+from lab.spec.names import PROJECT
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+BUCKET = "aws:s3/bucket:Bucket"
+PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+FIS_TEMPLATE = "aws:fis/experimentTemplate:ExperimentTemplate"
+ASG_TAG = "aws:autoscaling/tag:Tag"
+_BLOCKS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+
+
+def is_eks(plan: Any) -> bool:
+    return bool(plan.of_type(NODE_GROUP))
+
+
+def has_bucket(plan: Any) -> bool:
+    return bool(plan.of_type(BUCKET))
+
+
+def has_fis(plan: Any) -> bool:
+    return bool(plan.of_type(FIS_TEMPLATE))
+
+
+def _role(group: Any) -> str | None:
+    return (group.inputs.get("labels") or {}).get(labels.POOL_LABEL)
+
+
+def gpu_groups(plan: Any) -> list[Any]:
+    return [g for g in plan.of_type(NODE_GROUP) if _role(g) == labels.POOL_GPU_SPOT]
+
+
+def on_demand_groups(plan: Any) -> Iterator[Finding]:
+    """The CPU group (etcd, the operator) and any system group run on on-demand capacity."""
+    for g in plan.of_type(NODE_GROUP):
+        if (
+            _role(g) in (labels.POOL_CPU, labels.POOL_SYSTEM)
+            and g.inputs.get("capacityType", "ON_DEMAND") != "ON_DEMAND"
+        ):
+            yield Finding.error(
+                "guardrail:eks-on-demand-groups",
+                g,
+                "capacityType",
+                g.inputs.get("capacityType"),
+                "'ON_DEMAND': this group runs the rendezvous server and the operator, which a spot "
+                "interruption must not take away",
+            )
+
+
+def gpu_group(plan: Any) -> Iterator[Finding]:
+    """The GPU group: spot, several instance types, NVIDIA AMI, tainted, labelled for the device
+    plugin, able to reach zero, its desired size owned by the autoscaler."""
+    name = "guardrail:eks-gpu-group"
+    groups = gpu_groups(plan)
+    if not groups:
+        yield Finding.error(name, "stack", "labels", None, f"a node group labelled {labels.POOL_LABEL}=gpu-spot")
+    for g in groups:
+        i = g.inputs
+        if i.get("capacityType") != "SPOT":
+            yield Finding.error(name, g, "capacityType", i.get("capacityType"), "'SPOT' (the workers' group)")
+        types = i.get("instanceTypes") or []
+        if len(types) < 2:
+            yield Finding.warning(
+                name, g, "instanceTypes", types, "two or more instance types: one type's spot capacity often runs out"
+            )
+        if i.get("amiType") not in GPU_AMI_TYPES:
+            yield Finding.error(name, g, "amiType", i.get("amiType"), "an NVIDIA AMI type: " + ", ".join(GPU_AMI_TYPES))
+        taints = i.get("taints") or []
+        keys = {t.get("key") for t in taints if t.get("effect") in ("NO_SCHEDULE", "NO_EXECUTE")}
+        for wanted in (labels.GPU_TAINT, labels.SPOT_TAINT):
+            if wanted.key not in keys:
+                yield Finding.error(
+                    name,
+                    g,
+                    "taints",
+                    taints,
+                    f"a {wanted.key} taint with effect NO_SCHEDULE (EKS taints no spot node: without it any pod "
+                    "may land on a spot GPU node)",
+                )
+        node_labels = i.get("labels") or {}
+        if node_labels.get(labels.NVIDIA_GPU_PRESENT_LABEL) != "true":
+            yield Finding.error(
+                name,
+                g,
+                f"labels.{labels.NVIDIA_GPU_PRESENT_LABEL}",
+                node_labels.get(labels.NVIDIA_GPU_PRESENT_LABEL),
+                "'true' (the NVIDIA device plugin's node affinity selects it)",
+            )
+        scaling = i.get("scalingConfig") or {}
+        if scaling.get("minSize") != 0:
+            yield Finding.error(
+                name, g, "scalingConfig.minSize", scaling.get("minSize"), "0 (the spot GPU group scales to zero)"
+            )
+        if "scalingConfig.desiredSize" not in g.ignore_changes:
+            yield Finding.error(
+                name,
+                g,
+                "options.ignore_changes",
+                g.ignore_changes,
+                "to include 'scalingConfig.desiredSize': the autoscaler owns it; `pulumi up` would reset it",
+            )
+
+
+def scale_from_zero(plan: Any) -> Iterator[Finding]:
+    """A GPU group at zero has no node to read labels and taints from: its Auto Scaling group
+    carries them as Cluster Autoscaler node-template tags (taints in Kubernetes effect spelling)."""
+    tags = {
+        (t.inputs.get("tag") or {}).get("key"): (t.inputs.get("tag") or {}).get("value") for t in plan.of_type(ASG_TAG)
+    }
+    for g in gpu_groups(plan):
+        if (g.inputs.get("scalingConfig") or {}).get("minSize") != 0:
+            continue
+        wanted = {f"{NODE_TEMPLATE}/label/{k}": v for k, v in (g.inputs.get("labels") or {}).items()}
+        for t in g.inputs.get("taints") or []:
+            wanted[f"{NODE_TEMPLATE}/taint/{t.get('key')}"] = (
+                f"{t.get('value', '')}:{_EFFECTS.get(t.get('effect'), '?')}"
+            )
+        for key, value in sorted(wanted.items()):
+            if tags.get(key) != value:
+                yield Finding.error(
+                    "guardrail:eks-scale-from-zero",
+                    g,
+                    f"asgTags[{key!r}]",
+                    tags.get(key),
+                    f"{value!r}: an aws.autoscaling.Tag on the group's Auto Scaling group, or Cluster Autoscaler "
+                    "cannot tell that a new node would fit a pending GPU pod",
+                )
+
+
+def bucket_not_public(plan: Any) -> Iterator[Finding]:
+    """Every bucket has a public access block with all four settings on."""
+    blocks = {str(b.inputs.get("bucket")): b for b in plan.of_type(PUBLIC_ACCESS_BLOCK)}
+    for bucket in plan.of_type(BUCKET):
+        ident = str(bucket.id or bucket.state.get("bucket"))
+        block = blocks.get(ident) or blocks.get(str(bucket.state.get("bucket")))
+        if block is None:
+            yield Finding.error(
+                "guardrail:bucket-not-public", bucket, "publicAccessBlock", None, "an aws.s3.BucketPublicAccessBlock"
+            )
+            continue
+        for key in _BLOCKS:
+            if block.inputs.get(key) is not True:
+                yield Finding.error("guardrail:bucket-not-public", block, key, block.inputs.get(key), "True")
+
+
+def fis_targets_gpu_spot(plan: Any) -> Iterator[Finding]:
+    """FIS interrupts one running spot instance of the GPU group: chosen by the group's tag,
+    never by listed ARNs, never all of them at once."""
+    name = "guardrail:fis-targets-gpu-spot"
+    allowed = {str(g.inputs.get("nodeGroupName")) for g in gpu_groups(plan)}
+    for t in plan.of_type(FIS_TEMPLATE):
+        for i, target in enumerate(t.inputs.get("targets") or []):
+            where = f"targets[{i}]"
+            tags = {x.get("key"): x.get("value") for x in target.get("resourceTags") or []}
+            if target.get("resourceArns"):
+                yield Finding.error(
+                    name, t, f"{where}.resourceArns", target["resourceArns"], "no ARNs: the group's tag"
+                )
+            if tags.get(NODEGROUP_TAG) not in allowed:
+                yield Finding.error(
+                    name,
+                    t,
+                    f"{where}.resourceTags",
+                    target.get("resourceTags"),
+                    f"{NODEGROUP_TAG} = the GPU spot group ({', '.join(sorted(allowed)) or 'none in the plan'})",
+                )
+            if target.get("resourceType") != "aws:ec2:spot-instance":
+                yield Finding.error(
+                    name, t, f"{where}.resourceType", target.get("resourceType"), "'aws:ec2:spot-instance'"
+                )
+            if target.get("selectionMode") == "ALL":
+                yield Finding.error(
+                    name, t, f"{where}.selectionMode", "ALL", "COUNT(1): one node, as a spot interruption takes"
+                )
+        for i, action in enumerate(t.inputs.get("actions") or []):
+            if action.get("actionId") != SPOT_INTERRUPTION:
+                yield Finding.error(name, t, f"actions[{i}].actionId", action.get("actionId"), repr(SPOT_INTERRUPTION))
+
+
+def group_operations(plan: Any) -> Iterator[Finding]:
+    """The node groups of a cluster form a chain: the CPU group (etcd, operator) first, the
+    GPU group after it; deleted in reverse."""
+    by_cluster: dict[str, list[Any]] = {}
+    for g in plan.of_type(NODE_GROUP):
+        by_cluster.setdefault(str(g.inputs.get("clusterName")), []).append(g)
+    for groups in by_cluster.values():
+        for i, a in enumerate(groups):
+            for b in groups[i + 1 :]:
+                if not (plan.waits_for(b, a) or plan.waits_for(a, b)):
+                    yield Finding.error(
+                        "guardrail:eks-group-operations",
+                        b,
+                        "options.depends_on",
+                        b.depends_on,
+                        f"a dependency on {a.name!r} (or the reverse): the groups are created and updated one at "
+                        "a time, the CPU group first",
+                    )
+
+
+def checkpoints_kept(plan: Any) -> Iterator[Finding]:
+    """Checkpoints outlive the cluster: `pulumi destroy` forgets the bucket instead of emptying
+    and deleting it (unless the stack lets it go)."""
+    if plan.config.get(f"{PROJECT}:checkpointsOnDestroy", "keep") == "delete":
+        return
+    for b in plan.of_type(BUCKET):
+        if not (b.retain_on_delete or b.protect):
+            yield Finding.error(
+                "guardrail:eks-checkpoints-kept",
+                b,
+                "options.retain_on_delete",
+                b.retain_on_delete,
+                f"True: `pulumi destroy` would delete the checkpoints (set {PROJECT}:checkpointsOnDestroy to 'delete' "
+                "to let them go)",
+            )
+        if b.inputs.get("forceDestroy") is True:
+            yield Finding.error(
+                "guardrail:eks-checkpoints-kept", b, "forceDestroy", True, "False: it empties the bucket on delete"
+            )

@@ -1,0 +1,123 @@
+"""EKS stack config: typed, validated, every bad value named with its key, value and
+expectation, before any resource is declared."""
+
+from __future__ import annotations
+
+import pytest
+
+from components import config as config_mod
+from components.eks.args import EksClusterArgs, is_nvidia_instance
+from lab.plan.harness import run_program
+from lab.plan.stack_files import read_stack_config
+from lab.spec.problems import InvalidInput
+
+
+def _load(**overrides):
+    values, _ = read_stack_config("eks-dev")
+    for k, v in overrides.items():
+        full = config_mod.qualified(k)
+        if v is None:
+            values.pop(full, None)
+        else:
+            values[full] = v
+    return config_mod.load(values, stack="eks-dev")
+
+
+def test_stack_file_gives_typed_args():
+    cfg = _load()
+    args = cfg.cluster
+    assert isinstance(args, EksClusterArgs)
+    assert args.region == "us-east-1" and args.cluster_name == "esl-eks-dev"
+    assert args.gpu_instance_types == ["g4dn.xlarge", "g5.xlarge", "g6.xlarge"]
+    assert (args.gpu_min_nodes, args.gpu_max_nodes, args.cpu_min_nodes) == (0, 3, 1)
+    assert args.keeps_checkpoints and args.creates_vpc and args.autoscaler_image_tag == "v1.35.0"
+
+
+BAD_VALUES = [
+    # key, value, fragment of the expectation[, the value as reported]
+    ("region", "US East", "an AWS region code"),
+    ("region", "useast1", "an AWS region code"),
+    ("kubernetesVersion", "1.35.2", "a Kubernetes minor version 1.<minor> as EKS takes it"),
+    ("kubernetesVersion", "1.27", "1.30 or newer"),
+    ("clusterName", "-bad", "starting with a letter or digit"),
+    ("vpcCidr", "10.0.0.0/8", "/16 to /20"),
+    ("vpcCidr", "10.0.0.1/16", "/16 to /20"),
+    ("availabilityZoneCount", "1", "at least two zones", 1),
+    (
+        "existingPrivateSubnetIds",
+        '["subnet-0123456789abcdef0"]',
+        "unless existingVpcId is set",
+        ["subnet-0123456789abcdef0"],
+    ),
+    ("endpointPublicAccessCidrs", '["everyone"]', "IPv4 networks", "everyone"),
+    ("adminPrincipalArns", '["alice"]', "IAM role or user ARNs", "alice"),
+    ("cpuInstanceType", "g5.xlarge", "a CPU instance type"),
+    ("cpuInstanceType", "big", "an EC2 instance type"),
+    ("gpuInstanceTypes", '["m6i.xlarge"]', "m6i.xlarge has no GPU", "m6i.xlarge"),
+    ("gpuInstanceTypes", '["g4ad.xlarge"]', "an accelerator CUDA cannot use", "g4ad.xlarge"),
+    ("gpuInstanceTypes", '["inf2.xlarge"]', "an accelerator CUDA cannot use", "inf2.xlarge"),
+    ("gpuInstanceTypes", "[]", "at least one NVIDIA GPU instance type", []),
+    ("gpuAmiType", "AL2_x86_64_GPU", "an NVIDIA AMI type: AL2023_x86_64_NVIDIA"),
+    ("gpuAmiType", "AL2023_ARM_64_NVIDIA", "an x86_64 NVIDIA AMI type"),
+    ("gpuDiskSizeGb", "10", "30..16384", 10),
+    ("gpuMinNodes", "-1", "0 lets the spot group scale to zero", -1),
+    ("gpuMaxNodes", "0", "1..1000", 0),
+    ("cpuMinNodes", "0", "never scales to zero", 0),
+    ("gpuMinNodes", "5", "<= gpuMaxNodes (3)", 5),
+    ("checkpointBucket", "My_Bucket", "lower-case letters"),
+    ("checkpointsOnDestroy", "maybe", "keep, delete"),
+    ("interruptionNotice", "PT1M", "PT2M to PT15M"),
+    ("interruptionNotice", "2 minutes", "ISO 8601"),
+    ("clusterAutoscalerImageTag", "latest", "v1.35.0"),
+    ("trainingNamespace", "Training", "DNS-1123"),
+    ("gpuGroupName", "cpu", "a name other than cpuGroupName"),
+    ("tags", '{"aws:owner": "me"}', "not starting with 'aws:'", "aws:owner"),
+    ("location", "eastus", "'location' belongs to cloud aks"),
+]
+
+
+@pytest.mark.parametrize(
+    "key,value,expected,shown", [(*b, b[1])[:4] for b in BAD_VALUES], ids=[f"{b[0]}={b[1]}" for b in BAD_VALUES]
+)
+def test_each_bad_value_is_named_with_key_value_and_expectation(key, value, expected, shown):
+    with pytest.raises(InvalidInput) as info:
+        _load(**{key: value})
+    problems = [p for p in info.value.problems if p.key.startswith(f"elastic-spot-lab:{key}")]
+    assert problems, f"no problem names {key}: {info.value}"
+    assert any(p.value == shown and expected in p.expected for p in problems), problems
+
+
+def test_region_is_required():
+    with pytest.raises(InvalidInput, match="elastic-spot-lab:region=None is invalid: expected an AWS region code"):
+        _load(region=None)
+
+
+def test_all_problems_at_once_and_nothing_declared():
+    with pytest.raises(InvalidInput) as info:
+        run_program("eks-dev", {"gpuInstanceTypes": '["m5.large"]', "gpuMaxNodes": "0", "region": "mars"})
+    keys = {p.key.split(":")[1] for p in info.value.problems}
+    assert keys == {"gpuInstanceTypes", "gpuMaxNodes", "region"}
+    assert info.value.recorded_resources == []
+
+
+@pytest.mark.parametrize(
+    "instance,nvidia",
+    [
+        ("g4dn.xlarge", True),
+        ("g6e.12xlarge", True),
+        ("p5.48xlarge", True),
+        ("g4ad.xlarge", False),
+        ("m7g.large", False),
+    ],
+)
+def test_nvidia_instance_recognition(instance, nvidia):
+    assert is_nvidia_instance(instance) is nvidia
+
+
+def test_graviton_gpu_types_need_an_arm_ami():
+    with pytest.raises(InvalidInput) as info:
+        _load(gpuInstanceTypes='["g5g.xlarge"]')
+    [problem] = info.value.problems
+    assert problem.key == "elastic-spot-lab:gpuAmiType" and problem.value == "AL2023_x86_64_NVIDIA"
+    assert "an ARM NVIDIA AMI type for Graviton instance types (g5g.xlarge)" in problem.expected
+    assert _load(gpuInstanceTypes='["g5g.xlarge"]', gpuAmiType="AL2023_ARM_64_NVIDIA").cluster.gpu_is_arm

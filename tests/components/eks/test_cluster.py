@@ -1,0 +1,151 @@
+"""The EKS cluster component under the plan's mocks: what it declares, with which inputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from lab.plan.harness import run_program
+from lab.plan.recording import Plan
+
+
+@pytest.fixture(scope="module")
+def plan() -> Plan:
+    return run_program("eks-dev")
+
+
+def _tags(plan: Plan, key: str) -> dict[str, str]:
+    return {
+        t.inputs["tag"]["key"].removeprefix(key): t.inputs["tag"]["value"]
+        for t in plan.of_type("aws:autoscaling/tag:Tag")
+        if t.inputs["tag"]["key"].startswith(key)
+    }
+
+
+def test_every_aws_resource_uses_the_stacks_region(plan):
+    [provider] = plan.of_type("pulumi:providers:aws")
+    assert provider.inputs["region"] == "us-east-1"
+    aws = [r for r in plan.resources if r.custom and r.type.startswith("aws:")]
+    assert aws and all(r.provider and r.provider.startswith(provider.urn) for r in aws)
+
+
+def test_vpc_spans_two_zones_with_private_and_public_subnets(plan):
+    subnets = plan.of_type("aws:ec2/subnet:Subnet")
+    zones = {s.inputs["availabilityZone"] for s in subnets}
+    assert zones == {"us-east-1a", "us-east-1b"}
+    private = [s for s in subnets if "kubernetes.io/role/internal-elb" in s.inputs["tags"]]
+    public = [s for s in subnets if "kubernetes.io/role/elb" in s.inputs["tags"]]
+    assert len(private) == len(public) == 2
+    assert all(s.inputs.get("mapPublicIpOnLaunch") is not True for s in private)
+    cidrs = [s.inputs["cidrBlock"] for s in subnets]
+    assert len(set(cidrs)) == 4 and all(c.startswith("10.40.") and c.endswith("/20") for c in cidrs)
+    [nat] = plan.of_type("aws:ec2/natGateway:NatGateway")
+    assert nat.inputs["subnetId"] in {s.id for s in public}
+
+
+def test_cluster_uses_access_entries_and_both_subnet_kinds(plan):
+    [cluster] = plan.of_type("aws:eks/cluster:Cluster")
+    assert cluster.inputs["name"] == "esl-eks-dev" and cluster.inputs["version"] == "1.35"
+    assert cluster.inputs["accessConfig"] == {
+        "authenticationMode": "API",
+        "bootstrapClusterCreatorAdminPermissions": True,
+    }
+    assert len(cluster.inputs["vpcConfig"]["subnetIds"]) == 4
+    trust = json.loads(plan.one("aws:iam/role:Role", "eks-cluster-role").inputs["assumeRolePolicy"])
+    assert trust["Statement"][0]["Principal"] == {"Service": "eks.amazonaws.com"}
+
+
+def test_node_groups(plan):
+    cpu = plan.one("aws:eks/nodeGroup:NodeGroup", "eks-cpu")
+    gpu = plan.one("aws:eks/nodeGroup:NodeGroup", "eks-gpu-spot")
+    assert cpu.inputs["capacityType"] == "ON_DEMAND" and cpu.inputs["amiType"] == "AL2023_x86_64_STANDARD"
+    assert "taints" not in cpu.inputs or not cpu.inputs["taints"]
+    assert gpu.inputs["capacityType"] == "SPOT" and gpu.inputs["amiType"] == "AL2023_x86_64_NVIDIA"
+    assert gpu.inputs["instanceTypes"] == ["g4dn.xlarge", "g5.xlarge", "g6.xlarge"]
+    assert gpu.inputs["scalingConfig"] == {"minSize": 0, "maxSize": 3, "desiredSize": 0}
+    assert {(t["key"], t["value"], t["effect"]) for t in gpu.inputs["taints"]} == {
+        ("elastic-spot-lab/spot", "true", "NO_SCHEDULE"),
+        ("nvidia.com/gpu", "present", "NO_SCHEDULE"),
+    }
+    assert gpu.inputs["labels"]["nvidia.com/gpu.present"] == "true"
+    assert gpu.ignore_changes == ["scalingConfig.desiredSize"] == cpu.ignore_changes
+    assert plan.waits_for(gpu, cpu)
+
+
+def test_autoscaler_can_scale_the_gpu_group_from_zero(plan):
+    template = "k8s.io/cluster-autoscaler/node-template/"
+    assert _tags(plan, template + "taint/") == {
+        "elastic-spot-lab/spot": "true:NoSchedule",
+        "nvidia.com/gpu": "present:NoSchedule",
+    }
+    assert _tags(plan, template + "label/")["elastic-spot-lab/pool"] == "gpu-spot"
+    asg = {t.inputs["autoscalingGroupName"] for t in plan.of_type("aws:autoscaling/tag:Tag")}
+    assert len(asg) == 1 and next(iter(asg)).startswith("eks-gpu-spot-")
+    chart = plan.one("kubernetes:helm.sh/v4:Chart", "eks-cluster-autoscaler")
+    values = chart.inputs["values"]
+    assert values["autoDiscovery"] == {"clusterName": "esl-eks-dev"} and values["awsRegion"] == "us-east-1"
+    assert values["image"]["tag"] == "v1.35.0" and values["nodeSelector"]["elastic-spot-lab/pool"] == "cpu"
+    [assoc] = plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    assert (assoc.inputs["namespace"], assoc.inputs["serviceAccount"]) == ("kube-system", "cluster-autoscaler")
+
+
+def test_no_autoscaler_when_the_stack_says_so():
+    plan = run_program("eks-dev", {"clusterAutoscaler": "false"})
+    assert not [c for c in plan.of_type("kubernetes:helm.sh/v4:Chart") if "autoscaler" in c.name]
+    assert plan.outputs["autoscaler"] == "none"
+
+
+def test_checkpoint_bucket_and_its_driver_role(plan):
+    bucket = plan.one("aws:s3/bucket:Bucket", "eks-checkpoints")
+    assert bucket.retain_on_delete and bucket.inputs.get("forceDestroy") is False
+    assert bucket.inputs["bucketPrefix"] == "esl-eks-dev-ckpt-"
+    versioning = plan.one("aws:s3/bucketVersioning:BucketVersioning", "eks-checkpoints-versioning")
+    assert versioning.inputs["versioningConfiguration"] == {"status": "Enabled"}
+    policy = json.loads(plan.one("aws:iam/rolePolicy:RolePolicy", "eks-s3-csi-role-checkpoint-bucket").inputs["policy"])
+    arn = f"arn:aws:s3:::{bucket.id}"
+    assert {s["Resource"] for s in policy["Statement"]} == {arn, f"{arn}/*"}
+    addon = plan.one("aws:eks/addon:Addon", "eks-s3-csi-driver")
+    assert addon.inputs["addonName"] == "aws-mountpoint-s3-csi-driver"
+    assert addon.inputs["podIdentityAssociations"][0]["serviceAccount"] == "s3-csi-driver-sa"
+    assert json.loads(addon.inputs["configurationValues"]) == {"node": {"tolerateAllTaints": True}}
+    pv = plan.one("kubernetes:core/v1:PersistentVolume")
+    assert pv.inputs["spec"]["csi"]["volumeAttributes"]["bucketName"] == bucket.id
+
+
+def test_fis_template_interrupts_one_gpu_spot_node_with_two_minutes_notice(plan):
+    template = plan.one("aws:fis/experimentTemplate:ExperimentTemplate", "eks-spot-interruption")
+    [action] = template.inputs["actions"]
+    assert action["actionId"] == "aws:ec2:send-spot-instance-interruptions"
+    assert action["parameters"] == [{"key": "durationBeforeInterruption", "value": "PT2M"}]
+    [target] = template.inputs["targets"]
+    assert target["selectionMode"] == "COUNT(1)" and target["resourceType"] == "aws:ec2:spot-instance"
+    assert target["resourceTags"] == [{"key": "eks:nodegroup-name", "value": "gpu-spot"}]
+    policy = json.loads(
+        plan.one("aws:iam/rolePolicy:RolePolicy", "eks-spot-interruption-role-interrupt-gpu-spot").inputs["policy"]
+    )
+    assert policy["Statement"][0]["Condition"]["StringEquals"] == {
+        "aws:ResourceTag/eks:nodegroup-name": "gpu-spot",
+        "aws:ResourceTag/eks:cluster-name": "esl-eks-dev",
+    }
+    assert plan.outputs["fisTemplateId"] == template.id
+
+
+def test_outputs_and_secret_kubeconfig(plan):
+    assert "kubeconfig" in plan.secret_outputs
+    config = yaml.safe_load(plan.outputs["kubeconfig"])
+    user = config["users"][0]["user"]
+    assert user["exec"]["args"] == ["eks", "get-token", "--cluster-name", "esl-eks-dev", "--region", "us-east-1"]
+    assert "token" not in user
+    assert plan.outputs["nodeGroupNames"] == {"cpu": "cpu", "gpu-spot": "gpu-spot"}
+    assert plan.outputs["gpuTaints"] == ["elastic-spot-lab/spot=true:NoSchedule", "nvidia.com/gpu=present:NoSchedule"]
+
+
+def test_platform_installs_unchanged_with_write_once_checkpoints(plan):
+    facts = (
+        plan.outputs.get("jobFacts")
+        or next(r.outputs for r in plan.resources if r.type == "elastic-spot-lab:platform:TrainingPlatform")["jobFacts"]
+    )
+    assert facts["checkpointWrites"] == "write-once"
+    assert not [c for c in plan.of_type("kubernetes:helm.sh/v4:Chart") if "spot-notice" in c.name]

@@ -1,0 +1,194 @@
+"""EKS guardrails: the real plan passes; a broken variant of each fails, naming resource,
+property, value and what was expected."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.plan.check_list import findings_of, run_checks
+from lab.plan.findings import WARNING, errors
+
+from .conftest import EKS_CHECKS
+
+GPU = ("aws:eks/nodeGroup:NodeGroup", "eks-gpu-spot")
+CPU = ("aws:eks/nodeGroup:NodeGroup", "eks-cpu")
+BUCKET = ("aws:s3/bucket:Bucket", "eks-checkpoints")
+BLOCK = ("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "eks-checkpoints-public-access")
+FIS = ("aws:fis/experimentTemplate:ExperimentTemplate", "eks-spot-interruption")
+
+
+def _errors(plan, check):
+    return [str(f) for f in errors(findings_of(run_checks(plan, [check])))]
+
+
+def test_the_real_plan_passes_every_eks_guardrail(eks_plan):
+    runs = run_checks(eks_plan, EKS_CHECKS)
+    assert all(r.applied for r in runs), [r.check for r in runs if not r.applied]
+    assert findings_of(runs) == []
+
+
+def test_eks_guardrails_do_not_apply_to_aks(aks_plan):
+    runs = run_checks(aks_plan, EKS_CHECKS)
+    assert not any(r.applied for r in runs)
+
+
+def _inputs(where, **changes):
+    def mutate(plan):
+        plan.one(*where).inputs.update(changes)
+
+    return mutate
+
+
+def _without_taint(key):
+    def mutate(plan):
+        g = plan.one(*GPU)
+        g.inputs["taints"] = [t for t in g.inputs["taints"] if t["key"] != key]
+
+    return mutate
+
+
+def _no_ignore(plan):
+    plan.one(*GPU).ignore_changes = []
+
+
+def _no_template_tags(plan):
+    plan.resources = [r for r in plan.resources if r.type != "aws:autoscaling/tag:Tag"]
+
+
+def _parallel_groups(plan):
+    gpu, cpu = plan.one(*GPU), plan.one(*CPU)
+    gpu.depends_on = [u for u in gpu.depends_on if u != cpu.urn]
+    gpu.dependencies = [u for u in gpu.dependencies if u != cpu.urn]
+
+
+def _forgets_bucket(plan):
+    plan.one(*BUCKET).retain_on_delete = False
+
+
+def _fis_target(**changes):
+    def mutate(plan):
+        plan.one(*FIS).inputs["targets"][0].update(changes)
+
+    return mutate
+
+
+BROKEN = [
+    (
+        "CPU group on spot",
+        "guardrail:eks-on-demand-groups",
+        _inputs(CPU, capacityType="SPOT"),
+        ["NodeGroup 'eks-cpu'", "capacityType='SPOT'", "'ON_DEMAND'"],
+    ),
+    (
+        "GPU group on demand",
+        "guardrail:eks-gpu-group",
+        _inputs(GPU, capacityType="ON_DEMAND"),
+        ["NodeGroup 'eks-gpu-spot'", "capacityType='ON_DEMAND'", "'SPOT'"],
+    ),
+    (
+        "GPU group without the spot taint",
+        "guardrail:eks-gpu-group",
+        _without_taint("elastic-spot-lab/spot"),
+        ["taints=", "a elastic-spot-lab/spot taint", "EKS taints no spot node"],
+    ),
+    (
+        "GPU group without the GPU taint",
+        "guardrail:eks-gpu-group",
+        _without_taint("nvidia.com/gpu"),
+        ["a nvidia.com/gpu taint"],
+    ),
+    (
+        "GPU group on a CPU AMI",
+        "guardrail:eks-gpu-group",
+        _inputs(GPU, amiType="AL2023_x86_64_STANDARD"),
+        ["amiType='AL2023_x86_64_STANDARD'", "an NVIDIA AMI type"],
+    ),
+    (
+        "GPU group that cannot reach zero",
+        "guardrail:eks-gpu-group",
+        _inputs(GPU, scalingConfig={"minSize": 1, "maxSize": 3, "desiredSize": 1}),
+        ["scalingConfig.minSize=1", "scales to zero"],
+    ),
+    (
+        "GPU group whose size pulumi resets",
+        "guardrail:eks-gpu-group",
+        _no_ignore,
+        ["options.ignore_changes=[]", "scalingConfig.desiredSize"],
+    ),
+    (
+        "GPU group without the device plugin's label",
+        "guardrail:eks-gpu-group",
+        _inputs(GPU, labels={"elastic-spot-lab/pool": "gpu-spot"}),
+        ["labels.nvidia.com/gpu.present=None", "device plugin"],
+    ),
+    (
+        "no node-template tags",
+        "guardrail:eks-scale-from-zero",
+        _no_template_tags,
+        ["asgTags['k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu']=None", "'present:NoSchedule'"],
+    ),
+    (
+        "node groups in parallel",
+        "guardrail:eks-group-operations",
+        _parallel_groups,
+        ["NodeGroup 'eks-gpu-spot'", "a dependency on 'eks-cpu'"],
+    ),
+    (
+        "a public bucket",
+        "guardrail:bucket-not-public",
+        _inputs(BLOCK, restrictPublicBuckets=False),
+        ["BucketPublicAccessBlock 'eks-checkpoints-public-access'", "restrictPublicBuckets=False"],
+    ),
+    (
+        "checkpoints deleted on destroy",
+        "guardrail:eks-checkpoints-kept",
+        _forgets_bucket,
+        ["Bucket 'eks-checkpoints'", "options.retain_on_delete=False", "would delete the checkpoints"],
+    ),
+    (
+        "checkpoints emptied on destroy",
+        "guardrail:eks-checkpoints-kept",
+        _inputs(BUCKET, forceDestroy=True),
+        ["forceDestroy=True", "empties the bucket"],
+    ),
+    (
+        "FIS aimed at the CPU group",
+        "guardrail:fis-targets-gpu-spot",
+        _fis_target(resourceTags=[{"key": "eks:nodegroup-name", "value": "cpu"}]),
+        ["ExperimentTemplate 'eks-spot-interruption'", "targets[0].resourceTags", "the GPU spot group (gpu-spot)"],
+    ),
+    (
+        "FIS on listed instances",
+        "guardrail:fis-targets-gpu-spot",
+        _fis_target(resourceArns=["arn:aws:ec2:::instance/i-1"]),
+        ["targets[0].resourceArns", "the group's tag"],
+    ),
+    (
+        "FIS on every node at once",
+        "guardrail:fis-targets-gpu-spot",
+        _fis_target(selectionMode="ALL"),
+        ["targets[0].selectionMode='ALL'", "COUNT(1)"],
+    ),
+]
+
+
+@pytest.mark.parametrize("check,mutate,fragments", [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN])
+def test_each_eks_guardrail_fails_on_a_broken_variant(broken_eks_plan, check, mutate, fragments):
+    mutate(broken_eks_plan)
+    found = _errors(broken_eks_plan, check)
+    assert found, f"{check} found nothing"
+    assert any(all(f in e for f in fragments) for e in found), found
+
+
+def test_a_gpu_group_of_one_instance_type_is_a_warning(broken_eks_plan):
+    _inputs(GPU, instanceTypes=["g5.xlarge"])(broken_eks_plan)
+    runs = run_checks(broken_eks_plan, ["guardrail:eks-gpu-group"])
+    assert not errors(findings_of(runs))
+    [w] = [f for f in findings_of(runs) if f.severity == WARNING]
+    assert "one type's spot capacity often runs out" in str(w)
+
+
+def test_deleting_checkpoints_when_the_stack_says_so_is_fine(broken_eks_plan):
+    _forgets_bucket(broken_eks_plan)
+    broken_eks_plan.config["elastic-spot-lab:checkpointsOnDestroy"] = "delete"
+    assert _errors(broken_eks_plan, "guardrail:eks-checkpoints-kept") == []
