@@ -113,3 +113,33 @@ def test_no_pools_no_estimate():
         pulumi.export("x", 1)
 
     assert cost.estimate(run_program("aks-dev", program=program)) is None
+
+
+def test_eks_prices_are_dated_and_sourced():
+    table = cost.load_prices()["aws"]
+    for region, types in table["ec2"].items():
+        for name, entry in types.items():
+            assert entry.get("source") and entry.get("query"), f"{region}/{name}"
+            assert entry["on_demand"] > entry["spot"] > 0, f"{region}/{name}: spot must be cheaper than on-demand"
+    assert table["eks_control_plane"]["price"] > 0 and table["nat_gateway"]["source"]
+
+
+def test_estimate_of_eks_dev(eks_plan):
+    est = cost.estimate(eks_plan)
+    assert est is not None and est.region == "us-east-1" and not est.notes
+    cpu, gpu = est.pools
+    assert (cpu.pool, cpu.spot, cpu.min_nodes, cpu.max_nodes, cpu.price) == ("cpu", False, 1, 2, 0.192)
+    # A group of several spot types is priced at its dearest (g5.xlarge in the table).
+    assert (gpu.pool, gpu.spot, gpu.min_nodes, gpu.max_nodes) == ("gpu-spot", True, 0, 3)
+    assert gpu.vm_size == "g5.xlarge (+2 more)" and gpu.price == 0.42 and gpu.at_min == 0
+    assert est.control_plane["price"] == round(0.10 + 0.045, 4)
+    assert est.hourly_min == round(0.192 + 0.145, 4)
+    assert est.hourly_max == round(0.384 + 3 * 0.42 + 0.145, 4)
+    assert est.hourly_max_on_demand == round(0.384 + 3 * 1.006 + 0.145, 4)
+
+
+def test_eks_types_missing_from_the_table_are_reported(eks_plan):
+    plan = run_program("eks-dev", {"gpuInstanceTypes": '["g6e.xlarge", "g5.xlarge"]'})
+    est = cost.estimate(plan)
+    assert est is not None and est.hourly_max is None
+    assert est.notes == ["no price for g6e.xlarge: node group gpu-spot not counted"]
