@@ -23,7 +23,10 @@ Why:
   keep_alive_interval x keep_alive_max_attempt, but act on it only when their workers' next
   collective times out (the process-group timeout). Here an agent whose round lost a
   participant restarts its workers at once (SIGTERM: they save the last completed step), as
-  it does when a new node is waiting, and the survivors rendezvous without it.
+  it does when a new node is waiting, and the survivors rendezvous without it. Workers
+  that fail because a peer of that lost round went away (the first survivor to act stops
+  its workers, and the others' collectives break) count as that membership change, not as
+  a failure: the job's restart budget is kept for real failures.
 - torch's agents record structured events (worker starts with the round's world size and
   restart count, the agents' success or failure) to a named handler that torchrun's
   `--event-log-handler` picks and nothing registers by default. With `LAB_AGENT_EVENTS=<file>`
@@ -136,6 +139,11 @@ def _handler_class():
                 events.emit("rdzv_reachable", down_s=round(down, 3), source="agent")
                 self._unreachable_since = None
             return waiting + len(self._lost_members())
+
+        def lost_members(self) -> frozenset:
+            """The lost participants of this agent's round, from a fresh read of the state."""
+            self.num_nodes_waiting()
+            return self._lost_members()
 
         def _lost_members(self) -> frozenset:
             """Participants of this agent's round that the rendezvous dropped since it
@@ -309,6 +317,39 @@ def install() -> None:
         )
     table["etcd-v2"] = _etcd_v2
     table["c10d"] = _c10d
+    _forgive_failures_of_a_lost_round()
+
+
+def _forgive_failures_of_a_lost_round() -> None:
+    """torch's agent counts any failed worker against max_restarts, and checks for a
+    membership change only while its workers are healthy. When a node vanishes, the first
+    survivor to notice stops its workers, and the other survivors' collectives fail at once:
+    a race decides whether they see a failure or the change. Here a failure seen while this
+    agent's round has lost a participant is reported healthy, so the agent takes the
+    membership-change path (restart without counting) on the same tick."""
+    from torch.distributed.elastic.agent.server.api import RunResult, WorkerState
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+
+    monitor = LocalElasticAgent._monitor_workers
+    if getattr(monitor, "forgives_lost_rounds", False):
+        return
+
+    @functools.wraps(monitor)
+    def monitor_workers(self, worker_group):  # type: ignore[no-untyped-def]
+        result = monitor(self, worker_group)
+        handler = worker_group.spec.rdzv_handler
+        if result.state != WorkerState.FAILED or not hasattr(handler, "lost_members"):
+            return result
+        if not handler.lost_members():
+            return result
+        log.warning(
+            "workers of a round that lost a participant exited (%s); a membership change, not a failure",
+            ", ".join(f"rank {r}: {f.exitcode}" for r, f in sorted(result.failures.items())),
+        )
+        return RunResult(state=WorkerState.HEALTHY)
+
+    monitor_workers.forgives_lost_rounds = True  # type: ignore[attr-defined]
+    LocalElasticAgent._monitor_workers = monitor_workers  # type: ignore[method-assign]
 
 
 class _TorchEventLines(logging.Formatter):

@@ -71,7 +71,9 @@ def test_agent_events_go_to_the_file_torchrun_is_told_of(tmp_path, monkeypatch):
 
     from lab.launch import EVENT_LOG_HANDLER, record_agent_events
 
-    monkeypatch.delenv("PET_EVENT_LOG_HANDLER", raising=False)
+    # setenv first, so that the delete is undone after the test even when the variable was unset
+    monkeypatch.setenv("PET_EVENT_LOG_HANDLER", "unset")
+    monkeypatch.delenv("PET_EVENT_LOG_HANDLER")
     monkeypatch.setitem(handlers._log_handlers, EVENT_LOG_HANDLER, None)  # restored afterwards
     path = tmp_path / "agent-events.jsonl"
     record_agent_events(str(path))
@@ -82,3 +84,41 @@ def test_agent_events_go_to_the_file_torchrun_is_told_of(tmp_path, monkeypatch):
     rec = json.loads(line)
     assert rec["torch"]["name"] == "torchelastic.worker.status.START" and rec["torch"]["metadata"] == {"x": 1}
     assert abs(rec["t"] - time.time()) < 60
+
+
+class _Handler:
+    def __init__(self, lost):
+        self.lost = frozenset(lost)
+
+    def lost_members(self):
+        return self.lost
+
+
+def _monitored(monkeypatch, state, lost):
+    """The agent's monitor as lab.launch wraps it, around a monitor that reports `state`."""
+    from types import SimpleNamespace
+
+    from torch.distributed.elastic.agent.server.api import RunResult
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    failures = {0: ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file="/nonexistent")}
+    monkeypatch.setattr(LocalElasticAgent, "_monitor_workers", lambda self, group: RunResult(state, failures=failures))
+    launch._forgive_failures_of_a_lost_round()
+    group = SimpleNamespace(spec=SimpleNamespace(rdzv_handler=_Handler(lost)))
+    return LocalElasticAgent._monitor_workers(None, group)
+
+
+def test_workers_failing_in_a_round_that_lost_a_node_are_a_membership_change(monkeypatch):
+    from torch.distributed.elastic.agent.server.api import WorkerState
+
+    assert _monitored(monkeypatch, WorkerState.FAILED, {"node-2"}).state == WorkerState.HEALTHY
+
+
+@pytest.mark.parametrize("state_name,lost", [("FAILED", ()), ("SUCCEEDED", {"node-2"}), ("HEALTHY", {"node-2"})])
+def test_other_results_pass_through_the_monitor(monkeypatch, state_name, lost):
+    """A failure with every participant present is a failure; other states are untouched."""
+    from torch.distributed.elastic.agent.server.api import WorkerState
+
+    result = _monitored(monkeypatch, WorkerState[state_name], lost)
+    assert result.state == WorkerState[state_name]
