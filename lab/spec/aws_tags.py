@@ -7,7 +7,7 @@ resource; keys 1-128 and values 0-256 Unicode characters; letters, digits, space
 
 from __future__ import annotations
 
-import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,9 +16,14 @@ from lab.spec.problems import Problem
 MAX_TAGS = 50
 MAX_KEY = 128
 MAX_VALUE = 256
-_ALLOWED = re.compile(r"^[\w\s.:/=+\-@]*$", re.UNICODE)
+_PUNCTUATION = frozenset("_.:/=+-@")
 # The tag our EKS stack puts on everything it creates (teardown and cost reports find them by it).
 CLUSTER_TAG = "elastic-spot-lab-cluster"
+
+
+def _allowed(text: str) -> bool:
+    """Letters and digits of any script, space separators and `_ . : / = + - @` (no tabs or newlines)."""
+    return all(ch.isalnum() or ch in _PUNCTUATION or unicodedata.category(ch) == "Zs" for ch in text)
 
 
 def tag_problems(tags: Any, key: str = "tags", *, reserved: int = 0) -> list[Problem]:
@@ -32,13 +37,13 @@ def tag_problems(tags: Any, key: str = "tags", *, reserved: int = 0) -> list[Pro
         )
     for name, value in tags.items():
         where = f"{key}[{name!r}]"
-        if not isinstance(name, str) or not 1 <= len(name) <= MAX_KEY or not _ALLOWED.match(name):
+        if not isinstance(name, str) or not 1 <= len(name) <= MAX_KEY or not _allowed(name):
             out.append(Problem(where, name, f"a tag name of 1-{MAX_KEY} letters, digits, spaces and _ . : / = + - @"))
         elif name.lower().startswith("aws:"):
             out.append(Problem(where, name, "a tag name not starting with 'aws:' (reserved for AWS)"))
         if not isinstance(value, str):
             out.append(Problem(where, value, "a string tag value (quote numbers and booleans)"))
-        elif len(value) > MAX_VALUE or not _ALLOWED.match(value):
+        elif len(value) > MAX_VALUE or not _allowed(value):
             out.append(
                 Problem(where, value, f"a tag value of 0-{MAX_VALUE} letters, digits, spaces and _ . : / = + - @")
             )

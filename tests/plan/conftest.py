@@ -43,6 +43,7 @@ def broken_plan(aks_plan: Plan) -> Plan:
 
 # The checks of the EKS cluster (the platform's and the outputs' are shared with every stack).
 EKS_CHECKS = [
+    "aws-api-conformance",
     "guardrail:eks-on-demand-groups",
     "guardrail:eks-gpu-group",
     "guardrail:eks-scale-from-zero",
