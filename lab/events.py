@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lab.spec.job import ENV_EVENTS_FILE
+from lab.spec.job import ENV_EVENTS_FILE, ENV_K8S_NODE, ENV_NODE
 
 # Fields describing the emitting process, read once from torchrun's environment.
 _IDENTITY_KEYS = {
@@ -24,7 +24,8 @@ _IDENTITY_KEYS = {
     "WORLD_SIZE": "world_size",
     "GROUP_RANK": "group_rank",
     "TORCHELASTIC_RESTART_COUNT": "restart_count",
-    "LAB_NODE": "node",
+    ENV_NODE: "node",  # the local target's node, a cluster's worker pod
+    ENV_K8S_NODE: "k8s_node",  # a cluster's node (the machine)
     "MASTER_PORT": "round",  # torchrun picks a new master port for every rendezvous round
 }
 

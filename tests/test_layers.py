@@ -35,7 +35,7 @@ class Violation:
     contract: str
 
 
-LAYERS = "Infrastructure layers: cli > submit > plan > k8s > components > spec"
+LAYERS = "Infrastructure layers: cli > cluster > submit > plan > k8s > components > spec"
 COMPONENTS = "Components import nothing of lab but lab.spec"
 RUNTIME = "The runtime imports no Pulumi, no YAML, no components, no infrastructure tooling"
 VOCABULARY = "The vocabulary imports nothing above it"
@@ -50,6 +50,8 @@ VIOLATIONS = {
     "runtime-imports-pulumi": Violation("lab/checkpoint.py", "import pulumi", RUNTIME),
     "runtime-imports-a-component-lazily": Violation("lab/train.py", "def f():\n    import components.charts", RUNTIME),
     "local-target-imports-the-drill": Violation("lab/local/procs.py", "import lab.drill.report", CYCLES),
+    "submit-reaches-up-to-the-cluster": Violation("lab/submit/core.py", "import lab.cluster.jobs", LAYERS),
+    "drill-imports-the-cluster-backends": Violation("lab/drill/report.py", "import lab.cluster.eviction", RUNTIME),
 }
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.charts import chart_default, exactly
-from lab.spec.job import JobSpec, RdzvBackend
+from lab.spec.job import POD_FIELD_ENV, JobSpec, RdzvBackend
 from lab.spec.layout import JOB_CHART
 from lab.spec.platform_facts import C10D_STORE_PORT, PlatformFacts
 
@@ -47,6 +47,7 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
         # The container's environment, defined once (JobSpec.worker_env); the chart renders
         # it as given. `exactly`: no default variable survives that the spec does not set.
         "jobEnv": exactly(spec.worker_env(), chart_default(JOB_CHART, "jobEnv")),
+        "podFieldEnv": exactly(POD_FIELD_ENV, chart_default(JOB_CHART, "podFieldEnv")),
         "rdzv": {
             "backend": spec.rdzv_backend.value,
             "host": spec.rdzv_host,

@@ -19,7 +19,7 @@ from pathlib import Path
 from lab import events
 from lab.local import procs
 from lab.local.etcd import EtcdError, EtcdServer, find_etcd
-from lab.spec.job import ENV_AGENT_EVENTS, ENV_EVENTS_FILE, JobSpec, RdzvBackend
+from lab.spec.job import ENV_AGENT_EVENTS, ENV_EVENTS_FILE, ENV_NODE, JobSpec, RdzvBackend
 from lab.warm import die_with_parent
 
 log = logging.getLogger(__name__)
@@ -339,7 +339,7 @@ class LocalCluster:
             **os.environ,
             **self.spec.worker_env(),
             **self.extra_env,
-            "LAB_NODE": name,
+            ENV_NODE: name,
             ENV_AGENT_EVENTS: str(home / AGENT_EVENTS),
             ENV_EVENTS_FILE: str(self.events_file),
             "PYTHONUNBUFFERED": "1",

@@ -44,6 +44,11 @@ ENV_PG_TIMEOUT = "LAB_PG_TIMEOUT_S"
 ENV_EVENTS_FILE = "LAB_EVENTS_FILE"
 # Where lab.launch writes torch's structured agent events (JSON lines), when set.
 ENV_AGENT_EVENTS = "LAB_AGENT_EVENTS"
+# Which node emitted an event: the local target's node name, a cluster's worker pod; and on
+# a cluster the machine it runs on. A cluster sets them from the pod's own fields.
+ENV_NODE = "LAB_NODE"
+ENV_K8S_NODE = "LAB_K8S_NODE"
+POD_FIELD_ENV = {ENV_NODE: "metadata.name", ENV_K8S_NODE: "spec.nodeName"}
 
 # The agent's environment (its workers inherit it):
 # - TORCH_DISABLE_SHARE_RDZV_TCP_STORE: torch 2.13 agents that re-use the rendezvous TCP store

@@ -397,3 +397,10 @@ def test_c10d_store_command_runs_the_project_store(facts):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_events_name_their_pod_and_node_from_the_pods_own_fields(facts):
+    _, objects = render_job(JobSpec(), facts)
+    env = worker_container(the(objects, "PyTorchJob"))["env"]
+    fields = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in env if "valueFrom" in e}
+    assert fields == {"LAB_NODE": "metadata.name", "LAB_K8S_NODE": "spec.nodeName"}
