@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lab.cluster import cli as cluster_cli
 from lab.drill import cli as drill_cli
 from lab.plan import cli as plan_cli
-from lab.submit import cli as submit_cli
 
-SUBCOMMANDS = (drill_cli, plan_cli, submit_cli)
+SUBCOMMANDS = (drill_cli, plan_cli, cluster_cli)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in SUBCOMMANDS:
         command.register(sub)
+    # `drill --stack STACK` is the cluster drill; the local drill knows nothing of clusters.
+    cluster_cli.add_drill_arguments(sub.choices["drill"], drill_cli.main)
     return parser
 
 

@@ -166,6 +166,7 @@ def _handler_class():
             assert self._unreachable_since is not None
             if now - self._unreachable_since > self.server_outage_s:
                 self._gave_up = True
+                events.emit("rdzv_gave_up", down_s=round(now - self._unreachable_since, 3), source="agent")
                 raise RendezvousConnectionError(
                     f"the rendezvous server has been unreachable for {now - self._unreachable_since:.0f} s"
                 )

@@ -6,11 +6,11 @@ import argparse
 
 import pytest
 
+from lab.cluster import cli as submit_cli
 from lab.drill import cli as drill_cli
 from lab.job_args import add_job_arguments, job_spec
 from lab.spec.job import RendezvousTimeouts
 from lab.spec.problems import InvalidInput
-from lab.submit import cli as submit_cli
 
 
 def test_drill_and_submit_describe_the_job_with_the_same_flags():

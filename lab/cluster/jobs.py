@@ -21,6 +21,7 @@ from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 
 from lab.cluster.kube import Cluster, ClusterError, api_error
+from lab.spec.job import ENV_CHECKPOINT_EVERY
 from lab.spec.names import PROJECT
 
 # Labels the training operator puts on a job's pods.
@@ -295,6 +296,22 @@ def status(cluster: Cluster, name: str, namespace: str) -> JobStatus:
     )
 
 
+def checkpoint_every(cluster: Cluster, name: str, namespace: str, default: int = 50) -> int:
+    """The running job's checkpoint interval (its workers' LAB_CHECKPOINT_EVERY), else `default`."""
+    try:
+        job = cluster.custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
+    except ApiException as exc:
+        if exc.status == 404:
+            raise JobError(f"no PyTorchJob {namespace}/{name} to attach to") from None
+        raise api_error(exc, f"reading PyTorchJob {namespace}/{name}") from None
+    for replica in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).values():
+        for container in ((replica.get("template") or {}).get("spec") or {}).get("containers") or []:
+            for item in container.get("env") or []:
+                if item.get("name") == ENV_CHECKPOINT_EVERY and str(item.get("value", "")).isdigit():
+                    return int(item["value"])
+    return default
+
+
 def list_jobs(cluster: Cluster, namespace: str) -> list[str]:
     try:
         found = cluster.custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")
@@ -320,6 +337,12 @@ def _pod_lines(cluster: Cluster, pod: str, namespace: str, follow: bool) -> Iter
             yield pending.decode("utf-8", "replace")
     finally:
         response.release_conn()
+
+
+def logs_of_pod(cluster: Cluster, pod: str, namespace: str, *, follow: bool = False) -> Iterator[tuple[str, str]]:
+    """(pod, line) of one pod's log; with `follow`, until its container ends."""
+    for line in _pod_lines(cluster, pod, namespace, follow):
+        yield pod, line
 
 
 def logs(

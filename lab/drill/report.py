@@ -27,6 +27,10 @@ class Eviction:
     emergency_save_s: float | None = None  # notice only: seconds the save took
     emergency_save_already: bool = False  # notice only: that step was saved before the notice came
     notice_to_exit_s: float | None = None  # notice only: SIGTERM -> worker exit
+    # A cluster only: eviction -> the next node of the GPU pool Ready (a replacement, or one
+    # that was there already) and -> the evicted node gone from the Ready nodes.
+    replacement_node_s: float | None = None
+    node_gone_s: float | None = None
 
 
 @dataclass
@@ -117,6 +121,12 @@ class DrillReport:
             )
             if ev.recovery_s is not None:
                 lines.append(f"    recovery: {ev.recovery_s:.2f} s to the first step at the new world size")
+            elif ev.world_before is not None and not self.finished:
+                lines.append("    recovery: NONE, no step at a new world size after it")
+            if ev.node_gone_s is not None:
+                lines.append(f"    the node left the Ready nodes after {ev.node_gone_s:.1f} s")
+            if ev.replacement_node_s is not None:
+                lines.append(f"    a GPU node was Ready {ev.replacement_node_s:.1f} s after the eviction")
             if ev.detected_s is not None:
                 lines.append(f"    an agent saw it leave the round after {ev.detected_s:.2f} s")
             if ev.rendezvous_s is not None:
@@ -297,6 +307,17 @@ def analyze(
             ev.emergency_save_s = save["seconds"] if save else None
             ev.emergency_save_already = bool(save and save.get("already"))
             ev.notice_to_exit_s = leave["notice_to_exit_s"] if leave else None
+        ready = next((x for x in events if x["event"] == "k8s_node_ready" and x["t"] > e["t"]), None)
+        ev.replacement_node_s = ready["t"] - e["t"] if ready else None
+        gone = next(
+            (
+                x
+                for x in events
+                if x["event"] == "k8s_node_gone" and x["t"] >= e["t"] and x.get("k8s_node") == e.get("k8s_node")
+            ),
+            None,
+        )
+        ev.node_gone_s = gone["t"] - e["t"] if gone else None
         report.evictions.append(ev)
 
     downs = [e for e in events if e["event"] == "rdzv_down"]
@@ -375,6 +396,18 @@ def analyze(
             report.problems.append("the rendezvous server was stopped and not started again")
         elif emits and o.stall_s is None and not finished:
             report.problems.append("training did not go on after the rendezvous server came back")
+    gave_up = [e for e in events if e["event"] == "rdzv_gave_up"]
+    if gave_up:
+        nodes = sorted({str(e.get("node")) for e in gave_up})
+        report.problems.append(
+            f"the rendezvous server stayed unreachable for {max(e.get('down_s', 0) for e in gave_up):.0f} s: "
+            f"the agents of {', '.join(nodes)} gave up on it (exit 170, retried by the operator)"
+        )
+    failed = [e for e in events if e["event"] == "k8s_job" and e.get("condition") == "Failed"]
+    if failed:
+        report.problems.append(
+            f"the PyTorchJob failed: {failed[-1].get('reason', '')} {failed[-1].get('message', '')}".rstrip()
+        )
     for ev in report.evictions:
         if ev.lost_steps is not None and ev.lost_steps > checkpoint_every:
             report.problems.append(

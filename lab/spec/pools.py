@@ -173,6 +173,8 @@ class PoolPlacement:
     gpu_taints: exactly the taints of the GPU spot pool (workers tolerate these and no other).
     spot_labels: labels every spot node carries (a cloud's own spot label, our capacity
       label); nothing preserved may select them.
+    gpu_max_nodes: the most nodes the GPU spot pool scales to, where the cluster knows it
+      (None: unknown, e.g. a cluster brought along); a job needing more can never start.
 
     The defaults are our own cloud-neutral labels and the GPU taint; a cluster component
     adds what its cloud puts on spot nodes. Taints may be given as text (`key=value:Effect`)
@@ -184,9 +186,14 @@ class PoolPlacement:
     gpu_taints: tuple[Taint, ...] = (GPU_TAINT,)
     spot_labels: Mapping[str, str] = field(default_factory=lambda: {CAPACITY_LABEL: CAPACITY_SPOT})
     cpu_taints: tuple[Taint, ...] = ()
+    gpu_max_nodes: int | None = None
 
     def __post_init__(self) -> None:
         found = Problems()
+        if self.gpu_max_nodes is not None and (
+            isinstance(self.gpu_max_nodes, bool) or not isinstance(self.gpu_max_nodes, int) or self.gpu_max_nodes < 1
+        ):
+            found.add("pools.gpuSpot.maxNodes", self.gpu_max_nodes, "a whole number of nodes >= 1")
         found.extend(label_problems("pools.cpu.labels", self.cpu_labels))
         found.extend(label_problems("pools.gpuSpot.labels", self.gpu_labels))
         found.extend(label_problems("pools.gpuSpot.spotLabels", self.spot_labels, required=False))
@@ -221,7 +228,10 @@ class PoolPlacement:
         for unknown in sorted(set(pools) - {"cpu", "gpuSpot"}):
             found.add("pools." + unknown, pools[unknown], "one of cpu, gpuSpot")
         parts: dict[str, Mapping[str, Any]] = {}
-        for name, allowed in (("cpu", {"labels", "taints"}), ("gpuSpot", {"labels", "taints", "spotLabels"})):
+        for name, allowed in (
+            ("cpu", {"labels", "taints"}),
+            ("gpuSpot", {"labels", "taints", "spotLabels", "maxNodes"}),
+        ):
             part = pools.get(name) or {}
             if not isinstance(part, Mapping):
                 found.add(f"pools.{name}", part, "a mapping")
@@ -238,6 +248,7 @@ class PoolPlacement:
                 gpu_labels=gpu.get("labels", defaults.gpu_labels),
                 gpu_taints=gpu.get("taints", defaults.gpu_taints),
                 spot_labels=gpu.get("spotLabels", defaults.spot_labels),
+                gpu_max_nodes=gpu.get("maxNodes"),
             )
         except InvalidInput as exc:
             found.extend(exc.problems)
@@ -252,6 +263,7 @@ class PoolPlacement:
                 "labels": dict(self.gpu_labels),
                 "taints": [t.text() for t in self.gpu_taints],
                 "spotLabels": dict(self.spot_labels),
+                **({"maxNodes": self.gpu_max_nodes} if self.gpu_max_nodes is not None else {}),
             },
         }
 

@@ -1,4 +1,4 @@
-"""Render a job for a stack, check it, and apply it with the stack's kubeconfig.
+"""Render a job for a stack and check it; find the stack's kubeconfig and outputs.
 
 The platform's facts (namespace, etcd Service, checkpoint claim, pools, priorities, the
 eviction notice) come from the stack's own Pulumi program run offline under mocks
@@ -8,9 +8,9 @@ platform it lands on.
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
-import subprocess
+import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -27,6 +27,7 @@ from lab.spec.job import JobSpec
 from lab.spec.layout import JOB_CHART, ROOT
 from lab.spec.names import BYO_CLUSTER_TYPE, PLATFORM_TYPE
 from lab.spec.platform_facts import PlatformFacts
+from lab.spec.problems import Problems
 from lab.spec.versions import DEFAULT_KUBERNETES_VERSION
 
 
@@ -65,9 +66,78 @@ def stack_target(stack: str) -> StackTarget:
     )
 
 
-def render_job(spec: JobSpec, target: StackTarget) -> tuple[JobSpec, list[dict[str, Any]]]:
+# A Kubernetes resource quantity as requests take it: a number and an optional suffix.
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+
+@dataclass(frozen=True)
+class JobSizing:
+    """How big each worker pod is and how many start; None keeps the chart's and platform's
+    defaults (the chart's requests, the platform's GPUs per node, maxNodes pods)."""
+
+    cpu: str | None = None  # CPU request per worker pod, a Kubernetes quantity ("4", "3500m")
+    memory: str | None = None  # memory request per worker pod ("16Gi")
+    gpus: int | None = None  # GPUs per worker pod (nvidia.com/gpu)
+    replicas: int | None = None  # worker pods to create, between min and max nodes
+
+    def problems(self, spec: JobSpec, facts: PlatformFacts) -> Problems:
+        """Every way this sizing (and the job's node counts) cannot fit the stack's pools,
+        named by the flag that set it. A job whose minimum the GPU pool can never reach
+        would wait for its rendezvous forever."""
+        found = Problems()
+        for flag, value in (("--cpu", self.cpu), ("--memory", self.memory)):
+            if value is not None and (not _QUANTITY.match(value) or float(re.sub(r"[^0-9.]", "", value) or 0) == 0):
+                found.add(flag, value, "a Kubernetes quantity above zero, e.g. 4, 3500m, 16Gi")
+        if self.gpus is not None:
+            have = facts.gpus_per_node
+            if have == 0 and self.gpus != 0:
+                found.add("--gpus", self.gpus, "0: the stack's platform has no GPUs (gpusPerNode 0)")
+            elif not 0 <= self.gpus <= have:
+                found.add("--gpus", self.gpus, f"0..{have}, the GPUs of one node of the stack's GPU pool")
+            elif spec.nproc_per_node > self.gpus > 0:
+                found.add("--gpus", self.gpus, f">= --nproc-per-node ({spec.nproc_per_node}): one GPU per process")
+        if self.replicas is not None and not spec.min_nodes <= self.replicas <= spec.max_nodes:
+            found.add(
+                "--replicas",
+                self.replicas,
+                f"between --min-nodes ({spec.min_nodes}) and --max-nodes ({spec.max_nodes})",
+            )
+        pool_max = facts.pools.gpu_max_nodes
+        if pool_max is not None:
+            if spec.min_nodes > pool_max:
+                found.add(
+                    "--min-nodes",
+                    spec.min_nodes,
+                    f"<= {pool_max}, the GPU spot pool's maximum: the job could never rendezvous",
+                )
+            if self.replicas is not None and self.replicas > pool_max:
+                found.add("--replicas", self.replicas, f"<= {pool_max}, the GPU spot pool's maximum")
+        return found
+
+    def apply(self, values: dict[str, Any]) -> None:
+        """Write this sizing into the job chart's values."""
+        requests = {
+            **((values.get("resources") or {}).get("requests") or {}),
+            **({"cpu": self.cpu} if self.cpu else {}),
+            **({"memory": self.memory} if self.memory else {}),
+        }
+        if requests:
+            values["resources"] = {**(values.get("resources") or {}), "requests": requests}
+        if self.gpus is not None:
+            values["gpusPerNode"] = self.gpus
+        if self.replicas is not None:
+            values["replicas"] = self.replicas
+
+
+def render_job(
+    spec: JobSpec, target: StackTarget, sizing: JobSizing | None = None
+) -> tuple[JobSpec, list[dict[str, Any]]]:
     """The job's objects for the stack's platform, validated and guarded (raises on problems)."""
+    if sizing is not None:
+        sizing.problems(spec, target.facts).raise_if_any()
     cluster_spec, values = values_for(spec, target.facts)
+    if sizing is not None:
+        sizing.apply(values)
     objects = render_chart(JOB_CHART, values, release=spec.name, namespace=target.facts.namespace)
     problems: list[str] = []
     try:
@@ -84,7 +154,26 @@ def render_job(spec: JobSpec, target: StackTarget) -> tuple[JobSpec, list[dict[s
     return cluster_spec, objects
 
 
-# ------------------------------------------------------------------ applying
+# ------------------------------------------------------------------ the deployed stack
+def stack_outputs(stack: str) -> dict[str, Any]:
+    """The deployed stack's outputs, secrets included (never printed), through the Pulumi
+    Automation API; it drives the Pulumi CLI and the stack's backend (`pulumi login`)."""
+    from pulumi import automation
+
+    try:
+        selected = automation.select_stack(stack_name=stack, work_dir=str(ROOT))
+        return {key: out.value for key, out in selected.outputs().items()}
+    except FileNotFoundError:
+        raise SubmitError(
+            f"stack {stack!r}: its outputs (kubeconfig, pool and eviction names) are read with the Pulumi CLI, "
+            "which is not installed here (https://www.pulumi.com/docs/install/); pass --kubeconfig PATH, "
+            "or use --dry-run"
+        ) from None
+    except automation.errors.CommandError as exc:
+        last = (str(exc).strip().splitlines() or ["no output"])[-1]
+        raise SubmitError(f"stack {stack!r}: cannot read its outputs ({last}); is the stack deployed?") from None
+
+
 @contextmanager
 def kubeconfig_for(target: StackTarget, explicit: str | None) -> Iterator[str]:
     """A kubeconfig path for the stack: --kubeconfig, the byo stack's path, or the Pulumi
@@ -104,67 +193,18 @@ def kubeconfig_for(target: StackTarget, explicit: str | None) -> Iterator[str]:
             raise SubmitError(f"stack {target.stack!r}: kubeconfig {path} does not exist (elastic-spot-lab:kubeconfig)")
         yield str(path)
         return
-    pulumi = shutil.which("pulumi")
-    if not pulumi:
-        raise SubmitError(
-            f"stack {target.stack!r} ({target.cloud}): its kubeconfig is the Pulumi stack output `kubeconfig`, "
-            "and the Pulumi CLI is not installed here; pass --kubeconfig PATH, or use --dry-run"
-        )
-    proc = subprocess.run(
-        [pulumi, "stack", "output", "kubeconfig", "--show-secrets", "--stack", target.stack],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if proc.returncode != 0 or not proc.stdout.strip():
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise SubmitError(
-            f"stack {target.stack!r}: cannot read the stack output kubeconfig ({last}); is the stack deployed?"
-        )
+    kubeconfig = stack_outputs(target.stack).get("kubeconfig")
+    if not kubeconfig:
+        raise SubmitError(f"stack {target.stack!r} has no `kubeconfig` output: is it deployed (`pulumi up`)?")
+    text = kubeconfig if isinstance(kubeconfig, str) else json.dumps(kubeconfig)
     fd, name = tempfile.mkstemp(prefix="elastic-lab-kubeconfig-", suffix=".yaml")
     try:
         with os.fdopen(fd, "w") as fh:
             os.chmod(name, 0o600)
-            fh.write(proc.stdout)
+            fh.write(text)
         yield name
     finally:
         Path(name).unlink(missing_ok=True)
-
-
-def apply(manifest: str, kubeconfig: str, *, timeout_s: int = 30) -> str:
-    """`kubectl apply -f -` with `kubeconfig`, after checking the API server answers."""
-    kubectl = shutil.which("kubectl")
-    if not kubectl:
-        raise SubmitError(
-            "kubectl is not installed: install it, or pipe `elastic-lab submit --dry-run` into your own tooling"
-        )
-    base = [kubectl, "--kubeconfig", kubeconfig, f"--request-timeout={timeout_s}s"]
-    probe = subprocess.run(
-        [*base, "get", "--raw", "/version"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s + 15,
-    )
-    if probe.returncode != 0:
-        raise SubmitError(
-            f"no Kubernetes API server reachable with kubeconfig {kubeconfig}: {_last_line(probe.stderr)}"
-        )
-    proc = subprocess.run(
-        [*base, "apply", "-f", "-"], input=manifest, capture_output=True, text=True, timeout=timeout_s + 60
-    )
-    if proc.returncode != 0:
-        hint = ""
-        if "PyTorchJob" in proc.stderr and "no matches for kind" in proc.stderr:
-            hint = " (the training operator is not installed: deploy the platform first)"
-        raise SubmitError(f"kubectl apply failed{hint}: {_last_line(proc.stderr)}")
-    return proc.stdout
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "no error output"
 
 
 def manifest_text(spec: JobSpec, target: StackTarget, objects: list[Mapping[str, Any]]) -> str:

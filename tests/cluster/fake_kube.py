@@ -292,6 +292,11 @@ class FakeKube:
                 return self._send(http, 200, copy.deepcopy(self.objects[key]))
             if method == "DELETE":
                 del self.objects[key]
+                if kind == "PyTorchJob":  # the garbage collector removes the pods it owns
+                    for k, o in list(self.objects.items()):
+                        labels = (o.get("metadata") or {}).get("labels") or {}
+                        if o.get("kind") == "Pod" and labels.get("training.kubeflow.org/job-name") == name:
+                            del self.objects[k]
                 return self._send(http, 200, copy.deepcopy(obj))
         return self._send(http, 405, _status(405, "MethodNotAllowed", f"{method} {path}"))
 

@@ -85,3 +85,87 @@ def test_a_job_that_trained_every_step_but_hung_on_exit_says_which_nodes():
     assert report.problems == [
         "the job trained every step (1 of 1) but these nodes did not exit cleanly (exit code): b (-9)"
     ]
+
+
+def _cluster_stream(recover: bool) -> list[dict]:
+    """Events as the cluster drill records them: the job's lines from pod logs (node = pod),
+    and what Kubernetes said (pods, nodes, the PyTorchJob's conditions), around one eviction."""
+    pods = ("demo-worker-0", "demo-worker-1", "demo-worker-2")
+    out: list[dict] = [{"t": 100.0 + i, "event": "k8s_node_ready", "k8s_node": f"gpu-{i}"} for i in range(3)]
+    out += [{"t": 110.0, "event": "fresh", "step": 0, "round": 1, "node": p} for p in pods]
+    out += [{"t": 110.0 + i / 10, "event": "step", "step": i, "world_size": 3, "loss": 1.0} for i in range(1, 61)]
+    out.append({"t": 115.5, "event": "checkpoint_saved", "step": 50, "reason": "interval", "seconds": 0.1})
+    out.append({"t": 116.5, "event": "evict", "node": "demo-worker-2", "kind": "aks", "k8s_node": "gpu-2"})
+    out.append({"t": 116.6, "event": "k8s_node_gone", "k8s_node": "gpu-2"})
+    if recover:
+        out += [{"t": 119.0, "event": "resume", "step": 60, "round": 2, "node": p} for p in pods[:2]]
+        out += [
+            {"t": 119.5 + i / 10, "event": "step", "step": 60 + i, "world_size": 2, "loss": 0.5} for i in range(1, 41)
+        ]
+        out.append({"t": 200.0, "event": "k8s_node_ready", "k8s_node": "gpu-3"})
+        out.append({"t": 230.0, "event": "node_added", "node": "demo-worker-2", "k8s_node": "gpu-3"})
+        out += [{"t": 233.0, "event": "resume", "step": 100, "round": 3, "node": p} for p in pods]
+        out += [
+            {"t": 234.0 + i / 10, "event": "step", "step": 100 + i, "world_size": 3, "loss": 0.2} for i in range(1, 101)
+        ]
+        out += [{"t": 245.0, "event": "exit", "reason": "done", "step": 200, "node": p} for p in pods]
+        out.append({"t": 246.0, "event": "k8s_job", "condition": "Succeeded", "reason": "PyTorchJobSucceeded"})
+    return out
+
+
+def test_a_cluster_eviction_is_measured_from_pod_logs_and_kubernetes():
+    report = analyze(
+        _cluster_stream(recover=True),
+        [],
+        target_steps=200,
+        checkpoint_every=50,
+        node_exit_codes={f"demo-worker-{i}": 0 for i in range(3)},
+    )
+    assert report.passed, report.summary()
+    (ev,) = report.evictions
+    assert (ev.world_before, ev.world_after, ev.lost_steps) == (3, 2, 0)
+    assert round(ev.recovery_s, 2) == 3.1 and round(ev.node_gone_s, 2) == 0.1
+    assert round(ev.replacement_node_s, 1) == 83.5
+    (join,) = report.joins
+    assert join.world_after == 3 and round(join.join_s, 1) == 4.1
+    assert "a GPU node was Ready 83.5 s after the eviction" in report.summary()
+
+
+def test_a_cluster_job_that_never_recovers_fails_with_the_reason():
+    report = analyze(
+        _cluster_stream(recover=False),
+        [],
+        target_steps=200,
+        checkpoint_every=50,
+        node_exit_codes={"demo-worker-0": None, "demo-worker-1": None},
+    )
+    assert not report.passed
+    (ev,) = report.evictions
+    assert ev.recovery_s is None and ev.world_before == 3
+    assert "the job did not finish: final step 60, expected 200" in report.problems
+    assert "recovery: NONE, no step at a new world size after it" in report.summary()
+
+
+def test_a_job_that_loses_its_rendezvous_server_says_so():
+    stream = _cluster_stream(recover=False)
+    stream += [
+        {
+            "t": 117.0 + i,
+            "event": "rdzv_unreachable",
+            "error": "RendezvousConnectionError",
+            "node": p,
+            "source": "agent",
+        }
+        for i, p in enumerate(("demo-worker-0", "demo-worker-1"))
+    ]
+    stream += [
+        {"t": 178.0 + i, "event": "rdzv_gave_up", "down_s": 61.0, "node": p, "source": "agent"}
+        for i, p in enumerate(("demo-worker-0", "demo-worker-1"))
+    ]
+    stream.append({"t": 190.0, "event": "k8s_job", "condition": "Failed", "reason": "PyTorchJobFailed", "message": "x"})
+    report = analyze(stream, [], target_steps=200, checkpoint_every=50, node_exit_codes={})
+    assert any(
+        "rendezvous server stayed unreachable for 61 s: the agents of demo-worker-0, demo-worker-1 gave up" in p
+        for p in report.problems
+    ), report.problems
+    assert "the PyTorchJob failed: PyTorchJobFailed x" in report.problems

@@ -1,0 +1,136 @@
+"""`elastic-lab submit | status | logs | delete | drill --stack` against a loopback API server."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import yaml
+
+from lab.cli import main
+from lab.cluster.jobs import JOB_NAME_LABEL, REPLICA_INDEX_LABEL
+
+from .fake_kube import node, pod
+from .test_drill import GPU, NS, SimulatedJob
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def kubeconfig(kube, tmp_path):
+    return str(kube.kubeconfig(tmp_path, namespace="default"))
+
+
+def test_submit_creates_then_refuses_then_replaces(kube, kubeconfig, capsys):
+    base = ("submit", "--stack", "byo", "--kubeconfig", kubeconfig, "--name", "demo")
+    code, out, err = _run(capsys, *base)
+    assert code == 0, err
+    assert "created PyTorchJob/demo in namespace training" in out  # the stack's namespace, not the context's
+    assert kube.get("PyTorchJob", "demo", "training") is not None
+    code, _, err = _run(capsys, *base)
+    assert code == 1 and "PyTorchJob training/demo already exists" in err
+    code, _, err = _run(capsys, *base, "--replace")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    "stack,flags,message",
+    [
+        ("aks-dev", ["--min-nodes", "4", "--max-nodes", "5"], "--min-nodes=4 is invalid: expected <= 3, the GPU spot pool's maximum"),
+        ("aks-dev", ["--gpus", "2"], "--gpus=2 is invalid: expected 0..1"),
+        ("byo", ["--gpus", "1"], "--gpus=1 is invalid: expected 0: the stack's platform has no GPUs"),
+        ("byo", ["--cpu", "four"], "--cpu='four' is invalid: expected a Kubernetes quantity"),
+        ("byo", ["--memory", "0Gi"], "--memory='0Gi' is invalid"),
+        ("byo", ["--replicas", "5"], "--replicas=5 is invalid: expected between --min-nodes (2) and --max-nodes (3)"),
+    ],
+    ids=["min-above-pool", "gpus-above-node", "gpus-on-cpu-platform", "cpu-not-a-quantity", "zero-memory", "replicas"],
+)
+def test_sizing_is_checked_against_the_stack_before_anything_starts(capsys, stack, flags, message):
+    code, _, err = _run(capsys, "submit", "--stack", stack, "--dry-run", *flags)
+    assert code == 2 and message in err, err
+
+
+def test_sizing_lands_in_the_rendered_job(capsys):
+    code, out, err = _run(
+        capsys, "submit", "--stack", "aks-dev", "--dry-run", "--cpu", "6", "--memory", "24Gi", "--replicas", "2"
+    )
+    assert code == 0, err
+    job = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "PyTorchJob")
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+    container = worker["template"]["spec"]["containers"][0]
+    assert worker["replicas"] == 2
+    assert container["resources"]["requests"] == {"cpu": "6", "memory": "24Gi"}
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
+
+
+def test_status_logs_delete(kube, kubeconfig, capsys):
+    assert _run(capsys, "submit", "--stack", "byo", "--kubeconfig", kubeconfig, "--name", "demo")[0] == 0
+    labels = {JOB_NAME_LABEL: "demo", REPLICA_INDEX_LABEL: "0"}
+    kube.put(pod("demo-worker-0", NS, labels, "gpu-0"))
+    kube.add_log(NS, "demo-worker-0", "hello", close=True)
+    conn = ("--stack", "byo", "--kubeconfig", kubeconfig)
+    code, out, _ = _run(capsys, "status", *conn)
+    assert code == 0 and "PyTorchJobs in training: demo" in out
+    code, out, _ = _run(capsys, "status", *conn, "--job", "demo")
+    assert code == 0 and "pod demo-worker-0 (worker 0): Running ready on gpu-0" in out
+    code, out, _ = _run(capsys, "logs", *conn, "--job", "demo", "--worker", "0")
+    assert code == 0 and out == "[demo-worker-0] hello\n"
+    code, out, _ = _run(capsys, "delete", *conn, "--job", "demo")
+    assert code == 0 and "deleted PyTorchJob/demo" in out
+    code, _, err = _run(capsys, "status", *conn, "--job", "demo")
+    assert code == 1 and "no PyTorchJob training/demo" in err
+
+
+def test_context_and_kubeconfig_env(kube, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig(tmp_path, context="lab", namespace="training")))
+    code, out, err = _run(capsys, "status", "--context", "lab")
+    assert code == 0 and "PyTorchJobs in training: none" in out, err
+    code, _, err = _run(capsys, "status", "--context", "other")
+    assert code == 1 and "--context 'other': no such context" in err
+
+
+def test_drill_dry_run_prints_every_call_and_makes_none_that_changes(kube, kubeconfig, capsys):
+    kube.put(node("gpu-0", GPU, "azure:///x"))
+    code, out, err = _run(capsys, "drill", "--stack", "byo", "--kubeconfig", kubeconfig, "--dry-run", "--name", "demo")
+    assert code == 0, err
+    assert "kubeflow-training: TrainingClient.create_job(PyTorchJob training/demo)" in out
+    assert "kubernetes: patch_node(name='gpu-0'" in out and "create_namespaced_pod_eviction" in out
+    assert [m for m, *_ in kube.requests if m != "GET"] == []
+
+
+def test_drill_on_the_cluster_end_to_end(kube, kubeconfig, capsys, tmp_path):
+    sim = SimulatedJob(kube)
+    threading.Thread(target=sim.run, daemon=True).start()
+    try:
+        code, out, err = _run(
+            capsys,
+            "drill",
+            "--stack",
+            "byo",
+            "--kubeconfig",
+            kubeconfig,
+            "--name",
+            "demo",
+            "--steps",
+            "100",
+            "--evict-at-step",
+            "20",
+            "--workdir",
+            str(tmp_path / "run"),
+            "--deadline",
+            "60",
+        )
+    finally:
+        sim.stop.set()
+    assert code == 0, out + err
+    assert "Drill PASSED" in out and "eviction of demo-worker-2 (kubernetes)" in out
+    assert (tmp_path / "run" / "report.json").is_file() and (tmp_path / "run" / "timeline.png").is_file()
+
+
+def test_cluster_options_need_a_stack(capsys):
+    code, _, err = _run(capsys, "drill", "--node", "gpu-0", "--force")
+    assert code == 2 and "--node, --force need(s) --stack" in err
