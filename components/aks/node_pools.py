@@ -105,6 +105,7 @@ def placement(specs: dict[str, PoolSpec]) -> PoolPlacement:
         cpu_taints=cpu.taints,
         gpu_labels=dict(gpu.node_labels),
         gpu_taints=gpu.taints,
+        gpu_max_nodes=gpu.max_nodes,
         spot_labels={AKS_SPOT_LABEL: AKS_SPOT_VALUE, labels.CAPACITY_LABEL: labels.CAPACITY_SPOT},
     )
 

@@ -16,10 +16,11 @@ import pulumi_aws as aws
 
 from components.eks import iam
 from components.eks.args import EksClusterArgs
+from lab.spec.aws_tags import EKS_CLUSTER_NAME_TAG, EKS_NODEGROUP_TAG, FIS_SPOT_INTERRUPTION
 
-SPOT_INTERRUPTION = "aws:ec2:send-spot-instance-interruptions"
-NODEGROUP_TAG = "eks:nodegroup-name"
-CLUSTER_TAG = "eks:cluster-name"
+SPOT_INTERRUPTION = FIS_SPOT_INTERRUPTION
+NODEGROUP_TAG = EKS_NODEGROUP_TAG
+CLUSTER_TAG = EKS_CLUSTER_NAME_TAG
 TARGET = "gpu-spot-instance"
 
 

@@ -87,6 +87,7 @@ def placement(specs: Mapping[str, GroupSpec]) -> PoolPlacement:
         cpu_taints=cpu.taints,
         gpu_labels=dict(gpu.node_labels),
         gpu_taints=gpu.taints,
+        gpu_max_nodes=gpu.max_nodes,
         spot_labels={EKS_CAPACITY_LABEL: EKS_SPOT_VALUE, labels.CAPACITY_LABEL: labels.CAPACITY_SPOT},
     )
 

@@ -156,11 +156,12 @@ def submit_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.cluster import jobs
         from lab.cluster.kube import stack_cluster
-        from lab.submit.core import manifest_text, render_job
+        from lab.submit.core import job_notes, manifest_text, render_job
 
         spec = job_spec(args)
         target = _target(args.stack)
-        cluster_spec, objects = render_job(spec, target, _sizing(args))
+        sizing = _sizing(args)
+        cluster_spec, objects = render_job(spec, target, sizing)
         if args.dry_run:
             sys.stdout.write(manifest_text(cluster_spec, target, objects))
             return 0
@@ -168,9 +169,7 @@ def submit_main(args: argparse.Namespace) -> int:
             namespace = _namespace(args, target, cluster)
             created = jobs.submit(cluster, objects, namespace, replace=args.replace)
         print(f"created {', '.join(created)} in namespace {namespace} (rdzvId {cluster_spec.rdzv_id})")
-        print(f"  status: elastic-lab status --stack {args.stack} --job {cluster_spec.name}")
-        print(f"  logs:   elastic-lab logs --stack {args.stack} --job {cluster_spec.name} --follow")
-        print(f"  drill:  elastic-lab drill --stack {args.stack} --job {cluster_spec.name}")
+        print(job_notes(cluster_spec, target, sizing).replace("<stack>", args.stack))
         return 0
 
     return _run("submit", body)

@@ -42,17 +42,18 @@ from botocore.exceptions import (
 )
 
 from lab.cluster.eviction import ApiCall, EvictionError, EvictionRefused, EvictionStarted, Node
+from lab.spec.aws_tags import EKS_CLUSTER_NAME_TAG, EKS_NODEGROUP_TAG, FIS_SPOT_INTERRUPTION
 
 if TYPE_CHECKING:
     import boto3.session
 
-# What components/eks/fis.py puts in the stack's template and what EKS tags a managed node
-# group's instances with (copied rather than imported: that module pulls in Pulumi).
-SPOT_INTERRUPTION = "aws:ec2:send-spot-instance-interruptions"
+# What the stack's template (components/eks/fis.py) does and what EKS tags a managed node
+# group's instances with, from the vocabulary both share.
+SPOT_INTERRUPTION = FIS_SPOT_INTERRUPTION
 DURATION_PARAMETER = "durationBeforeInterruption"
 SPOT_RESOURCE_TYPE = "aws:ec2:spot-instance"
-CLUSTER_TAG = "eks:cluster-name"
-NODEGROUP_TAG = "eks:nodegroup-name"
+CLUSTER_TAG = EKS_CLUSTER_NAME_TAG
+NODEGROUP_TAG = EKS_NODEGROUP_TAG
 
 # Tags of the one-off templates, so that one left behind (a drill killed before its cleanup)
 # can be found with `leftover_templates()` and removed.

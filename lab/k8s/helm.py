@@ -15,6 +15,25 @@ class ChartRenderError(ValueError):
     the chart, the value and what is expected."""
 
 
+def _render(
+    chart_dir: str | os.PathLike[str], values: Mapping[str, Any] | None, release: str, namespace: str
+) -> dict[str, str]:
+    """Every rendered template of `chart_dir` by name (values.schema.json and the templates'
+    own `fail` checks enforced)."""
+    import helm_python as helm
+
+    path = Path(chart_dir)
+    try:
+        with helm.Chart.load(path) as chart:
+            return dict(chart.render(dict(values or {}), name=release, namespace=namespace, is_install=True))
+    except helm.HelmValuesError as exc:
+        raise ChartRenderError(f"chart {path.name}: invalid values: {_clean(exc)}") from None
+    except helm.HelmRenderError as exc:
+        raise ChartRenderError(f"chart {path.name}: {_clean(exc)}") from None
+    except helm.HelmChartLoadError as exc:
+        raise ChartRenderError(f"chart {path}: cannot be loaded: {_clean(exc)}") from None
+
+
 def render_chart(
     chart_dir: str | os.PathLike[str],
     values: Mapping[str, Any] | None,
@@ -22,22 +41,8 @@ def render_chart(
     release: str,
     namespace: str,
 ) -> list[dict[str, Any]]:
-    """Render `chart_dir` with `values`; return its Kubernetes objects in template order.
-
-    values.schema.json is enforced, and so are the templates' own `fail` checks.
-    """
-    import helm_python as helm
-
-    path = Path(chart_dir)
-    try:
-        with helm.Chart.load(path) as chart:
-            rendered = chart.render(dict(values or {}), name=release, namespace=namespace, is_install=True)
-    except helm.HelmValuesError as exc:
-        raise ChartRenderError(f"chart {path.name}: invalid values: {_clean(exc)}") from None
-    except helm.HelmRenderError as exc:
-        raise ChartRenderError(f"chart {path.name}: {_clean(exc)}") from None
-    except helm.HelmChartLoadError as exc:
-        raise ChartRenderError(f"chart {path}: cannot be loaded: {_clean(exc)}") from None
+    """Render `chart_dir` with `values`; return its Kubernetes objects in template order."""
+    rendered = _render(chart_dir, values, release, namespace)
     objects: list[dict[str, Any]] = []
     for template in sorted(rendered):
         if not template.endswith((".yaml", ".yml")):
@@ -46,6 +51,14 @@ def render_chart(
             if doc:
                 objects.append(doc)
     return objects
+
+
+def render_notes(
+    chart_dir: str | os.PathLike[str], values: Mapping[str, Any] | None, *, release: str, namespace: str
+) -> str:
+    """The chart's NOTES.txt as `helm install` would print it ("" without one)."""
+    rendered = _render(chart_dir, values, release, namespace)
+    return next((text.strip() for name, text in rendered.items() if name.endswith("NOTES.txt")), "")
 
 
 def _clean(exc: Exception) -> str:

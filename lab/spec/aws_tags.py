@@ -17,6 +17,11 @@ MAX_TAGS = 50
 MAX_KEY = 128
 MAX_VALUE = 256
 _PUNCTUATION = frozenset("_.:/=+-@")
+# Tags EKS puts on the EC2 instances of a managed node group, and the FIS action that sends
+# one of them a spot interruption (the stack's template and the drill's one-off ones use it).
+EKS_CLUSTER_NAME_TAG = "eks:cluster-name"
+EKS_NODEGROUP_TAG = "eks:nodegroup-name"
+FIS_SPOT_INTERRUPTION = "aws:ec2:send-spot-instance-interruptions"
 # The tag our EKS stack puts on everything it creates (teardown and cost reports find them by it).
 CLUSTER_TAG = "elastic-spot-lab-cluster"
 

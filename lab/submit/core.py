@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.k8s.helm import render_chart, to_yaml
+from lab.k8s.helm import render_chart, render_notes, to_yaml
 from lab.k8s.job_values import values_for
 from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
 from lab.k8s.schemas import CrdSchemaMissing, validate_objects
@@ -152,6 +152,14 @@ def render_job(
     if problems:
         raise SubmitError("the rendered job fails its checks:\n  - " + "\n  - ".join(problems))
     return cluster_spec, objects
+
+
+def job_notes(spec: JobSpec, target: StackTarget, sizing: JobSizing | None = None) -> str:
+    """The job chart's NOTES.txt for this job: what was created and the commands that follow it."""
+    _, values = values_for(spec, target.facts)
+    if sizing is not None:
+        sizing.apply(values)
+    return render_notes(JOB_CHART, values, release=spec.name, namespace=target.facts.namespace)
 
 
 # ------------------------------------------------------------------ the deployed stack

@@ -30,6 +30,8 @@ def test_submit_creates_then_refuses_then_replaces(kube, kubeconfig, capsys):
     code, out, err = _run(capsys, *base)
     assert code == 0, err
     assert "created PyTorchJob/demo in namespace training" in out  # the stack's namespace, not the context's
+    assert "Elastic PyTorchJob demo in namespace training: 2 to 3 worker pods" in out  # the chart's NOTES.txt
+    assert "drill:   elastic-lab drill --stack byo --job demo" in out
     assert kube.get("PyTorchJob", "demo", "training") is not None
     code, _, err = _run(capsys, *base)
     assert code == 1 and "PyTorchJob training/demo already exists" in err
@@ -40,7 +42,11 @@ def test_submit_creates_then_refuses_then_replaces(kube, kubeconfig, capsys):
 @pytest.mark.parametrize(
     "stack,flags,message",
     [
-        ("aks-dev", ["--min-nodes", "4", "--max-nodes", "5"], "--min-nodes=4 is invalid: expected <= 3, the GPU spot pool's maximum"),
+        (
+            "aks-dev",
+            ["--min-nodes", "4", "--max-nodes", "5"],
+            "--min-nodes=4 is invalid: expected <= 3, the GPU spot pool's maximum",
+        ),
         ("aks-dev", ["--gpus", "2"], "--gpus=2 is invalid: expected 0..1"),
         ("byo", ["--gpus", "1"], "--gpus=1 is invalid: expected 0: the stack's platform has no GPUs"),
         ("byo", ["--cpu", "four"], "--cpu='four' is invalid: expected a Kubernetes quantity"),
