@@ -17,23 +17,14 @@ from kubernetes.client.rest import ApiException
 
 from lab.cluster.eviction import ApiCall, EvictionError, EvictionStarted, Node
 from lab.cluster.kube import Cluster, api_error
+from lab.notice.drain import Drainer
 
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 API = "kubernetes"
 
 
-def _drained(pod: Any) -> bool:
-    """Whether a drain evicts this pod (not a DaemonSet's, not a mirror pod, not finished)."""
-    owners = pod.metadata.owner_references or []
-    if any(o.kind == "DaemonSet" for o in owners):
-        return False
-    if MIRROR_ANNOTATION in (pod.metadata.annotations or {}):
-        return False
-    return (pod.status.phase if pod.status else None) not in ("Succeeded", "Failed")
-
-
 class KubernetesDrainEvictor:
-    """Cordon, evict every pod a drain evicts, optionally delete the Node."""
+    """Cordon, evict every pod a drain evicts (the spot-notice handler's `Drainer`: all pods
+    asked at once, each with its own grace), optionally delete the Node."""
 
     name = "kubernetes"
 
@@ -41,6 +32,10 @@ class KubernetesDrainEvictor:
         self.cluster = cluster
         self.delete_node = delete_node
         self.drain_timeout_s = drain_timeout_s
+        self.log: list[dict[str, Any]] = []  # the drainer's actions, for the report's detail
+
+    def _log(self, event: str, **fields: Any) -> None:
+        self.log.append({"t": time.time(), "event": event, **fields})
 
     def calls(self, node: Node) -> list[ApiCall]:
         out = [
@@ -64,45 +59,24 @@ class KubernetesDrainEvictor:
             raise api_error(exc, f"reading node {node.name}") from None
 
     def evict(self, node: Node) -> EvictionStarted:
-        core = self.cluster.core
         started = time.time()
-        try:
-            core.patch_node(node.name, {"spec": {"unschedulable": True}})
-            pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node.name}").items
-        except ApiException as exc:
-            raise api_error(exc, f"cordoning node {node.name}") from None
-        evicted, waiting = [], [p for p in pods if _drained(p)]
-        deadline = time.monotonic() + self.drain_timeout_s
-        while waiting:
-            refused = []
-            for pod in waiting:
-                body = {
-                    "apiVersion": "policy/v1",
-                    "kind": "Eviction",
-                    "metadata": {"name": pod.metadata.name, "namespace": pod.metadata.namespace},
-                }
-                try:
-                    core.create_namespaced_pod_eviction(pod.metadata.name, pod.metadata.namespace, body)
-                    evicted.append(f"{pod.metadata.namespace}/{pod.metadata.name}")
-                except ApiException as exc:
-                    if exc.status == 404:  # gone already
-                        continue
-                    if exc.status != 429:
-                        raise api_error(exc, f"evicting pod {pod.metadata.namespace}/{pod.metadata.name}") from None
-                    refused.append(pod)
-            waiting = refused
-            if waiting and time.monotonic() > deadline:
-                names = ", ".join(f"{p.metadata.namespace}/{p.metadata.name}" for p in waiting)
-                raise EvictionError(
-                    f"drain of {node.name}: a disruption budget kept refusing the eviction of {names} "
-                    f"for {self.drain_timeout_s:g} s"
-                )
-            if waiting:
-                time.sleep(1)
+        drainer = Drainer(self.cluster.core, node.name, self._log)
+        results = drainer.drain(not_before=None, deadline=started + self.drain_timeout_s)
+        if not any(e["event"] == "cordoned" for e in self.log):
+            failed = next((e for e in self.log if e["event"] == "cordon_failed"), {})
+            raise EvictionError(f"cordoning node {node.name} failed: {failed.get('error', 'no answer')}")
+        stuck = [r for r in results if r.outcome not in ("evicted", "gone")]
+        if stuck:
+            names = ", ".join(f"{r.namespace}/{r.name} ({r.outcome})" for r in stuck)
+            raise EvictionError(
+                f"drain of {node.name}: these pods could not be evicted within {self.drain_timeout_s:g} s: {names} "
+                "(a disruption budget kept refusing, or the API failed)"
+            )
         if self.delete_node:
             try:
-                core.delete_node(node.name)
+                self.cluster.core.delete_node(node.name)
             except ApiException as exc:
                 raise api_error(exc, f"deleting node {node.name}") from None
-        detail = f"cordoned; evicted {len(evicted)} pod(s)" + ("; node deleted" if self.delete_node else "")
+        evicted = sum(1 for r in results if r.outcome == "evicted")
+        detail = f"cordoned; evicted {evicted} pod(s)" + ("; node deleted" if self.delete_node else "")
         return EvictionStarted(node=node.name, backend=self.name, at=started, detail=detail)

@@ -42,6 +42,14 @@ class PoolCost:
     at_max: float | None = None
     at_max_on_demand: float | None = None
 
+    def priced(self) -> PoolCost:
+        """This pool with its hourly costs at its minimum and maximum sizes, where priced."""
+        if self.price is not None:
+            self.at_min, self.at_max = round(self.price * self.min_nodes, 4), round(self.price * self.max_nodes, 4)
+        if self.on_demand_price is not None:
+            self.at_max_on_demand = round(self.on_demand_price * self.max_nodes, 4)
+        return self
+
 
 @dataclass
 class CostEstimate:
@@ -130,30 +138,9 @@ def _aks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate | N
         if price is None:
             notes.append(f"no {'spot' if view.spot else 'on-demand'} price for {size}: pool {view.name} not counted")
         pc = PoolCost(view.name, view.role, size, view.spot, lo, hi, price, on_demand, source, entry.get("query"))
-        if price is not None:
-            pc.at_min, pc.at_max = round(price * lo, 4), round(price * hi, 4)
-        if on_demand is not None:
-            pc.at_max_on_demand = round(on_demand * hi, 4)
-        costs.append(pc)
+        costs.append(pc.priced())
 
-    def total(attr: str) -> float | None:
-        values = [getattr(c, attr) for c in costs]
-        if any(v is None for v in values) or control["price"] is None:
-            return None
-        return round(sum(values) + control["price"], 4)
-
-    return CostEstimate(
-        currency=table["currency"],
-        as_of=str(table["as_of"]),
-        region=region,
-        prices_file=str(prices_path or PRICES),
-        control_plane=control,
-        pools=costs,
-        hourly_min=total("at_min"),
-        hourly_max=total("at_max"),
-        hourly_max_on_demand=total("at_max_on_demand"),
-        notes=notes,
-    )
+    return _totals(table, region, prices_path, control, costs, notes)
 
 
 def _eks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate:
@@ -203,11 +190,21 @@ def _eks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate:
             source, query = entries[dearest].get("source", ""), entries[dearest].get("query")
             shown = dearest + (f" (+{len(types) - 1} more)" if len(types) > 1 else "")
         pc = PoolCost(name, _role(g), shown, spot, lo, hi, price, on_demand, source, query)
-        if price is not None:
-            pc.at_min, pc.at_max = round(price * lo, 4), round(price * hi, 4)
-        if on_demand is not None:
-            pc.at_max_on_demand = round(on_demand * hi, 4)
-        costs.append(pc)
+        costs.append(pc.priced())
+
+    return _totals(table, region, prices_path, control, costs, notes)
+
+
+def _totals(
+    table: dict[str, Any],
+    region: str,
+    prices_path: Path | str | None,
+    control: dict[str, Any],
+    costs: list[PoolCost],
+    notes: list[str],
+) -> CostEstimate:
+    """The estimate of priced pools and a control plane: hourly totals at the pools' minimum
+    and maximum sizes (None when any price is missing)."""
 
     def total(attr: str) -> float | None:
         values = [getattr(c, attr) for c in costs]

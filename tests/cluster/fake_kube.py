@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from tests.notice.fakes import _status
+
 # Collections the fake serves: URL prefix of the collection -> kind of its items.
 _NAMESPACED = {
     ("apis/kubeflow.org/v1", "pytorchjobs"): "PyTorchJob",
@@ -36,17 +38,6 @@ _NAMESPACED = {
     ("apis/networking.k8s.io/v1", "networkpolicies"): "NetworkPolicy",
 }
 _CLUSTER = {("api/v1", "nodes"): "Node"}
-
-
-def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
 
 
 def _merge(target: Any, patch: Any) -> Any:

@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from lab.cluster.drain import MIRROR_ANNOTATION, KubernetesDrainEvictor
+from lab.cluster.drain import KubernetesDrainEvictor
 from lab.cluster.eviction import EvictionError, Node, pool_refusal
+from lab.notice.drain import MIRROR_ANNOTATION
 from lab.spec.pools import CAPACITY_LABEL, POOL_LABEL
 
 from .fake_kube import node, pod
@@ -52,7 +53,9 @@ def test_without_delete_the_node_stays_cordoned(kube, cluster, gpu_node):
 
 def test_a_disruption_budget_is_waited_for_then_reported(kube, cluster, gpu_node):
     kube.refuse_evictions.add("demo-worker-1")
-    with pytest.raises(EvictionError, match=r"disruption budget kept refusing the eviction of training/demo-worker-1"):
+    with pytest.raises(
+        EvictionError, match=r"could not be evicted within 0.5 s: training/demo-worker-1 \(refused until deadline\)"
+    ):
         KubernetesDrainEvictor(cluster, drain_timeout_s=0.5).evict(gpu_node)
     threading.Timer(0.5, kube.refuse_evictions.clear).start()
     KubernetesDrainEvictor(cluster, drain_timeout_s=10).evict(gpu_node)
