@@ -409,7 +409,12 @@ def main(argv: list[str] | None = None) -> int:
             save("final", dict(enumerate(states)))
     dist.barrier()  # peers tear down their connections only after rank 0's final save
     events.emit("exit", reason="done", step=step, rng=rng_fingerprint())
-    dist.destroy_process_group()
+    # No destroy_process_group() here. It unregisters the group, so returning would drop its
+    # last reference with the DDP model's reducer, on this thread, holding the GIL; the
+    # group's destructor joins gloo's worker thread, which may still be freeing the
+    # barrier's work and need the GIL to release its tensors: a deadlock after the last step.
+    # Left registered, the group lives until the process ends (a warm worker ends without
+    # tearing Python down; a plain one at exit, long after gloo's threads went idle).
     return 0
 
 
