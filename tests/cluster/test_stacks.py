@@ -116,5 +116,5 @@ def test_a_failed_update_names_the_cli_error(fake_stack, monkeypatch):
         )
 
     monkeypatch.setattr(fake_stack, "up", fail)
-    with pytest.raises(StackError, match="pulumi up of stack 'byo' failed: .*resource quota exceeded"):
+    with pytest.raises(StackError, match=r"pulumi up of stack 'byo' failed: .*resource quota exceeded"):
         stacks.run("up", "byo", say=lambda line: None)
