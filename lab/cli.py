@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from lab.cluster import cli as cluster_cli
+from lab.cluster import drill_cli as cluster_drill_cli
 from lab.drill import cli as drill_cli
 from lab.plan import cli as plan_cli
 
@@ -24,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     for command in SUBCOMMANDS:
         command.register(sub)
     # `drill --stack STACK` is the cluster drill; the local drill knows nothing of clusters.
-    cluster_cli.add_drill_arguments(sub.choices["drill"], drill_cli.main)
+    cluster_drill_cli.add_drill_arguments(sub.choices["drill"], drill_cli.main)
     return parser
 
 
