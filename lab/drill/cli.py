@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import io
 import math
 import os
 import secrets
+import signal
 import sys
 import time
 from collections.abc import Iterable
@@ -237,6 +239,9 @@ def main(args: argparse.Namespace) -> int:
     from lab.drill.plot import plot_timeline
     from lab.drill.run import Progress, run_drill
     from lab.local import LocalClusterError
+
+    # `kill -USR1 <pid>` prints where every thread of a drill that seems stuck is.
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
 
     try:
         cfg = build(args)  # every bad value, before anything starts

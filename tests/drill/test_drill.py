@@ -339,7 +339,14 @@ def test_double_ctrl_c_stops_everything_and_says_so(workdir):
         proc.send_signal(signal.SIGINT)
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)  # while it cleans up
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # the drill's threads' stacks, to stderr
+            time.sleep(2)
+            proc.kill()
+            _, err = proc.communicate(timeout=10)
+            pytest.fail(f"the drill did not exit 60 s after a double Ctrl-C; its threads:\n{err[-6000:]}")
         assert proc.returncode == 130, err[-2000:]
         assert "every process it started was stopped" in err
         _assert_gone(started, timeout=5)
