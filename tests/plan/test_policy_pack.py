@@ -1,0 +1,350 @@
+"""The policy pack (lab.plan.policy_pack) under pulumi-policy's own seams: each resource's inputs
+handed to the resource policies and the whole stack to the stack policies, as the engine and
+pulumi-policy's analyzer server build them (protobuf Structs with numbers as doubles, read back by
+the SDK's deserializer into its unknown-checking proxies), from the recorded plans of the real
+stacks. The real stacks pass; each broken variant of the guardrail tests fails the policy named
+after its check with the very messages `elastic-lab plan` prints."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from google.protobuf import json_format, struct_pb2
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyCustomTimeouts,
+    PolicyProviderResource,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.deserialize import deserialize_properties
+
+# What the SDK's analyzer server catches when a policy calls `args.not_applicable(reason)`.
+from pulumi_policy.policy import _NotApplicableError
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+from lab.plan import policy_pack
+from lab.plan.check_list import check_names, findings_of, run_checks
+from lab.plan.findings import errors
+from lab.plan.policy_pack import (
+    INPUTS_POLICY,
+    PLATFORM_CHECKS,
+    STACK_TYPE,
+    WARNINGS_POLICY,
+    WITHHELD,
+    InputsSeen,
+    input_recorder,
+    plan_from_stack,
+    policies,
+)
+from lab.plan.recording import Plan, RecordedResource
+from lab.spec.layout import ROOT
+from lab.spec.names import PROJECT
+
+from .test_aks_guardrails import BROKEN as AKS_BROKEN
+from .test_aks_guardrails import GPU as AKS_GPU
+from .test_eks_guardrails import BROKEN as EKS_BROKEN
+from .test_eks_guardrails import GPU as EKS_GPU
+
+MANDATORY, ADVISORY = EnforcementLevel.MANDATORY, EnforcementLevel.ADVISORY
+
+
+# --------------------------------------------------------------------------- the engine's view
+
+
+def _props(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Properties as a policy receives them: a protobuf Struct from the engine, turned into a dict
+    and deserialized by pulumi-policy, wrapped in its unknown-checking proxy."""
+    struct = struct_pb2.Struct()
+    struct.update(json.loads(json.dumps(value)))
+    return unknown_checking_proxy(deserialize_properties(json_format.MessageToDict(struct)))
+
+
+def _options(r: RecordedResource | None = None, parent: str | None = None) -> PolicyResourceOptions:
+    return PolicyResourceOptions(
+        bool(r and r.protect),
+        list(r.ignore_changes) if r else [],
+        bool(r and r.delete_before_replace),
+        [],
+        PolicyCustomTimeouts(0, 0, 0),
+        list(r.additional_secret_outputs) if r else [],
+        parent,
+    )
+
+
+@dataclass
+class Engine:
+    """What the engine hands the pack in one deployment of a plan: each resource's inputs to the
+    resource policies, then the stack (outputs, options, parent, dependencies) to the stack policies."""
+
+    resources: list[ResourceValidationArgs]
+    stack: StackValidationArgs
+
+
+def engine(plan: Plan, *, chart_inputs: bool = False) -> Engine:
+    """The engine's view of `plan`. A custom resource has a provider (a default one where the program
+    named none) and its mocked outputs; a component its registered outputs; a remote component
+    (Helm Chart v4, kustomize Directory v2) is registered by its provider without inputs, and its
+    outputs (the rendered objects) are left out; `chart_inputs` hands its inputs as if it had them."""
+    stack_urn = f"urn:pulumi:{plan.stack}::{plan.project}::{STACK_TYPE}::{plan.project}-{plan.stack}"
+    providers: dict[str, PolicyProviderResource] = {}
+
+    def provider_of(r: RecordedResource) -> PolicyProviderResource | None:
+        if not r.custom or r.type.startswith("pulumi:providers:"):
+            return None
+        if r.provider:
+            urn = r.provider.rsplit("::", 1)[0]  # a provider reference is "<urn>::<id>"
+        else:
+            urn = f"urn:pulumi:{plan.stack}::{plan.project}::pulumi:providers:{r.type.split(':')[0]}::default"
+        kind, name = urn.split("::")[2].rsplit("$", 1)[-1], urn.rsplit("::", 1)[-1]
+        return providers.setdefault(urn, PolicyProviderResource(kind, _props({}), urn, name))
+
+    analyzed = []
+    for r in plan.resources:
+        inputs = r.inputs if not r.remote or chart_inputs else {}
+        analyzed.append(
+            ResourceValidationArgs(r.type, _props(inputs), r.urn, r.name, _options(r, r.parent), provider_of(r))
+        )
+
+    # (resource, parent URN, dependencies, property dependencies), linked as the analyzer server does.
+    pending: list[tuple[PolicyResource, str | None, list[str], dict[str, list[str]]]] = [
+        (
+            PolicyResource(
+                STACK_TYPE, _props(plan.outputs), stack_urn, f"{PROJECT}-{plan.stack}", _options(), None, None, [], {}
+            ),
+            None,
+            [],
+            {},
+        )
+    ]
+    known = {r.urn for r in plan.resources}
+    for p in providers.values():
+        if p.urn not in known:
+            pending.append(
+                (
+                    PolicyResource(p.resource_type, p.props, p.urn, p.name, _options(), None, None, [], {}),
+                    stack_urn,
+                    [],
+                    {},
+                )
+            )
+    for r in plan.resources:
+        outputs = r.state if r.custom else ({} if r.remote else r.outputs or {})
+        resource = PolicyResource(r.type, _props(outputs), r.urn, r.name, _options(r), provider_of(r), None, [], {})
+        pending.append((resource, r.parent, list(r.dependencies), dict(r.property_dependencies)))
+    by_urn = {resource.urn: resource for resource, *_ in pending}
+    for resource, parent, deps, prop_deps in pending:
+        if parent is not None and parent in by_urn:
+            resource.parent = by_urn[parent]
+        resource.dependencies.extend(by_urn[d] for d in deps if d in by_urn)
+        for key, urns in prop_deps.items():
+            resource.property_dependencies[key] = [by_urn[u] for u in urns if u in by_urn]
+    return Engine(analyzed, StackValidationArgs([resource for resource, *_ in pending]))
+
+
+@dataclass
+class Report:
+    """What the pack answered: violations as (policy, level, message, URN), and the policies that
+    said they do not apply, with why."""
+
+    violations: list[tuple[str, EnforcementLevel, str, str | None]] = field(default_factory=list)
+    not_applicable: dict[str, str] = field(default_factory=dict)
+
+    def mandatory(self) -> set[tuple[str, str | None]]:
+        return {(m, u) for _, level, m, u in self.violations if level == MANDATORY}
+
+
+def analyze(plan: Plan, monkeypatch: pytest.MonkeyPatch, names: Iterable[str] | None = None, **view: Any) -> Report:
+    """One deployment of `plan` under the pack: the stack's config in PULUMI_CONFIG (as the CLI
+    starts the pack), every resource through `plan-inputs`, then the stack policies (all, or those
+    named), each with a collector in place of pulumi-policy's `report_violation`."""
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps(plan.config))
+    seen = InputsSeen()
+    recorder = input_recorder(seen)
+    made = policies(seen)
+    seen_by_engine = engine(plan, **view)
+    for args in seen_by_engine.resources:
+        recorder.validate(args, _must_not_report)
+    wanted = set(names) if names is not None else None
+    report = Report()
+    for policy in made:
+        if wanted is not None and policy.name not in wanted:
+            continue
+
+        def collect(message: str, urn: str | None = None, policy: StackValidationPolicy = policy) -> None:
+            report.violations.append((policy.name, policy.enforcement_level, message, urn))
+
+        try:
+            policy.validate(seen_by_engine.stack, collect)
+        except _NotApplicableError as exc:
+            report.not_applicable[policy.name] = exc.reason
+    return report
+
+
+def _must_not_report(message: str, urn: str | None = None) -> None:
+    raise AssertionError(f"{INPUTS_POLICY} reported {message!r}")
+
+
+def _urns_by_label(plan: Plan) -> dict[str, str]:
+    counts = Counter(r.label for r in plan.resources)
+    return {r.label: r.urn for r in plan.resources if counts[r.label] == 1}
+
+
+# --------------------------------------------------------------------------- the policies
+
+
+def test_every_check_is_a_mandatory_policy_of_its_name():
+    made = policies()
+    assert all(isinstance(p, StackValidationPolicy) for p in made)
+    assert [p.name for p in made if p.enforcement_level == MANDATORY] == check_names()
+    assert [(p.name, p.enforcement_level) for p in made if p.name not in check_names()] == [(WARNINGS_POLICY, ADVISORY)]
+    assert all(p.description for p in made)
+    assert set(WITHHELD) <= set(check_names())
+    recorder = input_recorder(InputsSeen())
+    assert isinstance(recorder, ResourceValidationPolicy)
+    assert (recorder.name, recorder.enforcement_level) == (INPUTS_POLICY, ADVISORY)
+
+
+def test_importing_the_module_serves_nothing():
+    # PolicyPack's constructor prints a port and serves forever: an import that built it would hang.
+    done = subprocess.run(
+        [sys.executable, "-c", "import lab.plan.policy_pack; print('imported')"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert (done.returncode, done.stdout) == (0, "imported\n"), done.stderr
+
+
+def test_the_packs_entry_point_serves_the_pack(monkeypatch):
+    served: list[dict[str, Any]] = []
+    monkeypatch.setattr(policy_pack, "PolicyPack", lambda **kwargs: served.append(kwargs))
+    runpy.run_path(str(ROOT / "policy" / "__main__.py"), run_name="__main__")
+    [kwargs] = served
+    assert kwargs["name"] == "elastic-spot-lab"
+    assert [p.name for p in kwargs["policies"]] == [INPUTS_POLICY, *check_names(), WARNINGS_POLICY]
+
+
+# --------------------------------------------------------------------------- the real stacks
+
+
+def test_the_pack_sees_the_plan_the_harness_records(aks_plan, monkeypatch):
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps(aks_plan.config))
+    seen = InputsSeen()
+    view = engine(aks_plan, chart_inputs=True)
+    for args in view.resources:
+        input_recorder(seen).validate(args, _must_not_report)
+    plan = plan_from_stack(view.stack, inputs=seen)
+    assert (plan.project, plan.stack, plan.config, plan.outputs) == (
+        aks_plan.project,
+        aks_plan.stack,
+        aks_plan.config,
+        aks_plan.outputs,
+    )
+    fields = ("type", "name", "parent", "custom", "inputs", "ignore_changes", "dependencies", "depends_on")
+    for recorded in aks_plan.resources:
+        rebuilt = plan.by_urn(recorded.urn)
+        assert rebuilt is not None, recorded.label
+        assert {f: getattr(rebuilt, f) for f in fields} == {f: getattr(recorded, f) for f in fields}, recorded.label
+        assert rebuilt.property_dependencies == recorded.property_dependencies, recorded.label
+        if recorded.custom:
+            assert rebuilt.state == recorded.state, recorded.label
+        else:
+            assert rebuilt.outputs == (recorded.outputs or {}), recorded.label
+    # The engine's view has the default providers the program never declared, and nothing else more.
+    extra = {r.type for r in plan.resources if aks_plan.by_urn(r.urn) is None}
+    assert extra == {"pulumi:providers:azure-native"}
+
+
+def test_without_kept_inputs_and_config_outputs_stand_in(eks_plan, monkeypatch):
+    monkeypatch.delenv("PULUMI_CONFIG", raising=False)
+    plan = plan_from_stack(engine(eks_plan).stack)
+    assert plan.config == {}
+    bucket = plan.one("aws:s3/bucket:Bucket")
+    assert bucket.inputs == bucket.state == eks_plan.one("aws:s3/bucket:Bucket").state
+
+
+@pytest.mark.parametrize("stack", ["aks_plan", "eks_plan"])
+def test_the_real_stacks_pass(request, monkeypatch, stack):
+    plan = request.getfixturevalue(stack)
+    report = analyze(plan, monkeypatch)
+    assert report.violations == []
+    applied = {r.name: r.applied for r in run_checks(plan)}
+    for name in check_names():
+        if name in WITHHELD:
+            assert report.not_applicable[name] == WITHHELD[name]
+        elif name in PLATFORM_CHECKS and applied[name]:
+            assert "no inputs of remote components" in report.not_applicable[name], name
+        else:
+            assert (name in report.not_applicable) == (not applied[name]), name
+
+
+def test_the_platform_checks_run_where_the_charts_inputs_are_seen(aks_plan, monkeypatch):
+    report = analyze(aks_plan, monkeypatch, PLATFORM_CHECKS, chart_inputs=True)
+    assert report.violations == []
+    applied = {r.name for r in run_checks(aks_plan, sorted(PLATFORM_CHECKS)) if r.applied}
+    assert applied and not applied & set(report.not_applicable)
+
+
+# --------------------------------------------------------------------------- broken variants
+
+CASES = [("broken_plan", *case) for case in AKS_BROKEN] + [("broken_eks_plan", *case) for case in EKS_BROKEN]
+
+
+@pytest.mark.parametrize(
+    "fixture,check,mutate,fragments", [c[:1] + c[2:] for c in CASES], ids=[f"{c[0]}: {c[1]}" for c in CASES]
+)
+def test_a_broken_variant_fails_the_policy_of_its_check(request, monkeypatch, fixture, check, mutate, fragments):
+    plan = request.getfixturevalue(fixture)
+    mutate(plan)
+    report = analyze(plan, monkeypatch, [check])
+    if check in WITHHELD:
+        assert (report.violations, report.not_applicable) == ([], {check: WITHHELD[check]})
+        return
+    urns = _urns_by_label(plan)
+    expected = {(str(f), urns.get(f.resource)) for f in errors(findings_of(run_checks(plan, [check])))}
+    assert expected, f"{check} passes the broken plan"
+    assert {(policy, level) for policy, level, *_ in report.violations} == {(check, MANDATORY)}
+    assert report.mandatory() == expected
+    assert any(all(f in message for f in fragments) for message, _ in report.mandatory())
+    assert any(urn is not None for _, urn in report.mandatory())
+
+
+def test_a_warning_is_advisory(broken_plan, monkeypatch):
+    broken_plan.one(*AKS_GPU).inputs["spotMaxPrice"] = 0.2
+    report = analyze(broken_plan, monkeypatch, ["guardrail:spot-pool", WARNINGS_POLICY])
+    [(policy, level, message, urn)] = report.violations
+    assert (policy, level, urn) == (WARNINGS_POLICY, ADVISORY, broken_plan.one(*AKS_GPU).urn)
+    assert message.startswith("WARNING [guardrail:spot-pool] ") and "never for price" in message
+
+
+def test_an_eks_warning_is_advisory(broken_eks_plan, monkeypatch):
+    broken_eks_plan.one(*EKS_GPU).inputs["instanceTypes"] = ["g5.xlarge"]
+    report = analyze(broken_eks_plan, monkeypatch, ["guardrail:eks-gpu-group", WARNINGS_POLICY])
+    assert [(p, level) for p, level, *_ in report.violations] == [(WARNINGS_POLICY, ADVISORY)]
+    assert "WARNING [guardrail:eks-gpu-group]" in report.violations[0][2]
+
+
+def test_a_value_unknown_in_the_preview_is_advisory(broken_plan, monkeypatch):
+    broken_plan.one(*AKS_GPU).inputs["scaleSetEvictionPolicy"] = UNKNOWN_STRING_VALUE
+    report = analyze(broken_plan, monkeypatch, ["guardrail:spot-pool", "arm-conformance", WARNINGS_POLICY])
+    assert report.mandatory() == set()
+    assert any(
+        policy == WARNINGS_POLICY
+        and message.startswith("UNKNOWN UNTIL THE UPDATE: ERROR [guardrail:spot-pool] ")
+        and "scaleSetEvictionPolicy='<unknown>'" in message
+        for policy, _, message, _ in report.violations
+    ), report.violations
