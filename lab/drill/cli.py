@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import io
 import math
@@ -240,8 +241,10 @@ def main(args: argparse.Namespace) -> int:
     from lab.drill.run import Progress, run_drill
     from lab.local import LocalClusterError
 
-    # `kill -USR1 <pid>` prints where every thread of a drill that seems stuck is.
-    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    # `kill -USR1 <pid>` prints where every thread of a drill that seems stuck is (when stderr
+    # is a real file: not under a test's captured output).
+    with contextlib.suppress(AttributeError, ValueError, io.UnsupportedOperation):
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr.fileno(), all_threads=True)
 
     try:
         cfg = build(args)  # every bad value, before anything starts

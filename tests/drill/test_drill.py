@@ -294,13 +294,24 @@ def _started_and_evicted(workdir, deadline_s=60.0):
     return False
 
 
+def _ctrl_c_as_at_a_terminal():
+    """SIGINT back to its default in the drill, as in a command typed at a terminal: a test run
+    started in the background by a non-interactive shell inherits SIGINT ignored, and Python
+    then never raises KeyboardInterrupt."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextlib.contextmanager
 def _evicting_drill(workdir, cmd):
     """A drill started as `cmd`, once it trained and evicted a node: (its process, every
     process it had started by then); killed on the way out if still running."""
     import psutil
 
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_as_at_a_terminal
+    )
     try:
         assert _started_and_evicted(workdir), "the drill did not train and evict in time"
         yield proc, psutil.Process(proc.pid).children(recursive=True)
