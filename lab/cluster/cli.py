@@ -121,6 +121,7 @@ def run_command(command: str, body: Callable[[], int]) -> int:
     """Run a command body; bad input exits 2, a refused or failed operation 1."""
     from lab.cluster.eviction import EvictionError
     from lab.cluster.kube import ClusterError
+    from lab.cluster.teardown import TeardownError
     from lab.k8s.helm import ChartRenderError
     from lab.plan.stack_files import StackNotFound
     from lab.submit.core import SubmitError
@@ -129,7 +130,7 @@ def run_command(command: str, body: Callable[[], int]) -> int:
         return body()
     except (InvalidInput, ChartRenderError, StackNotFound) as exc:
         return _fail(command, exc, 2)
-    except (SubmitError, ClusterError, EvictionError) as exc:
+    except (SubmitError, ClusterError, EvictionError, TeardownError) as exc:
         return _fail(command, exc, 1)
 
 

@@ -76,13 +76,12 @@ class ClusterDrill:
         self.seen = _Seen()
         self.evicted: EvictionStarted | None = None
         self.started = time.time()
-        cfg.workdir.mkdir(parents=True, exist_ok=True)
-        self._sink = (cfg.workdir / "events.jsonl").open("a", encoding="utf-8")
+        self._sink: Any = None  # the events file, opened when the drill runs (a dry run writes nothing)
 
     # ------------------------------------------------------------------ the event stream
     def record(self, event: dict[str, Any]) -> None:
         with self.lock:
-            if self._sink.closed:  # a log line that arrived after the drill ended
+            if self._sink is None or self._sink.closed:  # before the run, or a log line after it ended
                 return
             self.events.append(event)
             self._sink.write(json.dumps(event, separators=(",", ":")) + "\n")
@@ -281,6 +280,8 @@ class ClusterDrill:
 
     def run(self) -> DrillReport:
         cfg = self.cfg
+        cfg.workdir.mkdir(parents=True, exist_ok=True)
+        self._sink = (cfg.workdir / "events.jsonl").open("a", encoding="utf-8")
         deadline = time.monotonic() + cfg.timeout_s
         problems: list[str] = []
         try:

@@ -33,6 +33,7 @@ _NAMESPACED = {
     ("api/v1", "pods"): "Pod",
     ("api/v1", "services"): "Service",
     ("api/v1", "events"): "Event",
+    ("api/v1", "persistentvolumeclaims"): "PersistentVolumeClaim",
     ("apis/apps/v1", "deployments"): "Deployment",
     ("apis/policy/v1", "poddisruptionbudgets"): "PodDisruptionBudget",
     ("apis/networking.k8s.io/v1", "networkpolicies"): "NetworkPolicy",

@@ -140,3 +140,35 @@ def test_drill_on_the_cluster_end_to_end(kube, kubeconfig, capsys, tmp_path):
 def test_cluster_options_need_a_stack(capsys):
     code, _, err = _run(capsys, "drill", "--node", "gpu-0", "--force")
     assert code == 2 and "--node, --force need(s) --stack" in err
+
+
+def test_teardown_of_a_stack_cleans_the_cluster_then_needs_the_pulumi_cli(kube, kubeconfig, capsys, monkeypatch):
+    assert _run(capsys, "submit", "--stack", "byo", "--kubeconfig", kubeconfig, "--name", "demo")[0] == 0
+    base = ("teardown", "--stack", "byo", "--kubeconfig", kubeconfig)
+    code, out, err = _run(capsys, *base, "--dry-run")
+    assert code == 0, err
+    assert "on the cluster: 1 to delete" in out and "- PyTorchJob demo (a training job)" in out
+    assert "would call kubernetes" in out and "then: pulumi destroy of stack 'byo'" in out
+    assert kube.get("PyTorchJob", "demo", "training") is not None  # a dry run deletes nothing
+    monkeypatch.setenv("PATH", "/nonexistent")  # no Pulumi CLI here
+    code, out, err = _run(capsys, *base, "--yes")
+    assert kube.get("PyTorchJob", "demo", "training") is None  # jobs first, while the cluster runs
+    assert code == 1 and "the Pulumi CLI is not installed" in err
+
+
+def test_teardown_of_a_local_run_removes_it_and_a_second_run_finds_nothing(tmp_path, capsys):
+    run = tmp_path / "drill-x"
+    (run / "nodes").mkdir(parents=True)
+    (run / "events.jsonl").write_text("")
+    code, out, _ = _run(capsys, "teardown", "--local", "--workdir", str(run), "--dry-run")
+    assert code == 0 and f"directory {run}" in out and run.is_dir()
+    code, out, _ = _run(capsys, "teardown", "--local", "--workdir", str(run), "--yes")
+    assert code == 0 and not run.exists()
+    code, out, _ = _run(capsys, "teardown", "--local", "--workdir", str(run), "--yes")
+    assert code == 0 and "0 to delete" in out
+
+
+def test_teardown_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
+    (tmp_path / "precious.txt").write_text("keep me")
+    code, _, err = _run(capsys, "teardown", "--local", "--workdir", str(tmp_path), "--yes")
+    assert code == 1 and "refusing to remove it" in err and (tmp_path / "precious.txt").is_file()
