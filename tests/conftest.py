@@ -3,7 +3,6 @@ PyTorchJob CRD schema."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
