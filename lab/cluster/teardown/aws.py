@@ -10,14 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import (
     ClientError,
-    CredentialRetrievalError,
     EndpointConnectionError,
-    NoCredentialsError,
-    PartialCredentialsError,
-    SSOError,
-    TokenRetrievalError,
 )
 
+from lab.cluster.eks_eviction import ACCESS_DENIED_CODES as AWS_ACCESS_DENIED
+from lab.cluster.eks_eviction import BAD_CREDENTIALS_CODES as AWS_BAD_CREDENTIALS
+from lab.cluster.eks_eviction import CREDENTIAL_ERRORS as AWS_CREDENTIAL_ERRORS
+from lab.cluster.eks_eviction import CREDENTIALS_HELP as AWS_LOGIN_HELP
 from lab.cluster.eviction import ApiCall
 from lab.spec import aws_tags
 
@@ -63,28 +62,6 @@ _VALUED_CLUSTER_TAGS = (
     aws_tags.EKS_CLUSTER_NAME_TAG,
 )
 
-AWS_CREDENTIAL_ERRORS = (
-    NoCredentialsError,
-    PartialCredentialsError,
-    CredentialRetrievalError,
-    SSOError,
-    TokenRetrievalError,
-)
-AWS_ACCESS_DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
-AWS_BAD_CREDENTIALS = frozenset(
-    {
-        "ExpiredToken",
-        "ExpiredTokenException",
-        "InvalidClientTokenId",
-        "UnrecognizedClientException",
-        "AuthFailure",
-        "SignatureDoesNotMatch",
-    }
-)
-AWS_LOGIN_HELP = (
-    "run `aws configure` (access keys) or `aws sso login` (IAM Identity Center), or set AWS_PROFILE to a profile"
-    " that has credentials for this account"
-)
 # Error codes meaning a deletion's target is already gone.
 _AWS_GONE = {
     CLASSIC_LOAD_BALANCER: ("LoadBalancerNotFound", "AccessPointNotFound"),
