@@ -377,7 +377,11 @@ def analyze(
     if steps:
         report.world_timeline = [(s["t"] - t0, s["world_size"]) for s in steps]
     else:
-        report.world_timeline = [(a.t - t0, a.group_world_size) for a in agent_events if a.kind == "rendezvous"]
+        report.world_timeline = [
+            (a.t - t0, a.group_world_size)
+            for a in agent_events
+            if a.kind == "rendezvous" and a.group_world_size is not None
+        ]
 
     if not finished:
         stuck = {n: c for n, c in node_exit_codes.items() if n not in evicted and c != 0}

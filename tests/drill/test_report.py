@@ -169,3 +169,12 @@ def test_a_job_that_loses_its_rendezvous_server_says_so():
         for p in report.problems
     ), report.problems
     assert "the PyTorchJob failed: PyTorchJobFailed x" in report.problems
+
+
+def test_a_rendezvous_without_a_world_size_leaves_no_hole_in_the_timeline(tmp_path):
+    from lab.drill.plot import plot_timeline
+
+    agents = _agents((101.0, "a", "rendezvous", None, 0), (102.0, "a", "rendezvous", 2, 0))
+    report = analyze([], agents, target_steps=None, checkpoint_every=10, node_exit_codes={})
+    assert report.world_timeline == [(102.0, 2)]  # no events of our own: times from 0
+    assert plot_timeline(report, tmp_path / "t.png").is_file()
