@@ -258,7 +258,19 @@ def analyze(
 
     for e in (e for e in events if e["event"] == "evict"):
         ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"], world_before=world_at(e["t"]))
-        lost = next((x for x in events if x["event"] == "rdzv_member_lost" and x["t"] > e["t"]), None)
+        # An agent saw the node leave its round: before the survivors' next round started (a
+        # later "member lost" is another change, e.g. agents leaving a round for a join).
+        next_round = first_round_after(e["t"])
+        lost = next(
+            (
+                x
+                for x in events
+                if x["event"] == "rdzv_member_lost"
+                and x["t"] > e["t"]
+                and (next_round is None or x["t"] <= next_round["t"])
+            ),
+            None,
+        )
         ev.detected_s = lost["t"] - e["t"] if lost else None
         rdzv = next((a for a in agent_events if a.kind == "rendezvous" and a.t > e["t"] and a.node != e["node"]), None)
         if rdzv:

@@ -178,3 +178,19 @@ def test_a_rendezvous_without_a_world_size_leaves_no_hole_in_the_timeline(tmp_pa
     report = analyze([], agents, target_steps=None, checkpoint_every=10, node_exit_codes={})
     assert report.world_timeline == [(102.0, 2)]  # no events of our own: times from 0
     assert plot_timeline(report, tmp_path / "t.png").is_file()
+
+
+def test_a_member_lost_after_the_survivors_restarted_is_not_the_evictions_detection():
+    base = {"world_size": 3, "loss": 1.0}
+    recorded = [{"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": n} for n in ("a", "b", "c")] + [
+        {"t": 1.0 + i / 10, "event": "step", "step": i, **base} for i in range(1, 11)
+    ]
+    recorded += [
+        {"t": 2.1, "event": "evict", "node": "c", "kind": "hard"},
+        {"t": 3.0, "event": "resume", "step": 10, "round": 2, "node": "a"},
+        {"t": 3.1, "event": "step", "step": 11, "world_size": 2, "loss": 1.0},
+        {"t": 9.0, "event": "rdzv_member_lost", "nodes": ["x"], "node": "a"},  # a later join's round change
+    ]
+    report = analyze(recorded, [], target_steps=None, checkpoint_every=10, node_exit_codes={})
+    (ev,) = report.evictions
+    assert ev.detected_s is None and round(ev.recovery_s, 2) == 1.0
