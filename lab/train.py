@@ -413,10 +413,26 @@ def main(argv: list[str] | None = None) -> int:
     # last reference with the DDP model's reducer, on this thread, holding the GIL; the
     # group's destructor joins gloo's worker thread, which may still be freeing the
     # barrier's work and need the GIL to release its tensors: a deadlock after the last step.
-    # Left registered, the group lives until the process ends (a warm worker ends without
-    # tearing Python down; a plain one at exit, long after gloo's threads went idle).
+    # Left registered, the group lives until the process ends, which it does without tearing
+    # Python down (`_exit`).
     return 0
 
 
+def _exit(code: int) -> None:
+    """End the script. A warm worker returns to its runner (lab.warm), whose process ends
+    without tearing Python down. A process of its own ends the same way, once its output is
+    flushed: torch's process group, still registered (see the end of main), would otherwise
+    be destroyed during Python's finalization, where joining gloo's threads can abort
+    ("terminate called without an active exception")."""
+    from lab import warm
+
+    if warm.IN_WARM_WORKER:
+        sys.exit(code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())

@@ -27,6 +27,9 @@ _PR_SET_PDEATHSIG = 1
 
 # What the forkserver imports once (multiprocessing takes module names).
 PRELOAD = ["lab.warm_server"]
+# True in a worker that run_script runs: it must return to torch's wrapper (which hands the
+# agent its result), and its process then ends without tearing Python down.
+IN_WARM_WORKER = False
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
@@ -61,6 +64,8 @@ def run_script(*cmd_args: str) -> None:
     would: unbuffered output, `sys.argv`, the script's directory first on `sys.path`. A
     script that exits non-zero exits this process with its code; one that returns or exits
     0 returns (the agent then reads a clean return)."""
+    global IN_WARM_WORKER
+    IN_WARM_WORKER = True
     die_with_parent()  # multiprocessing's children otherwise outlive a killed forkserver
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the forkserver ignores it (lab.warm_server)
     for stream in (sys.stdout, sys.stderr):
