@@ -69,14 +69,23 @@ def iter_events(path: str | Path) -> Iterator[dict[str, Any]]:
     except FileNotFoundError:
         return
     for line in text.splitlines():
-        if not line.startswith("{"):
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and "event" in record and "t" in record:
+        record = parse_line(line)
+        if record is not None:
             yield record
+
+
+def parse_line(line: str) -> dict[str, Any] | None:
+    """The event on one line (a file's, or a pod log's), or None for any other line."""
+    text = line.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if isinstance(record, dict) and "event" in record and "t" in record:
+        return record
+    return None
 
 
 class Tail:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from lab.job_args import add_job_arguments
@@ -149,7 +150,6 @@ def namespace_of(args: argparse.Namespace, target: Any, cluster: Any) -> str:
 def submit_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.cluster import jobs
-        from lab.cluster.kube import stack_cluster
         from lab.submit.core import job_notes, manifest_text, render_job
 
         spec = job_spec(args)
@@ -159,8 +159,7 @@ def submit_main(args: argparse.Namespace) -> int:
         if args.dry_run:
             sys.stdout.write(manifest_text(cluster_spec, target, objects))
             return 0
-        with stack_cluster(target, args.kubeconfig, args.context) as cluster:
-            namespace = namespace_of(args, target, cluster)
+        with connected(args, target) as (cluster, namespace):
             created = jobs.submit(cluster, objects, namespace, replace=args.replace)
         print(f"created {', '.join(created)} in namespace {namespace} (rdzvId {cluster_spec.rdzv_id})")
         print(job_notes(cluster_spec, target, sizing).replace("<stack>", args.stack))
@@ -169,14 +168,20 @@ def submit_main(args: argparse.Namespace) -> int:
     return run_command("submit", body)
 
 
+@contextmanager
+def connected(args: argparse.Namespace, target: Any = None) -> Iterator[tuple[Any, str]]:
+    """(cluster, namespace) for a command's --stack, --kubeconfig, --context and --namespace."""
+    from lab.cluster.kube import stack_cluster
+
+    with stack_cluster(target, args.kubeconfig, args.context) as cluster:
+        yield cluster, namespace_of(args, target, cluster)
+
+
 def status_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.cluster import jobs
-        from lab.cluster.kube import stack_cluster
 
-        target = stack_target_of(args.stack)
-        with stack_cluster(target, args.kubeconfig, args.context) as cluster:
-            namespace = namespace_of(args, target, cluster)
+        with connected(args, stack_target_of(args.stack)) as (cluster, namespace):
             if not args.job:
                 names = jobs.list_jobs(cluster, namespace)
                 print(f"PyTorchJobs in {namespace}: " + (", ".join(names) if names else "none"))
@@ -190,11 +195,8 @@ def status_main(args: argparse.Namespace) -> int:
 def logs_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.cluster import jobs
-        from lab.cluster.kube import stack_cluster
 
-        target = stack_target_of(args.stack)
-        with stack_cluster(target, args.kubeconfig, args.context) as cluster:
-            namespace = namespace_of(args, target, cluster)
+        with connected(args, stack_target_of(args.stack)) as (cluster, namespace):
             try:
                 for pod, line in jobs.logs(cluster, args.job, namespace, worker=args.worker, follow=args.follow):
                     print(f"[{pod}] {line}", flush=True)
@@ -208,11 +210,8 @@ def logs_main(args: argparse.Namespace) -> int:
 def delete_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.cluster import jobs
-        from lab.cluster.kube import stack_cluster
 
-        target = stack_target_of(args.stack)
-        with stack_cluster(target, args.kubeconfig, args.context) as cluster:
-            namespace = namespace_of(args, target, cluster)
+        with connected(args, stack_target_of(args.stack)) as (cluster, namespace):
             deleted = jobs.delete(cluster, args.job, namespace)
         print(f"deleted {', '.join(deleted)} from namespace {namespace}")
         return 0

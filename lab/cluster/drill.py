@@ -27,6 +27,7 @@ from typing import Any
 import urllib3
 from kubernetes.client.rest import ApiException
 
+from lab import events
 from lab.cluster import jobs
 from lab.cluster.eviction import EvictionError, EvictionRefused, EvictionStarted, Evictor, Node, pool_refusal
 from lab.cluster.kube import Cluster, ClusterError, api_error
@@ -96,7 +97,7 @@ class ClusterDrill:
         def pump() -> None:
             try:
                 for _, line in jobs.logs_of_pod(self.cluster, pod, self.cfg.namespace, follow=True):
-                    event = parse_event(line)
+                    event = events.parse_line(line)
                     if event is not None:
                         event.setdefault("node", pod)
                         self.record(event)
@@ -321,20 +322,6 @@ class ClusterDrill:
             report.problems.append(f"the deadline ({cfg.timeout_s:g} s) passed before the job finished")
         report.problems[:0] = problems
         return report
-
-
-def parse_event(line: str) -> dict[str, Any] | None:
-    """An event of the job's JSON lines (lab.events), or None for any other line."""
-    text = line.strip()
-    if not text.startswith("{"):
-        return None
-    try:
-        record = json.loads(text)
-    except ValueError:
-        return None
-    if isinstance(record, dict) and "event" in record and "t" in record:
-        return record
-    return None
 
 
 def _exit_code(pod: Any) -> int | None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lab.cluster.cli import namespace_of, run_command, stack_target_of
+from lab.cluster.cli import connected, run_command, stack_target_of
 from lab.job_args import job_spec as job_fields_spec
 from lab.spec.job import JobSpec
 from lab.spec.problems import InvalidInput, Problem
@@ -112,7 +112,6 @@ def drill_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.cluster import jobs
         from lab.cluster.drill import ClusterDrill, ClusterDrillConfig
-        from lab.cluster.kube import stack_cluster
         from lab.drill.cli import DEFAULT_STEPS
         from lab.drill.plot import plot_timeline
         from lab.submit.core import render_job
@@ -134,8 +133,7 @@ def drill_main(args: argparse.Namespace) -> int:
             spec, objects = render_job(spec, target)
         name = args.job or spec.name
         evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, (args.steps or DEFAULT_STEPS) // 4)
-        with stack_cluster(target, args.kubeconfig, args.context) as cluster:
-            namespace = namespace_of(args, target, cluster)
+        with connected(args, target) as (cluster, namespace):
             evictor = _evictor(backend, args, target, cluster)
             workdir = Path(args.workdir or f"runs/cluster-drill-{name}").absolute()
             cfg = ClusterDrillConfig(

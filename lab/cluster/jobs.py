@@ -86,14 +86,19 @@ def _cause(exc: BaseException) -> ApiException | None:
 
 
 # ------------------------------------------------------------------ submit / delete
-def job_exists(cluster: Cluster, name: str, namespace: str) -> bool:
+def read_job(cluster: Cluster, name: str, namespace: str) -> dict[str, Any] | None:
+    """The PyTorchJob as the server holds it, or None when there is none of that name."""
     try:
-        cluster.custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
+        job = cluster.custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
     except ApiException as exc:
         if exc.status == 404:
-            return False
+            return None
         raise api_error(exc, f"reading PyTorchJob {namespace}/{name}") from None
-    return True
+    return dict(job)
+
+
+def job_exists(cluster: Cluster, name: str, namespace: str) -> bool:
+    return read_job(cluster, name, namespace) is not None
 
 
 def submit(
@@ -273,12 +278,9 @@ def pod_state(pod: Any) -> PodState:
 
 
 def status(cluster: Cluster, name: str, namespace: str) -> JobStatus:
-    try:
-        job = cluster.custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
-    except ApiException as exc:
-        if exc.status == 404:
-            raise JobError(f"no PyTorchJob {namespace}/{name}") from None
-        raise api_error(exc, f"reading PyTorchJob {namespace}/{name}") from None
+    job = read_job(cluster, name, namespace)
+    if job is None:
+        raise JobError(f"no PyTorchJob {namespace}/{name}")
     policy = (job.get("spec") or {}).get("elasticPolicy") or {}
     conditions = [
         (c.get("type", "?"), c.get("reason", ""), c.get("message", ""))
@@ -298,12 +300,9 @@ def status(cluster: Cluster, name: str, namespace: str) -> JobStatus:
 
 def checkpoint_every(cluster: Cluster, name: str, namespace: str, default: int = 50) -> int:
     """The running job's checkpoint interval (its workers' LAB_CHECKPOINT_EVERY), else `default`."""
-    try:
-        job = cluster.custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
-    except ApiException as exc:
-        if exc.status == 404:
-            raise JobError(f"no PyTorchJob {namespace}/{name} to attach to") from None
-        raise api_error(exc, f"reading PyTorchJob {namespace}/{name}") from None
+    job = read_job(cluster, name, namespace)
+    if job is None:
+        raise JobError(f"no PyTorchJob {namespace}/{name} to attach to")
     for replica in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).values():
         for container in ((replica.get("template") or {}).get("spec") or {}).get("containers") or []:
             for item in container.get("env") or []:

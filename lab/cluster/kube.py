@@ -14,7 +14,6 @@ import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import urllib3
 from kubernetes import client, config
@@ -121,10 +120,3 @@ def stack_cluster(target: StackTarget | None, kubeconfig: str | None, context: s
         cluster = connect(path, context)
         cluster.source += note
         yield cluster
-
-
-def describe(obj: Any) -> str:
-    """`kind/name` of a kubernetes client model or a dict."""
-    if isinstance(obj, dict):
-        return f"{obj.get('kind', '?')}/{(obj.get('metadata') or {}).get('name', '?')}"
-    return f"{getattr(obj, 'kind', '?')}/{getattr(obj.metadata, 'name', '?')}"

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lab.cluster.cli import confirm, namespace_of, run_command, stack_target_of
+from lab.cluster.cli import confirm, connected, run_command, stack_target_of
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -113,7 +113,7 @@ def _cloud_sweep(cloud: str, outputs: dict[str, Any], args: argparse.Namespace) 
 
 
 def _stack(args: argparse.Namespace) -> int:
-    from lab.cluster.kube import ClusterError, stack_cluster
+    from lab.cluster.kube import ClusterError
     from lab.cluster.stacks import run
     from lab.cluster.teardown import KubernetesSweep
     from lab.submit.core import SubmitError, stack_outputs
@@ -128,10 +128,8 @@ def _stack(args: argparse.Namespace) -> int:
     cloud = _cloud_sweep(target.cloud, outputs, args) if outputs else None
     plan: list[tuple[str, Any, list[Any]]] = []
     try:
-        with stack_cluster(target, args.kubeconfig, args.context) as cluster:
-            k8s = KubernetesSweep(
-                cluster, namespace_of(args, target, cluster), keep_checkpoints=not args.delete_checkpoints
-            )
+        with connected(args, target) as (cluster, namespace):
+            k8s = KubernetesSweep(cluster, namespace, keep_checkpoints=not args.delete_checkpoints)
             plan.append(("on the cluster", k8s, k8s.find()))
             if cloud is not None:
                 plan.append((f"left in the cloud ({target.cloud})", cloud, cloud.find()))
