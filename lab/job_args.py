@@ -9,10 +9,12 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from lab.spec.job import JobSpec, RdzvBackend, RendezvousTimeouts
+from lab.spec.job import FaultTolerance, JobSpec, RdzvBackend, RendezvousTimeouts
+from lab.spec.per_step import PerStepSettings
 from lab.spec.problems import InvalidInput, Problem, Problems
 
 RDZV_SETTINGS = {"ours": RendezvousTimeouts, "torch-defaults": RendezvousTimeouts.torch_defaults}
+PER_STEP_SETTINGS = {"ours": PerStepSettings, "torch-defaults": PerStepSettings.torchft_defaults}
 
 # The option that sets each JobSpec value, so that a problem names what was typed.
 OPTIONS = {
@@ -25,6 +27,7 @@ OPTIONS = {
     "max_restarts": "--max-restarts",
     "checkpoint_every_steps": "--checkpoint-every",
     "pg_timeout_s": "--pg-timeout",
+    "fault_tolerance": "--fault-tolerance",
 }
 
 
@@ -44,6 +47,12 @@ def add_job_arguments(group: argparse._ArgumentGroup) -> None:
         help=f"worker processes per node [{d['nproc_per_node'].default}]",
     )
     group.add_argument(
+        "--fault-tolerance",
+        default=FaultTolerance.ELASTIC.value,
+        help="elastic (default): torchrun restarts every worker when a node leaves or joins; per-step: each "
+        "node is a TorchFT replica group, a lighthouse forms a quorum per step and the survivors train on",
+    )
+    group.add_argument(
         "--backend",
         default=RdzvBackend.ETCD_V2.value,
         help="rendezvous backend: etcd-v2 (default) or c10d (a store of its own, never on a worker)",
@@ -52,7 +61,8 @@ def add_job_arguments(group: argparse._ArgumentGroup) -> None:
         "--rdzv-settings",
         choices=list(RDZV_SETTINGS),
         default="ours",
-        help="rendezvous timings: ours (fast recovery, default) or torchrun's defaults",
+        help="rendezvous timings (the lighthouse's in per-step mode): ours (fast recovery, default) or "
+        "torchrun's (TorchFT's) defaults",
     )
     group.add_argument(
         "--join-timeout",
@@ -101,6 +111,8 @@ def job_fields(args: argparse.Namespace) -> dict[str, Any]:
         "max_restarts": args.max_restarts,
         "checkpoint_every_steps": args.checkpoint_every,
         "pg_timeout_s": args.pg_timeout,
+        "fault_tolerance": args.fault_tolerance,
+        "per_step": PER_STEP_SETTINGS[args.rdzv_settings](),
     }
 
 

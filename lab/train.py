@@ -37,6 +37,7 @@ from torch.nn.parallel import DistributedDataParallel
 from lab import events
 from lab.checkpoint import CheckpointStore
 from lab.spec.job import ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY, ENV_CHECKPOINT_WRITES, ENV_PG_TIMEOUT
+from lab.spec.per_step import ENV_FAULT_TOLERANCE
 
 log = logging.getLogger("train")
 
@@ -86,6 +87,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=0.0,
         help="simulated accelerator seconds per step (the CPU demo model is tiny)",
+    )
+    p.add_argument(
+        "--fault-tolerance",
+        choices=["elastic", "per-step"],
+        default=env(ENV_FAULT_TOLERANCE, "elastic"),
+        help="elastic: torchrun restarts every worker on a membership change; per-step: each node is a "
+        "TorchFT replica group and the survivors go on (lab.train_per_step)",
     )
     p.add_argument(
         "--log-samples",
@@ -219,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parse_args(argv)
     notice = SpotNotice()
+    if args.fault_tolerance == "per-step":
+        from lab import train_per_step
+
+        return train_per_step.run(args, notice)
 
     # torchrun's environment
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])

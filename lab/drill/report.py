@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent
 
 
@@ -31,6 +32,12 @@ class Eviction:
     # that was there already) and -> the evicted node gone from the Ready nodes.
     replacement_node_s: float | None = None
     node_gone_s: float | None = None
+    # Per-step mode only: replica groups in the quorum before and after, and the in-flight
+    # steps the survivors discarded (recovery_s is then the survivors' stall: eviction -> their
+    # first committed step in a quorum without the evicted group).
+    groups_before: int | None = None
+    groups_after: int | None = None
+    discarded_steps: int | None = None
 
 
 @dataclass
@@ -53,8 +60,9 @@ class Join:
     t: float
     world_before: int | None = None
     world_after: int | None = None
-    join_s: float | None = None  # node started -> first step at the larger world size
+    join_s: float | None = None  # node started -> first step at the larger world size (per-step: with it in the quorum)
     lost_steps: int | None = None
+    stall_s: float | None = None  # per-step mode: the survivors' longest gap between steps meanwhile
 
 
 @dataclass
@@ -77,6 +85,7 @@ class DrillReport:
     # Every worker that died of an exception (torchelastic's error files): node, attempt, message, hint.
     worker_errors: list[dict[str, Any]] = field(default_factory=list)
     t0: float = 0.0
+    fault_tolerance: str = "elastic"
 
     @property
     def passed(self) -> bool:
@@ -119,7 +128,16 @@ class DrillReport:
                 f"  eviction of {ev.node} ({ev.kind}) at {ev.t - self.t0:.1f} s:"
                 f" world {ev.world_before} -> {ev.world_after}"
             )
-            if ev.recovery_s is not None:
+            if self.fault_tolerance == "per-step":
+                if ev.recovery_s is not None:
+                    lines.append(
+                        f"    survivors' next step {ev.recovery_s:.2f} s after it, in a quorum of {ev.groups_after}"
+                        f" group(s) (of {ev.groups_before}); {ev.discarded_steps} in-flight step(s) discarded,"
+                        f" {ev.lost_steps} committed step(s) lost"
+                    )
+                else:
+                    lines.append("    the survivors committed NO step without it")
+            elif ev.recovery_s is not None:
                 lines.append(f"    recovery: {ev.recovery_s:.2f} s to the first step at the new world size")
             elif ev.world_before is not None and not self.finished:
                 lines.append("    recovery: NONE, no step at a new world size after it")
@@ -133,7 +151,7 @@ class DrillReport:
                 lines.append(f"    agents re-rendezvoused after {ev.rendezvous_s:.2f} s")
             if ev.restarted_s is not None and not self.emits_events:
                 lines.append(f"    recovery: {ev.restarted_s:.2f} s to workers running again at the new world size")
-            if ev.lost_steps is not None:
+            if ev.lost_steps is not None and self.fault_tolerance != "per-step":
                 lines.append(
                     f"    lost work: {ev.lost_steps} step(s) (last step {ev.last_step_before},"
                     f" resumed from {ev.resumed_from}; checkpoint interval {self.checkpoint_every})"
@@ -149,6 +167,7 @@ class DrillReport:
             lines.append(
                 f"  node {j.node} added at {j.t - self.t0:.1f} s: world {j.world_before} -> {j.world_after},"
                 f" joined in {js}, lost {j.lost_steps} step(s)"
+                + (f", survivors stalled at most {j.stall_s:.2f} s" if j.stall_s is not None else "")
             )
         if self.loss_curve:
             first, last = self.loss_curve[0], self.loss_curve[-1]
@@ -190,6 +209,10 @@ def analyze(
     agent_events = sorted(agent_events, key=lambda a: a.t)
     t0 = events[0]["t"] if events else 0.0
     steps = [e for e in events if e["event"] == "step"]
+    per_step = per_step_report.is_per_step(events)
+    every_group_steps = steps
+    if per_step:
+        steps = per_step_report.committed(steps)
     emits = bool(steps) or any(e["event"] in ("start", "resume", "fresh") for e in events)
     rounds = _resume_rounds(events)
     done_steps = [
@@ -254,9 +277,17 @@ def analyze(
         ),
         node_exit_codes=node_exit_codes,
         t0=t0,
+        fault_tolerance="per-step" if per_step else "elastic",
     )
+    if per_step:
+        # No group restarts for a membership change: count the workers torchrun restarted.
+        report.restart_rounds = sum(1 for e in events if e["event"] == "start" and e.get("restarts", 0) > 0)
 
-    for e in (e for e in events if e["event"] == "evict"):
+    for e in (e for e in events if e["event"] == "evict" and per_step):
+        ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"])
+        per_step_report.eviction_figures(ev, events, every_group_steps)
+        report.evictions.append(ev)
+    for e in (e for e in events if e["event"] == "evict" and not per_step):
         ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"], world_before=world_at(e["t"]))
         # An agent saw the node leave its round: before the survivors' next round started (a
         # later "member lost" is another change, e.g. agents leaving a round for a join).
@@ -360,7 +391,11 @@ def analyze(
         report.outages.append(o)
 
     first_step_t = steps[0]["t"] if steps else min((a.t for a in agent_events), default=float("inf"))
-    for e in (e for e in events if e["event"] == "node_added" and e["t"] > first_step_t):
+    for e in (e for e in events if e["event"] == "node_added" and e["t"] > first_step_t and per_step):
+        j = Join(node=e["node"], t=e["t"])
+        per_step_report.join_figures(j, every_group_steps)
+        report.joins.append(j)
+    for e in (e for e in events if e["event"] == "node_added" and e["t"] > first_step_t and not per_step):
         j = Join(node=e["node"], t=e["t"], world_before=world_at(e["t"]))
         r = first_round_after(e["t"])
         if r:
@@ -431,5 +466,9 @@ def analyze(
                 f"checkpoint interval ({checkpoint_every})"
             )
         if emits and ev.recovery_s is None and finished:
-            report.problems.append(f"no step at a new world size was seen after the eviction of {ev.node}")
+            report.problems.append(
+                f"the survivors committed no step without {ev.node} after its eviction"
+                if per_step
+                else f"no step at a new world size was seen after the eviction of {ev.node}"
+            )
     return report

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import events
+from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent, read_agent_events
 from lab.drill.diagnosis import WorkerError, crash_loop, describe, worker_errors
 from lab.drill.report import DrillReport, analyze
@@ -275,7 +276,12 @@ def _done(seen: list[dict]) -> bool:
 
 
 def _recovered(seen: list[dict], cluster: LocalCluster, emits: bool) -> bool:
-    evict_t = max(e["t"] for e in seen if e["event"] == "evict")
+    evict = max((e for e in seen if e["event"] == "evict"), key=lambda e: e["t"])
+    evict_t = evict["t"]
+    if emits and cluster.spec.per_step_mode:
+        steps = [e for e in seen if e["event"] == "step"]
+        groups = per_step_report.participants_at(steps, evict_t)
+        return per_step_report.survivors_step(steps, evict_t, evict["node"], groups) is not None
     if emits:
         resumed = [e["t"] for e in seen if e["event"] in ("resume", "fresh") and e["t"] > evict_t]
         return any(e["event"] == "step" and resumed and e["t"] > min(resumed) for e in seen)

@@ -1,6 +1,9 @@
 """LocalCluster: a rendezvous server plus torchrun agents ("nodes"), each its own process
 tree, that can be added and evicted while the job runs. Everything it starts is stopped on
-exit, on Ctrl-C and on failure."""
+exit, on Ctrl-C and on failure.
+
+In per-step mode (JobSpec.fault_tolerance) the rendezvous server is TorchFT's lighthouse and
+each node is a replica group of its own, named after the node."""
 
 from __future__ import annotations
 
@@ -19,7 +22,9 @@ from pathlib import Path
 from lab import events
 from lab.local import procs
 from lab.local.etcd import EtcdError, EtcdServer, find_etcd
+from lab.local.lighthouse import Lighthouse, LighthouseError, find_lighthouse
 from lab.spec.job import ENV_AGENT_EVENTS, ENV_EVENTS_FILE, ENV_NODE, JobSpec, RdzvBackend
+from lab.spec.per_step import ENV_ADVERTISE, ENV_REPLICA_GROUP
 from lab.warm import die_with_parent
 
 log = logging.getLogger(__name__)
@@ -86,6 +91,7 @@ class LocalCluster:
         self.nodes: list[Node] = []
         self.events_file = self.workdir / "events.jsonl"
         self._etcd: EtcdServer | None = None
+        self._lighthouse: Lighthouse | None = None
         self._watchdog: subprocess.Popen | None = None
         self.tmp_dir: Path | None = None
         self._rdzv_stopped = False
@@ -105,7 +111,12 @@ class LocalCluster:
             checkpoint_dir=str(Path(spec.checkpoint_dir).absolute()),
             script=str(Path(spec.script).absolute()) if spec.script else spec.script,
         )
-        if spec.rdzv_backend is RdzvBackend.ETCD_V2:
+        if spec.per_step_mode:
+            try:
+                find_lighthouse()
+            except LighthouseError as exc:
+                raise LocalClusterError(str(exc)) from None
+        elif spec.rdzv_backend is RdzvBackend.ETCD_V2:
             try:
                 self._etcd_binary = find_etcd(etcd_binary)
             except EtcdError as exc:
@@ -151,22 +162,38 @@ class LocalCluster:
         if threading.current_thread() is threading.main_thread():
             self._old_sigterm = signal.signal(signal.SIGTERM, _raise_on_sigterm)
         try:
-            if self.spec.rdzv_backend is RdzvBackend.ETCD_V2:
+            if self.spec.per_step_mode:
+                self._lighthouse = Lighthouse(self.workdir, self.spec.per_step, self.spec.min_nodes).start()
+                self._guard(self._lighthouse.proc)
+                endpoint = self._lighthouse.endpoint
+            elif self.spec.rdzv_backend is RdzvBackend.ETCD_V2:
                 self._etcd = EtcdServer(self.workdir, self._etcd_binary).start()
                 self._guard(self._etcd.proc)
                 endpoint = self._etcd.endpoint
             else:
                 endpoint = self._start_store()
-        except EtcdError as exc:
+        except (EtcdError, LighthouseError) as exc:
             self.close()
             raise LocalClusterError(str(exc)) from None
         except BaseException:
             self.close()
             raise
-        self.spec = self.spec.replace(rdzv_endpoint=endpoint)
+        if self._lighthouse:
+            self.spec = self.spec.replace(lighthouse_endpoint=endpoint)
+        else:
+            self.spec = self.spec.replace(rdzv_endpoint=endpoint)
         self.record(
-            "cluster_started", backend=self.spec.rdzv_backend.value, endpoint=endpoint, rdzv_id=self.spec.rdzv_id
+            "cluster_started",
+            backend=self.backend,
+            endpoint=endpoint,
+            rdzv_id=self.spec.rdzv_id,
+            fault_tolerance=self.spec.fault_tolerance.value,
         )
+
+    @property
+    def backend(self) -> str:
+        """What runs the rendezvous: the lighthouse in per-step mode, else the rendezvous backend."""
+        return "lighthouse" if self.spec.per_step_mode else self.spec.rdzv_backend.value
 
     def _start_store(self) -> str:
         port = self._store_port = self._store_port or procs.free_port()
@@ -219,6 +246,8 @@ class LocalCluster:
                 pass
         if self._etcd:
             self._etcd.stop()
+        if self._lighthouse:
+            self._lighthouse.stop()
         procs.stop(self._store)
         procs.kill_descendants(timeout=3, spare=self._watchdog)
         if self.tmp_dir is not None:
@@ -268,7 +297,9 @@ class LocalCluster:
     # ---------------------------------------------------------- rendezvous server
     @property
     def rendezvous_server(self) -> subprocess.Popen | None:
-        """The rendezvous server's process (etcd or the c10d store)."""
+        """The rendezvous server's process (etcd, the c10d store or the lighthouse)."""
+        if self._lighthouse:
+            return self._lighthouse.proc
         return self._etcd.proc if self._etcd else self._store
 
     def rendezvous_died(self) -> str | None:
@@ -276,8 +307,11 @@ class LocalCluster:
         proc = self.rendezvous_server
         if self._closed or self._rdzv_stopped or proc is None or proc.poll() is None:
             return None
-        what = "etcd" if self._etcd else "the c10d store"
-        log_path = self._etcd.log_path if self._etcd else self.workdir / "c10d-store.log"
+        what = "etcd" if self._etcd else "the lighthouse" if self._lighthouse else "the c10d store"
+        if self._lighthouse:
+            log_path = self._lighthouse.log_path
+        else:
+            log_path = self._etcd.log_path if self._etcd else self.workdir / "c10d-store.log"
         return f"the rendezvous server ({what}) exited with code {proc.returncode} (log: {log_path})"
 
     def stop_rendezvous(self) -> None:
@@ -285,10 +319,12 @@ class LocalCluster:
         its data: the nodes keep running and find it unreachable."""
         if self._closed:
             raise LocalClusterError("the cluster is closed")
-        self.record("rdzv_down", backend=self.spec.rdzv_backend.value)
+        self.record("rdzv_down", backend=self.backend)
         self._rdzv_stopped = True
         if self._etcd:
             self._etcd.stop()
+        elif self._lighthouse:
+            self._lighthouse.stop()
         else:
             procs.stop(self._store)
 
@@ -304,12 +340,15 @@ class LocalCluster:
                     shutil.rmtree(self._etcd.data_dir, ignore_errors=True)
                 self._etcd.start()
                 self._guard(self._etcd.proc)
+            elif self._lighthouse:
+                self._lighthouse.start()
+                self._guard(self._lighthouse.proc)
             else:
                 self._start_store()
-        except EtcdError as exc:
+        except (EtcdError, LighthouseError) as exc:
             raise LocalClusterError(str(exc)) from None
         self._rdzv_stopped = False
-        self.record("rdzv_up", backend=self.spec.rdzv_backend.value, kept_data=keep_data and self._etcd is not None)
+        self.record("rdzv_up", backend=self.backend, kept_data=keep_data and self._etcd is not None)
 
     # --------------------------------------------------------------------- nodes
     def node_dir(self, name: str) -> Path:
@@ -340,6 +379,7 @@ class LocalCluster:
             **self.spec.worker_env(),
             **self.extra_env,
             ENV_NODE: name,
+            **({ENV_REPLICA_GROUP: name, ENV_ADVERTISE: "127.0.0.1"} if self.spec.per_step_mode else {}),
             ENV_AGENT_EVENTS: str(home / AGENT_EVENTS),
             ENV_EVENTS_FILE: str(self.events_file),
             "PYTHONUNBUFFERED": "1",

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 from lab.spec.names import DNS_1035_LABEL
+from lab.spec.per_step import ENV_FAULT_TOLERANCE, LIGHTHOUSE_PORT, PerStepSettings
 from lab.spec.problems import InvalidInput, Problem, Problems
 
 
@@ -27,6 +28,17 @@ class RdzvBackend(StrEnum):
 
     ETCD_V2 = "etcd-v2"  # etcd server with --enable-v2 (etcd 3.5.x), python-etcd client
     C10D = "c10d"  # a TCPStore run as its own process / Service, never on a worker
+
+
+class FaultTolerance(StrEnum):
+    """How the job survives losing a node."""
+
+    # torchrun's elastic agents: every membership change restarts every worker from the
+    # newest state (the last completed step), through the rendezvous server.
+    ELASTIC = "elastic"
+    # TorchFT: each node is a replica group; a quorum per step through the lighthouse, the
+    # survivors go on training, a new group heals from a live peer.
+    PER_STEP = "per-step"
 
 
 class CheckpointWrites(StrEnum):
@@ -186,6 +198,10 @@ class JobSpec:
       pg_timeout_s: process-group timeout: how fast a vanished peer is noticed [15].
       rdzv_timeouts: see RendezvousTimeouts.
       monitor_interval_s: how often agents poll their workers [0.1].
+      fault_tolerance: `elastic` (torchrun's rendezvous) or `per-step` (TorchFT) [elastic].
+        In per-step mode the rendezvous settings do not apply: each node runs torchrun on
+        its own, and `lighthouse_endpoint` (host:port) forms the quorum of every step.
+      per_step: the per-step mode's timings (lab.spec.per_step.PerStepSettings).
     """
 
     name: str = "elastic-demo"
@@ -206,6 +222,9 @@ class JobSpec:
     pg_timeout_s: float = 15.0
     rdzv_timeouts: RendezvousTimeouts = field(default_factory=RendezvousTimeouts)
     monitor_interval_s: float = 0.1
+    fault_tolerance: FaultTolerance = FaultTolerance.ELASTIC
+    lighthouse_endpoint: str = f"127.0.0.1:{LIGHTHOUSE_PORT}"
+    per_step: PerStepSettings = field(default_factory=PerStepSettings)
 
     def __post_init__(self) -> None:
         # Accept plain strings and mappings from config files and flags, then report every
@@ -221,6 +240,14 @@ class JobSpec:
             found.add(
                 "checkpoint_writes", self.checkpoint_writes, "one of " + ", ".join(w.value for w in CheckpointWrites)
             )
+        try:
+            object.__setattr__(self, "fault_tolerance", FaultTolerance(self.fault_tolerance))
+        except ValueError:
+            found.add("fault_tolerance", self.fault_tolerance, "one of " + ", ".join(f.value for f in FaultTolerance))
+        if isinstance(self.per_step, Mapping):
+            kwargs, unknown = _known_fields(PerStepSettings, self.per_step, "per_step.")
+            found.extend(unknown)
+            object.__setattr__(self, "per_step", PerStepSettings(**kwargs))
         if isinstance(self.rdzv_timeouts, Mapping):
             # Unknown settings are reported here, the values of the known ones by problems().
             kwargs, unknown = _known_fields(RendezvousTimeouts, self.rdzv_timeouts, "rdzv_timeouts.")
@@ -269,6 +296,16 @@ class JobSpec:
             out.add("checkpoint_dir", self.checkpoint_dir, "a directory path")
         if isinstance(self.rdzv_timeouts, RendezvousTimeouts):
             out.extend(self.rdzv_timeouts.problems())
+        if isinstance(self.per_step, PerStepSettings):
+            out.extend(self.per_step.problems())
+        lighthouse = self.lighthouse_endpoint if isinstance(self.lighthouse_endpoint, str) else ""
+        host, _, port = lighthouse.rpartition(":")
+        if not host or not _HOST.match(host) or not port.isdigit() or not 0 < int(port) < 65536:
+            out.add(
+                "lighthouse_endpoint",
+                self.lighthouse_endpoint,
+                f"host:port with a port in 1..65535, e.g. torchft-lighthouse:{LIGHTHOUSE_PORT}",
+            )
         return out.items
 
     def validate(self) -> None:
@@ -304,14 +341,24 @@ class JobSpec:
         return _from_mapping(cls, values, "")
 
     # ------------------------------------------------------------------ outputs
+    @property
+    def per_step_mode(self) -> bool:
+        return self.fault_tolerance is FaultTolerance.PER_STEP
+
     def train_env(self) -> dict[str, str]:
         """Environment the training script reads (our contract, see ENV_* above)."""
-        return {
+        env = {
             ENV_CHECKPOINT_DIR: self.checkpoint_dir,
             ENV_CHECKPOINT_EVERY: str(self.checkpoint_every_steps),
             ENV_CHECKPOINT_WRITES: self.checkpoint_writes.value,
             ENV_PG_TIMEOUT: f"{self.pg_timeout_s:g}",
+            ENV_FAULT_TOLERANCE: self.fault_tolerance.value,
         }
+        if self.per_step_mode:
+            env.update(
+                self.per_step.train_env(min_replicas=self.min_nodes, lighthouse=f"http://{self.lighthouse_endpoint}")
+            )
+        return env
 
     def worker_env(self) -> dict[str, str]:
         """Everything a node's container / agent process needs in its environment."""
@@ -328,7 +375,10 @@ class JobSpec:
         return [*target, *self.script_args]
 
     def torchrun_args(self, *, local_addr: str | None = None) -> list[str]:
-        """Explicit torchrun flags (local target). Cluster targets get the same via PET_*."""
+        """Explicit torchrun flags (local target). Cluster targets get the same via PET_*.
+        In per-step mode each node's torchrun starts its own replica group, on its own."""
+        if self.per_step_mode:
+            return self.group_torchrun_args(local_addr=local_addr)
         args = [
             f"--nnodes={self.nnodes}",
             f"--nproc-per-node={self.nproc_per_node}",
@@ -336,6 +386,20 @@ class JobSpec:
             f"--rdzv-endpoint={self.rdzv_endpoint}",
             f"--rdzv-id={self.rdzv_id}",
             "--rdzv-conf=" + ",".join(f"{k}={v}" for k, v in self.rdzv_conf().items()),
+            f"--max-restarts={self.max_restarts}",
+            f"--monitor-interval={self.monitor_interval_s:g}",
+        ]
+        if local_addr:
+            args.append(f"--local-addr={local_addr}")
+        return args
+
+    def group_torchrun_args(self, *, local_addr: str | None = None) -> list[str]:
+        """torchrun flags of one replica group (per-step mode): the node alone, its own
+        rendezvous store; torchrun still restarts the group's workers when one fails."""
+        args = [
+            "--standalone",
+            "--nnodes=1",
+            f"--nproc-per-node={self.nproc_per_node}",
             f"--max-restarts={self.max_restarts}",
             f"--monitor-interval={self.monitor_interval_s:g}",
         ]

@@ -1,0 +1,90 @@
+"""A drill's figures in per-step mode (TorchFT): the survivors never restart, so what counts
+is how long they stall, how many in-flight steps are discarded, and how soon a new group
+trains in a quorum.
+
+Every replica group's first worker reports each committed step ("step": its quorum, the
+number of groups in it, and whether this group took part) and each discarded one
+("step_discarded"); the drill records evictions and nodes added. A group is named after
+its node.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+FAULT_TOLERANCE_EVENT = "cluster_started"
+
+
+def is_per_step(events: list[dict[str, Any]]) -> bool:
+    """A run in per-step mode: said when the cluster started, or seen on its steps."""
+    started = [e for e in events if e["event"] == FAULT_TOLERANCE_EVENT and "fault_tolerance" in e]
+    if started:
+        return started[-1]["fault_tolerance"] == "per-step"
+    return any(e["event"] == "step" and "participants" in e for e in events)
+
+
+def committed(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per committed step: the first group to report it."""
+    seen: set[int] = set()
+    out = []
+    for s in steps:
+        if s["step"] not in seen:
+            seen.add(s["step"])
+            out.append(s)
+    return out
+
+
+def participants_at(steps: list[dict[str, Any]], t: float) -> int | None:
+    before = [s["participants"] for s in steps if s["t"] <= t]
+    return before[-1] if before else None
+
+
+def survivors_step(steps: list[dict[str, Any]], t: float, node: str, groups_before: int | None) -> dict | None:
+    """The survivors' first committed step in a quorum without the evicted group."""
+    for s in steps:
+        if s["t"] <= t or s.get("replica") == node:
+            continue
+        if groups_before is None or s["participants"] < groups_before:
+            return s
+    return None
+
+
+def eviction_figures(ev: Any, events: list[dict[str, Any]], steps: list[dict[str, Any]]) -> None:
+    """Fill `ev` (a report's Eviction): stall, discarded and lost steps, world sizes."""
+    groups_before = participants_at(steps, ev.t)
+    before = [s for s in steps if s["t"] <= ev.t]
+    ev.world_before = before[-1]["world_size"] if before else None
+    ev.groups_before = groups_before
+    ev.last_step_before = max((s["step"] for s in before), default=None)
+    after = survivors_step(steps, ev.t, ev.node, groups_before)
+    if after is None:
+        return
+    ev.recovery_s = after["t"] - ev.t
+    ev.world_after = after["world_size"]
+    ev.groups_after = after["participants"]
+    ev.resumed_from = after["step"] - 1
+    if ev.last_step_before is not None:
+        ev.lost_steps = max(0, ev.last_step_before - ev.resumed_from)
+    ev.discarded_steps = len(
+        {
+            d["step"]
+            for d in events
+            if d["event"] == "step_discarded" and ev.t <= d["t"] <= after["t"] and d.get("replica") != ev.node
+        }
+    )
+
+
+def join_figures(j: Any, steps: list[dict[str, Any]]) -> None:
+    """Fill `j` (a report's Join): the new group's first committed step in a quorum, and the
+    survivors' longest stall meanwhile."""
+    j.world_before = next((s["world_size"] for s in reversed(steps) if s["t"] <= j.t), None)
+    first = next((s for s in steps if s["t"] > j.t and s.get("replica") == j.node and s.get("participating")), None)
+    if first is None:
+        return
+    j.join_s = first["t"] - j.t
+    j.world_after = first["world_size"]
+    j.lost_steps = 0
+    others = committed([s for s in steps if j.t < s["t"] <= first["t"] and s.get("replica") != j.node])
+    times = [j.t, *(s["t"] for s in others), first["t"]]
+    j.stall_s = max(b - a for a, b in itertools.pairwise(times))
