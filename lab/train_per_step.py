@@ -39,6 +39,7 @@ from lab.checkpoint import CheckpointStore
 from lab.spec.job import ENV_NODE
 from lab.spec.per_step import (
     ENV_ADVERTISE,
+    ENV_CHECKPOINT_PORT,
     ENV_COLLECTIVE_TIMEOUT,
     ENV_CONNECT_TIMEOUT,
     ENV_MIN_REPLICAS,
@@ -53,9 +54,10 @@ def _seconds(name: str, default: float) -> timedelta:
     return timedelta(seconds=float(os.environ.get(name, default)))
 
 
-def _listen_on(host: str) -> None:
+def _listen_on(host: str, checkpoint_port: int) -> None:
     """Make TorchFT's servers listen on `host` only, not on every address: its manager
-    server binds "[::]:port" and its checkpoint server ("", 0), both hard-coded."""
+    server binds "[::]:port" and its checkpoint server ("", 0), both hard-coded. The
+    checkpoint server takes `checkpoint_port` (0: any free port)."""
     import torchft.checkpointing.http_transport as http_transport
     import torchft.manager as manager_module
 
@@ -72,7 +74,7 @@ def _listen_on(host: str) -> None:
         request_queue_size = 1024
 
         def __init__(self, server_address: tuple[str, int], handler: Any) -> None:
-            super().__init__((host, server_address[1]), handler)
+            super().__init__((host, checkpoint_port or server_address[1]), handler)
 
     manager_module.ManagerServer = manager_server  # type: ignore[assignment]
     http_transport._IPv6HTTPServer = HostHTTPServer  # type: ignore[misc]
@@ -115,7 +117,7 @@ def run(args: Any, notice: Any) -> int:
     # The group's own process group: gradients summed within the node first.
     dist.init_process_group(backend, timeout=timedelta(seconds=args.pg_timeout))
     if advertise:
-        _listen_on(advertise)
+        _listen_on(advertise, int(os.environ.get(ENV_CHECKPOINT_PORT) or 0))
     events.emit(
         "start", world_size=group_world, restarts=restarts, backend=backend, device=str(device), replica=replica
     )
@@ -164,7 +166,10 @@ def run(args: Any, notice: Any) -> int:
         quorum_timeout=_seconds(ENV_QUORUM_TIMEOUT, 900),
         connect_timeout=_seconds(ENV_CONNECT_TIMEOUT, 10),
         replica_id=replica,
+        # Peers reach this group's manager and its store (for the step's process group) at
+        # this address: torchrun's own store address ("localhost" alone) is not theirs.
         hostname=advertise or socket.gethostname(),
+        store_addr=advertise or None,
         checkpoint_transport=_transport(advertise, collective_timeout) if advertise else None,
     )
     if loaded is not None:
@@ -271,6 +276,7 @@ def run(args: Any, notice: Any) -> int:
                 step=manager.current_step(),
                 participants=participants,
                 replica=replica,
+                quorum=getattr(manager, "_quorum_id", -1),
                 error=str(manager.errored())[:200] if manager.errored() else None,
             )
     if group_rank == 0 and manager.participating_rank() == 0:

@@ -16,5 +16,7 @@ import torch._dynamo  # noqa: E402 - first used by torch.optim and DistributedDa
 import torch.distributed  # noqa: E402
 import torch.nn.parallel  # noqa: E402
 import torch.optim  # noqa: E402
+import torchft.manager  # noqa: E402 - the per-step mode's manager (lab.train_per_step)
+import torchft.process_group  # noqa: E402, F401
 
 __all__ = ["torch"]

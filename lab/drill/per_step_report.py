@@ -40,24 +40,32 @@ def participants_at(steps: list[dict[str, Any]], t: float) -> int | None:
     return before[-1] if before else None
 
 
-def survivors_step(steps: list[dict[str, Any]], t: float, node: str, groups_before: int | None) -> dict | None:
-    """The survivors' first committed step in a quorum without the evicted group."""
-    for s in steps:
-        if s["t"] <= t or s.get("replica") == node:
+def survivors_step(events: list[dict[str, Any]], t: float, node: str) -> dict | None:
+    """The survivors' first committed step after an eviction at `t` of `node`'s group that
+    the eviction no longer holds up: in a new quorum when the group was in theirs, else
+    their next step (a group evicted while outside the survivors' quorum, e.g. still
+    waiting to join it, costs them nothing)."""
+    marks = [e for e in events if e["event"] in ("step", "step_discarded") and "quorum" in e and e["t"] <= t]
+    victim = [e["quorum"] for e in marks if e.get("replica") == node]
+    others = [e["quorum"] for e in marks if e.get("replica") != node]
+    held_up = bool(victim and others and victim[-1] == others[-1])
+    for s in events:
+        if s["event"] != "step" or s["t"] <= t or s.get("replica") == node:
             continue
-        if groups_before is None or s["participants"] < groups_before:
+        if not held_up or s.get("quorum") != others[-1]:
             return s
     return None
 
 
-def eviction_figures(ev: Any, events: list[dict[str, Any]], steps: list[dict[str, Any]]) -> None:
+def eviction_figures(ev: Any, events: list[dict[str, Any]]) -> None:
     """Fill `ev` (a report's Eviction): stall, discarded and lost steps, world sizes."""
+    steps = [e for e in events if e["event"] == "step"]
     groups_before = participants_at(steps, ev.t)
     before = [s for s in steps if s["t"] <= ev.t]
     ev.world_before = before[-1]["world_size"] if before else None
     ev.groups_before = groups_before
     ev.last_step_before = max((s["step"] for s in before), default=None)
-    after = survivors_step(steps, ev.t, ev.node, groups_before)
+    after = survivors_step(events, ev.t, ev.node)
     if after is None:
         return
     ev.recovery_s = after["t"] - ev.t

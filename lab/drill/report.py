@@ -285,7 +285,7 @@ def analyze(
 
     for e in (e for e in events if e["event"] == "evict" and per_step):
         ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"])
-        per_step_report.eviction_figures(ev, events, every_group_steps)
+        per_step_report.eviction_figures(ev, events)
         report.evictions.append(ev)
     for e in (e for e in events if e["event"] == "evict" and not per_step):
         ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"], world_before=world_at(e["t"]))

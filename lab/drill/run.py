@@ -279,9 +279,7 @@ def _recovered(seen: list[dict], cluster: LocalCluster, emits: bool) -> bool:
     evict = max((e for e in seen if e["event"] == "evict"), key=lambda e: e["t"])
     evict_t = evict["t"]
     if emits and cluster.spec.per_step_mode:
-        steps = [e for e in seen if e["event"] == "step"]
-        groups = per_step_report.participants_at(steps, evict_t)
-        return per_step_report.survivors_step(steps, evict_t, evict["node"], groups) is not None
+        return per_step_report.survivors_step(seen, evict_t, evict["node"]) is not None
     if emits:
         resumed = [e["t"] for e in seen if e["event"] in ("resume", "fresh") and e["t"] > evict_t]
         return any(e["event"] == "step" and resumed and e["t"] > min(resumed) for e in seen)

@@ -22,12 +22,19 @@ ENV_MIN_REPLICAS = "LAB_FT_MIN_REPLICAS"
 ENV_COLLECTIVE_TIMEOUT = "LAB_FT_COLLECTIVE_TIMEOUT_S"
 ENV_QUORUM_TIMEOUT = "LAB_FT_QUORUM_TIMEOUT_S"
 ENV_CONNECT_TIMEOUT = "LAB_FT_CONNECT_TIMEOUT_S"
+# The port of the group's weight server (peers that heal fetch from it); unset or 0: any free port.
+ENV_CHECKPOINT_PORT = "LAB_FT_CHECKPOINT_PORT"
 # TorchFT's own: where the lighthouse is, and how often a quorum request is retried when the
 # lighthouse cannot be reached (0, its default, ends the job on a lighthouse restart).
 ENV_LIGHTHOUSE = "TORCHFT_LIGHTHOUSE"
 ENV_QUORUM_RETRIES = "TORCHFT_QUORUM_RETRIES"
+# The port of the group's manager server (TorchFT's own; unset or 0: any free port).
+ENV_MANAGER_PORT = "TORCHFT_MANAGER_PORT"
 
 LIGHTHOUSE_PORT = 29510  # the lighthouse's own default
+# On a cluster each group is a pod of its own: fixed ports it can declare.
+MANAGER_PORT = 29511
+CHECKPOINT_PORT = 29512
 
 
 @dataclass(frozen=True)
