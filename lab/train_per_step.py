@@ -94,6 +94,11 @@ def _transport(host: str, timeout: timedelta) -> Any:
     return Transport(timeout=timeout, num_chunks=0)
 
 
+def _quorum_id(manager: Any) -> int:
+    """The id of the manager's current quorum (TorchFT keeps it private; -1 if it moves)."""
+    return int(getattr(manager, "_quorum_id", -1))
+
+
 def run(args: Any, notice: Any) -> int:
     """Train `args.steps` committed steps in per-step mode (see the module's docstring).
     `args` are lab.train's; `notice` its SpotNotice."""
@@ -172,6 +177,15 @@ def run(args: Any, notice: Any) -> int:
         store_addr=advertise or None,
         checkpoint_transport=_transport(advertise, collective_timeout) if advertise else None,
     )
+    if group_rank == 0:
+        # Where this group serves its peers (TorchFT keeps its servers private).
+        server, transport = getattr(manager, "_manager", None), getattr(manager, "_checkpoint_transport", None)
+        events.emit(
+            "replica_group",
+            replica=replica,
+            manager=server.address() if server is not None else None,
+            weights=transport.address() if transport is not None else None,
+        )
     if loaded is not None:
         manager.load_state_dict({"step": start_step, "batches_committed": loaded.state.get("batches_committed", 0)})
     events.emit("resume" if loaded else "fresh", step=start_step, world_size=group_world, replica=replica)
@@ -249,7 +263,7 @@ def run(args: Any, notice: Any) -> int:
                 sampler.advance(covered)
             step = manager.current_step()
             if group_rank == 0:
-                quorum = getattr(manager, "_quorum_id", -1)
+                quorum = _quorum_id(manager)
                 events.emit(
                     "step",
                     step=step,
@@ -276,7 +290,7 @@ def run(args: Any, notice: Any) -> int:
                 step=manager.current_step(),
                 participants=participants,
                 replica=replica,
-                quorum=getattr(manager, "_quorum_id", -1),
+                quorum=_quorum_id(manager),
                 error=str(manager.errored())[:200] if manager.errored() else None,
             )
     if group_rank == 0 and manager.participating_rank() == 0:

@@ -1,0 +1,121 @@
+"""Per-step mode (TorchFT) on the local target: a real lighthouse, real torchrun replica
+groups, real kills. The survivors never restart: no step is lost, only in-flight ones are
+discarded."""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+
+import psutil
+import pytest
+
+from lab import events
+from lab.drill.run import DrillConfig, run_drill
+from lab.local import LocalCluster
+from lab.spec.job import JobSpec
+
+
+def _spec(workdir, steps: int = 150, **kw):
+    base = {
+        "name": "t",
+        "min_nodes": 2,
+        "max_nodes": 3,
+        "fault_tolerance": "per-step",
+        "checkpoint_dir": str(workdir / "ckpt"),
+        "checkpoint_every_steps": 30,
+        "script_args": ("--steps", str(steps), "--step-time", "0.02"),
+    }
+    base.update(kw)
+    return JobSpec(**base)
+
+
+def _checkpointed_steps(workdir) -> list[int]:
+    return sorted(int(p.name.split("-")[1]) for p in (workdir / "ckpt").glob("step-*.json"))
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("eviction", ["hard", "notice", "silent"])
+def test_the_survivors_train_on_through_an_eviction_and_a_join(workdir, eviction):
+    """3 replica groups, one evicted, one added back: the survivors keep their step (no
+    worker restarts, 0 committed steps lost) and the new group heals from a live peer and
+    trains in a quorum; durable checkpoints are still written."""
+    cfg = DrillConfig(
+        spec=_spec(workdir),
+        workdir=workdir,
+        nodes=3,
+        target_steps=150,
+        eviction=eviction,
+        notice_s=30.0,
+        evict_at_step=40,
+        scale_out_after_s=1.0,
+        timeout_s=140,
+    )
+    report = run_drill(cfg)
+    assert report.passed, report.summary()
+    assert report.fault_tolerance == "per-step" and report.final_step == 150 and report.finished
+    (ev,) = report.evictions
+    assert ev.kind == eviction and ev.groups_before == 3 and ev.groups_after == 2
+    assert ev.recovery_s is not None and ev.recovery_s > 0
+    assert ev.lost_steps == 0, report.summary()
+    assert report.restart_rounds == 0  # no worker was restarted: the survivors never stopped
+    (join,) = report.joins
+    assert join.join_s is not None and join.world_after == 3 and join.lost_steps == 0
+    # The evicted group's peers were never restarted, and the job ended cleanly everywhere else.
+    codes = report.node_exit_codes
+    assert all(codes[n] == 0 for n in ("node-0", "node-1", "node-3")), codes
+    # The new group resumed at the survivors' step, not at the newest checkpoint's.
+    recorded = events.read(workdir / "events.jsonl")
+    healed = [e for e in recorded if e["event"] == "step" and e.get("replica") == "node-3"]
+    assert healed and healed[0]["step"] > 40
+    assert _checkpointed_steps(workdir) == [90, 120, 150]  # every 30 steps, the newest 3 kept
+
+
+@pytest.mark.timeout(150)
+def test_the_job_rides_out_a_lighthouse_restart(workdir):
+    """The lighthouse (it keeps nothing) is down for 3 s: the groups retry their quorum, no
+    worker restarts, no step is lost, and an eviction afterwards goes through the new one."""
+    cfg = DrillConfig(
+        spec=_spec(workdir, steps=200),
+        workdir=workdir,
+        nodes=3,
+        fault="rendezvous-restart",
+        outage_s=3.0,
+        target_steps=200,
+        evict_at_step=30,
+        scale_out_after_s=None,
+        timeout_s=140,
+    )
+    report = run_drill(cfg)
+    assert report.passed, report.summary()
+    (outage,) = report.outages
+    assert outage.down_s is not None and outage.restarts == 0 and outage.lost_steps == 0
+    assert outage.stall_s is not None  # training went on after it
+    assert report.restart_rounds == 0 and report.final_step == 200
+
+
+@pytest.mark.timeout(90)
+def test_torchft_servers_listen_on_loopback_only(workdir):
+    """The lighthouse and each group's manager and weight server listen on 127.0.0.1, never
+    on every address (TorchFT's defaults)."""
+    spec = _spec(workdir, steps=100000)
+    with LocalCluster(spec, workdir) as cluster:
+        cluster.add_node()
+        cluster.add_node()
+        deadline = time.monotonic() + 60
+        groups: list[dict] = []
+        while time.monotonic() < deadline and len(groups) < 2:
+            groups = [e for e in cluster.events() if e["event"] == "replica_group"]
+            time.sleep(0.2)
+        assert len(groups) == 2, cluster.events()
+        ports = {cluster.spec.lighthouse_endpoint.rpartition(":")[2]}
+        for g in groups:
+            for url in (g["manager"], g["weights"]):
+                parsed = urllib.parse.urlsplit(url)
+                assert parsed.hostname == "127.0.0.1", url
+                ports.add(str(parsed.port))
+        listening = {
+            str(c.laddr.port): c.laddr.ip for c in psutil.net_connections("inet") if c.status == psutil.CONN_LISTEN
+        }
+        for port in ports:
+            assert listening.get(port) == "127.0.0.1", (port, listening.get(port))
