@@ -10,6 +10,7 @@ from lab.cluster import cli as submit_cli
 from lab.drill import cli as drill_cli
 from lab.job_args import add_job_arguments, job_spec
 from lab.spec.job import RendezvousTimeouts
+from lab.spec.per_step import PerStepSettings
 from lab.spec.problems import InvalidInput
 
 
@@ -65,3 +66,18 @@ def test_timeouts_are_finite_and_positive(flag, value):
     with pytest.raises(InvalidInput) as caught:
         job_spec(parser.parse_args([f"{flag}={value}"]), module="lab.train")
     assert [p.key for p in caught.value.problems] == [flag]
+
+
+def test_the_fault_tolerance_mode_and_its_timings_come_from_the_flags():
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser.add_argument_group("job"))
+    spec = job_spec(parser.parse_args(["--fault-tolerance", "per-step"]), module="lab.train")
+    assert spec.per_step_mode and spec.per_step == PerStepSettings()
+    spec = job_spec(
+        parser.parse_args(["--fault-tolerance", "per-step", "--rdzv-settings", "torch-defaults"]), module="lab.train"
+    )
+    assert spec.per_step == PerStepSettings.torchft_defaults()
+    with pytest.raises(InvalidInput) as caught:
+        job_spec(parser.parse_args(["--fault-tolerance", "per-node"]), module="lab.train")
+    (problem,) = caught.value.problems
+    assert str(problem) == "--fault-tolerance='per-node' is invalid: expected one of elastic, per-step"

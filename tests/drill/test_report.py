@@ -194,3 +194,94 @@ def test_a_member_lost_after_the_survivors_restarted_is_not_the_evictions_detect
     report = analyze(recorded, [], target_steps=None, checkpoint_every=10, node_exit_codes={})
     (ev,) = report.evictions
     assert ev.detected_s is None and round(ev.recovery_s, 2) == 1.0
+
+
+def _per_step_run(*, victim_in_quorum: bool) -> list[dict]:
+    """Three groups a, b, c commit steps 1..10 in quorum 1; c is evicted at 2.05; a and b
+    discard one in-flight step, then commit from step 11 in quorum 2 (or, when c was outside
+    their quorum, go straight on in quorum 1). Group d joins at 3.0 and trains from 4.0."""
+    recorded: list[dict] = [{"t": 0.5, "event": "cluster_started", "fault_tolerance": "per-step"}]
+    members = "abc" if victim_in_quorum else "ab"
+    for i in range(1, 11):
+        for g in members:
+            recorded.append(
+                {
+                    "t": 1.0 + i / 10,
+                    "event": "step",
+                    "step": i,
+                    "replica": g,
+                    "node": g,
+                    "quorum": 1,
+                    "participants": len(members),
+                    "participating": True,
+                    "world_size": len(members),
+                    "loss": 1.0,
+                }
+            )
+    if not victim_in_quorum:
+        recorded.append({"t": 2.0, "event": "step_discarded", "step": 3, "replica": "c", "quorum": 7})
+    recorded.append({"t": 2.05, "event": "evict", "node": "c", "kind": "hard"})
+    if victim_in_quorum:
+        recorded += [{"t": 2.1, "event": "step_discarded", "step": 10, "replica": g, "quorum": 1} for g in "ab"]
+    quorum = 2 if victim_in_quorum else 1
+    step_t = {11: 2.4, 12: 2.6, 13: 3.5, 14: 4.0, 15: 4.2}
+    recorded.append({"t": 3.0, "event": "node_added", "node": "d"})
+    for step, t in step_t.items():
+        for g in ("a", "b", "d") if step >= 14 else ("a", "b"):
+            recorded.append(
+                {
+                    "t": t,
+                    "event": "step",
+                    "step": step,
+                    "replica": g,
+                    "node": g,
+                    "quorum": quorum if step < 14 else 3,
+                    "participants": 3 if step >= 14 else 2,
+                    "participating": True,
+                    "world_size": 3 if step >= 14 else 2,
+                    "loss": 1.0,
+                }
+            )
+    recorded.append({"t": 5.0, "event": "exit", "reason": "done", "step": 15})
+    return recorded
+
+
+def test_per_step_eviction_is_the_survivors_stall_until_a_quorum_without_the_group():
+    report = analyze(
+        _per_step_run(victim_in_quorum=True),
+        [],
+        target_steps=15,
+        checkpoint_every=10,
+        node_exit_codes={"a": 0, "b": 0, "d": 0},
+    )
+    assert report.passed and report.fault_tolerance == "per-step", report.summary()
+    (ev,) = report.evictions
+    assert (ev.groups_before, ev.groups_after) == (3, 2)
+    assert round(ev.recovery_s, 2) == 0.35  # 2.05 -> step 11 in quorum 2 at 2.4
+    assert ev.discarded_steps == 1 and ev.lost_steps == 0 and ev.last_step_before == 10
+    (join,) = report.joins
+    assert round(join.join_s, 2) == 1.0 and join.world_after == 3
+    assert round(join.stall_s, 2) == 0.5  # the survivors' longest gap from 3.0 to 4.0: steps at 3.5 and 4.0
+    # One entry per committed step, whoever reported it.
+    assert [s for _, s, _, _ in report.loss_curve] == list(range(1, 16))
+    assert "survivors' next step 0.35 s after it, in a quorum of 2 group(s) (of 3)" in report.summary()
+
+
+def test_per_step_eviction_of_a_group_outside_the_quorum_costs_the_survivors_nothing():
+    report = analyze(
+        _per_step_run(victim_in_quorum=False),
+        [],
+        target_steps=15,
+        checkpoint_every=10,
+        node_exit_codes={"a": 0, "b": 0, "d": 0},
+    )
+    (ev,) = report.evictions
+    assert round(ev.recovery_s, 2) == 0.35 and ev.discarded_steps == 0 and ev.lost_steps == 0
+
+
+def test_per_step_survivors_that_never_commit_again_fail_the_drill():
+    recorded = [e for e in _per_step_run(victim_in_quorum=True) if e["t"] < 2.2]
+    report = analyze(recorded, [], target_steps=15, checkpoint_every=10, node_exit_codes={"a": 1, "b": 1})
+    (ev,) = report.evictions
+    assert ev.recovery_s is None and not report.passed
+    assert "the survivors committed NO step without it" in report.summary()
