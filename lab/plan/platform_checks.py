@@ -1,7 +1,7 @@
 """Offline checks of a declared training platform (what `elastic-lab plan` and the tests run).
 
-Input: the resources a Pulumi program declared under mocks (lab.plan.recording.RecordedResource).
-For every TrainingPlatform component:
+Input: the resources a Pulumi program declared (lab.plan.recording.RecordedResource), under
+mocks or as the engine hands them to the policy pack. For every TrainingPlatform component:
 
 1. its Kubernetes objects: the typed ones it declares (PriorityClass, Namespace, ...) from
    their inputs, and everything our own charts render (real Helm, helm-python-sdk) with the
@@ -15,6 +15,17 @@ For every TrainingPlatform component:
 3. the guardrails (lab/k8s/platform_guardrails.py), and checks of what cannot be rendered
    offline: the device plugin's chart, version, repository and values, and the operator's
    pinned kustomize ref.
+
+A remote component seen without its inputs (a real `pulumi preview/up`: the engine registers a
+Helm Chart v4 or kustomize Directory v2 without them) is checked by what it rendered: its
+children, each Kubernetes object registered as a custom resource whose parent is the component.
+Our charts' children are the objects Helm would render offline; the device plugin is checked on
+its DaemonSets (chart and version from the helm.sh/chart label and the image, tolerations and
+node affinity from the pod template; its repository is not visible there); the operator's
+Deployment, as the transforms left it, stands in for the `operatorPlacement` reconstruction,
+its image pinned to one a v1.9.x standalone overlay uses instead of the ref. The objects of a
+chart stay out of the platform's own typed objects (their parent is the chart): none is counted
+twice. `unseen_components` names the remote components of which neither is visible.
 
 `SUITE` reports each of these as a check of the plan (`k8s:render`, `k8s:schema`,
 `k8s:pytorchjob-crd`, `platform:device-plugin`, `platform:training-operator`,
@@ -34,6 +45,7 @@ from typing import Any
 from components.platform.values import operator_skeleton
 from lab.k8s.helm import ChartRenderError, render_chart
 from lab.k8s.job_values import chart_values, for_cluster
+from lab.k8s.objects import containers, object_id, operator_workloads, pod_template
 from lab.k8s.placement import pins_to, tolerates
 from lab.k8s.platform_guardrails import GUARDRAILS, GuardrailContext, run_guardrails
 from lab.k8s.schemas import (
@@ -57,10 +69,22 @@ HELM_CHART_TYPE = "kubernetes:helm.sh/v4:Chart"
 KUSTOMIZE_TYPE = "kubernetes:kustomize/v2:Directory"
 # What the platform must install (lab/spec/versions.py: one definition).
 DEVICE_PLUGIN = {"chart": DEVICE_PLUGIN_CHART, "version": DEVICE_PLUGIN_VERSION, "repo": DEVICE_PLUGIN_REPO}
+DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin"  # the chart's image, tagged v<appVersion>
 CRD_CHECK = "k8s:pytorchjob-crd"
 OPERATOR_DIRECTORY = re.compile(
     r"^(https://)?github\.com/kubeflow/(trainer|training-operator)(\.git)?/+manifests/overlays/standalone\?ref=v1\.9\.\d+$"
 )
+# The operator image each v1.9.x standalone overlay pins (`images` of its kustomization.yaml):
+# the tag is a commit, so the release is told by the whole image.
+OPERATOR_IMAGES = {
+    "v1.9.0": "kubeflow/training-operator:v1-5170a36",
+    "v1.9.1": "ghcr.io/kubeflow/training-v1/training-operator:v1-5c0e763",
+    "v1.9.2": "ghcr.io/kubeflow/training-v1/training-operator:v1-3f15cb8",
+    "v1.9.3": "ghcr.io/kubeflow/training-v1/training-operator:v1-d6eb98e",
+    "v1.9.4": "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489",
+}
+# The input without which a remote component of the platform shows nothing of itself but its children.
+REMOTE_INPUT = {HELM_CHART_TYPE: "chart", KUSTOMIZE_TYPE: "directory"}
 
 
 def problem(check: str, where: str, prop: str, value: Any, expected: str) -> Finding:
@@ -108,9 +132,82 @@ def sample_jobs(facts: PlatformFacts) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+Rendered = list[tuple[RecordedResource, dict[str, Any]]]  # a remote component's children and their objects
+
+
+def rendered_children(resources: Iterable[RecordedResource], urn: str) -> Rendered:
+    """What a remote component rendered, as the engine registers it: each Kubernetes object a
+    custom resource whose parent is the component, the object its inputs."""
+    out = []
+    for r in resources:
+        if r.parent == urn and r.custom and (obj := typed_object(r)) is not None:
+            out.append((r, obj))
+    return out
+
+
+def inputs_unseen(resource: RecordedResource) -> bool:
+    """A remote component registered without the input that says what it installs."""
+    return resource.type in REMOTE_INPUT and REMOTE_INPUT[resource.type] not in (resource.inputs or {})
+
+
+def unseen_components(resources: Iterable[RecordedResource]) -> list[RecordedResource]:
+    """The platforms' remote components of which neither the inputs nor a rendered object is
+    visible (e.g. a preview where a chart could not be rendered): nothing to check them by."""
+    resources = list(resources)
+    platforms = {r.urn for r in resources if r.type == PLATFORM_TYPE}
+    return [
+        r for r in resources if r.parent in platforms and inputs_unseen(r) and not rendered_children(resources, r.urn)
+    ]
+
+
+def is_device_plugin(obj: Mapping[str, Any]) -> bool:
+    """A DaemonSet of the NVIDIA device plugin's chart: its name label, chart label or image."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    images = [str(c.get("image", "")) for c in containers((pod_template(obj) or {}).get("spec") or {})]
+    return obj.get("kind") == "DaemonSet" and (
+        labels.get("app.kubernetes.io/name") == DEVICE_PLUGIN["chart"]
+        or str(labels.get("helm.sh/chart", "")).startswith(f"{DEVICE_PLUGIN['chart']}-")
+        or any(image.split(":")[0] == DEVICE_PLUGIN_IMAGE for image in images)
+    )
+
+
+def _placement_problems(pod: Mapping[str, Any], facts: PlatformFacts, label: str, at: str) -> list[Finding]:
+    """The device plugin's pods (`pod`: its values or its pod spec, `at` the path to them) on
+    every GPU spot node and nowhere else: each GPU pool taint tolerated, the GPU pool required."""
+    name = "platform:device-plugin"
+    items = []
+    tolerations = pod.get("tolerations") or []
+    for taint in facts.pools.gpu_taints:
+        if not tolerates(tolerations, taint):
+            items.append(
+                problem(
+                    name,
+                    label,
+                    f"{at}tolerations",
+                    tolerations,
+                    f"a toleration of the GPU spot pool's taint {taint.text()}",
+                )
+            )
+    if not pins_to(
+        {"affinity": pod.get("affinity") or {}, "nodeSelector": pod.get("nodeSelector") or {}},
+        facts.pools.gpu_labels,
+    ):
+        items.append(
+            problem(
+                name,
+                label,
+                f"{at}affinity",
+                pod.get("affinity"),
+                f"required node affinity to the GPU pool {dict(facts.pools.gpu_labels)}",
+            )
+        )
+    return items
+
+
 def check_device_plugin(
     values: Mapping[str, Any], inputs: Mapping[str, Any], facts: PlatformFacts, label: str
 ) -> list[Finding]:
+    """The device plugin's chart as the platform declares it: chart, version, repository, values."""
     items = []
     name = "platform:device-plugin"
     for key, want in (("chart", DEVICE_PLUGIN["chart"]), ("version", DEVICE_PLUGIN["version"])):
@@ -119,31 +216,36 @@ def check_device_plugin(
     repo = (inputs.get("repositoryOpts") or {}).get("repo")
     if repo != DEVICE_PLUGIN["repo"]:
         items.append(problem(name, label, "repositoryOpts.repo", repo, DEVICE_PLUGIN["repo"]))
-    tolerations = values.get("tolerations") or []
-    for taint in facts.pools.gpu_taints:
-        if not tolerates(tolerations, taint):
-            items.append(
-                problem(
-                    name,
-                    label,
-                    "values.tolerations",
-                    tolerations,
-                    f"a toleration of the GPU spot pool's taint {taint.text()}",
+    return items + _placement_problems(values, facts, label, "values.")
+
+
+def check_rendered_device_plugin(rendered: Rendered, facts: PlatformFacts) -> list[Finding]:
+    """The device plugin's chart as it rendered: on each of its DaemonSets, chart and version (its
+    helm.sh/chart label and image) and the pods' tolerations and node affinity. The repository a
+    chart came from leaves no trace on what it renders: only its inputs show it."""
+    items = []
+    name = "platform:device-plugin"
+    release = f"{DEVICE_PLUGIN['chart']}-{DEVICE_PLUGIN['version']}"
+    image = f"{DEVICE_PLUGIN_IMAGE}:v{DEVICE_PLUGIN['version']}"
+    for child, obj in rendered:
+        if not is_device_plugin(obj):
+            continue
+        chart_label = ((obj.get("metadata") or {}).get("labels") or {}).get("helm.sh/chart")
+        if chart_label is not None and chart_label != release:
+            items.append(problem(name, child.label, "metadata.labels.helm.sh/chart", chart_label, repr(release)))
+        pod = (pod_template(obj) or {}).get("spec") or {}
+        for c in containers(pod):
+            if c.get("image") != image:
+                items.append(
+                    problem(
+                        name,
+                        child.label,
+                        f"spec.template.spec.containers[{c.get('name')}].image",
+                        c.get("image"),
+                        image,
+                    )
                 )
-            )
-    if not pins_to(
-        {"affinity": values.get("affinity") or {}, "nodeSelector": values.get("nodeSelector") or {}},
-        facts.pools.gpu_labels,
-    ):
-        items.append(
-            problem(
-                name,
-                label,
-                "values.affinity",
-                values.get("affinity"),
-                f"required node affinity to the GPU pool {dict(facts.pools.gpu_labels)}",
-            )
-        )
+        items += _placement_problems(pod, facts, child.label, "spec.template.spec.")
     return items
 
 
@@ -171,16 +273,82 @@ def check_operator(inputs: Mapping[str, Any], label: str) -> list[Finding]:
     return []
 
 
+def check_rendered_operator(rendered: Rendered, label: str) -> list[Finding]:
+    """The operator's overlay as it rendered: its Deployment runs the image a v1.9.x release pins."""
+    name = "platform:training-operator"
+    deployments = [(child, obj) for child, obj in rendered if operator_workloads([obj])]
+    if not deployments:
+        return [
+            problem(
+                name,
+                label,
+                "-",
+                sorted(object_id(obj) for _, obj in rendered),
+                "the training operator's Deployment among the objects the overlay rendered",
+            )
+        ]
+    items = []
+    for child, obj in deployments:
+        for c in containers((pod_template(obj) or {}).get("spec") or {}):
+            if c.get("image") not in OPERATOR_IMAGES.values():
+                items.append(
+                    problem(
+                        name,
+                        child.label,
+                        f"spec.template.spec.containers[{c.get('name')}].image",
+                        c.get("image"),
+                        f"the image a v1.9.x standalone overlay pins ({OPERATOR_IMAGES['v1.9.4']} at v1.9.4), "
+                        "never master's",
+                    )
+                )
+    return items
+
+
 def check_platforms(resources: Iterable[RecordedResource]) -> list[PlatformReport]:
     resources = list(resources)
     reports = []
     for comp in (r for r in resources if r.type == PLATFORM_TYPE):
         outputs = dict(comp.outputs or {})
-        reports.append(_check_one(comp, outputs, [r for r in resources if r.parent == comp.urn]))
+        reports.append(_check_one(comp, outputs, resources))
     return reports
 
 
-def _check_one(comp: RecordedResource, outputs: Mapping[str, Any], children: list[RecordedResource]) -> PlatformReport:
+def _count(report: PlatformReport, check: str) -> None:
+    report.checked[check] = report.checked.get(check, 0) + 1
+
+
+def _chart_objects(
+    chart: RecordedResource, rendered: Rendered, facts: PlatformFacts, report: PlatformReport
+) -> list[dict[str, Any]]:
+    """The objects one Helm chart of the platform adds to the platform's (the device plugin's none:
+    its own check reads it), its findings into `report`."""
+    inputs = dict(chart.inputs or {})
+    if inputs_unseen(chart) and rendered:
+        if any(is_device_plugin(obj) for _, obj in rendered):
+            report.items += check_rendered_device_plugin(rendered, facts)
+            _count(report, "platform:device-plugin")
+            return []
+        return [obj for _, obj in rendered]
+    local = _local_chart(str(inputs.get("chart", "")))
+    if local is None:
+        report.items += check_device_plugin(inputs.get("values") or {}, inputs, facts, chart.label)
+        _count(report, "platform:device-plugin")
+        return []
+    try:
+        return render_chart(
+            local,
+            inputs.get("values") or {},
+            release=inputs.get("name") or chart.name,
+            namespace=inputs.get("namespace") or "default",
+        )
+    except ChartRenderError as exc:
+        report.items.append(
+            problem("k8s:render", chart.label, "values", inputs.get("values"), f"values the chart accepts ({exc})")
+        )
+        return []
+
+
+def _check_one(comp: RecordedResource, outputs: Mapping[str, Any], resources: list[RecordedResource]) -> PlatformReport:
     version = str(outputs.get("kubernetesVersion", DEFAULT_KUBERNETES_VERSION))
     try:
         _, note = schema_version_for(version)
@@ -193,34 +361,25 @@ def _check_one(comp: RecordedResource, outputs: Mapping[str, Any], children: lis
         inference_priority_class=str((outputs.get("priorityClasses") or {}).get("inference", "elastic-inference")),
     )
     objects: list[dict[str, Any]] = []
-    for r in children:
-        label = f"{r.type} {r.name!r}"
+    operator_rendered = False
+    for r in [child for child in resources if child.parent == comp.urn]:
+        rendered = rendered_children(resources, r.urn) if r.type in REMOTE_INPUT else []
         if r.type == HELM_CHART_TYPE:
-            inputs = dict(r.inputs or {})
-            chart = _local_chart(str(inputs.get("chart", "")))
-            if chart is None:
-                report.items += check_device_plugin(inputs.get("values") or {}, inputs, facts, label)
-                report.checked["platform:device-plugin"] = report.checked.get("platform:device-plugin", 0) + 1
-                continue
-            try:
-                objects += render_chart(
-                    chart,
-                    inputs.get("values") or {},
-                    release=inputs.get("name") or r.name,
-                    namespace=inputs.get("namespace") or "default",
-                )
-            except ChartRenderError as exc:
-                report.items.append(
-                    problem("k8s:render", label, "values", inputs.get("values"), f"values the chart accepts ({exc})")
-                )
+            objects += _chart_objects(r, rendered, facts, report)
         elif r.type == KUSTOMIZE_TYPE:
-            report.items += check_operator(dict(r.inputs or {}), label)
+            if inputs_unseen(r) and rendered:
+                # What the overlay rendered, after the transforms: the real Deployment, not its reconstruction.
+                report.items += check_rendered_operator(rendered, r.label)
+                objects += [obj for _, obj in rendered]
+                operator_rendered = True
+            else:
+                report.items += check_operator(dict(r.inputs or {}), r.label)
             report.checked["platform:training-operator"] = 1
         elif r.type.startswith("kubernetes:") and r.custom:
             obj = typed_object(r)
             if obj is not None:
                 objects.append(obj)
-    if isinstance(outputs.get("operatorPlacement"), Mapping):
+    if not operator_rendered and isinstance(outputs.get("operatorPlacement"), Mapping):
         objects.append(operator_deployment(outputs["operatorPlacement"]))
     for label, values in sample_jobs(facts):
         try:
@@ -259,10 +418,18 @@ def has_platform(plan: Plan) -> bool:
 
 
 def has_device_plugin(plan: Plan) -> bool:
-    """A platform with a remote (the device plugin's) chart among its charts."""
-    return has_platform(plan) and any(
-        _local_chart(str(r.inputs.get("chart", ""))) is None for r in plan.of_type(HELM_CHART_TYPE)
-    )
+    """A platform with a remote (the device plugin's) chart among its charts, or, where a chart's
+    inputs are unseen, with the device plugin among what a chart rendered."""
+    platforms = {r.urn for r in plan.of_type(PLATFORM_TYPE)}
+    for chart in plan.of_type(HELM_CHART_TYPE):
+        if chart.parent not in platforms:
+            continue
+        if not inputs_unseen(chart):
+            if _local_chart(str(chart.inputs.get("chart", ""))) is None:
+                return True
+        elif any(is_device_plugin(obj) for _, obj in rendered_children(plan.resources, chart.urn)):
+            return True
+    return False
 
 
 PLATFORM_CHECKS = (
@@ -275,10 +442,16 @@ PLATFORM_CHECKS = (
     Check(CRD_CHECK, "rendered PyTorchJobs validate against the training operator v1.9.4 CRD", has_platform),
     Check(
         "platform:device-plugin",
-        "NVIDIA device plugin 0.20.0 on GPU nodes, tolerating the spot and GPU taints",
+        "NVIDIA device plugin 0.20.0 on GPU nodes, tolerating the spot and GPU taints (its chart repository only "
+        "where the chart's inputs are seen: nothing it renders shows it)",
         has_device_plugin,
     ),
-    Check("platform:training-operator", "training operator v1.9.x standalone overlay at a pinned ref", has_platform),
+    Check(
+        "platform:training-operator",
+        "training operator v1.9.x standalone overlay at a pinned ref (where only what it rendered is seen: "
+        "the image a v1.9.x overlay pins)",
+        has_platform,
+    ),
     *(Check(f"guardrail:{g.name}", g.description, has_platform) for g in GUARDRAILS),
 )
 

@@ -20,6 +20,17 @@ harness records one under mocks:
   values as sentinel strings; the engine sends numbers as doubles. They are read back as
   lab.plan.wire reads the recording monitor's: whole numbers are ints again, an unknown is
   "<unknown>" (UNKNOWN).
+- Remote components: the engine registers a Helm Chart v4 or kustomize Directory v2 without
+  its inputs (chart, version, values, directory), and registers what it renders as its
+  children: each Kubernetes object a custom resource whose parent is the component, the whole
+  object its inputs. The platform's checks run on those (lab.plan.platform_checks): our charts'
+  objects as Helm rendered them, the device plugin's DaemonSets (chart label, image,
+  tolerations, node affinity; its repository is not visible on them), the operator's
+  Deployment as its transforms left it (its image, instead of the overlay's ref). A finding
+  naming a rendered object (`Kind/namespace/name`) is reported on that object's URN. Only
+  where a chart or Directory of the platform shows neither inputs nor a rendered object (a
+  preview where it could not be rendered) do the platform's checks report "not applicable",
+  naming it.
 - The stack resource (`pulumi:pulumi:Stack`): its outputs are the stack's outputs.
 - Config: the CLI starts the pack's process with the stack's config in PULUMI_CONFIG (secrets
   decrypted), which `pulumi.runtime.get_config_env` reads; project and stack names come from
@@ -37,11 +48,10 @@ The policies:
   enforcement level for all it reports, so a check's own MANDATORY policy cannot report a
   warning without failing the deployment; one advisory policy carries them all.
 - Evidence the engine does not hand a pack: secretness (pulumi-policy unwraps secrets before a
-  policy sees them), `retainOnDelete` (not among the options a policy sees), and the inputs
-  of remote components (a Helm Chart v4 or kustomize Directory v2 is registered by its
-  provider without inputs: its chart, version and values are not visible). The checks that
-  need them (WITHHELD, and the platform's checks while a chart's inputs are unseen) report
-  "not applicable" with the reason; `elastic-lab plan` runs them.
+  validation policy sees them; only remediations keep the mark) and `retainOnDelete` (not among
+  the options a policy sees: PolicyResourceOptions holds protect, ignoreChanges,
+  deleteBeforeReplace, aliases, customTimeouts, additionalSecretOutputs and parent). The checks
+  that need them (WITHHELD) report "not applicable" with the reason; `elastic-lab plan` runs them.
 
 Importing this module starts nothing: `pack()` builds the PolicyPack, whose constructor serves
 the analyzer to the CLI until it is stopped, and only policy/__main__.py calls it.
@@ -73,6 +83,7 @@ from pulumi_policy import (
 from pulumi_policy import proxy as policy_proxy
 from pulumi_policy.deserialize import serialize_properties
 
+from lab.k8s.objects import object_id
 from lab.plan import platform_checks
 from lab.plan.check_list import CHECKS, CheckRun, run_checks
 from lab.plan.findings import ERROR, WARNING, CheckSuite, Finding
@@ -91,22 +102,21 @@ UNKNOWN = "<unknown>"
 CRASHED = "<check>"
 
 _RETAIN_ON_DELETE = (
-    "retainOnDelete is not among the resource options the engine hands a policy pack (protect, ignoreChanges, "
-    "deleteBeforeReplace, aliases, customTimeouts, additionalSecretOutputs): `elastic-lab plan` checks it"
+    "retainOnDelete is not among the resource options the engine hands a policy pack (pulumi-policy's "
+    "PolicyResourceOptions: protect, ignoreChanges, deleteBeforeReplace, aliases, customTimeouts, "
+    "additionalSecretOutputs, parent): `elastic-lab plan` checks it"
 )
 # Checks whose evidence the engine never hands a pack: their policies report "not applicable", with why.
 WITHHELD: dict[str, str] = {
     "guardrail:no-plain-secrets": (
-        "pulumi-policy hands a policy every value with its secretness stripped, so a plain output cannot be "
-        "told from a secret one: `elastic-lab plan` checks it"
+        "pulumi-policy hands a validation policy every value with its secretness stripped (it keeps the mark "
+        "for remediations only), so a plain output cannot be told from a secret one: `elastic-lab plan` checks it"
     ),
     "guardrail:checkpoints-kept": _RETAIN_ON_DELETE,
     "guardrail:eks-checkpoints-kept": _RETAIN_ON_DELETE,
 }
-# The platform's checks render its charts from their inputs (lab.plan.platform_checks).
+# The platform's checks: its charts from their inputs, or from what they rendered (lab.plan.platform_checks).
 PLATFORM_CHECKS = frozenset(c.name for c in platform_checks.SUITE.checks)
-# The input without which a remote component of the platform cannot be checked.
-_REMOTE_INPUT = {platform_checks.HELM_CHART_TYPE: "chart", platform_checks.KUSTOMIZE_TYPE: "directory"}
 
 # pulumi-policy's sentinels of an unknown value, by type; the wire's string sentinel stands for all.
 _UNKNOWN_SENTINELS = frozenset(
@@ -272,23 +282,23 @@ class StackView:
 
     plan: Plan
     checks: Sequence[CheckSuite]
-    urns: dict[str, str]  # label of a resource ("<type> '<name>'") -> its URN, for labels naming one
+    urns: dict[str, str]  # label of a resource ("<type> '<name>'") or object ("Kind/ns/name") -> its URN
     unknowns: bool  # the plan holds values unknown until the update (a preview)
     remote_unseen: str | None  # why the platform's checks cannot run, or None
     runs: dict[str, CheckRun] = field(default_factory=dict)
 
     @classmethod
     def of(cls, plan: Plan, checks: Sequence[CheckSuite]) -> StackView:
-        counts = Counter(r.label for r in plan.resources)
-        unseen = [r.label for r in plan.resources if r.type in _REMOTE_INPUT and _REMOTE_INPUT[r.type] not in r.inputs]
+        unseen = [r.label for r in platform_checks.unseen_components(plan.resources)]
         return cls(
             plan=plan,
             checks=checks,
-            urns={r.label: r.urn for r in plan.resources if counts[r.label] == 1},
+            urns=_urns(plan),
             unknowns=any(_has_unknown(r.inputs) or _has_unknown(r.state) for r in plan.resources),
             remote_unseen=(
-                f"the engine hands a policy pack no inputs of remote components ({', '.join(unseen)}): their "
-                "charts, versions and values are rendered and checked by `elastic-lab plan`"
+                f"neither the inputs nor a rendered object of {', '.join(unseen)} reached the policy pack (the engine "
+                "registers a remote component without its inputs, and it rendered nothing): the platform's checks "
+                "run in `elastic-lab plan`"
                 if unseen
                 else None
             ),
@@ -316,6 +326,19 @@ class StackView:
     def urn(self, finding: Finding) -> str | None:
         """The URN of the resource a finding names (None: the stack as a whole)."""
         return self.urns.get(finding.resource)
+
+
+def _urns(plan: Plan) -> dict[str, str]:
+    """Each resource's label, and each Kubernetes object's `Kind/namespace/name` (how the platform's
+    guardrails name one), to its URN where it names one resource only."""
+    names = [(r.label, r.urn) for r in plan.resources]
+    names += [
+        (object_id(r.inputs), r.urn)
+        for r in plan.resources
+        if r.custom and r.type.startswith("kubernetes:") and {"apiVersion", "kind"} <= set(r.inputs)
+    ]
+    counts = Counter(name for name, _ in names)
+    return {name: urn for name, urn in names if counts[name] == 1}
 
 
 class _Views:

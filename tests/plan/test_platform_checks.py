@@ -1,22 +1,28 @@
 """The platform's checks in the plan of the project's stacks (aks-dev: cluster and platform
 in one tree; byo: the platform alone from a kubeconfig path), and config problems of the
-platform reported before anything is declared."""
+platform reported before anything is declared; and the same checks on a real preview's view
+(tests/plan/real_preview.py), where the charts show what they rendered instead of their inputs."""
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
 
 import pytest
 
+from lab.k8s.objects import object_id
 from lab.k8s.platform_guardrails import GUARDRAILS
 from lab.plan.check_list import findings_of, run_checks
 from lab.plan.findings import errors
 from lab.plan.harness import run_program
+from lab.plan.platform_checks import check_platforms, unseen_components
 from lab.spec.layout import ROOT
 from lab.spec.names import PLATFORM_TYPE as PLATFORM
 from lab.spec.problems import InvalidInput
+
+from .real_preview import real_preview, remote_components
 
 PLATFORM_CHECKS = {
     "k8s:render",
@@ -266,3 +272,124 @@ def test_platform_problems_come_with_the_clusters(monkeypatch):
     fields = {p.key for p in info.value.problems}
     assert {"elastic-spot-lab:platform.etcd.tag", "elastic-spot-lab:gpuMaxNodes"} <= fields
     assert info.value.recorded_resources == []
+
+
+# ------------------------------------------------------------------ a real preview's view
+@pytest.mark.parametrize("stack", ["aks-dev", "eks-dev"])
+def test_a_real_preview_checks_what_the_charts_rendered(stack, crd):
+    """Charts without inputs, their objects as children: the same objects are checked (the
+    operator's overlay adds its own), nothing fails, nothing is counted twice."""
+    plan = _plan(stack)
+    preview = real_preview(plan)
+    [offline] = check_platforms(plan.resources)
+    [seen] = check_platforms(preview.resources)
+    assert [str(i) for i in seen.items] == [] and seen.skipped == {}
+    ids = [object_id(o) for o in seen.objects]
+    assert len(ids) == len(set(ids))
+    assert {object_id(o) for o in offline.objects} <= set(ids)
+    assert set(ids) - {object_id(o) for o in offline.objects} == {
+        "Namespace/kubeflow",
+        "ServiceAccount/kubeflow/training-operator",
+        "Service/kubeflow/training-operator",
+    }
+    # Our charts' objects are what Helm renders offline; the operator's is the overlay's own.
+    charts = {c.urn for c in remote_components(preview) if c.type == "kubernetes:helm.sh/v4:Chart"}
+    rendered = {object_id(r.inputs) for r in preview.resources if r.parent in charts}
+    assert "Deployment/training/etcd-rendezvous" in rendered
+    by_id = {object_id(o): o for o in offline.objects}
+    for o in seen.objects:
+        if object_id(o) in rendered:
+            assert o == by_id[object_id(o)], object_id(o)
+    assert seen.checked.keys() == offline.checked.keys()
+    assert seen.checked["platform:device-plugin"] == seen.checked["platform:training-operator"] == 1
+
+
+def _only(preview, type_, name):
+    return preview.one(type_, name).inputs
+
+
+DEVICE_PLUGIN = (
+    "kubernetes:apps/v1:DaemonSet",
+    "platform-nvidia-device-plugin:kube-system/platform-nvidia-device-plugin",
+)
+OPERATOR = ("kubernetes:apps/v1:Deployment", "platform-training-operator:kubeflow/training-operator")
+
+
+def test_a_real_preview_checks_the_device_plugin_on_its_daemonset(aks_plan):
+    preview = real_preview(aks_plan)
+    plugin = _only(preview, *DEVICE_PLUGIN)
+    plugin["metadata"]["labels"]["helm.sh/chart"] = "nvidia-device-plugin-0.17.0"
+    pod = plugin["spec"]["template"]["spec"]
+    pod["containers"][0]["image"] = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+    pod["tolerations"] = [t for t in pod["tolerations"] if t.get("key") != "nvidia.com/gpu"]
+    pod["nodeSelector"] = {"kubernetes.io/os": "linux"}
+    del pod["affinity"]
+    [run] = run_checks(preview, ["platform:device-plugin"])
+    assert run.applied
+    label = f"{DEVICE_PLUGIN[0]} {DEVICE_PLUGIN[1]!r}"
+    assert {(f.resource, f.property) for f in run.findings} == {
+        (label, "metadata.labels.helm.sh/chart"),
+        (label, "spec.template.spec.containers[nvidia-device-plugin-ctr].image"),
+        (label, "spec.template.spec.tolerations"),
+        (label, "spec.template.spec.affinity"),
+    }
+    assert any("nvidia.com/gpu=present:NoSchedule" in str(f) for f in run.findings)
+
+
+def test_a_real_preview_without_the_device_plugin_does_not_check_it(aks_plan):
+    """A chart whose rendered objects hold no device plugin DaemonSet is one of the platform's own."""
+    preview = real_preview(aks_plan)
+    chart = preview.one("kubernetes:helm.sh/v4:Chart", "platform-nvidia-device-plugin")
+    preview.resources = [r for r in preview.resources if r.urn != chart.urn and r.parent != chart.urn]
+    [run] = run_checks(preview, ["platform:device-plugin"])
+    assert not run.applied
+
+
+def test_a_real_preview_checks_the_operators_image_not_its_ref(aks_plan):
+    preview = real_preview(aks_plan)
+    pod = _only(preview, *OPERATOR)["spec"]["template"]["spec"]
+    pod["containers"][0]["image"] = "ghcr.io/kubeflow/training-v1/training-operator:latest"
+    [run] = run_checks(preview, ["platform:training-operator"])
+    [finding] = run.findings
+    assert (finding.resource, finding.property) == (
+        f"{OPERATOR[0]} {OPERATOR[1]!r}",
+        "spec.template.spec.containers[training-operator].image",
+    )
+    assert "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489 at v1.9.4" in finding.expected
+
+
+def test_a_real_preview_prefers_the_rendered_operator_to_its_reconstruction(aks_plan):
+    """The Deployment the overlay rendered is the one checked: gone, nothing stands in for it."""
+    preview = real_preview(aks_plan)
+    pod = _only(preview, *OPERATOR)["spec"]["template"]["spec"]
+    pod["nodeSelector"] = {"elastic-spot-lab/pool": "gpu-spot"}
+    runs = run_checks(preview, ["guardrail:operator-on-cpu-pool", "platform:training-operator"])
+    assert [(f.check, f.resource, f.property) for f in findings_of(runs)] == [
+        ("guardrail:operator-on-cpu-pool", "Deployment/kubeflow/training-operator", "nodeSelector")
+    ]
+    operator = preview.one(*OPERATOR)
+    preview.resources = [r for r in preview.resources if r.urn != operator.urn]
+    runs = run_checks(preview, ["guardrail:operator-on-cpu-pool", "platform:training-operator"])
+    assert {f.check for f in errors(findings_of(runs))} == {
+        "guardrail:operator-on-cpu-pool",
+        "platform:training-operator",
+    }
+    assert any(
+        "the training operator's Deployment among the objects the overlay rendered" in str(f) for f in findings_of(runs)
+    )
+
+
+def test_charts_objects_are_not_the_platforms_own(aks_plan):
+    """A chart's objects have the chart as parent: `unseen_components` and the typed objects
+    tell them apart from the platform's own resources."""
+    preview = real_preview(aks_plan)
+    assert unseen_components(preview.resources) == []
+    assert [r.label for r in unseen_components(aks_plan.resources)] == []  # inputs seen
+    stripped = copy.deepcopy(preview)
+    stripped.resources = [r for r in stripped.resources if r.parent not in {c.urn for c in remote_components(stripped)}]
+    assert sorted(r.name for r in unseen_components(stripped.resources)) == [
+        "platform-etcd",
+        "platform-nvidia-device-plugin",
+        "platform-spot-notice-handler",
+        "platform-training-operator",
+    ]

@@ -3,11 +3,15 @@ handed to the resource policies and the whole stack to the stack policies, as th
 pulumi-policy's analyzer server build them (protobuf Structs with numbers as doubles, read back by
 the SDK's deserializer into its unknown-checking proxies), from the recorded plans of the real
 stacks. The real stacks pass; each broken variant of the guardrail tests fails the policy named
-after its check with the very messages `elastic-lab plan` prints."""
+after its check with the very messages `elastic-lab plan` prints. The platform's checks also run
+on a real preview's view (tests/plan/real_preview.py: charts without inputs, their rendered
+objects as children), where each broken variant of the platform guardrails fails too."""
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 import runpy
 import subprocess
 import sys
@@ -35,9 +39,10 @@ from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.policy import _NotApplicableError
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
-from lab.plan import policy_pack
+from lab.k8s.job_values import chart_values, for_cluster
+from lab.plan import platform_checks, policy_pack
 from lab.plan.check_list import check_names, findings_of, run_checks
-from lab.plan.findings import errors
+from lab.plan.findings import Finding, errors
 from lab.plan.policy_pack import (
     INPUTS_POLICY,
     PLATFORM_CHECKS,
@@ -50,9 +55,13 @@ from lab.plan.policy_pack import (
     policies,
 )
 from lab.plan.recording import Plan, RecordedResource
+from lab.spec.job import JobSpec, RdzvBackend
 from lab.spec.layout import ROOT
 from lab.spec.names import PROJECT
+from lab.spec.platform_facts import PlatformFacts
+from tests.k8s.test_platform_guardrails import BROKEN as PLATFORM_BROKEN
 
+from .real_preview import break_stack, real_preview, remote_components
 from .test_aks_guardrails import BROKEN as AKS_BROKEN
 from .test_aks_guardrails import GPU as AKS_GPU
 from .test_eks_guardrails import BROKEN as EKS_BROKEN
@@ -277,19 +286,62 @@ def test_without_kept_inputs_and_config_outputs_stand_in(eks_plan, monkeypatch):
     assert bucket.inputs == bucket.state == eks_plan.one("aws:s3/bucket:Bucket").state
 
 
-@pytest.mark.parametrize("stack", ["aks_plan", "eks_plan"])
-def test_the_real_stacks_pass(request, monkeypatch, stack):
+@pytest.fixture(scope="module")
+def aks_preview(aks_plan):
+    return real_preview(aks_plan)
+
+
+@pytest.fixture(scope="module")
+def eks_preview(eks_plan):
+    return real_preview(eks_plan)
+
+
+@pytest.mark.parametrize("stack", ["aks_preview", "eks_preview"])
+def test_the_real_stacks_pass_a_real_preview(request, monkeypatch, stack):
+    """Every check applies as in `elastic-lab plan` (the platform's on what the charts rendered),
+    save the withheld ones; nothing fails."""
     plan = request.getfixturevalue(stack)
+    assert remote_components(plan) and not any(r.inputs for r in remote_components(plan))
     report = analyze(plan, monkeypatch)
+    assert report.violations == []
+    applied = {r.name: r.applied for r in run_checks(plan)}
+    assert all(applied[name] for name in PLATFORM_CHECKS)
+    for name in check_names():
+        if name in WITHHELD:
+            assert report.not_applicable[name] == WITHHELD[name]
+        else:
+            assert (name in report.not_applicable) == (not applied[name]), name
+
+
+@pytest.mark.parametrize("stack", ["aks_plan", "eks_plan"])
+def test_charts_with_neither_inputs_nor_rendered_objects_are_not_applicable(request, monkeypatch, stack):
+    """A preview in which the charts rendered nothing: the platform's checks have nothing to go by."""
+    plan = request.getfixturevalue(stack)
+    report = analyze(plan, monkeypatch)  # the engine's view without the charts' children
     assert report.violations == []
     applied = {r.name: r.applied for r in run_checks(plan)}
     for name in check_names():
         if name in WITHHELD:
             assert report.not_applicable[name] == WITHHELD[name]
         elif name in PLATFORM_CHECKS and applied[name]:
-            assert "no inputs of remote components" in report.not_applicable[name], name
+            reason = report.not_applicable[name]
+            assert "neither the inputs nor a rendered object of" in reason, name
+            assert "kubernetes:helm.sh/v4:Chart 'platform-etcd'" in reason
         else:
             assert (name in report.not_applicable) == (not applied[name]), name
+
+
+def test_one_chart_that_rendered_nothing_withholds_the_platforms_checks(aks_preview, monkeypatch):
+    etcd = aks_preview.one("kubernetes:helm.sh/v4:Chart", "platform-etcd")
+    plan = copy.deepcopy(aks_preview)
+    plan.resources = [r for r in plan.resources if r.parent != etcd.urn]
+    report = analyze(plan, monkeypatch, PLATFORM_CHECKS)
+    assert report.violations == []
+    assert set(report.not_applicable) == PLATFORM_CHECKS
+    assert all(
+        reason.startswith("neither the inputs nor a rendered object of kubernetes:helm.sh/v4:Chart 'platform-etcd' ")
+        for reason in report.not_applicable.values()
+    )
 
 
 def test_the_platform_checks_run_where_the_charts_inputs_are_seen(aks_plan, monkeypatch):
@@ -348,3 +400,126 @@ def test_a_value_unknown_in_the_preview_is_advisory(broken_plan, monkeypatch):
         and "scaleSetEvictionPolicy='<unknown>'" in message
         for policy, _, message, _ in report.violations
     ), report.violations
+
+
+# --------------------------------------------------------------------------- broken platforms, real preview
+
+
+def _jobs_named_as_in_the_guardrail_tests(facts: PlatformFacts) -> list[tuple[str, dict[str, Any]]]:
+    """The sample jobs of the platform's check, named as tests/k8s's baseline names its jobs."""
+    specs = [JobSpec(name="job-etcd"), JobSpec(name="job-c10d", rdzv_backend=RdzvBackend.C10D)]
+    return [(f"sample job ({s.rdzv_backend.value})", chart_values(for_cluster(s, facts), facts)) for s in specs]
+
+
+def _break_the_sample_jobs(monkeypatch: pytest.MonkeyPatch, breakage: Any) -> None:
+    """A breakage of a job: the check renders its sample jobs from the platform's facts (no object
+    of the stack), so it is applied to the objects the guardrails get."""
+    monkeypatch.setattr(platform_checks, "sample_jobs", _jobs_named_as_in_the_guardrail_tests)
+    guardrails = platform_checks.run_guardrails
+
+    def run_broken(objects: list[dict[str, Any]], ctx: Any) -> Any:
+        breakage(objects)
+        return guardrails(objects, ctx)
+
+    monkeypatch.setattr(platform_checks, "run_guardrails", run_broken)
+
+
+def _one_run(message: str) -> str:
+    """`message` with a sample job's rendezvous id masked: each rendering of the job draws it anew."""
+    return re.sub(r"rdzvId='([a-z0-9-]+)-[0-9a-f]{8}'", r"rdzvId='\1-<run>'", message)
+
+
+def _in_full(f: Finding) -> str:
+    return f"{f.resource}: {f.property}={f.value!r}: expected {f.expected}"
+
+
+@pytest.mark.parametrize("name", PLATFORM_BROKEN)
+def test_a_broken_platform_fails_the_policy_of_its_guardrail_on_a_real_preview(aks_preview, monkeypatch, name):
+    case = PLATFORM_BROKEN[name]
+    check = f"guardrail:{case.guardrail}"
+    plan = copy.deepcopy(aks_preview)
+    if not break_stack(plan, case.breakage):
+        _break_the_sample_jobs(monkeypatch, case.breakage)
+    report = analyze(plan, monkeypatch, [check])
+    found = errors(findings_of(run_checks(plan, [check])))
+    assert found, f"{check} passes the broken plan"
+    assert report.not_applicable == {}
+    assert {(policy, level) for policy, level, *_ in report.violations} == {(check, MANDATORY)}
+    assert {_one_run(message) for message, _ in report.mandatory()} == {_one_run(str(f)) for f in found}
+    assert any(case.message in _in_full(f) for f in found), [_in_full(f) for f in found]
+
+
+def test_a_rendered_objects_violation_is_reported_on_its_urn(aks_preview, monkeypatch):
+    plan = copy.deepcopy(aks_preview)
+    assert break_stack(plan, PLATFORM_BROKEN["etcd/no-node-selector"].breakage)
+    deployment = plan.one("kubernetes:apps/v1:Deployment", "platform-etcd:training/etcd-rendezvous")
+    report = analyze(plan, monkeypatch, ["guardrail:etcd-not-on-spot"])
+    assert {urn for _, urn in report.mandatory()} == {deployment.urn}
+
+
+def _device_plugin(plan: Plan) -> dict[str, Any]:
+    name = "platform-nvidia-device-plugin:kube-system/platform-nvidia-device-plugin"
+    return plan.one("kubernetes:apps/v1:DaemonSet", name).inputs
+
+
+def _operator(plan: Plan) -> dict[str, Any]:
+    return plan.one("kubernetes:apps/v1:Deployment", "platform-training-operator:kubeflow/training-operator").inputs
+
+
+@pytest.mark.parametrize(
+    "check,breakage,prop,fragment",
+    [
+        pytest.param(
+            "platform:device-plugin",
+            lambda plan: _device_plugin(plan)["metadata"]["labels"].update(
+                {"helm.sh/chart": "nvidia-device-plugin-0.17.0"}
+            ),
+            "metadata.labels.helm.sh/chart",
+            "expected 'nvidia-device-plugin-0.20.0'",
+            id="device-plugin-chart-version",
+        ),
+        pytest.param(
+            "platform:device-plugin",
+            lambda plan: _device_plugin(plan)["spec"]["template"]["spec"]["containers"][0].update(
+                {"image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}
+            ),
+            "spec.template.spec.containers[nvidia-device-plugin-ctr].image",
+            "expected nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
+            id="device-plugin-image",
+        ),
+        pytest.param(
+            "platform:device-plugin",
+            lambda plan: _device_plugin(plan)["spec"]["template"]["spec"]["tolerations"].pop(),
+            "spec.template.spec.tolerations",
+            "expected a toleration of the GPU spot pool's taint kubernetes.azure.com/scalesetpriority=spot:NoSchedule",
+            id="device-plugin-spot-taint",
+        ),
+        pytest.param(
+            "platform:device-plugin",
+            lambda plan: _device_plugin(plan)["spec"]["template"]["spec"].pop("affinity"),
+            "spec.template.spec.affinity",
+            "expected required node affinity to the GPU pool",
+            id="device-plugin-affinity",
+        ),
+        pytest.param(
+            "platform:training-operator",
+            lambda plan: _operator(plan)["spec"]["template"]["spec"]["containers"][0].update(
+                {"image": "ghcr.io/kubeflow/training-v1/training-operator:latest"}
+            ),
+            "spec.template.spec.containers[training-operator].image",
+            "expected the image a v1.9.x standalone overlay pins",
+            id="operator-image",
+        ),
+    ],
+)
+def test_a_broken_remote_chart_fails_its_policy_on_a_real_preview(
+    aks_preview, monkeypatch, check, breakage, prop, fragment
+):
+    plan = copy.deepcopy(aks_preview)
+    breakage(plan)
+    report = analyze(plan, monkeypatch, [check])
+    [finding] = errors(findings_of(run_checks(plan, [check])))
+    assert (finding.property, report.not_applicable) == (prop, {})
+    [(message, urn)] = report.mandatory()
+    assert message == str(finding) and fragment in message
+    assert urn == _urns_by_label(plan)[finding.resource]
