@@ -230,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.fault_tolerance == "per-step":
         from lab import train_per_step
 
-        return train_per_step.run(args, notice)
+        demo = train_per_step.Demo(make_dataset, make_model, GlobalSampler, scaled_lr, set_lr)
+        return train_per_step.run(args, notice, demo)
 
     # torchrun's environment
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])

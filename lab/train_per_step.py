@@ -25,6 +25,8 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from http.server import ThreadingHTTPServer
 from typing import Any
@@ -99,13 +101,23 @@ def _quorum_id(manager: Any) -> int:
     return int(getattr(manager, "_quorum_id", -1))
 
 
-def run(args: Any, notice: Any) -> int:
+@dataclass(frozen=True)
+class Demo:
+    """What the training script trains, as lab.train defines it for both modes: the data,
+    the model, the sampler by global position and the learning rate's scaling."""
+
+    make_dataset: Callable[[int, int], tuple[torch.Tensor, torch.Tensor]]
+    make_model: Callable[[], nn.Module]
+    sampler: Callable[..., Any]  # (size, seed[, epoch, position]) -> a GlobalSampler
+    scaled_lr: Callable[[float, int, str], float]
+    set_lr: Callable[[torch.optim.Optimizer, float], None]
+
+
+def run(args: Any, notice: Any, demo: Demo) -> int:
     """Train `args.steps` committed steps in per-step mode (see the module's docstring).
-    `args` are lab.train's; `notice` its SpotNotice."""
+    `args` are lab.train's, `notice` its SpotNotice, `demo` what it trains."""
     from torchft import Manager
     from torchft.process_group import ProcessGroupGloo
-
-    from lab import train
 
     group_rank, group_world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -127,12 +139,12 @@ def run(args: Any, notice: Any) -> int:
         "start", world_size=group_world, restarts=restarts, backend=backend, device=str(device), replica=replica
     )
 
-    x_all, y_all = train.make_dataset(args.dataset_size, args.seed)
+    x_all, y_all = demo.make_dataset(args.dataset_size, args.seed)
     torch.manual_seed(args.seed)
-    net = train.make_model().to(device)
+    net = demo.make_model().to(device)
     optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
-    sampler = train.GlobalSampler(args.dataset_size, args.seed)
+    sampler = demo.sampler(args.dataset_size, args.seed)
 
     def user_state() -> dict[str, Any]:
         return {
@@ -146,7 +158,7 @@ def run(args: Any, notice: Any) -> int:
         nonlocal sampler
         net.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        sampler = train.GlobalSampler(args.dataset_size, args.seed, state["epoch"], state["position"])
+        sampler = demo.sampler(args.dataset_size, args.seed, state["epoch"], state["position"])
 
     # Resume from the newest durable checkpoint: a group with live peers is healed to their
     # step by the first quorum anyway; with none it goes on from here.
@@ -230,8 +242,8 @@ def run(args: Any, notice: Any) -> int:
         participants = manager.num_participants()
         replica_rank = manager.participating_rank()
         world = max(participants, 1) * group_world
-        lr = train.scaled_lr(args.lr, world, args.lr_scaling)
-        train.set_lr(optimizer, lr)
+        lr = demo.scaled_lr(args.lr, world, args.lr_scaling)
+        demo.set_lr(optimizer, lr)
         rank_in_step = (replica_rank or 0) * group_world + group_rank
         indices, covered = sampler.peek(args.batch_size, rank_in_step, world)
         if replica_rank is None:  # healing or spare: contributes nothing to this step

@@ -83,14 +83,18 @@ def eviction_figures(ev: Any, events: list[dict[str, Any]]) -> None:
     )
 
 
-def join_figures(j: Any, steps: list[dict[str, Any]]) -> None:
+def join_figures(j: Any, events: list[dict[str, Any]]) -> None:
     """Fill `j` (a report's Join): the new group's first committed step in a quorum, and the
     survivors' longest stall meanwhile."""
+    steps = [e for e in events if e["event"] == "step"]
     j.world_before = next((s["world_size"] for s in reversed(steps) if s["t"] <= j.t), None)
     first = next((s for s in steps if s["t"] > j.t and s.get("replica") == j.node and s.get("participating")), None)
     if first is None:
         return
     j.join_s = first["t"] - j.t
+    started = next((e for e in events if e["event"] == "start" and e.get("node") == j.node and e["t"] > j.t), None)
+    if started is not None and started["t"] <= first["t"]:
+        j.from_workers_s = first["t"] - started["t"]
     j.world_after = first["world_size"]
     j.lost_steps = 0
     others = committed([s for s in steps if j.t < s["t"] <= first["t"] and s.get("replica") != j.node])

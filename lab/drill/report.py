@@ -62,7 +62,10 @@ class Join:
     world_after: int | None = None
     join_s: float | None = None  # node started -> first step at the larger world size (per-step: with it in the quorum)
     lost_steps: int | None = None
-    stall_s: float | None = None  # per-step mode: the survivors' longest gap between steps meanwhile
+    stall_s: float | None = None  # the longest gap between steps from its start until it trained
+    # Per-step mode: its workers started (the Python, torch and the agent already up) -> its
+    # first committed step in a quorum: what joining costs beyond starting the processes.
+    from_workers_s: float | None = None
 
 
 @dataclass
@@ -168,6 +171,7 @@ class DrillReport:
                 f"  node {j.node} added at {j.t - self.t0:.1f} s: world {j.world_before} -> {j.world_after},"
                 f" joined in {js}, lost {j.lost_steps} step(s)"
                 + (f", survivors stalled at most {j.stall_s:.2f} s" if j.stall_s is not None else "")
+                + (f" (in a quorum {j.from_workers_s:.2f} s after its workers started)" if j.from_workers_s else "")
             )
         if self.loss_curve:
             first, last = self.loss_curve[0], self.loss_curve[-1]
@@ -210,7 +214,6 @@ def analyze(
     t0 = events[0]["t"] if events else 0.0
     steps = [e for e in events if e["event"] == "step"]
     per_step = per_step_report.is_per_step(events)
-    every_group_steps = steps
     if per_step:
         steps = per_step_report.committed(steps)
     emits = bool(steps) or any(e["event"] in ("start", "resume", "fresh") for e in events)
@@ -393,7 +396,7 @@ def analyze(
     first_step_t = steps[0]["t"] if steps else min((a.t for a in agent_events), default=float("inf"))
     for e in (e for e in events if e["event"] == "node_added" and e["t"] > first_step_t and per_step):
         j = Join(node=e["node"], t=e["t"])
-        per_step_report.join_figures(j, every_group_steps)
+        per_step_report.join_figures(j, events)
         report.joins.append(j)
     for e in (e for e in events if e["event"] == "node_added" and e["t"] > first_step_t and not per_step):
         j = Join(node=e["node"], t=e["t"], world_before=world_at(e["t"]))
@@ -403,6 +406,8 @@ def analyze(
             s = first_step_after(r["t"])
             if s and j.world_before is not None and s["world_size"] > j.world_before:
                 j.join_s, j.world_after = s["t"] - e["t"], s["world_size"]
+                times = [e["t"], *(x["t"] for x in steps if e["t"] < x["t"] < s["t"]), s["t"]]
+                j.stall_s = max(b - a for a, b in itertools.pairwise(times))
         if j.join_s is None:
             rdzv = next(
                 (
