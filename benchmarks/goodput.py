@@ -1,11 +1,14 @@
 """Goodput under a repeated eviction schedule: elastic (continue at the smaller world size,
-grow back when capacity returns) vs restart-everything (all nodes stopped at each eviction,
-the job restarted from its checkpoint once capacity is back). Same schedule, same model.
+grow back when capacity returns; every worker restarts at each change), per-step (TorchFT:
+the survivors train on, a returning node heals from them) and restart-everything (all nodes
+stopped at each eviction, the job restarted from its checkpoint once capacity is back).
+Same schedule, same model.
 
 Goodput = useful samples (those in the steps of the final model's history) per second of
 wall time from the first step to the end.
 
 Run: .venv/bin/python benchmarks/goodput.py [--evict-every 15] [--evictions 4] [--capacity-back 8]
+     [--modes elastic per-step restart-everything]
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from pathlib import Path
 from lab import events
 from lab.local import LocalCluster, LocalClusterError
 from lab.spec.job import JobSpec
+
+MODES = ("elastic", "per-step", "restart-everything")
 
 
 def useful_samples(evs: list[dict]) -> tuple[int, float]:
@@ -39,11 +44,12 @@ def evict_if_alive(cluster: LocalCluster, node) -> None:
 def drive(
     mode: str, workdir: Path, steps: int, evict_every: float, max_evictions: int, capacity_back: float, every: int
 ) -> dict:
-    elastic = mode == "elastic"
+    elastic = mode in ("elastic", "per-step")
     spec = JobSpec(
         name="goodput",
         min_nodes=2 if elastic else 3,
         max_nodes=3,
+        fault_tolerance="per-step" if mode == "per-step" else "elastic",
         checkpoint_dir=str(workdir / "ckpt"),
         checkpoint_every_steps=every,
         script_args=("--steps", str(steps), "--step-time", "0.05"),
@@ -95,10 +101,11 @@ def main() -> int:
         help="seconds until a replacement node is available after an eviction (default 8)",
     )
     p.add_argument("--checkpoint-every", type=int, default=50)
+    p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     args = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-goodput-"))
     results = {}
-    for mode in ("elastic", "restart-everything"):
+    for mode in args.modes:
         r = drive(
             mode, root / mode, args.steps, args.evict_every, args.evictions, args.capacity_back, args.checkpoint_every
         )
@@ -108,12 +115,14 @@ def main() -> int:
             f"= {r['goodput']:.0f} samples/s",
             flush=True,
         )
-    ratio = results["elastic"]["goodput"] / results["restart-everything"]["goodput"]
-    print(
-        f"goodput ratio elastic / restart-everything: {ratio:.2f} ({args.evictions} evictions, one every "
-        f"{args.evict_every:g} s, "
-        f"capacity back after {args.capacity_back:g} s, checkpoint every {args.checkpoint_every} steps)"
+    schedule = (
+        f"{args.evictions} evictions, one every {args.evict_every:g} s, capacity back after "
+        f"{args.capacity_back:g} s, checkpoint every {args.checkpoint_every} steps"
     )
+    if "restart-everything" in results:
+        base = results["restart-everything"]["goodput"]
+        for mode in (m for m in results if m != "restart-everything"):
+            print(f"goodput ratio {mode} / restart-everything: {results[mode]['goodput'] / base:.2f} ({schedule})")
     return 0
 
 
