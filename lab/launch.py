@@ -380,17 +380,26 @@ def record_agent_events(path: str) -> None:
     os.environ.setdefault("PET_EVENT_LOG_HANDLER", EVENT_LOG_HANDLER)
 
 
-def start_warm_workers() -> None:
-    """Start python entrypoints' workers from lab.warm's forkserver. The forkserver starts
-    now, importing torch while the agent's rendezvous runs; every worker start, first and
-    restarts alike, is then a fork of it."""
+def start_forkserver() -> None:
+    """Start lab.warm's forkserver now, before this agent imports torch: the two imports run
+    side by side (torch takes about a second to import, the agent needs it before its
+    rendezvous, the forkserver before the first worker)."""
     import multiprocessing
     from multiprocessing import forkserver
 
+    from lab.warm import PRELOAD
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    forkserver.ensure_running()
+
+
+def start_warm_workers() -> None:
+    """Start python entrypoints' workers from lab.warm's forkserver (started by
+    start_forkserver, or now): every worker start, first and restarts alike, is a fork of it."""
     from torch.distributed import run
     from torch.distributed.launcher.api import elastic_launch
 
-    from lab.warm import PRELOAD, run_script
+    from lab.warm import run_script
 
     def launch(config, entrypoint):  # type: ignore[no-untyped-def]
         if entrypoint != sys.executable:  # --no-python: a program of its own
@@ -398,12 +407,14 @@ def start_warm_workers() -> None:
         config.start_method = "forkserver"
         return elastic_launch(config=config, entrypoint=run_script)
 
-    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
-    forkserver.ensure_running()
+    start_forkserver()  # a no-op when it runs already
     run.elastic_launch = launch
 
 
 def main(argv: list[str] | None = None) -> int:
+    warm = os.environ.get(ENV_WARM_WORKERS, "1") != "0"
+    if warm:
+        start_forkserver()
     from torch.distributed import run
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError
@@ -411,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     install()
     if os.environ.get(ENV_AGENT_EVENTS):
         record_agent_events(os.environ[ENV_AGENT_EVENTS])
-    if os.environ.get(ENV_WARM_WORKERS, "1") != "0":
+    if warm:
         start_warm_workers()
     try:
         run.main(argv if argv is not None else sys.argv[1:])

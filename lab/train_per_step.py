@@ -223,7 +223,8 @@ def run(args: Any, notice: Any, demo: Demo) -> int:
     def leave_on_notice() -> None:
         """A spot notice: the peers carry the job on; the last group standing saves first."""
         assert notice.received_at is not None
-        if group_rank == 0 and manager.num_participants() <= 1:
+        # The quorum of the step in flight (asking the manager could wait on a quorum).
+        if group_rank == 0 and last_quorum_size[0] <= 1:
             save("notice")
         events.emit(
             "exit",
@@ -233,13 +234,14 @@ def run(args: Any, notice: Any, demo: Demo) -> int:
             replica=replica,
         )
 
+    last_quorum_size = [0]
     notice.on_notice = leave_on_notice
     params = list(net.parameters())
     quorum_seen = -1
     while manager.current_step() < args.steps:
         t0 = time.perf_counter()
         manager.start_quorum()
-        participants = manager.num_participants()
+        participants = last_quorum_size[0] = manager.num_participants()
         replica_rank = manager.participating_rank()
         world = max(participants, 1) * group_world
         lr = demo.scaled_lr(args.lr, world, args.lr_scaling)
@@ -267,12 +269,17 @@ def run(args: Any, notice: Any, demo: Demo) -> int:
                 logging.shutdown()
                 os._exit(1)
         manager.allreduce(flat, reduce_op=dist.ReduceOp.SUM).wait()
-        if manager.should_commit():
-            with notice.consistent:
+        # A notice saves either before this step's commit or after its update: should_commit
+        # moves the manager's step on, the update follows (the commit waits at most the
+        # collective timeout).
+        with notice.consistent:
+            committed = manager.should_commit()
+            if committed:
                 for p, g in zip(params, _unflatten_dense_tensors(flat, grads), strict=True):
                     p.grad = g
                 optimizer.step()
                 sampler.advance(covered)
+        if committed:
             step = manager.current_step()
             if group_rank == 0:
                 quorum = _quorum_id(manager)
