@@ -173,8 +173,9 @@ def run(args: Any, notice: Any, demo: Demo) -> int:
         start_step = loaded.state["step"]
         events.emit("checkpoint_loaded", step=start_step, seconds=round(loaded.seconds, 4), path=loaded.path.name)
 
+    cross_group = ProcessGroupGloo(timeout=collective_timeout)
     manager = Manager(
-        pg=ProcessGroupGloo(timeout=collective_timeout),
+        pg=cross_group,
         load_state_dict=load_user_state,
         state_dict=user_state,
         min_replica_size=int(os.environ.get(ENV_MIN_REPLICAS, "1")),
@@ -269,6 +270,11 @@ def run(args: Any, notice: Any, demo: Demo) -> int:
                 logging.shutdown()
                 os._exit(1)
         manager.allreduce(flat, reduce_op=dist.ReduceOp.SUM).wait()
+        if manager.errored() is not None:
+            # A peer is gone: close this step's connections at once. Gloo's ring fails only
+            # the dead peer's neighbours; the others would wait out the collective timeout
+            # for data that this group no longer sends. The next quorum connects anew.
+            cross_group.abort()
         # A notice saves either before this step's commit or after its update: should_commit
         # moves the manager's step on, the update follows (the commit waits at most the
         # collective timeout).
