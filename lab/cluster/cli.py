@@ -3,9 +3,11 @@
 
 A job is rendered from a JobSpec (the same flags as the local drill) and the stack's
 platform, checked (Kubernetes schema, PyTorchJob CRD v1.9.4, guardrails, sizing against the
-stack's pools), and created through the kubeflow-training SDK. The cluster is reached with
---kubeconfig, else the stack's kubeconfig (the byo stack's file, or the Pulumi stack output
-of a cloud stack), else $KUBECONFIG; --context picks a context.
+stack's pools), and created through the kubeflow-training SDK; the objects rendered with it
+(a c10d store, or the lighthouse of a `--fault-tolerance per-step` job) first, through the
+kubernetes client. The cluster is reached with --kubeconfig, else the stack's kubeconfig
+(the byo stack's file, or the Pulumi stack output of a cloud stack), else $KUBECONFIG;
+--context picks a context.
 
 Only argparse and the job vocabulary are imported here; each command imports the clients
 when it runs.
@@ -55,7 +57,7 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "submit",
-        help="render the elastic PyTorchJob for a stack and create it on its cluster",
+        help="render the PyTorchJob (elastic or per-step) for a stack and create it on its cluster",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -161,7 +163,12 @@ def submit_main(args: argparse.Namespace) -> int:
             return 0
         with connected(args, target) as (cluster, namespace):
             created = jobs.submit(cluster, objects, namespace, replace=args.replace)
-        print(f"created {', '.join(created)} in namespace {namespace} (rdzvId {cluster_spec.rdzv_id})")
+        which = (
+            "lighthouse " + cluster_spec.lighthouse_endpoint
+            if cluster_spec.per_step_mode
+            else "rdzvId " + cluster_spec.rdzv_id
+        )
+        print(f"created {', '.join(created)} in namespace {namespace} ({which})")
         print(job_notes(cluster_spec, target, sizing).replace("<stack>", args.stack))
         return 0
 

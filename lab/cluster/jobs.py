@@ -3,8 +3,9 @@
 The PyTorchJob goes through the kubeflow-training SDK (`TrainingClient`, the operator's own
 client): the rendered object is turned into the SDK's `KubeflowOrgV1PyTorchJob` and back, and
 refused if that round trip would drop or change anything (a field the SDK does not know would
-otherwise vanish silently). The other objects a job renders (a c10d store's Deployment and
-Service) and everything about pods, their logs and nodes go through the `kubernetes` client.
+otherwise vanish silently). The other objects a job renders (a c10d store's or a per-step
+job's lighthouse's Deployment, Service, PodDisruptionBudget and NetworkPolicy) and everything
+about pods, their logs and nodes go through the `kubernetes` client.
 Refusals come back as `JobError` with the server's reason, not as matched text.
 """
 
@@ -21,8 +22,9 @@ from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 
 from lab.cluster.kube import Cluster, ClusterError, api_error
-from lab.spec.job import ENV_CHECKPOINT_EVERY
+from lab.spec.job import ENV_CHECKPOINT_EVERY, FaultTolerance
 from lab.spec.names import PROJECT
+from lab.spec.per_step import ENV_MIN_REPLICAS
 
 # Labels the training operator puts on a job's pods.
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
@@ -153,7 +155,7 @@ def _create_job(cluster: Cluster, model: Any, name: str, namespace: str) -> None
         raise (api_error(cause, f"creating PyTorchJob {namespace}/{name}") if cause else JobError(str(exc))) from None
 
 
-# The kinds a job renders beside its PyTorchJob (a c10d store), with the client API that
+# The kinds a job renders beside its PyTorchJob (a c10d store, a lighthouse), with the client API that
 # manages each and the suffix of its `*_namespaced_<suffix>` methods.
 _SIDE_KINDS = {
     "Deployment": (client.AppsV1Api, "deployment"),
@@ -223,6 +225,7 @@ class JobStatus:
     max_replicas: int | None
     max_restarts: int | None
     pods: list[PodState] = field(default_factory=list)
+    fault_tolerance: str = FaultTolerance.ELASTIC.value
 
     @property
     def state(self) -> str:
@@ -240,7 +243,8 @@ class JobStatus:
     def lines(self) -> list[str]:
         out = [
             f"job {self.namespace}/{self.name}: {self.state}; "
-            f"workers running {self.running_workers} (elastic {self.min_replicas}..{self.max_replicas}), "
+            f"workers running {self.running_workers} "
+            f"({self.fault_tolerance} {self.min_replicas}..{self.max_replicas}), "
             f"container restarts {self.restarts} (job allows {self.max_restarts})"
         ]
         out += [f"  condition {t}: {r} {m}".rstrip() for t, r, m in self.conditions]
@@ -277,11 +281,37 @@ def pod_state(pod: Any) -> PodState:
     )
 
 
+def _limits(job: Mapping[str, Any]) -> tuple[str, int | None, int | None, int | None]:
+    """(fault tolerance, min and max nodes, restarts allowed per agent) of a PyTorchJob."""
+    spec = job.get("spec") or {}
+    policy = spec.get("elasticPolicy")
+    if policy is not None:
+        return (
+            FaultTolerance.ELASTIC.value,
+            policy.get("minReplicas"),
+            policy.get("maxReplicas"),
+            policy.get("maxRestarts"),
+        )
+    # A per-step job (no elasticPolicy): the quorum's minimum is in its workers' environment, its
+    # groups are the Worker replicas, and each group's torchrun has its budget on its command line.
+    worker = (spec.get("pytorchReplicaSpecs") or {}).get("Worker") or {}
+    minimum = restarts = None
+    for container in ((worker.get("template") or {}).get("spec") or {}).get("containers") or []:
+        for item in container.get("env") or []:
+            if item.get("name") == ENV_MIN_REPLICAS and str(item.get("value", "")).isdigit():
+                minimum = int(item["value"])
+        for arg in container.get("args") or []:
+            flag, _, value = str(arg).partition("=")
+            if flag == "--max-restarts" and value.isdigit():
+                restarts = int(value)
+    return FaultTolerance.PER_STEP.value, minimum, worker.get("replicas"), restarts
+
+
 def status(cluster: Cluster, name: str, namespace: str) -> JobStatus:
     job = read_job(cluster, name, namespace)
     if job is None:
         raise JobError(f"no PyTorchJob {namespace}/{name}")
-    policy = (job.get("spec") or {}).get("elasticPolicy") or {}
+    fault_tolerance, minimum, maximum, restarts = _limits(job)
     conditions = [
         (c.get("type", "?"), c.get("reason", ""), c.get("message", ""))
         for c in ((job.get("status") or {}).get("conditions") or [])
@@ -291,10 +321,11 @@ def status(cluster: Cluster, name: str, namespace: str) -> JobStatus:
         name=name,
         namespace=namespace,
         conditions=conditions,
-        min_replicas=policy.get("minReplicas"),
-        max_replicas=policy.get("maxReplicas"),
-        max_restarts=policy.get("maxRestarts"),
+        min_replicas=minimum,
+        max_replicas=maximum,
+        max_restarts=restarts,
         pods=[pod_state(p) for p in job_pods(cluster, name, namespace)],
+        fault_tolerance=fault_tolerance,
     )
 
 

@@ -4,7 +4,9 @@ The JobSpec (lab/spec/job.py) is the one definition of the job's launch paramete
 module adds what only the cluster knows (the platform's facts: the etcd Service, the
 checkpoint claim, priorities, pools) and writes the chart's values. The chart turns them
 back into `elasticPolicy`, `spec.nprocPerNode` and the container environment; tests render
-the chart and compare with `JobSpec.elastic_policy()`, `pet_env()` and `worker_env()`.
+the chart and compare with `JobSpec.elastic_policy()`, `pet_env()` and `worker_env()`. A
+per-step job (JobSpec.fault_tolerance) has no elasticPolicy: its workers' torchrun flags are
+`JobSpec.group_torchrun_args()`, and the chart adds the job's TorchFT lighthouse.
 """
 
 from __future__ import annotations
@@ -15,18 +17,49 @@ from typing import Any
 from components.charts import chart_default, exactly
 from lab.spec.job import POD_FIELD_ENV, JobSpec, RdzvBackend
 from lab.spec.layout import JOB_CHART
+from lab.spec.per_step import (
+    CHECKPOINT_PORT,
+    ENV_ADVERTISE,
+    ENV_CHECKPOINT_PORT,
+    ENV_MANAGER_PORT,
+    ENV_REPLICA_GROUP,
+    LIGHTHOUSE_PORT,
+    MANAGER_PORT,
+)
 from lab.spec.platform_facts import C10D_STORE_PORT, PlatformFacts
+
+# A per-step worker pod is one replica group: named after the pod (TorchFT adds a fresh uuid,
+# so a recreated pod of the same name is a new group), reached by its peers at the pod's IP.
+PER_STEP_POD_FIELD_ENV = {ENV_REPLICA_GROUP: "metadata.name", ENV_ADVERTISE: "status.podIP"}
+# The group's servers at fixed ports, declared on the container: (port name, port, variable).
+GROUP_PORTS = (("ft-manager", MANAGER_PORT, ENV_MANAGER_PORT), ("ft-weights", CHECKPOINT_PORT, ENV_CHECKPOINT_PORT))
+# The lighthouse listens on every address of its pod (IPv4 and IPv6), at the Service's port.
+LIGHTHOUSE_BIND_HOST = "[::]"
 
 
 def for_cluster(spec: JobSpec, facts: PlatformFacts) -> JobSpec:
     """The spec as it runs on the platform: rendezvous at the etcd Service (etcd-v2) or
-    at the job's own c10d store Service, never at a worker; checkpoint writes as the
-    checkpoint storage needs them."""
+    at the job's own c10d store Service, never at a worker, and in per-step mode the quorum
+    at the job's own lighthouse Service; checkpoint writes as the checkpoint storage needs
+    them."""
     if spec.rdzv_backend is RdzvBackend.ETCD_V2:
         endpoint = f"{facts.etcd_host}:{facts.etcd_port}"
     else:
         endpoint = f"{facts.store_host(spec.name)}:{C10D_STORE_PORT}"
-    return spec.replace(rdzv_endpoint=endpoint, checkpoint_writes=facts.checkpoint_writes)
+    return spec.replace(
+        rdzv_endpoint=endpoint,
+        lighthouse_endpoint=f"{facts.lighthouse_host(spec.name)}:{LIGHTHOUSE_PORT}",
+        checkpoint_writes=facts.checkpoint_writes,
+    )
+
+
+def pod_field_env(spec: JobSpec) -> dict[str, str]:
+    """Variables the worker container reads from its own pod (name -> fieldPath)."""
+    return {**POD_FIELD_ENV, **(PER_STEP_POD_FIELD_ENV if spec.per_step_mode else {})}
+
+
+def lighthouse_port(spec: JobSpec) -> int:
+    return int(spec.lighthouse_endpoint.rpartition(":")[2])
 
 
 def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str = "IfNotPresent") -> dict[str, Any]:
@@ -37,6 +70,10 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
         "imagePullPolicy": image_pull_policy,
         "launcher": spec.launcher(),
         "entrypoint": spec.entrypoint(),
+        "faultTolerance": spec.fault_tolerance.value,
+        # Elastic workers get torchrun's settings as PET_* from the operator; per-step ones run
+        # torchrun alone, with explicit flags.
+        "torchrunArgs": spec.group_torchrun_args() if spec.per_step_mode else [],
         "minNodes": spec.min_nodes,
         "maxNodes": spec.max_nodes,
         "replicas": None,
@@ -47,7 +84,8 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
         # The container's environment, defined once (JobSpec.worker_env); the chart renders
         # it as given. `exactly`: no default variable survives that the spec does not set.
         "jobEnv": exactly(spec.worker_env(), chart_default(JOB_CHART, "jobEnv")),
-        "podFieldEnv": exactly(POD_FIELD_ENV, chart_default(JOB_CHART, "podFieldEnv")),
+        "podFieldEnv": exactly(pod_field_env(spec), chart_default(JOB_CHART, "podFieldEnv")),
+        "groupPorts": [{"name": name, "port": port, "env": env} for name, port, env in GROUP_PORTS],
         "rdzv": {
             "backend": spec.rdzv_backend.value,
             "host": spec.rdzv_host,
@@ -73,6 +111,15 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
             "tolerations": facts.pools.cpu_tolerations(),
             "priorityClassName": facts.preserved_priority_class,
         },
+        "lighthouse": {
+            "port": lighthouse_port(spec),
+            "args": spec.per_step.lighthouse_args(
+                spec.min_nodes, bind=f"{LIGHTHOUSE_BIND_HOST}:{lighthouse_port(spec)}"
+            ),
+            "nodeSelector": exactly(facts.pools.cpu_labels, chart_default(JOB_CHART, "lighthouse", "nodeSelector")),
+            "tolerations": facts.pools.cpu_tolerations(),
+            "priorityClassName": facts.preserved_priority_class,
+        },
     }
 
 
@@ -85,18 +132,26 @@ def values_for(spec: JobSpec, facts: PlatformFacts) -> tuple[JobSpec, dict[str, 
 # ------------------------------------------------------------------ reading a job back
 def operator_pet_env(job: Mapping[str, Any]) -> dict[str, str]:
     """The PET_* environment the training operator (v1.9.4) gives each worker of a
-    rendered PyTorchJob, plus the PET_* the job sets itself: what torchrun reads."""
+    rendered PyTorchJob, plus the PET_* the job sets itself: what torchrun reads (unless its
+    command line says otherwise). Without an elasticPolicy (and without a Master) the
+    operator sets only the node count, the Worker replicas, and the processes per node."""
     spec = job["spec"]
-    policy = spec["elasticPolicy"]
-    env = {
-        "PET_NNODES": f"{policy['minReplicas']}:{policy['maxReplicas']}",
-        "PET_NPROC_PER_NODE": str(spec["nprocPerNode"]),
-        "PET_RDZV_BACKEND": policy["rdzvBackend"],
-        "PET_RDZV_ENDPOINT": f"{policy['rdzvHost']}:{policy['rdzvPort']}",
-        "PET_RDZV_ID": policy["rdzvId"],
-        "PET_RDZV_CONF": ",".join(f"{c['key']}={c['value']}" for c in policy.get("rdzvConf") or []),
-        "PET_MAX_RESTARTS": str(policy["maxRestarts"]),
-    }
+    policy = spec.get("elasticPolicy")
+    if policy is None:
+        env = {
+            "PET_NNODES": str(spec["pytorchReplicaSpecs"]["Worker"]["replicas"]),
+            "PET_NPROC_PER_NODE": str(spec["nprocPerNode"]),
+        }
+    else:
+        env = {
+            "PET_NNODES": f"{policy['minReplicas']}:{policy['maxReplicas']}",
+            "PET_NPROC_PER_NODE": str(spec["nprocPerNode"]),
+            "PET_RDZV_BACKEND": policy["rdzvBackend"],
+            "PET_RDZV_ENDPOINT": f"{policy['rdzvHost']}:{policy['rdzvPort']}",
+            "PET_RDZV_ID": policy["rdzvId"],
+            "PET_RDZV_CONF": ",".join(f"{c['key']}={c['value']}" for c in policy.get("rdzvConf") or []),
+            "PET_MAX_RESTARTS": str(policy["maxRestarts"]),
+        }
     for item in worker_container(job).get("env", []):
         if item["name"].startswith("PET_"):
             env[item["name"]] = item["value"]
@@ -110,3 +165,12 @@ def worker_container(job: Mapping[str, Any]) -> dict[str, Any]:
 
 def container_env(container: Mapping[str, Any]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+
+def container_field_env(container: Mapping[str, Any]) -> dict[str, str]:
+    """The container's variables read from its pod's fields: name -> fieldPath."""
+    return {
+        e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+        for e in container.get("env", [])
+        if "fieldRef" in (e.get("valueFrom") or {})
+    }

@@ -7,9 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.platform.values import OPERATOR_LABELS
+from lab.spec.job import FaultTolerance
+from lab.spec.per_step import ENV_FAULT_TOLERANCE
 
 ETCD_NAME_LABEL = ("app.kubernetes.io/name", "etcd-rendezvous")
 STORE_ROLE_LABEL = ("elastic-spot-lab/role", "rdzv-store")
+LIGHTHOUSE_ROLE_LABEL = ("elastic-spot-lab/role", "lighthouse")
 NOTICE_HANDLER_LABEL = ("app.kubernetes.io/name", "spot-notice-handler")
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Pod")
 
@@ -44,13 +47,10 @@ def has_label(labels: Mapping[str, str], pair: tuple[str, str]) -> bool:
 
 
 def rendezvous_workloads(objects: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """etcd and c10d store workloads: the rendezvous servers."""
-    return [
-        o
-        for o in objects
-        if o.get("kind") in WORKLOAD_KINDS
-        and (has_label(pod_labels(o), ETCD_NAME_LABEL) or has_label(pod_labels(o), STORE_ROLE_LABEL))
-    ]
+    """etcd, c10d store and lighthouse workloads: the rendezvous servers (a per-step job's
+    lighthouse forms its quorum at every step)."""
+    roles = (ETCD_NAME_LABEL, STORE_ROLE_LABEL, LIGHTHOUSE_ROLE_LABEL)
+    return [o for o in objects if o.get("kind") in WORKLOAD_KINDS and any(has_label(pod_labels(o), r) for r in roles)]
 
 
 def etcd_workloads(objects: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -82,6 +82,25 @@ def pytorchjobs(objects: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 def worker_pod_specs(job: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     replicas = ((job.get("spec") or {}).get("pytorchReplicaSpecs")) or {}
     return [(rtype, (((r or {}).get("template") or {}).get("spec")) or {}) for rtype, r in replicas.items()]
+
+
+def training_containers(job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(replica type, container) of each replica's `pytorch` container (the operator's)."""
+    return [
+        (rtype, c)
+        for rtype, spec in worker_pod_specs(job)
+        for c in spec.get("containers") or []
+        if c.get("name") == "pytorch"
+    ]
+
+
+def is_per_step(job: Mapping[str, Any]) -> bool:
+    """A per-step (TorchFT) job: its training containers say so in their environment."""
+    return any(
+        e.get("name") == ENV_FAULT_TOLERANCE and e.get("value") == FaultTolerance.PER_STEP.value
+        for _, c in training_containers(job)
+        for e in c.get("env") or []
+    )
 
 
 def containers(pod_spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:

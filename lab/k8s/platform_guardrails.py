@@ -12,13 +12,17 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from lab.k8s.job_values import PER_STEP_POD_FIELD_ENV
 from lab.k8s.objects import (
     ETCD_NAME_LABEL,
+    LIGHTHOUSE_ROLE_LABEL,
     STORE_ROLE_LABEL,
     containers,
     etcd_workloads,
     has_label,
+    is_per_step,
     notice_handler_workloads,
     object_id,
     operator_workloads,
@@ -26,11 +30,13 @@ from lab.k8s.objects import (
     priority_values,
     pytorchjobs,
     rendezvous_workloads,
+    training_containers,
     worker_pod_specs,
 )
 from lab.k8s.placement import may_select, pins_to, tolerates
 from lab.spec.job import ENV_CHECKPOINT_DIR
-from lab.spec.platform_facts import PlatformFacts, store_name
+from lab.spec.per_step import ENV_LIGHTHOUSE
+from lab.spec.platform_facts import PlatformFacts, lighthouse_name, store_name
 
 NODE_LIFECYCLE_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 MAX_NOT_READY_TOLERATION_S = 60
@@ -131,9 +137,9 @@ def _on_cpu_pool(obj: Mapping[str, Any], ctx: GuardrailContext) -> list[Violatio
 
 
 def etcd_not_on_spot(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
-    """Rendezvous servers (etcd, c10d stores) run on the on-demand CPU pool: pinned to its
-    labels, never selecting spot labels, tolerating the CPU pool's taints and no taint of the
-    GPU spot pool, with the preserved priority."""
+    """Rendezvous servers (etcd, c10d stores, lighthouses) run on the on-demand CPU pool: pinned
+    to its labels, never selecting spot labels, tolerating the CPU pool's taints and no taint of
+    the GPU spot pool, with the preserved priority."""
     out = []
     if ctx.expect_platform and not etcd_workloads(objects):
         out.append(
@@ -166,9 +172,10 @@ def operator_on_cpu_pool(objects: Objects, ctx: GuardrailContext) -> list[Violat
 
 
 def infra_not_preemptible_by_inference(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
-    """Nothing that hosts the rendezvous (etcd, c10d stores) or the training operator can be
-    preempted by inference: the preserved PriorityClass is >= the inference one, and each of
-    those pods runs at a priority >= inference (a pod preempts only lower priorities)."""
+    """Nothing that hosts the rendezvous (etcd, c10d stores, lighthouses) or the training
+    operator can be preempted by inference: the preserved PriorityClass is >= the inference
+    one, and each of those pods runs at a priority >= inference (a pod preempts only lower
+    priorities)."""
     values = priority_values(objects)
     inference = values.get(ctx.inference_priority_class)
     out = []
@@ -263,9 +270,70 @@ def _host_forms(service: str, namespace: str, domain: str, job_namespace: str) -
     return forms
 
 
+def _per_step_wiring(
+    job: Mapping[str, Any], services: Mapping[tuple[str, str], Any], f: PlatformFacts
+) -> list[Violation]:
+    """A per-step job has no elasticPolicy; its workers ask the job's own lighthouse Service
+    for their quorum, name their replica group after their pod and advertise their pod's IP."""
+    meta = job.get("metadata") or {}
+    name, ns = meta.get("name", ""), meta.get("namespace", f.namespace)
+    where = object_id(job)
+    out = []
+    policy = (job.get("spec") or {}).get("elasticPolicy")
+    if policy is not None:
+        out.append(
+            Violation(
+                where,
+                "elasticPolicy",
+                policy,
+                "none in per-step mode (the operator would hand its PET_RDZV_* to each group's torchrun, "
+                "and --standalone keeps PET_RDZV_CONF)",
+            )
+        )
+    lighthouse = lighthouse_name(name)
+    url = f"http://{lighthouse}.{ns}.svc.{f.cluster_domain}:<port>"
+    svc = services.get((ns, lighthouse))
+    ports: list[Any] = []
+    if svc is None:
+        out.append(
+            Violation(where, "lighthouse", f"{ns}/{lighthouse}", "the lighthouse's Service rendered with the job")
+        )
+    else:
+        selector = dict((svc.get("spec") or {}).get("selector") or {})
+        if not has_label(selector, LIGHTHOUSE_ROLE_LABEL):
+            out.append(Violation(object_id(svc), "spec.selector", selector, "the lighthouse pod"))
+        ports = [p.get("port") for p in (svc.get("spec") or {}).get("ports") or []]
+    for rtype, container in training_containers(job):
+        at = f"{where} {rtype}"
+        env = {e.get("name"): e for e in container.get("env") or []}
+        value = (env.get(ENV_LIGHTHOUSE) or {}).get("value")
+        parts = urlsplit(value or "")
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if parts.scheme != "http" or parts.hostname not in _host_forms(lighthouse, ns, f.cluster_domain, ns):
+            out.append(Violation(at, f"env.{ENV_LIGHTHOUSE}", value, f"the job's lighthouse Service {url}"))
+        elif svc is not None and port not in ports:
+            out.append(Violation(at, f"env.{ENV_LIGHTHOUSE}", value, f"a port of {object_id(svc)}: {ports}"))
+        for var, path in PER_STEP_POD_FIELD_ENV.items():
+            got = (((env.get(var) or {}).get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+            if got != path:
+                out.append(
+                    Violation(
+                        at,
+                        f"env.{var}",
+                        got or (env.get(var) or {}).get("value"),
+                        f"the pod's own {path} (one replica group per pod, reached at its pod's address)",
+                    )
+                )
+    return out
+
+
 def rdzv_host_is_etcd_service(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
     """A job's rendezvous host is the platform's etcd Service (etcd-v2), or, for c10d, the
-    job's own store Service; never a worker; with a unique rdzvId."""
+    job's own store Service; never a worker; with a unique rdzvId. A per-step job has no
+    elasticPolicy: its workers reach the job's own lighthouse Service, as their own groups."""
     f = ctx.facts
     out = []
     services = {
@@ -292,6 +360,9 @@ def rdzv_host_is_etcd_service(objects: Objects, ctx: GuardrailContext) -> list[V
             )
         )
     for job in pytorchjobs(objects):
+        if is_per_step(job):
+            out += _per_step_wiring(job, services, f)
+            continue
         meta = job.get("metadata") or {}
         name, ns = meta.get("name", ""), meta.get("namespace", f.namespace)
         policy = (job.get("spec") or {}).get("elasticPolicy") or {}
@@ -557,9 +628,9 @@ def _blocks_evictions(pdb: Mapping[str, Any], replicas: int) -> bool:
 
 
 def rendezvous_not_evictable(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
-    """Nothing evicts a rendezvous server (etcd, a c10d store) on its own: a PodDisruptionBudget
-    refuses voluntary evictions (drains, upgrades) and the cluster autoscaler is told not to
-    move it to empty a node (`safe-to-evict: "false"`)."""
+    """Nothing evicts a rendezvous server (etcd, a c10d store, a lighthouse) on its own: a
+    PodDisruptionBudget refuses voluntary evictions (drains, upgrades) and the cluster
+    autoscaler is told not to move it to empty a node (`safe-to-evict: "false"`)."""
     out = []
     budgets = [o for o in objects if o.get("kind") == "PodDisruptionBudget"]
     for obj in rendezvous_workloads(objects):

@@ -59,7 +59,7 @@ from lab.k8s.schemas import (
 )
 from lab.plan.findings import Check, CheckSuite, Finding
 from lab.plan.recording import Plan, RecordedResource
-from lab.spec.job import JobSpec, RdzvBackend
+from lab.spec.job import FaultTolerance, JobSpec, RdzvBackend
 from lab.spec.layout import JOB_CHART, ROOT
 from lab.spec.names import PLATFORM_TYPE
 from lab.spec.platform_facts import PlatformFacts
@@ -124,11 +124,13 @@ def _local_chart(chart: str) -> Path | None:
 
 def sample_jobs(facts: PlatformFacts) -> list[tuple[str, dict[str, Any]]]:
     """(label, chart values) of representative jobs on this platform: the default JobSpec
-    with each rendezvous backend."""
+    with each rendezvous backend, and in per-step mode (its lighthouse)."""
     out = []
     for backend in (RdzvBackend.ETCD_V2, RdzvBackend.C10D):
         spec = for_cluster(JobSpec(name=f"sample-{backend.value.replace('-', '')}", rdzv_backend=backend), facts)
         out.append((f"sample job ({backend.value})", chart_values(spec, facts)))
+    spec = for_cluster(JobSpec(name="sample-perstep", fault_tolerance=FaultTolerance.PER_STEP), facts)
+    out.append(("sample job (per-step)", chart_values(spec, facts)))
     return out
 
 

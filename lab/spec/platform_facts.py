@@ -35,6 +35,11 @@ def store_name(job_name: str) -> str:
     return f"{job_name}-rdzv-store"
 
 
+def lighthouse_name(job_name: str) -> str:
+    """Service of a per-step job's own TorchFT lighthouse (charts/elastic-pytorchjob/templates/lighthouse.yaml)."""
+    return f"{job_name}-lighthouse"
+
+
 @dataclass(frozen=True)
 class PlatformFacts:
     """Names, placement and timings of one training platform, as its jobs see them."""
@@ -61,6 +66,9 @@ class PlatformFacts:
 
     def store_host(self, job_name: str) -> str:
         return service_host(store_name(job_name), self.namespace, self.cluster_domain)
+
+    def lighthouse_host(self, job_name: str) -> str:
+        return service_host(lighthouse_name(job_name), self.namespace, self.cluster_domain)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data: the platform's `jobFacts` output."""

@@ -215,10 +215,20 @@ def kubeconfig_for(target: StackTarget, explicit: str | None) -> Iterator[str]:
         Path(name).unlink(missing_ok=True)
 
 
+def rendezvous_summary(spec: JobSpec) -> str:
+    """Where the job's nodes meet: the rendezvous (elastic) or the lighthouse (per-step)."""
+    if spec.per_step_mode:
+        return (
+            f"per-step (TorchFT): lighthouse at {spec.lighthouse_endpoint}, quorum of at least {spec.min_nodes} "
+            f"of up to {spec.max_nodes} replica groups"
+        )
+    return f"rendezvous {spec.rdzv_backend.value} at {spec.rdzv_endpoint}, id {spec.rdzv_id}, nodes {spec.nnodes}"
+
+
 def manifest_text(spec: JobSpec, target: StackTarget, objects: list[Mapping[str, Any]]) -> str:
     header = (
         f"# elastic-lab submit --stack {target.stack}: job {spec.name} on {target.cloud}, "
         f"namespace {target.facts.namespace}\n"
-        f"# rendezvous {spec.rdzv_backend.value} at {spec.rdzv_endpoint}, id {spec.rdzv_id}, nodes {spec.nnodes}\n"
+        f"# {rendezvous_summary(spec)}\n"
     )
     return header + "---\n" + to_yaml([dict(o) for o in objects])

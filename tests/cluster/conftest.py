@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lab.cluster.kube import connect
-from lab.spec.job import JobSpec, RdzvBackend
+from lab.spec.job import FaultTolerance, JobSpec, RdzvBackend
 from lab.submit.core import render_job, stack_target
 
 from .fake_kube import FakeKube
@@ -26,6 +26,13 @@ def rendered(byo_target):
 def rendered_c10d(byo_target):
     """The same job with a c10d store: a Deployment and a Service beside the PyTorchJob."""
     return render_job(JobSpec(name="demo", rdzv_backend=RdzvBackend.C10D), byo_target)
+
+
+@pytest.fixture(scope="session")
+def rendered_per_step(byo_target):
+    """The same job in per-step mode: its lighthouse's Deployment, budget, Service and
+    NetworkPolicy beside the PyTorchJob."""
+    return render_job(JobSpec(name="demo", fault_tolerance=FaultTolerance.PER_STEP), byo_target)
 
 
 @pytest.fixture

@@ -39,6 +39,65 @@ def test_submit_creates_then_refuses_then_replaces(kube, kubeconfig, capsys):
     assert code == 0, err
 
 
+def test_submit_a_per_step_job_creates_its_lighthouse(kube, kubeconfig, capsys):
+    base = ("submit", "--stack", "byo", "--kubeconfig", kubeconfig, "--name", "demo", "--fault-tolerance", "per-step")
+    code, out, err = _run(capsys, *base)
+    assert code == 0, err
+    assert (
+        "created Deployment/demo-lighthouse, PodDisruptionBudget/demo-lighthouse, Service/demo-lighthouse, "
+        "NetworkPolicy/demo-lighthouse, PyTorchJob/demo in namespace training "
+        "(lighthouse demo-lighthouse.training.svc.cluster.local:29510)"
+    ) in out
+    assert "Per-step PyTorchJob demo in namespace training: 2 to 3 replica groups" in out  # NOTES.txt
+    job = kube.get("PyTorchJob", "demo", "training")
+    assert "elasticPolicy" not in job["spec"]
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["args"][0] == "--standalone"
+    lighthouse = kube.get("Deployment", "demo-lighthouse", "training")
+    assert lighthouse["spec"]["template"]["spec"]["containers"][0]["command"] == ["torchft_lighthouse"]
+    assert kube.get("Deployment", "demo-rdzv-store", "training") is None
+    conn = ("--stack", "byo", "--kubeconfig", kubeconfig)
+    code, out, _ = _run(capsys, "status", *conn, "--job", "demo")
+    assert code == 0 and "(per-step 2..3)" in out
+    code, out, _ = _run(capsys, "delete", *conn, "--job", "demo")
+    assert code == 0 and "Deployment/demo-lighthouse" in out
+    assert kube.get("Deployment", "demo-lighthouse", "training") is None
+
+
+def test_submit_dry_run_shows_the_per_step_job(capsys):
+    code, out, err = _run(
+        capsys,
+        "submit",
+        "--stack",
+        "aks-dev",
+        "--dry-run",
+        "--name",
+        "ft",
+        "--fault-tolerance",
+        "per-step",
+        "--min-nodes",
+        "1",
+        "--backend",
+        "c10d",
+    )
+    assert code == 0, err
+    assert (
+        "# per-step (TorchFT): lighthouse at ft-lighthouse.training.svc.cluster.local:29510, quorum of at least 1 "
+        "of up to 3 replica groups"
+    ) in out
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in docs) == [
+        ("Deployment", "ft-lighthouse"),
+        ("NetworkPolicy", "ft-lighthouse"),
+        ("PodDisruptionBudget", "ft-lighthouse"),
+        ("PyTorchJob", "ft"),
+        ("Service", "ft-lighthouse"),
+    ]
+    lighthouse = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert "--min_replicas=1" in lighthouse["containers"][0]["args"]
+    assert lighthouse["priorityClassName"] == "elastic-preserved"
+
+
 @pytest.mark.parametrize(
     "stack,flags,message",
     [

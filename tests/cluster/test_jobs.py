@@ -42,6 +42,34 @@ def test_submit_creates_the_c10d_store_before_the_job(kube, cluster, rendered_c1
     assert posts[-1].endswith("/pytorchjobs") and len(posts) == len(objects)
 
 
+def test_submit_creates_the_lighthouse_before_a_per_step_job(kube, cluster, rendered_per_step):
+    _, objects = rendered_per_step
+    created = jobs.submit(cluster, objects, NS)
+    assert created[-1] == "PyTorchJob/demo"
+    assert sorted(created[:-1]) == [
+        "Deployment/demo-lighthouse",
+        "NetworkPolicy/demo-lighthouse",
+        "PodDisruptionBudget/demo-lighthouse",
+        "Service/demo-lighthouse",
+    ]
+    stored = kube.get("PyTorchJob", "demo", NS)
+    assert "elasticPolicy" not in stored["spec"]  # the SDK's model adds none
+    job = next(o for o in objects if o["kind"] == "PyTorchJob")
+    assert stored["spec"]["pytorchReplicaSpecs"] == job["spec"]["pytorchReplicaSpecs"]
+    assert kube.get("Deployment", "demo-lighthouse", NS)["spec"]["template"]["spec"]["priorityClassName"] == (
+        "elastic-preserved"
+    )
+
+
+def test_status_of_a_per_step_job_reads_its_groups(kube, cluster, rendered_per_step):
+    _, objects = rendered_per_step
+    jobs.submit(cluster, objects, NS)
+    _worker(kube, 0, "gpu-0")
+    st = jobs.status(cluster, "demo", NS)
+    assert (st.fault_tolerance, st.min_replicas, st.max_replicas, st.max_restarts) == ("per-step", 2, 3, 100)
+    assert "workers running 1 (per-step 2..3)" in "\n".join(st.lines())
+
+
 def test_a_second_submit_is_refused_unless_replacing(kube, cluster, rendered):
     _, objects = rendered
     jobs.submit(cluster, objects, NS)
@@ -90,7 +118,7 @@ def test_status_reads_conditions_policy_and_pods(kube, cluster, rendered):
     _worker(kube, 0, "gpu-9", job="other")  # another job's pod
     st = jobs.status(cluster, "demo", NS)
     assert st.state == "Running" and [c[0] for c in st.conditions] == ["Created", "Running"]
-    assert (st.min_replicas, st.max_replicas, st.max_restarts) == (2, 3, 100)
+    assert (st.fault_tolerance, st.min_replicas, st.max_replicas, st.max_restarts) == ("elastic", 2, 3, 100)
     assert [(p.index, p.node, p.phase, p.restarts) for p in st.pods] == [
         (0, "gpu-0", "Running", 0),
         (1, "gpu-1", "Running", 2),
@@ -148,6 +176,14 @@ def test_delete_removes_the_job_and_its_store(kube, cluster, rendered_c10d):
     assert kube.get("PyTorchJob", "demo", NS) is None and kube.of_kind("Deployment") == []
     with pytest.raises(JobError, match="no PyTorchJob training/demo"):
         jobs.delete(cluster, "demo", NS)
+
+
+def test_delete_removes_a_per_step_job_and_its_lighthouse(kube, cluster, rendered_per_step):
+    _, objects = rendered_per_step
+    jobs.submit(cluster, objects, NS)
+    deleted = jobs.delete(cluster, "demo", NS)
+    assert set(deleted) == {f"{o['kind']}/{o['metadata']['name']}" for o in objects}
+    assert kube.objects == {}
 
 
 def test_list_jobs(kube, cluster, rendered):

@@ -23,7 +23,7 @@ def facts() -> PlatformFacts:
 @pytest.fixture(scope="session")
 def _baseline(facts: PlatformFacts) -> list[dict[str, Any]]:
     """The platform's etcd, its spot-notice handler, the operator's Deployment as its transform places it, a
-    PriorityClass set, and two jobs (etcd-v2 and c10d)."""
+    PriorityClass set, and three jobs (etcd-v2, c10d, and a per-step job with its lighthouse)."""
     from components.platform.component import operator_placement, operator_transform
     from components.platform.settings import PlatformSettings
     from components.platform.values import etcd_values, notice_handler_values
@@ -53,6 +53,7 @@ def _baseline(facts: PlatformFacts) -> list[dict[str, Any]]:
         )
     objects += render_job(JobSpec(name="job-etcd"), facts)[1]
     objects += render_job(JobSpec(name="job-c10d", rdzv_backend="c10d"), facts)[1]
+    objects += render_job(JobSpec(name="job-perstep", fault_tolerance="per-step"), facts)[1]
     return objects
 
 

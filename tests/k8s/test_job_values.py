@@ -5,16 +5,26 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import helm_python as helm
 import pytest
 import yaml
 
-from lab.k8s.helm import ChartRenderError, render_chart
-from lab.k8s.job_values import container_env, operator_pet_env, values_for, worker_container
+from lab.k8s.helm import ChartRenderError, render_chart, render_notes
+from lab.k8s.job_values import (
+    GROUP_PORTS,
+    container_env,
+    container_field_env,
+    operator_pet_env,
+    values_for,
+    worker_container,
+)
+from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
 from lab.k8s.schemas import validate_objects
-from lab.spec.job import JobSpec, RendezvousTimeouts
+from lab.spec.job import POD_FIELD_ENV, FaultTolerance, JobSpec, RendezvousTimeouts
 from lab.spec.layout import ETCD_CHART, JOB_CHART
+from lab.spec.per_step import CHECKPOINT_PORT, LIGHTHOUSE_PORT, MANAGER_PORT, PerStepSettings
 from lab.spec.platform_facts import TERMINATION_GRACE_S
 from lab.spec.pools import PoolPlacement
 from lab.spec.problems import InvalidInput
@@ -404,3 +414,229 @@ def test_events_name_their_pod_and_node_from_the_pods_own_fields(facts):
     env = worker_container(the(objects, "PyTorchJob"))["env"]
     fields = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in env if "valueFrom" in e}
     assert fields == {"LAB_NODE": "metadata.name", "LAB_K8S_NODE": "spec.nodeName"}
+
+
+# ------------------------------------------------------------------ per-step (TorchFT) jobs
+PER_STEP_VARIANTS = [
+    pytest.param({}, id="defaults"),
+    pytest.param({"rdzv_backend": "c10d"}, id="c10d-backend-ignored"),
+    pytest.param({"min_nodes": 1, "max_nodes": 1}, id="min=max=1"),
+    pytest.param({"min_nodes": 3, "max_nodes": 8, "max_restarts": 0}, id="min3-max8-no-restarts"),
+    pytest.param({"module": None, "script": "/app/train.py", "script_args": ("--lr", "0.1")}, id="script-with-args"),
+    pytest.param({"per_step": PerStepSettings.torchft_defaults(), "monitor_interval_s": 0.5}, id="torchft-timings"),
+]
+
+
+def per_step(**changes: Any) -> JobSpec:
+    return JobSpec(**{"name": "ft", "fault_tolerance": FaultTolerance.PER_STEP, **changes})
+
+
+@pytest.mark.parametrize("changes", PER_STEP_VARIANTS)
+def test_per_step_job_matches_jobspec(changes, facts):
+    """Each worker pod is one replica group: torchrun alone with the spec's group flags, the
+    spec's environment plus its own name and address, and the fixed ports of its servers."""
+    spec, objects = render_job(per_step(**changes), facts)
+    job = the(objects, "PyTorchJob")
+    assert "elasticPolicy" not in job["spec"]
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+    assert set(job["spec"]["pytorchReplicaSpecs"]) == {"Worker"}  # no Master without elasticPolicy
+    assert worker["replicas"] == spec.max_nodes and worker["restartPolicy"] == "ExitCode"
+    container = worker_container(job)
+    assert container["command"] == spec.launcher()
+    assert (
+        container["args"] == spec.group_torchrun_args() + spec.entrypoint() == spec.torchrun_args() + spec.entrypoint()
+    )
+    ports = {"TORCHFT_MANAGER_PORT": str(MANAGER_PORT), "LAB_FT_CHECKPOINT_PORT": str(CHECKPOINT_PORT)}
+    assert container_env(container) == {**spec.worker_env(), **ports}
+    assert container_field_env(container) == {
+        **POD_FIELD_ENV,
+        "LAB_REPLICA_GROUP": "metadata.name",
+        "LAB_FT_ADVERTISE": "status.podIP",
+    }
+    assert [(p["name"], p["containerPort"]) for p in container["ports"]] == [
+        ("ft-manager", MANAGER_PORT),
+        ("ft-weights", CHECKPOINT_PORT),
+    ]
+    assert container_env(container)["TORCHFT_LIGHTHOUSE"] == (
+        f"http://ft-lighthouse.{facts.namespace}.svc.cluster.local:{LIGHTHOUSE_PORT}"
+    )
+    # The operator's own PET_* (PET_NNODES = the replica count) lose to the explicit flags.
+    assert operator_pet_env(job) == {"PET_NNODES": str(spec.max_nodes), "PET_NPROC_PER_NODE": str(spec.nproc_per_node)}
+    flags = dict(a.split("=", 1) for a in container["args"] if a.startswith("--") and "=" in a)
+    assert flags["--nnodes"] == "1" and flags["--nproc-per-node"] == str(spec.nproc_per_node)
+
+
+@pytest.mark.parametrize("changes", PER_STEP_VARIANTS)
+def test_per_step_job_brings_one_lighthouse_on_the_cpu_pool(changes, facts):
+    spec, objects = render_job(per_step(**changes), facts)
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in objects) == [
+        ("Deployment", "ft-lighthouse"),
+        ("NetworkPolicy", "ft-lighthouse"),
+        ("PodDisruptionBudget", "ft-lighthouse"),
+        ("PyTorchJob", "ft"),
+        ("Service", "ft-lighthouse"),
+    ]  # and no c10d store, whatever the rendezvous backend says
+    dep = the(objects, "Deployment", "ft-lighthouse")
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == dict(facts.pools.cpu_labels)
+    assert pod["priorityClassName"] == facts.preserved_priority_class
+    assert "tolerations" not in pod  # the default CPU pool has no taint
+    assert dep["spec"]["template"]["metadata"]["annotations"] == {
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"
+    }
+    (container,) = pod["containers"]
+    assert container["image"] == spec.image
+    assert container["command"] == ["torchft_lighthouse"]
+    assert container["args"] == spec.per_step.lighthouse_args(spec.min_nodes, bind=f"[::]:{LIGHTHOUSE_PORT}")
+    assert container["ports"] == [{"name": "lighthouse", "containerPort": LIGHTHOUSE_PORT, "protocol": "TCP"}]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/", "port": "lighthouse"}
+    assert container["resources"]["requests"] == {"cpu": "100m", "memory": "64Mi"}
+    svc = the(objects, "Service", "ft-lighthouse")
+    assert svc["spec"]["type"] == "ClusterIP" and svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    assert svc["spec"]["ports"] == [
+        {"name": "lighthouse", "port": LIGHTHOUSE_PORT, "targetPort": "lighthouse", "protocol": "TCP"}
+    ]
+    pdb = the(objects, "PodDisruptionBudget", "ft-lighthouse")
+    assert pdb["spec"] == {"maxUnavailable": 0, "selector": dep["spec"]["selector"]}
+    pol = the(objects, "NetworkPolicy", "ft-lighthouse")
+    assert pol["spec"]["ingress"][0]["from"] == [
+        {"podSelector": {"matchLabels": {"elastic-spot-lab/job": "ft", "elastic-spot-lab/role": "worker"}}}
+    ]
+
+
+@pytest.mark.parametrize("changes", PER_STEP_VARIANTS)
+def test_per_step_job_validates_and_holds_every_guardrail(changes, facts, crd):
+    _, objects = render_job(per_step(**changes), facts)
+    assert validate_objects(objects, "1.35") == []
+    ctx = GuardrailContext(facts=facts, expect_platform=False)
+    assert {k: [str(v) for v in vs] for k, vs in run_guardrails(objects, ctx).items() if vs} == {}
+
+
+def test_elastic_jobs_render_no_per_step_part(facts):
+    """The per-step values are there for every job; only a per-step job renders them."""
+    for backend, kinds in (
+        ("etcd-v2", ["PyTorchJob"]),
+        ("c10d", ["Deployment", "NetworkPolicy", "PodDisruptionBudget", "PyTorchJob", "Service"]),
+    ):
+        spec, objects = render_job(JobSpec(name="e", rdzv_backend=backend), facts)
+        assert sorted(o["kind"] for o in objects) == kinds
+        assert not any("lighthouse" in o["metadata"]["name"] for o in objects)
+        container = worker_container(the(objects, "PyTorchJob"))
+        assert container["args"] == spec.entrypoint() and "ports" not in container
+        assert container_env(container)["PET_MONITOR_INTERVAL"] == "0.1"
+        assert set(container_field_env(container)) == set(POD_FIELD_ENV)
+
+
+def test_per_step_lighthouse_tolerates_the_cpu_pools_taints(facts, crd):
+    from dataclasses import replace
+
+    tainted = replace(facts, pools=PoolPlacement(cpu_taints=("dedicated=infra:NoSchedule",)))
+    _, objects = render_job(per_step(), tainted)
+    spec = the(objects, "Deployment", "ft-lighthouse")["spec"]["template"]["spec"]
+    assert spec["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}]
+    assert validate_objects(objects, "1.35") == []
+
+
+def test_per_step_notes_name_the_lighthouse(facts):
+    _, values = values_for(per_step(), facts)
+    notes = render_notes(JOB_CHART, values, release="ft", namespace=facts.namespace)
+    assert notes.startswith("Per-step PyTorchJob ft in namespace training: 2 to 3 replica groups")
+    assert f"ft-lighthouse.training.svc.cluster.local:{LIGHTHOUSE_PORT}" in notes
+
+
+def test_values_yaml_per_step_defaults_agree_with_the_spec():
+    values = yaml.safe_load((JOB_CHART / "values.yaml").read_text())
+    d = per_step()
+    assert values["faultTolerance"] == JobSpec().fault_tolerance.value
+    assert values["torchrunArgs"] == []
+    assert values["lighthouse"]["port"] == LIGHTHOUSE_PORT
+    assert values["lighthouse"]["args"] == d.per_step.lighthouse_args(d.min_nodes, bind=f"[::]:{LIGHTHOUSE_PORT}")
+    assert values["groupPorts"] == [{"name": n, "port": p, "env": e} for n, p, e in GROUP_PORTS]
+
+
+BAD_PER_STEP_VALUES = [
+    pytest.param(
+        {"torchrunArgs": ["--nnodes=1"]},
+        r"torchrunArgs=\[--nnodes=1\] is invalid: expected --standalone",
+        id="no-standalone",
+    ),
+    pytest.param(
+        {"lighthouse": {"port": 29600}},
+        r"lighthouse.args=.* is invalid: expected a --bind=HOST:29600 flag",
+        id="bind-port-not-the-service-port",
+    ),
+    pytest.param({"minNodes": 3}, r"expected --min_replicas=3, the quorum's minimum is minNodes", id="min-replicas"),
+    pytest.param(
+        {"env": {"TORCHFT_MANAGER_PORT": "1"}}, r"env.TORCHFT_MANAGER_PORT is invalid", id="env-overrides-group-port"
+    ),
+    pytest.param(
+        {"groupPorts": [{"name": "Manager_Port", "port": 1, "env": "X"}]}, r"/groupPorts/0/name", id="port-name"
+    ),
+    pytest.param({"lighthouse": {"nodeSelector": None}}, r"missing property 'nodeSelector'", id="no-node-selector"),
+    pytest.param({"lighthouse": {"priorityClassName": ""}}, r"/lighthouse/priorityClassName", id="no-priority"),
+    pytest.param(
+        {"lighthouse": {"tolerations": [{"operator": "Exists"}]}},
+        r"/lighthouse/tolerations/0",
+        id="wildcard-toleration",
+    ),
+]
+
+
+@pytest.mark.parametrize("values,message", BAD_PER_STEP_VALUES)
+def test_invalid_per_step_values_fail_at_render(values, message, facts):
+    base = values_for(per_step(), facts)[1]
+    for key, value in values.items():
+        base[key] = {**base[key], **value} if isinstance(value, dict) and key == "lighthouse" else value
+    with pytest.raises(ChartRenderError, match=message):
+        render_chart(JOB_CHART, base, release="ft", namespace=facts.namespace)
+
+
+def test_unknown_fault_tolerance_fails_at_render():
+    with pytest.raises(ChartRenderError, match=r"/faultTolerance"):
+        render_chart(JOB_CHART, {"faultTolerance": "torchft"}, release="r", namespace="training")
+
+
+def test_lighthouse_command_serves_its_probe_and_stops_on_sigterm(facts):
+    """The lighthouse container's command, as rendered, answers its probe's GET / with its
+    status page and stops on SIGTERM when it is not PID 1 (the pod shares its process
+    namespace for this)."""
+    import signal
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    from lab.local.lighthouse import find_lighthouse
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    spec, values = values_for(per_step(), facts)
+    values["lighthouse"]["port"] = port
+    values["lighthouse"]["args"] = spec.per_step.lighthouse_args(spec.min_nodes, bind=f"[::]:{port}")
+    dep = the(render_chart(JOB_CHART, values, release="ft", namespace=facts.namespace), "Deployment", "ft-lighthouse")
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["shareProcessNamespace"] is True
+    container = pod["containers"][0]
+    probe = container["readinessProbe"]["httpGet"]
+    argv = [find_lighthouse(), *container["command"][1:], *container["args"]]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{probe['path']}", timeout=1) as resp:
+                    assert resp.status == 200 and "html" in resp.headers.get("Content-Type", "")
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the lighthouse never answered"
+                time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=pod["terminationGracePeriodSeconds"])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,6 +29,7 @@ def deployment_pod(name: str) -> Where:
 etcd_pod = deployment_pod("etcd-rendezvous")
 operator_pod = deployment_pod("training-operator")
 store_pod = deployment_pod("job-c10d-rdzv-store")
+lighthouse_pod = deployment_pod("job-perstep-lighthouse")
 
 
 def notice_pod(objs: Objects) -> dict[str, Any]:
@@ -51,6 +53,21 @@ def worker(objs: Objects, job: str = "job-etcd") -> dict[str, Any]:
 
 def worker_pod(objs: Objects) -> dict[str, Any]:
     return worker(objs)["template"]["spec"]
+
+
+def per_step_worker(objs: Objects) -> dict[str, Any]:
+    return worker(objs, "job-perstep")
+
+
+def per_step_worker_pod(objs: Objects) -> dict[str, Any]:
+    return per_step_worker(objs)["template"]["spec"]
+
+
+def per_step_env(name: str) -> Where:
+    def where(objs: Objects) -> dict[str, Any]:
+        return next(e for e in per_step_worker_pod(objs)["containers"][0]["env"] if e["name"] == name)
+
+    return where
 
 
 def worker_labels(objs: Objects) -> dict[str, Any]:
@@ -141,6 +158,10 @@ def not_ready_tolerated_300s(objs: Objects) -> None:
             t["tolerationSeconds"] = 300
 
 
+def per_step_job_with_elastic_policy(objs: Objects) -> None:
+    the(objs, "PyTorchJob", "job-perstep")["spec"]["elasticPolicy"] = copy.deepcopy(policy(objs))
+
+
 def c10d_job_shares_the_etcd_jobs_rdzv_id(objs: Objects) -> None:
     policy(objs)["rdzvId"] = policy_of("job-c10d")(objs)["rdzvId"]
 
@@ -219,6 +240,22 @@ BROKEN: dict[str, Broken] = {
     "etcd/c10d-store-tolerates-spot": Broken(
         "etcd-not-on-spot", put(store_pod, "tolerations", [SPOT_TOLERATION]), "job-c10d-rdzv-store: tolerations="
     ),
+    "etcd/lighthouse-on-spot": Broken(
+        "etcd-not-on-spot",
+        put(lighthouse_pod, "nodeSelector", GPU_POOL),
+        "Deployment/training/job-perstep-lighthouse: nodeSelector={'elastic-spot-lab/pool': 'gpu-spot'}: "
+        "expected the on-demand CPU pool's labels",
+    ),
+    "etcd/lighthouse-tolerates-spot": Broken(
+        "etcd-not-on-spot",
+        put(lighthouse_pod, "tolerations", [SPOT_TOLERATION]),
+        "job-perstep-lighthouse: tolerations=",
+    ),
+    "etcd/lighthouse-without-priority": Broken(
+        "etcd-not-on-spot",
+        drop(lighthouse_pod, "priorityClassName"),
+        "Deployment/training/job-perstep-lighthouse: priorityClassName=None: expected 'elastic-preserved'",
+    ),
     "etcd/no-etcd": Broken(
         "etcd-not-on-spot",
         without("Deployment", "etcd-rendezvous"),
@@ -270,6 +307,11 @@ BROKEN: dict[str, Broken] = {
         put(store_pod, "priorityClassName", "elastic-preemptible"),
         "job-c10d-rdzv-store: priorityClassName='elastic-preemptible'",
     ),
+    "preempt/lighthouse-at-worker-priority": Broken(
+        "infra-not-preemptible-by-inference",
+        put(lighthouse_pod, "priorityClassName", "elastic-preemptible"),
+        "job-perstep-lighthouse: priorityClassName='elastic-preemptible'",
+    ),
     # workers tolerate exactly the GPU spot pool's taints
     "tolerations/missing-spot-toleration": Broken(
         "workers-tolerate-exactly-gpu-spot-taints",
@@ -296,6 +338,16 @@ BROKEN: dict[str, Broken] = {
         "workers-tolerate-exactly-gpu-spot-taints",
         drop(worker_pod, "affinity"),
         "affinity=None: expected required node affinity to the GPU spot pool",
+    ),
+    "tolerations/per-step-worker-wildcard": Broken(
+        "workers-tolerate-exactly-gpu-spot-taints",
+        add_to(per_step_worker_pod, "tolerations", {"operator": "Exists"}),
+        "PyTorchJob/training/job-perstep Worker: tolerations={'operator': 'Exists'}: expected only",
+    ),
+    "tolerations/per-step-worker-no-gpu-pool-affinity": Broken(
+        "workers-tolerate-exactly-gpu-spot-taints",
+        drop(per_step_worker_pod, "affinity"),
+        "PyTorchJob/training/job-perstep Worker: affinity=None",
     ),
     # the rendezvous host is the etcd Service (or the job's own store)
     "rdzv/host-is-worker-0": Broken(
@@ -333,6 +385,41 @@ BROKEN: dict[str, Broken] = {
         "rdzv-host-is-etcd-service",
         without("Service", "etcd-rendezvous"),
         "expected the etcd Service among the platform's objects",
+    ),
+    # a per-step job reaches its own lighthouse, each pod its own replica group
+    "rdzv/per-step-lighthouse-missing": Broken(
+        "rdzv-host-is-etcd-service",
+        without("Service", "job-perstep-lighthouse"),
+        "lighthouse='training/job-perstep-lighthouse': expected the lighthouse's Service rendered with the job",
+    ),
+    "rdzv/per-step-lighthouse-elsewhere": Broken(
+        "rdzv-host-is-etcd-service",
+        put(per_step_env("TORCHFT_LIGHTHOUSE"), "value", "http://job-c10d-rdzv-store.training.svc.cluster.local:29510"),
+        "env.TORCHFT_LIGHTHOUSE='http://job-c10d-rdzv-store.training.svc.cluster.local:29510': expected the job's "
+        "lighthouse Service http://job-perstep-lighthouse.training.svc.cluster.local:<port>",
+    ),
+    "rdzv/per-step-lighthouse-wrong-port": Broken(
+        "rdzv-host-is-etcd-service",
+        put(per_step_env("TORCHFT_LIGHTHOUSE"), "value", "http://job-perstep-lighthouse:29400"),
+        "expected a port of Service/training/job-perstep-lighthouse: [29510]",
+    ),
+    "rdzv/per-step-service-selects-another-pod": Broken(
+        "rdzv-host-is-etcd-service",
+        put(spec_of("Service", "job-perstep-lighthouse"), "selector", {"elastic-spot-lab/role": "worker"}),
+        "spec.selector={'elastic-spot-lab/role': 'worker'}: expected the lighthouse pod",
+    ),
+    "rdzv/per-step-with-elastic-policy": Broken(
+        "rdzv-host-is-etcd-service", per_step_job_with_elastic_policy, "expected none in per-step mode"
+    ),
+    "rdzv/per-step-fixed-advertise-address": Broken(
+        "rdzv-host-is-etcd-service",
+        lambda objs: per_step_env("LAB_FT_ADVERTISE")(objs).update(valueFrom=None, value="127.0.0.1"),
+        "env.LAB_FT_ADVERTISE='127.0.0.1': expected the pod's own status.podIP",
+    ),
+    "rdzv/per-step-shared-group-name": Broken(
+        "rdzv-host-is-etcd-service",
+        lambda objs: per_step_env("LAB_REPLICA_GROUP")(objs)["valueFrom"]["fieldRef"].update(fieldPath="spec.nodeName"),
+        "env.LAB_REPLICA_GROUP='spec.nodeName': expected the pod's own metadata.name",
     ),
     # the etcd image is v3.5.x with the v2 API
     "etcd-image/latest": Broken(
@@ -426,6 +513,11 @@ BROKEN: dict[str, Broken] = {
         put(worker_pod, "priorityClassName", "elastic-inference"),
         "priorityClassName='elastic-inference': expected 'elastic-preemptible'",
     ),
+    "spot-ready/per-step-restart-never": Broken(
+        "workers-spot-ready",
+        put(per_step_worker, "restartPolicy", "Never"),
+        "PyTorchJob/training/job-perstep Worker: restartPolicy='Never': expected ExitCode",
+    ),
     # nothing evicts a rendezvous server on its own
     "not-evictable/etcd-without-budget": Broken(
         "rendezvous-not-evictable",
@@ -451,6 +543,17 @@ BROKEN: dict[str, Broken] = {
         "rendezvous-not-evictable",
         drop(annotations_of("job-c10d-rdzv-store"), "cluster-autoscaler.kubernetes.io/safe-to-evict"),
         "safe-to-evict=None: expected 'false'",
+    ),
+    "not-evictable/lighthouse-without-budget": Broken(
+        "rendezvous-not-evictable",
+        without("PodDisruptionBudget", "job-perstep-lighthouse"),
+        "Deployment/training/job-perstep-lighthouse: PodDisruptionBudget=None",
+    ),
+    "not-evictable/lighthouse-safe-to-evict": Broken(
+        "rendezvous-not-evictable",
+        put(annotations_of("job-perstep-lighthouse"), "cluster-autoscaler.kubernetes.io/safe-to-evict", "true"),
+        "Deployment/training/job-perstep-lighthouse: spec.template.metadata.annotations."
+        "cluster-autoscaler.kubernetes.io/safe-to-evict='true'",
     ),
     # the spot-notice handler reaches every GPU spot node
     "notice-handler/no-gpu-taint-toleration": Broken(
@@ -500,6 +603,15 @@ def test_job_alone_is_checked_without_platform(facts):
     assert not any(run_guardrails(objects, ctx).values())
     worker(objects, "elastic-demo")["template"]["spec"]["tolerations"].pop(0)
     assert run_guardrails(objects, ctx)["workers-tolerate-exactly-gpu-spot-taints"]
+
+
+def test_per_step_job_alone_is_checked_without_platform(facts):
+    """A per-step job and its lighthouse, as `elastic-lab submit` checks them."""
+    _, objects = render_job(JobSpec(name="ft", fault_tolerance="per-step"), facts)
+    ctx = GuardrailContext(facts=facts, expect_platform=False)
+    assert not any(run_guardrails(objects, ctx).values())
+    the(objects, "Deployment", "ft-lighthouse")["spec"]["template"]["spec"]["nodeSelector"] = GPU_POOL
+    assert run_guardrails(objects, ctx)["etcd-not-on-spot"]
 
 
 def test_a_longer_eviction_notice_allows_a_longer_grace(baseline, facts):

@@ -55,7 +55,7 @@ from lab.plan.policy_pack import (
     policies,
 )
 from lab.plan.recording import Plan, RecordedResource
-from lab.spec.job import JobSpec, RdzvBackend
+from lab.spec.job import FaultTolerance, JobSpec, RdzvBackend
 from lab.spec.layout import ROOT
 from lab.spec.names import PROJECT
 from lab.spec.platform_facts import PlatformFacts
@@ -407,8 +407,12 @@ def test_a_value_unknown_in_the_preview_is_advisory(broken_plan, monkeypatch):
 
 def _jobs_named_as_in_the_guardrail_tests(facts: PlatformFacts) -> list[tuple[str, dict[str, Any]]]:
     """The sample jobs of the platform's check, named as tests/k8s's baseline names its jobs."""
-    specs = [JobSpec(name="job-etcd"), JobSpec(name="job-c10d", rdzv_backend=RdzvBackend.C10D)]
-    return [(f"sample job ({s.rdzv_backend.value})", chart_values(for_cluster(s, facts), facts)) for s in specs]
+    specs = [
+        JobSpec(name="job-etcd"),
+        JobSpec(name="job-c10d", rdzv_backend=RdzvBackend.C10D),
+        JobSpec(name="job-perstep", fault_tolerance=FaultTolerance.PER_STEP),
+    ]
+    return [(f"sample job ({s.name})", chart_values(for_cluster(s, facts), facts)) for s in specs]
 
 
 def _break_the_sample_jobs(monkeypatch: pytest.MonkeyPatch, breakage: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lab.spec.job import CheckpointWrites
-from lab.spec.platform_facts import PlatformFacts, store_name
+from lab.spec.platform_facts import PlatformFacts, lighthouse_name, store_name
 from lab.spec.pools import PoolPlacement
 
 
@@ -54,4 +54,9 @@ def test_service_hosts():
         facts.store_host("demo")
         == f"{store_name('demo')}.jobs.svc.example.local"
         == "demo-rdzv-store.jobs.svc.example.local"
+    )
+    assert (
+        facts.lighthouse_host("demo")
+        == f"{lighthouse_name('demo')}.jobs.svc.example.local"
+        == "demo-lighthouse.jobs.svc.example.local"
     )

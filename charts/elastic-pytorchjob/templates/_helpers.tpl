@@ -16,9 +16,26 @@
 {{- if and (gt (int $v.gpusPerNode) 0) (gt (int $v.nprocPerNode) (int $v.gpusPerNode)) -}}
 {{- fail (printf "nprocPerNode=%d is invalid: expected <= gpusPerNode (%d), one GPU per worker process" (int $v.nprocPerNode) (int $v.gpusPerNode)) -}}
 {{- end -}}
+{{- $portEnv := list -}}
+{{- if eq $v.faultTolerance "per-step" -}}{{- range $v.groupPorts -}}{{- $portEnv = append $portEnv .env -}}{{- end -}}{{- end -}}
 {{- range $key, $_ := $v.env -}}
-{{- if or (hasKey $v.jobEnv $key) (hasPrefix "PET_" $key) -}}
+{{- if or (hasKey $v.jobEnv $key) (hasPrefix "PET_" $key) (has $key $portEnv) -}}
 {{- fail (printf "env.%s is invalid: expected a variable the chart does not set itself (PET_* come from elasticPolicy, jobEnv from the JobSpec)" $key) -}}
+{{- end -}}
+{{- end -}}
+{{- if eq $v.faultTolerance "per-step" -}}
+{{- if not (has "--standalone" ($v.torchrunArgs | default list)) -}}
+{{- fail (printf "torchrunArgs=%v is invalid: expected --standalone with faultTolerance per-step (each pod is a replica group of its own; without it torchrun would wait for the operator's PET_NNODES pods)" $v.torchrunArgs) -}}
+{{- end -}}
+{{- $bind := printf "--bind=[::]:%d" (int $v.lighthouse.port) -}}
+{{- $bindOk := false -}}
+{{- range $v.lighthouse.args -}}{{- if and (hasPrefix "--bind=" .) (hasSuffix (printf ":%d" (int $v.lighthouse.port)) .) -}}{{- $bindOk = true -}}{{- end -}}{{- end -}}
+{{- if not $bindOk -}}
+{{- fail (printf "lighthouse.args=%v is invalid: expected a --bind=HOST:%d flag (the lighthouse.port its Service sends to), e.g. %s" $v.lighthouse.args (int $v.lighthouse.port) $bind) -}}
+{{- end -}}
+{{- $min := printf "--min_replicas=%d" (int $v.minNodes) -}}
+{{- if not (has $min $v.lighthouse.args) -}}
+{{- fail (printf "lighthouse.args=%v is invalid: expected %s, the quorum's minimum is minNodes" $v.lighthouse.args $min) -}}
 {{- end -}}
 {{- end -}}
 {{- range $v.rdzv.conf -}}
@@ -30,6 +47,15 @@
 
 {{- define "ej.storeName" -}}
 {{ .Values.name }}-rdzv-store
+{{- end -}}
+
+{{/* The per-step job's lighthouse (lab.spec.platform_facts.lighthouse_name). */}}
+{{- define "ej.lighthouseName" -}}
+{{ .Values.name }}-lighthouse
+{{- end -}}
+
+{{- define "ej.lighthouseHost" -}}
+{{ include "ej.lighthouseName" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
 {{- end -}}
 
 {{/* Rendezvous host: the value given, else the etcd Service or this job's c10d store. */}}
