@@ -152,6 +152,15 @@ def make_model(features: int = 32, classes: int = 10) -> nn.Module:
     return nn.Sequential(nn.Linear(features, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, classes))
 
 
+def pick_device(local_rank: int) -> tuple[torch.device, str]:
+    """This worker's GPU and NCCL where there are GPUs, else the CPU and gloo."""
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        return device, "nccl"
+    return torch.device("cpu"), "gloo"
+
+
 def scaled_lr(base_lr: float, world_size: int, scaling: str) -> float:
     return base_lr * {"linear": world_size, "sqrt": math.sqrt(world_size), "none": 1}[scaling]
 
@@ -230,19 +239,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.fault_tolerance == "per-step":
         from lab import train_per_step
 
-        demo = train_per_step.Demo(make_dataset, make_model, GlobalSampler, scaled_lr, set_lr)
+        demo = train_per_step.Demo(make_dataset, make_model, GlobalSampler, scaled_lr, set_lr, pick_device)
         return train_per_step.run(args, notice, demo)
 
     # torchrun's environment
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    if torch.cuda.is_available():
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        backend = "nccl"
-    else:
-        device, backend = torch.device("cpu"), "gloo"
+    device, backend = pick_device(local_rank)
     # A short timeout: a vanished peer is noticed in seconds, not after gloo's 30 minutes.
     dist.init_process_group(backend, timeout=timedelta(seconds=args.pg_timeout))
     events.emit("start", world_size=world_size, restarts=restarts, backend=backend, device=str(device))

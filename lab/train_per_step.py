@@ -104,13 +104,14 @@ def _quorum_id(manager: Any) -> int:
 @dataclass(frozen=True)
 class Demo:
     """What the training script trains, as lab.train defines it for both modes: the data,
-    the model, the sampler by global position and the learning rate's scaling."""
+    the model, the sampler by global position, the learning rate's scaling and the device."""
 
     make_dataset: Callable[[int, int], tuple[torch.Tensor, torch.Tensor]]
     make_model: Callable[[], nn.Module]
     sampler: Callable[..., Any]  # (size, seed[, epoch, position]) -> a GlobalSampler
     scaled_lr: Callable[[float, int, str], float]
     set_lr: Callable[[torch.optim.Optimizer, float], None]
+    pick_device: Callable[[int], tuple[torch.device, str]]  # local rank -> (device, backend)
 
 
 def run(args: Any, notice: Any, demo: Demo) -> int:
@@ -125,12 +126,7 @@ def run(args: Any, notice: Any, demo: Demo) -> int:
     replica = os.environ.get(ENV_REPLICA_GROUP) or os.environ.get(ENV_NODE) or socket.gethostname()
     advertise = os.environ.get(ENV_ADVERTISE, "")
     collective_timeout = _seconds(ENV_COLLECTIVE_TIMEOUT, 1.0)
-    if torch.cuda.is_available():
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        backend = "nccl"
-    else:
-        device, backend = torch.device("cpu"), "gloo"
+    device, backend = demo.pick_device(local_rank)
     # The group's own process group: gradients summed within the node first.
     dist.init_process_group(backend, timeout=timedelta(seconds=args.pg_timeout))
     if advertise:

@@ -198,15 +198,7 @@ class LocalCluster:
     def _start_store(self) -> str:
         port = self._store_port = self._store_port or procs.free_port()
         log_path = self.workdir / "c10d-store.log"
-        with open(log_path, "ab") as out:
-            self._store = subprocess.Popen(
-                [sys.executable, "-m", "lab.local.store", "--port", str(port)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
+        self._store = procs.start_server([sys.executable, "-m", "lab.local.store", "--port", str(port)], log_path)
         self._guard(self._store)
         started = log_path.read_text().count("listening")
         ready = procs.wait_until(

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from lab.local import procs
 from lab.local.procs import free_port, wait_until
-from lab.warm import die_with_parent
 
 ENV_ETCD_BINARY = "LAB_ETCD_BINARY"
 
@@ -110,15 +109,7 @@ class EtcdServer:
             "warn",
         ]
         self.log_path = self.workdir / "etcd.log"
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
+        self.proc = procs.start_server(cmd, self.log_path)
         if not wait_until(lambda: self.proc.poll() is not None or self.v2_ready(), timeout):
             self.stop()
             raise EtcdError(f"etcd did not answer v2 writes within {timeout:g} s (log: {self.log_path})")

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from lab.local import procs
 from lab.spec.per_step import PerStepSettings
-from lab.warm import die_with_parent
 
 BINARY = "torchft_lighthouse"
 
@@ -58,15 +57,7 @@ class Lighthouse:
         """Start on a free loopback port, or on the port it had before."""
         self.port = self.port or procs.free_port(self.host)
         cmd = [self.binary, *self.settings.lighthouse_args(self.min_replicas, bind=self.endpoint)]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
+        self.proc = procs.start_server(cmd, self.log_path)
         if not procs.wait_until(lambda: self.proc.poll() is not None or self.ready(), timeout):
             self.stop()
             raise LighthouseError(f"the lighthouse did not answer within {timeout:g} s (log: {self.log_path})")

@@ -8,8 +8,11 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import psutil
+
+from lab.warm import die_with_parent
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -56,6 +59,20 @@ def _send(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
+
+
+def start_server(cmd: list[str], log_path: Path) -> subprocess.Popen:
+    """A server (etcd, a c10d store, the lighthouse) in a session of its own, its output
+    appended to `log_path`, no stdin; it dies with this process even when that is killed."""
+    with open(log_path, "ab") as out:
+        return subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
 
 
 def stop(proc: subprocess.Popen | None, timeout: float = 5.0) -> None:
