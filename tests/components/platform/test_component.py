@@ -143,7 +143,10 @@ def test_offline_checks_pass(cloud, request, crd):
     } <= set(kinds_checked)
     jobs = [o for o in report.objects if o["kind"] == "PyTorchJob"]
     assert report.checked["k8s:schema"] == len(report.objects) - len(jobs)
-    assert report.checked[CRD_CHECK] == len(jobs) == 2
+    assert report.checked[CRD_CHECK] == len(jobs) == 3  # sample jobs: etcd-v2, c10d, per-step
+    assert {j["metadata"]["name"] for j in jobs} == {"sample-etcdv2", "sample-c10d", "sample-perstep"}
+    lighthouse = [o for o in report.objects if o["metadata"]["name"] == "sample-perstep-lighthouse"]
+    assert sorted(o["kind"] for o in lighthouse) == ["Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service"]
     assert report.skipped == {}
 
 
