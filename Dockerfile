@@ -13,7 +13,7 @@ COPY pyproject.toml README.md ./
 COPY lab ./lab
 COPY components ./components
 # The base install only: training runtime, no infrastructure tooling.
-RUN pip install . && python -c "import torch, etcd, lab.launch, lab.train, lab.warm, lab.local.store, lab.notice"
+RUN pip install . && python -c "import torch, etcd, torchft.manager, lab.launch, lab.train, lab.train_per_step, lab.warm, lab.local.store, lab.notice" && command -v torchft_lighthouse
 RUN useradd --uid 10001 --create-home trainer
 USER 10001
 CMD ["python", "-m", "lab.launch", "--help"]
