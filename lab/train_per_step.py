@@ -283,6 +283,14 @@ def run(args: Any, notice: Any, demo: Demo) -> int:
                 sampler.advance(covered)
         if committed:
             step = manager.current_step()
+            if args.log_samples and len(indices):
+                events.emit(
+                    "samples",
+                    step=step,
+                    epoch=sampler.epoch if sampler.position else sampler.epoch - 1,
+                    indices=indices.tolist(),
+                    replica=replica,
+                )
             if group_rank == 0:
                 quorum = _quorum_id(manager)
                 events.emit(

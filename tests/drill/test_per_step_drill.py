@@ -119,3 +119,66 @@ def test_torchft_servers_listen_on_loopback_only(workdir):
         }
         for port in ports:
             assert listening.get(port) == "127.0.0.1", (port, listening.get(port))
+
+
+def _wait_for(cluster: LocalCluster, predicate, timeout: float) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        recorded = cluster.events()
+        if predicate(recorded):
+            return recorded
+        if not cluster.alive_nodes:
+            break
+        time.sleep(0.2)
+    return cluster.events()
+
+
+@pytest.mark.timeout(150)
+def test_every_sample_of_an_epoch_is_trained_once_while_a_group_joins(workdir):
+    """The same sharding by global position as the elastic mode: with a group joining mid-epoch
+    (healed from a peer, sampler position included), the committed steps of every full epoch
+    cover each sample exactly once."""
+    args = ("--steps", "120", "--dataset-size", "256", "--batch-size", "8", "--step-time", "0.02", "--log-samples")
+    spec = _spec(workdir, script_args=args)
+    with LocalCluster(spec, workdir) as cluster:
+        cluster.add_node()
+        cluster.add_node()
+        _wait_for(cluster, lambda r: any(e["event"] == "step" and e["step"] >= 20 for e in r), 90)
+        cluster.add_node()
+        assert cluster.wait(120), "the job did not finish"
+        codes = [n.exit_code for n in cluster.nodes]
+    assert codes == [0, 0, 0], codes
+    recorded = events.read(workdir / "events.jsonl")
+    joined = [e for e in recorded if e["event"] == "samples" and e.get("replica") == "node-2"]
+    assert joined, "the third group never trained"
+    per_epoch: dict[int, list[int]] = {}
+    for e in recorded:
+        if e["event"] == "samples":
+            per_epoch.setdefault(e["epoch"], []).extend(e["indices"])
+    full = [epoch for epoch in per_epoch if epoch < max(per_epoch)]
+    assert full, per_epoch.keys()
+    for epoch in full:
+        assert sorted(per_epoch[epoch]) == list(range(256)), f"epoch {epoch} skipped or repeated samples"
+
+
+@pytest.mark.timeout(150)
+def test_a_checkpoint_of_one_mode_resumes_the_other(workdir):
+    """Elastic to per-step and back: each resumes from the other's newest checkpoint."""
+    elastic = _spec(workdir, fault_tolerance="elastic", min_nodes=1, max_nodes=1, script_args=("--steps", "20"))
+    with LocalCluster(elastic, workdir / "elastic") as cluster:
+        cluster.add_node()
+        assert cluster.wait(90) and cluster.nodes[0].exit_code == 0
+    per_step = _spec(workdir, min_nodes=1, max_nodes=1, script_args=("--steps", "40"))
+    with LocalCluster(per_step, workdir / "per-step") as cluster:
+        cluster.add_node()
+        assert cluster.wait(90) and cluster.nodes[0].exit_code == 0
+    back = _spec(workdir, fault_tolerance="elastic", min_nodes=1, max_nodes=1, script_args=("--steps", "60"))
+    with LocalCluster(back, workdir / "back") as cluster:
+        cluster.add_node()
+        assert cluster.wait(90) and cluster.nodes[0].exit_code == 0
+    resumed = [
+        [e["step"] for e in events.read(workdir / run / "events.jsonl") if e["event"] == "checkpoint_loaded"]
+        for run in ("per-step", "back")
+    ]
+    assert resumed == [[20], [40]]
+    assert _checkpointed_steps(workdir)[-1] == 60
