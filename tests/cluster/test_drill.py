@@ -31,8 +31,8 @@ GPU = {POOL_LABEL: "gpu-spot", CAPACITY_LABEL: "spot"}
 class SimulatedJob:
     """The operator and three workers of PyTorchJob `demo`, driven by what the API server holds."""
 
-    def __init__(self, kube, *, recover: bool = True, step_dt: float = 0.01):
-        self.kube, self.recover, self.dt = kube, recover, step_dt
+    def __init__(self, kube, *, recover: bool = True, step_dt: float = 0.01, per_step: bool = False):
+        self.kube, self.recover, self.dt, self.per_step = kube, recover, step_dt, per_step
         self.stop = threading.Event()
         self.step = 0
 
@@ -52,7 +52,12 @@ class SimulatedJob:
             self._line(p, "resume" if self.step else "fresh", step=self.step, round=rnd)
         while self.step < until and not self.stop.is_set():
             self.step += 1
-            self._line(pods[0], "step", step=self.step, world_size=world, loss=1.0 / self.step)
+            if self.per_step:  # every replica group (pod) reports its committed steps, in a quorum per round
+                for p in pods:
+                    fields = {"replica": p, "participants": len(pods), "participating": True, "quorum": rnd}
+                    self._line(p, "step", step=self.step, world_size=world, loss=1.0 / self.step, **fields)
+            else:
+                self._line(pods[0], "step", step=self.step, world_size=world, loss=1.0 / self.step)
             if self.step % 10 == 0:
                 self._line(pods[0], "checkpoint_saved", step=self.step, reason="interval", seconds=0.01)
             time.sleep(self.dt)
@@ -149,6 +154,21 @@ def test_the_drill_evicts_a_gpu_node_and_measures_recovery(kube, cluster, render
         "node_added",
         "step",
     }
+
+
+def test_a_per_step_job_is_measured_by_the_survivors_stall(kube, cluster, rendered, simulated, tmp_path):
+    """Per-step mode on a cluster: every pod is a replica group reporting its steps; the report
+    measures the survivors' first step in a quorum without the evicted pod and the new pod's join."""
+    simulated(per_step=True)
+    cfg = _config(tmp_path, KubernetesDrainEvictor(cluster, drain_timeout_s=5), rendered)
+    report = ClusterDrill(cfg, cluster).run()
+    assert report.passed and report.fault_tolerance == "per-step", report.summary()
+    (ev,) = report.evictions
+    assert ev.node == "demo-worker-2" and (ev.groups_before, ev.groups_after) == (3, 2)
+    assert ev.recovery_s is not None and ev.lost_steps == 0
+    (join,) = report.joins
+    assert join.node == "demo-worker-2" and join.join_s is not None and join.world_after == 3
+    assert report.final_step == 100 and report.finished
 
 
 def test_a_job_that_never_recovers_is_reported_at_the_deadline(cluster, rendered, simulated, tmp_path):
