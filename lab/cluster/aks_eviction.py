@@ -36,6 +36,7 @@ from azure.core.exceptions import (
 from azure.identity import DefaultAzureCredential
 from azure.mgmt.compute import ComputeManagementClient
 
+from lab.cluster.azure_errors import LOGIN_HELP, cloud_message, credential_cause
 from lab.cluster.eviction import ApiCall, EvictionError, EvictionRefused, EvictionStarted, Node
 
 if TYPE_CHECKING:
@@ -105,17 +106,6 @@ def _same(a: str, b: str) -> bool:
     return a.casefold() == b.casefold()
 
 
-def _cloud_message(error: HttpResponseError) -> str:
-    """The cloud's own words for a failed call: the ARM error's code and message when there is
-    one, else the SDK's summary of the response."""
-    body = getattr(error, "error", None)
-    code = getattr(body, "code", None)
-    message = getattr(body, "message", None)
-    if message:
-        return f"{code}: {message}" if code else str(message)
-    return (error.message or str(error)).strip()
-
-
 @contextmanager
 def _azure_errors(action: str, permission: str, not_found: str) -> Iterator[None]:
     """Turn the SDK's and azure-identity's exceptions into an EvictionError that says what to do.
@@ -125,26 +115,16 @@ def _azure_errors(action: str, permission: str, not_found: str) -> Iterator[None
     try:
         yield
     except ClientAuthenticationError as e:
-        # Raised before any request when no credential is available (CredentialUnavailableError
-        # is a subclass), or for a 401 when ARM refused the token it was sent.
-        if e.response is not None:
-            cause = f"Azure refused the credential (HTTP {e.response.status_code}: {_cloud_message(e)})"
-        else:
-            cause = f"no Azure credential is available ({e.message})"
-        raise EvictionError(
-            f"cannot {action}: {cause}. Run `az login` (and `az account set --subscription ...`), or set "
-            "AZURE_CLIENT_ID, AZURE_TENANT_ID and AZURE_CLIENT_SECRET for a service principal, or run "
-            "where a managed identity is assigned"
-        ) from e
+        raise EvictionError(f"cannot {action}: {credential_cause(e)}. {LOGIN_HELP}") from e
     except ResourceNotFoundError as e:
-        raise EvictionError(f"cannot {action}: {not_found} (HTTP 404: {_cloud_message(e)})") from e
+        raise EvictionError(f"cannot {action}: {not_found} (HTTP 404: {cloud_message(e)})") from e
     except HttpResponseError as e:
         if e.status_code == 403:
             raise EvictionError(
                 f"cannot {action}: the signed-in identity lacks the permission {permission} "
-                f"(HTTP 403: {_cloud_message(e)}); grant a role that includes it on the node resource group"
+                f"(HTTP 403: {cloud_message(e)}); grant a role that includes it on the node resource group"
             ) from e
-        raise EvictionError(f"cannot {action}: Azure answered HTTP {e.status_code}: {_cloud_message(e)}") from e
+        raise EvictionError(f"cannot {action}: Azure answered HTTP {e.status_code}: {cloud_message(e)}") from e
     except ServiceRequestError as e:
         raise EvictionError(f"cannot {action}: Azure Resource Manager could not be reached ({e.message})") from e
     except AzureError as e:

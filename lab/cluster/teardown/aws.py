@@ -18,21 +18,12 @@ from lab.cluster.eks_eviction import BAD_CREDENTIALS_CODES as AWS_BAD_CREDENTIAL
 from lab.cluster.eks_eviction import CREDENTIAL_ERRORS as AWS_CREDENTIAL_ERRORS
 from lab.cluster.eks_eviction import CREDENTIALS_HELP as AWS_LOGIN_HELP
 from lab.cluster.eviction import ApiCall
+from lab.cluster.teardown.base import GONE, Leftover, TeardownError, _delete_all, _planned
 from lab.spec import aws_tags
 
 if TYPE_CHECKING:
     import boto3.session
 
-
-from lab.cluster.teardown.base import (
-    GONE,
-    Leftover,
-    TeardownError,
-    _delete_all,
-    _planned,
-)
-
-# ====================================================================== AWS
 
 LOAD_BALANCER = "load-balancer"
 CLASSIC_LOAD_BALANCER = "classic-load-balancer"

@@ -15,22 +15,14 @@ from azure.core.exceptions import (
     ServiceRequestError,
 )
 
+from lab.cluster.azure_errors import LOGIN_HELP, cloud_message, credential_cause
 from lab.cluster.eviction import ApiCall
+from lab.cluster.teardown.base import GONE, Leftover, TeardownError, _delete_all, _planned
 from lab.spec import azure_tags
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
 
-
-from lab.cluster.teardown.base import (
-    GONE,
-    Leftover,
-    TeardownError,
-    _delete_all,
-    _planned,
-)
-
-# ====================================================================== Azure
 
 RESOURCE_GROUP = "resource-group"
 DISK = "disk"
@@ -48,10 +40,7 @@ CSI_DISK_PREFIX = "pvc-"
 # What Azure's cloud provider tags the public IPs of LoadBalancer Services with.
 AZURE_SERVICE_TAGS = ("k8s-azure-service", "kubernetes-cluster-name", "k8s-azure-cluster-name")
 STORAGE_ACCOUNT_TYPE = "Microsoft.Storage/storageAccounts"
-AZURE_LOGIN_HELP = (
-    "Run `az login` (and `az account set --subscription ...`), or set AZURE_CLIENT_ID, AZURE_TENANT_ID and "
-    "AZURE_CLIENT_SECRET for a service principal, or run where a managed identity is assigned"
-)
+AZURE_LOGIN_HELP = LOGIN_HELP
 
 
 def _default_azure_credential() -> TokenCredential:
@@ -72,15 +61,6 @@ def _tag(tags: Mapping[str, str] | None, name: str) -> str | None:
     return next((v for k, v in (tags or {}).items() if _same(k, name)), None)
 
 
-def _azure_message(error: HttpResponseError) -> str:
-    """The cloud's own words: the ARM error's code and message, else the SDK's summary."""
-    body = getattr(error, "error", None)
-    code, message = getattr(body, "code", None), getattr(body, "message", None)
-    if message:
-        return f"{code}: {message}" if code else str(message)
-    return (error.message or str(error)).strip()
-
-
 def _resource_group_of(resource_id: str) -> str:
     """The resource group segment of an ARM id ('' when it has none)."""
     parts = resource_id.strip("/").split("/")
@@ -93,19 +73,14 @@ def _azure_errors(call: ApiCall) -> Iterator[None]:
     try:
         yield
     except ClientAuthenticationError as e:
-        # No credential at all (CredentialUnavailableError, before any request), or a 401.
-        if e.response is not None:
-            cause = f"Azure refused the credential (HTTP {e.response.status_code}: {_azure_message(e)})"
-        else:
-            cause = f"no Azure credential is available ({e.message})"
-        raise TeardownError(f"cannot make {call}: {cause}. {AZURE_LOGIN_HELP}") from e
+        raise TeardownError(f"cannot make {call}: {credential_cause(e)}. {AZURE_LOGIN_HELP}") from e
     except HttpResponseError as e:
         if e.status_code == 403:
             raise TeardownError(
-                f"Azure denied {call} (HTTP 403: {_azure_message(e)}); the signed-in identity needs a role that "
+                f"Azure denied {call} (HTTP 403: {cloud_message(e)}); the signed-in identity needs a role that "
                 "allows it (Contributor on the stack's resource groups)"
             ) from e
-        raise TeardownError(f"{call} failed: Azure answered HTTP {e.status_code}: {_azure_message(e)}") from e
+        raise TeardownError(f"{call} failed: Azure answered HTTP {e.status_code}: {cloud_message(e)}") from e
     except ServiceRequestError as e:
         raise TeardownError(f"cannot make {call}: Azure Resource Manager could not be reached ({e.message})") from e
     except AzureError as e:
