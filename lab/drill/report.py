@@ -201,6 +201,16 @@ def _agent_rounds(agent_events: list[AgentEvent], gap_s: float = 1.0) -> int:
     return sum(1 for i, t in enumerate(times) if i == 0 or t - times[i - 1] >= gap_s)
 
 
+def _restart_rounds(
+    events: list[dict], agent_events: list[AgentEvent], *, emits: bool, per_step: bool, rounds: list[dict]
+) -> int:
+    """Worker-group restarts: rounds after the first; in per-step mode no group restarts for a
+    membership change, so the worker starts torchrun made after a failure."""
+    if per_step:
+        return sum(1 for e in events if e["event"] == "start" and e.get("restarts", 0) > 0)
+    return max(0, len(rounds) - 1) if emits else max(0, _agent_rounds(agent_events) - 1)
+
+
 def analyze(
     events: list[dict],
     agent_events: list[AgentEvent],
@@ -272,7 +282,7 @@ def analyze(
         finished=finished,
         emits_events=emits,
         duration_s=(events[-1]["t"] - t0) if events else 0.0,
-        restart_rounds=max(0, len(rounds) - 1) if emits else max(0, _agent_rounds(agent_events) - 1),
+        restart_rounds=_restart_rounds(events, agent_events, emits=emits, per_step=per_step, rounds=rounds),
         max_restart_count=max(
             [a.restart_count or 0 for a in agent_events if a.kind == "rendezvous"]
             + [e.get("restart_count", 0) for e in events if e["event"] == "start"]
@@ -282,9 +292,6 @@ def analyze(
         t0=t0,
         fault_tolerance="per-step" if per_step else "elastic",
     )
-    if per_step:
-        # No group restarts for a membership change: count the workers torchrun restarted.
-        report.restart_rounds = sum(1 for e in events if e["event"] == "start" and e.get("restarts", 0) > 0)
 
     for e in (e for e in events if e["event"] == "evict" and per_step):
         ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"])
