@@ -35,7 +35,7 @@ drill: $(STAMP)
 test: check
 	$(BIN)/python -m pytest
 
-# ruff (format and lint, 120 columns), mypy (lab/spec and components) and the layer
+# ruff (format and lint, 120 columns), mypy (lab/vocab and components) and the layer
 # contract of the README's layers (import-linter; its contracts are in pyproject.toml).
 check: $(STAMP)
 	$(BIN)/ruff format --check .

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from lab import events
-from lab.checkpoint import CheckpointStore
-from lab.train import make_model
+from lab.runtime import events
+from lab.runtime.checkpoint import CheckpointStore
+from lab.runtime.train import make_model
 
 
 def save_seconds(repeats: int = 20) -> tuple[float, int]:
@@ -56,7 +56,7 @@ def run_job(workdir: Path, steps: int, every: int, step_time: float, nproc: int 
         "--standalone",
         f"--nproc-per-node={nproc}",
         "-m",
-        "lab.train",
+        "lab.runtime.train",
         "--steps",
         str(steps),
         "--checkpoint-every",

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from lab.drill.run import DrillConfig, Progress, run_drill
-from lab.spec.job import JobSpec
+from lab.vocab.job import JobSpec
 
 MODES = ("elastic", "per-step")
 EVICTIONS = ("hard", "notice", "silent")

@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab import events
-from lab.local import LocalCluster, LocalClusterError
-from lab.spec.job import JobSpec
+from lab.local import LocalTarget, LocalTargetError
+from lab.runtime import events
+from lab.vocab.job import JobSpec
 
 MODES = ("elastic", "per-step", "restart-everything")
 
@@ -34,10 +34,10 @@ def useful_samples(evs: list[dict]) -> tuple[int, float]:
     return sum(final.values()), steps[-1]["t"] - steps[0]["t"]
 
 
-def evict_if_alive(cluster: LocalCluster, node) -> None:
+def evict_if_alive(cluster: LocalTarget, node) -> None:
     try:
         cluster.evict(node)
-    except LocalClusterError:
+    except LocalTargetError:
         pass  # it exited between the check and the kill (the job just finished)
 
 
@@ -54,7 +54,7 @@ def drive(
         checkpoint_every_steps=every,
         script_args=("--steps", str(steps), "--step-time", "0.05"),
     )
-    with LocalCluster(spec, workdir) as cluster:
+    with LocalTarget(spec, workdir) as cluster:
         for _ in range(3):
             cluster.add_node()
         tail, seen = events.Tail(cluster.events_file), []

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from lab.drill.run import DrillConfig, Progress, run_drill
-from lab.spec.job import JobSpec, RendezvousTimeouts
+from lab.vocab.job import JobSpec, RendezvousTimeouts
 
 SETTINGS = {"ours": RendezvousTimeouts(), "torch-defaults": RendezvousTimeouts.torch_defaults()}
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from lab.drill.run import DrillConfig, Progress, run_drill
-from lab.spec.job import JobSpec
+from lab.vocab.job import JobSpec
 
 CASES = {"etcd-kept": ("etcd-v2", True), "etcd-lost": ("etcd-v2", False), "c10d": ("c10d", False)}
 

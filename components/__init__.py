@@ -1,4 +1,4 @@
-"""Pulumi components of elastic-spot-lab. They import nothing of the project but `lab.spec`.
+"""Pulumi components of elastic-spot-lab. They import nothing of the project but `lab.vocab`.
 
 aks/              the AKS cluster component
 byo/              an existing cluster, reached through its kubeconfig

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from lab.spec.layout import ROOT
+from lab.vocab.layout import ROOT
 
 
 @functools.cache

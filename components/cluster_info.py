@@ -15,9 +15,9 @@ from typing import ClassVar
 import pulumi
 import pulumi_kubernetes as k8s
 
-from lab.spec.job import CheckpointWrites
-from lab.spec.platform_facts import DEFAULT_EVICTION_NOTICE_S
-from lab.spec.pools import PoolPlacement
+from lab.vocab.job import CheckpointWrites
+from lab.vocab.platform_facts import DEFAULT_EVICTION_NOTICE_S
+from lab.vocab.pools import PoolPlacement
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,9 @@ from components.cluster_info import TrainingIdentity
 from components.eks.args import EksClusterArgs
 from components.eks.args import config_fields as eks_fields
 from components.platform.settings import PlatformSettings, parse_mapping
-from lab.spec.names import CLOUDS, PROJECT
-from lab.spec.problems import InvalidInput, Problem, Problems
-from lab.spec.versions import DEFAULT_KUBERNETES_VERSION
+from lab.vocab.names import CLOUDS, PROJECT
+from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION
 
 # Clouds with a cluster component; the others of CLOUDS are known names without one.
 BUILT_CLOUDS = ("aks", "eks", "byo")

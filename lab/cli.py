@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lab.cluster import cli as cluster_cli
-from lab.cluster import drill_cli as cluster_drill_cli
-from lab.cluster import teardown_cli
 from lab.drill import cli as drill_cli
+from lab.ops import cli as cluster_cli
+from lab.ops import drill_cli as cluster_drill_cli
+from lab.ops import teardown_cli
 from lab.plan import cli as plan_cli
 
 SUBCOMMANDS = (drill_cli, plan_cli, cluster_cli, teardown_cli)

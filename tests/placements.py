@@ -6,9 +6,9 @@ from __future__ import annotations
 from components.aks.args import AksClusterArgs
 from components.aks.node_pools import placement, pool_specs
 from components.platform.settings import PlatformSettings
-from lab.spec.job import CheckpointWrites
-from lab.spec.platform_facts import PlatformFacts
-from lab.spec.pools import PoolPlacement, Taint
+from lab.vocab.job import CheckpointWrites
+from lab.vocab.platform_facts import PlatformFacts
+from lab.vocab.pools import PoolPlacement, Taint
 
 AKS_PLACEMENT = placement(pool_specs(AksClusterArgs(location="eastus", resource_group_name="rg", cluster_name="c")))
 EKS_PLACEMENT = PoolPlacement(

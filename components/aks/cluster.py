@@ -39,9 +39,9 @@ from components.aks import node_pools
 from components.aks import storage as storage_mod
 from components.aks.args import AksClusterArgs
 from components.cluster_info import AzureBlobCheckpoint, ClusterInfo, TrainingIdentity
-from lab.spec import pools as labels
-from lab.spec.azure_tags import CLUSTER_TAG
-from lab.spec.names import AKS_CLUSTER_TYPE
+from lab.vocab import pools as labels
+from lab.vocab.azure_tags import CLUSTER_TAG
+from lab.vocab.names import AKS_CLUSTER_TYPE
 
 # Azure gives 30 s notice of a spot eviction (Scheduled Events, `Preempt`).
 EVICTION_NOTICE_S = 30

@@ -22,8 +22,8 @@ import pulumi
 from pulumi_azure_native import containerservice
 
 from components.aks.args import AksClusterArgs
-from lab.spec import pools as labels
-from lab.spec.pools import PoolPlacement, Taint
+from lab.vocab import pools as labels
+from lab.vocab.pools import PoolPlacement, Taint
 
 # AKS labels and taints spot nodes itself; the pools declare both
 # so that Pulumi shows no perpetual diff (pulumi-azure-native#959).

@@ -16,10 +16,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster_info import ClusterInfo, StorageClassCheckpoint
-from lab.spec.names import BYO_CLUSTER_TYPE, DNS_SUBDOMAIN
-from lab.spec.platform_facts import DEFAULT_EVICTION_NOTICE_S
-from lab.spec.pools import PoolPlacement
-from lab.spec.problems import InvalidInput, Problem, Problems
+from lab.vocab.names import BYO_CLUSTER_TYPE, DNS_SUBDOMAIN
+from lab.vocab.platform_facts import DEFAULT_EVICTION_NOTICE_S
+from lab.vocab.pools import PoolPlacement
+from lab.vocab.problems import InvalidInput, Problem, Problems
 
 ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod", "ReadOnlyMany")
 

@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.spec.aws_tags import tag_problems
-from lab.spec.names import DNS_LABEL
-from lab.spec.problems import InvalidInput, Problem
-from lab.spec.versions import DEFAULT_KUBERNETES_VERSION
+from lab.vocab.aws_tags import tag_problems
+from lab.vocab.names import DNS_LABEL
+from lab.vocab.problems import InvalidInput, Problem
+from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION
 
 # --------------------------------------------------------------------------- value rules
 

@@ -17,7 +17,7 @@ import pulumi_kubernetes as k8s
 
 from components.eks import iam
 from components.eks.args import EksClusterArgs
-from lab.spec.versions import CLUSTER_AUTOSCALER_CHART, CLUSTER_AUTOSCALER_REPO, CLUSTER_AUTOSCALER_VERSION
+from lab.vocab.versions import CLUSTER_AUTOSCALER_CHART, CLUSTER_AUTOSCALER_REPO, CLUSTER_AUTOSCALER_VERSION
 
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"

@@ -27,9 +27,9 @@ from components.eks import autoscaler as autoscaler_mod
 from components.eks import fis as fis_mod
 from components.eks import iam, network, node_groups, storage
 from components.eks.args import EksClusterArgs
-from lab.spec import pools as labels
-from lab.spec.aws_tags import CLUSTER_TAG
-from lab.spec.names import EKS_CLUSTER_TYPE
+from lab.vocab import pools as labels
+from lab.vocab.aws_tags import CLUSTER_TAG
+from lab.vocab.names import EKS_CLUSTER_TYPE
 
 # AWS gives 2 minutes' notice of a spot interruption.
 EVICTION_NOTICE_S = 120

@@ -16,7 +16,7 @@ import pulumi_aws as aws
 
 from components.eks import iam
 from components.eks.args import EksClusterArgs
-from lab.spec.aws_tags import EKS_CLUSTER_NAME_TAG, EKS_NODEGROUP_TAG, FIS_SPOT_INTERRUPTION
+from lab.vocab.aws_tags import EKS_CLUSTER_NAME_TAG, EKS_NODEGROUP_TAG, FIS_SPOT_INTERRUPTION
 
 SPOT_INTERRUPTION = FIS_SPOT_INTERRUPTION
 NODEGROUP_TAG = EKS_NODEGROUP_TAG

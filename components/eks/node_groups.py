@@ -23,8 +23,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components.eks.args import EksClusterArgs, instance_family
-from lab.spec import pools as labels
-from lab.spec.pools import PoolPlacement, Taint
+from lab.vocab import pools as labels
+from lab.vocab.pools import PoolPlacement, Taint
 
 EKS_CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
 EKS_SPOT_VALUE = "SPOT"

@@ -33,11 +33,11 @@ from components.platform.values import (
     operator_skeleton,
     patch_workload,
 )
-from lab.spec.layout import ETCD_CHART, NOTICE_CHART
-from lab.spec.names import PLATFORM_TYPE, PROJECT
-from lab.spec.platform_facts import PlatformFacts
-from lab.spec.pools import PoolPlacement
-from lab.spec.problems import InvalidInput
+from lab.vocab.layout import ETCD_CHART, NOTICE_CHART
+from lab.vocab.names import PLATFORM_TYPE, PROJECT
+from lab.vocab.platform_facts import PlatformFacts
+from lab.vocab.pools import PoolPlacement
+from lab.vocab.problems import InvalidInput
 
 PART_OF = {"app.kubernetes.io/part-of": PROJECT}
 BLOB_CSI_DRIVER = "blob.csi.azure.com"

@@ -40,12 +40,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from components.cluster_info import TrainingIdentity
-from lab.spec.job import CheckpointWrites
-from lab.spec.names import DNS_LABEL, DNS_SUBDOMAIN
-from lab.spec.platform_facts import PlatformFacts
-from lab.spec.pools import PoolPlacement
-from lab.spec.problems import InvalidInput, Problem, Problems
-from lab.spec.versions import (
+from lab.vocab.job import CheckpointWrites
+from lab.vocab.names import DNS_LABEL, DNS_SUBDOMAIN
+from lab.vocab.platform_facts import PlatformFacts
+from lab.vocab.pools import PoolPlacement
+from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.versions import (
     DEFAULT_KUBERNETES_VERSION,
     DEVICE_PLUGIN_CHART,
     DEVICE_PLUGIN_REPO,

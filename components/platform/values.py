@@ -10,8 +10,8 @@ from typing import Any
 
 from components.charts import chart_default, exactly
 from components.platform.settings import PlatformSettings
-from lab.spec.layout import ETCD_CHART, NOTICE_CHART
-from lab.spec.pools import PoolPlacement, required_affinity
+from lab.vocab.layout import ETCD_CHART, NOTICE_CHART
+from lab.vocab.pools import PoolPlacement, required_affinity
 
 # The device plugin chart's own default tolerations (values.yaml of 0.20.0), kept.
 _DEVICE_PLUGIN_BASE_TOLERATIONS = [

@@ -1,5 +1,5 @@
 """What the torchrun agents recorded through torch's structured elastic events (written by
-lab.launch, see LAB_AGENT_EVENTS), for scripts that emit none of our events: rendezvous rounds
+lab.runtime.launch, see LAB_AGENT_EVENTS), for scripts that emit none of our events: rendezvous rounds
 with their world size and restart count, worker starts, and each agent's final result."""
 
 from __future__ import annotations

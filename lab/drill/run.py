@@ -8,15 +8,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import events
 from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent, read_agent_events
 from lab.drill.diagnosis import WorkerError, crash_loop, describe, worker_errors
 from lab.drill.report import DrillReport, analyze
-from lab.local import LocalCluster
-from lab.local.cluster import AGENT_EVENTS, TORCHELASTIC_LOGS, Node
-from lab.spec.job import JobSpec
-from lab.spec.problems import InvalidInput, Problem, Problems
+from lab.local import LocalTarget
+from lab.local.target import AGENT_EVENTS, TORCHELASTIC_LOGS, Node
+from lab.runtime import events
+from lab.vocab.job import JobSpec
+from lab.vocab.problems import InvalidInput, Problem, Problems
 
 FAULTS = ("node", "rendezvous-restart")
 EVICTIONS = ("hard", "notice", "silent")
@@ -153,14 +153,14 @@ class _CrashLoop(Exception):
         self.error, self.attempts = error, attempts
 
 
-def _errors(cluster: LocalCluster) -> list[WorkerError]:
+def _errors(cluster: LocalTarget) -> list[WorkerError]:
     return worker_errors((n.name, cluster.node_dir(n.name) / TORCHELASTIC_LOGS) for n in cluster.nodes)
 
 
 def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport:
     cfg.validate()
     progress = progress or Progress(target=cfg.target_steps)
-    cluster = LocalCluster(
+    cluster = LocalTarget(
         cfg.spec, cfg.workdir, etcd_binary=cfg.etcd_binary, env={"LOGLEVEL": cfg.agent_log_level}
     )  # validates inputs
     tail = events.Tail(cluster.events_file)
@@ -275,7 +275,7 @@ def _done(seen: list[dict]) -> bool:
     return any(e["event"] == "exit" and e.get("reason") == "done" for e in seen)
 
 
-def _recovered(seen: list[dict], cluster: LocalCluster, emits: bool) -> bool:
+def _recovered(seen: list[dict], cluster: LocalTarget, emits: bool) -> bool:
     evict = max((e for e in seen if e["event"] == "evict"), key=lambda e: e["t"])
     evict_t = evict["t"]
     if emits and cluster.spec.per_step_mode:
@@ -286,9 +286,9 @@ def _recovered(seen: list[dict], cluster: LocalCluster, emits: bool) -> bool:
     return any(a.kind == "started" and a.t > evict_t for n in cluster.alive_nodes for a in _agent_events(cluster, n))
 
 
-def _agents_rendezvoused(cluster: LocalCluster) -> bool:
+def _agents_rendezvoused(cluster: LocalTarget) -> bool:
     return any(a.kind == "rendezvous" for n in cluster.nodes for a in _agent_events(cluster, n))
 
 
-def _agent_events(cluster: LocalCluster, node: Node) -> list[AgentEvent]:
+def _agent_events(cluster: LocalTarget, node: Node) -> list[AgentEvent]:
     return read_agent_events(cluster.node_dir(node.name) / AGENT_EVENTS, node.name)

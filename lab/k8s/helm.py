@@ -9,8 +9,10 @@ from typing import Any
 
 import yaml
 
+from lab.vocab.errors import Refused
 
-class ChartRenderError(ValueError):
+
+class ChartRenderError(Refused, ValueError):
     """A chart refused its values: schema violation or a template check. The message names
     the chart, the value and what is expected."""
 

@@ -1,6 +1,6 @@
 """JobSpec -> values of charts/elastic-pytorchjob.
 
-The JobSpec (lab/spec/job.py) is the one definition of the job's launch parameters. This
+The JobSpec (lab/vocab/job.py) is the one definition of the job's launch parameters. This
 module adds what only the cluster knows (the platform's facts: the etcd Service, the
 checkpoint claim, priorities, pools) and writes the chart's values. The chart turns them
 back into `elasticPolicy`, `spec.nprocPerNode` and the container environment; tests render
@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.charts import chart_default, exactly
-from lab.spec.job import POD_FIELD_ENV, JobSpec, RdzvBackend
-from lab.spec.layout import JOB_CHART
-from lab.spec.per_step import (
+from lab.vocab.job import POD_FIELD_ENV, JobSpec, RdzvBackend
+from lab.vocab.layout import JOB_CHART
+from lab.vocab.per_step import (
     CHECKPOINT_PORT,
     ENV_ADVERTISE,
     ENV_CHECKPOINT_PORT,
@@ -26,7 +26,7 @@ from lab.spec.per_step import (
     LIGHTHOUSE_PORT,
     MANAGER_PORT,
 )
-from lab.spec.platform_facts import C10D_STORE_PORT, PlatformFacts
+from lab.vocab.platform_facts import C10D_STORE_PORT, PlatformFacts
 
 # A per-step worker pod is one replica group: named after the pod (TorchFT adds a fresh uuid,
 # so a recreated pod of the same name is a new group), reached by its peers at the pod's IP.

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.platform.values import OPERATOR_LABELS
-from lab.spec.job import FaultTolerance
-from lab.spec.per_step import ENV_FAULT_TOLERANCE
+from lab.vocab.job import FaultTolerance
+from lab.vocab.per_step import ENV_FAULT_TOLERANCE
 
 ETCD_NAME_LABEL = ("app.kubernetes.io/name", "etcd-rendezvous")
 STORE_ROLE_LABEL = ("elastic-spot-lab/role", "rdzv-store")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lab.spec.pools import Taint
+from lab.vocab.pools import Taint
 
 
 def required_node_labels(pod_spec: Mapping[str, Any]) -> list[dict[str, set[str]]]:

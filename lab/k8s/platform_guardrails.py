@@ -34,9 +34,9 @@ from lab.k8s.objects import (
     worker_pod_specs,
 )
 from lab.k8s.placement import may_select, pins_to, tolerates
-from lab.spec.job import ENV_CHECKPOINT_DIR
-from lab.spec.per_step import ENV_LIGHTHOUSE
-from lab.spec.platform_facts import PlatformFacts, lighthouse_name, store_name
+from lab.vocab.job import ENV_CHECKPOINT_DIR
+from lab.vocab.per_step import ENV_LIGHTHOUSE
+from lab.vocab.platform_facts import PlatformFacts, lighthouse_name, store_name
 
 NODE_LIFECYCLE_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 MAX_NOT_READY_TOLERATION_S = 60

@@ -25,13 +25,14 @@ import jsonschema
 import yaml
 
 from lab.k8s.objects import object_id
-from lab.spec.layout import SCHEMAS_DIR
+from lab.vocab.errors import LabError
+from lab.vocab.layout import SCHEMAS_DIR
 
 CRD_FILE = "kubeflow.org_pytorchjobs.v1.9.4.yaml"
 ENV_SCHEMAS_DIR = "ELASTIC_LAB_SCHEMAS"
 
 
-class CrdSchemaMissing(FileNotFoundError):
+class CrdSchemaMissing(LabError, FileNotFoundError):
     """The PyTorchJob CRD schema file is not where we look for it. `looked_in`: the
     directories searched, in order."""
 

@@ -13,12 +13,13 @@ from pathlib import Path
 
 from lab.local import procs
 from lab.local.procs import free_port, wait_until
+from lab.vocab.errors import LabError
 
 ENV_ETCD_BINARY = "LAB_ETCD_BINARY"
 
 
-class EtcdError(RuntimeError):
-    pass
+class EtcdError(LabError):
+    """The etcd binary cannot be found or its server did not start."""
 
 
 def find_etcd(explicit: str | None = None) -> str:

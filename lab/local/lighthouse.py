@@ -15,12 +15,13 @@ import urllib.request
 from pathlib import Path
 
 from lab.local import procs
-from lab.spec.per_step import PerStepSettings
+from lab.vocab.errors import LabError
+from lab.vocab.per_step import PerStepSettings
 
 BINARY = "torchft_lighthouse"
 
 
-class LighthouseError(RuntimeError):
+class LighthouseError(LabError):
     """The lighthouse cannot be found or started."""
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from lab.warm import die_with_parent
+from lab.runtime.warm import die_with_parent
 
 _PR_SET_CHILD_SUBREAPER = 36
 

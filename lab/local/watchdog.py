@@ -8,7 +8,7 @@ End of input without `done` means the cluster's process is gone: every group is 
 stopped ones included (SIGKILL reaches a stopped process), and the directories given as
 arguments (the nodes' temp dir) are removed.
 
-Run as `python -m lab.local.watchdog [DIR ...]`; lab.local.cluster starts it.
+Run as `python -m lab.local.watchdog [DIR ...]`; lab.local.target starts it.
 """
 
 from __future__ import annotations

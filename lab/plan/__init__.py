@@ -19,7 +19,7 @@
     plan = run_program("aks-dev", program=fn)           # run `fn` instead of the project's program
     plan.one("azure-native:containerservice:AgentPool", "aks-gpu-spot").inputs["scaleSetPriority"]
 
-A program error (e.g. lab.spec.problems.InvalidInput) propagates, carrying the resources
+A program error (e.g. lab.vocab.problems.InvalidInput) propagates, carrying the resources
 recorded before it as `exc.recorded_resources`. `run_checks(plan, only=None)` returns one
 CheckRun (name, applied, findings) per check; `elastic-lab plan` exits 1 on any error
 finding, 2 on invalid config or an unknown `--check`.

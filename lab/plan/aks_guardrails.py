@@ -28,8 +28,8 @@ from components.aks.maintenance import AUTO_UPGRADE_SCHEDULE, NODE_OS_UPGRADE_SC
 from components.aks.node_pools import AKS_SPOT_LABEL, AKS_SPOT_TAINT, AKS_SPOT_VALUE
 from lab.plan.aks_pools import AGENT_POOL, MANAGED_CLUSTER, STORAGE_ACCOUNT, PoolView, pools
 from lab.plan.findings import Finding
-from lab.spec import pools as labels
-from lab.spec.names import PROJECT
+from lab.vocab import pools as labels
+from lab.vocab.names import PROJECT
 
 BLOB_CONTAINER = "azure-native:storage:BlobContainer"
 RESOURCE_GROUP = "azure-native:resources:ResourceGroup"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lab.spec import pools as labels
+from lab.vocab import pools as labels
 
 MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
 AGENT_POOL = "azure-native:containerservice:AgentPool"

@@ -15,7 +15,7 @@ How a resource is checked (generic over the model, nothing hand-listed per prope
    of the wrong JSON type, enum values that are not among the model's known values,
    read-only properties in a request, and missing required properties.
 4. Every `tags` mapping of the body (or, for a type with no model, of the inputs) is held to
-   `lab.spec.azure_tags`: a resource's own tags, and inline ones such as a ManagedCluster's
+   `lab.vocab.azure_tags`: a resource's own tags, and inline ones such as a ManagedCluster's
    `agentPoolProfiles[*].tags`. ARM refuses bad tags on any resource, so this covers every
    `azure-native:*` resource (resource groups and identities too); storage accounts allow
    128-character tag names, other resources 512.
@@ -64,7 +64,7 @@ from pulumi_azure_native import containerservice as pulumi_containerservice
 from pulumi_azure_native import storage as pulumi_storage
 
 from lab.plan.findings import Finding
-from lab.spec.azure_tags import tag_problems
+from lab.vocab.azure_tags import tag_problems
 
 CHECK = "arm-conformance"
 # Types whose inputs are checked against a model: each must be in TARGETS.
@@ -582,7 +582,7 @@ def check_resource(resource: Any) -> list[Finding]:
 
 def tag_findings(resource: Any, shape: Mapping[str, Any]) -> list[Finding]:
     """A finding per tag ARM would refuse, in every `tags` mapping of `shape` (the ARM body of
-    a mapped type, else the recorded inputs), by `lab.spec.azure_tags`' rules. Only the
+    a mapped type, else the recorded inputs), by `lab.vocab.azure_tags`' rules. Only the
     account's own `tags` of a storage account get the 128-character name limit; tags inline in
     a body belong to other resources (a ManagedCluster's `agentPoolProfiles[*].tags` are its
     node pools')."""

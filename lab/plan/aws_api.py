@@ -51,7 +51,7 @@ from botocore.model import Shape, StructureShape
 
 from lab.plan.findings import ERROR, WARNING, Finding
 from lab.plan.recording import Plan, RecordedResource
-from lab.spec.aws_tags import tag_problems
+from lab.vocab.aws_tags import tag_problems
 
 __all__ = ["CHECK", "TARGETS", "UNCHECKED", "applies", "aws_conformance", "check_resource"]
 
@@ -347,7 +347,7 @@ class _Walker:
 
 
 def _tag_issues(tags: Any, path: str = "tags") -> Iterator[_Issue]:
-    """AWS's tag rules (lab.spec.aws_tags, shared with the stack's config check); tags whose
+    """AWS's tag rules (lab.vocab.aws_tags, shared with the stack's config check); tags whose
     value is another resource's output are judged by their names only."""
     if tags is None or _unknown(tags):
         return

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from lab.plan import aks_guardrails, arm, aws_api, eks_guardrails, platform_checks, secret_outputs
 from lab.plan.findings import CheckSuite, Finding, single
 from lab.plan.recording import Plan
+from lab.vocab.errors import Refused
 
 CHECKS: list[CheckSuite] = [
     single(arm.CHECK, arm.arm_conformance, arm.applies),
@@ -47,7 +48,7 @@ def check_names(checks: Sequence[CheckSuite] = CHECKS) -> list[str]:
     return [c.name for suite in checks for c in suite.checks]
 
 
-class UnknownCheck(LookupError):
+class UnknownCheck(Refused, LookupError):
     """`run_checks(only=...)` named checks that are not in the list; `names` and `known` list them."""
 
     def __init__(self, names: list[str], known: list[str]):

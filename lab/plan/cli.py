@@ -51,13 +51,12 @@ def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] 
     from lab.plan.check_list import findings_of, run_checks
     from lab.plan.findings import errors
     from lab.plan.harness import run_program
-    from lab.plan.stack_files import StackNotFound
-    from lab.spec.problems import InvalidInput
+    from lab.vocab.errors import LabError
 
     try:
         plan = run_program(stack, _overrides(args.set))
-    except (InvalidInput, StackNotFound) as exc:
-        return 2, {"stack": stack, "ok": False, "error": str(exc)}, f"elastic-lab plan: {exc}"
+    except LabError as exc:
+        return exc.exit_code, {"stack": stack, "ok": False, "error": str(exc)}, f"elastic-lab plan: {exc}"
     runs = run_checks(plan, args.check)
     estimate = cost.estimate(plan, args.prices)
     api = arm.api_versions() if arm.checked_resources(plan) else None
@@ -78,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({"ok": False, "error": f"--check: {exc}"}, indent=2))
         else:
             print(f"elastic-lab plan: --check: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     stacks = list_stacks() if args.all_stacks else [args.stack]
     worst = 0
     docs = []

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from lab.plan.aks_pools import MANAGED_CLUSTER, pools
-from lab.spec.pools import POOL_LABEL
+from lab.vocab.pools import POOL_LABEL
 
 PRICES = Path(__file__).with_name("prices.yaml")
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"

@@ -11,7 +11,7 @@ from lab.plan.check_list import CheckRun, findings_of
 from lab.plan.cost import CostEstimate
 from lab.plan.findings import errors
 from lab.plan.recording import SECRET_PLACEHOLDER, Plan, RecordedResource
-from lab.spec.layout import ROOT
+from lab.vocab.layout import ROOT
 
 ROLE_NAMES = {
     ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR: "Storage Blob Data Contributor",

@@ -25,8 +25,8 @@ from components.eks.args import GPU_AMI_TYPES
 from components.eks.fis import NODEGROUP_TAG, SPOT_INTERRUPTION
 from components.eks.node_groups import NODE_TEMPLATE
 from lab.plan.findings import Finding
-from lab.spec import pools as labels
-from lab.spec.names import PROJECT
+from lab.vocab import pools as labels
+from lab.vocab.names import PROJECT
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 BUCKET = "aws:s3/bucket:Bucket"

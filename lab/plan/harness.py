@@ -31,8 +31,8 @@ from lab.plan.monitor import RecordingMonitor
 from lab.plan.recording import Plan
 from lab.plan.stack_files import config_string, read_stack_config
 from lab.plan.wire import numbers_back
-from lab.spec.layout import ROOT
-from lab.spec.names import PROJECT
+from lab.vocab.layout import ROOT
+from lab.vocab.names import PROJECT
 
 
 def run_program(
@@ -49,7 +49,7 @@ def run_program(
         values; None removes a key. Applied on top of the stack file.
     config: use this config instead of the stack file (full or short keys).
     program: callable to run instead of the project's program (tests of single components).
-    Raises whatever the program raises (e.g. lab.spec.problems.InvalidInput), with the
+    Raises whatever the program raises (e.g. lab.vocab.problems.InvalidInput), with the
     resources recorded until then as the exception's `recorded_resources` attribute.
     """
     if config is None:

@@ -59,15 +59,20 @@ from lab.k8s.schemas import (
 )
 from lab.plan.findings import Check, CheckSuite, Finding
 from lab.plan.recording import Plan, RecordedResource
-from lab.spec.job import FaultTolerance, JobSpec, RdzvBackend
-from lab.spec.layout import JOB_CHART, ROOT
-from lab.spec.names import PLATFORM_TYPE
-from lab.spec.platform_facts import PlatformFacts
-from lab.spec.versions import DEFAULT_KUBERNETES_VERSION, DEVICE_PLUGIN_CHART, DEVICE_PLUGIN_REPO, DEVICE_PLUGIN_VERSION
+from lab.vocab.job import FaultTolerance, JobSpec, RdzvBackend
+from lab.vocab.layout import JOB_CHART, ROOT
+from lab.vocab.names import PLATFORM_TYPE
+from lab.vocab.platform_facts import PlatformFacts
+from lab.vocab.versions import (
+    DEFAULT_KUBERNETES_VERSION,
+    DEVICE_PLUGIN_CHART,
+    DEVICE_PLUGIN_REPO,
+    DEVICE_PLUGIN_VERSION,
+)
 
 HELM_CHART_TYPE = "kubernetes:helm.sh/v4:Chart"
 KUSTOMIZE_TYPE = "kubernetes:kustomize/v2:Directory"
-# What the platform must install (lab/spec/versions.py: one definition).
+# What the platform must install (lab/vocab/versions.py: one definition).
 DEVICE_PLUGIN = {"chart": DEVICE_PLUGIN_CHART, "version": DEVICE_PLUGIN_VERSION, "repo": DEVICE_PLUGIN_REPO}
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin"  # the chart's image, tagged v<appVersion>
 CRD_CHECK = "k8s:pytorchjob-crd"

@@ -89,7 +89,7 @@ from lab.plan.check_list import CHECKS, CheckRun, run_checks
 from lab.plan.findings import ERROR, WARNING, CheckSuite, Finding
 from lab.plan.recording import Plan, RecordedResource
 from lab.plan.wire import decode
-from lab.spec.names import PROJECT
+from lab.vocab.names import PROJECT
 
 PACK_NAME = PROJECT
 WARNINGS_POLICY = "plan-warnings"

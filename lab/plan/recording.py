@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lab.spec.names import PROJECT
+from lab.vocab.names import PROJECT
 
 SECRET_PLACEHOLDER = "[secret]"
 

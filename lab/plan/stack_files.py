@@ -10,11 +10,12 @@ from typing import Any
 import yaml
 
 from lab.plan.recording import SECRET_PLACEHOLDER
-from lab.spec.layout import ROOT
-from lab.spec.names import PROJECT
+from lab.vocab.errors import Refused
+from lab.vocab.layout import ROOT
+from lab.vocab.names import PROJECT
 
 
-class StackNotFound(FileNotFoundError):
+class StackNotFound(Refused, FileNotFoundError):
     """No stack file for the stack name given; the message lists the stacks there are."""
 
 

@@ -23,15 +23,16 @@ from lab.k8s.job_values import values_for
 from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
 from lab.k8s.schemas import CrdSchemaMissing, validate_objects
 from lab.plan.harness import run_program
-from lab.spec.job import JobSpec
-from lab.spec.layout import JOB_CHART, ROOT
-from lab.spec.names import BYO_CLUSTER_TYPE, PLATFORM_TYPE
-from lab.spec.platform_facts import PlatformFacts
-from lab.spec.problems import Problems
-from lab.spec.versions import DEFAULT_KUBERNETES_VERSION
+from lab.vocab.errors import LabError
+from lab.vocab.job import JobSpec
+from lab.vocab.layout import JOB_CHART, ROOT
+from lab.vocab.names import BYO_CLUSTER_TYPE, PLATFORM_TYPE
+from lab.vocab.platform_facts import PlatformFacts
+from lab.vocab.problems import Problems
+from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION
 
 
-class SubmitError(RuntimeError):
+class SubmitError(LabError):
     """Submission cannot go on; the message says why and what to do."""
 
 

@@ -11,7 +11,7 @@ from components import config as config_mod
 from components.aks.args import AksClusterArgs, is_gpu_size, is_nvidia_gpu_size
 from lab.plan.harness import run_program
 from lab.plan.stack_files import read_stack_config
-from lab.spec.problems import InvalidInput
+from lab.vocab.problems import InvalidInput
 
 
 def _load(**overrides):

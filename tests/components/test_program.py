@@ -9,9 +9,9 @@ import ast
 import pytest
 
 from lab.plan.harness import run_program
-from lab.spec.layout import ROOT
-from lab.spec.names import AKS_CLUSTER_TYPE, BYO_CLUSTER_TYPE, PLATFORM_TYPE
-from lab.spec.problems import InvalidInput
+from lab.vocab.layout import ROOT
+from lab.vocab.names import AKS_CLUSTER_TYPE, BYO_CLUSTER_TYPE, PLATFORM_TYPE
+from lab.vocab.problems import InvalidInput
 
 
 def test_main_py_runs_the_program_body_and_nothing_else():

@@ -1,4 +1,4 @@
-"""Reading torch's structured agent events as lab.launch records them."""
+"""Reading torch's structured agent events as lab.runtime.launch records them."""
 
 from __future__ import annotations
 

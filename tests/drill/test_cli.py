@@ -11,7 +11,7 @@ import pytest
 
 from lab.cli import build_parser
 from lab.drill import cli as drill_cli
-from lab.spec.problems import InvalidInput
+from lab.vocab.problems import InvalidInput
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from lab.drill.run import DrillConfig, run_drill
-from lab.spec.job import JobSpec
+from lab.vocab.job import JobSpec
 
 
 def _spec(workdir, **kw):
@@ -272,7 +272,7 @@ DRILL_THEN_WAIT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from lab.drill.run import DrillConfig, run_drill
-    from lab.spec.job import JobSpec
+    from lab.vocab.job import JobSpec
     wd = Path(sys.argv[1])
     spec = JobSpec(name="t", min_nodes=2, max_nodes=3, checkpoint_dir=str(wd / "ckpt"),
                    script_args=("--steps", "100000", "--step-time", "0.05"))
@@ -406,7 +406,7 @@ def test_a_rendezvous_server_that_dies_is_named_in_the_report(workdir):
 
     import psutil
 
-    from lab.spec.job import RendezvousTimeouts
+    from lab.vocab.job import RendezvousTimeouts
 
     def kill_etcd_once_training() -> None:
         events_file = workdir / "events.jsonl"

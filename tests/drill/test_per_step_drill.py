@@ -10,10 +10,10 @@ import urllib.parse
 import psutil
 import pytest
 
-from lab import events
 from lab.drill.run import DrillConfig, run_drill
-from lab.local import LocalCluster
-from lab.spec.job import JobSpec
+from lab.local import LocalTarget
+from lab.runtime import events
+from lab.vocab.job import JobSpec
 
 
 def _spec(workdir, steps: int = 150, **kw):
@@ -99,7 +99,7 @@ def test_torchft_servers_listen_on_loopback_only(workdir):
     """The lighthouse and each group's manager and weight server listen on 127.0.0.1, never
     on every address (TorchFT's defaults)."""
     spec = _spec(workdir, steps=100000)
-    with LocalCluster(spec, workdir) as cluster:
+    with LocalTarget(spec, workdir) as cluster:
         cluster.add_node()
         cluster.add_node()
         deadline = time.monotonic() + 60
@@ -121,7 +121,7 @@ def test_torchft_servers_listen_on_loopback_only(workdir):
             assert listening.get(port) == "127.0.0.1", (port, listening.get(port))
 
 
-def _wait_for(cluster: LocalCluster, predicate, timeout: float) -> list[dict]:
+def _wait_for(cluster: LocalTarget, predicate, timeout: float) -> list[dict]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         recorded = cluster.events()
@@ -140,7 +140,7 @@ def test_every_sample_of_an_epoch_is_trained_once_while_a_group_joins(workdir):
     cover each sample exactly once."""
     args = ("--steps", "120", "--dataset-size", "256", "--batch-size", "8", "--step-time", "0.02", "--log-samples")
     spec = _spec(workdir, script_args=args)
-    with LocalCluster(spec, workdir) as cluster:
+    with LocalTarget(spec, workdir) as cluster:
         cluster.add_node()
         cluster.add_node()
         _wait_for(cluster, lambda r: any(e["event"] == "step" and e["step"] >= 20 for e in r), 90)
@@ -165,15 +165,15 @@ def test_every_sample_of_an_epoch_is_trained_once_while_a_group_joins(workdir):
 def test_a_checkpoint_of_one_mode_resumes_the_other(workdir):
     """Elastic to per-step and back: each resumes from the other's newest checkpoint."""
     elastic = _spec(workdir, fault_tolerance="elastic", min_nodes=1, max_nodes=1, script_args=("--steps", "20"))
-    with LocalCluster(elastic, workdir / "elastic") as cluster:
+    with LocalTarget(elastic, workdir / "elastic") as cluster:
         cluster.add_node()
         assert cluster.wait(90) and cluster.nodes[0].exit_code == 0
     per_step = _spec(workdir, min_nodes=1, max_nodes=1, script_args=("--steps", "40"))
-    with LocalCluster(per_step, workdir / "per-step") as cluster:
+    with LocalTarget(per_step, workdir / "per-step") as cluster:
         cluster.add_node()
         assert cluster.wait(90) and cluster.nodes[0].exit_code == 0
     back = _spec(workdir, fault_tolerance="elastic", min_nodes=1, max_nodes=1, script_args=("--steps", "60"))
-    with LocalCluster(back, workdir / "back") as cluster:
+    with LocalTarget(back, workdir / "back") as cluster:
         cluster.add_node()
         assert cluster.wait(90) and cluster.nodes[0].exit_code == 0
     resumed = [

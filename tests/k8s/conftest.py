@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from lab.k8s.helm import render_chart
-from lab.spec.job import JobSpec
-from lab.spec.layout import ETCD_CHART, NOTICE_CHART
-from lab.spec.platform_facts import PlatformFacts
+from lab.vocab.job import JobSpec
+from lab.vocab.layout import ETCD_CHART, NOTICE_CHART
+from lab.vocab.platform_facts import PlatformFacts
 from tests.k8s.helpers import render_job
 from tests.placements import AKS_PLACEMENT, aks_facts
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from lab.k8s.helm import render_chart
 from lab.k8s.job_values import values_for
-from lab.spec.job import JobSpec
-from lab.spec.layout import JOB_CHART
-from lab.spec.platform_facts import PlatformFacts
+from lab.vocab.job import JobSpec
+from lab.vocab.layout import JOB_CHART
+from lab.vocab.platform_facts import PlatformFacts
 
 
 def render_job(spec: JobSpec, facts: PlatformFacts, **override: Any) -> tuple[JobSpec, list[dict[str, Any]]]:

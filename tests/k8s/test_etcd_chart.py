@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from lab.k8s.helm import render_chart
-from lab.spec.layout import ETCD_CHART
+from lab.vocab.layout import ETCD_CHART
 from tests.k8s.helpers import the
 
 

@@ -22,12 +22,12 @@ from lab.k8s.job_values import (
 )
 from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
 from lab.k8s.schemas import validate_objects
-from lab.spec.job import POD_FIELD_ENV, FaultTolerance, JobSpec, RendezvousTimeouts
-from lab.spec.layout import ETCD_CHART, JOB_CHART
-from lab.spec.per_step import CHECKPOINT_PORT, LIGHTHOUSE_PORT, MANAGER_PORT, PerStepSettings
-from lab.spec.platform_facts import TERMINATION_GRACE_S
-from lab.spec.pools import PoolPlacement
-from lab.spec.problems import InvalidInput
+from lab.vocab.job import POD_FIELD_ENV, FaultTolerance, JobSpec, RendezvousTimeouts
+from lab.vocab.layout import ETCD_CHART, JOB_CHART
+from lab.vocab.per_step import CHECKPOINT_PORT, LIGHTHOUSE_PORT, MANAGER_PORT, PerStepSettings
+from lab.vocab.platform_facts import TERMINATION_GRACE_S
+from lab.vocab.pools import PoolPlacement
+from lab.vocab.problems import InvalidInput
 from tests.k8s.helpers import render_job, the
 
 VARIANTS = [
@@ -60,7 +60,7 @@ def test_rendered_job_matches_jobspec(changes, facts):
     container = worker_container(job)
     env = container_env(container)
     assert {k: v for k, v in env.items() if not k.startswith("PET_")} == spec.worker_env()
-    assert container["command"] == spec.launcher() == ["python", "-m", "lab.launch"]
+    assert container["command"] == spec.launcher() == ["python", "-m", "lab.runtime.launch"]
     assert container["args"] == spec.entrypoint()
     assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == spec.max_nodes
 
@@ -149,7 +149,7 @@ def test_c10d_backend_brings_its_own_store(facts):
     assert store["spec"]["template"]["spec"]["priorityClassName"] == facts.preserved_priority_class
     container = store["spec"]["template"]["spec"]["containers"][0]
     # The project's own store module, not a copy of it.
-    assert container["command"] == ["python", "-m", "lab.local.store"]
+    assert container["command"] == ["python", "-m", "lab.runtime.store"]
     assert container["args"] == ["--host", "0.0.0.0", "--port", str(spec.rdzv_port)]
     assert "tolerations" not in store["spec"]["template"]["spec"]  # the default CPU pool has no taint
     assert svc["spec"]["type"] == "ClusterIP"

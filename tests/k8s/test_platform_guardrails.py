@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from lab.k8s.platform_guardrails import GUARDRAILS, GuardrailContext, run_guardrails
-from lab.spec.job import JobSpec
+from lab.vocab.job import JobSpec
 from tests.k8s.helpers import render_job, the
 from tests.placements import AKS_PLACEMENT
 

@@ -6,8 +6,8 @@ import pytest
 
 from lab.k8s import schemas as validate
 from lab.k8s.schemas import schema_version_for, validate_objects
-from lab.spec.job import JobSpec
-from lab.spec.layout import ROOT
+from lab.vocab.job import JobSpec
+from lab.vocab.layout import ROOT
 from tests.k8s.helpers import render_job, the
 
 

@@ -11,16 +11,16 @@ import pytest
 
 from lab.k8s.helm import ChartRenderError, render_chart
 from lab.k8s.schemas import validate_objects
-from lab.notice.cli import build_parser, settings
-from lab.spec.layout import NOTICE_CHART
-from lab.spec.pools import Taint
-from lab.spec.versions import DEFAULT_KUBERNETES_VERSION
+from lab.runtime.notice.cli import build_parser, settings
+from lab.vocab.layout import NOTICE_CHART
+from lab.vocab.pools import Taint
+from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION
 from tests.k8s.helpers import the
 from tests.placements import AKS_PLACEMENT
 
 NAMESPACE = "kube-system"
 
-# (API group, resource, verb) of each call the handler makes (lab/notice/drain.py).
+# (API group, resource, verb) of each call the handler makes (lab/runtime/notice/drain.py).
 CALLS = {
     ("", "nodes", "patch"),  # cordon: patch_node
     ("", "pods", "list"),  # list_pod_for_all_namespaces(field_selector=spec.nodeName=...)
@@ -100,7 +100,7 @@ def test_rbac_grants_the_calls_of_the_handler_to_its_pods():
 def test_the_container_runs_the_handler_with_flags_it_accepts():
     for values in (None, _platform_values()):
         [container] = _pod(_render(values))["containers"]
-        assert container["command"] == ["python", "-m", "lab.notice"]
+        assert container["command"] == ["python", "-m", "lab.runtime.notice"]
         env = {e["name"]: e for e in container["env"]}
         assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
         s = settings(build_parser().parse_args(container["args"]), {"NODE_NAME": "aks-gpuspot-1-vmss000003"})

@@ -5,11 +5,11 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from lab.local import LocalCluster, LocalClusterError
+from lab.local import LocalTarget, LocalTargetError
 from lab.local import lighthouse as lighthouse_module
 from lab.local.lighthouse import Lighthouse, LighthouseError, find_lighthouse
-from lab.spec.job import JobSpec
-from lab.spec.per_step import PerStepSettings
+from lab.vocab.job import JobSpec
+from lab.vocab.per_step import PerStepSettings
 
 
 def _listening(port: int) -> set[str]:
@@ -38,10 +38,10 @@ def test_a_missing_lighthouse_is_named_before_anything_starts(workdir, monkeypat
     def missing() -> str:
         raise LighthouseError("torchft_lighthouse was not found beside python or on PATH: expected the torchft package")
 
-    monkeypatch.setattr("lab.local.cluster.find_lighthouse", missing)
+    monkeypatch.setattr("lab.local.target.find_lighthouse", missing)
     spec = JobSpec(fault_tolerance="per-step", checkpoint_dir=str(workdir / "ckpt"))
-    with pytest.raises(LocalClusterError, match="torchft_lighthouse was not found"):
-        LocalCluster(spec, workdir / "run")
+    with pytest.raises(LocalTargetError, match="torchft_lighthouse was not found"):
+        LocalTarget(spec, workdir / "run")
     assert not (workdir / "run" / "lighthouse.log").exists()
 
 

@@ -135,7 +135,7 @@ def test_step0_finds_what_the_local_target_needs():
     out = text_of(nb)
     assert "python 3.11" in out and sys.executable in out  # the kernel runs this interpreter
     assert "torch 2.13.0" in out
-    assert "ok       lab.launch" in out and "ok       components.program" in out
+    assert "ok       lab.runtime.launch" in out and "ok       components.program" in out
     assert "etcd 3.5 at" in out
     assert "Everything target 'local' needs is here." in out
 
@@ -153,7 +153,7 @@ def test_step1_shows_the_offline_plan_and_its_cost():
 def test_step2_shows_the_contract_and_drills_a_script_of_its_own(work_root):
     nb = execute("Step2_make_it_elastic", target="local", work_root=str(work_root))
     out = text_of(nb)
-    # excerpts read from lab/train.py
+    # excerpts read from lab/runtime/train.py
     assert "class SpotNotice" in out and "dist.init_process_group(backend" in out and "def peer_lost" in out
     assert "LAB_CHECKPOINT_DIR=/checkpoints" in out
     (run,) = run_dirs(work_root, "step2")
@@ -218,7 +218,7 @@ def test_step5_stops_what_is_left_and_removes_the_work_directories(work_root):
 
 # ------------------------------------------------------------------ a cloud target
 def _pulumi_and_azure_here() -> bool:
-    from lab.cluster.stacks import credential_problem
+    from lab.stacks.automation import credential_problem
 
     return shutil.which("pulumi") is not None and credential_problem("aks", "aks-dev") is None
 
@@ -230,7 +230,7 @@ def test_a_cloud_target_stops_naming_what_is_missing(name):
         pytest.skip("this machine has the Pulumi CLI and Azure credentials: nothing is missing")
     with pytest.raises(CellExecutionError) as failed:
         execute(name, target="aks-dev")
-    from lab.cluster.stacks import credential_problem
+    from lab.stacks.automation import credential_problem
 
     message = str(failed.value)
     assert "MissingPrerequisite" in message

@@ -19,9 +19,9 @@ from components.platform.values import OPERATOR_DEPLOYMENT, OPERATOR_LABELS, OPE
 from lab.k8s.helm import render_chart
 from lab.plan.platform_checks import HELM_CHART_TYPE, KUSTOMIZE_TYPE, OPERATOR_IMAGES, typed_object
 from lab.plan.recording import Plan, RecordedResource
-from lab.spec.layout import ROOT
-from lab.spec.names import PLATFORM_TYPE
-from lab.spec.versions import DEVICE_PLUGIN_CHART, DEVICE_PLUGIN_VERSION, OPERATOR_VERSION
+from lab.vocab.layout import ROOT
+from lab.vocab.names import PLATFORM_TYPE
+from lab.vocab.versions import DEVICE_PLUGIN_CHART, DEVICE_PLUGIN_VERSION, OPERATOR_VERSION
 
 Objects = list[dict[str, Any]]
 

@@ -1,5 +1,5 @@
 """ARM's tag rules in the arm-conformance check: every azure-native resource's tags, inline
-ones included, with the rule of lab.spec.azure_tags."""
+ones included, with the rule of lab.vocab.azure_tags."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pulumi_azure_native import resources
 from lab.plan import arm
 from lab.plan.check_list import findings_of, run_checks
 from lab.plan.harness import run_program
-from lab.spec.azure_tags import CLUSTER_TAG
+from lab.vocab.azure_tags import CLUSTER_TAG
 
 RESOURCE_GROUP = ("azure-native:resources:ResourceGroup", "aks-rg")
 IDENTITY = ("azure-native:managedidentity:UserAssignedIdentity", "aks-training")

@@ -18,9 +18,9 @@ from lab.plan.check_list import findings_of, run_checks
 from lab.plan.findings import errors
 from lab.plan.harness import run_program
 from lab.plan.platform_checks import check_platforms, unseen_components
-from lab.spec.layout import ROOT
-from lab.spec.names import PLATFORM_TYPE as PLATFORM
-from lab.spec.problems import InvalidInput
+from lab.vocab.layout import ROOT
+from lab.vocab.names import PLATFORM_TYPE as PLATFORM
+from lab.vocab.problems import InvalidInput
 
 from .real_preview import real_preview, remote_components
 

@@ -55,10 +55,10 @@ from lab.plan.policy_pack import (
     policies,
 )
 from lab.plan.recording import Plan, RecordedResource
-from lab.spec.job import FaultTolerance, JobSpec, RdzvBackend
-from lab.spec.layout import ROOT
-from lab.spec.names import PROJECT
-from lab.spec.platform_facts import PlatformFacts
+from lab.vocab.job import FaultTolerance, JobSpec, RdzvBackend
+from lab.vocab.layout import ROOT
+from lab.vocab.names import PROJECT
+from lab.vocab.platform_facts import PlatformFacts
 from tests.k8s.test_platform_guardrails import BROKEN as PLATFORM_BROKEN
 
 from .real_preview import break_stack, real_preview, remote_components

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from lab.checkpoint import CheckpointDirError, CheckpointError, CheckpointStore
+from lab.runtime.checkpoint import CheckpointDirError, CheckpointError, CheckpointStore
 
 
 def _state(step, size=100):
@@ -77,7 +77,7 @@ def test_unwritable_checkpoint_dir_is_a_clear_error(tmp_path):
 
 WRITER = """
 import sys, torch
-from lab.checkpoint import CheckpointStore
+from lab.runtime.checkpoint import CheckpointStore
 store = CheckpointStore(sys.argv[1], sys.argv[2], keep=10)
 store.save({"step": 1, "w": torch.ones(16)}, 1, "r0")
 print("first saved", flush=True)

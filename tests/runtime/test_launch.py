@@ -1,4 +1,4 @@
-"""lab.launch: torchrun with fractional-second rendezvous settings, against a real etcd."""
+"""lab.runtime.launch: torchrun with fractional-second rendezvous settings, against a real etcd."""
 
 import json
 import os
@@ -9,9 +9,9 @@ import pytest
 from torch.distributed.elastic.rendezvous import RendezvousParameters, dynamic_rendezvous, utils
 from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
-from lab import launch
 from lab.local.etcd import EtcdServer
-from lab.spec.job import JobSpec
+from lab.runtime import launch
+from lab.vocab.job import JobSpec
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def _params(endpoint, conf):
 
 
 def test_plain_torch_rejects_our_fractional_settings(etcd):
-    """Why lab.launch exists: torch parses these timeouts as whole seconds."""
+    """Why lab.runtime.launch exists: torch parses these timeouts as whole seconds."""
     conf = JobSpec().rdzv_conf()
     with pytest.raises(ValueError):
         dynamic_rendezvous.create_handler(None, None, _params(etcd.endpoint, conf))
@@ -69,7 +69,7 @@ def test_agent_events_go_to_the_file_torchrun_is_told_of(tmp_path, monkeypatch):
     from torch.distributed.elastic import events as torch_events
     from torch.distributed.elastic.events import handlers
 
-    from lab.launch import EVENT_LOG_HANDLER, record_agent_events
+    from lab.runtime.launch import EVENT_LOG_HANDLER, record_agent_events
 
     # setenv first, so that the delete is undone after the test even when the variable was unset
     monkeypatch.setenv("PET_EVENT_LOG_HANDLER", "unset")
@@ -95,7 +95,7 @@ class _Handler:
 
 
 def _monitored(monkeypatch, state, lost):
-    """The agent's monitor as lab.launch wraps it, around a monitor that reports `state`."""
+    """The agent's monitor as lab.runtime.launch wraps it, around a monitor that reports `state`."""
     from types import SimpleNamespace
 
     from torch.distributed.elastic.agent.server.api import RunResult

@@ -5,9 +5,9 @@ import subprocess
 import sys
 import time
 
-from lab import events
 from lab.local.etcd import EtcdServer
-from lab.spec.job import JobSpec
+from lab.runtime import events
+from lab.vocab.job import JobSpec
 
 
 def test_sigterm_to_the_launcher_exits_143(workdir):

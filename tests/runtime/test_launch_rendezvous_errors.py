@@ -1,4 +1,4 @@
-"""lab.launch against rendezvous failures, with a real etcd and real agents: an unreachable
+"""lab.runtime.launch against rendezvous failures, with a real etcd and real agents: an unreachable
 server is ridden out, and an agent that gives up exits with a retryable code and leaves the
 rendezvous open for its restarted pod."""
 
@@ -14,10 +14,10 @@ from torch.distributed.elastic.rendezvous import RendezvousParameters
 from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
 from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
-from lab import events, launch
 from lab.local import procs
 from lab.local.etcd import EtcdServer
-from lab.spec.job import JobSpec
+from lab.runtime import events, launch
+from lab.vocab.job import JobSpec
 
 
 @pytest.fixture

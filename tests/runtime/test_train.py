@@ -1,12 +1,12 @@
-"""lab.train under real torchrun: resume, data position, sharding across a world-size change."""
+"""lab.runtime.train under real torchrun: resume, data position, sharding across a world-size change."""
 
 import collections
 import os
 import subprocess
 import sys
 
-from lab import events
-from lab.train import GlobalSampler
+from lab.runtime import events
+from lab.runtime.train import GlobalSampler
 
 
 def _torchrun(workdir, nproc, *train_args, env_extra=None):
@@ -23,7 +23,7 @@ def _torchrun(workdir, nproc, *train_args, env_extra=None):
         "--standalone",
         f"--nproc-per-node={nproc}",
         "-m",
-        "lab.train",
+        "lab.runtime.train",
         "--checkpoint-dir",
         str(workdir / "ckpt"),
         *train_args,

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from lab.spec.layout import ROOT
+from lab.vocab.layout import ROOT
 
 
 def _cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
@@ -35,7 +35,7 @@ def test_cli_submit_dry_run(crd):
     assert (conf["join_timeout"], conf["server_outage"]) == ("1800", "60")
     container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert container["image"] == "registry.example/trainer:1"
-    assert container["args"] == ["-m", "lab.train", "--steps", "100"]
+    assert container["args"] == ["-m", "lab.runtime.train", "--steps", "100"]
     assert {d["kind"] for d in docs} == {"PyTorchJob", "Deployment", "PodDisruptionBudget", "Service", "NetworkPolicy"}
     assert "token" not in proc.stdout
 

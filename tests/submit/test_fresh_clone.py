@@ -10,7 +10,7 @@ import sys
 
 import yaml
 
-from lab.spec.layout import ROOT
+from lab.vocab.layout import ROOT
 
 
 def test_submit_dry_run_in_a_clone_with_nothing_beside_it(tmp_path):
@@ -28,7 +28,7 @@ def test_submit_dry_run_in_a_clone_with_nothing_beside_it(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "ELASTIC_LAB_SCHEMAS"}
     env["PYTHONPATH"] = str(clone)  # this clone's code, not the checkout the tests run from
     where = subprocess.run(
-        [sys.executable, "-c", "import lab.spec.layout as l; print(l.ROOT)"],
+        [sys.executable, "-c", "import lab.vocab.layout as l; print(l.ROOT)"],
         cwd=clone,
         env=env,
         capture_output=True,

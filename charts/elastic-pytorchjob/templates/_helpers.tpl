@@ -49,7 +49,7 @@
 {{ .Values.name }}-rdzv-store
 {{- end -}}
 
-{{/* The per-step job's lighthouse (lab.spec.platform_facts.lighthouse_name). */}}
+{{/* The per-step job's lighthouse (lab.vocab.platform_facts.lighthouse_name). */}}
 {{- define "ej.lighthouseName" -}}
 {{ .Values.name }}-lighthouse
 {{- end -}}

@@ -17,10 +17,10 @@ from components.aks.storage import (
 from components.cluster_info import AzureBlobCheckpoint
 from lab.plan.harness import run_program
 from lab.plan.mocks import MOCK_SUBSCRIPTION, PlanMocks
-from lab.spec import pools as labels
-from lab.spec.azure_tags import CLUSTER_TAG, tag_name_problem
-from lab.spec.names import AKS_CLUSTER_TYPE as COMPONENT_TYPE
-from lab.spec.problems import InvalidInput
+from lab.vocab import pools as labels
+from lab.vocab.azure_tags import CLUSTER_TAG, tag_name_problem
+from lab.vocab.names import AKS_CLUSTER_TYPE as COMPONENT_TYPE
+from lab.vocab.problems import InvalidInput
 
 MC = "azure-native:containerservice:ManagedCluster"
 POOL = "azure-native:containerservice:AgentPool"
@@ -344,7 +344,7 @@ def test_user_pools_share_their_common_arguments(plan):
 def test_default_kubernetes_version_is_one_constant(cluster_only_plan):
     from components import config as config_mod
     from components.aks.args import AksClusterArgs as Args
-    from lab.spec.versions import DEFAULT_KUBERNETES_VERSION
+    from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION
 
     assert (
         Args(location="eastus", resource_group_name="rg", cluster_name="c").kubernetes_version

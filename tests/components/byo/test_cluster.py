@@ -7,9 +7,9 @@ import pytest
 from components.byo import ByoCluster, ByoClusterArgs
 from components.cluster_info import StorageClassCheckpoint
 from lab.plan.harness import run_program
-from lab.spec.names import BYO_CLUSTER_TYPE
-from lab.spec.pools import Taint
-from lab.spec.problems import InvalidInput
+from lab.vocab.names import BYO_CLUSTER_TYPE
+from lab.vocab.pools import Taint
+from lab.vocab.problems import InvalidInput
 
 POOLS = {
     "gpuSpot": {

@@ -9,7 +9,7 @@ from components import config as config_mod
 from components.eks.args import EksClusterArgs, is_nvidia_instance
 from lab.plan.harness import run_program
 from lab.plan.stack_files import read_stack_config
-from lab.spec.problems import InvalidInput
+from lab.vocab.problems import InvalidInput
 
 
 def _load(**overrides):

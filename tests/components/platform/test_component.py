@@ -24,8 +24,8 @@ from components.platform.settings import CheckpointSettings
 from lab.plan.harness import run_program
 from lab.plan.platform_checks import CRD_CHECK, check_platforms
 from lab.plan.recording import RecordedResource
-from lab.spec.pools import PoolPlacement
-from lab.spec.problems import InvalidInput
+from lab.vocab.pools import PoolPlacement
+from lab.vocab.problems import InvalidInput
 from tests.placements import AKS_PLACEMENT, BYO_PLACEMENT, EKS_PLACEMENT
 
 CLIENT_ID = "11111111-2222-3333-4444-555555555555"

@@ -8,8 +8,8 @@ import pytest
 from components.aks.args import CHECKPOINT_AUTH_MODES
 from components.cluster_info import TrainingIdentity
 from components.platform.settings import CHECKPOINT_AUTH, PlatformSettings
-from lab.spec.job import CheckpointWrites
-from lab.spec.problems import InvalidInput
+from lab.vocab.job import CheckpointWrites
+from lab.vocab.problems import InvalidInput
 from tests.placements import AKS_PLACEMENT
 
 BAD_SETTINGS = {

@@ -1,0 +1,453 @@
+"""LocalTarget: a rendezvous server plus torchrun agents ("nodes"), each its own process
+tree, that can be added and evicted while the job runs. Everything it starts is stopped on
+exit, on Ctrl-C and on failure.
+
+In per-step mode (JobSpec.fault_tolerance) the rendezvous server is TorchFT's lighthouse and
+each node is a replica group of its own, named after the node."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.local import procs
+from lab.local.etcd import EtcdError, EtcdServer, find_etcd
+from lab.local.lighthouse import Lighthouse, LighthouseError, find_lighthouse
+from lab.runtime import events
+from lab.runtime.warm import die_with_parent
+from lab.vocab.errors import Refused
+from lab.vocab.job import ENV_AGENT_EVENTS, ENV_EVENTS_FILE, ENV_NODE, JobSpec, RdzvBackend
+from lab.vocab.per_step import ENV_ADVERTISE, ENV_REPLICA_GROUP
+
+log = logging.getLogger(__name__)
+
+# A silently evicted node's processes are killed this long after they stopped (a vanished
+# VM never comes back; by then its peers have long moved on).
+SILENT_KILL_S = 30.0
+# Under each node's directory: torchrun's --log-dir (its workers' error files among them).
+TORCHELASTIC_LOGS = "torchelastic"
+# Under each node's directory: torch's structured agent events, as JSON lines (lab.runtime.launch).
+AGENT_EVENTS = "agent-events.jsonl"
+# The longest temp dir path under which multiprocessing's sockets still fit.
+MAX_TMP_PATH = 60
+
+
+def _raise_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+class LocalTargetError(Refused, RuntimeError):
+    """Bad input or a failed start; raised before anything is left running."""
+
+
+@dataclass
+class Node:
+    name: str
+    proc: subprocess.Popen
+    log_path: Path
+    started_at: float
+    evicted_at: float | None = None
+    eviction: str | None = None  # "notice" | "hard" | "silent"
+    _killer: threading.Timer | None = field(default=None, repr=False)
+
+    @property
+    def running(self) -> bool:
+        """Its agent's process exists (a silently evicted node's, stopped, still does)."""
+        return self.proc.poll() is None
+
+    @property
+    def alive(self) -> bool:
+        """Running and taking part: a silently evicted node is gone for everyone else."""
+        return self.running and self.eviction != "silent"
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.proc.poll()
+
+
+class LocalTarget:
+    """Use as a context manager:
+
+    with LocalTarget(spec, workdir) as cluster:
+        cluster.add_node(); cluster.add_node()
+        ...
+        cluster.evict(node, notice_s=30)
+    """
+
+    def __init__(
+        self, spec: JobSpec, workdir: str | Path, *, etcd_binary: str | None = None, env: dict[str, str] | None = None
+    ):
+        self.workdir = Path(workdir)
+        self.spec = spec
+        self.extra_env = dict(env or {})
+        self.nodes: list[Node] = []
+        self.events_file = self.workdir / "events.jsonl"
+        self._etcd: EtcdServer | None = None
+        self._lighthouse: Lighthouse | None = None
+        self._watchdog: subprocess.Popen | None = None
+        self.tmp_dir: Path | None = None
+        self._rdzv_stopped = False
+        self._store: subprocess.Popen | None = None
+        self._store_port = 0
+        self._next_id = 0
+        self._closed = False
+        # Validate everything before starting anything.
+        self._check_workdir()
+        self._check_checkpoint_dir(Path(spec.checkpoint_dir))
+        if spec.script and not Path(spec.script).is_file():
+            raise LocalTargetError(f"script={spec.script!r} does not exist: expected a Python file to run on each node")
+        # Nodes run in directories of their own: paths given relative to here must not move.
+        self.spec = spec = spec.replace(
+            checkpoint_dir=str(Path(spec.checkpoint_dir).absolute()),
+            script=str(Path(spec.script).absolute()) if spec.script else spec.script,
+        )
+        if spec.per_step_mode:
+            try:
+                find_lighthouse()
+            except LighthouseError as exc:
+                raise LocalTargetError(str(exc)) from None
+        elif spec.rdzv_backend is RdzvBackend.ETCD_V2:
+            try:
+                self._etcd_binary = find_etcd(etcd_binary)
+            except EtcdError as exc:
+                raise LocalTargetError(str(exc)) from None
+
+    # ---------------------------------------------------------------- validation
+    def _check_workdir(self) -> None:
+        try:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            (self.workdir / "nodes").mkdir(exist_ok=True)
+        except OSError as exc:
+            raise LocalTargetError(
+                f"workdir={str(self.workdir)!r} cannot be created ({exc.strerror}): expected a writable directory"
+            ) from None
+
+    @staticmethod
+    def _check_checkpoint_dir(path: Path) -> None:
+        probe = path / f".write-probe-{os.getpid()}"
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            probe.write_bytes(b"ok")
+            probe.unlink()
+        except OSError as exc:
+            raise LocalTargetError(
+                f"checkpoint_dir={str(path)!r} is not writable ({exc.strerror}): "
+                "expected a directory the nodes can write"
+            ) from None
+
+    # ----------------------------------------------------------------- lifecycle
+    def __enter__(self) -> LocalTarget:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        procs.become_subreaper()
+        self.tmp_dir = self._make_tmp_dir()
+        self._start_watchdog()
+        # SIGTERM to the launcher (a CI timeout, `kill`) must stop everything it started,
+        # as Ctrl-C does: turn it into an exception so close() runs.
+        if threading.current_thread() is threading.main_thread():
+            self._old_sigterm = signal.signal(signal.SIGTERM, _raise_on_sigterm)
+        try:
+            if self.spec.per_step_mode:
+                self._lighthouse = Lighthouse(self.workdir, self.spec.per_step, self.spec.min_nodes).start()
+                self._guard(self._lighthouse.proc)
+                endpoint = self._lighthouse.endpoint
+            elif self.spec.rdzv_backend is RdzvBackend.ETCD_V2:
+                self._etcd = EtcdServer(self.workdir, self._etcd_binary).start()
+                self._guard(self._etcd.proc)
+                endpoint = self._etcd.endpoint
+            else:
+                endpoint = self._start_store()
+        except (EtcdError, LighthouseError) as exc:
+            self.close()
+            raise LocalTargetError(str(exc)) from None
+        except BaseException:
+            self.close()
+            raise
+        if self._lighthouse:
+            self.spec = self.spec.replace(lighthouse_endpoint=endpoint)
+        else:
+            self.spec = self.spec.replace(rdzv_endpoint=endpoint)
+        self.record(
+            "cluster_started",
+            backend=self.backend,
+            endpoint=endpoint,
+            rdzv_id=self.spec.rdzv_id,
+            fault_tolerance=self.spec.fault_tolerance.value,
+        )
+
+    @property
+    def backend(self) -> str:
+        """What runs the rendezvous: the lighthouse in per-step mode, else the rendezvous backend."""
+        return "lighthouse" if self.spec.per_step_mode else self.spec.rdzv_backend.value
+
+    def _start_store(self) -> str:
+        port = self._store_port = self._store_port or procs.free_port()
+        log_path = self.workdir / "c10d-store.log"
+        self._store = procs.start_server([sys.executable, "-m", "lab.runtime.store", "--port", str(port)], log_path)
+        self._guard(self._store)
+        started = log_path.read_text().count("listening")
+        ready = procs.wait_until(
+            lambda: self._store.poll() is not None or log_path.read_text().count("listening") > started, 30
+        )
+        if not ready or self._store.poll() is not None:
+            raise LocalTargetError(f"the c10d store did not start (log: {log_path})")
+        return f"127.0.0.1:{port}"
+
+    def close(self) -> None:
+        """Stop every node tree, the rendezvous server, and any straggler we adopted. A
+        second Ctrl-C (or SIGTERM) while this runs is ignored: cut short, it would leave
+        processes behind."""
+        if self._closed:
+            return
+        self._closed = True
+        in_main = threading.current_thread() is threading.main_thread()
+        held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)} if in_main else {}
+        try:
+            self._stop_everything()
+        finally:
+            for sig, handler in held.items():
+                signal.signal(sig, handler)
+            if getattr(self, "_old_sigterm", None) is not None:
+                signal.signal(signal.SIGTERM, self._old_sigterm)
+
+    def _stop_everything(self) -> None:
+        for node in self.nodes:
+            if node._killer:
+                node._killer.cancel()
+            if node.running:
+                procs.signal_tree(node.proc.pid, signal.SIGKILL)
+        for node in self.nodes:
+            try:
+                node.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._etcd:
+            self._etcd.stop()
+        if self._lighthouse:
+            self._lighthouse.stop()
+        procs.stop(self._store)
+        procs.kill_descendants(timeout=3, spare=self._watchdog)
+        if self.tmp_dir is not None:
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+        if self._watchdog is not None and self._watchdog.stdin is not None:
+            try:
+                self._watchdog.stdin.write(b"done\n")
+                self._watchdog.stdin.close()
+            except OSError:
+                pass
+            procs.stop(self._watchdog)
+
+    # ------------------------------------------------------------------ watchdog
+    def _make_tmp_dir(self) -> Path:
+        """The nodes' TMPDIR: under the work directory, unless its path is too long for the
+        Unix sockets made there (108 bytes in all; multiprocessing adds about 40), then in the
+        system's temp dir. Removed on close, and by the watchdog if this process is killed."""
+        inside = self.workdir / "tmp"
+        if len(str(inside.absolute())) <= MAX_TMP_PATH:
+            inside.mkdir(exist_ok=True)
+            return inside
+        return Path(tempfile.mkdtemp(prefix="elastic-lab-"))
+
+    def _start_watchdog(self) -> None:
+        """lab.local.watchdog kills every process group this cluster started if this process
+        dies without closing it (SIGKILL, a crash): each node, the rendezvous server; then it
+        removes the nodes' temp dir. It runs in a session of its own, so a Ctrl-C to the
+        drill does not reach it."""
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-m", "lab.local.watchdog", str(self.tmp_dir)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def _guard(self, proc: subprocess.Popen | None) -> None:
+        """Hand a process-group leader we started (start_new_session) to the watchdog."""
+        if proc is None or self._watchdog is None or self._watchdog.stdin is None:
+            return
+        try:
+            self._watchdog.stdin.write(f"{proc.pid}\n".encode())
+            self._watchdog.stdin.flush()
+        except OSError:
+            log.warning("the watchdog is gone: processes may outlive a killed drill")
+
+    # ---------------------------------------------------------- rendezvous server
+    @property
+    def rendezvous_server(self) -> subprocess.Popen | None:
+        """The rendezvous server's process (etcd, the c10d store or the lighthouse)."""
+        if self._lighthouse:
+            return self._lighthouse.proc
+        return self._etcd.proc if self._etcd else self._store
+
+    def rendezvous_died(self) -> str | None:
+        """What happened, when the rendezvous server exited without being stopped."""
+        proc = self.rendezvous_server
+        if self._closed or self._rdzv_stopped or proc is None or proc.poll() is None:
+            return None
+        what = "etcd" if self._etcd else "the lighthouse" if self._lighthouse else "the c10d store"
+        if self._lighthouse:
+            log_path = self._lighthouse.log_path
+        else:
+            log_path = self._etcd.log_path if self._etcd else self.workdir / "c10d-store.log"
+        return f"the rendezvous server ({what}) exited with code {proc.returncode} (log: {log_path})"
+
+    def stop_rendezvous(self) -> None:
+        """Stop the rendezvous server (SIGTERM, as a pod being drained or upgraded), leaving
+        its data: the nodes keep running and find it unreachable."""
+        if self._closed:
+            raise LocalTargetError("the cluster is closed")
+        self.record("rdzv_down", backend=self.backend)
+        self._rdzv_stopped = True
+        if self._etcd:
+            self._etcd.stop()
+        elif self._lighthouse:
+            self._lighthouse.stop()
+        else:
+            procs.stop(self._store)
+
+    def start_rendezvous(self, *, keep_data: bool = True) -> None:
+        """Start the rendezvous server again at the same address. etcd keeps its data, or,
+        with `keep_data=False`, starts empty as a new cluster (an etcd pod moved to another
+        node loses its emptyDir); a restarted c10d store always starts empty."""
+        if self._closed:
+            raise LocalTargetError("the cluster is closed")
+        try:
+            if self._etcd:
+                if not keep_data:
+                    shutil.rmtree(self._etcd.data_dir, ignore_errors=True)
+                self._etcd.start()
+                self._guard(self._etcd.proc)
+            elif self._lighthouse:
+                self._lighthouse.start()
+                self._guard(self._lighthouse.proc)
+            else:
+                self._start_store()
+        except (EtcdError, LighthouseError) as exc:
+            raise LocalTargetError(str(exc)) from None
+        self._rdzv_stopped = False
+        self.record("rdzv_up", backend=self.backend, kept_data=keep_data and self._etcd is not None)
+
+    # --------------------------------------------------------------------- nodes
+    def node_dir(self, name: str) -> Path:
+        """Where node `name` runs (its working directory)."""
+        return self.workdir / "nodes" / name
+
+    @property
+    def alive_nodes(self) -> list[Node]:
+        return [n for n in self.nodes if n.alive]
+
+    def add_node(self) -> Node:
+        if self._closed:
+            raise LocalTargetError("the cluster is closed")
+        if len(self.alive_nodes) >= self.spec.max_nodes:
+            raise LocalTargetError(
+                f"nodes={len(self.alive_nodes) + 1} is invalid: expected at most max_nodes={self.spec.max_nodes}"
+            )
+        name = f"node-{self._next_id}"
+        self._next_id += 1
+        log_path = self.workdir / "nodes" / f"{name}.log"
+        # The node's own directory, as a machine of its own would have: the script's relative
+        # paths and torchelastic's error files land there, never in the caller's directory;
+        # temporary files in the cluster's temp dir, removed when it closes.
+        home = self.node_dir(name)
+        home.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            **self.spec.worker_env(),
+            **self.extra_env,
+            ENV_NODE: name,
+            **({ENV_REPLICA_GROUP: name, ENV_ADVERTISE: "127.0.0.1"} if self.spec.per_step_mode else {}),
+            ENV_AGENT_EVENTS: str(home / AGENT_EVENTS),
+            ENV_EVENTS_FILE: str(self.events_file),
+            "PYTHONUNBUFFERED": "1",
+            "TMPDIR": str(self.tmp_dir),
+        }
+        cmd = [
+            *self.spec.launcher(sys.executable),
+            *self.spec.torchrun_args(local_addr="127.0.0.1"),
+            f"--log-dir={home / TORCHELASTIC_LOGS}",
+            *self.spec.entrypoint(),
+        ]
+        with open(log_path, "ab") as out:
+            # die_with_parent: the node dies with the drill, even when the drill is SIGKILLed
+            # (its forkserver and workers die with it in turn, see lab.runtime.warm).
+            proc = subprocess.Popen(
+                cmd,
+                cwd=home,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        node = Node(name, proc, log_path, time.time())
+        self._guard(proc)
+        self.nodes.append(node)
+        self.record("node_added", node=name, pid=proc.pid)
+        return node
+
+    def evict(self, node: Node, notice_s: float | None = None, *, silent: bool = False) -> None:
+        """Evict a node like a spot reclaim: with a notice (SIGTERM to its whole tree, then
+        SIGKILL when the notice runs out), hard (SIGKILL, no warning: on loopback its sockets
+        close at once, so peers learn of it in milliseconds) or silent (SIGSTOP of the whole
+        tree, as a VM that vanishes: its sockets stay open and nothing more is said; the tree
+        is killed SILENT_KILL_S later, or when the cluster closes)."""
+        if not node.alive:
+            raise LocalTargetError(f"node={node.name!r} is not running: expected a live node to evict")
+        if silent and notice_s is not None:
+            raise LocalTargetError(f"notice_s={notice_s!r} is invalid: expected none for a silent eviction")
+        node.evicted_at = time.time()
+        node.eviction = "silent" if silent else "hard" if notice_s is None else "notice"
+        self.record("evict", node=node.name, kind=node.eviction, notice_s=notice_s)
+        if node.eviction == "hard":
+            procs.signal_tree(node.proc.pid, signal.SIGKILL)
+            return
+        if node.eviction == "silent":
+            procs.signal_tree(node.proc.pid, signal.SIGSTOP)
+            self._kill_later(node, SILENT_KILL_S, "vanished_killed")
+            return
+        procs.signal_tree(node.proc.pid, signal.SIGTERM)
+        self._kill_later(node, notice_s or 0.0, "notice_expired")
+
+    def _kill_later(self, node: Node, seconds: float, event: str) -> None:
+        def kill() -> None:
+            if node.running:
+                self.record(event, node=node.name)
+                procs.signal_tree(node.proc.pid, signal.SIGKILL)
+
+        node._killer = threading.Timer(seconds, kill)
+        node._killer.daemon = True
+        node._killer.start()
+
+    def wait(self, timeout: float, poll: float = 0.2, on_tick=None) -> bool:
+        """Wait until no node is running; False when the timeout ran out first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if on_tick:
+                on_tick()
+            if not self.alive_nodes:
+                procs.reap()
+                return True
+            time.sleep(poll)
+        return False
+
+    def record(self, event: str, **fields: object) -> None:
+        events.emit(event, sink=self.events_file, source="cluster", **fields)
+
+    def events(self) -> list[dict]:
+        return events.read(self.events_file)

@@ -1,0 +1,240 @@
+"""The stack and the job on a cluster: `elastic-lab up | preview | destroy` and
+`elastic-lab submit | status | logs | delete` (the cluster drill is in lab.ops.drill_cli).
+
+A job is rendered from a JobSpec (the same flags as the local drill) and the stack's
+platform, checked (Kubernetes schema, PyTorchJob CRD v1.9.4, guardrails, sizing against the
+stack's pools), and created through the kubeflow-training SDK; the objects rendered with it
+(a c10d store, or the lighthouse of a `--fault-tolerance per-step` job) first, through the
+kubernetes client. The cluster is reached with --kubeconfig, else the stack's kubeconfig
+(the byo stack's file, or the Pulumi stack output of a cloud stack), else $KUBECONFIG;
+--context picks a context.
+
+Only argparse and the job vocabulary are imported here; each command imports the clients
+when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from lab.vocab.errors import LabError
+from lab.vocab.job import JobSpec
+from lab.vocab.job_flags import add_job_arguments
+from lab.vocab.job_flags import job_spec as job_fields_spec
+
+
+def _connection_arguments(p: argparse.ArgumentParser, *, stack_required: bool) -> None:
+    p.add_argument(
+        "--stack", required=stack_required, help="stack name (stacks/Pulumi.<stack>.yaml): its platform and cluster"
+    )
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: the stack's, else $KUBECONFIG)")
+    p.add_argument("--context", help="kubeconfig context (default: the current one)")
+    p.add_argument("--namespace", help="namespace (default: the stack's training namespace, else the context's)")
+
+
+def _job_arguments(p: argparse.ArgumentParser) -> None:
+    d = JobSpec.__dataclass_fields__
+    job = p.add_argument_group("job (lab/vocab/job.py JobSpec; the same flags as `elastic-lab drill`)")
+    add_job_arguments(job)
+    job.add_argument(
+        "--image", default=d["image"].default, help="training image, built from the Dockerfile (torch, this project)"
+    )
+    target = job.add_mutually_exclusive_group()
+    target.add_argument("--module", default=None, help=f"Python module to run [{d['module'].default}]")
+    target.add_argument("--script", default=None, help="script path inside the image")
+    job.add_argument("--rdzv-id", default="", help="rendezvous id (default: <name>-<random>)")
+    size = p.add_argument_group("size (checked against the stack's pools)")
+    size.add_argument("--cpu", help="CPU request per worker pod, e.g. 4 or 3500m (default: the chart's)")
+    size.add_argument("--memory", help="memory request per worker pod, e.g. 16Gi (default: the chart's)")
+    size.add_argument("--gpus", type=int, help="GPUs per worker pod (default: the platform's GPUs per node)")
+    size.add_argument("--replicas", type=int, help="worker pods to create (default: --max-nodes)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "submit",
+        help="render the PyTorchJob (elastic or per-step) for a stack and create it on its cluster",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _connection_arguments(p, stack_required=True)
+    p.add_argument("--dry-run", action="store_true", help="print the YAML that would be created, create nothing")
+    p.add_argument("--replace", action="store_true", help="delete a job of the same name first")
+    _job_arguments(p)
+    p.add_argument("script_args", nargs="*", help="arguments for the training script (after --)")
+    p.set_defaults(func=submit_main)
+
+    for name, helptext in (
+        ("up", "check the stack offline, then `pulumi up` through the Automation API (with the policy pack)"),
+        ("preview", "check the stack offline, then `pulumi preview` (with the policy pack)"),
+        ("destroy", "`pulumi destroy` of the stack (see `teardown` for jobs, volumes and leftovers too)"),
+    ):
+        q = subparsers.add_parser(name, help=helptext, description=helptext)
+        q.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
+        if name == "destroy":
+            q.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+        q.set_defaults(func=stack_main, operation=name)
+
+    for name, helptext, func in (
+        ("status", "a job's conditions, world size, restarts, pods and their nodes", status_main),
+        ("logs", "a job's worker logs", logs_main),
+        ("delete", "delete a job and what was created with it", delete_main),
+    ):
+        q = subparsers.add_parser(name, help=helptext, description=helptext)
+        _connection_arguments(q, stack_required=False)
+        q.add_argument(
+            "--job",
+            required=name != "status",
+            help="job name" + (" (default: list the jobs)" if name == "status" else ""),
+        )
+        if name == "logs":
+            q.add_argument("--worker", type=int, help="only this worker (replica index)")
+            q.add_argument("-f", "--follow", action="store_true", help="stream the logs as they grow")
+        q.set_defaults(func=func)
+
+
+def job_spec(args: argparse.Namespace) -> JobSpec:
+    module = args.module if (args.module or args.script) else JobSpec.__dataclass_fields__["module"].default
+    return job_fields_spec(
+        args,
+        image=args.image,
+        module=module if not args.script else None,
+        script=args.script,
+        script_args=tuple(args.script_args),
+        rdzv_id=args.rdzv_id,
+    )
+
+
+def _sizing(args: argparse.Namespace) -> Any:
+    from lab.submit.core import JobSizing
+
+    return JobSizing(cpu=args.cpu, memory=args.memory, gpus=args.gpus, replicas=args.replicas)
+
+
+def _fail(command: str, exc: BaseException, code: int) -> int:
+    print(f"elastic-lab {command}: {exc}", file=sys.stderr)
+    return code
+
+
+def run_command(command: str, body: Callable[[], int]) -> int:
+    """Run a command body; an error of the lab exits with its code (2 refused input, 1 a
+    failed operation)."""
+    try:
+        return body()
+    except LabError as exc:
+        return _fail(command, exc, exc.exit_code)
+
+
+def stack_target_of(stack: str | None) -> Any:
+    from lab.submit.core import stack_target
+
+    return stack_target(stack) if stack else None
+
+
+def namespace_of(args: argparse.Namespace, target: Any, kube: Any) -> str:
+    if args.namespace:
+        return str(args.namespace)
+    return str(target.facts.namespace) if target is not None else str(kube.namespace)
+
+
+def submit_main(args: argparse.Namespace) -> int:
+    def body() -> int:
+        from lab.ops import jobs
+        from lab.submit.core import job_notes, manifest_text, render_job
+
+        spec = job_spec(args)
+        target = stack_target_of(args.stack)
+        sizing = _sizing(args)
+        cluster_spec, objects = render_job(spec, target, sizing)
+        if args.dry_run:
+            sys.stdout.write(manifest_text(cluster_spec, target, objects))
+            return 0
+        with connected(args, target) as (kube, namespace):
+            created = jobs.submit(kube, objects, namespace, replace=args.replace)
+        which = (
+            "lighthouse " + cluster_spec.lighthouse_endpoint
+            if cluster_spec.per_step_mode
+            else "rdzvId " + cluster_spec.rdzv_id
+        )
+        print(f"created {', '.join(created)} in namespace {namespace} ({which})")
+        print(job_notes(cluster_spec, target, sizing).replace("<stack>", args.stack))
+        return 0
+
+    return run_command("submit", body)
+
+
+@contextmanager
+def connected(args: argparse.Namespace, target: Any = None) -> Iterator[tuple[Any, str]]:
+    """(cluster, namespace) for a command's --stack, --kubeconfig, --context and --namespace."""
+    from lab.ops.kube import connect_to_stack
+
+    with connect_to_stack(target, args.kubeconfig, args.context) as kube:
+        yield kube, namespace_of(args, target, kube)
+
+
+def status_main(args: argparse.Namespace) -> int:
+    def body() -> int:
+        from lab.ops import jobs
+
+        with connected(args, stack_target_of(args.stack)) as (kube, namespace):
+            if not args.job:
+                names = jobs.list_jobs(kube, namespace)
+                print(f"PyTorchJobs in {namespace}: " + (", ".join(names) if names else "none"))
+                return 0
+            print("\n".join(jobs.status(kube, args.job, namespace).lines()))
+        return 0
+
+    return run_command("status", body)
+
+
+def logs_main(args: argparse.Namespace) -> int:
+    def body() -> int:
+        from lab.ops import jobs
+
+        with connected(args, stack_target_of(args.stack)) as (kube, namespace):
+            try:
+                for pod, line in jobs.logs(kube, args.job, namespace, worker=args.worker, follow=args.follow):
+                    print(f"[{pod}] {line}", flush=True)
+            except KeyboardInterrupt:
+                return 130
+        return 0
+
+    return run_command("logs", body)
+
+
+def delete_main(args: argparse.Namespace) -> int:
+    def body() -> int:
+        from lab.ops import jobs
+
+        with connected(args, stack_target_of(args.stack)) as (kube, namespace):
+            deleted = jobs.delete(kube, args.job, namespace)
+        print(f"deleted {', '.join(deleted)} from namespace {namespace}")
+        return 0
+
+    return run_command("delete", body)
+
+
+def stack_main(args: argparse.Namespace) -> int:
+    operation = args.operation
+
+    def body() -> int:
+        from lab.stacks.automation import run
+
+        if operation == "destroy" and not args.yes and not confirm(f"destroy every resource of stack {args.stack!r}?"):
+            print("nothing destroyed", file=sys.stderr)
+            return 1
+        run(operation, args.stack)
+        return 0
+
+    return run_command(operation, body)
+
+
+def confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        print(f"{question} (not a terminal: pass --yes)", file=sys.stderr)
+        return False
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")

@@ -1,0 +1,174 @@
+"""`elastic-lab drill --stack STACK`: the eviction drill on a stack's cluster (lab.ops.drill),
+added to the local drill's command: without --stack the local drill runs, and the cluster's
+options are refused there.
+
+Only argparse and the job vocabulary are imported here; the clients when the drill runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lab.ops.cli import connected, run_command, stack_target_of
+from lab.vocab.job import JobSpec
+from lab.vocab.job_flags import job_spec as job_fields_spec
+from lab.vocab.problems import InvalidInput, Problem
+
+BACKENDS = ("aks", "eks", "kubernetes")
+# Options of the cluster drill that mean nothing on the local target (flag -> dest).
+CLUSTER_ONLY = {
+    "--job": "job",
+    "--replace": "replace",
+    "--evict-with": "evict_with",
+    "--node": "node",
+    "--force": "force",
+    "--delete-node": "delete_node",
+    "--fis-any-instance": "fis_any_instance",
+    "--dry-run": "dry_run",
+    "--deadline": "deadline",
+    "--kubeconfig": "kubeconfig",
+    "--context": "context",
+    "--namespace": "namespace",
+}
+DEFAULT_BACKEND = {"aks": "aks", "eks": "eks"}  # any other cloud (byo): kubernetes
+
+
+def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argparse.Namespace], int]) -> None:
+    """The cluster drill's options on `elastic-lab drill`; with --stack it runs on the stack's
+    cluster, without it the local drill (`local_main`) runs as before."""
+    c = p.add_argument_group("cluster (with --stack: the drill runs on the stack's cluster)")
+    c.add_argument("--stack", help="run the drill on this stack's cluster instead of this machine")
+    c.add_argument("--job", help="attach to this running job instead of submitting one")
+    c.add_argument("--replace", action="store_true", help="replace a job of the same name when submitting")
+    c.add_argument(
+        "--evict-with",
+        choices=BACKENDS,
+        help="aks: VMSS simulateEviction; eks: FIS; kubernetes: drain (default: the stack's cloud, kubernetes for byo)",
+    )
+    c.add_argument("--node", help="the node to evict (default: the node of the highest-index worker)")
+    c.add_argument("--force", action="store_true", help="evict a node outside the stack's GPU spot pool")
+    c.add_argument("--delete-node", action="store_true", help="kubernetes backend: delete the Node after the drain")
+    c.add_argument(
+        "--fis-any-instance",
+        action="store_true",
+        help="eks: start the stack's FIS template as is (FIS picks an instance) instead of aiming at --node",
+    )
+    c.add_argument("--dry-run", action="store_true", help="print every API call the drill would make, make none")
+    c.add_argument(
+        "--deadline",
+        type=float,
+        default=1800.0,
+        help="seconds the cluster drill waits in all (default 1800: GPU nodes take minutes)",
+    )
+    c.add_argument("--kubeconfig", help="kubeconfig file (default: the stack's, else $KUBECONFIG)")
+    c.add_argument("--context", help="kubeconfig context")
+    c.add_argument("--namespace", help="namespace (default: the stack's training namespace)")
+    c.add_argument("--image", default=JobSpec.__dataclass_fields__["image"].default, help="training image")
+
+    def dispatch(args: argparse.Namespace) -> int:
+        if args.stack:
+            return drill_main(args)
+        needs_stack = [flag for flag, dest in CLUSTER_ONLY.items() if getattr(args, dest) not in (None, False, 1800.0)]
+        if needs_stack:
+            print(f"elastic-lab drill: {', '.join(needs_stack)} need(s) --stack (the cluster drill)", file=sys.stderr)
+            return 2
+        return local_main(args)
+
+    p.set_defaults(func=dispatch)
+
+
+def _evictor(name: str, args: argparse.Namespace, target: Any, kube: Any) -> Any:
+    """The eviction backend, built from the deployed stack's outputs."""
+    if name == "kubernetes":
+        from lab.ops.drain import KubernetesDrainEvictor
+
+        return KubernetesDrainEvictor(kube, delete_node=args.delete_node)
+    from lab.submit.core import stack_outputs
+
+    outputs = stack_outputs(target.stack)
+    if name == "aks":
+        from lab.ops.aks_eviction import AksVmssEvictor
+
+        return AksVmssEvictor(
+            node_resource_group=str(outputs["nodeResourceGroup"]), gpu_pool_name=str(outputs["poolNames"]["gpu-spot"])
+        )
+    from lab.ops.eks_eviction import FisEvictor
+
+    return FisEvictor(
+        region=str(outputs["region"]),
+        cluster_name=str(outputs["clusterName"]),
+        gpu_node_group=str(outputs["nodeGroupNames"]["gpu-spot"]),
+        template_id=str(outputs["fisTemplateId"]),
+        role_arn=outputs.get("fisRoleArn"),
+        target_instance=not args.fis_any_instance,
+    )
+
+
+def drill_main(args: argparse.Namespace) -> int:
+    def body() -> int:
+        from lab.drill.cli import DEFAULT_STEPS
+        from lab.drill.plot import plot_timeline
+        from lab.ops import jobs
+        from lab.ops.drill import ClusterDrill, ClusterDrillConfig
+        from lab.submit.core import render_job
+
+        target = stack_target_of(args.stack)
+        backend = args.evict_with or DEFAULT_BACKEND.get(target.cloud, "kubernetes")
+        if args.deadline <= 0 or args.deadline != args.deadline:
+            raise InvalidInput([Problem("--deadline", args.deadline, "a finite number of seconds > 0")])
+        objects, spec = None, None
+        if not args.job:
+            extra = [a for a in (args.script_args or []) if a != "--"] if args.script else []
+            steps = args.steps or DEFAULT_STEPS
+            script_kw = (
+                {"module": None, "script": args.script, "script_args": tuple(extra)}
+                if args.script
+                else {"script_args": ("--steps", str(steps), "--step-time", f"{args.step_time:g}")}
+            )
+            spec = job_fields_spec(args, image=args.image, **script_kw)
+            spec, objects = render_job(spec, target)
+        name = args.job or spec.name
+        evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, (args.steps or DEFAULT_STEPS) // 4)
+        with connected(args, target) as (kube, namespace):
+            evictor = _evictor(backend, args, target, kube)
+            workdir = Path(args.workdir or f"runs/cluster-drill-{name}").absolute()
+            cfg = ClusterDrillConfig(
+                namespace=namespace,
+                job=name,
+                evictor=evictor,
+                gpu_labels=dict(target.facts.pools.gpu_labels),
+                workdir=workdir,
+                objects=objects,
+                replace=args.replace,
+                node=args.node,
+                force=args.force,
+                evict_at_step=evict_at,
+                target_steps=None if args.job or args.script else (args.steps or DEFAULT_STEPS),
+                checkpoint_every=spec.checkpoint_every_steps if spec else jobs.checkpoint_every(kube, name, namespace),
+                timeout_s=args.deadline,
+            )
+            drill = ClusterDrill(cfg, kube, say=lambda line: print(line, file=sys.stderr, flush=True))
+            if args.dry_run:
+                for call in drill.planned_calls():
+                    print(call)
+                return 0
+            report = drill.run()
+        (workdir / "report.json").write_text(report.to_json())
+        try:
+            timeline = str(plot_timeline(report, args.plot or workdir / "timeline.png"))
+        except Exception as exc:  # noqa: BLE001 - the report is saved; the plot is an extra
+            timeline = f"not drawn ({type(exc).__name__}: {exc})"
+        if args.json:
+            print(report.to_json())
+        else:
+            print(report.summary())
+            print(
+                f"  timeline: {timeline}\n  report:   {workdir / 'report.json'}\n  events:   {workdir / 'events.jsonl'}"
+            )
+        return 0 if report.passed else 1
+
+    return run_command("drill", body)

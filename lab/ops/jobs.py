@@ -1,0 +1,411 @@
+"""A job's whole life on a cluster: submit, status, logs, delete.
+
+The PyTorchJob goes through the kubeflow-training SDK (`TrainingClient`, the operator's own
+client): the rendered object is turned into the SDK's `KubeflowOrgV1PyTorchJob` and back, and
+refused if that round trip would drop or change anything (a field the SDK does not know would
+otherwise vanish silently). The other objects a job renders (a c10d store's or a per-step
+job's lighthouse's Deployment, Service, PodDisruptionBudget and NetworkPolicy) and everything
+about pods, their logs and nodes go through the `kubernetes` client.
+Refusals come back as `JobError` with the server's reason, not as matched text.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client, utils
+from kubernetes.client.rest import ApiException
+
+from lab.ops.kube import KubeApi, KubeError, api_error
+from lab.vocab.job import ENV_CHECKPOINT_EVERY, FaultTolerance
+from lab.vocab.names import PROJECT
+from lab.vocab.per_step import ENV_MIN_REPLICAS
+
+# Labels the training operator puts on a job's pods.
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+# The label our job chart puts on everything it renders.
+JOB_LABEL = f"{PROJECT}/job"
+PYTORCHJOB = "PyTorchJob"
+SDK_MODEL = "KubeflowOrgV1PyTorchJob"
+
+
+class JobError(KubeError):
+    """A job operation cannot be done (exists already, missing, refused by the server)."""
+
+
+def training_client(kube: KubeApi, namespace: str) -> Any:
+    """TrainingClient on this cluster's own configuration (never the global default). The SDK
+    is imported on use: it loads the whole kubernetes model set."""
+    from kubeflow.training import TrainingClient
+
+    return TrainingClient(client_configuration=kube.api.configuration, namespace=namespace)
+
+
+def to_sdk_job(job: Mapping[str, Any]) -> Any:
+    """The SDK's PyTorchJob model of a rendered PyTorchJob; JobError if the SDK's model would
+    not send back exactly what was rendered."""
+    from kubeflow.training import ApiClient
+    from kubeflow.training.utils import utils as sdk_utils
+
+    api = ApiClient()
+    model = api.deserialize(sdk_utils.FakeResponse(dict(job)), SDK_MODEL)
+    back = api.sanitize_for_serialization(model)
+    if back != job:
+        lost = sorted(_differences(job, back))
+        raise JobError(
+            "the kubeflow-training SDK's PyTorchJob model would change the rendered job at "
+            + ", ".join(lost[:10])
+            + ": refusing to submit a job other than the one checked"
+        )
+    return model
+
+
+def _differences(a: Any, b: Any, path: str = "") -> Iterator[str]:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in set(a) | set(b):
+            yield from _differences(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            yield from _differences(x, y, f"{path}[{i}]")
+    elif a != b:
+        yield path or "<root>"
+
+
+def _cause(exc: BaseException) -> ApiException | None:
+    """The ApiException the SDK wrapped in its RuntimeError (it raises `from e`)."""
+    while exc is not None:
+        if isinstance(exc, ApiException):
+            return exc
+        exc = exc.__cause__  # type: ignore[assignment]
+    return None
+
+
+# ------------------------------------------------------------------ submit / delete
+def read_job(kube: KubeApi, name: str, namespace: str) -> dict[str, Any] | None:
+    """The PyTorchJob as the server holds it, or None when there is none of that name."""
+    try:
+        job = kube.custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise api_error(exc, f"reading PyTorchJob {namespace}/{name}") from None
+    return dict(job)
+
+
+def job_exists(kube: KubeApi, name: str, namespace: str) -> bool:
+    return read_job(kube, name, namespace) is not None
+
+
+def submit(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str, *, replace: bool = False) -> list[str]:
+    """Create the job's objects; the PyTorchJob last, so that its store exists when its pods
+    start. A job of the same name is an error unless `replace` (then it is deleted first and
+    its pods are waited for). Returns `kind/name` of what was created."""
+    jobs = [o for o in objects if o.get("kind") == PYTORCHJOB]
+    if len(jobs) != 1:
+        raise JobError(f"expected one PyTorchJob among the rendered objects, found {len(jobs)}")
+    job = jobs[0]
+    name = job["metadata"]["name"]
+    model = to_sdk_job(job)  # before anything is created
+    if job_exists(kube, name, namespace):
+        if not replace:
+            raise JobError(
+                f"PyTorchJob {namespace}/{name} already exists: `elastic-lab delete --job {name}` first, "
+                "pass --replace, or choose another --name"
+            )
+        delete(kube, name, namespace, wait_s=120)
+    created: list[Mapping[str, Any]] = []
+    try:
+        for obj in objects:
+            if obj is not job:
+                _create(kube, obj, namespace)
+                created.append(obj)
+        _create_job(kube, model, name, namespace)
+    except KubeError:
+        _remove(kube, created, namespace)  # no half-submitted job left behind
+        raise
+    return [f"{o['kind']}/{o['metadata']['name']}" for o in [*created, job]]
+
+
+def _create(kube: KubeApi, obj: Mapping[str, Any], namespace: str) -> None:
+    try:
+        utils.create_from_dict(kube.api, dict(obj), namespace=namespace)
+    except utils.FailToCreateError as exc:
+        first = exc.api_exceptions[0]
+        raise api_error(first, f"creating {obj['kind']} {namespace}/{obj['metadata']['name']}") from None
+
+
+def _create_job(kube: KubeApi, model: Any, name: str, namespace: str) -> None:
+    try:
+        training_client(kube, namespace).create_job(job=model, namespace=namespace)
+    except RuntimeError as exc:
+        cause = _cause(exc)
+        if cause is not None and cause.status == 404:
+            raise JobError(
+                "the server has no PyTorchJob resource: the training operator is not installed (deploy the platform)"
+            ) from None
+        raise (api_error(cause, f"creating PyTorchJob {namespace}/{name}") if cause else JobError(str(exc))) from None
+
+
+# The kinds a job renders beside its PyTorchJob (a c10d store, a lighthouse), with the client API that
+# manages each and the suffix of its `*_namespaced_<suffix>` methods.
+_SIDE_KINDS = {
+    "Deployment": (client.AppsV1Api, "deployment"),
+    "Service": (client.CoreV1Api, "service"),
+    "PodDisruptionBudget": (client.PolicyV1Api, "pod_disruption_budget"),
+    "NetworkPolicy": (client.NetworkingV1Api, "network_policy"),
+}
+
+
+def _remove(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str) -> None:
+    """Delete objects this call created (best effort: the error that got us here matters more)."""
+    for obj in reversed(objects):
+        api, suffix = _SIDE_KINDS.get(obj["kind"], (None, ""))
+        if api is None:
+            continue
+        try:
+            getattr(api(kube.api), f"delete_namespaced_{suffix}")(obj["metadata"]["name"], namespace)
+        except ApiException:
+            pass
+
+
+def delete(kube: KubeApi, name: str, namespace: str, *, wait_s: float = 0) -> list[str]:
+    """Delete the PyTorchJob and the objects rendered with it (by our job label); with
+    `wait_s`, wait until its pods are gone. Returns `kind/name` of what was deleted."""
+    if not job_exists(kube, name, namespace):
+        raise JobError(f"no PyTorchJob {namespace}/{name} (`elastic-lab status` lists the namespace's jobs)")
+    try:
+        training_client(kube, namespace).delete_job(name, namespace=namespace)
+    except RuntimeError as exc:
+        cause = _cause(exc)
+        raise (api_error(cause, f"deleting PyTorchJob {namespace}/{name}") if cause else JobError(str(exc))) from None
+    deleted = [f"{PYTORCHJOB}/{name}"]
+    selector = f"{JOB_LABEL}={name}"
+    try:
+        for kind, (api_class, suffix) in _SIDE_KINDS.items():
+            api = api_class(kube.api)
+            for item in getattr(api, f"list_namespaced_{suffix}")(namespace, label_selector=selector).items:
+                getattr(api, f"delete_namespaced_{suffix}")(item.metadata.name, namespace)
+                deleted.append(f"{kind}/{item.metadata.name}")
+    except ApiException as exc:
+        raise api_error(exc, f"deleting the objects of job {namespace}/{name}") from None
+    deadline = time.monotonic() + wait_s
+    while wait_s and job_pods(kube, name, namespace):
+        if time.monotonic() > deadline:
+            raise JobError(f"the pods of job {namespace}/{name} were still there {wait_s:g} s after its deletion")
+        time.sleep(1)
+    return deleted
+
+
+# ------------------------------------------------------------------ status
+@dataclass(frozen=True)
+class PodState:
+    name: str
+    index: int | None  # the worker's replica index
+    phase: str
+    node: str | None
+    restarts: int
+    ready: bool
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    name: str
+    namespace: str
+    conditions: list[tuple[str, str, str]]  # (type, reason, message) of the true conditions, oldest first
+    min_replicas: int | None
+    max_replicas: int | None
+    max_restarts: int | None
+    pods: list[PodState] = field(default_factory=list)
+    fault_tolerance: str = FaultTolerance.ELASTIC.value
+
+    @property
+    def state(self) -> str:
+        """The newest true condition (Created, Running, Restarting, Succeeded, Failed)."""
+        return self.conditions[-1][0] if self.conditions else "Pending"
+
+    @property
+    def running_workers(self) -> int:
+        return sum(1 for p in self.pods if p.phase == "Running")
+
+    @property
+    def restarts(self) -> int:
+        return sum(p.restarts for p in self.pods)
+
+    def lines(self) -> list[str]:
+        out = [
+            f"job {self.namespace}/{self.name}: {self.state}; "
+            f"workers running {self.running_workers} "
+            f"({self.fault_tolerance} {self.min_replicas}..{self.max_replicas}), "
+            f"container restarts {self.restarts} (job allows {self.max_restarts})"
+        ]
+        out += [f"  condition {t}: {r} {m}".rstrip() for t, r, m in self.conditions]
+        for p in self.pods:
+            out.append(
+                f"  pod {p.name} (worker {p.index}): {p.phase}{' ready' if p.ready else ''} "
+                f"on {p.node or 'no node yet'}, restarts {p.restarts}"
+            )
+        return out
+
+
+def job_pods(kube: KubeApi, name: str, namespace: str) -> list[Any]:
+    try:
+        pods = kube.core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME_LABEL}={name}").items
+    except ApiException as exc:
+        raise api_error(exc, f"listing the pods of job {namespace}/{name}") from None
+    return sorted(pods, key=lambda p: (_index(p) is None, _index(p) or 0, p.metadata.name))
+
+
+def _index(pod: Any) -> int | None:
+    value = (pod.metadata.labels or {}).get(REPLICA_INDEX_LABEL)
+    return int(value) if value is not None and str(value).isdigit() else None
+
+
+def pod_state(pod: Any) -> PodState:
+    statuses = (pod.status.container_statuses if pod.status else None) or []
+    return PodState(
+        name=pod.metadata.name,
+        index=_index(pod),
+        phase=(pod.status.phase if pod.status else None) or "Unknown",
+        node=pod.spec.node_name if pod.spec else None,
+        restarts=sum(s.restart_count or 0 for s in statuses),
+        ready=bool(statuses) and all(s.ready for s in statuses),
+    )
+
+
+def _limits(job: Mapping[str, Any]) -> tuple[str, int | None, int | None, int | None]:
+    """(fault tolerance, min and max nodes, restarts allowed per agent) of a PyTorchJob."""
+    spec = job.get("spec") or {}
+    policy = spec.get("elasticPolicy")
+    if policy is not None:
+        return (
+            FaultTolerance.ELASTIC.value,
+            policy.get("minReplicas"),
+            policy.get("maxReplicas"),
+            policy.get("maxRestarts"),
+        )
+    # A per-step job (no elasticPolicy): the quorum's minimum is in its workers' environment, its
+    # groups are the Worker replicas, and each group's torchrun has its budget on its command line.
+    worker = (spec.get("pytorchReplicaSpecs") or {}).get("Worker") or {}
+    minimum = restarts = None
+    for container in ((worker.get("template") or {}).get("spec") or {}).get("containers") or []:
+        for item in container.get("env") or []:
+            if item.get("name") == ENV_MIN_REPLICAS and str(item.get("value", "")).isdigit():
+                minimum = int(item["value"])
+        for arg in container.get("args") or []:
+            flag, _, value = str(arg).partition("=")
+            if flag == "--max-restarts" and value.isdigit():
+                restarts = int(value)
+    return FaultTolerance.PER_STEP.value, minimum, worker.get("replicas"), restarts
+
+
+def status(kube: KubeApi, name: str, namespace: str) -> JobStatus:
+    job = read_job(kube, name, namespace)
+    if job is None:
+        raise JobError(f"no PyTorchJob {namespace}/{name}")
+    fault_tolerance, minimum, maximum, restarts = _limits(job)
+    conditions = [
+        (c.get("type", "?"), c.get("reason", ""), c.get("message", ""))
+        for c in ((job.get("status") or {}).get("conditions") or [])
+        if c.get("status") == "True"
+    ]
+    return JobStatus(
+        name=name,
+        namespace=namespace,
+        conditions=conditions,
+        min_replicas=minimum,
+        max_replicas=maximum,
+        max_restarts=restarts,
+        pods=[pod_state(p) for p in job_pods(kube, name, namespace)],
+        fault_tolerance=fault_tolerance,
+    )
+
+
+def checkpoint_every(kube: KubeApi, name: str, namespace: str, default: int = 50) -> int:
+    """The running job's checkpoint interval (its workers' LAB_CHECKPOINT_EVERY), else `default`."""
+    job = read_job(kube, name, namespace)
+    if job is None:
+        raise JobError(f"no PyTorchJob {namespace}/{name} to attach to")
+    for replica in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).values():
+        for container in ((replica.get("template") or {}).get("spec") or {}).get("containers") or []:
+            for item in container.get("env") or []:
+                if item.get("name") == ENV_CHECKPOINT_EVERY and str(item.get("value", "")).isdigit():
+                    return int(item["value"])
+    return default
+
+
+def list_jobs(kube: KubeApi, namespace: str) -> list[str]:
+    try:
+        found = kube.custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")
+    except ApiException as exc:
+        raise api_error(exc, f"listing PyTorchJobs in {namespace}") from None
+    return sorted(item["metadata"]["name"] for item in found.get("items", []))
+
+
+# ------------------------------------------------------------------ logs
+def _pod_lines(kube: KubeApi, pod: str, namespace: str, follow: bool) -> Iterator[str]:
+    try:
+        response = kube.core.read_namespaced_pod_log(pod, namespace, follow=follow, _preload_content=False)
+    except ApiException as exc:
+        raise api_error(exc, f"reading the log of pod {namespace}/{pod}") from None
+    pending = b""
+    try:
+        for chunk in response.stream(4096):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                yield line.decode("utf-8", "replace")
+        if pending:
+            yield pending.decode("utf-8", "replace")
+    finally:
+        response.release_conn()
+
+
+def logs_of_pod(kube: KubeApi, pod: str, namespace: str, *, follow: bool = False) -> Iterator[tuple[str, str]]:
+    """(pod, line) of one pod's log; with `follow`, until its container ends."""
+    for line in _pod_lines(kube, pod, namespace, follow):
+        yield pod, line
+
+
+def logs(
+    kube: KubeApi, name: str, namespace: str, *, worker: int | None = None, follow: bool = False
+) -> Iterator[tuple[str, str]]:
+    """(pod, line) of the job's workers (or of one, by replica index); with `follow`, the
+    lines of all workers as they come, until every stream ends."""
+    pods = [p for p in job_pods(kube, name, namespace) if worker is None or _index(p) == worker]
+    if not pods:
+        which = f"worker {worker} of job" if worker is not None else "job"
+        raise JobError(f"{which} {namespace}/{name} has no pods (yet): `elastic-lab status --job {name}`")
+    names = [p.metadata.name for p in pods]
+    if not follow:
+        for pod in names:
+            for line in _pod_lines(kube, pod, namespace, follow=False):
+                yield pod, line
+        return
+    lines: queue.Queue[tuple[str, str | BaseException | None]] = queue.Queue()
+
+    def pump(pod: str) -> None:
+        try:
+            for line in _pod_lines(kube, pod, namespace, follow=True):
+                lines.put((pod, line))
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
+            lines.put((pod, exc))
+        lines.put((pod, None))
+
+    for pod in names:
+        threading.Thread(target=pump, args=(pod,), daemon=True).start()
+    open_streams = len(names)
+    while open_streams:
+        pod, item = lines.get()
+        if item is None:
+            open_streams -= 1
+        elif isinstance(item, BaseException):
+            raise item
+        else:
+            yield pod, item

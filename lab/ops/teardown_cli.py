@@ -1,0 +1,166 @@
+"""`elastic-lab teardown --stack S` and `elastic-lab teardown --local`: leave nothing billed, and
+nothing running.
+
+A cloud stack, in this order: the stack's outputs are read (they are gone after the destroy);
+on the cluster, the jobs, LoadBalancer Services and (with --delete-checkpoints) the volume
+claims are deleted while the controllers that clean up after them still run; `pulumi destroy`;
+then the cloud is swept for what the controllers made outside Pulumi's state (Azure: tagged
+resource groups, disks and public IPs in the node resource group; AWS: load balancers, target
+groups, ENIs, volumes, security groups of the cluster). Checkpoint storage is kept unless
+--delete-checkpoints. `--dry-run` lists what would be deleted and the calls, deleting nothing;
+without --yes a person confirms. A second run finds nothing and changes nothing.
+
+The local target: every process a local run started for a work directory (`--workdir`, or
+every run under runs/), then the directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from lab.ops.cli import confirm, connected, run_command, stack_target_of
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "teardown",
+        help="delete a stack and everything it left (jobs, volumes, controller-made cloud resources), or a local run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--stack", help="the stack to tear down")
+    where.add_argument("--local", action="store_true", help="the local target: stop a local run and remove it")
+    p.add_argument("--workdir", type=Path, help="--local: this run's work directory (default: every run under runs/)")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--dry-run", action="store_true", help="list what would be deleted and the calls; delete nothing")
+    p.add_argument("--delete-checkpoints", action="store_true", help="delete the checkpoint storage and claims too")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: the stack's, else $KUBECONFIG)")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--namespace", help="namespace of the jobs (default: the stack's training namespace)")
+    p.add_argument("--subscription", help="aks: Azure subscription id (default: $AZURE_SUBSCRIPTION_ID)")
+    p.set_defaults(func=main)
+
+
+def _show(title: str, sweep: Any, found: list[Any], dry_run: bool) -> None:
+    print(f"{title}: {len(found)} to delete" + (", kept: " + str(len(sweep.kept)) if sweep.kept else ""))
+    for item in found:
+        print(f"  - {item.kind} {item.id} ({item.reason})")
+    for item in sweep.kept:
+        print(f"  = kept {item.kind} {item.id} ({item.reason})")
+    if dry_run:
+        for call in sweep.calls():
+            print(f"    would call {call}")
+
+
+def _local(args: argparse.Namespace) -> int:
+    from lab.ops.teardown import LocalTeardown
+
+    runs = [args.workdir] if args.workdir else sorted(p for p in Path("runs").glob("*") if (p / "nodes").is_dir())
+    if not runs:
+        print("no local run to tear down (runs/ holds none)")
+        return 0
+    for workdir in runs:
+        sweep = LocalTeardown(workdir)
+        found = sweep.find()
+        _show(f"local run {workdir}", sweep, found, args.dry_run)
+        if args.dry_run or not found:
+            continue
+        if not args.yes and not confirm(f"stop and remove local run {workdir}?"):
+            print("left as it was", file=sys.stderr)
+            return 1
+        for line in sweep.delete(found):
+            print(f"  deleted {line}")
+    return 0
+
+
+def _cloud_sweep(cloud: str, outputs: dict[str, Any], args: argparse.Namespace) -> Any:
+    from lab.vocab.problems import InvalidInput, Problem
+
+    keep = not args.delete_checkpoints
+    if cloud == "aks":
+        from lab.ops.teardown import AzureSweep
+
+        subscription = args.subscription or os.environ.get("AZURE_SUBSCRIPTION_ID")
+        if not subscription:
+            raise InvalidInput(
+                [Problem("--subscription", None, "the stack's Azure subscription id (or $AZURE_SUBSCRIPTION_ID)")]
+            )
+        return AzureSweep(
+            subscription,
+            args.stack,
+            str(outputs["resourceGroupName"]),
+            str(outputs["nodeResourceGroup"]),
+            keep_checkpoints=keep,
+            cluster_name=outputs.get("clusterName"),
+            storage_account=outputs.get("storageAccountName"),
+        )
+    if cloud == "eks":
+        from lab.ops.teardown import AwsSweep
+
+        return AwsSweep(
+            str(outputs["region"]),
+            str(outputs["clusterName"]),
+            outputs.get("vpcId"),
+            keep_checkpoints=keep,
+            checkpoint_bucket=outputs.get("checkpointBucket"),
+        )
+    return None
+
+
+def _stack(args: argparse.Namespace) -> int:
+    from lab.ops.kube import KubeError
+    from lab.ops.teardown import KubernetesSweep, TeardownError
+    from lab.stacks.automation import run
+    from lab.submit.core import SubmitError, stack_outputs
+
+    target = stack_target_of(args.stack)
+    outputs: dict[str, Any] = {}
+    if target.cloud in ("aks", "eks"):
+        try:
+            outputs = stack_outputs(args.stack)
+        except SubmitError as exc:
+            print(f"note: {exc}; only what the cluster and the stack's own state still hold can go", file=sys.stderr)
+    cloud = _cloud_sweep(target.cloud, outputs, args) if outputs else None
+    plan: list[tuple[str, Any, list[Any]]] = []
+    try:
+        with connected(args, target) as (kube, namespace):
+            k8s = KubernetesSweep(kube, namespace, keep_checkpoints=not args.delete_checkpoints)
+            plan.append(("on the cluster", k8s, k8s.find()))
+            if cloud is not None:
+                plan.append((f"left in the cloud ({target.cloud})", cloud, cloud.find()))
+            for title, sweep, found in plan:
+                _show(title, sweep, found, args.dry_run)
+            print(
+                f"then: pulumi destroy of stack {args.stack!r}"
+                + ("" if cloud is None else ", and the cloud swept again")
+            )
+            if args.dry_run:
+                return 0
+            if not args.yes and not confirm(f"tear down stack {args.stack!r} as listed?"):
+                print("nothing deleted", file=sys.stderr)
+                return 1
+            for line in k8s.delete(plan[0][2]):
+                print(f"  deleted {line}")
+    except (KubeError, TeardownError) as exc:
+        if args.dry_run:
+            raise
+        print(f"note: the cluster cannot be reached ({exc}); going on with the destroy", file=sys.stderr)
+        if not args.yes and not confirm(f"destroy stack {args.stack!r} without cleaning the cluster first?"):
+            return 1
+    run("destroy", args.stack, checks=False)
+    if cloud is not None:
+        found = cloud.find()  # after the destroy: what the controllers left behind
+        _show(f"left in the cloud ({target.cloud}) after the destroy", cloud, found, False)
+        for line in cloud.delete(found):
+            print(f"  deleted {line}")
+    print(f"stack {args.stack!r} torn down" + (" (checkpoints kept)" if not args.delete_checkpoints else ""))
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    return run_command("teardown", lambda: _local(args) if args.local else _stack(args))

@@ -1,0 +1,13 @@
+"""What runs inside the training image, and only that: the standard library, torch, TorchFT,
+python-etcd and the kubernetes client, beside the vocabulary (lab.vocab).
+
+  launch.py          the agent command on every target: torchrun with fractional-second
+                     rendezvous settings, a rendezvous that rides out its server restarting
+  warm.py, warm_server.py   workers forked from a server that imported torch once
+  train.py           the demo elastic training script (DDP, torch.optim)
+  train_per_step.py  its per-step fault-tolerant mode (TorchFT)
+  checkpoint.py      checkpoints that survive a kill at any moment
+  events.py          structured events of the training script, for the drill
+  store.py           the standalone c10d store a job's rendezvous may run from the image
+  notice/            the AKS spot-notice handler (a DaemonSet on the GPU spot pool)
+"""

@@ -1,0 +1,215 @@
+"""Checkpoints that survive a kill at any moment, on POSIX and object-store mounts alike.
+
+Each checkpoint is two new files, never rewritten in place:
+
+  step-000000120-<writer>.pt     the payload (torch.save of a dict)
+  step-000000120-<writer>.json   a small pointer: payload name, size and sha256, step
+
+The pointer is written only after the payload is durable, so it is the commit record: a
+payload without a pointer is an interrupted write, and a payload whose digest does not
+match its pointer is corrupt. Both are skipped with a warning and the next newest valid
+checkpoint is loaded; when none is valid that is an error, not a silent start from step 0.
+In `rename` mode each file is written to a temporary name, fsynced and renamed; in
+`write-once` mode (S3 Mountpoint: no rename, no overwrite) files are written once under
+their final names and the pointer alone makes them valid. The writer id in the names keeps
+two ranks that save the same step from ever touching each other's files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lab.vocab.errors import LabError, Refused
+from lab.vocab.job import CheckpointWrites
+
+log = logging.getLogger(__name__)
+
+_POINTER = re.compile(r"^step-(\d{9})-([A-Za-z0-9_.]+)\.json$")
+_PAYLOAD = re.compile(r"^step-(\d{9})-([A-Za-z0-9_.]+)\.pt$")
+
+
+class CheckpointDirError(Refused, OSError):
+    """The checkpoint directory cannot be used."""
+
+
+class CheckpointError(LabError, RuntimeError):
+    """A checkpoint that should be loadable is not."""
+
+
+@dataclass(frozen=True)
+class Saved:
+    step: int
+    path: Path
+    nbytes: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Loaded:
+    step: int
+    path: Path
+    state: dict[str, Any]
+    seconds: float
+    skipped: tuple[str, ...]  # newer files that were torn or corrupt
+
+
+class CheckpointStore:
+    def __init__(self, directory: str | Path, writes: CheckpointWrites | str = CheckpointWrites.RENAME, keep: int = 3):
+        self.dir = Path(directory)
+        self.writes = CheckpointWrites(writes)
+        if keep < 1:
+            raise ValueError(f"keep={keep!r} is invalid: expected at least 1 checkpoint to keep")
+        self.keep = keep
+        self._verified: tuple[str, dict[str, Any], float] | None = None  # what latest() checked
+        self._skipped: tuple[str, ...] = ()
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CheckpointDirError(f"checkpoint_dir={str(self.dir)!r} cannot be created: {exc.strerror}") from None
+        if not os.access(self.dir, os.W_OK | os.X_OK):
+            raise CheckpointDirError(f"checkpoint_dir={str(self.dir)!r} is not writable: expected a writable directory")
+
+    # ------------------------------------------------------------------ saving
+    def save(self, state: dict[str, Any], step: int, writer: str) -> Saved:
+        start = time.perf_counter()
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        payload = buf.getbuffer()
+        stem = f"step-{step:09d}-{writer}"
+        self._write(self.dir / f"{stem}.pt", payload)
+        pointer = {
+            "step": step,
+            "payload": f"{stem}.pt",
+            "bytes": len(payload),
+            "sha256": hashlib.sha256(payload).hexdigest(),
+            "time": time.time(),
+        }
+        self._write(self.dir / f"{stem}.json", json.dumps(pointer).encode())
+        self._fsync_dir()
+        self._prune()
+        return Saved(step, self.dir / f"{stem}.pt", len(payload), time.perf_counter() - start)
+
+    def has(self, step: int) -> bool:
+        return any(s == step for s, _ in self._pointers())
+
+    def _write(self, path: Path, data: memoryview | bytes) -> None:
+        target = path if self.writes is CheckpointWrites.WRITE_ONCE else path.with_name(f".tmp-{path.name}")
+        with open(target, "xb" if self.writes is CheckpointWrites.WRITE_ONCE else "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if target != path:
+            os.replace(target, path)
+
+    def _fsync_dir(self) -> None:
+        if self.writes is CheckpointWrites.WRITE_ONCE:
+            return  # object-store mounts have no directory entries to sync
+        fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _prune(self) -> None:
+        steps = sorted({s for s, _ in self._pointers()}, reverse=True)
+        if len(steps) <= self.keep:
+            return
+        oldest_kept = steps[self.keep - 1]
+        for entry in os.listdir(self.dir):
+            m = _POINTER.match(entry) or _PAYLOAD.match(entry)
+            stale_tmp = entry.startswith(".tmp-step-") and int(entry[10:19]) < oldest_kept
+            if (m and int(m.group(1)) < oldest_kept) or stale_tmp:
+                try:
+                    os.unlink(self.dir / entry)
+                except FileNotFoundError:
+                    pass  # another rank pruned it first
+
+    # ----------------------------------------------------------------- loading
+    def _pointers(self) -> list[tuple[int, str]]:
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return []
+        found = [(int(m.group(1)), name) for name in names if (m := _POINTER.match(name))]
+        return sorted(found, reverse=True)
+
+    def latest(self, map_location: Any = "cpu") -> str | None:
+        """Name of the newest valid checkpoint's pointer; torn or corrupt ones are skipped
+        with a warning. The verified state is kept for a following `load` of that name.
+        None when there is no checkpoint; CheckpointError when there are some and every
+        one fails verification (starting from step 0 would silently lose the training)."""
+        start = time.perf_counter()
+        skipped: list[str] = []
+        newest_valid_step = -1
+        chosen = None
+        for step, name in self._pointers():
+            reason, state = self._try_load(name, map_location)
+            if state is not None:
+                newest_valid_step, chosen = step, name
+                self._verified = (name, state, time.perf_counter() - start)
+                break
+            log.warning("skipping checkpoint %s: %s", name, reason)
+            skipped.append(f"{name}: {reason}")
+        self._warn_orphans(newest_valid_step, skipped)
+        self._skipped = tuple(skipped)
+        if chosen is None and self._pointers():  # pointers that vanished meanwhile do not count
+            raise CheckpointError(
+                f"every checkpoint in {self.dir} failed verification ({'; '.join(skipped)}): "
+                "refusing to start from step 0; move them away to start fresh"
+            )
+        return chosen
+
+    def load(self, pointer_name: str, map_location: Any = "cpu") -> Loaded:
+        """Load one checkpoint by its pointer name (as `latest` returned it, maybe on another
+        rank); a file that fails verification here is an error, not a silent fallback."""
+        cached = self._verified
+        state: dict[str, Any] | None
+        if cached and cached[0] == pointer_name:
+            state, seconds = cached[1], cached[2]
+        else:
+            start = time.perf_counter()
+            reason, state = self._try_load(pointer_name, map_location)
+            if state is None:
+                raise CheckpointError(f"checkpoint {pointer_name} chosen to resume from is unusable: {reason}")
+            seconds = time.perf_counter() - start
+        m = _POINTER.match(pointer_name)
+        step = int(m.group(1)) if m else state["step"]
+        return Loaded(step, self.dir / pointer_name.replace(".json", ".pt"), state, seconds, self._skipped)
+
+    def load_latest(self, map_location: Any = "cpu") -> Loaded | None:
+        name = self.latest(map_location)
+        return self.load(name, map_location) if name else None
+
+    def _warn_orphans(self, newest_valid_step: int, skipped: list[str]) -> None:
+        """Payloads newer than the loaded checkpoint with no pointer: interrupted writes."""
+        pointed = {name.replace(".json", ".pt") for _, name in self._pointers()}
+        for entry in sorted(os.listdir(self.dir)):
+            m = _PAYLOAD.match(entry)
+            if m and entry not in pointed and int(m.group(1)) > newest_valid_step:
+                log.warning("skipping checkpoint %s: no pointer (interrupted write)", entry)
+                skipped.append(f"{entry}: no pointer (interrupted write)")
+
+    def _try_load(self, pointer_name: str, map_location: Any) -> tuple[str, dict[str, Any] | None]:
+        try:
+            pointer = json.loads((self.dir / pointer_name).read_text())
+            data = (self.dir / pointer["payload"]).read_bytes()
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return f"unreadable ({exc.__class__.__name__}: {exc})", None
+        if len(data) != pointer.get("bytes") or hashlib.sha256(data).hexdigest() != pointer.get("sha256"):
+            return f"torn or corrupt payload ({len(data)} bytes, digest does not match its pointer)", None
+        try:
+            state = torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
+        except Exception as exc:  # noqa: BLE001 - a payload that digests right but does not unpickle
+            return f"cannot be unpickled ({exc.__class__.__name__})", None
+        return "", state

@@ -1,0 +1,451 @@
+"""torchrun, with a rendezvous that notices a lost node in about a second and a half and
+survives its server restarting.
+
+Usage is torchrun's: `python -m lab.runtime.launch [torchrun flags] -m lab.runtime.train [script args]`;
+flags can come from torchrun's PET_* environment as well (what the training operator sets).
+
+Why:
+- torch's dynamic rendezvous (c10d and etcd-v2 backends) reads its timeouts as whole
+  seconds and polls the shared state once a second. A node that vanishes is only dropped
+  after keep_alive_interval x keep_alive_max_attempt, so at best 3 s, and every round change
+  costs up to another second of polling. This launcher registers the same two backends with
+  a handler that accepts fractional seconds (`keep_alive_interval=0.5`,
+  `last_call_timeout=0.5`) and an extra `poll_interval` key (default 1, torch's own).
+- torch's agent asks the rendezvous server whether nodes are waiting on every monitor tick;
+  one failed request (etcd restarting on an upgrade, its node drained) raises out of the
+  agent and torchrun exits 1, which the training operator treats as a permanent failure.
+  Here workers keep training while the server is unreachable, for up to `server_outage`
+  seconds (rdzv-conf key, default 60); past that, or when a join times out, the launcher
+  exits with a retryable code (>= 128, see EXIT_*) and leaves the rendezvous open, so the
+  restarted pod joins the same job again. torch closes the rendezvous for good in both cases.
+- A node that vanishes (a spot VM taken back without a word: its sockets stay open) stops
+  heartbeating, and torch's agents see it dropped from the rendezvous within
+  keep_alive_interval x keep_alive_max_attempt, but act on it only when their workers' next
+  collective times out (the process-group timeout). Here an agent whose round lost a
+  participant restarts its workers at once (SIGTERM: they save the last completed step), as
+  it does when a new node is waiting, and the survivors rendezvous without it. Workers
+  that fail because a peer of that lost round went away (the first survivor to act stops
+  its workers, and the others' collectives break) count as that membership change, not as
+  a failure: the job's restart budget is kept for real failures.
+- torch's agents record structured events (worker starts with the round's world size and
+  restart count, the agents' success or failure) to a named handler that torchrun's
+  `--event-log-handler` picks and nothing registers by default. With `LAB_AGENT_EVENTS=<file>`
+  this launcher registers one that writes them to that file as JSON lines, so a drill can
+  time the rounds of a script that emits no events of its own.
+- Workers start warm: from a forkserver that imported torch once (lab.runtime.warm), not as new
+  Pythons that import it on every restart. `LAB_WARM_WORKERS=0` turns it off; a
+  `--no-python` entrypoint always runs as torchrun runs it.
+Without these keys it behaves like torchrun, but for those exits, that restart and the
+warm start.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from datetime import timedelta
+
+from lab.runtime import events
+from lab.vocab.job import ENV_AGENT_EVENTS
+
+PROG = "lab.runtime.launch"
+log = logging.getLogger(PROG)
+
+# rdzv-conf keys read here; torch's own create_handler would reject fractions in them.
+FRACTIONAL_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout", "keep_alive_interval")
+ENV_WARM_WORKERS = "LAB_WARM_WORKERS"
+# The name torchrun's --event-log-handler (PET_EVENT_LOG_HANDLER) selects our handler by.
+EVENT_LOG_HANDLER = "lab-jsonl"
+POLL_KEY = "poll_interval"
+OUTAGE_KEY = "server_outage"
+DEFAULT_SERVER_OUTAGE_S = 60.0
+RECONNECT_EVERY_S = 1.0
+ETCD_READ_TIMEOUT_S = 5
+
+# Exit codes. The training operator (restartPolicy: ExitCode) retries a pod only for codes
+# 128-255; torchrun's 1 would end the job. A signal exits 128 + its number, as a shell does.
+EXIT_RENDEZVOUS_UNREACHABLE = 170  # the rendezvous server stayed unreachable past server_outage
+EXIT_RENDEZVOUS_TIMEOUT = 171  # fewer than min_nodes joined within join_timeout
+
+
+def _seconds(params, key: str) -> timedelta | None:
+    value = params.get(key)
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"rdzv-conf {key}={value!r} is invalid: expected seconds (a number > 0)") from None
+    if seconds <= 0:
+        raise ValueError(f"rdzv-conf {key}={value!r} is invalid: expected seconds > 0")
+    return timedelta(seconds=seconds)
+
+
+def _handler_class():
+    """torch's dynamic-rendezvous handler, made to ride out an unreachable server and to
+    leave the rendezvous open when this agent gives up on it (defined lazily: torch is
+    imported only when a rendezvous is built)."""
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
+
+    class ResilientRendezvousHandler(DynamicRendezvousHandler):
+        server_outage_s: float = DEFAULT_SERVER_OUTAGE_S
+        # Called (at most once a second) while the server is unreachable: a new client for a
+        # server that came back. c10d's TCPStore never reconnects, and an etcd that restarts
+        # empty (its pod moved, its emptyDir gone) is a new cluster its old client refuses.
+        reconnect: Callable[[], None] | None = None
+        _unreachable_since: float | None = None
+        _reconnected_at = 0.0
+        _gave_up = False  # this agent leaves on a rendezvous error: keep the rendezvous open
+        # The round this agent's workers run in, and its participants when it completed.
+        _round: int | None = None
+        _members: frozenset = frozenset()
+        _lost_reported = False
+
+        def num_nodes_waiting(self) -> int:
+            """Nodes waiting to join; 0 while the server is unreachable (the workers keep
+            training), until `server_outage_s` has passed. While it is down, the server is
+            tried only through `reconnect` (a new client, short timeouts): a restarting server
+            accepts connections before it answers, and the old client would hang on one."""
+            now = time.monotonic()
+            if self._unreachable_since is not None and self.reconnect is not None:
+                if now - self._reconnected_at < RECONNECT_EVERY_S:
+                    return self._still_down(now)
+                self._reconnected_at = now
+                try:
+                    self.reconnect()
+                except RendezvousConnectionError:
+                    return self._still_down(now)
+            try:
+                waiting = super().num_nodes_waiting()
+            except RendezvousConnectionError as exc:
+                if self._unreachable_since is None:
+                    self._unreachable_since = self._reconnected_at = now
+                    log.warning(
+                        "rendezvous server unreachable (%s); workers keep training for up to %g s",
+                        type(exc).__name__,
+                        self.server_outage_s,
+                    )
+                    events.emit("rdzv_unreachable", error=type(exc).__name__, source="agent")
+                return self._still_down(now)
+            if self._unreachable_since is not None:
+                down = time.monotonic() - self._unreachable_since
+                log.warning("rendezvous server reachable again after %.1f s", down)
+                events.emit("rdzv_reachable", down_s=round(down, 3), source="agent")
+                self._unreachable_since = None
+            return waiting + len(self._lost_members())
+
+        def lost_members(self) -> frozenset:
+            """The lost participants of this agent's round, from a fresh read of the state."""
+            self.num_nodes_waiting()
+            return self._lost_members()
+
+        def _lost_members(self) -> frozenset:
+            """Participants of this agent's round that the rendezvous dropped since it
+            completed: their heartbeats stopped (a vanished node) or they left."""
+            state = self._state_holder.state
+            if self._round is None or state.round != self._round or state.closed:
+                # Closed: the job is over (an agent whose workers finished closes it), and the
+                # nodes leaving now are done, not lost; a restart would train nothing.
+                return frozenset()
+            lost = self._members - set(state.participants)
+            if lost and not self._lost_reported:
+                self._lost_reported = True
+                names = sorted(str(n) for n in lost)
+                log.warning("participant(s) %s left round %d; restarting the workers", ", ".join(names), state.round)
+                events.emit("rdzv_member_lost", nodes=names, round=state.round, source="agent")
+            return lost
+
+        def _still_down(self, now: float) -> int:
+            """0 (nobody waits) while the outage is within `server_outage_s`; past it, give up."""
+            assert self._unreachable_since is not None
+            if now - self._unreachable_since > self.server_outage_s:
+                self._gave_up = True
+                events.emit("rdzv_gave_up", down_s=round(now - self._unreachable_since, 3), source="agent")
+                raise RendezvousConnectionError(
+                    f"the rendezvous server has been unreachable for {now - self._unreachable_since:.0f} s"
+                )
+            return 0
+
+        def next_rendezvous(self):  # type: ignore[no-untyped-def]
+            self._round = None
+            try:
+                info = super().next_rendezvous()
+            except (RendezvousTimeoutError, RendezvousConnectionError):
+                self._gave_up = True
+                raise
+            state = self._state_holder.state
+            self._round, self._members, self._lost_reported = state.round, frozenset(state.participants), False
+            return info
+
+        def shutdown(self) -> bool:
+            """torch closes the rendezvous for good here; after a rendezvous error this agent's
+            pod is retried and must find it open, so only the heartbeats stop."""
+            if self._gave_up:
+                self._stop_heartbeats()
+                return False
+            return super().shutdown()
+
+    return ResilientRendezvousHandler
+
+
+def _create_handler(create_backend, params):
+    """Our dynamic-rendezvous handler, built from fractional-second settings."""
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import RendezvousTimeout
+
+    backend, store = create_backend(params)
+    timeout = RendezvousTimeout(
+        *(_seconds(params, k) for k in ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout"))
+    )
+    keep_alive = _seconds(params, "keep_alive_interval") or timedelta(seconds=5)
+    attempts = params.get_as_int("keep_alive_max_attempt", 3)
+    handler = _handler_class().from_backend(
+        params.run_id,
+        store,
+        backend,
+        params.min_nodes,
+        params.max_nodes,
+        params.local_addr,
+        timeout,
+        keep_alive_interval=keep_alive.total_seconds(),
+        keep_alive_max_attempt=attempts,
+    )
+    outage = _seconds(params, OUTAGE_KEY)
+    handler.server_outage_s = outage.total_seconds() if outage else DEFAULT_SERVER_OUTAGE_S
+    poll = _seconds(params, POLL_KEY)
+    if poll is not None:
+        _set_poll_interval(poll.total_seconds())
+    return handler
+
+
+def _set_poll_interval(poll: float) -> None:
+    """The rendezvous op loop sleeps `_delay(seconds=1)` between polls of the shared state;
+    make that sleep `poll` seconds. Other delays (jittered retries) are left as they are."""
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous, utils
+
+    original = utils._delay
+
+    def delay(seconds: float | tuple[float, float]) -> None:
+        original(seconds=poll if seconds == 1 else seconds)
+
+    dynamic_rendezvous._delay = delay
+
+
+def _etcd_v2(params):
+    from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import create_backend
+
+    # Seconds one etcd request may take (torch's default: 60). The agent's monitor loop waits
+    # on these requests, and a restarting or vanished etcd answers none of them.
+    params.config.setdefault("read_timeout", str(ETCD_READ_TIMEOUT_S))
+    handler = _create_handler(create_backend, params)
+    handler.reconnect = functools.partial(_reconnect_etcd, handler, params)
+    return handler
+
+
+def _use_backend(handler, backend, store) -> None:
+    """Make `handler` talk to the server through `backend` and `store` from now on. The state's
+    version token is dropped: a server that restarted empty has no such version, and writes
+    made against it would fail for good; without one the next write re-reads the state."""
+    handler._state_holder._backend = backend
+    handler._state_holder._token = None
+    handler._store = store
+
+
+def _reconnect_etcd(handler, params) -> None:
+    """Point `handler` at a new etcd client, once the server answers it."""
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
+    from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import create_backend
+
+    try:
+        if params.get("protocol", "http") == "http":
+            # One short request first: a restarting etcd accepts connections before it answers.
+            with urllib.request.urlopen(f"http://{params.endpoint}/version", timeout=1) as answer:
+                answer.read()
+        backend, store = create_backend(params)
+        backend.get_state()
+    except Exception as exc:  # the client raises etcd, urllib3 and socket errors alike
+        raise RendezvousConnectionError(f"etcd at {params.endpoint} is unreachable") from exc
+    _use_backend(handler, backend, store)
+
+
+def _c10d(params):
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import create_backend
+
+    handler = _create_handler(create_backend, params)
+    if params.get_as_bool("is_host") is False:
+        # The store is a server of its own (our setup): after it restarts, talk to the new one.
+        handler.reconnect = functools.partial(_reconnect_c10d, handler, params)
+    return handler
+
+
+def _reconnect_c10d(handler, params) -> None:
+    """Point `handler` at a new connection to the c10d store. A TCPStore client never
+    reconnects, so after the store restarts the old connection fails for good. Connecting
+    gives up within a second while the store is down (the agent's monitor loop waits for
+    it); the connection then gets the store's usual read timeout."""
+    from torch.distributed import TCPStore
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+    from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
+
+    host, port = parse_rendezvous_endpoint(params.endpoint, default_port=29400)
+    try:
+        store = TCPStore(host, port, is_master=False, multi_tenant=True, timeout=timedelta(seconds=1))
+    except (RuntimeError, ValueError, TimeoutError) as exc:
+        raise RendezvousConnectionError(f"the c10d store at {host}:{port} is unreachable") from exc
+    store.set_timeout(timedelta(seconds=params.get_as_int("read_timeout", 60)))
+    # A new backend on the new connection: it writes the empty-state sentinel that keeps
+    # its reads from blocking on a store that restarted empty.
+    _use_backend(handler, C10dRendezvousBackend(store, params.run_id), store)
+
+
+def install() -> None:
+    """Route the c10d and etcd-v2 backends through our handler. The registry has no public
+    way to replace a built-in backend, so this writes its table; a torch without it fails
+    loudly here instead of silently running with slow settings."""
+    from torch.distributed.elastic.rendezvous import rendezvous_handler_registry as registry
+
+    table = getattr(registry, "_registry", None)
+    if not isinstance(table, dict) or "c10d" not in table or "etcd-v2" not in table:
+        raise RuntimeError(
+            "this torch's rendezvous registry has an unknown layout: run plain torchrun with "
+            "whole-second rdzv-conf values instead"
+        )
+    table["etcd-v2"] = _etcd_v2
+    table["c10d"] = _c10d
+    _forgive_failures_of_a_lost_round()
+
+
+def _forgive_failures_of_a_lost_round() -> None:
+    """torch's agent counts any failed worker against max_restarts, and checks for a
+    membership change only while its workers are healthy. When a node vanishes, the first
+    survivor to notice stops its workers, and the other survivors' collectives fail at once:
+    a race decides whether they see a failure or the change. Here a failure seen while this
+    agent's round has lost a participant is reported healthy, so the agent takes the
+    membership-change path (restart without counting) on the same tick."""
+    from torch.distributed.elastic.agent.server.api import RunResult, WorkerState
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+
+    monitor = LocalElasticAgent._monitor_workers
+    if getattr(monitor, "forgives_lost_rounds", False):
+        return
+
+    @functools.wraps(monitor)
+    def monitor_workers(self, worker_group):  # type: ignore[no-untyped-def]
+        result = monitor(self, worker_group)
+        handler = worker_group.spec.rdzv_handler
+        if result.state != WorkerState.FAILED or not hasattr(handler, "lost_members"):
+            return result
+        if not handler.lost_members():
+            return result
+        log.warning(
+            "workers of a round that lost a participant exited (%s); a membership change, not a failure",
+            ", ".join(f"rank {r}: {f.exitcode}" for r, f in sorted(result.failures.items())),
+        )
+        return RunResult(state=WorkerState.HEALTHY)
+
+    monitor_workers.forgives_lost_rounds = True  # type: ignore[attr-defined]
+    LocalElasticAgent._monitor_workers = monitor_workers  # type: ignore[method-assign]
+
+
+class _TorchEventLines(logging.Formatter):
+    """One JSON object per line: when the event was recorded and torch's event as it
+    serialized it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        try:
+            event = json.loads(record.getMessage())
+        except ValueError:
+            event = {"message": record.getMessage()}
+        return json.dumps({"t": record.created, "pid": record.process, "torch": event})
+
+
+def record_agent_events(path: str) -> None:
+    """Write torch's elastic events to `path`: register a handler under EVENT_LOG_HANDLER in
+    torch's handler table (the names --event-log-handler accepts) and select it, unless the
+    command line or PET_EVENT_LOG_HANDLER chose another."""
+    from torch.distributed.elastic.events import handlers
+
+    table = getattr(handlers, "_log_handlers", None)
+    if not isinstance(table, dict):
+        raise RuntimeError("this torch's elastic event handlers have an unknown layout: unset " + ENV_AGENT_EVENTS)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(_TorchEventLines())
+    table[EVENT_LOG_HANDLER] = handler
+    os.environ.setdefault("PET_EVENT_LOG_HANDLER", EVENT_LOG_HANDLER)
+
+
+def start_forkserver() -> None:
+    """Start lab.runtime.warm's forkserver now, before this agent imports torch: the two imports run
+    side by side (torch takes about a second to import, the agent needs it before its
+    rendezvous, the forkserver before the first worker)."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    from lab.runtime.warm import PRELOAD
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    forkserver.ensure_running()
+
+
+def start_warm_workers() -> None:
+    """Start python entrypoints' workers from lab.runtime.warm's forkserver (started by
+    start_forkserver, or now): every worker start, first and restarts alike, is a fork of it."""
+    from torch.distributed import run
+    from torch.distributed.launcher.api import elastic_launch
+
+    from lab.runtime.warm import run_script
+
+    def launch(config, entrypoint):  # type: ignore[no-untyped-def]
+        if entrypoint != sys.executable:  # --no-python: a program of its own
+            return elastic_launch(config=config, entrypoint=entrypoint)
+        config.start_method = "forkserver"
+        return elastic_launch(config=config, entrypoint=run_script)
+
+    start_forkserver()  # a no-op when it runs already
+    run.elastic_launch = launch
+
+
+def main(argv: list[str] | None = None) -> int:
+    warm = os.environ.get(ENV_WARM_WORKERS, "1") != "0"
+    if warm:
+        start_forkserver()
+    from torch.distributed import run
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError
+
+    install()
+    if os.environ.get(ENV_AGENT_EVENTS):
+        record_agent_events(os.environ[ENV_AGENT_EVENTS])
+    if warm:
+        start_warm_workers()
+    try:
+        run.main(argv if argv is not None else sys.argv[1:])
+    except SignalException as exc:
+        # torchrun exits 1 on SIGTERM; a spot notice must look retryable to the training
+        # operator (restartPolicy: ExitCode retries 128-255), so exit 128 + signal.
+        print(f"{PROG}: stopped by signal {exc.sigval.name}", file=sys.stderr)
+        return 128 + int(exc.sigval)
+    except RendezvousTimeoutError as exc:
+        print(
+            f"{PROG}: rendezvous timed out ({exc}); exiting {EXIT_RENDEZVOUS_TIMEOUT} to be retried",
+            file=sys.stderr,
+        )
+        return EXIT_RENDEZVOUS_TIMEOUT
+    except RendezvousConnectionError as exc:
+        print(
+            f"{PROG}: rendezvous server unreachable ({exc}); exiting {EXIT_RENDEZVOUS_UNREACHABLE} to be retried",
+            file=sys.stderr,
+        )
+        return EXIT_RENDEZVOUS_UNREACHABLE
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""Warm workers: restarts that do not pay for importing torch again.
+
+Every elastic restart (an eviction, a node joining) starts every worker again, and a fresh
+Python pays for `import torch` and for the first use of `torch.optim` and
+`DistributedDataParallel` (which import torch._dynamo) before the first step: seconds per
+restart, all of them recovery time. lab.runtime.launch starts workers from a multiprocessing
+*forkserver* instead: one process per agent that imported all of that once (`PRELOAD`, run
+imported by the forkserver itself) and forks a worker in milliseconds on every restart. Each worker
+then runs the training script as `python -u [-m] script args` would (`run_script`).
+
+Only the import state is shared: the forkserver never initialises CUDA, opens a process
+group or starts threads, and each worker is a fresh fork of that state.
+
+Process lifetime: the forkserver and each worker are killed (SIGKILL) when their parent
+dies, whatever killed it, so nothing outlives an agent.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import runpy
+import signal
+import sys
+
+_PR_SET_PDEATHSIG = 1
+
+# What the forkserver imports once (multiprocessing takes module names).
+PRELOAD = ["lab.runtime.warm_server"]
+# True in a worker that run_script runs: it must return to torch's wrapper (which hands the
+# agent its result), and its process then ends without tearing Python down.
+IN_WARM_WORKER = False
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Ask the kernel to send `sig` to this process when its parent exits (Linux only;
+    elsewhere nothing happens). The parent is the thread that started us."""
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request was made
+        os.kill(os.getpid(), sig)
+
+
+def script_argv(cmd_args: tuple[str, ...]) -> tuple[str | None, str, list[str]]:
+    """(module or None, script path or module name, its arguments) from torchrun's
+    `[-u] [-m] script args...` (what it would pass to a new Python)."""
+    args = list(cmd_args)
+    if args[:1] == ["-u"]:
+        args = args[1:]
+    if args[:1] == ["-m"]:
+        if len(args) < 2:
+            raise ValueError("a module name after -m")
+        return args[1], args[1], args[2:]
+    if not args:
+        raise ValueError("a training script to run")
+    return None, args[0], args[1:]
+
+
+def run_script(*cmd_args: str) -> None:
+    """Run the training script in this (forked, warm) worker as `__main__`, as `python -u`
+    would: unbuffered output, `sys.argv`, the script's directory first on `sys.path`. A
+    script that exits non-zero exits this process with its code; one that returns or exits
+    0 returns (the agent then reads a clean return)."""
+    global IN_WARM_WORKER
+    IN_WARM_WORKER = True
+    die_with_parent()  # multiprocessing's children otherwise outlive a killed forkserver
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the forkserver ignores it (lab.runtime.warm_server)
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(write_through=True)
+    module, target, args = script_argv(cmd_args)
+    sys.argv = [target, *args]
+    try:
+        if module is not None:
+            sys.path.insert(0, os.getcwd())
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            raise

@@ -1,0 +1,149 @@
+"""`elastic-lab up | preview | destroy --stack S`: the stack's `pulumi up`, through the Pulumi
+Automation API, after the same checks `elastic-lab plan` makes.
+
+Before the CLI is touched: the stack's config is validated and its program is planned offline
+with every check of lab/plan/check_list.py; an error stops here, with nothing created. Then the
+cloud's credentials are looked for (azure-identity's DefaultAzureCredential for aks, boto3's
+credential chain for eks, the kubeconfig file for byo), so that a missing `az login` is one
+clear line rather than a provider's stack trace minutes into an update. `up` and `preview`
+also pass the policy pack in policy/ (`--policy-pack`), which runs the same checks on the
+real values during the update. Progress is the CLI's own output, line by line.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lab.vocab.errors import LabError
+from lab.vocab.layout import ROOT
+
+POLICY_DIR = ROOT / "policy"
+PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"
+
+
+class StackError(LabError):
+    """A stack operation cannot start or failed; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Prechecked:
+    stack: str
+    cloud: str
+    errors: list[str]
+    warnings: list[str]
+
+
+def precheck(stack: str) -> Prechecked:
+    """Validate the stack's config and run `plan`'s checks offline (raises InvalidInput or
+    StackNotFound for a stack that cannot be planned)."""
+    from lab.plan.check_list import findings_of, run_checks
+    from lab.plan.findings import ERROR
+    from lab.plan.harness import run_program
+
+    plan = run_program(stack)
+    findings = findings_of(run_checks(plan))
+    return Prechecked(
+        stack=stack,
+        cloud=str(plan.cloud),
+        errors=[str(f) for f in findings if f.severity == ERROR],
+        warnings=[str(f) for f in findings if f.severity != ERROR],
+    )
+
+
+def credential_problem(cloud: str, stack: str) -> str | None:
+    """Why the cloud's API cannot be called from here (None: credentials were found)."""
+    if cloud == "aks":
+        from azure.core.exceptions import ClientAuthenticationError
+        from azure.identity import CredentialUnavailableError, DefaultAzureCredential
+
+        # Its per-credential report goes to the `azure.identity` logger as a warning; the
+        # reason is in the exception, said once below.
+        logging.getLogger("azure.identity").setLevel(logging.ERROR)
+        try:
+            DefaultAzureCredential().get_token("https://management.azure.com/.default")
+        except (CredentialUnavailableError, ClientAuthenticationError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return (
+                f"stack {stack!r} (aks) needs Azure credentials: run `az login` (or set AZURE_CLIENT_ID, "
+                f"AZURE_TENANT_ID and AZURE_CLIENT_SECRET, or use a managed identity); {first}"
+            )
+        return None
+    if cloud == "eks":
+        import boto3
+
+        if boto3.session.Session().get_credentials() is None:
+            return (
+                f"stack {stack!r} (eks) needs AWS credentials: run `aws configure` or `aws sso login`, "
+                "or set AWS_PROFILE"
+            )
+        return None
+    return None
+
+
+def _stack(stack: str, *, create: bool) -> Any:
+    from pulumi import automation
+
+    try:
+        if create:
+            return automation.create_or_select_stack(stack_name=stack, work_dir=str(ROOT))
+        return automation.select_stack(stack_name=stack, work_dir=str(ROOT))
+    except FileNotFoundError:
+        raise StackError(
+            f"the Pulumi CLI is not installed here ({PULUMI_INSTALL}); `elastic-lab plan --stack {stack}` "
+            "works without it"
+        ) from None
+    except automation.errors.StackNotFoundError:
+        raise StackError(f"stack {stack!r} does not exist in the Pulumi backend: `elastic-lab up` creates it") from None
+    except automation.errors.CommandError as exc:
+        raise StackError(f"stack {stack!r}: {_last_line(exc)} (is `pulumi login` done?)") from None
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def run(
+    operation: str,
+    stack: str,
+    *,
+    say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+    on_output: Callable[[str], None] = lambda line: print(line, end="" if line.endswith("\n") else "\n", flush=True),
+    checks: bool = True,
+) -> Any:
+    """`operation` (up, preview, destroy) of `stack`, after the offline checks and the
+    credential check; returns the Automation API's result. Raises StackError (or
+    InvalidInput for a stack whose config is invalid) before anything starts."""
+    if operation not in ("up", "preview", "destroy"):
+        raise ValueError(f"operation={operation!r}: expected up, preview or destroy")
+    from pulumi import automation
+
+    pre = precheck(stack)
+    for warning in pre.warnings:
+        say(f"warning: {warning}")
+    if checks and pre.errors and operation != "destroy":
+        raise StackError(
+            f"stack {stack!r} fails {len(pre.errors)} check(s) of `elastic-lab plan`; nothing was started:\n  - "
+            + "\n  - ".join(pre.errors)
+        )
+    problem = credential_problem(pre.cloud, stack)
+    if problem:
+        raise StackError(problem)
+    selected = _stack(stack, create=operation == "up")
+    policy = [str(POLICY_DIR)] if (POLICY_DIR / "PulumiPolicy.yaml").is_file() else []
+    say(
+        f"{operation} of stack {stack!r} ({pre.cloud}) through the Pulumi CLI"
+        + (", policy pack policy/" if policy else "")
+    )
+    try:
+        if operation == "up":
+            return selected.up(on_output=on_output, policy_packs=policy, color="never")
+        if operation == "preview":
+            return selected.preview(on_output=on_output, policy_packs=policy, color="never")
+        return selected.destroy(on_output=on_output, color="never")
+    except automation.errors.CommandError as exc:
+        raise StackError(f"pulumi {operation} of stack {stack!r} failed: {_last_line(exc)}") from None

@@ -1,0 +1,466 @@
+"""The job's launch parameters, defined once.
+
+One `JobSpec` feeds every target: the torchrun command line of the local target, the
+`elasticPolicy` and `PET_*` environment of the PyTorchJob chart, and the training script's
+`LAB_*` environment. Every bad value is reported at once (lab.vocab.problems).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+from lab.vocab.names import DNS_1035_LABEL
+from lab.vocab.per_step import ENV_FAULT_TOLERANCE, LIGHTHOUSE_PORT, PerStepSettings
+from lab.vocab.problems import InvalidInput, Problem, Problems
+
+
+class RdzvBackend(StrEnum):
+    """Rendezvous backends we support. Both keep the rendezvous off the (evictable) workers."""
+
+    ETCD_V2 = "etcd-v2"  # etcd server with --enable-v2 (etcd 3.5.x), python-etcd client
+    C10D = "c10d"  # a TCPStore run as its own process / Service, never on a worker
+
+
+class FaultTolerance(StrEnum):
+    """How the job survives losing a node."""
+
+    # torchrun's elastic agents: every membership change restarts every worker from the
+    # newest state (the last completed step), through the rendezvous server.
+    ELASTIC = "elastic"
+    # TorchFT: each node is a replica group; a quorum per step through the lighthouse, the
+    # survivors go on training, a new group heals from a live peer.
+    PER_STEP = "per-step"
+
+
+class CheckpointWrites(StrEnum):
+    """How checkpoint files are committed to storage."""
+
+    RENAME = "rename"  # POSIX storage: temp file, fsync, rename
+    WRITE_ONCE = "write-once"  # object-store mounts (S3 Mountpoint): no rename, no overwrite
+
+
+# Environment contract between a launcher and the training script (any script may read it).
+ENV_CHECKPOINT_DIR = "LAB_CHECKPOINT_DIR"
+ENV_CHECKPOINT_EVERY = "LAB_CHECKPOINT_EVERY"
+ENV_CHECKPOINT_WRITES = "LAB_CHECKPOINT_WRITES"
+ENV_PG_TIMEOUT = "LAB_PG_TIMEOUT_S"
+ENV_EVENTS_FILE = "LAB_EVENTS_FILE"
+# Where lab.runtime.launch writes torch's structured agent events (JSON lines), when set.
+ENV_AGENT_EVENTS = "LAB_AGENT_EVENTS"
+# Which node emitted an event: the local target's node name, a cluster's worker pod; and on
+# a cluster the machine it runs on. A cluster sets them from the pod's own fields.
+ENV_NODE = "LAB_NODE"
+ENV_K8S_NODE = "LAB_K8S_NODE"
+POD_FIELD_ENV = {ENV_NODE: "metadata.name", ENV_K8S_NODE: "spec.nodeName"}
+
+# The agent's environment (its workers inherit it):
+# - TORCH_DISABLE_SHARE_RDZV_TCP_STORE: torch 2.13 agents that re-use the rendezvous TCP store
+#   deadlock on scale-out and fail re-rendezvous with stale peer addresses (with it set, 56 of
+#   56 drill runs passed).
+# - TORCH_NCCL_ASYNC_ERROR_HANDLING: torchrun sets 1 (TearDown) unless it is set: NCCL's
+#   watchdog then kills a worker whose collective failed or timed out, and the script never
+#   sees the error. 2 (CleanUpOnly) aborts the communicators and raises the error in the
+#   worker instead, so the script's "save on peer loss" runs and it exits on its own terms.
+#   gloo (CPU) ignores it.
+AGENT_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}
+
+T = TypeVar("T", bound="DataclassInstance")
+
+_RDZV_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class RendezvousTimeouts:
+    """Dynamic-rendezvous timings in seconds.
+
+    Defaults are ours, tuned for fast recovery: fractions of a second need our launcher
+    (`python -m lab.runtime.launch`, torchrun plus a handler that reads fractional seconds);
+    `torch_defaults()` gives torchrun's own whole-second settings.
+
+    join_s is how long an agent waits for min_nodes to join. On a cluster that wait includes
+    GPU spot nodes being provisioned (the pool scales from zero, a replacement for an evicted
+    node is requested, the GPU driver is installed: minutes, longer when spot capacity is
+    short), so the default is 15 minutes. When it runs out the agent exits with a retryable
+    code and leaves the rendezvous open (lab.runtime.launch), and its restarted pod waits again.
+    server_outage_s is how long training goes on while the rendezvous server (etcd, the c10d
+    store) is unreachable, e.g. restarting on an upgrade, before the agent exits to be retried.
+    """
+
+    join_s: float = 900  # how long an agent waits for min_nodes before exiting to be retried
+    last_call_s: float = 0.5  # extra wait for stragglers once min_nodes have joined
+    close_s: float = 10  # wait for the round to close after it completed
+    keep_alive_interval_s: float = 0.5  # heartbeat period of each agent
+    keep_alive_max_attempt: int = 3  # missed heartbeats before a node is declared dead
+    poll_interval_s: float = 0.25  # how often a waiting agent re-reads the rendezvous state
+    server_outage_s: float = 60  # training goes on this long while the rendezvous server is unreachable
+
+    @classmethod
+    def torch_defaults(cls) -> RendezvousTimeouts:
+        return cls(
+            join_s=600,
+            last_call_s=30,
+            close_s=30,
+            keep_alive_interval_s=5,
+            keep_alive_max_attempt=3,
+            poll_interval_s=1,
+            server_outage_s=60,
+        )
+
+    def problems(self, prefix: str = "rdzv_timeouts.") -> list[Problem]:
+        """Every invalid setting, keys under `prefix`."""
+        out = Problems()
+        numbers = True
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                out.add(prefix + f.name, value, "a number of seconds > 0")
+                numbers = False
+        if not numbers:
+            return out.items
+        if not isinstance(self.keep_alive_max_attempt, int) or self.keep_alive_max_attempt < 3:
+            out.add(
+                prefix + "keep_alive_max_attempt",
+                self.keep_alive_max_attempt,
+                "a whole number >= 3 (with fewer, agents declare themselves dead right after joining)",
+            )
+        window = self.keep_alive_interval_s * self.keep_alive_max_attempt
+        if window < 1.5:
+            out.add(
+                prefix + "keep_alive_interval_s",
+                self.keep_alive_interval_s,
+                f"keep_alive_interval_s x keep_alive_max_attempt >= 1.5 s (now {window:g} s): a shorter "
+                "window declares live agents dead",
+            )
+        if self.keep_alive_interval_s < 0.25 or self.poll_interval_s < 0.05:
+            out.add(
+                prefix + "keep_alive_interval_s",
+                self.keep_alive_interval_s,
+                ">= 0.25 s (and poll_interval_s >= 0.05 s): faster heartbeats overload the store",
+            )
+        return out.items
+
+    def validate(self) -> None:
+        if problems := self.problems():
+            raise InvalidInput(problems)
+
+    @property
+    def whole_seconds(self) -> bool:
+        """True when plain torchrun accepts these settings (it parses whole seconds only)."""
+        return all(float(getattr(self, f.name)).is_integer() for f in dataclasses.fields(self))
+
+    def conf(self) -> dict[str, str]:
+        """The `--rdzv-conf` keys torch's dynamic rendezvous (and lab.runtime.launch) read."""
+        return {
+            "join_timeout": f"{self.join_s:g}",
+            "last_call_timeout": f"{self.last_call_s:g}",
+            "close_timeout": f"{self.close_s:g}",
+            "keep_alive_interval": f"{self.keep_alive_interval_s:g}",
+            "keep_alive_max_attempt": str(self.keep_alive_max_attempt),
+            "poll_interval": f"{self.poll_interval_s:g}",
+            "server_outage": f"{self.server_outage_s:g}",
+        }
+
+
+def _new_rdzv_id(name: str) -> str:
+    return f"{name}-{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Launch parameters of one elastic training job.
+
+    Attributes (defaults in brackets):
+      name: job name, a DNS-1035 label (it names pods and Services) ["elastic-demo"].
+      image: container image for cluster targets.
+      module / script: what each worker runs: a Python module [lab.runtime.train] or a script path.
+      script_args: arguments passed to the training script [()].
+      min_nodes / max_nodes: elastic range of nodes (PyTorchJob replicas) [2 / 3].
+      nproc_per_node: worker processes per node [1].
+      rdzv_backend: `etcd-v2` or `c10d` [etcd-v2].
+      rdzv_endpoint: host:port of the rendezvous server, never a worker [127.0.0.1:2379].
+      rdzv_id: unique id of this job's rendezvous [name + random suffix]; torchrun's default
+        is the literal "none", so jobs sharing one etcd would collide.
+      max_restarts: worker-group restarts per agent before the job fails [100]. Every
+        eviction costs the surviving agents one (their workers exit when a peer vanishes),
+        and a node joining can cost one to an agent whose workers fail before it sees the
+        newcomer, so this is the job's eviction budget.
+      checkpoint_dir / checkpoint_every_steps / checkpoint_writes: checkpoint storage.
+      pg_timeout_s: process-group timeout: how fast a vanished peer is noticed [15].
+      rdzv_timeouts: see RendezvousTimeouts.
+      monitor_interval_s: how often agents poll their workers [0.1].
+      fault_tolerance: `elastic` (torchrun's rendezvous) or `per-step` (TorchFT) [elastic].
+        In per-step mode the rendezvous settings do not apply: each node runs torchrun on
+        its own, and `lighthouse_endpoint` (host:port) forms the quorum of every step.
+      per_step: the per-step mode's timings (lab.vocab.per_step.PerStepSettings).
+    """
+
+    name: str = "elastic-demo"
+    image: str = "ghcr.io/elastic-spot-lab/trainer:0.1.0"
+    module: str | None = "lab.runtime.train"
+    script: str | None = None
+    script_args: tuple[str, ...] = ()
+    min_nodes: int = 2
+    max_nodes: int = 3
+    nproc_per_node: int = 1
+    rdzv_backend: RdzvBackend = RdzvBackend.ETCD_V2
+    rdzv_endpoint: str = "127.0.0.1:2379"
+    rdzv_id: str = ""
+    max_restarts: int = 100
+    checkpoint_dir: str = "/checkpoints"
+    checkpoint_every_steps: int = 50
+    checkpoint_writes: CheckpointWrites = CheckpointWrites.RENAME
+    pg_timeout_s: float = 15.0
+    rdzv_timeouts: RendezvousTimeouts = field(default_factory=RendezvousTimeouts)
+    monitor_interval_s: float = 0.1
+    fault_tolerance: FaultTolerance = FaultTolerance.ELASTIC
+    lighthouse_endpoint: str = f"127.0.0.1:{LIGHTHOUSE_PORT}"
+    per_step: PerStepSettings = field(default_factory=PerStepSettings)
+
+    def __post_init__(self) -> None:
+        # Accept plain strings and mappings from config files and flags, then report every
+        # bad value at once.
+        found = Problems()
+        try:
+            object.__setattr__(self, "rdzv_backend", RdzvBackend(self.rdzv_backend))
+        except ValueError:
+            found.add("rdzv_backend", self.rdzv_backend, "one of " + ", ".join(b.value for b in RdzvBackend))
+        try:
+            object.__setattr__(self, "checkpoint_writes", CheckpointWrites(self.checkpoint_writes))
+        except ValueError:
+            found.add(
+                "checkpoint_writes", self.checkpoint_writes, "one of " + ", ".join(w.value for w in CheckpointWrites)
+            )
+        try:
+            object.__setattr__(self, "fault_tolerance", FaultTolerance(self.fault_tolerance))
+        except ValueError:
+            found.add("fault_tolerance", self.fault_tolerance, "one of " + ", ".join(f.value for f in FaultTolerance))
+        if isinstance(self.per_step, Mapping):
+            kwargs, unknown = _known_fields(PerStepSettings, self.per_step, "per_step.")
+            found.extend(unknown)
+            object.__setattr__(self, "per_step", PerStepSettings(**kwargs))
+        if isinstance(self.rdzv_timeouts, Mapping):
+            # Unknown settings are reported here, the values of the known ones by problems().
+            kwargs, unknown = _known_fields(RendezvousTimeouts, self.rdzv_timeouts, "rdzv_timeouts.")
+            found.extend(unknown)
+            object.__setattr__(self, "rdzv_timeouts", RendezvousTimeouts(**kwargs))
+        object.__setattr__(self, "script_args", tuple(str(a) for a in self.script_args))
+        if not self.rdzv_id and isinstance(self.name, str):
+            object.__setattr__(self, "rdzv_id", _new_rdzv_id(self.name))
+        found.extend(self.problems())
+        found.raise_if_any()
+
+    # ----------------------------------------------------------------- validation
+    def problems(self) -> list[Problem]:
+        """Every invalid launch parameter but the enums (checked as they are converted)."""
+        out = Problems()
+        if not isinstance(self.name, str) or len(self.name) > 40 or not DNS_1035_LABEL.match(self.name):
+            out.add(
+                "name",
+                self.name,
+                "a DNS-1035 label: a lower-case letter, then lower-case letters, digits "
+                "and '-', at most 40 characters (it names pods and Services)",
+            )
+        if (self.module is None) == (self.script is None):
+            out.add("module/script", (self.module, self.script), "exactly one of module or script")
+        counts_ok = True
+        for key in ("min_nodes", "max_nodes", "nproc_per_node", "checkpoint_every_steps"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                out.add(key, value, "a whole number >= 1")
+                counts_ok = counts_ok and key not in ("min_nodes", "max_nodes")
+        if counts_ok and self.max_nodes < self.min_nodes:
+            out.add("min_nodes", self.min_nodes, f"<= max_nodes ({self.max_nodes})")
+        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
+            out.add("max_restarts", self.max_restarts, "a whole number >= 0")
+        endpoint = self.rdzv_endpoint if isinstance(self.rdzv_endpoint, str) else ""
+        host, _, port = endpoint.rpartition(":")
+        if not host or not _HOST.match(host) or not port.isdigit() or not 0 < int(port) < 65536:
+            out.add("rdzv_endpoint", self.rdzv_endpoint, "host:port with a port in 1..65535, e.g. etcd-rendezvous:2379")
+        if not isinstance(self.rdzv_id, str) or not _RDZV_ID.match(self.rdzv_id) or self.rdzv_id == "none":
+            out.add("rdzv_id", self.rdzv_id, "1-63 characters of [A-Za-z0-9_.-], unique per job (not 'none')")
+        if not _number_in(self.pg_timeout_s, 1, 600):
+            out.add("pg_timeout_s", self.pg_timeout_s, "seconds in 1..600 (tens of seconds: gloo's default is 30 min)")
+        if not _number_in(self.monitor_interval_s, 0, 5) or self.monitor_interval_s == 0:
+            out.add("monitor_interval_s", self.monitor_interval_s, "seconds in (0, 5]")
+        if not self.checkpoint_dir:
+            out.add("checkpoint_dir", self.checkpoint_dir, "a directory path")
+        if isinstance(self.rdzv_timeouts, RendezvousTimeouts):
+            out.extend(self.rdzv_timeouts.problems())
+        if isinstance(self.per_step, PerStepSettings):
+            out.extend(self.per_step.problems())
+        lighthouse = self.lighthouse_endpoint if isinstance(self.lighthouse_endpoint, str) else ""
+        host, _, port = lighthouse.rpartition(":")
+        if not host or not _HOST.match(host) or not port.isdigit() or not 0 < int(port) < 65536:
+            out.add(
+                "lighthouse_endpoint",
+                self.lighthouse_endpoint,
+                f"host:port with a port in 1..65535, e.g. torchft-lighthouse:{LIGHTHOUSE_PORT}",
+            )
+        return out.items
+
+    def validate(self) -> None:
+        if problems := self.problems():
+            raise InvalidInput(problems)
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def nnodes(self) -> str:
+        return f"{self.min_nodes}:{self.max_nodes}"
+
+    @property
+    def rdzv_host(self) -> str:
+        return self.rdzv_endpoint.rpartition(":")[0]
+
+    @property
+    def rdzv_port(self) -> int:
+        return int(self.rdzv_endpoint.rpartition(":")[2])
+
+    def rdzv_conf(self) -> dict[str, str]:
+        conf = self.rdzv_timeouts.conf()
+        if self.rdzv_backend is RdzvBackend.C10D:
+            # The store runs as its own process; no agent may try to host it.
+            conf["is_host"] = "false"
+        return conf
+
+    def replace(self, **changes: Any) -> JobSpec:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> JobSpec:
+        """Build from a config mapping (stack config, chart values); unknown keys are errors."""
+        return _from_mapping(cls, values, "")
+
+    # ------------------------------------------------------------------ outputs
+    @property
+    def per_step_mode(self) -> bool:
+        return self.fault_tolerance is FaultTolerance.PER_STEP
+
+    def train_env(self) -> dict[str, str]:
+        """Environment the training script reads (our contract, see ENV_* above)."""
+        env = {
+            ENV_CHECKPOINT_DIR: self.checkpoint_dir,
+            ENV_CHECKPOINT_EVERY: str(self.checkpoint_every_steps),
+            ENV_CHECKPOINT_WRITES: self.checkpoint_writes.value,
+            ENV_PG_TIMEOUT: f"{self.pg_timeout_s:g}",
+            ENV_FAULT_TOLERANCE: self.fault_tolerance.value,
+        }
+        if self.per_step_mode:
+            env.update(
+                self.per_step.train_env(min_replicas=self.min_nodes, lighthouse=f"http://{self.lighthouse_endpoint}")
+            )
+        return env
+
+    def worker_env(self) -> dict[str, str]:
+        """Everything a node's container / agent process needs in its environment."""
+        return {**AGENT_ENV, **self.train_env()}
+
+    def launcher(self, python: str = "python") -> list[str]:
+        """The agent command on every target: torchrun through lab.runtime.launch, which reads the
+        fractional-second rendezvous settings (and is plain torchrun without them)."""
+        return [python, "-m", "lab.runtime.launch"]
+
+    def entrypoint(self) -> list[str]:
+        """What torchrun runs in each worker, with the script's arguments."""
+        target = ["-m", self.module] if self.module else [self.script]
+        return [*target, *self.script_args]
+
+    def torchrun_args(self, *, local_addr: str | None = None) -> list[str]:
+        """Explicit torchrun flags (local target). Cluster targets get the same via PET_*.
+        In per-step mode each node's torchrun starts its own replica group, on its own."""
+        if self.per_step_mode:
+            return self.group_torchrun_args(local_addr=local_addr)
+        args = [
+            f"--nnodes={self.nnodes}",
+            f"--nproc-per-node={self.nproc_per_node}",
+            f"--rdzv-backend={self.rdzv_backend.value}",
+            f"--rdzv-endpoint={self.rdzv_endpoint}",
+            f"--rdzv-id={self.rdzv_id}",
+            "--rdzv-conf=" + ",".join(f"{k}={v}" for k, v in self.rdzv_conf().items()),
+            f"--max-restarts={self.max_restarts}",
+            f"--monitor-interval={self.monitor_interval_s:g}",
+        ]
+        if local_addr:
+            args.append(f"--local-addr={local_addr}")
+        return args
+
+    def group_torchrun_args(self, *, local_addr: str | None = None) -> list[str]:
+        """torchrun flags of one replica group (per-step mode): the node alone, its own
+        rendezvous store; torchrun still restarts the group's workers when one fails."""
+        args = [
+            "--standalone",
+            "--nnodes=1",
+            f"--nproc-per-node={self.nproc_per_node}",
+            f"--max-restarts={self.max_restarts}",
+            f"--monitor-interval={self.monitor_interval_s:g}",
+        ]
+        if local_addr:
+            args.append(f"--local-addr={local_addr}")
+        return args
+
+    def pet_env(self) -> dict[str, str]:
+        """torchrun's PET_* environment: what the training operator derives from
+        elasticPolicy, plus the settings elasticPolicy has no field for."""
+        return {
+            "PET_NNODES": self.nnodes,
+            "PET_NPROC_PER_NODE": str(self.nproc_per_node),
+            "PET_RDZV_BACKEND": self.rdzv_backend.value,
+            "PET_RDZV_ENDPOINT": self.rdzv_endpoint,
+            "PET_RDZV_ID": self.rdzv_id,
+            "PET_RDZV_CONF": ",".join(f"{k}={v}" for k, v in self.rdzv_conf().items()),
+            "PET_MAX_RESTARTS": str(self.max_restarts),
+            "PET_MONITOR_INTERVAL": f"{self.monitor_interval_s:g}",
+        }
+
+    def elastic_policy(self) -> dict[str, Any]:
+        """`spec.elasticPolicy` of a kubeflow.org/v1 PyTorchJob (training operator v1.9.4).
+
+        nproc_per_node goes to `spec.nprocPerNode` (elasticPolicy.nProcPerNode is deprecated,
+        and setting both is rejected).
+        """
+        return {
+            "minReplicas": self.min_nodes,
+            "maxReplicas": self.max_nodes,
+            "maxRestarts": self.max_restarts,
+            "rdzvBackend": self.rdzv_backend.value,
+            "rdzvHost": self.rdzv_host,
+            "rdzvPort": self.rdzv_port,
+            "rdzvId": self.rdzv_id,
+            "rdzvConf": [{"key": k, "value": v} for k, v in self.rdzv_conf().items()],
+        }
+
+
+def _number_in(value: Any, low: float, high: float) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and low <= value <= high
+
+
+def _known_fields(cls: type[T], values: Mapping[str, Any], prefix: str) -> tuple[dict[str, Any], list[Problem]]:
+    """The values that name fields of `cls`, and a problem for each that does not."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = [
+        Problem(prefix + key, values[key], "a known field: " + ", ".join(sorted(known)))
+        for key in sorted(set(values) - known)
+    ]
+    return {k: v for k, v in values.items() if k in known}, unknown
+
+
+def _from_mapping(cls: type[T], values: Mapping[str, Any], prefix: str) -> T:
+    if not isinstance(values, Mapping):
+        raise InvalidInput([Problem(prefix.rstrip(".") or cls.__name__, values, "a mapping")])
+    kwargs, unknown = _known_fields(cls, values, prefix)
+    try:
+        built = cls(**kwargs)
+    except InvalidInput as exc:
+        raise InvalidInput([*unknown, *exc.problems]) from None
+    if unknown:
+        raise InvalidInput(unknown)
+    return built

@@ -1,0 +1,139 @@
+"""Command-line options of a JobSpec, shared by `elastic-lab drill` and `elastic-lab submit`:
+the same job is described by the same flags on the local target and on a cluster."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from lab.vocab.job import FaultTolerance, JobSpec, RdzvBackend, RendezvousTimeouts
+from lab.vocab.per_step import PerStepSettings
+from lab.vocab.problems import InvalidInput, Problem, Problems
+
+RDZV_SETTINGS = {"ours": RendezvousTimeouts, "torch-defaults": RendezvousTimeouts.torch_defaults}
+PER_STEP_SETTINGS = {"ours": PerStepSettings, "torch-defaults": PerStepSettings.torchft_defaults}
+
+# The option that sets each JobSpec value, so that a problem names what was typed.
+OPTIONS = {
+    "name": "--name",
+    "min_nodes": "--min-nodes",
+    "max_nodes": "--max-nodes",
+    "nproc_per_node": "--nproc-per-node",
+    "rdzv_backend": "--backend",
+    "rdzv_timeouts.join_s": "--join-timeout",
+    "max_restarts": "--max-restarts",
+    "checkpoint_every_steps": "--checkpoint-every",
+    "pg_timeout_s": "--pg-timeout",
+    "fault_tolerance": "--fault-tolerance",
+}
+
+
+def add_job_arguments(group: argparse._ArgumentGroup) -> None:
+    d = JobSpec.__dataclass_fields__
+    group.add_argument("--name", default=d["name"].default, help=f"job name [{d['name'].default}]")
+    group.add_argument(
+        "--min-nodes", type=int, default=d["min_nodes"].default, help=f"elastic minimum [{d['min_nodes'].default}]"
+    )
+    group.add_argument(
+        "--max-nodes", type=int, default=d["max_nodes"].default, help=f"elastic maximum [{d['max_nodes'].default}]"
+    )
+    group.add_argument(
+        "--nproc-per-node",
+        type=int,
+        default=d["nproc_per_node"].default,
+        help=f"worker processes per node [{d['nproc_per_node'].default}]",
+    )
+    group.add_argument(
+        "--fault-tolerance",
+        default=FaultTolerance.ELASTIC.value,
+        help="elastic (default): torchrun restarts every worker when a node leaves or joins; per-step: each "
+        "node is a TorchFT replica group, a lighthouse forms a quorum per step and the survivors train on",
+    )
+    group.add_argument(
+        "--backend",
+        default=RdzvBackend.ETCD_V2.value,
+        help="rendezvous backend: etcd-v2 (default) or c10d (a store of its own, never on a worker)",
+    )
+    group.add_argument(
+        "--rdzv-settings",
+        choices=list(RDZV_SETTINGS),
+        default="ours",
+        help="rendezvous timings (the lighthouse's in per-step mode): ours (fast recovery, default) or "
+        "torchrun's (TorchFT's) defaults",
+    )
+    group.add_argument(
+        "--join-timeout",
+        type=float,
+        default=None,
+        help="seconds an agent waits for min-nodes to join before its pod is retried; on a cluster "
+        f"it includes GPU spot nodes being provisioned [{RendezvousTimeouts.join_s:g}; torch-defaults "
+        f"{RendezvousTimeouts.torch_defaults().join_s:g}]",
+    )
+    group.add_argument(
+        "--max-restarts",
+        type=int,
+        default=d["max_restarts"].default,
+        help=f"restarts per agent, the job's eviction budget [{d['max_restarts'].default}]",
+    )
+    group.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=d["checkpoint_every_steps"].default,
+        help=f"steps between checkpoints [{d['checkpoint_every_steps'].default}]",
+    )
+    group.add_argument(
+        "--pg-timeout",
+        type=float,
+        default=d["pg_timeout_s"].default,
+        help=f"process-group timeout, seconds: how fast a vanished peer is noticed [{d['pg_timeout_s'].default:g}]",
+    )
+
+
+def _timeouts(args: argparse.Namespace) -> RendezvousTimeouts:
+    base = RDZV_SETTINGS[args.rdzv_settings]()
+    if args.join_timeout is None:
+        return base
+    return dataclasses.replace(base, join_s=args.join_timeout)  # checked with the rest of the JobSpec
+
+
+def job_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """JobSpec keyword arguments from the options above."""
+    return {
+        "name": args.name,
+        "min_nodes": args.min_nodes,
+        "max_nodes": args.max_nodes,
+        "nproc_per_node": args.nproc_per_node,
+        "rdzv_backend": args.backend,
+        "rdzv_timeouts": _timeouts(args),
+        "max_restarts": args.max_restarts,
+        "checkpoint_every_steps": args.checkpoint_every,
+        "pg_timeout_s": args.pg_timeout,
+        "fault_tolerance": args.fault_tolerance,
+        "per_step": PER_STEP_SETTINGS[args.rdzv_settings](),
+    }
+
+
+def as_options(problems: Iterable[Problem]) -> list[Problem]:
+    """The same problems, keyed by the options that set the values (`pg_timeout_s` -> `--pg-timeout`)."""
+    return [Problem(OPTIONS.get(p.key, p.key), p.value, p.expected) for p in problems]
+
+
+def job_spec(args: argparse.Namespace, **more: Any) -> JobSpec:
+    """The JobSpec of the options above and `more` (script, checkpoint_dir, ...). Every bad
+    value at once in one InvalidInput, one problem per option, keyed as typed."""
+    found = Problems()
+    for option, value in (("--join-timeout", args.join_timeout), ("--pg-timeout", args.pg_timeout)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            found.add(option, value, "a finite number of seconds > 0")
+    spec: JobSpec | None = None
+    try:
+        spec = JobSpec(**job_fields(args), **more)
+    except InvalidInput as exc:
+        flagged = {p.key for p in found}
+        found.extend(p for p in as_options(exc.problems) if p.key not in flagged)
+    if found or spec is None:
+        raise InvalidInput(found.items)
+    return spec

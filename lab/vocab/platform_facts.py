@@ -1,0 +1,111 @@
+"""What a job needs to know about the platform it runs on.
+
+The training platform (components/platform) registers these facts as its `jobFacts` output;
+`elastic-lab submit`, the job chart values and the offline checks read them back. The
+dictionary form is the wire form of that output: its keys do not change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.vocab.job import CheckpointWrites
+from lab.vocab.pools import PoolPlacement
+
+ETCD_CLIENT_PORT = 2379
+C10D_STORE_PORT = 29400
+
+# The shortest spot eviction notice of the clouds we serve (Azure and GCP: 30 s; AWS: 120 s).
+# The kubelet sends SIGTERM, the training script writes its emergency checkpoint, and SIGKILL
+# follows after the grace period: 25 s keeps the kill (and so the end of the save) inside it.
+DEFAULT_EVICTION_NOTICE_S = 30
+TERMINATION_GRACE_S = 25
+# A vanished node goes NotReady after ~40 s; evict its pods 30 s later, not 300 s.
+NOT_READY_TOLERATION_S = 30
+
+
+def service_host(service: str, namespace: str, cluster_domain: str) -> str:
+    return f"{service}.{namespace}.svc.{cluster_domain}"
+
+
+def store_name(job_name: str) -> str:
+    """Service of a job's own c10d TCPStore (charts/elastic-pytorchjob/templates/c10d-store.yaml)."""
+    return f"{job_name}-rdzv-store"
+
+
+def lighthouse_name(job_name: str) -> str:
+    """Service of a per-step job's own TorchFT lighthouse (charts/elastic-pytorchjob/templates/lighthouse.yaml)."""
+    return f"{job_name}-lighthouse"
+
+
+@dataclass(frozen=True)
+class PlatformFacts:
+    """Names, placement and timings of one training platform, as its jobs see them."""
+
+    namespace: str = "training"
+    service_account: str = "trainer"
+    etcd_service: str = "etcd-rendezvous"
+    etcd_port: int = ETCD_CLIENT_PORT
+    cluster_domain: str = "cluster.local"
+    checkpoint_claim: str = "elastic-checkpoints"
+    checkpoint_writes: CheckpointWrites = CheckpointWrites.RENAME
+    worker_priority_class: str = "elastic-preemptible"
+    preserved_priority_class: str = "elastic-preserved"
+    pools: PoolPlacement = field(default_factory=PoolPlacement)
+    gpus_per_node: int = 1
+    rdzv_client_labels: Mapping[str, str] = field(default_factory=lambda: {"elastic-spot-lab/rdzv-client": "true"})
+    termination_grace_s: int = TERMINATION_GRACE_S
+    not_ready_toleration_s: int = NOT_READY_TOLERATION_S
+    eviction_notice_s: int = DEFAULT_EVICTION_NOTICE_S
+
+    @property
+    def etcd_host(self) -> str:
+        return service_host(self.etcd_service, self.namespace, self.cluster_domain)
+
+    def store_host(self, job_name: str) -> str:
+        return service_host(store_name(job_name), self.namespace, self.cluster_domain)
+
+    def lighthouse_host(self, job_name: str) -> str:
+        return service_host(lighthouse_name(job_name), self.namespace, self.cluster_domain)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data: the platform's `jobFacts` output."""
+        return {
+            "namespace": self.namespace,
+            "serviceAccount": self.service_account,
+            "etcdService": self.etcd_service,
+            "etcdPort": self.etcd_port,
+            "clusterDomain": self.cluster_domain,
+            "checkpointClaim": self.checkpoint_claim,
+            "checkpointWrites": self.checkpoint_writes.value,
+            "workerPriorityClass": self.worker_priority_class,
+            "preservedPriorityClass": self.preserved_priority_class,
+            "gpusPerNode": self.gpus_per_node,
+            "rdzvClientLabels": dict(self.rdzv_client_labels),
+            "terminationGraceSeconds": self.termination_grace_s,
+            "notReadyTolerationSeconds": self.not_ready_toleration_s,
+            "evictionNoticeSeconds": self.eviction_notice_s,
+            "pools": self.pools.as_mapping(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PlatformFacts:
+        return cls(
+            namespace=data["namespace"],
+            service_account=data["serviceAccount"],
+            etcd_service=data["etcdService"],
+            etcd_port=int(data["etcdPort"]),
+            cluster_domain=data["clusterDomain"],
+            checkpoint_claim=data["checkpointClaim"],
+            checkpoint_writes=CheckpointWrites(data["checkpointWrites"]),
+            worker_priority_class=data["workerPriorityClass"],
+            preserved_priority_class=data["preservedPriorityClass"],
+            pools=PoolPlacement.from_mapping(data["pools"]),
+            gpus_per_node=int(data["gpusPerNode"]),
+            rdzv_client_labels=dict(data["rdzvClientLabels"]),
+            termination_grace_s=int(data.get("terminationGraceSeconds", TERMINATION_GRACE_S)),
+            not_ready_toleration_s=int(data.get("notReadyTolerationSeconds", NOT_READY_TOLERATION_S)),
+            eviction_notice_s=int(data.get("evictionNoticeSeconds", DEFAULT_EVICTION_NOTICE_S)),
+        )

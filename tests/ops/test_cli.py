@@ -1,0 +1,233 @@
+"""`elastic-lab submit | status | logs | delete | drill --stack` against a loopback API server."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import yaml
+
+from lab.cli import main
+from lab.ops.jobs import JOB_NAME_LABEL, REPLICA_INDEX_LABEL
+
+from .fake_kube import node, pod
+from .test_drill import GPU, NS, SimulatedJob
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def kubeconfig(api_server, tmp_path):
+    return str(api_server.kubeconfig(tmp_path, namespace="default"))
+
+
+def test_submit_creates_then_refuses_then_replaces(api_server, kubeconfig, capsys):
+    base = ("submit", "--stack", "byo", "--kubeconfig", kubeconfig, "--name", "demo")
+    code, out, err = _run(capsys, *base)
+    assert code == 0, err
+    assert "created PyTorchJob/demo in namespace training" in out  # the stack's namespace, not the context's
+    assert "Elastic PyTorchJob demo in namespace training: 2 to 3 worker pods" in out  # the chart's NOTES.txt
+    assert "drill:   elastic-lab drill --stack byo --job demo" in out
+    assert api_server.get("PyTorchJob", "demo", "training") is not None
+    code, _, err = _run(capsys, *base)
+    assert code == 1 and "PyTorchJob training/demo already exists" in err
+    code, _, err = _run(capsys, *base, "--replace")
+    assert code == 0, err
+
+
+def test_submit_a_per_step_job_creates_its_lighthouse(api_server, kubeconfig, capsys):
+    base = ("submit", "--stack", "byo", "--kubeconfig", kubeconfig, "--name", "demo", "--fault-tolerance", "per-step")
+    code, out, err = _run(capsys, *base)
+    assert code == 0, err
+    assert (
+        "created Deployment/demo-lighthouse, PodDisruptionBudget/demo-lighthouse, Service/demo-lighthouse, "
+        "NetworkPolicy/demo-lighthouse, PyTorchJob/demo in namespace training "
+        "(lighthouse demo-lighthouse.training.svc.cluster.local:29510)"
+    ) in out
+    assert "Per-step PyTorchJob demo in namespace training: 2 to 3 replica groups" in out  # NOTES.txt
+    job = api_server.get("PyTorchJob", "demo", "training")
+    assert "elasticPolicy" not in job["spec"]
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["args"][0] == "--standalone"
+    lighthouse = api_server.get("Deployment", "demo-lighthouse", "training")
+    assert lighthouse["spec"]["template"]["spec"]["containers"][0]["command"] == ["torchft_lighthouse"]
+    assert api_server.get("Deployment", "demo-rdzv-store", "training") is None
+    conn = ("--stack", "byo", "--kubeconfig", kubeconfig)
+    code, out, _ = _run(capsys, "status", *conn, "--job", "demo")
+    assert code == 0 and "(per-step 2..3)" in out
+    code, out, _ = _run(capsys, "delete", *conn, "--job", "demo")
+    assert code == 0 and "Deployment/demo-lighthouse" in out
+    assert api_server.get("Deployment", "demo-lighthouse", "training") is None
+
+
+def test_submit_dry_run_shows_the_per_step_job(capsys):
+    code, out, err = _run(
+        capsys,
+        "submit",
+        "--stack",
+        "aks-dev",
+        "--dry-run",
+        "--name",
+        "ft",
+        "--fault-tolerance",
+        "per-step",
+        "--min-nodes",
+        "1",
+        "--backend",
+        "c10d",
+    )
+    assert code == 0, err
+    assert (
+        "# per-step (TorchFT): lighthouse at ft-lighthouse.training.svc.cluster.local:29510, quorum of at least 1 "
+        "of up to 3 replica groups"
+    ) in out
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in docs) == [
+        ("Deployment", "ft-lighthouse"),
+        ("NetworkPolicy", "ft-lighthouse"),
+        ("PodDisruptionBudget", "ft-lighthouse"),
+        ("PyTorchJob", "ft"),
+        ("Service", "ft-lighthouse"),
+    ]
+    lighthouse = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert "--min_replicas=1" in lighthouse["containers"][0]["args"]
+    assert lighthouse["priorityClassName"] == "elastic-preserved"
+
+
+@pytest.mark.parametrize(
+    "stack,flags,message",
+    [
+        (
+            "aks-dev",
+            ["--min-nodes", "4", "--max-nodes", "5"],
+            "--min-nodes=4 is invalid: expected <= 3, the GPU spot pool's maximum",
+        ),
+        ("aks-dev", ["--gpus", "2"], "--gpus=2 is invalid: expected 0..1"),
+        ("byo", ["--gpus", "1"], "--gpus=1 is invalid: expected 0: the stack's platform has no GPUs"),
+        ("byo", ["--cpu", "four"], "--cpu='four' is invalid: expected a Kubernetes quantity"),
+        ("byo", ["--memory", "0Gi"], "--memory='0Gi' is invalid"),
+        ("byo", ["--replicas", "5"], "--replicas=5 is invalid: expected between --min-nodes (2) and --max-nodes (3)"),
+    ],
+    ids=["min-above-pool", "gpus-above-node", "gpus-on-cpu-platform", "cpu-not-a-quantity", "zero-memory", "replicas"],
+)
+def test_sizing_is_checked_against_the_stack_before_anything_starts(capsys, stack, flags, message):
+    code, _, err = _run(capsys, "submit", "--stack", stack, "--dry-run", *flags)
+    assert code == 2 and message in err, err
+
+
+def test_sizing_lands_in_the_rendered_job(capsys):
+    code, out, err = _run(
+        capsys, "submit", "--stack", "aks-dev", "--dry-run", "--cpu", "6", "--memory", "24Gi", "--replicas", "2"
+    )
+    assert code == 0, err
+    job = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "PyTorchJob")
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+    container = worker["template"]["spec"]["containers"][0]
+    assert worker["replicas"] == 2
+    assert container["resources"]["requests"] == {"cpu": "6", "memory": "24Gi"}
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
+
+
+def test_status_logs_delete(api_server, kubeconfig, capsys):
+    assert _run(capsys, "submit", "--stack", "byo", "--kubeconfig", kubeconfig, "--name", "demo")[0] == 0
+    labels = {JOB_NAME_LABEL: "demo", REPLICA_INDEX_LABEL: "0"}
+    api_server.put(pod("demo-worker-0", NS, labels, "gpu-0"))
+    api_server.add_log(NS, "demo-worker-0", "hello", close=True)
+    conn = ("--stack", "byo", "--kubeconfig", kubeconfig)
+    code, out, _ = _run(capsys, "status", *conn)
+    assert code == 0 and "PyTorchJobs in training: demo" in out
+    code, out, _ = _run(capsys, "status", *conn, "--job", "demo")
+    assert code == 0 and "pod demo-worker-0 (worker 0): Running ready on gpu-0" in out
+    code, out, _ = _run(capsys, "logs", *conn, "--job", "demo", "--worker", "0")
+    assert code == 0 and out == "[demo-worker-0] hello\n"
+    code, out, _ = _run(capsys, "delete", *conn, "--job", "demo")
+    assert code == 0 and "deleted PyTorchJob/demo" in out
+    code, _, err = _run(capsys, "status", *conn, "--job", "demo")
+    assert code == 1 and "no PyTorchJob training/demo" in err
+
+
+def test_context_and_kubeconfig_env(api_server, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KUBECONFIG", str(api_server.kubeconfig(tmp_path, context="lab", namespace="training")))
+    code, out, err = _run(capsys, "status", "--context", "lab")
+    assert code == 0 and "PyTorchJobs in training: none" in out, err
+    code, _, err = _run(capsys, "status", "--context", "other")
+    assert code == 1 and "--context 'other': no such context" in err
+
+
+def test_drill_dry_run_prints_every_call_and_makes_none_that_changes(api_server, kubeconfig, capsys):
+    api_server.put(node("gpu-0", GPU, "azure:///x"))
+    code, out, err = _run(capsys, "drill", "--stack", "byo", "--kubeconfig", kubeconfig, "--dry-run", "--name", "demo")
+    assert code == 0, err
+    assert "kubeflow-training: TrainingClient.create_job(PyTorchJob training/demo)" in out
+    assert "kubernetes: patch_node(name='gpu-0'" in out and "create_namespaced_pod_eviction" in out
+    assert [m for m, *_ in api_server.requests if m != "GET"] == []
+
+
+def test_drill_on_the_cluster_end_to_end(api_server, kubeconfig, capsys, tmp_path):
+    sim = SimulatedJob(api_server)
+    threading.Thread(target=sim.run, daemon=True).start()
+    try:
+        code, out, err = _run(
+            capsys,
+            "drill",
+            "--stack",
+            "byo",
+            "--kubeconfig",
+            kubeconfig,
+            "--name",
+            "demo",
+            "--steps",
+            "100",
+            "--evict-at-step",
+            "20",
+            "--workdir",
+            str(tmp_path / "run"),
+            "--deadline",
+            "60",
+        )
+    finally:
+        sim.stop.set()
+    assert code == 0, out + err
+    assert "Drill PASSED" in out and "eviction of demo-worker-2 (kubernetes)" in out
+    assert (tmp_path / "run" / "report.json").is_file() and (tmp_path / "run" / "timeline.png").is_file()
+
+
+def test_cluster_options_need_a_stack(capsys):
+    code, _, err = _run(capsys, "drill", "--node", "gpu-0", "--force")
+    assert code == 2 and "--node, --force need(s) --stack" in err
+
+
+def test_teardown_of_a_stack_cleans_the_cluster_then_needs_the_pulumi_cli(api_server, kubeconfig, capsys, monkeypatch):
+    assert _run(capsys, "submit", "--stack", "byo", "--kubeconfig", kubeconfig, "--name", "demo")[0] == 0
+    base = ("teardown", "--stack", "byo", "--kubeconfig", kubeconfig)
+    code, out, err = _run(capsys, *base, "--dry-run")
+    assert code == 0, err
+    assert "on the cluster: 1 to delete" in out and "- PyTorchJob demo (a training job)" in out
+    assert "would call kubernetes" in out and "then: pulumi destroy of stack 'byo'" in out
+    assert api_server.get("PyTorchJob", "demo", "training") is not None  # a dry run deletes nothing
+    monkeypatch.setenv("PATH", "/nonexistent")  # no Pulumi CLI here
+    code, out, err = _run(capsys, *base, "--yes")
+    assert api_server.get("PyTorchJob", "demo", "training") is None  # jobs first, while the cluster runs
+    assert code == 1 and "the Pulumi CLI is not installed" in err
+
+
+def test_teardown_of_a_local_run_removes_it_and_a_second_run_finds_nothing(tmp_path, capsys):
+    run = tmp_path / "drill-x"
+    (run / "nodes").mkdir(parents=True)
+    (run / "events.jsonl").write_text("")
+    code, out, _ = _run(capsys, "teardown", "--local", "--workdir", str(run), "--dry-run")
+    assert code == 0 and f"directory {run}" in out and run.is_dir()
+    code, out, _ = _run(capsys, "teardown", "--local", "--workdir", str(run), "--yes")
+    assert code == 0 and not run.exists()
+    code, out, _ = _run(capsys, "teardown", "--local", "--workdir", str(run), "--yes")
+    assert code == 0 and "0 to delete" in out
+
+
+def test_teardown_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
+    (tmp_path / "precious.txt").write_text("keep me")
+    code, _, err = _run(capsys, "teardown", "--local", "--workdir", str(tmp_path), "--yes")
+    assert code == 1 and "refusing to remove it" in err and (tmp_path / "precious.txt").is_file()

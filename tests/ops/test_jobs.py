@@ -1,0 +1,237 @@
+"""Job lifecycle against a loopback API server, through the real kubernetes client and SDK."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+
+import pytest
+
+from lab.ops import jobs
+from lab.ops.jobs import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, JobError
+from lab.ops.kube import KubeError, connect
+
+from .fake_kube import pod
+
+NS = "training"
+
+
+def _worker(api_server, index, node="gpu-0", phase="Running", restarts=0, job="demo"):
+    labels = {JOB_NAME_LABEL: job, REPLICA_INDEX_LABEL: str(index), "training.kubeflow.org/replica-type": "worker"}
+    return api_server.put(pod(f"{job}-worker-{index}", NS, labels, node, phase, restarts))
+
+
+def test_submit_creates_the_pytorchjob_through_the_sdk(api_server, kube, rendered):
+    _, objects = rendered
+    created = jobs.submit(kube, objects, NS)
+    assert created == ["PyTorchJob/demo"]
+    assert api_server.calls("POST") == [f"POST /apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs"]
+    stored = api_server.get("PyTorchJob", "demo", NS)
+    assert stored["spec"]["elasticPolicy"] == objects[0]["spec"]["elasticPolicy"]
+    assert stored["spec"]["pytorchReplicaSpecs"] == objects[0]["spec"]["pytorchReplicaSpecs"]
+
+
+def test_submit_creates_the_c10d_store_before_the_job(api_server, kube, rendered_c10d):
+    _, objects = rendered_c10d
+    created = jobs.submit(kube, objects, NS)
+    assert created[-1] == "PyTorchJob/demo"
+    side = {f"{o['kind']}/{o['metadata']['name']}" for o in objects if o["kind"] != "PyTorchJob"}
+    assert "Deployment/demo-rdzv-store" in side and set(created[:-1]) == side
+    posts = api_server.calls("POST")
+    assert posts[-1].endswith("/pytorchjobs") and len(posts) == len(objects)
+
+
+def test_submit_creates_the_lighthouse_before_a_per_step_job(api_server, kube, rendered_per_step):
+    _, objects = rendered_per_step
+    created = jobs.submit(kube, objects, NS)
+    assert created[-1] == "PyTorchJob/demo"
+    assert sorted(created[:-1]) == [
+        "Deployment/demo-lighthouse",
+        "NetworkPolicy/demo-lighthouse",
+        "PodDisruptionBudget/demo-lighthouse",
+        "Service/demo-lighthouse",
+    ]
+    stored = api_server.get("PyTorchJob", "demo", NS)
+    assert "elasticPolicy" not in stored["spec"]  # the SDK's model adds none
+    job = next(o for o in objects if o["kind"] == "PyTorchJob")
+    assert stored["spec"]["pytorchReplicaSpecs"] == job["spec"]["pytorchReplicaSpecs"]
+    assert api_server.get("Deployment", "demo-lighthouse", NS)["spec"]["template"]["spec"]["priorityClassName"] == (
+        "elastic-preserved"
+    )
+
+
+def test_status_of_a_per_step_job_reads_its_groups(api_server, kube, rendered_per_step):
+    _, objects = rendered_per_step
+    jobs.submit(kube, objects, NS)
+    _worker(api_server, 0, "gpu-0")
+    st = jobs.status(kube, "demo", NS)
+    assert (st.fault_tolerance, st.min_replicas, st.max_replicas, st.max_restarts) == ("per-step", 2, 3, 100)
+    assert "workers running 1 (per-step 2..3)" in "\n".join(st.lines())
+
+
+def test_a_second_submit_is_refused_unless_replacing(api_server, kube, rendered):
+    _, objects = rendered
+    jobs.submit(kube, objects, NS)
+    with pytest.raises(JobError, match=r"PyTorchJob training/demo already exists: .*--replace"):
+        jobs.submit(kube, objects, NS)
+    before = api_server.get("PyTorchJob", "demo", NS)["metadata"]["uid"]
+    jobs.submit(kube, objects, NS, replace=True)
+    assert api_server.get("PyTorchJob", "demo", NS)["metadata"]["uid"] != before
+    assert any(c.startswith("DELETE") for c in api_server.calls())
+
+
+def test_a_job_the_sdk_model_cannot_carry_is_refused_before_anything_is_created(api_server, kube, rendered):
+    _, objects = rendered
+    job = copy.deepcopy(objects[0])
+    job["spec"]["elasticPolicy"]["fancyNewField"] = 1
+    with pytest.raises(JobError, match=r"would change the rendered job at spec.elasticPolicy.fancyNewField"):
+        jobs.submit(kube, [job], NS)
+    assert api_server.calls("POST") == []
+
+
+def test_a_cluster_without_the_operator_says_so_and_keeps_nothing_half_made(
+    api_server, kube, rendered_c10d, monkeypatch
+):
+    _, objects = rendered_c10d
+    import tests.ops.fake_kube as fake
+
+    monkeypatch.delitem(fake._NAMESPACED, ("apis/kubeflow.org/v1", "pytorchjobs"))
+    with pytest.raises(KubeError, match="training operator is not installed"):
+        jobs.submit(kube, objects, NS)
+    assert len(api_server.calls("POST")) == len(objects)  # the store's objects, then the job
+    assert api_server.objects == {}  # the store was removed again
+
+
+def test_status_reads_conditions_policy_and_pods(api_server, kube, rendered):
+    _, objects = rendered
+    jobs.submit(kube, objects, NS)
+    job = api_server.get("PyTorchJob", "demo", NS)
+    job["status"] = {
+        "conditions": [
+            {"type": "Created", "status": "True", "reason": "PyTorchJobCreated", "message": "created"},
+            {"type": "Running", "status": "True", "reason": "PyTorchJobRunning", "message": "running"},
+            {"type": "Restarting", "status": "False", "reason": "", "message": ""},
+        ]
+    }
+    _worker(api_server, 1, "gpu-1", restarts=2)
+    _worker(api_server, 0, "gpu-0")
+    _worker(api_server, 2, "", phase="Pending")
+    _worker(api_server, 0, "gpu-9", job="other")  # another job's pod
+    st = jobs.status(kube, "demo", NS)
+    assert st.state == "Running" and [c[0] for c in st.conditions] == ["Created", "Running"]
+    assert (st.fault_tolerance, st.min_replicas, st.max_replicas, st.max_restarts) == ("elastic", 2, 3, 100)
+    assert [(p.index, p.node, p.phase, p.restarts) for p in st.pods] == [
+        (0, "gpu-0", "Running", 0),
+        (1, "gpu-1", "Running", 2),
+        (2, None, "Pending", 0),
+    ]
+    assert st.running_workers == 2 and st.restarts == 2
+    text = "\n".join(st.lines())
+    assert "job training/demo: Running; workers running 2 (elastic 2..3)" in text
+    assert "pod demo-worker-2 (worker 2): Pending on no node yet" in text
+
+
+def test_status_of_a_missing_job(kube):
+    with pytest.raises(JobError, match="no PyTorchJob training/nope"):
+        jobs.status(kube, "nope", NS)
+
+
+def test_logs_of_one_worker_and_of_all(api_server, kube):
+    _worker(api_server, 0)
+    _worker(api_server, 1)
+    api_server.add_log(NS, "demo-worker-0", "a0", "b0", close=True)
+    api_server.add_log(NS, "demo-worker-1", "a1", close=True)
+    assert list(jobs.logs(kube, "demo", NS, worker=1)) == [("demo-worker-1", "a1")]
+    assert list(jobs.logs(kube, "demo", NS)) == [
+        ("demo-worker-0", "a0"),
+        ("demo-worker-0", "b0"),
+        ("demo-worker-1", "a1"),
+    ]
+    with pytest.raises(JobError, match="worker 5 of job training/demo has no pods"):
+        list(jobs.logs(kube, "demo", NS, worker=5))
+
+
+def test_followed_logs_interleave_workers_as_lines_arrive(api_server, kube):
+    _worker(api_server, 0)
+    _worker(api_server, 1)
+
+    def write():
+        time.sleep(0.2)
+        api_server.add_log(NS, "demo-worker-1", "late-1", close=True)
+        time.sleep(0.2)
+        api_server.add_log(NS, "demo-worker-0", "later-0", close=True)
+
+    api_server.add_log(NS, "demo-worker-0", "early-0")
+    threading.Thread(target=write, daemon=True).start()
+    got = list(jobs.logs(kube, "demo", NS, follow=True))
+    assert got == [("demo-worker-0", "early-0"), ("demo-worker-1", "late-1"), ("demo-worker-0", "later-0")]
+    follows = [q for m, p, q, _ in api_server.requests if p.endswith("/log")]
+    assert follows and all(q["follow"][0].lower() == "true" for q in follows)
+
+
+def test_delete_removes_the_job_and_its_store(api_server, kube, rendered_c10d):
+    _, objects = rendered_c10d
+    jobs.submit(kube, objects, NS)
+    deleted = jobs.delete(kube, "demo", NS)
+    assert set(deleted) == {f"{o['kind']}/{o['metadata']['name']}" for o in objects}
+    assert api_server.get("PyTorchJob", "demo", NS) is None and api_server.of_kind("Deployment") == []
+    with pytest.raises(JobError, match="no PyTorchJob training/demo"):
+        jobs.delete(kube, "demo", NS)
+
+
+def test_delete_removes_a_per_step_job_and_its_lighthouse(api_server, kube, rendered_per_step):
+    _, objects = rendered_per_step
+    jobs.submit(kube, objects, NS)
+    deleted = jobs.delete(kube, "demo", NS)
+    assert set(deleted) == {f"{o['kind']}/{o['metadata']['name']}" for o in objects}
+    assert api_server.objects == {}
+
+
+def test_list_jobs(api_server, kube, rendered):
+    assert jobs.list_jobs(kube, NS) == []
+    jobs.submit(kube, rendered[1], NS)
+    assert jobs.list_jobs(kube, NS) == ["demo"]
+
+
+# ------------------------------------------------------------------ connection
+def test_context_picks_the_cluster_and_namespace(api_server, tmp_path):
+    import json
+
+    path = api_server.kubeconfig(tmp_path, namespace="training")
+    cfg = json.loads(path.read_text())
+    cfg["clusters"].append({"name": "dead", "cluster": {"server": "http://127.0.0.1:9"}})
+    cfg["contexts"].append({"name": "dead", "context": {"cluster": "dead", "user": "fake"}})
+    cfg["current-context"] = "dead"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(KubeError, match=r"no Kubernetes API server reachable with kubeconfig .* context dead"):
+        connect(str(path))
+    live = connect(str(path), "fake")
+    assert live.namespace == "training" and "context fake" in live.source
+    with pytest.raises(KubeError, match=r"--context 'nope': no such context in .* \(it has: dead, fake\)"):
+        connect(str(path), "nope")
+
+
+def test_kubeconfig_env_is_used_when_no_file_is_given(api_server, tmp_path, monkeypatch):
+    path = api_server.kubeconfig(tmp_path)
+    other = tmp_path / "empty.yaml"
+    other.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    monkeypatch.setenv("KUBECONFIG", f"{other}:{path}")  # a list, merged as kubectl merges it
+    assert connect().api.configuration.host == api_server.url
+
+
+def test_a_missing_kubeconfig_names_the_file(tmp_path):
+    with pytest.raises(KubeError, match=r"nothing\.yaml"):
+        connect(str(tmp_path / "nothing.yaml"))
+
+
+def test_refused_credentials_are_explained(api_server, kube, monkeypatch):
+    api_server.on_request = lambda method, path: None
+    import tests.ops.fake_kube as fake
+
+    def refuse(self, http, method, path, query, body):
+        self._send(http, 401, fake._status(401, "Unauthorized", "Unauthorized"))
+
+    monkeypatch.setattr(fake.FakeKube, "_handle", refuse)
+    with pytest.raises(KubeError, match=r"401 Unauthorized \(the kubeconfig's credentials were refused"):
+        jobs.status(kube, "demo", NS)

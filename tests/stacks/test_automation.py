@@ -1,0 +1,120 @@
+"""`elastic-lab up | preview | destroy`: the offline checks and credentials first, then the
+Automation API (whose Stack methods are checked against their real signatures)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from pulumi import automation
+
+from lab.plan import harness
+from lab.stacks import automation as stacks
+from lab.stacks.automation import StackError
+
+
+class FakeStack:
+    """Stands in for automation.Stack; every call is bound to the real method's signature."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+
+    def _call(self, name: str, kwargs: dict) -> str:
+        inspect.signature(getattr(automation.Stack, name)).bind(self, **kwargs)  # raises on a wrong keyword
+        self.calls.append((name, kwargs))
+        kwargs["on_output"](f"{name} done\n")
+        return f"{name}-result"
+
+    def up(self, **kwargs):
+        return self._call("up", kwargs)
+
+    def preview(self, **kwargs):
+        return self._call("preview", kwargs)
+
+    def destroy(self, **kwargs):
+        return self._call("destroy", kwargs)
+
+
+@pytest.fixture
+def fake_stack(monkeypatch):
+    stack = FakeStack()
+    selected = []
+
+    def select(**kwargs):
+        selected.append(kwargs)
+        return stack
+
+    monkeypatch.setattr(automation, "create_or_select_stack", select)
+    monkeypatch.setattr(automation, "select_stack", select)
+    stack.selected = selected
+    return stack
+
+
+def test_a_stack_failing_a_check_is_refused_before_the_cli_is_touched(monkeypatch):
+    real = harness.run_program
+
+    def broken(stack, overrides=None):
+        plan = real(stack, overrides)
+        pool = next(r for r in plan.resources if r.name == "aks-gpu-spot")
+        pool.inputs["scaleSetPriority"] = "Regular"
+        return plan
+
+    def untouchable(**kwargs):
+        raise AssertionError("the Pulumi CLI must not be touched")
+
+    monkeypatch.setattr(harness, "run_program", broken)
+    monkeypatch.setattr(automation, "create_or_select_stack", untouchable)
+    with pytest.raises(StackError, match=r"fails \d+ check\(s\) of `elastic-lab plan`; nothing was started") as err:
+        stacks.run("up", "aks-dev", say=lambda line: None)
+    assert "[guardrail:gpu-pool]" in str(err.value) and "scaleSetPriority='Regular'" in str(err.value)
+
+
+def test_without_the_pulumi_cli_the_message_says_so(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(StackError, match=r"the Pulumi CLI is not installed here"):
+        stacks.run("preview", "byo", say=lambda line: None)
+
+
+def test_without_azure_credentials_nothing_starts(monkeypatch, fake_stack, tmp_path):
+    for var in ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "AZURE_USERNAME", "IDENTITY_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")  # no az, azd or pwsh to ask
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(StackError, match=r"stack 'aks-dev' \(aks\) needs Azure credentials: run `az login`"):
+        stacks.run("up", "aks-dev", say=lambda line: None)
+    assert fake_stack.calls == []
+
+
+def test_without_aws_credentials_nothing_starts(monkeypatch, fake_stack, tmp_path):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(StackError, match=r"stack 'eks-dev' \(eks\) needs AWS credentials: run `aws configure`"):
+        stacks.run("up", "eks-dev", say=lambda line: None)
+    assert fake_stack.calls == []
+
+
+@pytest.mark.parametrize("operation", ["up", "preview", "destroy"])
+def test_operations_go_through_the_automation_api(fake_stack, operation):
+    lines = []
+    result = stacks.run(operation, "byo", say=lambda line: None, on_output=lines.append)
+    assert result == f"{operation}-result" and lines == [f"{operation} done\n"]
+    ((name, kwargs),) = fake_stack.calls
+    assert name == operation
+    assert fake_stack.selected == [{"stack_name": "byo", "work_dir": str(stacks.ROOT)}]
+    if operation != "destroy":
+        policy = [str(stacks.POLICY_DIR)] if (stacks.POLICY_DIR / "PulumiPolicy.yaml").is_file() else []
+        assert kwargs["policy_packs"] == policy
+
+
+def test_a_failed_update_names_the_cli_error(fake_stack, monkeypatch):
+    def fail(**kwargs):
+        raise automation.errors.CommandError(
+            automation.CommandResult(stdout="", stderr="error: resource quota exceeded", code=255)
+        )
+
+    monkeypatch.setattr(fake_stack, "up", fail)
+    with pytest.raises(StackError, match=r"pulumi up of stack 'byo' failed: .*resource quota exceeded"):
+        stacks.run("up", "byo", say=lambda line: None)

@@ -1,0 +1,84 @@
+"""The job's command-line flags (lab/vocab/job_flags.py): the same on the local target and a cluster."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from lab.drill import cli as drill_cli
+from lab.ops import cli as submit_cli
+from lab.vocab.job import RendezvousTimeouts
+from lab.vocab.job_flags import add_job_arguments, job_spec
+from lab.vocab.per_step import PerStepSettings
+from lab.vocab.problems import InvalidInput
+
+
+def test_drill_and_submit_describe_the_job_with_the_same_flags():
+    def job_flags(register, argv):
+        parser = argparse.ArgumentParser()
+        register(parser.add_subparsers())
+        sub = parser._subparsers._group_actions[0].choices[argv[0]]
+        return sub, {o for a in sub._actions for o in a.option_strings}
+
+    _, drill_flags = job_flags(drill_cli.register, ["drill"])
+    submit_parser, submit_flags = job_flags(submit_cli.register, ["submit"])
+    shared = {
+        "--name",
+        "--min-nodes",
+        "--max-nodes",
+        "--nproc-per-node",
+        "--backend",
+        "--rdzv-settings",
+        "--max-restarts",
+        "--checkpoint-every",
+        "--pg-timeout",
+    }
+    assert shared <= drill_flags and shared <= submit_flags
+    # and they mean the same JobSpec
+    flags = "--stack byo --min-nodes 1 --max-nodes 4 --backend c10d --rdzv-settings torch-defaults --pg-timeout 20"
+    args = submit_parser.parse_args(flags.split())
+    spec = submit_cli.job_spec(args)
+    assert (spec.min_nodes, spec.max_nodes, spec.rdzv_backend.value, spec.pg_timeout_s) == (1, 4, "c10d", 20)
+    assert spec.rdzv_timeouts == RendezvousTimeouts.torch_defaults()
+
+
+def test_a_bad_job_option_is_reported_under_its_own_name_once():
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser.add_argument_group("job"))
+    assert job_spec(parser.parse_args([]), module="lab.runtime.train").pg_timeout_s == 15
+
+    flags = "--pg-timeout nan --join-timeout inf --min-nodes 0 --checkpoint-every 0 --backend etcd"
+    with pytest.raises(InvalidInput) as caught:
+        job_spec(parser.parse_args(flags.split()), module="lab.runtime.train")
+    keys = [p.key for p in caught.value.problems]
+    assert sorted(keys) == ["--backend", "--checkpoint-every", "--join-timeout", "--min-nodes", "--pg-timeout"]
+    shown = {p.key: str(p) for p in caught.value.problems}
+    assert shown["--pg-timeout"] == "--pg-timeout=nan is invalid: expected a finite number of seconds > 0"
+    assert shown["--join-timeout"] == "--join-timeout=inf is invalid: expected a finite number of seconds > 0"
+
+
+@pytest.mark.parametrize("flag", ["--pg-timeout", "--join-timeout"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1"])
+def test_timeouts_are_finite_and_positive(flag, value):
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser.add_argument_group("job"))
+    with pytest.raises(InvalidInput) as caught:
+        job_spec(parser.parse_args([f"{flag}={value}"]), module="lab.runtime.train")
+    assert [p.key for p in caught.value.problems] == [flag]
+
+
+def test_the_fault_tolerance_mode_and_its_timings_come_from_the_flags():
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser.add_argument_group("job"))
+    spec = job_spec(parser.parse_args(["--fault-tolerance", "per-step"]), module="lab.runtime.train")
+    assert spec.per_step_mode and spec.per_step == PerStepSettings()
+    spec = job_spec(
+        parser.parse_args(["--fault-tolerance", "per-step", "--rdzv-settings", "torch-defaults"]),
+        module="lab.runtime.train",
+    )
+    assert spec.per_step == PerStepSettings.torchft_defaults()
+    with pytest.raises(InvalidInput) as caught:
+        job_spec(parser.parse_args(["--fault-tolerance", "per-node"]), module="lab.runtime.train")
+    (problem,) = caught.value.problems
+    assert str(problem) == "--fault-tolerance='per-node' is invalid: expected one of elastic, per-step"

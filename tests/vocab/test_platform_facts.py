@@ -1,0 +1,62 @@
+"""PlatformFacts: what a job knows of its platform, and its wire form (the `jobFacts` output)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from lab.vocab.job import CheckpointWrites
+from lab.vocab.platform_facts import PlatformFacts, lighthouse_name, store_name
+from lab.vocab.pools import PoolPlacement
+
+
+def test_facts_survive_their_wire_form():
+    facts = PlatformFacts(
+        namespace="jobs",
+        checkpoint_writes=CheckpointWrites.WRITE_ONCE,
+        eviction_notice_s=120,
+        gpus_per_node=4,
+        pools=PoolPlacement(cpu_taints=("dedicated=infra:NoSchedule",)),
+    )
+    assert PlatformFacts.from_dict(facts.as_dict()) == facts
+
+
+def test_the_wire_form_keeps_its_keys():
+    """The keys of the platform's `jobFacts` output, which deployed stacks hold in their state."""
+    assert set(PlatformFacts().as_dict()) == {
+        "namespace",
+        "serviceAccount",
+        "etcdService",
+        "etcdPort",
+        "clusterDomain",
+        "checkpointClaim",
+        "checkpointWrites",
+        "workerPriorityClass",
+        "preservedPriorityClass",
+        "gpusPerNode",
+        "rdzvClientLabels",
+        "terminationGraceSeconds",
+        "notReadyTolerationSeconds",
+        "evictionNoticeSeconds",
+        "pools",
+    }
+
+
+def test_facts_written_before_the_eviction_notice_was_recorded_read_as_the_shortest_notice():
+    data = PlatformFacts().as_dict()
+    del data["evictionNoticeSeconds"]
+    assert PlatformFacts.from_dict(data).eviction_notice_s == 30
+
+
+def test_service_hosts():
+    facts = replace(PlatformFacts(), namespace="jobs", cluster_domain="example.local")
+    assert facts.etcd_host == "etcd-rendezvous.jobs.svc.example.local"
+    assert (
+        facts.store_host("demo")
+        == f"{store_name('demo')}.jobs.svc.example.local"
+        == "demo-rdzv-store.jobs.svc.example.local"
+    )
+    assert (
+        facts.lighthouse_host("demo")
+        == f"{lighthouse_name('demo')}.jobs.svc.example.local"
+        == "demo-lighthouse.jobs.svc.example.local"
+    )
