@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from lab.local import LocalTarget, LocalTargetError
-from lab.runtime import events
+from lab.vocab import events
 from lab.vocab.job import JobSpec
 
 MODES = ("elastic", "per-step", "restart-everything")

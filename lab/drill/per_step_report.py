@@ -13,15 +13,15 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-FAULT_TOLERANCE_EVENT = "cluster_started"
+from lab.vocab.events import Event
 
 
 def is_per_step(events: list[dict[str, Any]]) -> bool:
-    """A run in per-step mode: said when the cluster started, or seen on its steps."""
-    started = [e for e in events if e["event"] == FAULT_TOLERANCE_EVENT and "fault_tolerance" in e]
+    """A run in per-step mode: said when the local target started, or seen on its steps."""
+    started = [e for e in events if e["event"] == Event.CLUSTER_STARTED and "fault_tolerance" in e]
     if started:
         return started[-1]["fault_tolerance"] == "per-step"
-    return any(e["event"] == "step" and "participants" in e for e in events)
+    return any(e["event"] == Event.STEP and "participants" in e for e in events)
 
 
 def committed(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -45,12 +45,12 @@ def survivors_step(events: list[dict[str, Any]], t: float, node: str) -> dict | 
     the eviction no longer holds up: in a new quorum when the group was in theirs, else
     their next step (a group evicted while outside the survivors' quorum, e.g. still
     waiting to join it, costs them nothing)."""
-    marks = [e for e in events if e["event"] in ("step", "step_discarded") and "quorum" in e and e["t"] <= t]
+    marks = [e for e in events if e["event"] in (Event.STEP, Event.STEP_DISCARDED) and "quorum" in e and e["t"] <= t]
     victim = [e["quorum"] for e in marks if e.get("replica") == node]
     others = [e["quorum"] for e in marks if e.get("replica") != node]
     held_up = bool(victim and others and victim[-1] == others[-1])
     for s in events:
-        if s["event"] != "step" or s["t"] <= t or s.get("replica") == node:
+        if s["event"] != Event.STEP or s["t"] <= t or s.get("replica") == node:
             continue
         if not held_up or s.get("quorum") != others[-1]:
             return s
@@ -59,7 +59,7 @@ def survivors_step(events: list[dict[str, Any]], t: float, node: str) -> dict | 
 
 def eviction_figures(ev: Any, events: list[dict[str, Any]]) -> None:
     """Fill `ev` (a report's Eviction): stall, discarded and lost steps, world sizes."""
-    steps = [e for e in events if e["event"] == "step"]
+    steps = [e for e in events if e["event"] == Event.STEP]
     groups_before = participants_at(steps, ev.t)
     before = [s for s in steps if s["t"] <= ev.t]
     ev.world_before = before[-1]["world_size"] if before else None
@@ -78,7 +78,7 @@ def eviction_figures(ev: Any, events: list[dict[str, Any]]) -> None:
         {
             d["step"]
             for d in events
-            if d["event"] == "step_discarded" and ev.t <= d["t"] <= after["t"] and d.get("replica") != ev.node
+            if d["event"] == Event.STEP_DISCARDED and ev.t <= d["t"] <= after["t"] and d.get("replica") != ev.node
         }
     )
 
@@ -86,13 +86,13 @@ def eviction_figures(ev: Any, events: list[dict[str, Any]]) -> None:
 def join_figures(j: Any, events: list[dict[str, Any]]) -> None:
     """Fill `j` (a report's Join): the new group's first committed step in a quorum, and the
     survivors' longest stall meanwhile."""
-    steps = [e for e in events if e["event"] == "step"]
+    steps = [e for e in events if e["event"] == Event.STEP]
     j.world_before = next((s["world_size"] for s in reversed(steps) if s["t"] <= j.t), None)
     first = next((s for s in steps if s["t"] > j.t and s.get("replica") == j.node and s.get("participating")), None)
     if first is None:
         return
     j.join_s = first["t"] - j.t
-    started = next((e for e in events if e["event"] == "start" and e.get("node") == j.node and e["t"] > j.t), None)
+    started = next((e for e in events if e["event"] == Event.START and e.get("node") == j.node and e["t"] > j.t), None)
     if started is not None and started["t"] <= first["t"]:
         j.from_workers_s = first["t"] - started["t"]
     j.world_after = first["world_size"]

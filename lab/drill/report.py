@@ -9,6 +9,7 @@ from typing import Any
 
 from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent
+from lab.vocab.events import EXIT_DONE, EXIT_NOTICE, SAVE_NOTICE, Event
 
 
 @dataclass
@@ -181,11 +182,100 @@ class DrillReport:
         return "\n".join(lines)
 
 
-def _resume_rounds(events: list[dict]) -> list[dict]:
+Record = dict[str, Any]
+WORK_EVENTS = (Event.STEP, Event.COLLECTIVE_FAILED, Event.CHECKPOINT_SAVED)  # events that carry a completed step
+
+
+def analyze(
+    events: list[Record],
+    agent_events: list[AgentEvent],
+    *,
+    target_steps: int | None,
+    checkpoint_every: int,
+    node_exit_codes: dict[str, int | None],
+) -> DrillReport:
+    """The drill's figures from its events (ours) and the agents' (torch's), read in order:
+    what the run was, each eviction, rendezvous outage and join, the curves, the problems."""
+    run = Timeline(events, agent_events)
+    report = _overview(run, target_steps, checkpoint_every, node_exit_codes)
+    for e in run.of(Event.EVICT):
+        report.evictions.append(_per_step_eviction(run, e) if run.per_step else _elastic_eviction(run, e))
+    report.outages = [_outage(run, down) for down in run.of(Event.RDZV_DOWN)]
+    for e in run.of(Event.NODE_ADDED):
+        if e["t"] > run.first_step_t:
+            report.joins.append(_per_step_join(run, e) if run.per_step else _elastic_join(run, e))
+    report.loss_curve, report.world_timeline = _curves(run)
+    report.problems = _problems(run, report, checkpoint_every)
+    return report
+
+
+class Timeline:
+    """A drill's events in time order, and the questions every figure asks of them."""
+
+    def __init__(self, events: list[Record], agent_events: list[AgentEvent]) -> None:
+        self.events = sorted(events, key=lambda e: e["t"])
+        self.agent_events = sorted(agent_events, key=lambda a: a.t)
+        self.t0 = self.events[0]["t"] if self.events else 0.0
+        self.per_step = per_step_report.is_per_step(self.events)
+        steps = self.of(Event.STEP)
+        self.steps = per_step_report.committed(steps) if self.per_step else steps
+        self.emits = bool(self.steps) or any(e["event"] in (Event.START, Event.RESUME, Event.FRESH) for e in events)
+        self.rounds = _resume_rounds(self.events)
+        self.first_step_t = (
+            self.steps[0]["t"] if self.steps else min((a.t for a in self.agent_events), default=float("inf"))
+        )
+
+    def of(self, kind: Event) -> list[Record]:
+        return [e for e in self.events if e["event"] == kind]
+
+    def first(self, kind: Event, after: float, **where: Any) -> Record | None:
+        """The first `kind` event at or after `after` whose fields match `where`."""
+        return next(
+            (
+                e
+                for e in self.events
+                if e["event"] == kind and e["t"] >= after and all(e.get(k) == v for k, v in where.items())
+            ),
+            None,
+        )
+
+    def world_at(self, t: float) -> int | None:
+        before = [s["world_size"] for s in self.steps if s["t"] <= t]
+        if before:
+            return int(before[-1])
+        rdzv = [a.group_world_size for a in self.agent_events if a.kind == "rendezvous" and a.t <= t]
+        return rdzv[-1] if rdzv else None
+
+    def first_round_after(self, t: float) -> Record | None:
+        return next((r for r in self.rounds if r["t"] > t), None)
+
+    def first_step_after(self, t: float) -> Record | None:
+        return next((s for s in self.steps if s["t"] > t), None)
+
+    def work_before(self, t_end: float, t_start: float) -> int | None:
+        """The newest step any event between the two times says was done."""
+        vals = [e["step"] for e in self.events if t_start <= e["t"] <= t_end and e["event"] in WORK_EVENTS]
+        return max(vals) if vals else None
+
+    def lost_for_round(self, r: Record) -> tuple[int | None, int | None]:
+        """(newest step done before round r started, steps of it that r re-does)"""
+        prev = max((p["t"] for p in self.rounds if p["t"] < r["t"]), default=self.t0)
+        last = self.work_before(r["t"], max(prev, self.t0))
+        if last is None:
+            return None, None
+        return last, max(0, last - r["step"])
+
+    def longest_gap(self, start: float, end: float) -> float:
+        """The longest time without a step from `start` to `end` (a step at each end)."""
+        times = [start, *(s["t"] for s in self.steps if start < s["t"] < end), end]
+        return max(b - a for a, b in itertools.pairwise(times))
+
+
+def _resume_rounds(events: list[Record]) -> list[Record]:
     """One entry per worker-group start (rendezvous round): its time and resumed step."""
-    rounds: dict[object, dict] = {}
+    rounds: dict[object, Record] = {}
     for e in events:
-        if e["event"] in ("resume", "fresh"):
+        if e["event"] in (Event.RESUME, Event.FRESH):
             key = e.get("round", e["t"])
             r = rounds.setdefault(key, {"t": e["t"], "step": e["step"]})
             r["t"] = min(r["t"], e["t"])
@@ -201,286 +291,233 @@ def _agent_rounds(agent_events: list[AgentEvent], gap_s: float = 1.0) -> int:
     return sum(1 for i, t in enumerate(times) if i == 0 or t - times[i - 1] >= gap_s)
 
 
-def _restart_rounds(
-    events: list[dict], agent_events: list[AgentEvent], *, emits: bool, per_step: bool, rounds: list[dict]
-) -> int:
+def _restart_rounds(run: Timeline) -> int:
     """Worker-group restarts: rounds after the first; in per-step mode no group restarts for a
     membership change, so the worker starts torchrun made after a failure."""
-    if per_step:
-        return sum(1 for e in events if e["event"] == "start" and e.get("restarts", 0) > 0)
-    return max(0, len(rounds) - 1) if emits else max(0, _agent_rounds(agent_events) - 1)
+    if run.per_step:
+        return sum(1 for e in run.of(Event.START) if e.get("restarts", 0) > 0)
+    if run.emits:
+        return max(0, len(run.rounds) - 1)
+    return max(0, _agent_rounds(run.agent_events) - 1)
 
 
-def analyze(
-    events: list[dict],
-    agent_events: list[AgentEvent],
-    *,
-    target_steps: int | None,
-    checkpoint_every: int,
-    node_exit_codes: dict[str, int | None],
+# ------------------------------------------------------------------ what the run was
+def _overview(
+    run: Timeline, target_steps: int | None, checkpoint_every: int, node_exit_codes: dict[str, int | None]
 ) -> DrillReport:
-    events = sorted(events, key=lambda e: e["t"])
-    agent_events = sorted(agent_events, key=lambda a: a.t)
-    t0 = events[0]["t"] if events else 0.0
-    steps = [e for e in events if e["event"] == "step"]
-    per_step = per_step_report.is_per_step(events)
-    if per_step:
-        steps = per_step_report.committed(steps)
-    emits = bool(steps) or any(e["event"] in ("start", "resume", "fresh") for e in events)
-    rounds = _resume_rounds(events)
-    done_steps = [
-        e["step"]
-        for e in events
-        if e["event"] in ("step", "collective_failed", "checkpoint_saved")
-        or (e["event"] == "exit" and e.get("reason") == "done")
-    ]
-    final_step = max(done_steps) if done_steps else None
-    evicted = {e["node"] for e in events if e["event"] == "evict"}
+    done = [e["step"] for e in run.events if e["event"] in WORK_EVENTS or _done(e)]
+    final_step = max(done) if done else None
+    evicted = {e["node"] for e in run.of(Event.EVICT)}
     survivors_ok = all(code == 0 for node, code in node_exit_codes.items() if node not in evicted)
-    if emits:
+    if run.emits:
         finished = (
             (final_step == target_steps if target_steps else True)
             and survivors_ok
-            and any(e["event"] == "exit" and e.get("reason") == "done" for e in events)
+            and any(_done(e) for e in run.events)
         )
     else:
-        finished = survivors_ok and any(a.kind == "group_succeeded" for a in agent_events)
-
-    def world_at(t: float) -> int | None:
-        before = [s["world_size"] for s in steps if s["t"] <= t]
-        if before:
-            return before[-1]
-        rdzv = [a.group_world_size for a in agent_events if a.kind == "rendezvous" and a.t <= t]
-        return rdzv[-1] if rdzv else None
-
-    def first_round_after(t: float) -> dict | None:
-        return next((r for r in rounds if r["t"] > t), None)
-
-    def work_before(t_end: float, t_start: float) -> int | None:
-        vals = [
-            e["step"]
-            for e in events
-            if t_start <= e["t"] <= t_end and e["event"] in ("step", "collective_failed", "checkpoint_saved")
-        ]
-        return max(vals) if vals else None
-
-    def first_step_after(t: float) -> dict | None:
-        return next((s for s in steps if s["t"] > t), None)
-
-    def lost_for_round(r: dict) -> tuple[int | None, int | None]:
-        """(newest step done before round r started, steps of it that r re-does)"""
-        prev = max((p["t"] for p in rounds if p["t"] < r["t"]), default=t0)
-        last = work_before(r["t"], max(prev, t0))
-        if last is None:
-            return None, None
-        return last, max(0, last - r["step"])
-
-    report = DrillReport(
+        finished = survivors_ok and any(a.kind == "group_succeeded" for a in run.agent_events)
+    restart_counts = [a.restart_count or 0 for a in run.agent_events if a.kind == "rendezvous"]
+    restart_counts += [e.get("restart_count", 0) for e in run.of(Event.START)]
+    return DrillReport(
         target_steps=target_steps,
         checkpoint_every=checkpoint_every,
         final_step=final_step,
         finished=finished,
-        emits_events=emits,
-        duration_s=(events[-1]["t"] - t0) if events else 0.0,
-        restart_rounds=_restart_rounds(events, agent_events, emits=emits, per_step=per_step, rounds=rounds),
-        max_restart_count=max(
-            [a.restart_count or 0 for a in agent_events if a.kind == "rendezvous"]
-            + [e.get("restart_count", 0) for e in events if e["event"] == "start"]
-            or [0]
-        ),
+        emits_events=run.emits,
+        duration_s=(run.events[-1]["t"] - run.t0) if run.events else 0.0,
+        restart_rounds=_restart_rounds(run),
+        max_restart_count=max(restart_counts or [0]),
         node_exit_codes=node_exit_codes,
-        t0=t0,
-        fault_tolerance="per-step" if per_step else "elastic",
+        t0=run.t0,
+        fault_tolerance="per-step" if run.per_step else "elastic",
     )
 
-    for e in (e for e in events if e["event"] == "evict" and per_step):
-        ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"])
-        per_step_report.eviction_figures(ev, events)
-        report.evictions.append(ev)
-    for e in (e for e in events if e["event"] == "evict" and not per_step):
-        ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"], world_before=world_at(e["t"]))
-        # An agent saw the node leave its round: before the survivors' next round started (a
-        # later "member lost" is another change, e.g. agents leaving a round for a join).
-        next_round = first_round_after(e["t"])
-        lost = next(
+
+def _done(e: Record) -> bool:
+    return bool(e["event"] == Event.EXIT and e.get("reason") == EXIT_DONE)
+
+
+# ------------------------------------------------------------------------ evictions
+def _per_step_eviction(run: Timeline, e: Record) -> Eviction:
+    ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"])
+    per_step_report.eviction_figures(ev, run.events)
+    return ev
+
+
+def _elastic_eviction(run: Timeline, e: Record) -> Eviction:
+    """The survivors' path back to training: an agent sees the node leave, the agents meet
+    again, the workers restart and resume, the first step at the new world size."""
+    ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"], world_before=run.world_at(e["t"]))
+    next_round = run.first_round_after(e["t"])
+    # An agent saw the node leave its round: before the survivors' next round started (a
+    # later "member lost" is another change, e.g. agents leaving a round for a join).
+    until = next_round["t"] if next_round else float("inf")
+    lost = next((x for x in run.of(Event.RDZV_MEMBER_LOST) if e["t"] < x["t"] <= until), None)
+    ev.detected_s = lost["t"] - e["t"] if lost else None
+    _agents_figures(run, e, ev)
+    if next_round:
+        ev.last_step_before, ev.lost_steps = run.lost_for_round(next_round)
+        ev.resumed_from = next_round["step"]
+        s = run.first_step_after(next_round["t"])
+        if s:
+            ev.recovery_s = s["t"] - e["t"]
+            ev.world_after = s["world_size"]
+    if e["kind"] == "notice":
+        _notice_figures(run, e, ev)
+    _cluster_figures(run, e, ev)
+    return ev
+
+
+def _agents_figures(run: Timeline, e: Record, ev: Eviction) -> None:
+    """The survivors' agents: their next rendezvous and the workers they started for it (not
+    a late start of the round before it)."""
+    rdzv = next((a for a in run.agent_events if a.kind == "rendezvous" and a.t > e["t"] and a.node != e["node"]), None)
+    if rdzv is None:
+        return
+    ev.rendezvous_s = rdzv.t - e["t"]
+    ev.world_after = rdzv.group_world_size
+    started = next((a for a in run.agent_events if a.kind == "started" and a.node == rdzv.node and a.t >= rdzv.t), None)
+    if started:
+        ev.restarted_s = started.t - e["t"]
+        ev.world_after = started.group_world_size or ev.world_after
+
+
+def _notice_figures(run: Timeline, e: Record, ev: Eviction) -> None:
+    """The noticed node's emergency save and how soon its worker left."""
+    save = run.first(Event.CHECKPOINT_SAVED, e["t"], reason=SAVE_NOTICE, node=e["node"])
+    leave = run.first(Event.EXIT, e["t"], reason=EXIT_NOTICE, node=e["node"])
+    ev.emergency_save_s = save["seconds"] if save else None
+    ev.emergency_save_already = bool(save and save.get("already"))
+    ev.notice_to_exit_s = leave["notice_to_exit_s"] if leave else None
+
+
+def _cluster_figures(run: Timeline, e: Record, ev: Eviction) -> None:
+    """On a cluster: the next GPU node Ready, and the evicted node gone from the Ready ones."""
+    ready = next((x for x in run.of(Event.K8S_NODE_READY) if x["t"] > e["t"]), None)
+    ev.replacement_node_s = ready["t"] - e["t"] if ready else None
+    gone = run.first(Event.K8S_NODE_GONE, e["t"], k8s_node=e.get("k8s_node"))
+    ev.node_gone_s = gone["t"] - e["t"] if gone else None
+
+
+# ---------------------------------------------------------------- rendezvous outages
+def _outage(run: Timeline, down: Record) -> RendezvousOutage:
+    o = RendezvousOutage(t=down["t"])
+    o.agents_unreachable = len({e.get("node") for e in run.of(Event.RDZV_UNREACHABLE) if e["t"] >= down["t"]})
+    cut_off = [e["down_s"] for e in run.of(Event.RDZV_REACHABLE) if e["t"] >= down["t"] and "down_s" in e]
+    o.agents_cut_off_s = max(cut_off, default=None)
+    up = next((e for e in run.of(Event.RDZV_UP) if e["t"] > down["t"]), None)
+    if up is None:
+        return o
+    o.down_s = up["t"] - down["t"]
+    o.steps_during = len({s["step"] for s in run.steps if down["t"] <= s["t"] <= up["t"]})
+    # A round that started while the server was down or right after it came back (before
+    # the next eviction) is a restart the outage caused.
+    later_faults = [e["t"] for e in run.events if e["event"] in (Event.EVICT, Event.NODE_ADDED) and e["t"] > down["t"]]
+    horizon = min(later_faults, default=float("inf"))
+    caused = [r for r in run.rounds if down["t"] < r["t"] < horizon]
+    o.restarts = len(caused)
+    o.lost_steps = run.lost_for_round(caused[0])[1] if caused else 0
+    after = run.first_step_after(caused[-1]["t"] if caused else up["t"])
+    if after is not None:
+        o.stall_s = run.longest_gap(down["t"], after["t"])
+    return o
+
+
+# ---------------------------------------------------------------------------- joins
+def _per_step_join(run: Timeline, e: Record) -> Join:
+    j = Join(node=e["node"], t=e["t"])
+    per_step_report.join_figures(j, run.events)
+    return j
+
+
+def _elastic_join(run: Timeline, e: Record) -> Join:
+    """The first step at a larger world size after the node came; without steps of ours,
+    the agents' first rendezvous at a larger world size."""
+    j = Join(node=e["node"], t=e["t"], world_before=run.world_at(e["t"]))
+    r = run.first_round_after(e["t"])
+    if r:
+        _, j.lost_steps = run.lost_for_round(r)
+        s = run.first_step_after(r["t"])
+        if s and j.world_before is not None and s["world_size"] > j.world_before:
+            j.join_s, j.world_after = s["t"] - e["t"], s["world_size"]
+            j.stall_s = run.longest_gap(e["t"], s["t"])
+    if j.join_s is None and not run.emits and j.world_before is not None:
+        rdzv = next(
             (
-                x
-                for x in events
-                if x["event"] == "rdzv_member_lost"
-                and x["t"] > e["t"]
-                and (next_round is None or x["t"] <= next_round["t"])
+                a
+                for a in run.agent_events
+                if a.kind == "rendezvous"
+                and a.t > e["t"]
+                and a.group_world_size
+                and a.group_world_size > j.world_before
             ),
             None,
         )
-        ev.detected_s = lost["t"] - e["t"] if lost else None
-        rdzv = next((a for a in agent_events if a.kind == "rendezvous" and a.t > e["t"] and a.node != e["node"]), None)
         if rdzv:
-            ev.rendezvous_s = rdzv.t - e["t"]
-            ev.world_after = rdzv.group_world_size
-        # The workers a survivor started for the first round after the eviction (not a late
-        # start of the round before it).
-        started = next(
-            (a for a in agent_events if rdzv and a.kind == "started" and a.node == rdzv.node and a.t >= rdzv.t),
-            None,
-        )
-        if started:
-            ev.restarted_s = started.t - e["t"]
-            ev.world_after = started.group_world_size or ev.world_after
-        r = first_round_after(e["t"])
-        if r:
-            ev.last_step_before, ev.lost_steps = lost_for_round(r)
-            ev.resumed_from = r["step"]
-            s = first_step_after(r["t"])
-            if s:
-                ev.recovery_s = s["t"] - e["t"]
-                ev.world_after = s["world_size"]
-        if e["kind"] == "notice":
-            save = next(
-                (
-                    x
-                    for x in events
-                    if x["event"] == "checkpoint_saved"
-                    and x["t"] >= e["t"]
-                    and x.get("reason") == "notice"
-                    and x.get("node") == e["node"]
-                ),
-                None,
-            )
-            leave = next(
-                (
-                    x
-                    for x in events
-                    if x["event"] == "exit"
-                    and x["t"] >= e["t"]
-                    and x.get("reason") == "notice"
-                    and x.get("node") == e["node"]
-                ),
-                None,
-            )
-            ev.emergency_save_s = save["seconds"] if save else None
-            ev.emergency_save_already = bool(save and save.get("already"))
-            ev.notice_to_exit_s = leave["notice_to_exit_s"] if leave else None
-        ready = next((x for x in events if x["event"] == "k8s_node_ready" and x["t"] > e["t"]), None)
-        ev.replacement_node_s = ready["t"] - e["t"] if ready else None
-        gone = next(
-            (
-                x
-                for x in events
-                if x["event"] == "k8s_node_gone" and x["t"] >= e["t"] and x.get("k8s_node") == e.get("k8s_node")
-            ),
-            None,
-        )
-        ev.node_gone_s = gone["t"] - e["t"] if gone else None
-        report.evictions.append(ev)
+            j.join_s, j.world_after = rdzv.t - e["t"], rdzv.group_world_size
+    return j
 
-    downs = [e for e in events if e["event"] == "rdzv_down"]
-    for down in downs:
-        up = next((e for e in events if e["event"] == "rdzv_up" and e["t"] > down["t"]), None)
-        o = RendezvousOutage(t=down["t"])
-        o.agents_unreachable = len(
-            {e.get("node") for e in events if e["event"] == "rdzv_unreachable" and e["t"] >= down["t"]}
-        )
-        cut_off = [
-            e["down_s"] for e in events if e["event"] == "rdzv_reachable" and e["t"] >= down["t"] and "down_s" in e
-        ]
-        o.agents_cut_off_s = max(cut_off, default=None)
-        if up is not None:
-            o.down_s = up["t"] - down["t"]
-            o.steps_during = len({s["step"] for s in steps if down["t"] <= s["t"] <= up["t"]})
-            # A round that started while the server was down or right after it came back
-            # (before the next eviction) is a restart the outage caused.
-            later_faults = [e["t"] for e in events if e["event"] in ("evict", "node_added") and e["t"] > down["t"]]
-            horizon = min(later_faults, default=float("inf"))
-            caused = [r for r in rounds if down["t"] < r["t"] < horizon]
-            o.restarts = len(caused)
-            o.lost_steps = lost_for_round(caused[0])[1] if caused else 0
-            after = first_step_after(caused[-1]["t"] if caused else up["t"])
-            if after is not None:
-                times = [down["t"], *(s["t"] for s in steps if down["t"] < s["t"] < after["t"]), after["t"]]
-                o.stall_s = max(b - a for a, b in itertools.pairwise(times))
-        report.outages.append(o)
 
-    first_step_t = steps[0]["t"] if steps else min((a.t for a in agent_events), default=float("inf"))
-    for e in (e for e in events if e["event"] == "node_added" and e["t"] > first_step_t and per_step):
-        j = Join(node=e["node"], t=e["t"])
-        per_step_report.join_figures(j, events)
-        report.joins.append(j)
-    for e in (e for e in events if e["event"] == "node_added" and e["t"] > first_step_t and not per_step):
-        j = Join(node=e["node"], t=e["t"], world_before=world_at(e["t"]))
-        r = first_round_after(e["t"])
-        if r:
-            _, j.lost_steps = lost_for_round(r)
-            s = first_step_after(r["t"])
-            if s and j.world_before is not None and s["world_size"] > j.world_before:
-                j.join_s, j.world_after = s["t"] - e["t"], s["world_size"]
-                times = [e["t"], *(x["t"] for x in steps if e["t"] < x["t"] < s["t"]), s["t"]]
-                j.stall_s = max(b - a for a, b in itertools.pairwise(times))
-        if j.join_s is None:
-            rdzv = next(
-                (
-                    a
-                    for a in agent_events
-                    if a.kind == "rendezvous"
-                    and a.t > e["t"]
-                    and a.group_world_size
-                    and j.world_before is not None
-                    and a.group_world_size > j.world_before
-                ),
-                None,
-            )
-            if rdzv and not emits:
-                j.join_s, j.world_after = rdzv.t - e["t"], rdzv.group_world_size
-        report.joins.append(j)
+# ----------------------------------------------------------------- curves, problems
+def _curves(run: Timeline) -> tuple[list[tuple[float, int, float, int]], list[tuple[float, int]]]:
+    """(loss curve, world-size timeline): from the steps, else from the agents' rounds."""
+    loss = [(s["t"] - run.t0, s["step"], s["loss"], s["world_size"]) for s in run.steps if "loss" in s]
+    if run.steps:
+        return loss, [(s["t"] - run.t0, s["world_size"]) for s in run.steps]
+    world = [
+        (a.t - run.t0, a.group_world_size)
+        for a in run.agent_events
+        if a.kind == "rendezvous" and a.group_world_size is not None
+    ]
+    return loss, world
 
-    report.loss_curve = [(s["t"] - t0, s["step"], s["loss"], s["world_size"]) for s in steps if "loss" in s]
-    if steps:
-        report.world_timeline = [(s["t"] - t0, s["world_size"]) for s in steps]
-    else:
-        report.world_timeline = [
-            (a.t - t0, a.group_world_size)
-            for a in agent_events
-            if a.kind == "rendezvous" and a.group_world_size is not None
-        ]
 
-    if not finished:
-        stuck = {n: c for n, c in node_exit_codes.items() if n not in evicted and c != 0}
-        if emits and target_steps and final_step == target_steps and stuck:
-            codes = ", ".join(f"{n} ({c})" for n, c in sorted(stuck.items()))
-            report.problems.append(
-                f"the job trained every step ({final_step} of {target_steps}) but these nodes did not exit"
-                f" cleanly (exit code): {codes}"
-            )
-        elif emits and target_steps:
-            report.problems.append(f"the job did not finish: final step {final_step}, expected {target_steps}")
-        else:
-            report.problems.append("the job did not finish: no node's worker group completed successfully")
+def _problems(run: Timeline, report: DrillReport, checkpoint_every: int) -> list[str]:
+    found = []
+    if not report.finished:
+        found.append(_unfinished(run, report))
     for o in report.outages:
         if o.down_s is None:
-            report.problems.append("the rendezvous server was stopped and not started again")
-        elif emits and o.stall_s is None and not finished:
-            report.problems.append("training did not go on after the rendezvous server came back")
-    gave_up = [e for e in events if e["event"] == "rdzv_gave_up"]
+            found.append("the rendezvous server was stopped and not started again")
+        elif run.emits and o.stall_s is None and not report.finished:
+            found.append("training did not go on after the rendezvous server came back")
+    gave_up = run.of(Event.RDZV_GAVE_UP)
     if gave_up:
         nodes = sorted({str(e.get("node")) for e in gave_up})
-        report.problems.append(
+        found.append(
             f"the rendezvous server stayed unreachable for {max(e.get('down_s', 0) for e in gave_up):.0f} s: "
             f"the agents of {', '.join(nodes)} gave up on it (exit 170, retried by the operator)"
         )
-    failed = [e for e in events if e["event"] == "k8s_job" and e.get("condition") == "Failed"]
+    failed = [e for e in run.of(Event.K8S_JOB) if e.get("condition") == "Failed"]
     if failed:
-        report.problems.append(
-            f"the PyTorchJob failed: {failed[-1].get('reason', '')} {failed[-1].get('message', '')}".rstrip()
-        )
+        found.append(f"the PyTorchJob failed: {failed[-1].get('reason', '')} {failed[-1].get('message', '')}".rstrip())
     for ev in report.evictions:
         if ev.lost_steps is not None and ev.lost_steps > checkpoint_every:
-            report.problems.append(
+            found.append(
                 f"eviction of {ev.node} lost {ev.lost_steps} steps: expected at most one "
                 f"checkpoint interval ({checkpoint_every})"
             )
-        if emits and ev.recovery_s is None and finished:
-            report.problems.append(
+        if run.emits and ev.recovery_s is None and report.finished:
+            found.append(
                 f"the survivors committed no step without {ev.node} after its eviction"
-                if per_step
+                if run.per_step
                 else f"no step at a new world size was seen after the eviction of {ev.node}"
             )
-    return report
+    return found
+
+
+def _unfinished(run: Timeline, report: DrillReport) -> str:
+    """Why the job did not finish, as far as the events tell."""
+    evicted = {e["node"] for e in run.of(Event.EVICT)}
+    stuck = {n: c for n, c in report.node_exit_codes.items() if n not in evicted and c != 0}
+    target = report.target_steps
+    if run.emits and target and report.final_step == target and stuck:
+        codes = ", ".join(f"{n} ({c})" for n, c in sorted(stuck.items()))
+        return (
+            f"the job trained every step ({report.final_step} of {target}) but these nodes did not exit"
+            f" cleanly (exit code): {codes}"
+        )
+    if run.emits and target:
+        return f"the job did not finish: final step {report.final_step}, expected {target}"
+    return "the job did not finish: no node's worker group completed successfully"

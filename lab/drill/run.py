@@ -14,7 +14,8 @@ from lab.drill.diagnosis import WorkerError, crash_loop, describe, worker_errors
 from lab.drill.report import DrillReport, analyze
 from lab.local import LocalTarget
 from lab.local.target import AGENT_EVENTS, TORCHELASTIC_LOGS, Node
-from lab.runtime import events
+from lab.vocab import events
+from lab.vocab.events import Event
 from lab.vocab.job import JobSpec
 from lab.vocab.problems import InvalidInput, Problem, Problems
 
@@ -130,7 +131,7 @@ class Progress:
 
     def see(self, records: list[dict]) -> None:
         for r in records:
-            if r["event"] == "step":
+            if r["event"] == Event.STEP:
                 self.step, self.world = r["step"], r["world_size"]
 
     def say(self, phase: str, alive: int, force: bool = False) -> None:
@@ -175,7 +176,7 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
         progress.say(phase, len(cluster.alive_nodes))
         if time.monotonic() - diagnosed_at[0] >= 1.0:  # error files, once a second
             diagnosed_at[0] = time.monotonic()
-            looping = crash_loop(_errors(cluster), [(e["t"], e["step"]) for e in seen if e["event"] == "step"])
+            looping = crash_loop(_errors(cluster), [(e["t"], e["step"]) for e in seen if e["event"] == Event.STEP])
             if looping:
                 raise _CrashLoop(*looping)
             if not server_died and (died := cluster.rendezvous_died()):
@@ -266,23 +267,23 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
     if timed_out:
         report.problems.insert(0, f"the drill timed out after {cfg.timeout_s:g} s; remaining nodes were killed")
     report.problems[:0] = server_died
-    if not any(e["event"] == "evict" for e in recorded) and stopped is None and not server_died:
+    if not any(e["event"] == Event.EVICT for e in recorded) and stopped is None and not server_died:
         report.problems.append("no eviction happened: the job ended or failed during warm-up")
     return report
 
 
 def _done(seen: list[dict]) -> bool:
-    return any(e["event"] == "exit" and e.get("reason") == "done" for e in seen)
+    return any(e["event"] == Event.EXIT and e.get("reason") == "done" for e in seen)
 
 
 def _recovered(seen: list[dict], cluster: LocalTarget, emits: bool) -> bool:
-    evict = max((e for e in seen if e["event"] == "evict"), key=lambda e: e["t"])
+    evict = max((e for e in seen if e["event"] == Event.EVICT), key=lambda e: e["t"])
     evict_t = evict["t"]
     if emits and cluster.spec.per_step_mode:
         return per_step_report.survivors_step(seen, evict_t, evict["node"]) is not None
     if emits:
-        resumed = [e["t"] for e in seen if e["event"] in ("resume", "fresh") and e["t"] > evict_t]
-        return any(e["event"] == "step" and resumed and e["t"] > min(resumed) for e in seen)
+        resumed = [e["t"] for e in seen if e["event"] in (Event.RESUME, Event.FRESH) and e["t"] > evict_t]
+        return any(e["event"] == Event.STEP and resumed and e["t"] > min(resumed) for e in seen)
     return any(a.kind == "started" and a.t > evict_t for n in cluster.alive_nodes for a in _agent_events(cluster, n))
 
 

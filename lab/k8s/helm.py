@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +37,19 @@ def _render(
         raise ChartRenderError(f"chart {path}: cannot be loaded: {_clean(exc)}") from None
 
 
-def render_chart(
-    chart_dir: str | os.PathLike[str],
-    values: Mapping[str, Any] | None,
-    *,
-    release: str,
-    namespace: str,
-) -> list[dict[str, Any]]:
-    """Render `chart_dir` with `values`; return its Kubernetes objects in template order."""
+@dataclass(frozen=True)
+class Release:
+    """What `helm install` of a chart would create and print: its Kubernetes objects in
+    template order, and its NOTES.txt ("" without one)."""
+
+    objects: list[dict[str, Any]]
+    notes: str
+
+
+def render_release(
+    chart_dir: str | os.PathLike[str], values: Mapping[str, Any] | None, *, release: str, namespace: str
+) -> Release:
+    """Render `chart_dir` with `values` once: its objects and its notes."""
     rendered = _render(chart_dir, values, release, namespace)
     objects: list[dict[str, Any]] = []
     for template in sorted(rendered):
@@ -52,15 +58,19 @@ def render_chart(
         for doc in yaml.safe_load_all(rendered[template]):
             if doc:
                 objects.append(doc)
-    return objects
+    notes = next((text.strip() for name, text in rendered.items() if name.endswith("NOTES.txt")), "")
+    return Release(objects, notes)
 
 
-def render_notes(
-    chart_dir: str | os.PathLike[str], values: Mapping[str, Any] | None, *, release: str, namespace: str
-) -> str:
-    """The chart's NOTES.txt as `helm install` would print it ("" without one)."""
-    rendered = _render(chart_dir, values, release, namespace)
-    return next((text.strip() for name, text in rendered.items() if name.endswith("NOTES.txt")), "")
+def render_chart(
+    chart_dir: str | os.PathLike[str],
+    values: Mapping[str, Any] | None,
+    *,
+    release: str,
+    namespace: str,
+) -> list[dict[str, Any]]:
+    """Render `chart_dir` with `values`; return its Kubernetes objects in template order."""
+    return render_release(chart_dir, values, release=release, namespace=namespace).objects
 
 
 def _clean(exc: Exception) -> str:

@@ -22,9 +22,11 @@ from pathlib import Path
 from lab.local import procs
 from lab.local.etcd import EtcdError, EtcdServer, find_etcd
 from lab.local.lighthouse import Lighthouse, LighthouseError, find_lighthouse
-from lab.runtime import events
+from lab.runtime.events import emit
 from lab.runtime.warm import die_with_parent
+from lab.vocab import events
 from lab.vocab.errors import Refused
+from lab.vocab.events import Event, Source
 from lab.vocab.job import ENV_AGENT_EVENTS, ENV_EVENTS_FILE, ENV_NODE, JobSpec, RdzvBackend
 from lab.vocab.per_step import ENV_ADVERTISE, ENV_REPLICA_GROUP
 
@@ -182,7 +184,7 @@ class LocalTarget:
         else:
             self.spec = self.spec.replace(rdzv_endpoint=endpoint)
         self.record(
-            "cluster_started",
+            Event.CLUSTER_STARTED,
             backend=self.backend,
             endpoint=endpoint,
             rdzv_id=self.spec.rdzv_id,
@@ -310,7 +312,7 @@ class LocalTarget:
         its data: the nodes keep running and find it unreachable."""
         if self._closed:
             raise LocalTargetError("the cluster is closed")
-        self.record("rdzv_down", backend=self.backend)
+        self.record(Event.RDZV_DOWN, backend=self.backend)
         self._rdzv_stopped = True
         if self._etcd:
             self._etcd.stop()
@@ -339,7 +341,7 @@ class LocalTarget:
         except (EtcdError, LighthouseError) as exc:
             raise LocalTargetError(str(exc)) from None
         self._rdzv_stopped = False
-        self.record("rdzv_up", backend=self.backend, kept_data=keep_data and self._etcd is not None)
+        self.record(Event.RDZV_UP, backend=self.backend, kept_data=keep_data and self._etcd is not None)
 
     # --------------------------------------------------------------------- nodes
     def node_dir(self, name: str) -> Path:
@@ -398,7 +400,7 @@ class LocalTarget:
         node = Node(name, proc, log_path, time.time())
         self._guard(proc)
         self.nodes.append(node)
-        self.record("node_added", node=name, pid=proc.pid)
+        self.record(Event.NODE_ADDED, node=name, pid=proc.pid)
         return node
 
     def evict(self, node: Node, notice_s: float | None = None, *, silent: bool = False) -> None:
@@ -413,16 +415,16 @@ class LocalTarget:
             raise LocalTargetError(f"notice_s={notice_s!r} is invalid: expected none for a silent eviction")
         node.evicted_at = time.time()
         node.eviction = "silent" if silent else "hard" if notice_s is None else "notice"
-        self.record("evict", node=node.name, kind=node.eviction, notice_s=notice_s)
+        self.record(Event.EVICT, node=node.name, kind=node.eviction, notice_s=notice_s)
         if node.eviction == "hard":
             procs.signal_tree(node.proc.pid, signal.SIGKILL)
             return
         if node.eviction == "silent":
             procs.signal_tree(node.proc.pid, signal.SIGSTOP)
-            self._kill_later(node, SILENT_KILL_S, "vanished_killed")
+            self._kill_later(node, SILENT_KILL_S, Event.VANISHED_KILLED)
             return
         procs.signal_tree(node.proc.pid, signal.SIGTERM)
-        self._kill_later(node, notice_s or 0.0, "notice_expired")
+        self._kill_later(node, notice_s or 0.0, Event.NOTICE_EXPIRED)
 
     def _kill_later(self, node: Node, seconds: float, event: str) -> None:
         def kill() -> None:
@@ -446,8 +448,8 @@ class LocalTarget:
             time.sleep(poll)
         return False
 
-    def record(self, event: str, **fields: object) -> None:
-        events.emit(event, sink=self.events_file, source="cluster", **fields)
+    def record(self, event: Event, **fields: object) -> None:
+        emit(event, sink=self.events_file, source=Source.LOCAL_TARGET, **fields)
 
     def events(self) -> list[dict]:
         return events.read(self.events_file)

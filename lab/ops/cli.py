@@ -144,24 +144,23 @@ def namespace_of(args: argparse.Namespace, target: Any, kube: Any) -> str:
 def submit_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.ops import jobs
-        from lab.submit.core import job_notes, manifest_text, render_job
+        from lab.submit.core import manifest_text, render_job
 
-        spec = job_spec(args)
         target = stack_target_of(args.stack)
-        sizing = _sizing(args)
-        cluster_spec, objects = render_job(spec, target, sizing)
+        job = render_job(job_spec(args), target, _sizing(args))
+        cluster_spec = job.spec
         if args.dry_run:
-            sys.stdout.write(manifest_text(cluster_spec, target, objects))
+            sys.stdout.write(manifest_text(cluster_spec, target, job.objects))
             return 0
         with connected(args, target) as (kube, namespace):
-            created = jobs.submit(kube, objects, namespace, replace=args.replace)
+            created = jobs.submit(kube, job.objects, namespace, replace=args.replace)
         which = (
             "lighthouse " + cluster_spec.lighthouse_endpoint
             if cluster_spec.per_step_mode
             else "rdzvId " + cluster_spec.rdzv_id
         )
         print(f"created {', '.join(created)} in namespace {namespace} ({which})")
-        print(job_notes(cluster_spec, target, sizing).replace("<stack>", args.stack))
+        print(job.notes.replace("<stack>", args.stack))
         return 0
 
     return run_command("submit", body)

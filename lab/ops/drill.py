@@ -31,7 +31,8 @@ from lab.drill.report import DrillReport, analyze
 from lab.ops import jobs
 from lab.ops.eviction import EvictionError, EvictionRefused, EvictionStarted, Evictor, Node, pool_refusal
 from lab.ops.kube import KubeApi, KubeError, api_error
-from lab.runtime import events
+from lab.vocab import events
+from lab.vocab.events import Event
 
 
 class DrillRefused(KubeError):
@@ -102,7 +103,7 @@ class ClusterDrill:
                         event.setdefault("node", pod)
                         self.record(event)
             except (KubeError, OSError, ApiException, urllib3.exceptions.HTTPError) as exc:
-                self.emit("log_lost", pod=pod, error=str(exc)[:200])
+                self.emit(Event.LOG_LOST, pod=pod, error=str(exc)[:200])
 
         self.seen.followed.add(uid)
         threading.Thread(target=pump, name=f"log-{pod}", daemon=True).start()
@@ -115,21 +116,21 @@ class ClusterDrill:
         if conditions != self.seen.conditions:
             new = [c for c in status.conditions if c[0] not in self.seen.conditions]
             for kind, reason, message in new:
-                self.emit("k8s_job", condition=kind, reason=reason, message=message[:200])
+                self.emit(Event.K8S_JOB, condition=kind, reason=reason, message=message[:200])
             self.seen.conditions = conditions
         for pod in jobs.job_pods(self.kube, self.cfg.job, self.cfg.namespace):
             uid, state = pod.metadata.uid, jobs.pod_state(pod)
             before = self.seen.pods.get(uid)
             if before != (state.name, state.phase, state.node):
                 self.seen.pods[uid] = (state.name, state.phase, state.node)
-                self.emit("k8s_pod", pod=state.name, phase=state.phase, k8s_node=state.node, uid=uid)
+                self.emit(Event.K8S_POD, pod=state.name, phase=state.phase, k8s_node=state.node, uid=uid)
                 if (
                     self.evicted is not None
                     and state.phase == "Running"
                     and (before is None or before[1] != "Running")
                     and state.node not in self.seen.nodes_before
                 ):
-                    self.emit("node_added", node=state.name, k8s_node=state.node)
+                    self.emit(Event.NODE_ADDED, node=state.name, k8s_node=state.node)
             code = _exit_code(pod)
             if code is not None:
                 self.seen.exit_codes[state.name] = code
@@ -147,9 +148,9 @@ class ClusterDrill:
             raise api_error(exc, "listing the GPU pool's nodes") from None
         ready = {n.metadata.name for n in nodes if Node.from_k8s(n).ready}
         for name in sorted(ready - self.seen.ready_nodes):
-            self.emit("k8s_node_ready", k8s_node=name)
+            self.emit(Event.K8S_NODE_READY, k8s_node=name)
         for name in sorted(self.seen.ready_nodes - ready):
-            self.emit("k8s_node_gone", k8s_node=name)
+            self.emit(Event.K8S_NODE_GONE, k8s_node=name)
         self.seen.ready_nodes = ready
 
     def _wait(self, what: str, done: Callable[[], bool], deadline: float) -> bool:
@@ -165,7 +166,7 @@ class ClusterDrill:
         return False
 
     def _where(self) -> str:
-        steps = [e for e in self.events if e["event"] == "step"]
+        steps = [e for e in self.events if e["event"] == Event.STEP]
         running = sum(1 for _, phase, _ in self.seen.pods.values() if phase == "Running")
         if not steps:
             return f"no step yet, {running} worker pod(s) running"
@@ -180,7 +181,7 @@ class ClusterDrill:
 
     def _at_full_size(self, world: int) -> bool:
         return any(
-            e["event"] == "step" and e.get("world_size", 0) >= world and e["step"] >= self.cfg.evict_at_step
+            e["event"] == Event.STEP and e.get("world_size", 0) >= world and e["step"] >= self.cfg.evict_at_step
             for e in self.events
         )
 
@@ -269,7 +270,7 @@ class ClusterDrill:
         self.record(
             {
                 "t": round(started.at, 4),
-                "event": "evict",
+                "event": Event.EVICT,
                 "source": "drill",
                 "node": pods[0][0] if pods else node.name,
                 "kind": started.backend,
@@ -288,7 +289,7 @@ class ClusterDrill:
         try:
             if cfg.objects is not None:
                 created = jobs.submit(self.kube, cfg.objects, cfg.namespace, replace=cfg.replace)
-                self.emit("k8s_submitted", objects=created)
+                self.emit(Event.K8S_SUBMITTED, objects=created)
                 self.say(f"submitted {', '.join(created)} to namespace {cfg.namespace}")
             world = self.full_world()
             self.say(f"waiting for the job to train at full size ({world} workers) and reach step {cfg.evict_at_step}")

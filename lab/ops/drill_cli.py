@@ -87,23 +87,23 @@ def _evictor(name: str, args: argparse.Namespace, target: Any, kube: Any) -> Any
         from lab.ops.drain import KubernetesDrainEvictor
 
         return KubernetesDrainEvictor(kube, delete_node=args.delete_node)
-    from lab.submit.core import stack_outputs
+    from lab.stacks.outputs import read_outputs
 
-    outputs = stack_outputs(target.stack)
+    outputs = read_outputs(target.stack)
     if name == "aks":
         from lab.ops.aks_eviction import AksVmssEvictor
 
         return AksVmssEvictor(
-            node_resource_group=str(outputs["nodeResourceGroup"]), gpu_pool_name=str(outputs["poolNames"]["gpu-spot"])
+            node_resource_group=outputs.need("node_resource_group"), gpu_pool_name=outputs.gpu_pool("pool_names")
         )
     from lab.ops.eks_eviction import FisEvictor
 
     return FisEvictor(
-        region=str(outputs["region"]),
-        cluster_name=str(outputs["clusterName"]),
-        gpu_node_group=str(outputs["nodeGroupNames"]["gpu-spot"]),
-        template_id=str(outputs["fisTemplateId"]),
-        role_arn=outputs.get("fisRoleArn"),
+        region=outputs.need("region"),
+        cluster_name=outputs.need("cluster_name"),
+        gpu_node_group=outputs.gpu_pool("node_group_names"),
+        template_id=outputs.need("fis_template_id"),
+        role_arn=outputs.fis_role_arn,
         target_instance=not args.fis_any_instance,
     )
 
@@ -130,7 +130,8 @@ def drill_main(args: argparse.Namespace) -> int:
                 else {"script_args": ("--steps", str(steps), "--step-time", f"{args.step_time:g}")}
             )
             spec = job_fields_spec(args, image=args.image, **script_kw)
-            spec, objects = render_job(spec, target)
+            job = render_job(spec, target)
+            spec, objects = job.spec, job.objects
         name = args.job or spec.name
         evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, (args.steps or DEFAULT_STEPS) // 4)
         with connected(args, target) as (kube, namespace):

@@ -1,7 +1,7 @@
 """A connection to a cluster's API server, from the kubeconfig a user means.
 
 Which kubeconfig: `--kubeconfig` if given; else the stack's own (the byo stack's file, or
-the Pulumi stack output `kubeconfig` of a cloud stack, as lab.submit.core reads it); else
+the Pulumi stack output `kubeconfig` of a cloud stack, as lab.stacks.outputs reads it); else
 what kubectl would use (`$KUBECONFIG`, which may list several files, or ~/.kube/config).
 `--context` picks a context in it. The client's configuration is built for this call only
 (never the kubernetes package's global default), and the server is asked for its version
@@ -20,7 +20,9 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from lab.submit.core import StackTarget, SubmitError, kubeconfig_for
+from lab.stacks.automation import StackError
+from lab.stacks.outputs import kubeconfig_file
+from lab.submit.core import StackTarget
 from lab.vocab.errors import LabError
 
 
@@ -112,9 +114,9 @@ def connect_to_stack(target: StackTarget | None, kubeconfig: str | None, context
         return
     with ExitStack() as files:
         try:
-            path: str | None = files.enter_context(kubeconfig_for(target, None))
+            path: str | None = files.enter_context(kubeconfig_file(target.stack, configured=target.kubeconfig_path))
             note = ""
-        except SubmitError as exc:
+        except StackError as exc:
             if not os.environ.get("KUBECONFIG"):
                 raise KubeError(f"{exc}; or set $KUBECONFIG") from None
             path, note = None, f" [stack {target.stack!r}: using $KUBECONFIG, {exc}]"

@@ -20,9 +20,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.ops.cli import confirm, connected, run_command, stack_target_of
+
+if TYPE_CHECKING:
+    from lab.stacks.outputs import StackOutputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -78,7 +81,7 @@ def _local(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cloud_sweep(cloud: str, outputs: dict[str, Any], args: argparse.Namespace) -> Any:
+def _cloud_sweep(cloud: str, outputs: StackOutputs, args: argparse.Namespace) -> Any:
     from lab.vocab.problems import InvalidInput, Problem
 
     keep = not args.delete_checkpoints
@@ -93,21 +96,21 @@ def _cloud_sweep(cloud: str, outputs: dict[str, Any], args: argparse.Namespace) 
         return AzureSweep(
             subscription,
             args.stack,
-            str(outputs["resourceGroupName"]),
-            str(outputs["nodeResourceGroup"]),
+            outputs.need("resource_group_name"),
+            outputs.need("node_resource_group"),
             keep_checkpoints=keep,
-            cluster_name=outputs.get("clusterName"),
-            storage_account=outputs.get("storageAccountName"),
+            cluster_name=outputs.cluster_name,
+            storage_account=outputs.storage_account_name,
         )
     if cloud == "eks":
         from lab.ops.teardown import AwsSweep
 
         return AwsSweep(
-            str(outputs["region"]),
-            str(outputs["clusterName"]),
-            outputs.get("vpcId"),
+            outputs.need("region"),
+            outputs.need("cluster_name"),
+            outputs.vpc_id,
             keep_checkpoints=keep,
-            checkpoint_bucket=outputs.get("checkpointBucket"),
+            checkpoint_bucket=outputs.checkpoint_bucket,
         )
     return None
 
@@ -115,15 +118,15 @@ def _cloud_sweep(cloud: str, outputs: dict[str, Any], args: argparse.Namespace) 
 def _stack(args: argparse.Namespace) -> int:
     from lab.ops.kube import KubeError
     from lab.ops.teardown import KubernetesSweep, TeardownError
-    from lab.stacks.automation import run
-    from lab.submit.core import SubmitError, stack_outputs
+    from lab.stacks.automation import StackError, run
+    from lab.stacks.outputs import read_outputs
 
     target = stack_target_of(args.stack)
-    outputs: dict[str, Any] = {}
+    outputs = None
     if target.cloud in ("aks", "eks"):
         try:
-            outputs = stack_outputs(args.stack)
-        except SubmitError as exc:
+            outputs = read_outputs(args.stack)
+        except StackError as exc:
             print(f"note: {exc}; only what the cluster and the stack's own state still hold can go", file=sys.stderr)
     cloud = _cloud_sweep(target.cloud, outputs, args) if outputs else None
     plan: list[tuple[str, Any, list[Any]]] = []

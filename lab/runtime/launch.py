@@ -52,6 +52,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from lab.runtime import events
+from lab.vocab.events import Event
 from lab.vocab.job import ENV_AGENT_EVENTS
 
 PROG = "lab.runtime.launch"
@@ -132,12 +133,12 @@ def _handler_class():
                         type(exc).__name__,
                         self.server_outage_s,
                     )
-                    events.emit("rdzv_unreachable", error=type(exc).__name__, source="agent")
+                    events.emit(Event.RDZV_UNREACHABLE, error=type(exc).__name__, source="agent")
                 return self._still_down(now)
             if self._unreachable_since is not None:
                 down = time.monotonic() - self._unreachable_since
                 log.warning("rendezvous server reachable again after %.1f s", down)
-                events.emit("rdzv_reachable", down_s=round(down, 3), source="agent")
+                events.emit(Event.RDZV_REACHABLE, down_s=round(down, 3), source="agent")
                 self._unreachable_since = None
             return waiting + len(self._lost_members())
 
@@ -159,7 +160,7 @@ def _handler_class():
                 self._lost_reported = True
                 names = sorted(str(n) for n in lost)
                 log.warning("participant(s) %s left round %d; restarting the workers", ", ".join(names), state.round)
-                events.emit("rdzv_member_lost", nodes=names, round=state.round, source="agent")
+                events.emit(Event.RDZV_MEMBER_LOST, nodes=names, round=state.round, source="agent")
             return lost
 
         def _still_down(self, now: float) -> int:
@@ -167,7 +168,7 @@ def _handler_class():
             assert self._unreachable_since is not None
             if now - self._unreachable_since > self.server_outage_s:
                 self._gave_up = True
-                events.emit("rdzv_gave_up", down_s=round(now - self._unreachable_since, 3), source="agent")
+                events.emit(Event.RDZV_GAVE_UP, down_s=round(now - self._unreachable_since, 3), source="agent")
                 raise RendezvousConnectionError(
                     f"the rendezvous server has been unreachable for {now - self._unreachable_since:.0f} s"
                 )

@@ -1,33 +1,30 @@
 """An elastic-ready training script, to be launched by torchrun on every node.
 
-Read it top to bottom:
-  1. settings: command-line flags, with defaults from the launcher's environment (LAB_*);
-  2. the data: a synthetic classification set, sharded by global sample index;
-  3. the model and optimizer, with the learning rate scaled to the world size;
-  4. resume from the newest valid checkpoint;
-  5. the training loop (DistributedDataParallel, torch.optim): checkpoints on a timer of
-     steps, an emergency checkpoint on a spot notice (SIGTERM, even while a collective waits
-     on a vanished peer), and a save of the last completed step when a peer's loss fails a
-     collective;
-  6. exit.
+Read `ElasticTraining.run` top to bottom:
+  1. start: the process group with a short timeout, the data, the model and optimizer
+     (lab.runtime.demo), the learning rate scaled to the world size;
+  2. resume from the newest valid checkpoint (rank 0 picks it for everyone);
+  3. wrap the model in DistributedDataParallel;
+  4. train: a `torch.optim` step per batch, checkpoints on a timer of steps, an emergency
+     checkpoint on a spot notice (SIGTERM, even while a collective waits on a vanished peer),
+     and a save of the last completed step when a peer's loss fails a collective;
+  5. finish: a final checkpoint, then exit.
 
 Every distributed setting (rank, world size, rendezvous) comes from torchrun's environment.
-Structured events (lab.runtime.events) let the eviction drill measure what happened.
+Structured events (lab.runtime.events) let the eviction drill measure what happened. With
+`--fault-tolerance per-step` the same script trains in TorchFT's per-step mode instead
+(lab.runtime.train_per_step).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
-import math
 import os
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable
 from datetime import timedelta
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -35,16 +32,36 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from lab.runtime import events
-from lab.runtime.checkpoint import CheckpointStore
+from lab.runtime.checkpoint import CheckpointStore, Loaded
+from lab.runtime.demo import (
+    GlobalSampler,
+    make_dataset,
+    make_model,
+    pick_device,
+    restore_rng,
+    rng_fingerprint,
+    rng_state,
+    scaled_lr,
+    set_lr,
+)
+from lab.runtime.snapshot import TrainingSnapshot
+from lab.runtime.spot_notice import SpotNotice
+from lab.vocab.events import (
+    EXIT_DONE,
+    EXIT_NOTICE,
+    SAVE_FAILURE,
+    SAVE_FINAL,
+    SAVE_INTERVAL,
+    SAVE_NOTICE,
+    Event,
+)
 from lab.vocab.job import ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY, ENV_CHECKPOINT_WRITES, ENV_PG_TIMEOUT
 from lab.vocab.per_step import ENV_FAULT_TOLERANCE
 
 log = logging.getLogger("train")
 
-EXIT_ON_NOTICE = 128 + signal.SIGTERM  # the conventional code for "stopped by SIGTERM"
 
-
-# --------------------------------------------------------------------------- 1. settings
+# --------------------------------------------------------------------------- settings
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     env = os.environ.get
     p = argparse.ArgumentParser(description="Elastic demo training (launch with torchrun).")
@@ -107,125 +124,239 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-# ------------------------------------------------------------------------------- 2. data
-def make_dataset(size: int, seed: int, features: int = 32, classes: int = 10) -> tuple[torch.Tensor, torch.Tensor]:
-    """Points labelled by a fixed random 'teacher' network: learnable, and the same everywhere."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(size, features, generator=g)
-    teacher = torch.randn(features, classes, generator=g)
-    y = (torch.tanh(x) @ teacher).argmax(dim=1)
-    return x, y
+class ElasticTraining:
+    """One worker of the elastic job, from its start to its exit (see the module's docstring).
+    `step` is the last completed step: what every save writes."""
 
+    def __init__(self, args: argparse.Namespace, notice: SpotNotice) -> None:
+        self.args, self.notice = args, notice
+        # torchrun's environment
+        self.rank, self.world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+        self.writer = f"r{self.rank}.{os.getpid()}"
+        self.step = 0
+        self.sampler = GlobalSampler(args.dataset_size, args.seed)
 
-class GlobalSampler:
-    """Walks one seeded permutation per epoch by *global* position.
+    def run(self) -> int:
+        self.start()
+        self.resume()
+        self.wrap()
+        self.notice.on_notice = self.leave_on_notice
+        while self.step < self.args.steps:
+            self.train_step()
+            if self.step % self.args.checkpoint_every == 0:
+                self.save_interval()
+        self.finish()
+        return 0
 
-    A step takes the next `batch_size * world_size` positions and gives rank r every
-    world_size-th of them. The position is part of the checkpoint, so after a restart at
-    another world size training continues at the same place: within an epoch no sample is
-    skipped or seen twice. A batch never crosses an epoch boundary (the last one is short).
-    """
+    # --------------------------------------------------------------------- 1. start
+    def start(self) -> None:
+        args = self.args
+        self.device, backend = pick_device(self.local_rank)
+        # A short timeout: a vanished peer is noticed in seconds, not after gloo's 30 minutes.
+        dist.init_process_group(backend, timeout=timedelta(seconds=args.pg_timeout))
+        events.emit(
+            Event.START, world_size=self.world_size, restarts=self.restarts, backend=backend, device=str(self.device)
+        )
+        self.x_all, self.y_all = make_dataset(args.dataset_size, args.seed)
+        torch.manual_seed(args.seed)  # the same initial weights on every rank
+        self.net = make_model().to(self.device)
+        self.lr = scaled_lr(args.lr, self.world_size, args.lr_scaling)
+        self.optimizer = torch.optim.SGD(self.net.parameters(), lr=self.lr, momentum=0.9)
+        self.loss_fn = nn.CrossEntropyLoss(reduction="sum")
+        self.store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
 
-    def __init__(self, size: int, seed: int, epoch: int = 0, position: int = 0):
-        self.size, self.seed, self.epoch, self.position = size, seed, epoch, position
-        self._order = self._permutation(epoch)
+    # -------------------------------------------------------------------- 2. resume
+    def resume(self) -> None:
+        """Rank 0 picks the checkpoint and every rank loads that one file: on storage with
+        cached listings, ranks choosing for themselves could resume at different steps."""
+        choice = [self.store.latest() if self.rank == 0 else None]
+        dist.broadcast_object_list(choice, src=0)
+        loaded = self.store.load(choice[0], map_location=self.device) if choice[0] else None
+        snapshot = TrainingSnapshot.from_payload(loaded.state) if loaded is not None else None
+        if loaded is not None and snapshot is not None:
+            self._apply(snapshot, loaded)
+        restore_rng(
+            snapshot.rng_by_rank if snapshot else None,
+            snapshot.world_size if snapshot else None,
+            rank=self.rank,
+            world_size=self.world_size,
+            seed=self.args.seed,
+            step=self.step,
+            device=self.device,
+        )
+        events.emit(
+            Event.RESUME if loaded else Event.FRESH,
+            step=self.step,
+            world_size=self.world_size,
+            lr=self.lr,
+            restarts=self.restarts,
+            rng=rng_fingerprint(),
+        )
+        if self.rank == 0:
+            log.info(
+                "%s at step %d: world size %d, lr %.4g, restart %d",
+                "resumed" if loaded else "started fresh",
+                self.step,
+                self.world_size,
+                self.lr,
+                self.restarts,
+            )
 
-    def _permutation(self, epoch: int) -> torch.Tensor:
-        return torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed * 100003 + epoch))
+    def _apply(self, snapshot: TrainingSnapshot, loaded: Loaded) -> None:
+        """The checkpoint's model, optimizer, step and data position; this run's learning rate
+        (the world size may differ from the checkpoint's)."""
+        snapshot.apply(self.net, self.optimizer)
+        set_lr(self.optimizer, self.lr)
+        self.step = snapshot.step
+        self.sampler = snapshot.sampler(self.args.dataset_size, self.args.seed)
+        events.emit(
+            Event.CHECKPOINT_LOADED,
+            step=self.step,
+            epoch=self.sampler.epoch,
+            position=self.sampler.position,
+            seconds=round(loaded.seconds, 4),
+            path=loaded.path.name,
+            skipped=list(loaded.skipped),
+        )
 
-    def peek(self, batch_size: int, rank: int, world_size: int) -> tuple[torch.Tensor, int]:
-        """This rank's indices for the next step, and how many samples the step covers."""
-        end = min(self.position + batch_size * world_size, self.size)
-        window = self._order[self.position : end]
-        return window[rank::world_size], len(window)
+    # ---------------------------------------------------------------------- 3. wrap
+    def wrap(self) -> None:
+        """Wrapped after loading: DDP broadcasts rank 0's weights to every rank as it starts,
+        and averages gradients during backward (its all_reduce fails when a peer is gone)."""
+        device = self.device
+        self.model = DistributedDataParallel(self.net, device_ids=[device.index] if device.type == "cuda" else None)
 
-    def advance(self, count: int) -> None:
-        """Commit a completed step (never before: a failed step must be re-done)."""
-        self.position += count
-        if self.position >= self.size:
-            self.epoch, self.position = self.epoch + 1, 0
-            self._order = self._permutation(self.epoch)
+    # --------------------------------------------------------------------- 4. train
+    def train_step(self) -> None:
+        args = self.args
+        indices, covered = self.sampler.peek(args.batch_size, self.rank, self.world_size)
+        xb, yb = self.x_all[indices].to(self.device), self.y_all[indices].to(self.device)
+        t0 = time.perf_counter()
+        if args.step_time:
+            time.sleep(args.step_time)  # what an accelerator would spend on a real model
+        self.optimizer.zero_grad()
+        # DDP averages gradients over ranks; scaling the summed loss by world/covered makes
+        # that average the exact mean over the step's global batch, even for a short one.
+        local_loss = self.loss_fn(self.model(xb), yb)
+        try:
+            (local_loss * (self.world_size / covered)).backward()
+        except RuntimeError as exc:  # the gradients' all_reduce failed: a peer vanished or timed out
+            self.peer_lost(exc)
+        with self.notice.consistent:  # a notice saves either before this update or after it
+            self.optimizer.step()
+            self.step += 1
+            self.sampler.advance(covered)
+        self.loss = local_loss.item() / max(len(indices), 1)
+        if self.rank == 0:
+            events.emit(
+                Event.STEP,
+                step=self.step,
+                loss=round(self.loss, 5),
+                world_size=self.world_size,
+                samples=covered,
+                epoch=self.sampler.epoch,
+                position=self.sampler.position,
+                seconds=round(time.perf_counter() - t0, 5),
+            )
+        if args.log_samples:
+            events.emit(Event.SAMPLES, step=self.step, epoch=self.sampler.epoch_of_last_step, indices=indices.tolist())
 
+    def save_interval(self) -> None:
+        """Every rank is at this step: gather their RNG states so each resumes its own."""
+        started = time.perf_counter()
+        try:
+            states = self._gather_rng()
+        except RuntimeError as exc:
+            self.peer_lost(exc)
+        if self.rank == 0:
+            with self.notice.consistent:
+                self.save(SAVE_INTERVAL, states, started)
+            log.info(
+                "step %d/%d  loss %.4f  world size %d  (checkpoint saved)",
+                self.step,
+                self.args.steps,
+                self.loss,
+                self.world_size,
+            )
 
-# ------------------------------------------------------------------ 3. model, optimizer
-def make_model(features: int = 32, classes: int = 10) -> nn.Module:
-    return nn.Sequential(nn.Linear(features, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, classes))
+    def save(
+        self, reason: str, rng_by_rank: dict[int, dict[str, Any]] | None = None, started: float | None = None
+    ) -> None:
+        if self.store.has(self.step):
+            # Another rank (or the periodic timer) already saved this very step: nothing to write.
+            events.emit(
+                Event.CHECKPOINT_SAVED, step=self.step, reason=reason, seconds=0.0, blocking_s=0.0, already=True
+            )
+            return
+        snapshot = TrainingSnapshot.capture(
+            self.net,
+            self.optimizer,
+            self.sampler,
+            step=self.step,
+            world_size=self.world_size,
+            rng_by_rank=rng_by_rank or {self.rank: rng_state(self.device)},
+        )
+        saved = self.store.save(snapshot.to_payload(), self.step, self.writer)
+        # seconds: writing the files; blocking_s: all the training loop waited (with the RNG gather)
+        blocking = time.perf_counter() - started if started is not None else saved.seconds
+        events.emit(
+            Event.CHECKPOINT_SAVED,
+            step=self.step,
+            reason=reason,
+            seconds=round(saved.seconds, 4),
+            blocking_s=round(blocking, 4),
+            bytes=saved.nbytes,
+            path=saved.path.name,
+        )
 
+    def peer_lost(self, exc: BaseException) -> NoReturn:
+        """A collective failed: a peer vanished (or timed out). The model and optimizer are
+        exactly at `step` (no half-applied update), so save that, then leave at once: the
+        agent restarts the group only when every local worker has exited, and an orderly
+        interpreter teardown with broken sockets takes about half a second."""
+        events.emit(Event.COLLECTIVE_FAILED, step=self.step, error=type(exc).__name__, message=str(exc)[:200])
+        if self.args.save_on_failure:
+            with self.notice.consistent:  # not at the same time as a notice's save
+                self.save(SAVE_FAILURE)
+        log.error(
+            "after step %d a collective failed (%s: %s); exiting for the agent to restart the group",
+            self.step,
+            type(exc).__name__,
+            str(exc)[:300],
+        )
+        logging.shutdown()
+        os._exit(1)
 
-def pick_device(local_rank: int) -> tuple[torch.device, str]:
-    """This worker's GPU and NCCL where there are GPUs, else the CPU and gloo."""
-    if torch.cuda.is_available():
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        return device, "nccl"
-    return torch.device("cpu"), "gloo"
+    def leave_on_notice(self) -> None:
+        """Spot notice (or the agent restarting the group): save the last completed step and
+        exit at once, even from the middle of a collective that waits on a vanished peer."""
+        self.save(SAVE_NOTICE)
+        log.warning("spot notice: saved step %d, exiting", self.step)
+        events.emit(
+            Event.EXIT, reason=EXIT_NOTICE, step=self.step, notice_to_exit_s=round(self.notice.seconds_since(), 4)
+        )
 
+    # -------------------------------------------------------------------- 5. finish
+    def finish(self) -> None:
+        states = self._gather_rng()
+        if self.rank == 0:
+            with self.notice.consistent:
+                self.save(SAVE_FINAL, states)
+        dist.barrier()  # peers tear down their connections only after rank 0's final save
+        events.emit(Event.EXIT, reason=EXIT_DONE, step=self.step, rng=rng_fingerprint())
+        # No destroy_process_group() here. It unregisters the group, so returning would drop
+        # its last reference with the DDP model's reducer, on this thread, holding the GIL; the
+        # group's destructor joins gloo's worker thread, which may still be freeing the
+        # barrier's work and need the GIL to release its tensors: a deadlock after the last
+        # step. Left registered, the group lives until the process ends, which it does without
+        # tearing Python down (`_exit`).
 
-def scaled_lr(base_lr: float, world_size: int, scaling: str) -> float:
-    return base_lr * {"linear": world_size, "sqrt": math.sqrt(world_size), "none": 1}[scaling]
-
-
-def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """The world size may differ from the checkpoint's: every group gets this run's rate."""
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-
-
-# ---------------------------------------------------------------------------- RNG state
-def rng_state(device: torch.device) -> dict:
-    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
-
-
-def rng_fingerprint() -> str:
-    return hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest()[:12]
-
-
-def restore_rng(state: dict | None, rank: int, world_size: int, seed: int, step: int, device: torch.device) -> None:
-    """Each rank resumes its own RNG stream when the checkpoint has it (saved at the same
-    world size); otherwise it starts a fresh stream derived from (seed, rank, step)."""
-    saved = (state or {}).get("rng_by_rank", {})
-    if state is not None and state.get("world_size") == world_size and rank in saved:
-        torch.set_rng_state(saved[rank]["torch"])
-        if device.type == "cuda" and saved[rank].get("cuda") is not None:
-            torch.cuda.set_rng_state(saved[rank]["cuda"], device)
-    else:
-        torch.manual_seed(seed * 1_000_003 + step * 1009 + rank)
-
-
-# ------------------------------------------------------------------------ spot notice
-class SpotNotice:
-    """SIGTERM (a spot notice, or the agent stopping its workers) while training.
-
-    A Python signal handler runs only between bytecodes of the main thread, and a collective
-    waiting on a vanished peer holds the main thread in C++ until the process-group timeout:
-    SIGTERM would wait that long. So SIGTERM is blocked in every thread and taken by a
-    thread of its own (`sigwait`). It calls `on_notice` at once; the training loop holds
-    `consistent` from the optimizer's update to the step counter's, so `on_notice` takes it
-    and sees the model, optimizer and step of the last completed step, whatever the main
-    thread is waiting on. Until training sets `on_notice` there is nothing newer than the
-    checkpoint to save, and the process exits at once. Create it before anything starts
-    threads (the mask is inherited).
-    """
-
-    def __init__(self) -> None:
-        self.received_at: float | None = None
-        self.consistent = threading.Lock()
-        self.on_notice: Callable[[], None] | None = None
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        threading.Thread(target=self._wait, name="spot-notice", daemon=True).start()
-
-    def _wait(self) -> None:
-        signal.sigwait({signal.SIGTERM})
-        self.received_at = time.time()
-        with self.consistent:
-            if self.on_notice is not None:
-                self.on_notice()
-            logging.shutdown()
-            os._exit(EXIT_ON_NOTICE)
-
-    @property
-    def received(self) -> bool:
-        return self.received_at is not None
+    def _gather_rng(self) -> dict[int, dict[str, Any]]:
+        states: list[Any] = [None] * self.world_size
+        dist.all_gather_object(states, rng_state(self.device))
+        return dict(enumerate(states))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,208 +370,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.fault_tolerance == "per-step":
         from lab.runtime import train_per_step
 
-        demo = train_per_step.Demo(make_dataset, make_model, GlobalSampler, scaled_lr, set_lr, pick_device)
-        return train_per_step.run(args, notice, demo)
-
-    # torchrun's environment
-    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    device, backend = pick_device(local_rank)
-    # A short timeout: a vanished peer is noticed in seconds, not after gloo's 30 minutes.
-    dist.init_process_group(backend, timeout=timedelta(seconds=args.pg_timeout))
-    events.emit("start", world_size=world_size, restarts=restarts, backend=backend, device=str(device))
-
-    x_all, y_all = make_dataset(args.dataset_size, args.seed)
-    torch.manual_seed(args.seed)  # the same initial weights on every rank
-    net = make_model().to(device)
-    lr = scaled_lr(args.lr, world_size, args.lr_scaling)
-    optimizer = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss(reduction="sum")
-
-    # ------------------------------------------------------------------- 4. resume
-    store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
-    writer = f"r{rank}.{os.getpid()}"
-    step, sampler = 0, GlobalSampler(args.dataset_size, args.seed)
-    # Rank 0 picks the checkpoint and every rank loads that one file: on storage with cached
-    # listings, ranks choosing for themselves could resume at different steps.
-    choice = [store.latest() if rank == 0 else None]
-    dist.broadcast_object_list(choice, src=0)
-    loaded = store.load(choice[0], map_location=device) if choice[0] else None
-    if loaded is not None:
-        state = loaded.state
-        net.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        set_lr(optimizer, lr)
-        step = state["step"]
-        sampler = GlobalSampler(args.dataset_size, args.seed, state["epoch"], state["position"])
-        events.emit(
-            "checkpoint_loaded",
-            step=step,
-            epoch=sampler.epoch,
-            position=sampler.position,
-            seconds=round(loaded.seconds, 4),
-            path=loaded.path.name,
-            skipped=list(loaded.skipped),
-        )
-    restore_rng(loaded.state if loaded else None, rank, world_size, args.seed, step, device)
-    events.emit(
-        "resume" if loaded else "fresh",
-        step=step,
-        world_size=world_size,
-        lr=lr,
-        restarts=restarts,
-        rng=rng_fingerprint(),
-    )
-    if rank == 0:
-        log.info(
-            "%s at step %d: world size %d, lr %.4g, restart %d",
-            "resumed" if loaded else "started fresh",
-            step,
-            world_size,
-            lr,
-            restarts,
-        )
-
-    # Wrapped after loading: DDP broadcasts rank 0's weights to every rank as it starts, and
-    # averages gradients during backward (its all_reduce fails when a peer is gone).
-    model = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
-
-    def snapshot(rng_by_rank: dict[int, dict]) -> dict:
-        return {
-            "model": net.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "step": step,
-            "epoch": sampler.epoch,
-            "position": sampler.position,
-            "world_size": world_size,
-            "rng_by_rank": rng_by_rank,
-        }
-
-    def save(reason: str, rng_by_rank: dict[int, dict] | None = None, started: float | None = None) -> None:
-        if store.has(step):
-            # Another rank (or the periodic timer) already saved this very step: nothing to write.
-            events.emit("checkpoint_saved", step=step, reason=reason, seconds=0.0, blocking_s=0.0, already=True)
-            return
-        saved = store.save(snapshot(rng_by_rank or {rank: rng_state(device)}), step, writer)
-        # seconds: writing the files; blocking_s: all the training loop waited (with the RNG gather)
-        blocking = time.perf_counter() - started if started is not None else saved.seconds
-        events.emit(
-            "checkpoint_saved",
-            step=step,
-            reason=reason,
-            seconds=round(saved.seconds, 4),
-            blocking_s=round(blocking, 4),
-            bytes=saved.nbytes,
-            path=saved.path.name,
-        )
-
-    def peer_lost(exc: BaseException) -> None:
-        """A collective failed: a peer vanished (or timed out). The model and optimizer are
-        exactly at `step` (no half-applied update), so save that, then leave at once: the
-        agent restarts the group only when every local worker has exited, and an orderly
-        interpreter teardown with broken sockets takes about half a second."""
-        events.emit("collective_failed", step=step, error=type(exc).__name__, message=str(exc)[:200])
-        if args.save_on_failure:
-            with notice.consistent:  # not at the same time as a notice's save
-                save("failure")
-        log.error(
-            "after step %d a collective failed (%s: %s); exiting for the agent to restart the group",
-            step,
-            type(exc).__name__,
-            str(exc)[:300],
-        )
-        logging.shutdown()
-        os._exit(1)
-
-    def leave_on_notice() -> None:
-        """Spot notice (or the agent restarting the group): save the last completed step and
-        exit at once, even from the middle of a collective that waits on a vanished peer."""
-        assert notice.received_at is not None
-        save("notice")
-        log.warning("spot notice: saved step %d, exiting", step)
-        events.emit("exit", reason="notice", step=step, notice_to_exit_s=round(time.time() - notice.received_at, 4))
-
-    notice.on_notice = leave_on_notice
-
-    # ------------------------------------------------------------- 5. training loop
-    while step < args.steps:
-        indices, covered = sampler.peek(args.batch_size, rank, world_size)
-        xb, yb = x_all[indices].to(device), y_all[indices].to(device)
-        t0 = time.perf_counter()
-        if args.step_time:
-            time.sleep(args.step_time)  # what an accelerator would spend on a real model
-        optimizer.zero_grad()
-        # DDP averages gradients over ranks; scaling the summed loss by world/covered makes
-        # that average the exact mean over the step's global batch, even for a short one.
-        local_loss = loss_fn(model(xb), yb)
-        try:
-            (local_loss * (world_size / covered)).backward()
-        except RuntimeError as exc:  # the gradients' all_reduce failed: a peer vanished or timed out
-            peer_lost(exc)
-        with notice.consistent:  # a notice saves either before this update or after it
-            optimizer.step()
-            step += 1
-            sampler.advance(covered)
-        if rank == 0:
-            events.emit(
-                "step",
-                step=step,
-                loss=round(local_loss.item() / max(len(indices), 1), 5),
-                world_size=world_size,
-                samples=covered,
-                epoch=sampler.epoch,
-                position=sampler.position,
-                seconds=round(time.perf_counter() - t0, 5),
-            )
-        if args.log_samples:
-            events.emit(
-                "samples",
-                step=step,
-                epoch=sampler.epoch if sampler.position else sampler.epoch - 1,
-                indices=indices.tolist(),
-            )
-        if step % args.checkpoint_every == 0:
-            # Every rank is at this step: gather their RNG states so each resumes its own.
-            started, states = time.perf_counter(), [None] * world_size
-            try:
-                dist.all_gather_object(states, rng_state(device))
-            except RuntimeError as exc:
-                peer_lost(exc)
-            if rank == 0:
-                with notice.consistent:
-                    save("interval", dict(enumerate(states)), started)
-                log.info(
-                    "step %d/%d  loss %.4f  world size %d  (checkpoint saved)",
-                    step,
-                    args.steps,
-                    local_loss.item() / max(len(indices), 1),
-                    world_size,
-                )
-
-    # ------------------------------------------------------------------------ 6. exit
-    states = [None] * world_size
-    dist.all_gather_object(states, rng_state(device))
-    if rank == 0:
-        with notice.consistent:
-            save("final", dict(enumerate(states)))
-    dist.barrier()  # peers tear down their connections only after rank 0's final save
-    events.emit("exit", reason="done", step=step, rng=rng_fingerprint())
-    # No destroy_process_group() here. It unregisters the group, so returning would drop its
-    # last reference with the DDP model's reducer, on this thread, holding the GIL; the
-    # group's destructor joins gloo's worker thread, which may still be freeing the
-    # barrier's work and need the GIL to release its tensors: a deadlock after the last step.
-    # Left registered, the group lives until the process ends, which it does without tearing
-    # Python down (`_exit`).
-    return 0
+        return train_per_step.PerStepTraining(args, notice).run()
+    return ElasticTraining(args, notice).run()
 
 
 def _exit(code: int) -> None:
-    """End the script. A warm worker returns to its runner (lab.runtime.warm), whose process ends
-    without tearing Python down. A process of its own ends the same way, once its output is
-    flushed: torch's process group, still registered (see the end of main), would otherwise
-    be destroyed during Python's finalization, where joining gloo's threads can abort
-    ("terminate called without an active exception")."""
+    """End the script. A warm worker returns to its runner (lab.runtime.warm), whose process
+    ends without tearing Python down. A process of its own ends the same way, once its output
+    is flushed: torch's process group, still registered (see ElasticTraining.finish), would
+    otherwise be destroyed during Python's finalization, where joining gloo's threads can
+    abort ("terminate called without an active exception")."""
     from lab.runtime import warm
 
     if warm.IN_WARM_WORKER:

@@ -11,7 +11,7 @@ die at once (a spot pool reclaimed whole), and a new group with no live peer res
 the newest one.
 
 Same model, data, sharding by global sample position and checkpoint format as the elastic
-mode (lab.runtime.train): a checkpoint of one mode resumes the other.
+mode (lab.runtime.demo, lab.runtime.snapshot): a checkpoint of one mode resumes the other.
 
 The manual `manager.allreduce` of one flat gradient is used rather than TorchFT's
 DistributedDataParallel wrapper, which fails in the survivors on gloo when a peer dies.
@@ -21,12 +21,11 @@ default; here they listen on the address the group advertises (LAB_FT_ADVERTISE)
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import socket
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from http.server import ThreadingHTTPServer
 from typing import Any
@@ -38,6 +37,10 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from lab.runtime import events
 from lab.runtime.checkpoint import CheckpointStore
+from lab.runtime.demo import GlobalSampler, make_dataset, make_model, pick_device, scaled_lr, set_lr
+from lab.runtime.snapshot import TrainingSnapshot
+from lab.runtime.spot_notice import SpotNotice
+from lab.vocab.events import EXIT_DONE, EXIT_NOTICE, SAVE_FINAL, SAVE_INTERVAL, SAVE_NOTICE, Event
 from lab.vocab.job import ENV_NODE
 from lab.vocab.per_step import (
     ENV_ADVERTISE,
@@ -101,230 +104,290 @@ def _quorum_id(manager: Any) -> int:
     return int(getattr(manager, "_quorum_id", -1))
 
 
-@dataclass(frozen=True)
-class Demo:
-    """What the training script trains, as lab.runtime.train defines it for both modes: the data,
-    the model, the sampler by global position, the learning rate's scaling and the device."""
+class PerStepTraining:
+    """One worker of a replica group, from its start to its exit (see the module's
+    docstring). Read `run` top to bottom."""
 
-    make_dataset: Callable[[int, int], tuple[torch.Tensor, torch.Tensor]]
-    make_model: Callable[[], nn.Module]
-    sampler: Callable[..., Any]  # (size, seed[, epoch, position]) -> a GlobalSampler
-    scaled_lr: Callable[[float, int, str], float]
-    set_lr: Callable[[torch.optim.Optimizer, float], None]
-    pick_device: Callable[[int], tuple[torch.device, str]]  # local rank -> (device, backend)
+    def __init__(self, args: argparse.Namespace, notice: SpotNotice) -> None:
+        self.args, self.notice = args, notice
+        self.group_rank, self.group_world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+        self.replica = os.environ.get(ENV_REPLICA_GROUP) or os.environ.get(ENV_NODE) or socket.gethostname()
+        self.advertise = os.environ.get(ENV_ADVERTISE, "")
+        self.collective_timeout = _seconds(ENV_COLLECTIVE_TIMEOUT, 1.0)
+        self.writer = f"{self.replica.replace('-', '_')}.r{self.group_rank}.{os.getpid()}"
+        self.last_quorum_size = 0  # replica groups in the quorum of the step in flight
+        self.quorum_seen = -1
 
+    def run(self) -> int:
+        self.start()
+        loaded = self.resume_from_checkpoint()
+        self.join(loaded)
+        self.notice.on_notice = self.leave_on_notice
+        while self.manager.current_step() < self.args.steps:
+            self.train_step()
+        self.finish()
+        return 0
 
-def run(args: Any, notice: Any, demo: Demo) -> int:
-    """Train `args.steps` committed steps in per-step mode (see the module's docstring).
-    `args` are lab.runtime.train's, `notice` its SpotNotice, `demo` what it trains."""
-    from torchft import Manager
-    from torchft.process_group import ProcessGroupGloo
+    # --------------------------------------------------------------------- start
+    def start(self) -> None:
+        args = self.args
+        self.device, backend = pick_device(self.local_rank)
+        # The group's own process group: gradients summed within the node first.
+        dist.init_process_group(backend, timeout=timedelta(seconds=args.pg_timeout))
+        if self.advertise:
+            _listen_on(self.advertise, int(os.environ.get(ENV_CHECKPOINT_PORT) or 0))
+        events.emit(
+            Event.START,
+            world_size=self.group_world,
+            restarts=self.restarts,
+            backend=backend,
+            device=str(self.device),
+            replica=self.replica,
+        )
+        self.x_all, self.y_all = make_dataset(args.dataset_size, args.seed)
+        torch.manual_seed(args.seed)
+        self.net = make_model().to(self.device)
+        self.optimizer = torch.optim.SGD(self.net.parameters(), lr=args.lr, momentum=0.9)
+        self.loss_fn = nn.CrossEntropyLoss(reduction="sum")
+        self.sampler = GlobalSampler(args.dataset_size, args.seed)
+        self.params = list(self.net.parameters())
+        self.store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
 
-    group_rank, group_world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    replica = os.environ.get(ENV_REPLICA_GROUP) or os.environ.get(ENV_NODE) or socket.gethostname()
-    advertise = os.environ.get(ENV_ADVERTISE, "")
-    collective_timeout = _seconds(ENV_COLLECTIVE_TIMEOUT, 1.0)
-    device, backend = demo.pick_device(local_rank)
-    # The group's own process group: gradients summed within the node first.
-    dist.init_process_group(backend, timeout=timedelta(seconds=args.pg_timeout))
-    if advertise:
-        _listen_on(advertise, int(os.environ.get(ENV_CHECKPOINT_PORT) or 0))
-    events.emit(
-        "start", world_size=group_world, restarts=restarts, backend=backend, device=str(device), replica=replica
-    )
-
-    x_all, y_all = demo.make_dataset(args.dataset_size, args.seed)
-    torch.manual_seed(args.seed)
-    net = demo.make_model().to(device)
-    optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss(reduction="sum")
-    sampler = demo.sampler(args.dataset_size, args.seed)
-
-    def user_state() -> dict[str, Any]:
+    # TorchFT heals a joining group with this state of a live peer (its step comes with it).
+    def user_state(self) -> dict[str, Any]:
         return {
-            "model": net.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "epoch": sampler.epoch,
-            "position": sampler.position,
+            "model": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "epoch": self.sampler.epoch,
+            "position": self.sampler.position,
         }
 
-    def load_user_state(state: dict[str, Any]) -> None:
-        nonlocal sampler
-        net.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        sampler = demo.sampler(args.dataset_size, args.seed, state["epoch"], state["position"])
+    def load_user_state(self, state: dict[str, Any]) -> None:
+        self.net.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.sampler = GlobalSampler(self.args.dataset_size, self.args.seed, state["epoch"], state["position"])
 
-    # Resume from the newest durable checkpoint: a group with live peers is healed to their
-    # step by the first quorum anyway; with none it goes on from here.
-    store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
-    writer = f"{replica.replace('-', '_')}.r{group_rank}.{os.getpid()}"
-    choice = [store.latest() if group_rank == 0 else None]
-    dist.broadcast_object_list(choice, src=0)
-    loaded = store.load(choice[0], map_location=device) if choice[0] else None
-    start_step = 0
-    if loaded is not None:
-        load_user_state(loaded.state)
-        start_step = loaded.state["step"]
-        events.emit("checkpoint_loaded", step=start_step, seconds=round(loaded.seconds, 4), path=loaded.path.name)
-
-    cross_group = ProcessGroupGloo(timeout=collective_timeout)
-    manager = Manager(
-        pg=cross_group,
-        load_state_dict=load_user_state,
-        state_dict=user_state,
-        min_replica_size=int(os.environ.get(ENV_MIN_REPLICAS, "1")),
-        use_async_quorum=False,  # the quorum (and any healing) completes before the step's data is chosen
-        timeout=collective_timeout,
-        quorum_timeout=_seconds(ENV_QUORUM_TIMEOUT, 900),
-        connect_timeout=_seconds(ENV_CONNECT_TIMEOUT, 10),
-        replica_id=replica,
-        # Peers reach this group's manager and its store (for the step's process group) at
-        # this address: torchrun's own store address ("localhost" alone) is not theirs.
-        hostname=advertise or socket.gethostname(),
-        store_addr=advertise or None,
-        checkpoint_transport=_transport(advertise, collective_timeout) if advertise else None,
-    )
-    if group_rank == 0:
-        # Where this group serves its peers (TorchFT keeps its servers private).
-        server, transport = getattr(manager, "_manager", None), getattr(manager, "_checkpoint_transport", None)
+    def resume_from_checkpoint(self) -> TrainingSnapshot | None:
+        """The newest durable checkpoint: a group with live peers is healed to their step by
+        the first quorum anyway; with none it goes on from here."""
+        choice = [self.store.latest() if self.group_rank == 0 else None]
+        dist.broadcast_object_list(choice, src=0)
+        loaded = self.store.load(choice[0], map_location=self.device) if choice[0] else None
+        if loaded is None:
+            return None
+        snapshot = TrainingSnapshot.from_payload(loaded.state)
+        snapshot.apply(self.net, self.optimizer)
+        self.sampler = snapshot.sampler(self.args.dataset_size, self.args.seed)
         events.emit(
-            "replica_group",
-            replica=replica,
-            manager=server.address() if server is not None else None,
-            weights=transport.address() if transport is not None else None,
+            Event.CHECKPOINT_LOADED, step=snapshot.step, seconds=round(loaded.seconds, 4), path=loaded.path.name
         )
-    if loaded is not None:
-        manager.load_state_dict({"step": start_step, "batches_committed": loaded.state.get("batches_committed", 0)})
-    events.emit("resume" if loaded else "fresh", step=start_step, world_size=group_world, replica=replica)
+        return snapshot
 
-    def save(reason: str) -> None:
-        step = manager.current_step()
-        if store.has(step):
-            return
-        snapshot = {**user_state(), "step": step, "world_size": group_world, "rng_by_rank": {}}
-        snapshot["batches_committed"] = manager.batches_committed()
-        saved = store.save(snapshot, step, writer)
+    # ---------------------------------------------------------------------- join
+    def join(self, loaded: TrainingSnapshot | None) -> None:
+        """This group's TorchFT manager: the cross-group process group, the quorum's
+        timeouts, the addresses peers reach it at."""
+        from torchft import Manager
+        from torchft.process_group import ProcessGroupGloo
+
+        advertise, timeout = self.advertise, self.collective_timeout
+        self.cross_group = ProcessGroupGloo(timeout=timeout)
+        self.manager = Manager(
+            pg=self.cross_group,
+            load_state_dict=self.load_user_state,
+            state_dict=self.user_state,
+            min_replica_size=int(os.environ.get(ENV_MIN_REPLICAS, "1")),
+            use_async_quorum=False,  # the quorum (and any healing) completes before the step's data is chosen
+            timeout=timeout,
+            quorum_timeout=_seconds(ENV_QUORUM_TIMEOUT, 900),
+            connect_timeout=_seconds(ENV_CONNECT_TIMEOUT, 10),
+            replica_id=self.replica,
+            # Peers reach this group's manager and its store (for the step's process group) at
+            # this address: torchrun's own store address ("localhost" alone) is not theirs.
+            hostname=advertise or socket.gethostname(),
+            store_addr=advertise or None,
+            checkpoint_transport=_transport(advertise, timeout) if advertise else None,
+        )
+        if self.group_rank == 0:
+            # Where this group serves its peers (TorchFT keeps its servers private).
+            server = getattr(self.manager, "_manager", None)
+            transport = getattr(self.manager, "_checkpoint_transport", None)
+            events.emit(
+                Event.REPLICA_GROUP,
+                replica=self.replica,
+                manager=server.address() if server is not None else None,
+                weights=transport.address() if transport is not None else None,
+            )
+        start_step = loaded.step if loaded is not None else 0
+        if loaded is not None:
+            self.manager.load_state_dict({"step": start_step, "batches_committed": loaded.batches_committed})
         events.emit(
-            "checkpoint_saved",
+            Event.RESUME if loaded else Event.FRESH,
+            step=start_step,
+            world_size=self.group_world,
+            replica=self.replica,
+        )
+
+    # --------------------------------------------------------------------- train
+    def train_step(self) -> None:
+        """One step: a quorum, this worker's share of the step's batch, the gradients summed
+        within the group and across the quorum, and the update if the quorum commits."""
+        args, manager = self.args, self.manager
+        t0 = time.perf_counter()
+        manager.start_quorum()
+        participants = self.last_quorum_size = manager.num_participants()
+        replica_rank = manager.participating_rank()
+        world = max(participants, 1) * self.group_world
+        set_lr(self.optimizer, scaled_lr(args.lr, world, args.lr_scaling))
+        rank_in_step = (replica_rank or 0) * self.group_world + self.group_rank
+        indices, covered = self.sampler.peek(args.batch_size, rank_in_step, world)
+        if replica_rank is None:  # healing or spare: contributes nothing to this step
+            indices = indices[:0]
+        flat, grads, local_loss = self._gradients(indices, covered)
+        self._reduce(flat)
+        if self._commit(flat, grads, covered):
+            self._record_step(indices, local_loss, participants, replica_rank, world, covered, t0)
+        else:
+            events.emit(
+                Event.STEP_DISCARDED,
+                step=manager.current_step(),
+                participants=participants,
+                replica=self.replica,
+                quorum=_quorum_id(manager),
+                error=str(manager.errored())[:200] if manager.errored() else None,
+            )
+
+    def _gradients(self, indices: torch.Tensor, covered: int) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
+        """(the gradients as one flat tensor, the gradients, this worker's summed loss).
+        Summed over every worker of the step, these gradients are the exact mean over its
+        global batch (the last batch of an epoch is short)."""
+        device = self.device
+        xb, yb = self.x_all[indices].to(device), self.y_all[indices].to(device)
+        if self.args.step_time:
+            time.sleep(self.args.step_time)
+        self.optimizer.zero_grad()
+        local_loss = self.loss_fn(self.net(xb), yb) if len(indices) else torch.zeros((), device=device)
+        if len(indices):
+            (local_loss / covered).backward()
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        return _flatten_dense_tensors(grads), grads, local_loss
+
+    def _reduce(self, flat: torch.Tensor) -> None:
+        """Sum within the group, then across the quorum's groups."""
+        if self.group_world > 1:
+            try:
+                dist.all_reduce(flat)
+            except RuntimeError as exc:
+                # A worker of this very group is gone: the group is lost; the agent restarts it.
+                events.emit(Event.COLLECTIVE_FAILED, step=self.manager.current_step(), error=type(exc).__name__)
+                logging.shutdown()
+                os._exit(1)
+        self.manager.allreduce(flat, reduce_op=dist.ReduceOp.SUM).wait()
+        if self.manager.errored() is not None:
+            # A peer is gone: close this step's connections at once. Gloo's ring fails only
+            # the dead peer's neighbours; the others would wait out the collective timeout
+            # for data that this group no longer sends. The next quorum connects anew.
+            self.cross_group.abort()
+
+    def _commit(self, flat: torch.Tensor, grads: list[torch.Tensor], covered: int) -> bool:
+        """A notice saves either before this step's commit or after its update: should_commit
+        moves the manager's step on, the update follows (the commit waits at most the
+        collective timeout)."""
+        with self.notice.consistent:
+            committed = bool(self.manager.should_commit())
+            if committed:
+                for p, g in zip(self.params, _unflatten_dense_tensors(flat, grads), strict=True):
+                    p.grad = g
+                self.optimizer.step()
+                self.sampler.advance(covered)
+        return committed
+
+    def _record_step(
+        self,
+        indices: torch.Tensor,
+        local_loss: torch.Tensor,
+        participants: int,
+        replica_rank: int | None,
+        world: int,
+        covered: int,
+        t0: float,
+    ) -> None:
+        """The committed step's events, and its periodic checkpoint."""
+        step = self.manager.current_step()
+        if self.args.log_samples and len(indices):
+            events.emit(
+                Event.SAMPLES,
+                step=step,
+                epoch=self.sampler.epoch_of_last_step,
+                indices=indices.tolist(),
+                replica=self.replica,
+            )
+        if self.group_rank == 0:
+            quorum = _quorum_id(self.manager)
+            events.emit(
+                Event.STEP,
+                step=step,
+                loss=round(local_loss.item() / max(len(indices), 1), 5),
+                world_size=world,
+                participants=participants,
+                participating=replica_rank is not None,
+                replica=self.replica,
+                quorum=quorum,
+                samples=covered,
+                epoch=self.sampler.epoch,
+                position=self.sampler.position,
+                seconds=round(time.perf_counter() - t0, 5),
+            )
+            if quorum != self.quorum_seen:
+                self.quorum_seen = quorum
+                log.info("step %d: quorum %s of %d replica group(s)", step, quorum, participants)
+        if step % self.args.checkpoint_every == 0 and replica_rank == 0 and self.group_rank == 0:
+            with self.notice.consistent:
+                self.save(SAVE_INTERVAL)
+
+    # ------------------------------------------------------------- saves, notice, end
+    def save(self, reason: str) -> None:
+        step = self.manager.current_step()
+        if self.store.has(step):
+            return
+        snapshot = TrainingSnapshot.capture(
+            self.net,
+            self.optimizer,
+            self.sampler,
+            step=step,
+            world_size=self.group_world,
+            batches_committed=self.manager.batches_committed(),
+        )
+        saved = self.store.save(snapshot.to_payload(), step, self.writer)
+        events.emit(
+            Event.CHECKPOINT_SAVED,
             step=step,
             reason=reason,
             seconds=round(saved.seconds, 4),
             blocking_s=round(saved.seconds, 4),
             bytes=saved.nbytes,
             path=saved.path.name,
-            replica=replica,
+            replica=self.replica,
         )
 
-    def leave_on_notice() -> None:
+    def leave_on_notice(self) -> None:
         """A spot notice: the peers carry the job on; the last group standing saves first."""
-        assert notice.received_at is not None
         # The quorum of the step in flight (asking the manager could wait on a quorum).
-        if group_rank == 0 and last_quorum_size[0] <= 1:
-            save("notice")
+        if self.group_rank == 0 and self.last_quorum_size <= 1:
+            self.save(SAVE_NOTICE)
         events.emit(
-            "exit",
-            reason="notice",
-            step=manager.current_step(),
-            notice_to_exit_s=round(time.time() - notice.received_at, 4),
-            replica=replica,
+            Event.EXIT,
+            reason=EXIT_NOTICE,
+            step=self.manager.current_step(),
+            notice_to_exit_s=round(self.notice.seconds_since(), 4),
+            replica=self.replica,
         )
 
-    last_quorum_size = [0]
-    notice.on_notice = leave_on_notice
-    params = list(net.parameters())
-    quorum_seen = -1
-    while manager.current_step() < args.steps:
-        t0 = time.perf_counter()
-        manager.start_quorum()
-        participants = last_quorum_size[0] = manager.num_participants()
-        replica_rank = manager.participating_rank()
-        world = max(participants, 1) * group_world
-        lr = demo.scaled_lr(args.lr, world, args.lr_scaling)
-        demo.set_lr(optimizer, lr)
-        rank_in_step = (replica_rank or 0) * group_world + group_rank
-        indices, covered = sampler.peek(args.batch_size, rank_in_step, world)
-        if replica_rank is None:  # healing or spare: contributes nothing to this step
-            indices = indices[:0]
-        xb, yb = x_all[indices].to(device), y_all[indices].to(device)
-        if args.step_time:
-            time.sleep(args.step_time)
-        optimizer.zero_grad()
-        local_loss = loss_fn(net(xb), yb) if len(indices) else torch.zeros((), device=device)
-        # Summed over every worker of the step, these gradients are the exact mean over
-        # its global batch (the last batch of an epoch is short).
-        (local_loss / covered).backward() if len(indices) else None
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        flat = _flatten_dense_tensors(grads)
-        if group_world > 1:
-            try:
-                dist.all_reduce(flat)
-            except RuntimeError as exc:
-                # A worker of this very group is gone: the group is lost; the agent restarts it.
-                events.emit("collective_failed", step=manager.current_step(), error=type(exc).__name__)
-                logging.shutdown()
-                os._exit(1)
-        manager.allreduce(flat, reduce_op=dist.ReduceOp.SUM).wait()
-        if manager.errored() is not None:
-            # A peer is gone: close this step's connections at once. Gloo's ring fails only
-            # the dead peer's neighbours; the others would wait out the collective timeout
-            # for data that this group no longer sends. The next quorum connects anew.
-            cross_group.abort()
-        # A notice saves either before this step's commit or after its update: should_commit
-        # moves the manager's step on, the update follows (the commit waits at most the
-        # collective timeout).
-        with notice.consistent:
-            committed = manager.should_commit()
-            if committed:
-                for p, g in zip(params, _unflatten_dense_tensors(flat, grads), strict=True):
-                    p.grad = g
-                optimizer.step()
-                sampler.advance(covered)
-        if committed:
-            step = manager.current_step()
-            if args.log_samples and len(indices):
-                events.emit(
-                    "samples",
-                    step=step,
-                    epoch=sampler.epoch if sampler.position else sampler.epoch - 1,
-                    indices=indices.tolist(),
-                    replica=replica,
-                )
-            if group_rank == 0:
-                quorum = _quorum_id(manager)
-                events.emit(
-                    "step",
-                    step=step,
-                    loss=round(local_loss.item() / max(len(indices), 1), 5),
-                    world_size=world,
-                    participants=participants,
-                    participating=replica_rank is not None,
-                    replica=replica,
-                    quorum=quorum,
-                    samples=covered,
-                    epoch=sampler.epoch,
-                    position=sampler.position,
-                    seconds=round(time.perf_counter() - t0, 5),
-                )
-                if quorum != quorum_seen:
-                    quorum_seen = quorum
-                    log.info("step %d: quorum %s of %d replica group(s)", step, quorum, participants)
-            if step % args.checkpoint_every == 0 and replica_rank == 0 and group_rank == 0:
-                with notice.consistent:
-                    save("interval")
-        else:
-            events.emit(
-                "step_discarded",
-                step=manager.current_step(),
-                participants=participants,
-                replica=replica,
-                quorum=_quorum_id(manager),
-                error=str(manager.errored())[:200] if manager.errored() else None,
-            )
-    if group_rank == 0 and manager.participating_rank() == 0:
-        with notice.consistent:
-            save("final")
-    events.emit("exit", reason="done", step=manager.current_step(), replica=replica)
-    manager.shutdown(wait=False)
-    return 0
+    def finish(self) -> None:
+        if self.group_rank == 0 and self.manager.participating_rank() == 0:
+            with self.notice.consistent:
+                self.save(SAVE_FINAL)
+        events.emit(Event.EXIT, reason=EXIT_DONE, step=self.manager.current_step(), replica=self.replica)
+        self.manager.shutdown(wait=False)

@@ -1,4 +1,4 @@
-"""Render a job for a stack and check it; find the stack's kubeconfig and outputs.
+"""Render a job for a stack and check it, offline.
 
 The platform's facts (namespace, etcd Service, checkpoint claim, pools, priorities, the
 eviction notice) come from the stack's own Pulumi program run offline under mocks
@@ -8,24 +8,19 @@ platform it lands on.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from lab.k8s.helm import render_chart, render_notes, to_yaml
+from lab.k8s.helm import render_release, to_yaml
 from lab.k8s.job_values import values_for
 from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
 from lab.k8s.schemas import CrdSchemaMissing, validate_objects
 from lab.plan.harness import run_program
 from lab.vocab.errors import LabError
 from lab.vocab.job import JobSpec
-from lab.vocab.layout import JOB_CHART, ROOT
+from lab.vocab.layout import JOB_CHART
 from lab.vocab.names import BYO_CLUSTER_TYPE, PLATFORM_TYPE
 from lab.vocab.platform_facts import PlatformFacts
 from lab.vocab.problems import Problems
@@ -130,16 +125,25 @@ class JobSizing:
             values["replicas"] = self.replicas
 
 
-def render_job(
-    spec: JobSpec, target: StackTarget, sizing: JobSizing | None = None
-) -> tuple[JobSpec, list[dict[str, Any]]]:
-    """The job's objects for the stack's platform, validated and guarded (raises on problems)."""
+@dataclass(frozen=True)
+class RenderedJob:
+    """A job rendered once for a stack's platform and checked: the spec as the cluster runs
+    it, the chart's objects, and its NOTES.txt (what was created, the commands that follow)."""
+
+    spec: JobSpec
+    objects: list[dict[str, Any]]
+    notes: str
+
+
+def render_job(spec: JobSpec, target: StackTarget, sizing: JobSizing | None = None) -> RenderedJob:
+    """The job for the stack's platform, validated and guarded (raises on problems)."""
     if sizing is not None:
         sizing.problems(spec, target.facts).raise_if_any()
     cluster_spec, values = values_for(spec, target.facts)
     if sizing is not None:
         sizing.apply(values)
-    objects = render_chart(JOB_CHART, values, release=spec.name, namespace=target.facts.namespace)
+    release = render_release(JOB_CHART, values, release=spec.name, namespace=target.facts.namespace)
+    objects = release.objects
     problems: list[str] = []
     try:
         problems += [str(p) for p in validate_objects(objects, target.kubernetes_version)]
@@ -152,68 +156,7 @@ def render_job(
         problems += [f"[guardrail:{name}] {v}" for v in violations]
     if problems:
         raise SubmitError("the rendered job fails its checks:\n  - " + "\n  - ".join(problems))
-    return cluster_spec, objects
-
-
-def job_notes(spec: JobSpec, target: StackTarget, sizing: JobSizing | None = None) -> str:
-    """The job chart's NOTES.txt for this job: what was created and the commands that follow it."""
-    _, values = values_for(spec, target.facts)
-    if sizing is not None:
-        sizing.apply(values)
-    return render_notes(JOB_CHART, values, release=spec.name, namespace=target.facts.namespace)
-
-
-# ------------------------------------------------------------------ the deployed stack
-def stack_outputs(stack: str) -> dict[str, Any]:
-    """The deployed stack's outputs, secrets included (never printed), through the Pulumi
-    Automation API; it drives the Pulumi CLI and the stack's backend (`pulumi login`)."""
-    from pulumi import automation
-
-    try:
-        selected = automation.select_stack(stack_name=stack, work_dir=str(ROOT))
-        return {key: out.value for key, out in selected.outputs().items()}
-    except FileNotFoundError:
-        raise SubmitError(
-            f"stack {stack!r}: its outputs (kubeconfig, pool and eviction names) are read with the Pulumi CLI, "
-            "which is not installed here (https://www.pulumi.com/docs/install/); pass --kubeconfig PATH, "
-            "or use --dry-run"
-        ) from None
-    except automation.errors.CommandError as exc:
-        last = (str(exc).strip().splitlines() or ["no output"])[-1]
-        raise SubmitError(f"stack {stack!r}: cannot read its outputs ({last}); is the stack deployed?") from None
-
-
-@contextmanager
-def kubeconfig_for(target: StackTarget, explicit: str | None) -> Iterator[str]:
-    """A kubeconfig path for the stack: --kubeconfig, the byo stack's path, or the Pulumi
-    stack output `kubeconfig` (written to a private temporary file, removed afterwards,
-    never printed)."""
-    if explicit:
-        path = Path(explicit).expanduser()
-        if not path.is_file():
-            raise SubmitError(f"--kubeconfig {explicit}: no such file")
-        yield str(path)
-        return
-    if target.kubeconfig_path:
-        path = Path(target.kubeconfig_path).expanduser()
-        if not path.is_absolute():
-            path = ROOT / path
-        if not path.is_file():
-            raise SubmitError(f"stack {target.stack!r}: kubeconfig {path} does not exist (elastic-spot-lab:kubeconfig)")
-        yield str(path)
-        return
-    kubeconfig = stack_outputs(target.stack).get("kubeconfig")
-    if not kubeconfig:
-        raise SubmitError(f"stack {target.stack!r} has no `kubeconfig` output: is it deployed (`pulumi up`)?")
-    text = kubeconfig if isinstance(kubeconfig, str) else json.dumps(kubeconfig)
-    fd, name = tempfile.mkstemp(prefix="elastic-lab-kubeconfig-", suffix=".yaml")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            os.chmod(name, 0o600)
-            fh.write(text)
-        yield name
-    finally:
-        Path(name).unlink(missing_ok=True)
+    return RenderedJob(cluster_spec, objects, release.notes)
 
 
 def rendezvous_summary(spec: JobSpec) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from lab.drill.run import DrillConfig, run_drill
 from lab.local import LocalTarget
-from lab.runtime import events
+from lab.vocab import events
 from lab.vocab.job import JobSpec
 
 

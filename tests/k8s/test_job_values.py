@@ -11,7 +11,7 @@ import helm_python as helm
 import pytest
 import yaml
 
-from lab.k8s.helm import ChartRenderError, render_chart, render_notes
+from lab.k8s.helm import ChartRenderError, render_chart, render_release
 from lab.k8s.job_values import (
     GROUP_PORTS,
     container_env,
@@ -541,7 +541,7 @@ def test_per_step_lighthouse_tolerates_the_cpu_pools_taints(facts, crd):
 
 def test_per_step_notes_name_the_lighthouse(facts):
     _, values = values_for(per_step(), facts)
-    notes = render_notes(JOB_CHART, values, release="ft", namespace=facts.namespace)
+    notes = render_release(JOB_CHART, values, release="ft", namespace=facts.namespace).notes
     assert notes.startswith("Per-step PyTorchJob ft in namespace training: 2 to 3 replica groups")
     assert f"ft-lighthouse.training.svc.cluster.local:{LIGHTHOUSE_PORT}" in notes
 

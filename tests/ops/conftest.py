@@ -19,20 +19,23 @@ def byo_target():
 @pytest.fixture(scope="session")
 def rendered(byo_target):
     """(spec, objects) of the default job on the byo stack (etcd rendezvous: one object)."""
-    return render_job(JobSpec(name="demo"), byo_target)
+    job = render_job(JobSpec(name="demo"), byo_target)
+    return job.spec, job.objects
 
 
 @pytest.fixture(scope="session")
 def rendered_c10d(byo_target):
     """The same job with a c10d store: a Deployment and a Service beside the PyTorchJob."""
-    return render_job(JobSpec(name="demo", rdzv_backend=RdzvBackend.C10D), byo_target)
+    job = render_job(JobSpec(name="demo", rdzv_backend=RdzvBackend.C10D), byo_target)
+    return job.spec, job.objects
 
 
 @pytest.fixture(scope="session")
 def rendered_per_step(byo_target):
     """The same job in per-step mode: its lighthouse's Deployment, budget, Service and
     NetworkPolicy beside the PyTorchJob."""
-    return render_job(JobSpec(name="demo", fault_tolerance=FaultTolerance.PER_STEP), byo_target)
+    job = render_job(JobSpec(name="demo", fault_tolerance=FaultTolerance.PER_STEP), byo_target)
+    return job.spec, job.objects
 
 
 @pytest.fixture

@@ -54,10 +54,10 @@ from lab.ops.teardown import (
 )
 from lab.ops.teardown import azure as teardown_azure
 from lab.vocab.job import ENV_EVENTS_FILE, ENV_NODE, JobSpec, RdzvBackend
-from tests.runtime.notice.fakes import _status
 from tests.ops import fake_kube
 from tests.ops.fake_kube import FakeKube
 from tests.ops.test_aks_eviction import TOKEN, Answer, CannedResponse, FakeCredential, NoCredential, arm_error
+from tests.runtime.notice.fakes import _status
 
 
 def test_every_sweep_is_a_sweep(kube):

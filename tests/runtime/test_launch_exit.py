@@ -6,7 +6,7 @@ import sys
 import time
 
 from lab.local.etcd import EtcdServer
-from lab.runtime import events
+from lab.vocab import events
 from lab.vocab.job import JobSpec
 
 

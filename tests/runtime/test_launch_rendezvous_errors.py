@@ -16,7 +16,8 @@ from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from lab.local import procs
 from lab.local.etcd import EtcdServer
-from lab.runtime import events, launch
+from lab.runtime import launch
+from lab.vocab import events
 from lab.vocab.job import JobSpec
 
 

@@ -5,8 +5,8 @@ import os
 import subprocess
 import sys
 
-from lab.runtime import events
-from lab.runtime.train import GlobalSampler
+from lab.vocab import events
+from lab.runtime.demo import GlobalSampler
 
 
 def _torchrun(workdir, nproc, *train_args, env_extra=None):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from lab.ops.eviction import ApiCall
-from lab.runtime import events
+from lab.vocab import events
 from lab.vocab.job import ENV_EVENTS_FILE, ENV_NODE
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ from lab.ops.teardown.base import (
     TeardownError,
     _planned,
 )
+from lab.vocab.events import Event
 
 # ====================================================================== the local target
 
@@ -38,8 +39,7 @@ TMP_DIR = "tmp"  # the nodes' TMPDIR, when its path is short enough
 TMP_PREFIX = "elastic-lab-"  # else tempfile.mkdtemp(prefix=...) in the system's temp dir
 ETCD_DATA_DIR = "etcd-data"
 STORE_LOG = "c10d-store.log"
-NODE_ADDED = "node_added"  # recorded with the node agent's pid
-CLUSTER_STARTED = "cluster_started"  # recorded by the launcher, with its own pid
+NODE_ADDED = Event.NODE_ADDED  # recorded with the node agent's pid
 WATCHDOG_MODULE = "lab.local.watchdog"
 STORE_MODULE = "lab.runtime.store"
 # psutil's create_time and the events' time.time() come from different clocks and
@@ -167,7 +167,7 @@ class LocalTeardown:
                 continue
             if record["event"] == NODE_ADDED:
                 nodes[pid] = (float(record["t"]), str(record.get("node", "?")))
-            elif record["event"] == CLUSTER_STARTED:
+            elif record["event"] == Event.CLUSTER_STARTED:  # recorded by the launcher, with its own pid
                 launchers[pid] = float(record["t"])
         return nodes, launchers
 

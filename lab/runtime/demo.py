@@ -1,0 +1,116 @@
+"""What the demo trains, the same in both fault-tolerance modes: a synthetic classification
+set sharded by global sample position, a small network, the device and backend of a worker,
+the learning rate's scaling with the world size, and each rank's random-number stream."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+FEATURES, CLASSES = 32, 10
+
+
+# ------------------------------------------------------------------------------- data
+def make_dataset(
+    size: int, seed: int, features: int = FEATURES, classes: int = CLASSES
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Points labelled by a fixed random 'teacher' network: learnable, and the same everywhere."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(size, features, generator=g)
+    teacher = torch.randn(features, classes, generator=g)
+    y = (torch.tanh(x) @ teacher).argmax(dim=1)
+    return x, y
+
+
+class GlobalSampler:
+    """Walks one seeded permutation per epoch by *global* position.
+
+    A step takes the next `batch_size * world_size` positions and gives rank r every
+    world_size-th of them. The position is part of the checkpoint, so after a restart at
+    another world size training continues at the same place: within an epoch no sample is
+    skipped or seen twice. A batch never crosses an epoch boundary (the last one is short).
+    """
+
+    def __init__(self, size: int, seed: int, epoch: int = 0, position: int = 0):
+        self.size, self.seed, self.epoch, self.position = size, seed, epoch, position
+        self._order = self._permutation(epoch)
+
+    def _permutation(self, epoch: int) -> torch.Tensor:
+        return torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed * 100003 + epoch))
+
+    def peek(self, batch_size: int, rank: int, world_size: int) -> tuple[torch.Tensor, int]:
+        """This rank's indices for the next step, and how many samples the step covers."""
+        end = min(self.position + batch_size * world_size, self.size)
+        window = self._order[self.position : end]
+        return window[rank::world_size], len(window)
+
+    def advance(self, count: int) -> None:
+        """Commit a completed step (never before: a failed step must be re-done)."""
+        self.position += count
+        if self.position >= self.size:
+            self.epoch, self.position = self.epoch + 1, 0
+            self._order = self._permutation(self.epoch)
+
+    @property
+    def epoch_of_last_step(self) -> int:
+        """The epoch the step just committed belongs to (a step that ends an epoch moves the
+        position to the next one)."""
+        return self.epoch if self.position else self.epoch - 1
+
+
+# ------------------------------------------------------------------ model, optimizer
+def make_model(features: int = FEATURES, classes: int = CLASSES) -> nn.Module:
+    return nn.Sequential(nn.Linear(features, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, classes))
+
+
+def pick_device(local_rank: int) -> tuple[torch.device, str]:
+    """This worker's GPU and NCCL where there are GPUs, else the CPU and gloo."""
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        return device, "nccl"
+    return torch.device("cpu"), "gloo"
+
+
+def scaled_lr(base_lr: float, world_size: int, scaling: str) -> float:
+    return base_lr * {"linear": world_size, "sqrt": math.sqrt(world_size), "none": 1}[scaling]
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """The world size may differ from the checkpoint's: every group gets this run's rate."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+# ---------------------------------------------------------------------------- RNG state
+def rng_state(device: torch.device) -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
+
+
+def rng_fingerprint() -> str:
+    return hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest()[:12]
+
+
+def restore_rng(
+    rng_by_rank: dict[int, dict[str, Any]] | None,
+    saved_world_size: int | None,
+    *,
+    rank: int,
+    world_size: int,
+    seed: int,
+    step: int,
+    device: torch.device,
+) -> None:
+    """Each rank resumes its own RNG stream when the checkpoint has it (saved at the same
+    world size); otherwise it starts a fresh stream derived from (seed, rank, step)."""
+    saved = rng_by_rank or {}
+    if saved_world_size == world_size and rank in saved:
+        torch.set_rng_state(saved[rank]["torch"])
+        if device.type == "cuda" and saved[rank].get("cuda") is not None:
+            torch.cuda.set_rng_state(saved[rank]["cuda"], device)
+    else:
+        torch.manual_seed(seed * 1_000_003 + step * 1009 + rank)
