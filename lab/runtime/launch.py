@@ -369,8 +369,8 @@ class _TorchEventLines(logging.Formatter):
 
 def record_agent_events(path: str) -> None:
     """Write torch's elastic events to `path`: register a handler under EVENT_LOG_HANDLER in
-    torch's handler table (the names --event-log-handler accepts) and select it, unless the
-    command line or PET_EVENT_LOG_HANDLER chose another."""
+    torch's handler table (the names --event-log-handler accepts). `with_event_log_handler`
+    selects it on the command line."""
     from torch.distributed.elastic.events import handlers
 
     table = getattr(handlers, "_log_handlers", None)
@@ -379,7 +379,15 @@ def record_agent_events(path: str) -> None:
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(_TorchEventLines())
     table[EVENT_LOG_HANDLER] = handler
-    os.environ.setdefault("PET_EVENT_LOG_HANDLER", EVENT_LOG_HANDLER)
+
+
+def with_event_log_handler(argv: list[str]) -> list[str]:
+    """torchrun's arguments with our event handler selected, unless the command line or
+    PET_EVENT_LOG_HANDLER (torchrun reads it as the flag's default) chose another."""
+    chosen = any(a.split("=", 1)[0] in ("--event-log-handler", "--event_log_handler") for a in argv)
+    if chosen or os.environ.get("PET_EVENT_LOG_HANDLER"):
+        return argv
+    return ["--event-log-handler", EVENT_LOG_HANDLER, *argv]
 
 
 def start_forkserver() -> None:
@@ -422,12 +430,14 @@ def main(argv: list[str] | None = None) -> int:
     from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError
 
     install()
+    args = list(sys.argv[1:] if argv is None else argv)
     if os.environ.get(ENV_AGENT_EVENTS):
         record_agent_events(os.environ[ENV_AGENT_EVENTS])
+        args = with_event_log_handler(args)
     if warm:
         start_warm_workers()
     try:
-        run.main(argv if argv is not None else sys.argv[1:])
+        run.main(args)
     except SignalException as exc:
         # torchrun exits 1 on SIGTERM; a spot notice must look retryable to the training
         # operator (restartPolicy: ExitCode retries 128-255), so exit 128 + signal.

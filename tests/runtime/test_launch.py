@@ -71,19 +71,40 @@ def test_agent_events_go_to_the_file_torchrun_is_told_of(tmp_path, monkeypatch):
 
     from lab.runtime.launch import EVENT_LOG_HANDLER, record_agent_events
 
-    # setenv first, so that the delete is undone after the test even when the variable was unset
-    monkeypatch.setenv("PET_EVENT_LOG_HANDLER", "unset")
-    monkeypatch.delenv("PET_EVENT_LOG_HANDLER")
     monkeypatch.setitem(handlers._log_handlers, EVENT_LOG_HANDLER, None)  # restored afterwards
     path = tmp_path / "agent-events.jsonl"
+    environ = dict(os.environ)
     record_agent_events(str(path))
-    assert os.environ["PET_EVENT_LOG_HANDLER"] == EVENT_LOG_HANDLER
+    assert dict(os.environ) == environ  # the caller's environment is left alone
     event = torch_events.Event("torchelastic.worker.status.START", torch_events.EventSource.WORKER, metadata={"x": 1})
     torch_events.record(event, EVENT_LOG_HANDLER)
     (line,) = path.read_text().splitlines()
     rec = json.loads(line)
     assert rec["torch"]["name"] == "torchelastic.worker.status.START" and rec["torch"]["metadata"] == {"x": 1}
     assert abs(rec["t"] - time.time()) < 60
+
+
+@pytest.mark.parametrize(
+    "argv,env,selected",
+    [
+        (["--nnodes=2", "-m", "lab.runtime.train"], None, True),
+        (["--event-log-handler=console", "-m", "lab.runtime.train"], None, False),
+        (["--event_log_handler", "console", "-m", "lab.runtime.train"], None, False),
+        (["--nnodes=2", "-m", "lab.runtime.train"], "console", False),
+    ],
+    ids=["selected", "flag-given", "underscore-flag-given", "environment-chose"],
+)
+def test_the_agent_event_handler_is_selected_on_torchruns_command_line(monkeypatch, argv, env, selected):
+    """Unless the user chose a handler, torchrun is told ours by a flag; the environment of
+    the process is never changed for it."""
+    from lab.runtime.launch import EVENT_LOG_HANDLER, with_event_log_handler
+
+    if env is None:
+        monkeypatch.delenv("PET_EVENT_LOG_HANDLER", raising=False)
+    else:
+        monkeypatch.setenv("PET_EVENT_LOG_HANDLER", env)
+    expected = ["--event-log-handler", EVENT_LOG_HANDLER, *argv] if selected else argv
+    assert with_event_log_handler(argv) == expected
 
 
 class _Handler:
