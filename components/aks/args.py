@@ -14,7 +14,7 @@ from typing import Any
 
 from lab.vocab.azure_tags import tag_problems
 from lab.vocab.names import DNS_LABEL
-from lab.vocab.problems import InvalidInput, Problem
+from lab.vocab.problems import InvalidInput, Problem, Problems
 from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION
 
 # --------------------------------------------------------------------------- value rules
@@ -198,158 +198,230 @@ class AksClusterArgs:
 
     # ------------------------------------------------------------------ validation
     def problems(self) -> list[Problem]:
-        """Every invalid value, as (field, value, expected); empty when all is well."""
-        out: list[Problem] = []
-
-        def bad(name: str, expected: str) -> None:
-            out.append(Problem(name, getattr(self, name), expected))
-
-        def is_int(value: Any) -> bool:
-            return isinstance(value, int) and not isinstance(value, bool)
-
-        def text(name: str) -> str | None:
-            value = getattr(self, name)
-            if not isinstance(value, str):
-                bad(name, "a string")
-                return None
-            return value
-
-        # Region and version.
-        if (loc := text("location")) is not None and (not _REGION.match(loc) or len(loc) > 40):
-            hint = f" (did you mean {re.sub(r'[^a-z0-9]', '', loc.lower())!r}?)" if loc.strip() else ""
-            bad(
-                "location",
-                "an Azure region name: lower-case letters and digits, no spaces, e.g. eastus or westeurope" + hint,
-            )
-        if (ver := text("kubernetes_version")) is not None:
-            m = _K8S_VERSION.match(ver)
-            if not m:
-                bad(
-                    "kubernetes_version",
-                    f"a Kubernetes version 1.<minor> or 1.<minor>.<patch>, e.g. {DEFAULT_KUBERNETES_VERSION} "
-                    "(see `az aks get-versions -l <region>`)",
-                )
-            elif int(m.group(1)) < MIN_K8S_MINOR:
-                bad(
-                    "kubernetes_version",
-                    f"1.{MIN_K8S_MINOR} or newer (Blob CSI workload-identity mounts need CSIDriver tokenRequests)",
-                )
-        if (tier := text("sku_tier")) is not None and tier not in SKU_TIERS:
-            bad("sku_tier", "one of " + ", ".join(SKU_TIERS))
-
-        # Names.
-        if (name := text("cluster_name")) is not None and not _CLUSTER_NAME.match(name):
-            bad("cluster_name", "1-63 letters, digits, '-' or '_', starting and ending with a letter or digit")
-        if (rg := text("resource_group_name")) is not None and (not _RESOURCE_GROUP.match(rg) or rg.endswith(".")):
-            bad("resource_group_name", "1-90 letters, digits, '-', '_', '.', '(' or ')', not ending with '.'")
-        if self.node_resource_group is not None:
-            nrg = self.node_resource_group
-            if not isinstance(nrg, str) or not _RESOURCE_GROUP.match(nrg) or len(nrg) > 80 or nrg.endswith("."):
-                bad("node_resource_group", "1-80 letters, digits, '-', '_', '.', '(' or ')', not ending with '.'")
-            elif isinstance(rg, str) and nrg.lower() == rg.lower():
-                bad(
-                    "node_resource_group",
-                    f"a resource group other than resource_group_name ({rg!r}): "
-                    "AKS owns and deletes the node resource group",
-                )
-        pools = ("system_pool_name", "cpu_pool_name", "gpu_pool_name")
-        for p in pools:
-            if (pname := text(p)) is not None and not _POOL_NAME.match(pname):
-                bad(p, "1-12 lower-case letters and digits, starting with a letter (AKS Linux pool name)")
-        names = [getattr(self, p) for p in pools]
-        if len(set(names)) != len(names):
-            bad("gpu_pool_name", "pool names that differ from each other: " + ", ".join(map(repr, names)))
-        account = self.storage_account_name
-        if account is not None and (not isinstance(account, str) or not _STORAGE_ACCOUNT.match(account)):
-            bad("storage_account_name", "3-24 lower-case letters and digits, unique across Azure")
-        if (container := text("checkpoint_container")) is not None and not _CONTAINER.match(container):
-            bad(
-                "checkpoint_container",
-                "3-63 lower-case letters, digits and single '-', starting and ending with a letter or digit",
-            )
-        if (sku := text("storage_sku")) is not None and sku not in STORAGE_SKUS:
-            bad("storage_sku", "one of " + ", ".join(STORAGE_SKUS) + " (a StorageV2 account)")
-        if (mode := text("checkpoint_auth")) is not None and mode not in CHECKPOINT_AUTH_MODES:
-            bad("checkpoint_auth", "one of " + ", ".join(CHECKPOINT_AUTH_MODES))
-        if (keep := text("checkpoints_on_destroy")) is not None and keep not in CHECKPOINTS_ON_DESTROY:
-            bad("checkpoints_on_destroy", "one of " + ", ".join(CHECKPOINTS_ON_DESTROY))
-        for n, allowed in (
-            ("upgrade_channel", UPGRADE_CHANNELS),
-            ("node_os_upgrade_channel", NODE_OS_UPGRADE_CHANNELS),
-            ("maintenance_day", WEEKDAYS),
+        """Every invalid value, as (field, value, expected); empty when all is well. The checks
+        below run in this order, each adding what it finds to the same collector."""
+        found = _FieldProblems(self)
+        for check in (
+            _location,
+            _kubernetes_version,
+            _sku_tier,
+            _cluster_name,
+            _resource_groups,
+            _pool_names,
+            _checkpoint_storage,
+            _upgrade_window,
+            _training_identity,
+            _cpu_vm_sizes,
+            _gpu_vm_size,
+            _node_counts,
+            _spot_price,
+            _tags,
         ):
-            if (v := text(n)) is not None and v not in allowed:
-                bad(n, "one of " + ", ".join(allowed))
-        if (start := text("maintenance_start_utc")) is not None and not _HH_MM.match(start):
-            bad("maintenance_start_utc", "a time of day HH:MM in UTC, 00:00 to 23:59")
-        hours = self.maintenance_hours
-        if not is_int(hours) or not 4 <= hours <= 24:
-            bad("maintenance_hours", "a whole number of hours in 4..24 (AKS's window length)")
-        for n in ("training_namespace", "training_service_account"):
-            if (v := text(n)) is not None and not DNS_LABEL.match(v):
-                bad(n, "a DNS-1123 label: 1-63 lower-case letters, digits and '-'")
-
-        # VM sizes.
-        for n in ("system_vm_size", "cpu_vm_size"):
-            if (size := text(n)) is None:
-                continue
-            if not _VM_SIZE.match(size):
-                bad(n, "an Azure VM size such as Standard_D4s_v5")
-            elif is_gpu_size(size):
-                bad(n, "a CPU VM size (this pool runs no GPU work), e.g. Standard_D4s_v5")
-        if (gpu := text("gpu_vm_size")) is not None:
-            if _AMD_GPU.match(gpu):
-                bad(
-                    "gpu_vm_size",
-                    "an NVIDIA GPU VM size; this is an AMD GPU size, which the NVIDIA device plugin cannot serve "
-                    "(e.g. Standard_NC4as_T4_v3)",
-                )
-            elif not _NVIDIA_GPU.match(gpu):
-                bad(
-                    "gpu_vm_size",
-                    "an NVIDIA GPU VM size (N-series: Standard_NC*, Standard_ND*, Standard_NV*), "
-                    "e.g. Standard_NC4as_T4_v3 or Standard_NC24ads_A100_v4",
-                )
-
-        # Counts.
-        if not is_int(self.system_node_count) or not 1 <= self.system_node_count <= 100:
-            bad("system_node_count", "a whole number in 1..100")
-        for lo, hi, floor, why in (
-            (
-                "cpu_min_nodes",
-                "cpu_max_nodes",
-                1,
-                "the CPU pool hosts etcd and the operator, so it never scales to zero",
-            ),
-            ("gpu_min_nodes", "gpu_max_nodes", 0, "0 lets the spot pool scale to zero"),
-        ):
-            vlo, vhi = getattr(self, lo), getattr(self, hi)
-            ok_hi = is_int(vhi) and 1 <= vhi <= MAX_POOL_NODES
-            if not ok_hi:
-                reason = " (0 would leave the pool unable to run anything)" if vhi == 0 and is_int(vhi) else ""
-                bad(hi, f"a whole number in 1..{MAX_POOL_NODES}{reason}")
-            if not is_int(vlo) or vlo < floor:
-                bad(lo, f"a whole number >= {floor} ({why})")
-            elif ok_hi and vlo > vhi:
-                bad(lo, f"<= {hi} ({vhi})")
-        price = self.gpu_spot_max_price
-        if isinstance(price, bool) or not isinstance(price, (int, float)) or not (price == -1 or price > 0):
-            bad(
-                "gpu_spot_max_price",
-                "-1 (pay up to the on-demand price, never evicted for price) or a price in USD/h > 0",
-            )
-        elif price != -1 and round(price, 5) != price:
-            bad("gpu_spot_max_price", "at most 5 decimal places")
-
-        # Tags: Azure's rules, the storage account's shorter names included (it carries them too);
-        # the cluster tag is ours.
-        out.extend(tag_problems(self.tags, "tags", storage_account=True, reserved=1))
-        return out
+            check(self, found)
+        return found.items
 
     def validate(self) -> AksClusterArgs:
         if problems := self.problems():
             raise InvalidInput(problems, "AKS cluster arguments")
         return self
+
+
+# --------------------------------------------------------------------------- checks
+# Each check adds the problems of a few fields; `AksClusterArgs.problems` runs them in order.
+# A string field is read once, through `found.text`, which reports a value of another type.
+
+
+class _FieldProblems(Problems):
+    """The problems of one `AksClusterArgs`, each naming a field and carrying its value."""
+
+    def __init__(self, args: AksClusterArgs) -> None:
+        super().__init__()
+        self.args = args
+
+    def bad(self, name: str, expected: str) -> None:
+        self.add(name, getattr(self.args, name), expected)
+
+    def text(self, name: str) -> str | None:
+        """The field's value when it is a string; otherwise None, and a problem."""
+        value = getattr(self.args, name)
+        if not isinstance(value, str):
+            self.bad(name, "a string")
+            return None
+        return value
+
+    def one_of(self, name: str, allowed: tuple[str, ...], note: str = "") -> None:
+        if (value := self.text(name)) is not None and value not in allowed:
+            self.bad(name, "one of " + ", ".join(allowed) + note)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _location(args: AksClusterArgs, found: _FieldProblems) -> None:
+    if (loc := found.text("location")) is not None and (not _REGION.match(loc) or len(loc) > 40):
+        hint = f" (did you mean {re.sub(r'[^a-z0-9]', '', loc.lower())!r}?)" if loc.strip() else ""
+        found.bad(
+            "location",
+            "an Azure region name: lower-case letters and digits, no spaces, e.g. eastus or westeurope" + hint,
+        )
+
+
+def _kubernetes_version(args: AksClusterArgs, found: _FieldProblems) -> None:
+    if (ver := found.text("kubernetes_version")) is None:
+        return
+    m = _K8S_VERSION.match(ver)
+    if not m:
+        found.bad(
+            "kubernetes_version",
+            f"a Kubernetes version 1.<minor> or 1.<minor>.<patch>, e.g. {DEFAULT_KUBERNETES_VERSION} "
+            "(see `az aks get-versions -l <region>`)",
+        )
+    elif int(m.group(1)) < MIN_K8S_MINOR:
+        found.bad(
+            "kubernetes_version",
+            f"1.{MIN_K8S_MINOR} or newer (Blob CSI workload-identity mounts need CSIDriver tokenRequests)",
+        )
+
+
+def _sku_tier(args: AksClusterArgs, found: _FieldProblems) -> None:
+    found.one_of("sku_tier", SKU_TIERS)
+
+
+def _cluster_name(args: AksClusterArgs, found: _FieldProblems) -> None:
+    if (name := found.text("cluster_name")) is not None and not _CLUSTER_NAME.match(name):
+        found.bad("cluster_name", "1-63 letters, digits, '-' or '_', starting and ending with a letter or digit")
+
+
+def _resource_groups(args: AksClusterArgs, found: _FieldProblems) -> None:
+    """The cluster's resource group and the node resource group AKS owns, which must differ."""
+    if (rg := found.text("resource_group_name")) is not None and (not _RESOURCE_GROUP.match(rg) or rg.endswith(".")):
+        found.bad("resource_group_name", "1-90 letters, digits, '-', '_', '.', '(' or ')', not ending with '.'")
+    if args.node_resource_group is None:
+        return
+    nrg = args.node_resource_group
+    if not isinstance(nrg, str) or not _RESOURCE_GROUP.match(nrg) or len(nrg) > 80 or nrg.endswith("."):
+        found.bad("node_resource_group", "1-80 letters, digits, '-', '_', '.', '(' or ')', not ending with '.'")
+    elif isinstance(rg, str) and nrg.lower() == rg.lower():
+        found.bad(
+            "node_resource_group",
+            f"a resource group other than resource_group_name ({rg!r}): AKS owns and deletes the node resource group",
+        )
+
+
+def _pool_names(args: AksClusterArgs, found: _FieldProblems) -> None:
+    pools = ("system_pool_name", "cpu_pool_name", "gpu_pool_name")
+    for p in pools:
+        if (pname := found.text(p)) is not None and not _POOL_NAME.match(pname):
+            found.bad(p, "1-12 lower-case letters and digits, starting with a letter (AKS Linux pool name)")
+    names = [getattr(args, p) for p in pools]
+    if len(set(names)) != len(names):
+        found.bad("gpu_pool_name", "pool names that differ from each other: " + ", ".join(map(repr, names)))
+
+
+def _checkpoint_storage(args: AksClusterArgs, found: _FieldProblems) -> None:
+    """The checkpoint account, its container and redundancy, how pods mount it, and destroy's choice."""
+    account = args.storage_account_name
+    if account is not None and (not isinstance(account, str) or not _STORAGE_ACCOUNT.match(account)):
+        found.bad("storage_account_name", "3-24 lower-case letters and digits, unique across Azure")
+    if (container := found.text("checkpoint_container")) is not None and not _CONTAINER.match(container):
+        found.bad(
+            "checkpoint_container",
+            "3-63 lower-case letters, digits and single '-', starting and ending with a letter or digit",
+        )
+    found.one_of("storage_sku", STORAGE_SKUS, " (a StorageV2 account)")
+    found.one_of("checkpoint_auth", CHECKPOINT_AUTH_MODES)
+    found.one_of("checkpoints_on_destroy", CHECKPOINTS_ON_DESTROY)
+
+
+def _upgrade_window(args: AksClusterArgs, found: _FieldProblems) -> None:
+    """The auto-upgrade channels and the weekly window they wait for."""
+    found.one_of("upgrade_channel", UPGRADE_CHANNELS)
+    found.one_of("node_os_upgrade_channel", NODE_OS_UPGRADE_CHANNELS)
+    found.one_of("maintenance_day", WEEKDAYS)
+    if (start := found.text("maintenance_start_utc")) is not None and not _HH_MM.match(start):
+        found.bad("maintenance_start_utc", "a time of day HH:MM in UTC, 00:00 to 23:59")
+    hours = args.maintenance_hours
+    if not _is_int(hours) or not 4 <= hours <= 24:
+        found.bad("maintenance_hours", "a whole number of hours in 4..24 (AKS's window length)")
+
+
+def _training_identity(args: AksClusterArgs, found: _FieldProblems) -> None:
+    for n in ("training_namespace", "training_service_account"):
+        if (v := found.text(n)) is not None and not DNS_LABEL.match(v):
+            found.bad(n, "a DNS-1123 label: 1-63 lower-case letters, digits and '-'")
+
+
+def _cpu_vm_sizes(args: AksClusterArgs, found: _FieldProblems) -> None:
+    for n in ("system_vm_size", "cpu_vm_size"):
+        if (size := found.text(n)) is None:
+            continue
+        if not _VM_SIZE.match(size):
+            found.bad(n, "an Azure VM size such as Standard_D4s_v5")
+        elif is_gpu_size(size):
+            found.bad(n, "a CPU VM size (this pool runs no GPU work), e.g. Standard_D4s_v5")
+
+
+def _gpu_vm_size(args: AksClusterArgs, found: _FieldProblems) -> None:
+    if (gpu := found.text("gpu_vm_size")) is None:
+        return
+    if _AMD_GPU.match(gpu):
+        found.bad(
+            "gpu_vm_size",
+            "an NVIDIA GPU VM size; this is an AMD GPU size, which the NVIDIA device plugin cannot serve "
+            "(e.g. Standard_NC4as_T4_v3)",
+        )
+    elif not _NVIDIA_GPU.match(gpu):
+        found.bad(
+            "gpu_vm_size",
+            "an NVIDIA GPU VM size (N-series: Standard_NC*, Standard_ND*, Standard_NV*), "
+            "e.g. Standard_NC4as_T4_v3 or Standard_NC24ads_A100_v4",
+        )
+
+
+def _node_counts(args: AksClusterArgs, found: _FieldProblems) -> None:
+    """The system pool's fixed count and the autoscaled pools' bounds."""
+    if not _is_int(args.system_node_count) or not 1 <= args.system_node_count <= 100:
+        found.bad("system_node_count", "a whole number in 1..100")
+    _pool_bounds(
+        args,
+        found,
+        "cpu_min_nodes",
+        "cpu_max_nodes",
+        floor=1,
+        why="the CPU pool hosts etcd and the operator, so it never scales to zero",
+    )
+    _pool_bounds(args, found, "gpu_min_nodes", "gpu_max_nodes", floor=0, why="0 lets the spot pool scale to zero")
+
+
+def _pool_bounds(args: AksClusterArgs, found: _FieldProblems, lo: str, hi: str, *, floor: int, why: str) -> None:
+    """An autoscaled pool's maximum (1..MAX_POOL_NODES), then its minimum (floor..maximum)."""
+    vlo, vhi = getattr(args, lo), getattr(args, hi)
+    ok_hi = _is_int(vhi) and 1 <= vhi <= MAX_POOL_NODES
+    if not ok_hi:
+        reason = " (0 would leave the pool unable to run anything)" if vhi == 0 and _is_int(vhi) else ""
+        found.bad(hi, f"a whole number in 1..{MAX_POOL_NODES}{reason}")
+    if not _is_int(vlo) or vlo < floor:
+        found.bad(lo, f"a whole number >= {floor} ({why})")
+    elif ok_hi and vlo > vhi:
+        found.bad(lo, f"<= {hi} ({vhi})")
+
+
+def _spot_price(args: AksClusterArgs, found: _FieldProblems) -> None:
+    price = args.gpu_spot_max_price
+    if isinstance(price, bool) or not isinstance(price, (int, float)) or not (price == -1 or price > 0):
+        found.bad(
+            "gpu_spot_max_price",
+            "-1 (pay up to the on-demand price, never evicted for price) or a price in USD/h > 0",
+        )
+    elif price != -1 and round(price, 5) != price:
+        found.bad("gpu_spot_max_price", "at most 5 decimal places")
+
+
+def _tags(args: AksClusterArgs, found: _FieldProblems) -> None:
+    # Azure's rules, the storage account's shorter names included (it carries them too); the
+    # cluster tag is ours.
+    found.extend(tag_problems(args.tags, "tags", storage_account=True, reserved=1))
 
 
 def config_fields() -> list[dataclasses.Field[Any]]:

@@ -31,7 +31,7 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pulumi_azure_native import authorization, containerservice, resources
+from pulumi_azure_native import authorization, containerservice, managedidentity, resources
 
 from components.aks import identity as identity_mod
 from components.aks import maintenance as maintenance_mod
@@ -55,9 +55,26 @@ def _decode_kubeconfig(result: containerservice.ListManagedClusterUserCredential
     return base64.b64decode(result.kubeconfigs[0].value).decode()
 
 
+def _network_profile() -> containerservice.ContainerServiceNetworkProfileArgs:
+    """Azure CNI Overlay powered by Cilium: the Cilium (eBPF) dataplane enforces Kubernetes
+    NetworkPolicies (the platform's etcd policy among them). Without a policy engine AKS
+    accepts NetworkPolicy objects and enforces none of them. networkPolicy cilium requires
+    networkDataplane cilium. Both are fixed at creation: changing them later re-creates or
+    migrates the cluster."""
+    return containerservice.ContainerServiceNetworkProfileArgs(
+        network_plugin=containerservice.NetworkPlugin.AZURE,
+        network_plugin_mode=containerservice.NetworkPluginMode.OVERLAY,
+        network_dataplane=containerservice.NetworkDataplane.CILIUM,
+        network_policy=containerservice.NetworkPolicy.CILIUM,
+    )
+
+
 class AksCluster(pulumi.ComponentResource):
     """AKS with an on-demand system pool, an on-demand CPU pool and an autoscaled GPU spot
-    pool, plus checkpoint storage reachable through workload identity."""
+    pool, plus checkpoint storage reachable through workload identity.
+
+    The constructor declares the children in order, one step each; the steps read the args
+    and the pool specs from `self` and take the resources they build on as arguments."""
 
     kubeconfig: pulumi.Output[str]
     info: ClusterInfo
@@ -66,35 +83,74 @@ class AksCluster(pulumi.ComponentResource):
         args.validate()  # nothing is declared from invalid args
         super().__init__(AKS_CLUSTER_TYPE, name, None, opts)
         self.args = args
-        here = pulumi.ResourceOptions(parent=self)
+        self.pool_specs = node_pools.pool_specs(args)
         tags = {CLUSTER_TAG: args.cluster_name, **args.tags}
+        # The subscription the checkpoint storage's role assignments are scoped to.
         client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
-        subscription_id = client.subscription_id
 
-        # The checkpoints' resource group: kept on destroy with them unless the stack lets them go.
-        self.resource_group = resources.ResourceGroup(
-            f"{name}-rg",
-            resource_group_name=args.resource_group_name,
-            location=args.location,
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.keeps_checkpoints),
-        )
+        self.resource_group = self._resource_group(name, tags)
         rg_name = self.resource_group.name
-
-        self.control_plane_identity = identity_mod.user_assigned_identity(
-            f"{name}-control-plane",
+        self.control_plane_identity = self._control_plane_identity(name, rg_name, tags)
+        self.cluster = self._managed_cluster(name, rg_name, self.control_plane_identity, tags)
+        self.cpu_pool, self.gpu_pool = self._user_pools(name, rg_name, self.cluster)
+        self.maintenance = maintenance_mod.maintenance_windows(
+            f"{name}-maintenance", args, resource_group=rg_name, cluster=self.cluster, parent=self
+        )
+        self.oidc_issuer_url = self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else None)
+        self.training_identity, self.training_federation = self._training_identity(
+            name, rg_name, self.oidc_issuer_url, tags
+        )
+        self.storage_account, self.storage_container, self.role_assignments = storage_mod.checkpoint_storage(
+            f"{name}-checkpoints",
+            args,
             resource_group=rg_name,
-            location=args.location,
-            identity_name=f"{args.cluster_name}-control-plane",
+            subscription_id=client.subscription_id,
+            principal_id=self.training_identity.principal_id,
+            parent=self,
+        )
+        self.kubeconfig = self._user_kubeconfig(rg_name, self.cluster)
+        self.k8s_provider = self._kubernetes_provider(name, self.kubeconfig, pools=[self.cpu_pool, self.gpu_pool])
+
+        self.node_resource_group = self.cluster.node_resource_group.apply(lambda v: v or args.node_resource_group_name)
+        self.pool_names = {role: spec.name for role, spec in self.pool_specs.items()}
+        self.info = self._cluster_info(rg_name)
+        self.register_outputs(self.outputs())
+
+    # ------------------------------------------------------------------ steps
+    def _resource_group(self, name: str, tags: dict[str, str]) -> resources.ResourceGroup:
+        """The checkpoints' resource group: kept on destroy with them unless the stack lets them go."""
+        return resources.ResourceGroup(
+            f"{name}-rg",
+            resource_group_name=self.args.resource_group_name,
+            location=self.args.location,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=self.args.keeps_checkpoints),
+        )
+
+    def _control_plane_identity(
+        self, name: str, resource_group: pulumi.Input[str], tags: dict[str, str]
+    ) -> managedidentity.UserAssignedIdentity:
+        return identity_mod.user_assigned_identity(
+            f"{name}-control-plane",
+            resource_group=resource_group,
+            location=self.args.location,
+            identity_name=f"{self.args.cluster_name}-control-plane",
             tags=tags,
             parent=self,
         )
 
-        self.pool_specs = node_pools.pool_specs(args)
-        system = self.pool_specs[labels.POOL_SYSTEM]
-        self.cluster = containerservice.ManagedCluster(
+    def _managed_cluster(
+        self,
+        name: str,
+        resource_group: pulumi.Input[str],
+        identity: managedidentity.UserAssignedIdentity,
+        tags: dict[str, str],
+    ) -> containerservice.ManagedCluster:
+        """The cluster with its inline system pool (see the module's note on editing it)."""
+        args = self.args
+        return containerservice.ManagedCluster(
             name,
-            resource_group_name=rg_name,
+            resource_group_name=resource_group,
             resource_name_=args.cluster_name,
             location=args.location,
             dns_prefix=args.cluster_name,
@@ -104,22 +160,12 @@ class AksCluster(pulumi.ComponentResource):
             ),
             identity=containerservice.ManagedClusterIdentityArgs(
                 type=containerservice.ResourceIdentityType.USER_ASSIGNED,
-                user_assigned_identities=[self.control_plane_identity.id],
+                user_assigned_identities=[identity.id],
             ),
             node_resource_group=args.node_resource_group_name,
             enable_rbac=True,
-            agent_pool_profiles=[node_pools.system_pool_profile(args, system)],
-            # Azure CNI Overlay powered by Cilium: the Cilium (eBPF) dataplane enforces
-            # Kubernetes NetworkPolicies (the platform's etcd policy among them). Without a
-            # policy engine AKS accepts NetworkPolicy objects and enforces none of them.
-            # networkPolicy cilium requires networkDataplane cilium. Both are fixed at
-            # creation: changing them later re-creates or migrates the cluster.
-            network_profile=containerservice.ContainerServiceNetworkProfileArgs(
-                network_plugin=containerservice.NetworkPlugin.AZURE,
-                network_plugin_mode=containerservice.NetworkPluginMode.OVERLAY,
-                network_dataplane=containerservice.NetworkDataplane.CILIUM,
-                network_policy=containerservice.NetworkPolicy.CILIUM,
-            ),
+            agent_pool_profiles=[node_pools.system_pool_profile(args, self.pool_specs[labels.POOL_SYSTEM])],
+            network_profile=_network_profile(),
             oidc_issuer_profile=containerservice.ManagedClusterOIDCIssuerProfileArgs(enabled=True),
             security_profile=containerservice.ManagedClusterSecurityProfileArgs(
                 workload_identity=containerservice.ManagedClusterSecurityProfileWorkloadIdentityArgs(enabled=True),
@@ -129,97 +175,98 @@ class AksCluster(pulumi.ComponentResource):
                 blob_csi_driver=containerservice.ManagedClusterStorageProfileBlobCSIDriverArgs(enabled=True),
             ),
             # Upgrades drain the CPU pool (etcd, the operator): they wait for the maintenance
-            # window declared below.
+            # window the constructor declares after the pools.
             auto_upgrade_profile=containerservice.ManagedClusterAutoUpgradeProfileArgs(
                 upgrade_channel=args.upgrade_channel,
                 node_os_upgrade_channel=args.node_os_upgrade_channel,
             ),
             tags=tags,
-            opts=here,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
-        self.cpu_pool = node_pools.cpu_pool(
+    def _user_pools(
+        self, name: str, resource_group: pulumi.Input[str], cluster: containerservice.ManagedCluster
+    ) -> tuple[containerservice.AgentPool, containerservice.AgentPool]:
+        """The CPU pool, then the GPU spot pool after it."""
+        cpu = node_pools.cpu_pool(
             f"{name}-{labels.POOL_CPU}",
-            args,
+            self.args,
             self.pool_specs[labels.POOL_CPU],
-            resource_group=rg_name,
-            cluster=self.cluster,
+            resource_group=resource_group,
+            cluster=cluster,
             parent=self,
         )
-        self.gpu_pool = node_pools.gpu_spot_pool(
+        gpu = node_pools.gpu_spot_pool(
             f"{name}-{labels.POOL_GPU_SPOT}",
-            args,
+            self.args,
             self.pool_specs[labels.POOL_GPU_SPOT],
-            resource_group=rg_name,
-            cluster=self.cluster,
+            resource_group=resource_group,
+            cluster=cluster,
             parent=self,
-            after=self.cpu_pool,
+            after=cpu,
         )
+        return cpu, gpu
 
-        self.maintenance = maintenance_mod.maintenance_windows(
-            f"{name}-maintenance", args, resource_group=rg_name, cluster=self.cluster, parent=self
-        )
-
-        issuer_url = self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else None)
-        self.training_identity, self.training_federation = identity_mod.workload_identity(
+    def _training_identity(
+        self, name: str, resource_group: pulumi.Input[str], issuer_url: pulumi.Input[str], tags: dict[str, str]
+    ) -> tuple[managedidentity.UserAssignedIdentity, managedidentity.FederatedIdentityCredential]:
+        """The identity the training pods act as, federated to their service account."""
+        return identity_mod.workload_identity(
             f"{name}-training",
-            resource_group=rg_name,
-            location=args.location,
-            identity_name=f"{args.cluster_name}-training",
+            resource_group=resource_group,
+            location=self.args.location,
+            identity_name=f"{self.args.cluster_name}-training",
             issuer_url=issuer_url,
-            subject=args.workload_identity_subject,
+            subject=self.args.workload_identity_subject,
             tags=tags,
             parent=self,
         )
 
-        self.storage_account, self.storage_container, self.role_assignments = storage_mod.checkpoint_storage(
-            f"{name}-checkpoints",
-            args,
-            resource_group=rg_name,
-            subscription_id=subscription_id,
-            principal_id=self.training_identity.principal_id,
-            parent=self,
-        )
-
+    def _user_kubeconfig(
+        self, resource_group: pulumi.Input[str], cluster: containerservice.ManagedCluster
+    ) -> pulumi.Output[str]:
+        """The cluster user's kubeconfig, as a secret."""
         credentials = containerservice.list_managed_cluster_user_credentials_output(
-            resource_group_name=rg_name,
-            resource_name=self.cluster.name,
+            resource_group_name=resource_group,
+            resource_name=cluster.name,
             opts=pulumi.InvokeOutputOptions(parent=self),
         )
-        self.kubeconfig = pulumi.Output.secret(credentials.apply(_decode_kubeconfig))
-        self.k8s_provider = k8s.Provider(
+        return pulumi.Output.secret(credentials.apply(_decode_kubeconfig))
+
+    def _kubernetes_provider(
+        self, name: str, kubeconfig: pulumi.Output[str], *, pools: list[containerservice.AgentPool]
+    ) -> k8s.Provider:
+        return k8s.Provider(
             f"{name}-k8s",
-            kubeconfig=self.kubeconfig,
+            kubeconfig=kubeconfig,
             enable_server_side_apply=True,
             # Pools first: the platform's pods need somewhere to run.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu_pool, self.gpu_pool]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=pools),
         )
 
-        self.node_resource_group = self.cluster.node_resource_group.apply(lambda v: v or args.node_resource_group_name)
-        self.oidc_issuer_url = issuer_url
-        self.pool_names = {role: spec.name for role, spec in self.pool_specs.items()}
-        self.info = ClusterInfo(
+    def _cluster_info(self, resource_group: pulumi.Input[str]) -> ClusterInfo:
+        """What the platform takes: the cloud-neutral view of this cluster."""
+        return ClusterInfo(
             provider=self.k8s_provider,
             kubeconfig=self.kubeconfig,
             placement=node_pools.placement(self.pool_specs),
             checkpoint=AzureBlobCheckpoint(
                 storage_account=self.storage_account.name,
                 container=self.storage_container.name,
-                resource_group=rg_name,
+                resource_group=resource_group,
                 client_id=self.training_identity.client_id,
-                mount_with_token=args.mounts_checkpoints_with_token,
+                mount_with_token=self.args.mounts_checkpoints_with_token,
             ),
             eviction_notice_s=EVICTION_NOTICE_S,
             # AKS's own drain on a Preempt event is best effort and misses spot nodes
             # (Azure/AKS#3528): the platform's handler reads Scheduled Events instead.
             notice_from_scheduled_events=True,
             identity=TrainingIdentity(
-                namespace=args.training_namespace,
-                service_account=args.training_service_account,
+                namespace=self.args.training_namespace,
+                service_account=self.args.training_service_account,
                 annotations={WORKLOAD_IDENTITY_CLIENT_ID: self.training_identity.client_id},
             ),
         )
-        self.register_outputs(self.outputs())
 
     def outputs(self) -> dict[str, pulumi.Input[Any]]:
         """Everything worth exporting; no keys, kubeconfig as a secret."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from lab.vocab.aws_tags import tag_problems
 from lab.vocab.names import DNS_LABEL
-from lab.vocab.problems import InvalidInput, Problem
+from lab.vocab.problems import InvalidInput, Problem, Problems
 from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION
 
 # --------------------------------------------------------------------------- value rules
@@ -189,158 +189,255 @@ class EksClusterArgs:
 
     # ------------------------------------------------------------------ validation
     def problems(self) -> list[Problem]:
-        """Every invalid value, as (field, value, expected); empty when all is well."""
-        out: list[Problem] = []
-
-        def bad(name: str, expected: str, value: Any = None) -> None:
-            out.append(Problem(name, getattr(self, name) if value is None else value, expected))
-
-        def is_int(value: Any) -> bool:
-            return isinstance(value, int) and not isinstance(value, bool)
-
-        def text(name: str) -> str | None:
-            value = getattr(self, name)
-            if not isinstance(value, str):
-                bad(name, "a string")
-                return None
-            return value
-
-        def strings(name: str) -> list[str]:
-            value = getattr(self, name)
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                bad(name, "a list of strings")
-                return []
-            return value
-
-        if (region := text("region")) is not None and not _REGION.match(region):
-            bad("region", "an AWS region code such as us-east-1 or eu-west-2")
-        if (ver := text("kubernetes_version")) is not None:
-            m = _K8S_VERSION.match(ver)
-            if not m:
-                bad(
-                    "kubernetes_version",
-                    f"a Kubernetes minor version 1.<minor> as EKS takes it, e.g. {DEFAULT_KUBERNETES_VERSION}",
-                )
-            elif int(m.group(1)) < MIN_K8S_MINOR:
-                bad(
-                    "kubernetes_version", f"1.{MIN_K8S_MINOR} or newer (older versions are out of EKS standard support)"
-                )
-        if (name := text("cluster_name")) is not None and not _CLUSTER_NAME.match(name):
-            bad("cluster_name", "1-100 letters, digits, '-' or '_', starting with a letter or digit")
-        for g in ("cpu_group_name", "gpu_group_name"):
-            if (v := text(g)) is not None and not _GROUP_NAME.match(v):
-                bad(g, "1-63 letters, digits, '-' or '_', starting with a letter or digit")
-        if self.cpu_group_name == self.gpu_group_name:
-            bad("gpu_group_name", f"a name other than cpu_group_name ({self.cpu_group_name!r})")
-
-        # Network.
-        if self.creates_vpc:
-            try:
-                net = ipaddress.ip_network(self.vpc_cidr, strict=True)
-                if net.version != 4 or not 16 <= net.prefixlen <= 20:
-                    raise ValueError
-            except (TypeError, ValueError):
-                bad("vpc_cidr", "an IPv4 network with a /16 to /20 prefix (VPC limits; room for 2x zones subnets)")
-            if not is_int(self.availability_zone_count) or not 2 <= self.availability_zone_count <= 4:
-                bad("availability_zone_count", "a whole number in 2..4 (EKS needs subnets in at least two zones)")
-            if self.existing_private_subnet_ids:
-                bad("existing_private_subnet_ids", "no subnets unless existing_vpc_id is set")
-        else:
-            if (vpc := text("existing_vpc_id")) is not None and not re.match(r"^vpc-[0-9a-f]{8,17}$", vpc):
-                bad("existing_vpc_id", "a VPC id such as vpc-0a1b2c3d4e5f67890")
-            subnets = strings("existing_private_subnet_ids")
-            if len(subnets) < 2 or not all(re.match(r"^subnet-[0-9a-f]{8,17}$", s) for s in subnets):
-                bad("existing_private_subnet_ids", "two or more subnet ids (subnet-...) in different zones")
-        for cidr in strings("endpoint_public_access_cidrs"):
-            try:
-                ipaddress.ip_network(cidr, strict=True)
-            except ValueError:
-                bad("endpoint_public_access_cidrs", "IPv4 networks such as 203.0.113.0/24", cidr)
-        for arn in strings("admin_principal_arns"):
-            if not _ARN.match(arn):
-                bad("admin_principal_arns", "IAM role or user ARNs (arn:aws:iam::<account>:role/<name>)", arn)
-
-        # Instance types and AMI.
-        if (cpu := text("cpu_instance_type")) is not None:
-            if not _INSTANCE_TYPE.match(cpu):
-                bad("cpu_instance_type", "an EC2 instance type such as m6i.xlarge")
-            elif is_accelerated_instance(cpu):
-                bad("cpu_instance_type", "a CPU instance type (this group runs no GPU work), e.g. m6i.xlarge")
-        gpus = strings("gpu_instance_types")
-        if not gpus and isinstance(self.gpu_instance_types, list):
-            bad("gpu_instance_types", "at least one NVIDIA GPU instance type, e.g. g4dn.xlarge")
-        if len(set(gpus)) != len(gpus):
-            bad("gpu_instance_types", "each instance type once")
-        for t in gpus:
-            if not _INSTANCE_TYPE.match(t):
-                bad("gpu_instance_types", "EC2 instance types such as g4dn.xlarge", t)
-            elif not is_nvidia_instance(t):
-                what = "an accelerator CUDA cannot use" if is_accelerated_instance(t) else "no GPU"
-                bad(
-                    "gpu_instance_types",
-                    f"NVIDIA GPU instance types (g4dn, g5, g6, g6e, p4d, p5, ...); {t} has {what}",
-                    t,
-                )
-        if (ami := text("gpu_ami_type")) is not None:
-            if ami not in GPU_AMI_TYPES:
-                bad("gpu_ami_type", "an NVIDIA AMI type: " + ", ".join(GPU_AMI_TYPES))
-            else:
-                arm = [t for t in gpus if instance_family(t) in _ARM_GPU_FAMILIES]
-                if arm and not self.gpu_is_arm:
-                    bad("gpu_ami_type", f"an ARM NVIDIA AMI type for Graviton instance types ({', '.join(arm)})")
-                if self.gpu_is_arm and len(arm) != len(gpus):
-                    bad("gpu_ami_type", "an x86_64 NVIDIA AMI type: some GPU instance types are x86_64")
-        if not is_int(self.gpu_disk_size_gb) or not 30 <= self.gpu_disk_size_gb <= 16384:
-            bad("gpu_disk_size_gb", "a whole number of GiB in 30..16384 (CUDA images are large)")
-
-        # Sizes.
-        for lo, hi, floor, why in (
-            (
-                "cpu_min_nodes",
-                "cpu_max_nodes",
-                1,
-                "the CPU group hosts etcd and the operator, so it never scales to zero",
-            ),
-            ("gpu_min_nodes", "gpu_max_nodes", 0, "0 lets the spot group scale to zero"),
+        """Every invalid value, as (field, value, expected); empty when all is well. The checks
+        below run in this order, each adding what it finds to the same collector."""
+        found = _FieldProblems(self)
+        for check in (
+            _region,
+            _kubernetes_version,
+            _cluster_and_group_names,
+            _vpc,
+            _api_access,
+            _cpu_instance_type,
+            _gpu_instance_types,
+            _gpu_ami_type,
+            _gpu_disk_size,
+            _group_sizes,
+            _checkpoint_storage,
+            _interruption_notice,
+            _cluster_autoscaler,
+            _training_identity,
+            _tags,
         ):
-            vlo, vhi = getattr(self, lo), getattr(self, hi)
-            ok_hi = is_int(vhi) and 1 <= vhi <= MAX_GROUP_NODES
-            if not ok_hi:
-                bad(hi, f"a whole number in 1..{MAX_GROUP_NODES}")
-            if not is_int(vlo) or vlo < floor:
-                bad(lo, f"a whole number >= {floor} ({why})")
-            elif ok_hi and vlo > vhi:
-                bad(lo, f"<= {hi} ({vhi})")
-
-        # Storage, drill, names.
-        if self.checkpoint_bucket is not None:
-            b = self.checkpoint_bucket
-            if not isinstance(b, str) or not _BUCKET.match(b) or ".." in b or b.startswith("xn--"):
-                bad(
-                    "checkpoint_bucket",
-                    "3-63 lower-case letters, digits, '.' and '-', starting and ending with a letter or digit",
-                )
-        if (keep := text("checkpoints_on_destroy")) is not None and keep not in CHECKPOINTS_ON_DESTROY:
-            bad("checkpoints_on_destroy", "one of " + ", ".join(CHECKPOINTS_ON_DESTROY))
-        if (notice := text("interruption_notice")) is not None:
-            m = _ISO_MINUTES.match(notice)
-            if not m or not 2 <= int(m.group(1)) <= 15:
-                bad("interruption_notice", "an ISO 8601 duration in whole minutes from PT2M to PT15M (FIS's range)")
-        if not isinstance(self.cluster_autoscaler, bool):
-            bad("cluster_autoscaler", "true or false")
-        tag = self.cluster_autoscaler_image_tag
-        if tag is not None and (not isinstance(tag, str) or not re.match(r"^v1\.\d+\.\d+$", tag)):
-            bad("cluster_autoscaler_image_tag", "a Cluster Autoscaler release tag such as v1.35.0")
-        for n in ("training_namespace", "training_service_account"):
-            if (v := text(n)) is not None and not DNS_LABEL.match(v):
-                bad(n, "a DNS-1123 label: 1-63 lower-case letters, digits and '-'")
-        out.extend(tag_problems(self.tags, "tags", reserved=1))
-        return out
+            check(self, found)
+        return found.items
 
     def validate(self) -> EksClusterArgs:
         if problems := self.problems():
             raise InvalidInput(problems, "EKS cluster arguments")
         return self
+
+
+# --------------------------------------------------------------------------- checks
+# Each check adds the problems of a few fields; `EksClusterArgs.problems` runs them in order.
+# A field is read once through `found.text` or `found.strings`, which report a value of
+# another type.
+
+
+class _FieldProblems(Problems):
+    """The problems of one `EksClusterArgs`, each naming a field and carrying its value (or,
+    for a list, the bad item)."""
+
+    def __init__(self, args: EksClusterArgs) -> None:
+        super().__init__()
+        self.args = args
+
+    def bad(self, name: str, expected: str, value: Any = None) -> None:
+        self.add(name, getattr(self.args, name) if value is None else value, expected)
+
+    def text(self, name: str) -> str | None:
+        """The field's value when it is a string; otherwise None, and a problem."""
+        value = getattr(self.args, name)
+        if not isinstance(value, str):
+            self.bad(name, "a string")
+            return None
+        return value
+
+    def strings(self, name: str) -> list[str]:
+        """The field's value when it is a list of strings; otherwise empty, and a problem."""
+        value = _string_list(getattr(self.args, name))
+        if value is None:
+            self.bad(name, "a list of strings")
+            return []
+        return value
+
+
+def _string_list(value: Any) -> list[str] | None:
+    """`value` when it is a list of strings, else None."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _region(args: EksClusterArgs, found: _FieldProblems) -> None:
+    if (region := found.text("region")) is not None and not _REGION.match(region):
+        found.bad("region", "an AWS region code such as us-east-1 or eu-west-2")
+
+
+def _kubernetes_version(args: EksClusterArgs, found: _FieldProblems) -> None:
+    if (ver := found.text("kubernetes_version")) is None:
+        return
+    m = _K8S_VERSION.match(ver)
+    if not m:
+        found.bad(
+            "kubernetes_version",
+            f"a Kubernetes minor version 1.<minor> as EKS takes it, e.g. {DEFAULT_KUBERNETES_VERSION}",
+        )
+    elif int(m.group(1)) < MIN_K8S_MINOR:
+        found.bad("kubernetes_version", f"1.{MIN_K8S_MINOR} or newer (older versions are out of EKS standard support)")
+
+
+def _cluster_and_group_names(args: EksClusterArgs, found: _FieldProblems) -> None:
+    if (name := found.text("cluster_name")) is not None and not _CLUSTER_NAME.match(name):
+        found.bad("cluster_name", "1-100 letters, digits, '-' or '_', starting with a letter or digit")
+    for g in ("cpu_group_name", "gpu_group_name"):
+        if (v := found.text(g)) is not None and not _GROUP_NAME.match(v):
+            found.bad(g, "1-63 letters, digits, '-' or '_', starting with a letter or digit")
+    if args.cpu_group_name == args.gpu_group_name:
+        found.bad("gpu_group_name", f"a name other than cpu_group_name ({args.cpu_group_name!r})")
+
+
+def _vpc(args: EksClusterArgs, found: _FieldProblems) -> None:
+    if args.creates_vpc:
+        _new_vpc(args, found)
+    else:
+        _existing_vpc(args, found)
+
+
+def _new_vpc(args: EksClusterArgs, found: _FieldProblems) -> None:
+    try:
+        net = ipaddress.ip_network(args.vpc_cidr, strict=True)
+        if net.version != 4 or not 16 <= net.prefixlen <= 20:
+            raise ValueError
+    except (TypeError, ValueError):
+        found.bad("vpc_cidr", "an IPv4 network with a /16 to /20 prefix (VPC limits; room for 2x zones subnets)")
+    if not _is_int(args.availability_zone_count) or not 2 <= args.availability_zone_count <= 4:
+        found.bad("availability_zone_count", "a whole number in 2..4 (EKS needs subnets in at least two zones)")
+    if args.existing_private_subnet_ids:
+        found.bad("existing_private_subnet_ids", "no subnets unless existing_vpc_id is set")
+
+
+def _existing_vpc(args: EksClusterArgs, found: _FieldProblems) -> None:
+    if (vpc := found.text("existing_vpc_id")) is not None and not re.match(r"^vpc-[0-9a-f]{8,17}$", vpc):
+        found.bad("existing_vpc_id", "a VPC id such as vpc-0a1b2c3d4e5f67890")
+    subnets = found.strings("existing_private_subnet_ids")
+    if len(subnets) < 2 or not all(re.match(r"^subnet-[0-9a-f]{8,17}$", s) for s in subnets):
+        found.bad("existing_private_subnet_ids", "two or more subnet ids (subnet-...) in different zones")
+
+
+def _api_access(args: EksClusterArgs, found: _FieldProblems) -> None:
+    """Who may reach the public API endpoint, and who is cluster-admin."""
+    for cidr in found.strings("endpoint_public_access_cidrs"):
+        try:
+            ipaddress.ip_network(cidr, strict=True)
+        except ValueError:
+            found.bad("endpoint_public_access_cidrs", "IPv4 networks such as 203.0.113.0/24", cidr)
+    for arn in found.strings("admin_principal_arns"):
+        if not _ARN.match(arn):
+            found.bad("admin_principal_arns", "IAM role or user ARNs (arn:aws:iam::<account>:role/<name>)", arn)
+
+
+def _cpu_instance_type(args: EksClusterArgs, found: _FieldProblems) -> None:
+    if (cpu := found.text("cpu_instance_type")) is None:
+        return
+    if not _INSTANCE_TYPE.match(cpu):
+        found.bad("cpu_instance_type", "an EC2 instance type such as m6i.xlarge")
+    elif is_accelerated_instance(cpu):
+        found.bad("cpu_instance_type", "a CPU instance type (this group runs no GPU work), e.g. m6i.xlarge")
+
+
+def _gpu_instance_types(args: EksClusterArgs, found: _FieldProblems) -> None:
+    gpus = found.strings("gpu_instance_types")
+    if not gpus and isinstance(args.gpu_instance_types, list):
+        found.bad("gpu_instance_types", "at least one NVIDIA GPU instance type, e.g. g4dn.xlarge")
+    if len(set(gpus)) != len(gpus):
+        found.bad("gpu_instance_types", "each instance type once")
+    for t in gpus:
+        if not _INSTANCE_TYPE.match(t):
+            found.bad("gpu_instance_types", "EC2 instance types such as g4dn.xlarge", t)
+        elif not is_nvidia_instance(t):
+            what = "an accelerator CUDA cannot use" if is_accelerated_instance(t) else "no GPU"
+            found.bad(
+                "gpu_instance_types",
+                f"NVIDIA GPU instance types (g4dn, g5, g6, g6e, p4d, p5, ...); {t} has {what}",
+                t,
+            )
+
+
+def _gpu_ami_type(args: EksClusterArgs, found: _FieldProblems) -> None:
+    """An NVIDIA AMI type whose architecture fits every GPU instance type (a bad list of types
+    is reported by `_gpu_instance_types`; here it counts as none)."""
+    if (ami := found.text("gpu_ami_type")) is None:
+        return
+    if ami not in GPU_AMI_TYPES:
+        found.bad("gpu_ami_type", "an NVIDIA AMI type: " + ", ".join(GPU_AMI_TYPES))
+        return
+    gpus = _string_list(args.gpu_instance_types) or []
+    arm = [t for t in gpus if instance_family(t) in _ARM_GPU_FAMILIES]
+    if arm and not args.gpu_is_arm:
+        found.bad("gpu_ami_type", f"an ARM NVIDIA AMI type for Graviton instance types ({', '.join(arm)})")
+    if args.gpu_is_arm and len(arm) != len(gpus):
+        found.bad("gpu_ami_type", "an x86_64 NVIDIA AMI type: some GPU instance types are x86_64")
+
+
+def _gpu_disk_size(args: EksClusterArgs, found: _FieldProblems) -> None:
+    if not _is_int(args.gpu_disk_size_gb) or not 30 <= args.gpu_disk_size_gb <= 16384:
+        found.bad("gpu_disk_size_gb", "a whole number of GiB in 30..16384 (CUDA images are large)")
+
+
+def _group_sizes(args: EksClusterArgs, found: _FieldProblems) -> None:
+    _group_bounds(
+        args,
+        found,
+        "cpu_min_nodes",
+        "cpu_max_nodes",
+        floor=1,
+        why="the CPU group hosts etcd and the operator, so it never scales to zero",
+    )
+    _group_bounds(args, found, "gpu_min_nodes", "gpu_max_nodes", floor=0, why="0 lets the spot group scale to zero")
+
+
+def _group_bounds(args: EksClusterArgs, found: _FieldProblems, lo: str, hi: str, *, floor: int, why: str) -> None:
+    """A node group's maximum (1..MAX_GROUP_NODES), then its minimum (floor..maximum)."""
+    vlo, vhi = getattr(args, lo), getattr(args, hi)
+    ok_hi = _is_int(vhi) and 1 <= vhi <= MAX_GROUP_NODES
+    if not ok_hi:
+        found.bad(hi, f"a whole number in 1..{MAX_GROUP_NODES}")
+    if not _is_int(vlo) or vlo < floor:
+        found.bad(lo, f"a whole number >= {floor} ({why})")
+    elif ok_hi and vlo > vhi:
+        found.bad(lo, f"<= {hi} ({vhi})")
+
+
+def _checkpoint_storage(args: EksClusterArgs, found: _FieldProblems) -> None:
+    b = args.checkpoint_bucket
+    if b is not None and (not isinstance(b, str) or not _BUCKET.match(b) or ".." in b or b.startswith("xn--")):
+        found.bad(
+            "checkpoint_bucket",
+            "3-63 lower-case letters, digits, '.' and '-', starting and ending with a letter or digit",
+        )
+    if (keep := found.text("checkpoints_on_destroy")) is not None and keep not in CHECKPOINTS_ON_DESTROY:
+        found.bad("checkpoints_on_destroy", "one of " + ", ".join(CHECKPOINTS_ON_DESTROY))
+
+
+def _interruption_notice(args: EksClusterArgs, found: _FieldProblems) -> None:
+    if (notice := found.text("interruption_notice")) is None:
+        return
+    m = _ISO_MINUTES.match(notice)
+    if not m or not 2 <= int(m.group(1)) <= 15:
+        found.bad("interruption_notice", "an ISO 8601 duration in whole minutes from PT2M to PT15M (FIS's range)")
+
+
+def _cluster_autoscaler(args: EksClusterArgs, found: _FieldProblems) -> None:
+    if not isinstance(args.cluster_autoscaler, bool):
+        found.bad("cluster_autoscaler", "true or false")
+    tag = args.cluster_autoscaler_image_tag
+    if tag is not None and (not isinstance(tag, str) or not re.match(r"^v1\.\d+\.\d+$", tag)):
+        found.bad("cluster_autoscaler_image_tag", "a Cluster Autoscaler release tag such as v1.35.0")
+
+
+def _training_identity(args: EksClusterArgs, found: _FieldProblems) -> None:
+    for n in ("training_namespace", "training_service_account"):
+        if (v := found.text(n)) is not None and not DNS_LABEL.match(v):
+            found.bad(n, "a DNS-1123 label: 1-63 lower-case letters, digits and '-'")
+
+
+def _tags(args: EksClusterArgs, found: _FieldProblems) -> None:
+    found.extend(tag_problems(args.tags, "tags", reserved=1))
 
 
 def config_fields() -> list[dataclasses.Field[Any]]:

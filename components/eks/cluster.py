@@ -63,9 +63,21 @@ def kubeconfig(cluster: str, region: str, endpoint: str, ca_data: str) -> str:
     )
 
 
+def _exec_kubeconfig(cluster: aws.eks.Cluster, region: str) -> pulumi.Output[str]:
+    """The `kubeconfig` of a declared cluster, as a secret (it names the endpoint)."""
+    return pulumi.Output.secret(
+        pulumi.Output.all(cluster.name, cluster.endpoint, cluster.certificate_authority.data).apply(
+            lambda v: kubeconfig(v[0], region, v[1], v[2])
+        )
+    )
+
+
 class EksCluster(pulumi.ComponentResource):
     """EKS with an on-demand CPU node group and an autoscaled GPU spot node group, S3
-    checkpoints through Mountpoint, and an FIS template for the eviction drill."""
+    checkpoints through Mountpoint, and an FIS template for the eviction drill.
+
+    The constructor declares the children in order, one step each; the steps read the args
+    and the group specs from `self` and take the resources they build on as arguments."""
 
     kubeconfig: pulumi.Output[str]
     info: ClusterInfo
@@ -77,7 +89,7 @@ class EksCluster(pulumi.ComponentResource):
         scoped = pulumi.ResourceOptions(providers={"aws": self.aws_provider})
         super().__init__(EKS_CLUSTER_TYPE, name, None, pulumi.ResourceOptions.merge(opts, scoped))
         self.args = args
-        here = pulumi.ResourceOptions(parent=self)
+        self.group_specs = node_groups.group_specs(args)
         tags = {CLUSTER_TAG: args.cluster_name, **args.tags}
 
         self.network = network.vpc(f"{name}-net", args, tags=tags, parent=self)
@@ -91,140 +103,199 @@ class EksCluster(pulumi.ComponentResource):
         self.node_role, node_role_parts = iam.role(
             f"{name}-node-role", service="ec2.amazonaws.com", managed=iam.EKS_NODE_POLICIES, tags=tags, parent=self
         )
-        self.cluster = aws.eks.Cluster(
-            name,
-            name=args.cluster_name,
-            role_arn=self.cluster_role.arn,
-            version=args.kubernetes_version,
-            vpc_config={
-                "subnet_ids": [*self.network.private_subnet_ids, *self.network.public_subnet_ids],
-                "endpoint_private_access": True,
-                "endpoint_public_access": True,
-                "public_access_cidrs": list(args.endpoint_public_access_cidrs),
-            },
-            # Access entries only (no aws-auth ConfigMap); whoever runs `pulumi up` is admin.
-            access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": True},
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=cluster_role_parts),
+        self.cluster = self._eks_cluster(name, self.network, self.cluster_role, cluster_role_parts, tags)
+        self._admin_access_entries(name, self.cluster, tags)
+        self.cpu_group, self.gpu_group, self.template_tags = self._node_groups(
+            name, self.cluster, self.network, self.node_role, node_role_parts, tags
         )
-        for i, arn in enumerate(args.admin_principal_arns):
-            entry = aws.eks.AccessEntry(
-                f"{name}-admin-{i}",
-                cluster_name=self.cluster.name,
-                principal_arn=arn,
-                type="STANDARD",
-                tags=tags,
-                opts=here,
-            )
-            aws.eks.AccessPolicyAssociation(
-                f"{name}-admin-{i}",
-                cluster_name=self.cluster.name,
-                principal_arn=arn,
-                policy_arn=CLUSTER_ADMIN_POLICY,
-                access_scope={"type": "cluster"},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
-            )
-
-        self.group_specs = node_groups.group_specs(args)
-        cpu_spec, gpu_spec = self.group_specs[labels.POOL_CPU], self.group_specs[labels.POOL_GPU_SPOT]
-        self.cpu_group = node_groups.node_group(
-            f"{name}-{labels.POOL_CPU}",
-            cpu_spec,
-            args,
-            cluster=self.cluster,
-            node_role=self.node_role,
-            subnet_ids=self.network.private_subnet_ids,
-            tags=tags,
-            parent=self,
-            depends_on=node_role_parts,
-        )
-        # After the CPU group: one node group operation at a time keeps updates orderly, and
-        # the platform's control plane (etcd, the operator) has somewhere to run first.
-        self.gpu_group = node_groups.node_group(
-            f"{name}-{labels.POOL_GPU_SPOT}",
-            gpu_spec,
-            args,
-            cluster=self.cluster,
-            node_role=self.node_role,
-            subnet_ids=self.network.private_subnet_ids,
-            tags=tags,
-            parent=self,
-            depends_on=[*node_role_parts, self.cpu_group],
-        )
-        self.template_tags = node_groups.autoscaler_template_tags(
-            f"{name}-{labels.POOL_GPU_SPOT}-template", self.gpu_group, gpu_spec, parent=self
-        )
-
-        # Pod Identity, then the Mountpoint driver with its bucket-limited role.
         self.bucket, self.bucket_settings = storage.checkpoint_bucket(
             f"{name}-checkpoints", args, tags=tags, parent=self
         )
         self.driver_role, driver_role_parts = storage.driver_role(
             f"{name}-s3-csi-role", self.bucket, tags=tags, parent=self
         )
-        addon_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.cpu_group])
-        self.pod_identity_agent = aws.eks.Addon(
+        self.pod_identity_agent, self.s3_csi_driver = self._storage_addons(
+            name, self.cluster, self.driver_role, driver_role_parts, after=self.cpu_group, tags=tags
+        )
+        self.fis_template, self.fis_role = fis_mod.spot_interruption_template(
+            f"{name}-spot-interruption", args, tags=tags, parent=self
+        )
+        self.kubeconfig = _exec_kubeconfig(self.cluster, args.region)
+        self.k8s_provider = self._kubernetes_provider(
+            name, self.kubeconfig, after=[self.cpu_group, self.gpu_group, self.s3_csi_driver]
+        )
+        self.autoscaler = None
+        if args.cluster_autoscaler:
+            self.autoscaler = self._cluster_autoscaler(
+                name, self.cluster, self.k8s_provider, after=[self.pod_identity_agent, *self.template_tags], tags=tags
+            )
+
+        self.info = self._cluster_info()
+        self.register_outputs(self.outputs())
+
+    # ------------------------------------------------------------------ steps
+    def _eks_cluster(
+        self,
+        name: str,
+        vpc: network.Network,
+        role: aws.iam.Role,
+        role_parts: list[pulumi.Resource],
+        tags: dict[str, str],
+    ) -> aws.eks.Cluster:
+        """The control plane in the VPC's subnets, administered through access entries."""
+        return aws.eks.Cluster(
+            name,
+            name=self.args.cluster_name,
+            role_arn=role.arn,
+            version=self.args.kubernetes_version,
+            vpc_config={
+                "subnet_ids": [*vpc.private_subnet_ids, *vpc.public_subnet_ids],
+                "endpoint_private_access": True,
+                "endpoint_public_access": True,
+                "public_access_cidrs": list(self.args.endpoint_public_access_cidrs),
+            },
+            # Access entries only (no aws-auth ConfigMap); whoever runs `pulumi up` is admin.
+            access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": True},
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=role_parts),
+        )
+
+    def _admin_access_entries(self, name: str, cluster: aws.eks.Cluster, tags: dict[str, str]) -> None:
+        """Cluster-admin for each listed principal: an access entry, then its policy."""
+        for i, arn in enumerate(self.args.admin_principal_arns):
+            entry = aws.eks.AccessEntry(
+                f"{name}-admin-{i}",
+                cluster_name=cluster.name,
+                principal_arn=arn,
+                type="STANDARD",
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            aws.eks.AccessPolicyAssociation(
+                f"{name}-admin-{i}",
+                cluster_name=cluster.name,
+                principal_arn=arn,
+                policy_arn=CLUSTER_ADMIN_POLICY,
+                access_scope={"type": "cluster"},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
+            )
+
+    def _node_groups(
+        self,
+        name: str,
+        cluster: aws.eks.Cluster,
+        vpc: network.Network,
+        node_role: aws.iam.Role,
+        node_role_parts: list[pulumi.Resource],
+        tags: dict[str, str],
+    ) -> tuple[aws.eks.NodeGroup, aws.eks.NodeGroup, list[aws.autoscaling.Tag]]:
+        """The CPU group, then the GPU spot group after it: one node group operation at a time
+        keeps updates orderly, and the platform's control plane (etcd, the operator) has
+        somewhere to run first. Then the GPU group's node-template tags, which let Cluster
+        Autoscaler scale it up from zero."""
+        cpu = node_groups.node_group(
+            f"{name}-{labels.POOL_CPU}",
+            self.group_specs[labels.POOL_CPU],
+            self.args,
+            cluster=cluster,
+            node_role=node_role,
+            subnet_ids=vpc.private_subnet_ids,
+            tags=tags,
+            parent=self,
+            depends_on=node_role_parts,
+        )
+        gpu = node_groups.node_group(
+            f"{name}-{labels.POOL_GPU_SPOT}",
+            self.group_specs[labels.POOL_GPU_SPOT],
+            self.args,
+            cluster=cluster,
+            node_role=node_role,
+            subnet_ids=vpc.private_subnet_ids,
+            tags=tags,
+            parent=self,
+            depends_on=[*node_role_parts, cpu],
+        )
+        template_tags = node_groups.autoscaler_template_tags(
+            f"{name}-{labels.POOL_GPU_SPOT}-template", gpu, self.group_specs[labels.POOL_GPU_SPOT], parent=self
+        )
+        return cpu, gpu, template_tags
+
+    def _storage_addons(
+        self,
+        name: str,
+        cluster: aws.eks.Cluster,
+        driver_role: aws.iam.Role,
+        driver_role_parts: list[pulumi.Resource],
+        *,
+        after: pulumi.Resource,
+        tags: dict[str, str],
+    ) -> tuple[aws.eks.Addon, aws.eks.Addon]:
+        """Pod Identity, then the Mountpoint driver with its bucket-limited role; both after
+        `after` (the CPU group): an add-on's pods need a node to run on."""
+        pod_identity_agent = aws.eks.Addon(
             f"{name}-pod-identity-agent",
-            cluster_name=self.cluster.name,
+            cluster_name=cluster.name,
             addon_name="eks-pod-identity-agent",
             tags=tags,
-            opts=addon_opts,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[after]),
         )
-        self.s3_csi_driver = aws.eks.Addon(
+        s3_csi_driver = aws.eks.Addon(
             f"{name}-s3-csi-driver",
-            cluster_name=self.cluster.name,
+            cluster_name=cluster.name,
             addon_name="aws-mountpoint-s3-csi-driver",
             pod_identity_associations=[
-                {"role_arn": self.driver_role.arn, "service_account": storage.S3_CSI_SERVICE_ACCOUNT}
+                {"role_arn": driver_role.arn, "service_account": storage.S3_CSI_SERVICE_ACCOUNT}
             ],
             # Its node plugin must run on the tainted GPU spot nodes, where the jobs mount.
             configuration_values=json.dumps({"node": {"tolerateAllTaints": True}}),
             tags=tags,
-            opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[self.cpu_group, self.pod_identity_agent, *driver_role_parts]
-            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[after, pod_identity_agent, *driver_role_parts]),
         )
+        return pod_identity_agent, s3_csi_driver
 
-        self.fis_template, self.fis_role = fis_mod.spot_interruption_template(
-            f"{name}-spot-interruption", args, tags=tags, parent=self
-        )
-
-        self.kubeconfig = pulumi.Output.secret(
-            pulumi.Output.all(self.cluster.name, self.cluster.endpoint, self.cluster.certificate_authority.data).apply(
-                lambda v: kubeconfig(v[0], args.region, v[1], v[2])
-            )
-        )
-        self.k8s_provider = k8s.Provider(
+    def _kubernetes_provider(
+        self, name: str, kubeconfig: pulumi.Output[str], *, after: list[pulumi.Resource]
+    ) -> k8s.Provider:
+        return k8s.Provider(
             f"{name}-k8s",
-            kubeconfig=self.kubeconfig,
+            kubeconfig=kubeconfig,
             enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu_group, self.gpu_group, self.s3_csi_driver]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
-        self.autoscaler = None
-        if args.cluster_autoscaler:
-            self.autoscaler = autoscaler_mod.cluster_autoscaler(
-                f"{name}-cluster-autoscaler",
-                args,
-                cluster=self.cluster,
-                cpu_labels=cpu_spec.node_labels,
-                provider=self.k8s_provider,
-                tags=tags,
-                parent=self,
-                depends_on=[self.pod_identity_agent, *self.template_tags],
-            )
 
-        self.info = ClusterInfo(
+    def _cluster_autoscaler(
+        self,
+        name: str,
+        cluster: aws.eks.Cluster,
+        provider: k8s.Provider,
+        *,
+        after: list[pulumi.Resource],
+        tags: dict[str, str],
+    ) -> tuple[aws.iam.Role, aws.eks.PodIdentityAssociation, k8s.helm.v4.Chart]:
+        return autoscaler_mod.cluster_autoscaler(
+            f"{name}-cluster-autoscaler",
+            self.args,
+            cluster=cluster,
+            cpu_labels=self.group_specs[labels.POOL_CPU].node_labels,
+            provider=provider,
+            tags=tags,
+            parent=self,
+            depends_on=after,
+        )
+
+    def _cluster_info(self) -> ClusterInfo:
+        """What the platform takes: the cloud-neutral view of this cluster."""
+        return ClusterInfo(
             provider=self.k8s_provider,
             kubeconfig=self.kubeconfig,
             placement=node_groups.placement(self.group_specs),
-            checkpoint=S3Checkpoint(bucket=self.bucket.bucket, region=args.region),
+            checkpoint=S3Checkpoint(bucket=self.bucket.bucket, region=self.args.region),
             eviction_notice_s=EVICTION_NOTICE_S,
             # Bottlerocket's NVIDIA variants run their own device plugin.
-            node_image_ships_device_plugin=args.gpu_ami_type.startswith("BOTTLEROCKET"),
+            node_image_ships_device_plugin=self.args.gpu_ami_type.startswith("BOTTLEROCKET"),
             # Managed node groups drain spot nodes on the notice themselves.
             notice_from_scheduled_events=False,
         )
-        self.register_outputs(self.outputs())
 
     def outputs(self) -> dict[str, pulumi.Input[Any]]:
         """Everything worth exporting; kubeconfig as a secret (it names the cluster's endpoint)."""
