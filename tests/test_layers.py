@@ -89,6 +89,7 @@ def _broken(output: str) -> set[str]:
     return {line.removesuffix("BROKEN").strip() for line in output.splitlines() if line.rstrip().endswith("BROKEN")}
 
 
+@pytest.mark.processes
 def test_the_copy_keeps_every_contract(tmp_path):
     """The sources as they are: every contract kept (the checks below start from here)."""
     result = _lint_copy(tmp_path, None)
@@ -97,6 +98,7 @@ def test_the_copy_keeps_every_contract(tmp_path):
 
 
 @pytest.mark.parametrize("case", VIOLATIONS)
+@pytest.mark.processes
 def test_breaking_a_rule_breaks_its_contract(tmp_path, case):
     violation = VIOLATIONS[case]
     result = _lint_copy(tmp_path, violation)

@@ -1,2 +1,9 @@
-"""The eviction drill: evict a node from a running elastic job and measure that training
-goes on (seconds to recover, steps lost, seconds for a new node to join)."""
+"""The eviction drill: evict a node from a running job and measure that training goes on
+(seconds to recover, steps lost, seconds for a new node to join).
+
+  run.py            the drill on the local target (DrillConfig, run_drill)
+  report.py         its figures from the events (DrillReport); per_step_report.py in per-step mode
+  agent_events.py   torch's own agent events, for scripts that emit none of ours
+  diagnosis.py      why workers fail, from torchelastic's error files
+  plot.py, cli.py   the timeline plot; `elastic-lab drill`
+"""

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CRASH_LOOP_ATTEMPTS = 3
 _ATTEMPT = re.compile(r"attempt_(\d+)$")
@@ -61,6 +62,7 @@ class WorkerError:
 
 def read_error_file(path: Path, node: str) -> WorkerError | None:
     """The error file at `path` (written by node `node`), or None if it is not one."""
+    info: dict[str, Any]
     try:
         body = json.loads(path.read_text())
         msg = body["message"]

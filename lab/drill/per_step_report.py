@@ -20,7 +20,8 @@ def is_per_step(events: list[dict[str, Any]]) -> bool:
     """A run in per-step mode: said when the local target started, or seen on its steps."""
     started = [e for e in events if e["event"] == Event.CLUSTER_STARTED and "fault_tolerance" in e]
     if started:
-        return started[-1]["fault_tolerance"] == "per-step"
+        mode: str = started[-1]["fault_tolerance"]
+        return mode == "per-step"
     return any(e["event"] == Event.STEP and "participants" in e for e in events)
 
 
@@ -40,7 +41,7 @@ def participants_at(steps: list[dict[str, Any]], t: float) -> int | None:
     return before[-1] if before else None
 
 
-def survivors_step(events: list[dict[str, Any]], t: float, node: str) -> dict | None:
+def survivors_step(events: list[dict[str, Any]], t: float, node: str) -> dict[str, Any] | None:
     """The survivors' first committed step after an eviction at `t` of `node`'s group that
     the eviction no longer holds up: in a new quorum when the group was in theirs, else
     their next step (a group evicted while outside the survivors' quorum, e.g. still

@@ -267,7 +267,7 @@ class Timeline:
 
     def longest_gap(self, start: float, end: float) -> float:
         """The longest time without a step from `start` to `end` (a step at each end)."""
-        times = [start, *(s["t"] for s in self.steps if start < s["t"] < end), end]
+        times: list[float] = [start, *(s["t"] for s in self.steps if start < s["t"] < end), end]
         return max(b - a for a, b in itertools.pairwise(times))
 
 

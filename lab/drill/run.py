@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TextIO
 
 from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent, read_agent_events
@@ -122,14 +123,14 @@ def drill_problems(
 class Progress:
     """A line every couple of seconds so a person sees the drill move."""
 
-    def __init__(self, out=sys.stderr, every_s: float = 2.0, target: int | None = None):
+    def __init__(self, out: TextIO = sys.stderr, every_s: float = 2.0, target: int | None = None) -> None:
         self.out, self.every_s, self.target = out, every_s, target
         self.start = time.time()
         self._last = 0.0
         self.step = 0
         self.world = 0
 
-    def see(self, records: list[dict]) -> None:
+    def see(self, records: list[dict[str, Any]]) -> None:
         for r in records:
             if r["event"] == Event.STEP:
                 self.step, self.world = r["step"], r["world_size"]
@@ -165,7 +166,7 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
         cfg.spec, cfg.workdir, etcd_binary=cfg.etcd_binary, env={"LOGLEVEL": cfg.agent_log_level}
     )  # validates inputs
     tail = events.Tail(cluster.events_file)
-    seen: list[dict] = []
+    seen: list[dict[str, Any]] = []
     diagnosed_at = [0.0]
     server_died: list[str] = []
 
@@ -198,7 +199,10 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
         wait_for(phase, lambda: _done(seen), seconds)
 
     t_start = time.monotonic()
-    remaining = lambda: max(1.0, cfg.timeout_s - (time.monotonic() - t_start))  # noqa: E731
+
+    def remaining() -> float:
+        return max(1.0, cfg.timeout_s - (time.monotonic() - t_start))
+
     stopped: _CrashLoop | None = None
     timed_out = False
     try:
@@ -272,11 +276,11 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
     return report
 
 
-def _done(seen: list[dict]) -> bool:
+def _done(seen: list[dict[str, Any]]) -> bool:
     return any(e["event"] == Event.EXIT and e.get("reason") == "done" for e in seen)
 
 
-def _recovered(seen: list[dict], cluster: LocalTarget, emits: bool) -> bool:
+def _recovered(seen: list[dict[str, Any]], cluster: LocalTarget, emits: bool) -> bool:
     evict = max((e for e in seen if e["event"] == Event.EVICT), key=lambda e: e["t"])
     evict_t = evict["t"]
     if emits and cluster.spec.per_step_mode:

@@ -86,4 +86,5 @@ def _clean(exc: Exception) -> str:
 
 
 def to_yaml(objects: list[Mapping[str, Any]]) -> str:
-    return yaml.safe_dump_all([dict(o) for o in objects], sort_keys=False, default_flow_style=False)
+    text: str = yaml.safe_dump_all([dict(o) for o in objects], sort_keys=False, default_flow_style=False)
+    return text

@@ -271,7 +271,7 @@ def _host_forms(service: str, namespace: str, domain: str, job_namespace: str) -
 
 
 def _per_step_wiring(
-    job: Mapping[str, Any], services: Mapping[tuple[str, str], Any], f: PlatformFacts
+    job: Mapping[str, Any], services: Mapping[tuple[str, str | None], Mapping[str, Any]], f: PlatformFacts
 ) -> list[Violation]:
     """A per-step job has no elasticPolicy; its workers ask the job's own lighthouse Service
     for their quorum, name their replica group after their pod and advertise their pod's IP."""
@@ -336,7 +336,7 @@ def rdzv_host_is_etcd_service(objects: Objects, ctx: GuardrailContext) -> list[V
     elasticPolicy: its workers reach the job's own lighthouse Service, as their own groups."""
     f = ctx.facts
     out = []
-    services = {
+    services: dict[tuple[str, str | None], Mapping[str, Any]] = {
         ((o.get("metadata") or {}).get("namespace", f.namespace), (o.get("metadata") or {}).get("name")): o
         for o in objects
         if o.get("kind") == "Service"
@@ -499,7 +499,7 @@ def no_global_default(objects: Objects, ctx: GuardrailContext) -> list[Violation
 
 def etcd_private(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
     """etcd is reachable only inside the cluster and only from job pods."""
-    out = []
+    out: list[Violation] = []
     if not etcd_workloads(objects):
         return out
     for svc in (o for o in objects if o.get("kind") == "Service"):
@@ -586,7 +586,9 @@ def workers_spot_ready(objects: Objects, ctx: GuardrailContext) -> list[Violatio
                         f"< {f.eviction_notice_s} s, the cluster's spot eviction notice",
                     )
                 )
-            pytorch = next((c for c in spec.get("containers") or [] if c.get("name") == "pytorch"), {})
+            pytorch: Mapping[str, Any] = next(
+                (c for c in spec.get("containers") or [] if c.get("name") == "pytorch"), {}
+            )
             gpus = ((pytorch.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
             if f.gpus_per_node and str(gpus) != str(f.gpus_per_node):
                 out.append(Violation(where, "resources.limits.nvidia.com/gpu", gpus, str(f.gpus_per_node)))

@@ -16,7 +16,7 @@ import copy
 import functools
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,12 +156,14 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
-def _list_type(validator, list_type, instance, schema):
+def _list_type(
+    validator: jsonschema.protocols.Validator, list_type: str, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
     if not isinstance(instance, list):
         return
     if list_type == "map":
         keys = schema.get("x-kubernetes-list-map-keys") or []
-        seen = set()
+        seen: set[tuple[Any, ...]] = set()
         for item in instance:
             if isinstance(item, dict):
                 key = tuple(item.get(k) for k in keys)

@@ -1,5 +1,12 @@
 """The local target: the same job on one machine, with torchrun agents standing in for
-spot nodes and a real rendezvous server (etcd v2 API, or a standalone c10d store)."""
+spot nodes and a real rendezvous server (etcd v2 API, a standalone c10d store, or TorchFT's
+lighthouse in per-step mode).
+
+  target.py     LocalTarget: the server and the nodes, added and evicted while the job runs
+  etcd.py, lighthouse.py   the local rendezvous servers
+  procs.py      process plumbing: free ports, whole-tree signals, no orphans
+  watchdog.py   stops a run's processes when the process that started them dies
+"""
 
 from lab.local.target import LocalTarget, LocalTargetError, Node
 

@@ -71,7 +71,7 @@ class EtcdServer:
             )
         self.workdir, self.host = Path(workdir), host
         self.client_port = self.peer_port = 0
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -110,12 +110,12 @@ class EtcdServer:
             "warn",
         ]
         self.log_path = self.workdir / "etcd.log"
-        self.proc = procs.start_server(cmd, self.log_path)
-        if not wait_until(lambda: self.proc.poll() is not None or self.v2_ready(), timeout):
+        self.proc = proc = procs.start_server(cmd, self.log_path)
+        if not wait_until(lambda: proc.poll() is not None or self.v2_ready(), timeout):
             self.stop()
             raise EtcdError(f"etcd did not answer v2 writes within {timeout:g} s (log: {self.log_path})")
-        if self.proc.poll() is not None:
-            raise EtcdError(f"etcd exited with code {self.proc.returncode} at start (log: {self.log_path})")
+        if proc.poll() is not None:
+            raise EtcdError(f"etcd exited with code {proc.returncode} at start (log: {self.log_path})")
         return self
 
     def v2_ready(self) -> bool:
@@ -127,7 +127,7 @@ class EtcdServer:
         )
         try:
             with urllib.request.urlopen(req, timeout=1) as resp:
-                return json.load(resp).get("action") == "set"
+                return bool(json.load(resp).get("action") == "set")
         except (urllib.error.URLError, OSError, ValueError):
             return False
 

@@ -47,7 +47,7 @@ class Lighthouse:
         self.binary = find_lighthouse()
         self.workdir, self.settings, self.min_replicas, self.host = Path(workdir), settings, min_replicas, host
         self.port = 0
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.workdir / "lighthouse.log"
 
     @property
@@ -58,12 +58,12 @@ class Lighthouse:
         """Start on a free loopback port, or on the port it had before."""
         self.port = self.port or procs.free_port(self.host)
         cmd = [self.binary, *self.settings.lighthouse_args(self.min_replicas, bind=self.endpoint)]
-        self.proc = procs.start_server(cmd, self.log_path)
-        if not procs.wait_until(lambda: self.proc.poll() is not None or self.ready(), timeout):
+        self.proc = proc = procs.start_server(cmd, self.log_path)
+        if not procs.wait_until(lambda: proc.poll() is not None or self.ready(), timeout):
             self.stop()
             raise LighthouseError(f"the lighthouse did not answer within {timeout:g} s (log: {self.log_path})")
-        if self.proc.poll() is not None:
-            raise LighthouseError(f"the lighthouse exited with code {self.proc.returncode} (log: {self.log_path})")
+        if proc.poll() is not None:
+            raise LighthouseError(f"the lighthouse exited with code {proc.returncode} (log: {self.log_path})")
         return self
 
     def ready(self) -> bool:

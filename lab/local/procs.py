@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -15,13 +16,24 @@ import psutil
 from lab.runtime.warm import die_with_parent
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
 
 
-def become_subreaper() -> None:
-    """Orphaned descendants (a killed agent's workers) re-parent to us, not to init, so we
-    can always find and stop them. Linux only; harmless elsewhere."""
+def is_subreaper() -> bool:
+    """Whether orphaned descendants re-parent to this process (Linux; False elsewhere)."""
+    flag = ctypes.c_int(0)
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+    except (OSError, AttributeError):
+        return False
+    return bool(flag.value)
+
+
+def set_subreaper(on: bool) -> None:
+    """Orphaned descendants (a killed agent's workers) re-parent to us while `on`, not to
+    init, so we can always find and stop them. Linux only; harmless elsewhere."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
     except (OSError, AttributeError):
         pass
 
@@ -29,7 +41,8 @@ def become_subreaper() -> None:
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def tree(pid: int) -> list[psutil.Process]:
@@ -61,7 +74,7 @@ def _send(pid: int, sig: int) -> None:
         pass
 
 
-def start_server(cmd: list[str], log_path: Path) -> subprocess.Popen:
+def start_server(cmd: list[str], log_path: Path) -> subprocess.Popen[bytes]:
     """A server (etcd, a c10d store, the lighthouse) in a session of its own, its output
     appended to `log_path`, no stdin; it dies with this process even when that is killed."""
     with open(log_path, "ab") as out:
@@ -75,7 +88,7 @@ def start_server(cmd: list[str], log_path: Path) -> subprocess.Popen:
         )
 
 
-def stop(proc: subprocess.Popen | None, timeout: float = 5.0) -> None:
+def stop(proc: subprocess.Popen[bytes] | None, timeout: float = 5.0) -> None:
     """SIGTERM a child we started, SIGKILL it if it has not exited after `timeout`."""
     if proc is None or proc.poll() is not None:
         return
@@ -87,7 +100,7 @@ def stop(proc: subprocess.Popen | None, timeout: float = 5.0) -> None:
         proc.wait(timeout)
 
 
-def kill_descendants(timeout: float = 5.0, spare: subprocess.Popen | None = None) -> list[int]:
+def kill_descendants(timeout: float = 5.0, spare: subprocess.Popen[bytes] | None = None) -> list[int]:
     """Stop every descendant of this process but `spare`: SIGTERM, then SIGKILL after `timeout`."""
     me = psutil.Process()
     procs = [p for p in me.children(recursive=True) if spare is None or p.pid != spare.pid]
@@ -112,7 +125,7 @@ def reap() -> None:
             return
 
 
-def wait_until(predicate, timeout: float, interval: float = 0.05) -> bool:
+def wait_until(predicate: Callable[[], object], timeout: float, interval: float = 0.05) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -16,8 +16,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lab.local import procs
 from lab.local.etcd import EtcdError, EtcdServer, find_etcd
@@ -54,7 +56,7 @@ class LocalTargetError(Refused, RuntimeError):
 @dataclass
 class Node:
     name: str
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     log_path: Path
     started_at: float
     evicted_at: float | None = None
@@ -79,10 +81,10 @@ class Node:
 class LocalTarget:
     """Use as a context manager:
 
-    with LocalTarget(spec, workdir) as cluster:
-        cluster.add_node(); cluster.add_node()
+    with LocalTarget(spec, workdir) as target:
+        target.add_node(); target.add_node()
         ...
-        cluster.evict(node, notice_s=30)
+        target.evict(node, notice_s=30)
     """
 
     def __init__(
@@ -95,10 +97,10 @@ class LocalTarget:
         self.events_file = self.workdir / "events.jsonl"
         self._etcd: EtcdServer | None = None
         self._lighthouse: Lighthouse | None = None
-        self._watchdog: subprocess.Popen | None = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
         self.tmp_dir: Path | None = None
         self._rdzv_stopped = False
-        self._store: subprocess.Popen | None = None
+        self._store: subprocess.Popen[bytes] | None = None
         self._store_port = 0
         self._next_id = 0
         self._closed = False
@@ -155,7 +157,9 @@ class LocalTarget:
         self.close()
 
     def start(self) -> None:
-        procs.become_subreaper()
+        # While it runs, the caller adopts what its nodes orphan; close() gives that back.
+        self._was_subreaper = procs.is_subreaper()
+        procs.set_subreaper(True)
         self.tmp_dir = self._make_tmp_dir()
         self._start_watchdog()
         # SIGTERM to the launcher (a CI timeout, `kill`) must stop everything it started,
@@ -199,13 +203,15 @@ class LocalTarget:
     def _start_store(self) -> str:
         port = self._store_port = self._store_port or procs.free_port()
         log_path = self.workdir / "c10d-store.log"
-        self._store = procs.start_server([sys.executable, "-m", "lab.runtime.store", "--port", str(port)], log_path)
-        self._guard(self._store)
+        self._store = store = procs.start_server(
+            [sys.executable, "-m", "lab.runtime.store", "--port", str(port)], log_path
+        )
+        self._guard(store)
         started = log_path.read_text().count("listening")
         ready = procs.wait_until(
-            lambda: self._store.poll() is not None or log_path.read_text().count("listening") > started, 30
+            lambda: store.poll() is not None or log_path.read_text().count("listening") > started, 30
         )
-        if not ready or self._store.poll() is not None:
+        if not ready or store.poll() is not None:
             raise LocalTargetError(f"the c10d store did not start (log: {log_path})")
         return f"127.0.0.1:{port}"
 
@@ -225,6 +231,8 @@ class LocalTarget:
                 signal.signal(sig, handler)
             if getattr(self, "_old_sigterm", None) is not None:
                 signal.signal(signal.SIGTERM, self._old_sigterm)
+            if not getattr(self, "_was_subreaper", True):
+                procs.set_subreaper(False)
 
     def _stop_everything(self) -> None:
         for node in self.nodes:
@@ -265,7 +273,7 @@ class LocalTarget:
         return Path(tempfile.mkdtemp(prefix="elastic-lab-"))
 
     def _start_watchdog(self) -> None:
-        """lab.local.watchdog kills every process group this cluster started if this process
+        """lab.local.watchdog kills every process group this target started if this process
         dies without closing it (SIGKILL, a crash): each node, the rendezvous server; then it
         removes the nodes' temp dir. It runs in a session of its own, so a Ctrl-C to the
         drill does not reach it."""
@@ -277,7 +285,7 @@ class LocalTarget:
             start_new_session=True,
         )
 
-    def _guard(self, proc: subprocess.Popen | None) -> None:
+    def _guard(self, proc: subprocess.Popen[bytes] | None) -> None:
         """Hand a process-group leader we started (start_new_session) to the watchdog."""
         if proc is None or self._watchdog is None or self._watchdog.stdin is None:
             return
@@ -289,7 +297,7 @@ class LocalTarget:
 
     # ---------------------------------------------------------- rendezvous server
     @property
-    def rendezvous_server(self) -> subprocess.Popen | None:
+    def rendezvous_server(self) -> subprocess.Popen[bytes] | None:
         """The rendezvous server's process (etcd, the c10d store or the lighthouse)."""
         if self._lighthouse:
             return self._lighthouse.proc
@@ -311,7 +319,7 @@ class LocalTarget:
         """Stop the rendezvous server (SIGTERM, as a pod being drained or upgraded), leaving
         its data: the nodes keep running and find it unreachable."""
         if self._closed:
-            raise LocalTargetError("the cluster is closed")
+            raise LocalTargetError("the local target is closed")
         self.record(Event.RDZV_DOWN, backend=self.backend)
         self._rdzv_stopped = True
         if self._etcd:
@@ -326,7 +334,7 @@ class LocalTarget:
         with `keep_data=False`, starts empty as a new cluster (an etcd pod moved to another
         node loses its emptyDir); a restarted c10d store always starts empty."""
         if self._closed:
-            raise LocalTargetError("the cluster is closed")
+            raise LocalTargetError("the local target is closed")
         try:
             if self._etcd:
                 if not keep_data:
@@ -354,7 +362,7 @@ class LocalTarget:
 
     def add_node(self) -> Node:
         if self._closed:
-            raise LocalTargetError("the cluster is closed")
+            raise LocalTargetError("the local target is closed")
         if len(self.alive_nodes) >= self.spec.max_nodes:
             raise LocalTargetError(
                 f"nodes={len(self.alive_nodes) + 1} is invalid: expected at most max_nodes={self.spec.max_nodes}"
@@ -364,7 +372,7 @@ class LocalTarget:
         log_path = self.workdir / "nodes" / f"{name}.log"
         # The node's own directory, as a machine of its own would have: the script's relative
         # paths and torchelastic's error files land there, never in the caller's directory;
-        # temporary files in the cluster's temp dir, removed when it closes.
+        # temporary files in the target's temp dir, removed when it closes.
         home = self.node_dir(name)
         home.mkdir(parents=True, exist_ok=True)
         env = {
@@ -408,7 +416,7 @@ class LocalTarget:
         SIGKILL when the notice runs out), hard (SIGKILL, no warning: on loopback its sockets
         close at once, so peers learn of it in milliseconds) or silent (SIGSTOP of the whole
         tree, as a VM that vanishes: its sockets stay open and nothing more is said; the tree
-        is killed SILENT_KILL_S later, or when the cluster closes)."""
+        is killed SILENT_KILL_S later, or when the target closes)."""
         if not node.alive:
             raise LocalTargetError(f"node={node.name!r} is not running: expected a live node to evict")
         if silent and notice_s is not None:
@@ -426,7 +434,7 @@ class LocalTarget:
         procs.signal_tree(node.proc.pid, signal.SIGTERM)
         self._kill_later(node, notice_s or 0.0, Event.NOTICE_EXPIRED)
 
-    def _kill_later(self, node: Node, seconds: float, event: str) -> None:
+    def _kill_later(self, node: Node, seconds: float, event: Event) -> None:
         def kill() -> None:
             if node.running:
                 self.record(event, node=node.name)
@@ -436,7 +444,7 @@ class LocalTarget:
         node._killer.daemon = True
         node._killer.start()
 
-    def wait(self, timeout: float, poll: float = 0.2, on_tick=None) -> bool:
+    def wait(self, timeout: float, poll: float = 0.2, on_tick: Callable[[], None] | None = None) -> bool:
         """Wait until no node is running; False when the timeout ran out first."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -451,5 +459,5 @@ class LocalTarget:
     def record(self, event: Event, **fields: object) -> None:
         emit(event, sink=self.events_file, source=Source.LOCAL_TARGET, **fields)
 
-    def events(self) -> list[dict]:
+    def events(self) -> list[dict[str, Any]]:
         return events.read(self.events_file)

@@ -1,10 +1,10 @@
-"""The local cluster's watchdog: a process of its own that kills every process group the
-cluster started when the cluster's process dies, however it dies (SIGKILL included, when no
+"""The local target's watchdog: a process of its own that kills every process group the
+target started when the target's process dies, however it dies (SIGKILL included, when no
 clean-up of its own can run).
 
-Protocol, on standard input: one process-group id per line as the cluster starts them;
-`done` when the cluster has stopped them itself (the watchdog then exits and kills nothing).
-End of input without `done` means the cluster's process is gone: every group is killed,
+Protocol, on standard input: one process-group id per line as the target starts them;
+`done` when the target has stopped them itself (the watchdog then exits and kills nothing).
+End of input without `done` means the target's process is gone: every group is killed,
 stopped ones included (SIGKILL reaches a stopped process), and the directories given as
 arguments (the nodes' temp dir) are removed.
 

@@ -54,7 +54,7 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
     size.add_argument("--replicas", type=int, help="worker pods to create (default: --max-nodes)")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "submit",
         help="render the PyTorchJob (elastic or per-step) for a stack and create it on its cluster",

@@ -121,6 +121,7 @@ def drill_main(args: argparse.Namespace) -> int:
         if args.deadline <= 0 or args.deadline != args.deadline:
             raise InvalidInput([Problem("--deadline", args.deadline, "a finite number of seconds > 0")])
         objects, spec = None, None
+        name = args.job  # an existing job, or the one rendered here
         if not args.job:
             extra = [a for a in (args.script_args or []) if a != "--"] if args.script else []
             steps = args.steps or DEFAULT_STEPS
@@ -132,7 +133,7 @@ def drill_main(args: argparse.Namespace) -> int:
             spec = job_fields_spec(args, image=args.image, **script_kw)
             job = render_job(spec, target)
             spec, objects = job.spec, job.objects
-        name = args.job or spec.name
+            name = spec.name
         evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, (args.steps or DEFAULT_STEPS) // 4)
         with connected(args, target) as (kube, namespace):
             evictor = _evictor(backend, args, target, kube)

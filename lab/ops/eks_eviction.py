@@ -347,7 +347,8 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
         found: list[str] = []
         token: str | None = None
         while True:
-            reply = self._call("fis", "list_experiment_templates", **({"nextToken": token} if token else {}))
+            page: dict[str, Any] = {"nextToken": token} if token else {}
+            reply = self._call("fis", "list_experiment_templates", **page)
             for summary in reply.get("experimentTemplates", []):
                 tags = summary.get("tags") or {}
                 if tags.get(PURPOSE_TAG) == PURPOSE and tags.get(DRILL_CLUSTER_TAG) == self.cluster_name:
@@ -456,7 +457,7 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
         found: list[str] = []
         token: str | None = None
         while True:
-            page = {"nextToken": token} if token else {}
+            page: dict[str, Any] = {"nextToken": token} if token else {}
             reply = self._call("fis", "list_experiment_resolved_targets", experimentId=experiment_id, **page)
             for target in reply.get("resolvedTargets", []):
                 for value in (target.get("targetInformation") or {}).values():

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from lab.stacks.outputs import StackOutputs
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "teardown",
         help="delete a stack and everything it left (jobs, volumes, controller-made cloud resources), or a local run",

@@ -325,7 +325,8 @@ def pool_operations(plan: Any) -> Iterator[Finding]:
 
 
 def _keeps_checkpoints(plan: Any) -> bool:
-    return plan.config.get(f"{PROJECT}:checkpointsOnDestroy", "keep") != "delete"
+    mode: str = plan.config.get(f"{PROJECT}:checkpointsOnDestroy", "keep")
+    return mode != "delete"
 
 
 def checkpoints_kept(plan: Any) -> Iterator[Finding]:

@@ -168,7 +168,7 @@ def _eks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate:
         "query": cp.get("query"),
     }
     costs: list[PoolCost] = []
-    order = {"cpu": 0, "gpu-spot": 1}
+    order: dict[str | None, int] = {"cpu": 0, "gpu-spot": 1}
     groups = sorted(plan.of_type(NODE_GROUP), key=lambda g: (order.get(_role(g), 9), g.name))
     for g in groups:
         spot = g.inputs.get("capacityType") == "SPOT"
@@ -197,7 +197,7 @@ def _eks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate:
 
 def _totals(
     table: dict[str, Any],
-    region: str,
+    region: str | None,
     prices_path: Path | str | None,
     control: dict[str, Any],
     costs: list[PoolCost],
@@ -207,10 +207,12 @@ def _totals(
     and maximum sizes (None when any price is missing)."""
 
     def total(attr: str) -> float | None:
-        values = [getattr(c, attr) for c in costs]
-        if any(v is None for v in values) or control["price"] is None:
+        values: list[float | None] = [getattr(c, attr) for c in costs]
+        priced = [v for v in values if v is not None]
+        control_price: float | None = control["price"]
+        if len(priced) < len(values) or control_price is None:
             return None
-        return round(sum(values) + control["price"], 4)
+        return round(sum(priced) + control_price, 4)
 
     return CostEstimate(
         currency=table["currency"],

@@ -27,7 +27,7 @@ def summary(r: RecordedResource) -> str:
     """A few key inputs of a resource, one line."""
     i = r.inputs
     t = r.type
-    parts: list[str] = []
+    parts: list[Any] = []  # inputs as recorded (None or "" where unset), shown with str()
     if t == "azure-native:resources:ResourceGroup":
         parts = [i.get("resourceGroupName"), i.get("location")]
     elif t == "azure-native:managedidentity:UserAssignedIdentity":
@@ -76,9 +76,11 @@ def summary(r: RecordedResource) -> str:
             if _scalar(v) and k != "version"
         ][:3]
     else:
-        meta = i.get("metadata") if isinstance(i.get("metadata"), dict) else {}
+        metadata = i.get("metadata")
+        meta: dict[str, Any] = metadata if isinstance(metadata, dict) else {}
         if meta:
-            parts = [f"{meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta.get('name', '')}"]
+            namespace = meta.get("namespace")
+            parts = [f"{namespace + '/' if namespace else ''}{meta.get('name', '')}"]
         parts += [
             f"{k}={v}"
             for k, v in i.items()
@@ -179,7 +181,7 @@ def cost_lines(cost: CostEstimate | None) -> list[str]:
             f"  full (every pool at its maximum): {money(cost.hourly_max).strip()} {cost.currency}/h on spot GPUs vs "
             f"{money(cost.hourly_max_on_demand).strip()} {cost.currency}/h on on-demand GPUs{saving}"
         )
-    sources = {}
+    sources: dict[str, tuple[str, str | None]] = {}
     for p in cost.pools:
         sources.setdefault(p.vm_size, (p.source, p.query))
     sources[cp["label"]] = (cp["source"], cp.get("query"))

@@ -131,7 +131,7 @@ def _quiet_sibling_failures() -> None:
 
     loop = asyncio.get_event_loop()
 
-    def handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         if context.get("message", "").startswith("Future exception was never retrieved"):
             return
         loop.default_exception_handler(context)

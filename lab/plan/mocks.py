@@ -87,7 +87,7 @@ class PlanMocks(pulumi.runtime.Mocks):
         self.unknown_calls: list[str] = []
 
     # ------------------------------------------------------------------ resources
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         inputs = dict(args.inputs)
         typ = args.typ
         state: dict[str, Any] = dict(inputs)
@@ -222,7 +222,7 @@ class PlanMocks(pulumi.runtime.Mocks):
         return {}
 
     # ------------------------------------------------------------------ invokes
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list | None]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         token, a = args.token, dict(args.args)
         if token == "azure-native:authorization:getClientConfig":
             return {

@@ -21,7 +21,7 @@ class RecordingMonitor(MockMonitor):
         self.invokes: list[dict[str, Any]] = []
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - the gRPC method name
-        response = super().RegisterResource(request)
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]  # unannotated in pulumi
         inputs, secrets = struct(request.object)
         state, _ = struct(getattr(response, "object", None)) if getattr(response, "object", None) else ({}, [])
         deps = list(request.dependencies)
@@ -59,9 +59,9 @@ class RecordingMonitor(MockMonitor):
         rec = self.by_urn.get(request.urn)
         if rec is not None:
             rec.outputs, rec.secret_outputs = outputs, secrets
-        return super().RegisterResourceOutputs(request)
+        return super().RegisterResourceOutputs(request)  # type: ignore[no-untyped-call]  # unannotated in pulumi
 
     def Invoke(self, request: Any) -> Any:  # noqa: N802
         args, _ = struct(request.args)
         self.invokes.append({"token": request.tok, "args": args})
-        return super().Invoke(request)
+        return super().Invoke(request)  # type: ignore[no-untyped-call]  # unannotated in pulumi

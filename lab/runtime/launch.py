@@ -50,6 +50,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from lab.runtime import events
 from lab.vocab.events import Event
@@ -57,6 +58,9 @@ from lab.vocab.job import ENV_AGENT_EVENTS
 
 PROG = "lab.runtime.launch"
 log = logging.getLogger(PROG)
+
+if TYPE_CHECKING:
+    from torch.distributed.elastic.rendezvous import RendezvousParameters
 
 # rdzv-conf keys read here; torch's own create_handler would reject fractions in them.
 FRACTIONAL_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout", "keep_alive_interval")
@@ -75,7 +79,7 @@ EXIT_RENDEZVOUS_UNREACHABLE = 170  # the rendezvous server stayed unreachable pa
 EXIT_RENDEZVOUS_TIMEOUT = 171  # fewer than min_nodes joined within join_timeout
 
 
-def _seconds(params, key: str) -> timedelta | None:
+def _seconds(params: RendezvousParameters, key: str) -> timedelta | None:
     value = params.get(key)
     if value is None:
         return None
@@ -88,11 +92,15 @@ def _seconds(params, key: str) -> timedelta | None:
     return timedelta(seconds=seconds)
 
 
-def _handler_class():
+def _handler_class() -> type[Any]:
     """torch's dynamic-rendezvous handler, made to ride out an unreachable server and to
     leave the rendezvous open when this agent gives up on it (defined lazily: torch is
-    imported only when a rendezvous is built)."""
-    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError
+    imported only when a rendezvous is built, so its type is Any to the callers)."""
+    from torch.distributed.elastic.rendezvous.api import (
+        RendezvousConnectionError,
+        RendezvousInfo,
+        RendezvousTimeoutError,
+    )
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
 
     class ResilientRendezvousHandler(DynamicRendezvousHandler):
@@ -106,7 +114,7 @@ def _handler_class():
         _gave_up = False  # this agent leaves on a rendezvous error: keep the rendezvous open
         # The round this agent's workers run in, and its participants when it completed.
         _round: int | None = None
-        _members: frozenset = frozenset()
+        _members: frozenset[object] = frozenset()  # the round's node descriptors
         _lost_reported = False
 
         def num_nodes_waiting(self) -> int:
@@ -142,12 +150,12 @@ def _handler_class():
                 self._unreachable_since = None
             return waiting + len(self._lost_members())
 
-        def lost_members(self) -> frozenset:
+        def lost_members(self) -> frozenset[object]:
             """The lost participants of this agent's round, from a fresh read of the state."""
             self.num_nodes_waiting()
             return self._lost_members()
 
-        def _lost_members(self) -> frozenset:
+        def _lost_members(self) -> frozenset[object]:
             """Participants of this agent's round that the rendezvous dropped since it
             completed: their heartbeats stopped (a vanished node) or they left."""
             state = self._state_holder.state
@@ -174,7 +182,7 @@ def _handler_class():
                 )
             return 0
 
-        def next_rendezvous(self):  # type: ignore[no-untyped-def]
+        def next_rendezvous(self) -> RendezvousInfo:
             self._round = None
             try:
                 info = super().next_rendezvous()
@@ -196,7 +204,9 @@ def _handler_class():
     return ResilientRendezvousHandler
 
 
-def _create_handler(create_backend, params):
+def _create_handler(
+    create_backend: Callable[[RendezvousParameters], tuple[Any, Any]], params: RendezvousParameters
+) -> Any:
     """Our dynamic-rendezvous handler, built from fractional-second settings."""
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import RendezvousTimeout
 
@@ -235,10 +245,10 @@ def _set_poll_interval(poll: float) -> None:
     def delay(seconds: float | tuple[float, float]) -> None:
         original(seconds=poll if seconds == 1 else seconds)
 
-    dynamic_rendezvous._delay = delay
+    dynamic_rendezvous._delay = delay  # type: ignore[attr-defined]  # torch imports it there without re-exporting
 
 
-def _etcd_v2(params):
+def _etcd_v2(params: RendezvousParameters) -> Any:
     from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import create_backend
 
     # Seconds one etcd request may take (torch's default: 60). The agent's monitor loop waits
@@ -249,7 +259,7 @@ def _etcd_v2(params):
     return handler
 
 
-def _use_backend(handler, backend, store) -> None:
+def _use_backend(handler: Any, backend: Any, store: Any) -> None:
     """Make `handler` talk to the server through `backend` and `store` from now on. The state's
     version token is dropped: a server that restarted empty has no such version, and writes
     made against it would fail for good; without one the next write re-reads the state."""
@@ -258,7 +268,7 @@ def _use_backend(handler, backend, store) -> None:
     handler._store = store
 
 
-def _reconnect_etcd(handler, params) -> None:
+def _reconnect_etcd(handler: Any, params: RendezvousParameters) -> None:
     """Point `handler` at a new etcd client, once the server answers it."""
     from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
     from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import create_backend
@@ -275,7 +285,7 @@ def _reconnect_etcd(handler, params) -> None:
     _use_backend(handler, backend, store)
 
 
-def _c10d(params):
+def _c10d(params: RendezvousParameters) -> Any:
     from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import create_backend
 
     handler = _create_handler(create_backend, params)
@@ -285,12 +295,12 @@ def _c10d(params):
     return handler
 
 
-def _reconnect_c10d(handler, params) -> None:
+def _reconnect_c10d(handler: Any, params: RendezvousParameters) -> None:
     """Point `handler` at a new connection to the c10d store. A TCPStore client never
     reconnects, so after the store restarts the old connection fails for good. Connecting
     gives up within a second while the store is down (the agent's monitor loop waits for
     it); the connection then gets the store's usual read timeout."""
-    from torch.distributed import TCPStore
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]  # not re-exported by torch
     from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
     from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
     from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
@@ -300,7 +310,7 @@ def _reconnect_c10d(handler, params) -> None:
         store = TCPStore(host, port, is_master=False, multi_tenant=True, timeout=timedelta(seconds=1))
     except (RuntimeError, ValueError, TimeoutError) as exc:
         raise RendezvousConnectionError(f"the c10d store at {host}:{port} is unreachable") from exc
-    store.set_timeout(timedelta(seconds=params.get_as_int("read_timeout", 60)))
+    store.set_timeout(timedelta(seconds=params.get_as_int("read_timeout", 60) or 60))
     # A new backend on the new connection: it writes the empty-state sentinel that keeps
     # its reads from blocking on a store that restarted empty.
     _use_backend(handler, C10dRendezvousBackend(store, params.run_id), store)
@@ -411,14 +421,14 @@ def start_warm_workers() -> None:
 
     from lab.runtime.warm import run_script
 
-    def launch(config, entrypoint):  # type: ignore[no-untyped-def]
+    def launch(config: Any, entrypoint: Any) -> Any:
         if entrypoint != sys.executable:  # --no-python: a program of its own
             return elastic_launch(config=config, entrypoint=entrypoint)
         config.start_method = "forkserver"
         return elastic_launch(config=config, entrypoint=run_script)
 
     start_forkserver()  # a no-op when it runs already
-    run.elastic_launch = launch
+    run.elastic_launch = launch  # type: ignore[attr-defined,assignment]  # torchrun's own entry, replaced
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     args = p.parse_args(argv)
-    from torch.distributed import TCPStore
+    # torch imports TCPStore into torch.distributed without re-exporting it (no `as`, no __all__).
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
     store = TCPStore(
         args.host, args.port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60), multi_tenant=True

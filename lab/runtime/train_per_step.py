@@ -33,7 +33,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from lab.runtime import events
 from lab.runtime.checkpoint import CheckpointStore
@@ -81,8 +80,8 @@ def _listen_on(host: str, checkpoint_port: int) -> None:
         def __init__(self, server_address: tuple[str, int], handler: Any) -> None:
             super().__init__((host, checkpoint_port or server_address[1]), handler)
 
-    manager_module.ManagerServer = manager_server  # type: ignore[assignment]
-    http_transport._IPv6HTTPServer = HostHTTPServer  # type: ignore[misc]
+    manager_module.ManagerServer = manager_server
+    http_transport._IPv6HTTPServer = HostHTTPServer
 
 
 def _transport(host: str, timeout: timedelta) -> Any:
@@ -90,13 +89,23 @@ def _transport(host: str, timeout: timedelta) -> Any:
     machine's hostname, which other pods cannot resolve)."""
     from torchft.checkpointing.http_transport import HTTPTransport
 
-    class Transport(HTTPTransport):
+    class Transport(HTTPTransport):  # type: ignore[misc]  # torchft ships no type information (py.typed)
         def address(self) -> str:
             port = self._server.socket.getsockname()[1]
             shown = f"[{host}]" if ":" in host else host
             return f"http://{shown}:{port}/checkpoint/"
 
     return Transport(timeout=timeout, num_chunks=0)
+
+
+def _flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """One contiguous tensor of all of them: one collective instead of one per parameter."""
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def _unflatten(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
+    """`flat` cut back into tensors shaped as `like`."""
+    return [chunk.view_as(t) for chunk, t in zip(torch.split(flat, [t.numel() for t in like]), like, strict=True)]
 
 
 def _quorum_id(manager: Any) -> int:
@@ -272,7 +281,7 @@ class PerStepTraining:
         if len(indices):
             (local_loss / covered).backward()
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-        return _flatten_dense_tensors(grads), grads, local_loss
+        return _flatten(grads), grads, local_loss
 
     def _reduce(self, flat: torch.Tensor) -> None:
         """Sum within the group, then across the quorum's groups."""
@@ -298,7 +307,7 @@ class PerStepTraining:
         with self.notice.consistent:
             committed = bool(self.manager.should_commit())
             if committed:
-                for p, g in zip(self.params, _unflatten_dense_tensors(flat, grads), strict=True):
+                for p, g in zip(self.params, _unflatten(flat, grads), strict=True):
                     p.grad = g
                 self.optimizer.step()
                 self.sampler.advance(covered)

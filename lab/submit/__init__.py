@@ -1,1 +1,2 @@
-"""`elastic-lab submit`: render charts/elastic-pytorchjob for a stack and apply it."""
+"""A job for a stack's platform, rendered offline from charts/elastic-pytorchjob and checked
+(schemas, the PyTorchJob CRD, guardrails, sizing) before lab.ops creates it."""

@@ -9,7 +9,7 @@ platform it lands on.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,7 +169,7 @@ def rendezvous_summary(spec: JobSpec) -> str:
     return f"rendezvous {spec.rdzv_backend.value} at {spec.rdzv_endpoint}, id {spec.rdzv_id}, nodes {spec.nnodes}"
 
 
-def manifest_text(spec: JobSpec, target: StackTarget, objects: list[Mapping[str, Any]]) -> str:
+def manifest_text(spec: JobSpec, target: StackTarget, objects: Sequence[Mapping[str, Any]]) -> str:
     header = (
         f"# elastic-lab submit --stack {target.stack}: job {spec.name} on {target.cloud}, "
         f"namespace {target.facts.namespace}\n"

@@ -11,6 +11,8 @@ import pytest
 from lab.drill.run import DrillConfig, run_drill
 from lab.vocab.job import JobSpec
 
+pytestmark = pytest.mark.processes  # every drill starts etcd, agents and workers
+
 
 def _spec(workdir, **kw):
     base = {

@@ -15,6 +15,8 @@ from lab.local import LocalTarget
 from lab.vocab import events
 from lab.vocab.job import JobSpec
 
+pytestmark = pytest.mark.processes  # every drill starts a lighthouse, agents and workers
+
 
 def _spec(workdir, steps: int = 150, **kw):
     base = {

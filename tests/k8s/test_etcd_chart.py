@@ -71,6 +71,7 @@ def etcd_container():
 
 
 @pytest.mark.parametrize("keep_v2", [True, False], ids=["as-rendered", "without-enable-v2"])
+@pytest.mark.processes
 def test_rendered_etcd_serves_probes_and_v2(etcd_container, tmp_path, keep_v2):
     binary = _etcd_binary()
     if not binary:

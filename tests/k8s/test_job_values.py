@@ -362,6 +362,7 @@ def test_job_names_agree_with_jobspec(name, facts):
     assert "DNS-1035" in schema["properties"]["name"]["description"]
 
 
+@pytest.mark.processes
 def test_c10d_store_command_runs_the_project_store(facts):
     """The store container's command, as rendered, starts a TCPStore that accepts clients,
     and stops on SIGTERM (the kubelet's stop)."""
@@ -598,6 +599,7 @@ def test_unknown_fault_tolerance_fails_at_render():
         render_chart(JOB_CHART, {"faultTolerance": "torchft"}, release="r", namespace="training")
 
 
+@pytest.mark.processes
 def test_lighthouse_command_serves_its_probe_and_stops_on_sigterm(facts):
     """The lighthouse container's command, as rendered, answers its probe's GET / with its
     status page and stops on SIGTERM when it is not PID 1 (the pod shares its process

@@ -1239,6 +1239,7 @@ def _children(pid: int, count: int) -> list[int]:
     return [c.pid for c in psutil.Process(pid).children(recursive=True)]
 
 
+@pytest.mark.processes
 def test_local_teardown_stops_the_runs_processes_and_removes_its_directories(tmp_path, spawned):
     try:
         find_etcd()
@@ -1360,6 +1361,7 @@ def test_local_teardown_refuses_a_directory_that_is_not_a_runs(tmp_path):
     assert (precious / "thesis.tex").exists()
 
 
+@pytest.mark.processes
 def test_local_teardown_stops_only_what_it_found(tmp_path, spawned):
     workdir = tmp_path / "run"
     (workdir / "nodes").mkdir(parents=True)

@@ -8,6 +8,7 @@ import importlib
 import inspect
 import json
 import re
+import sys
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -732,9 +733,12 @@ def _members(shape: Any, seen: set[str]) -> set[str]:
 
 def _pulumi_args(type_: str) -> type:
     """The pulumi_aws Args class of a type token (`aws:eks/nodeGroup:NodeGroup`)."""
-    package, module, name = re.fullmatch(r"aws:(\w+)/(\w+):(\w+)", type_).groups()
-    snake = re.sub(r"([A-Z])", r"_\1", module).lower()
-    mod = importlib.import_module(f"pulumi_aws.{package}.{snake}")
+    package, _, name = re.fullmatch(r"aws:(\w+)/(\w+):(\w+)", type_).groups()
+    # Through the package, never its submodule first: pulumi_aws loads its services lazily,
+    # and a service whose submodule was imported before it loaded stays without its classes
+    # for every later test in this process.
+    resource = getattr(importlib.import_module(f"pulumi_aws.{package}"), name)
+    mod = sys.modules[resource.__module__]
     return getattr(mod, f"{name}InitArgs", None) or getattr(mod, f"{name}Args")
 
 
@@ -743,8 +747,11 @@ def _sample(args_cls: type, depth: int = 0) -> dict[str, Any]:
     down), each with an unknown value, so only the names are judged."""
     names = pulumi._types.input_type_py_to_pulumi_names(args_cls)
     module = importlib.import_module(args_cls.__module__.rsplit(".", 1)[0] + "._inputs")
+    # pulumi.Input names "Output[T]" as a forward reference: evaluated here with pulumi's own
+    # names in scope, whatever other code evaluated before in this process.
     hints = typing.get_type_hints(
-        args_cls.__init__, globalns=vars(module) | vars(importlib.import_module(args_cls.__module__))
+        args_cls.__init__,
+        globalns=vars(pulumi.output) | vars(module) | vars(importlib.import_module(args_cls.__module__)),
     )
     sample: dict[str, Any] = {}
     for py, wire in names.items():

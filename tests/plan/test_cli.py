@@ -95,6 +95,7 @@ def test_all_stacks_json(capsys):
     assert code == 0 and "aks-dev" in {d["stack"] for d in docs} and all(d["ok"] for d in docs)
 
 
+@pytest.mark.processes
 def test_entry_point_offline_without_torch_or_credentials(tmp_path):
     """The installed command, in a clean environment: no Azure credentials, no Pulumi CLI,
     no network needed, and torch is never imported on the plan path."""

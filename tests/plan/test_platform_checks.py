@@ -205,6 +205,7 @@ def test_plan_without_the_crd_warns_and_passes(monkeypatch, capsys):
     assert "✓ k8s:schema: ok" in out
 
 
+@pytest.mark.processes
 def test_cli_plan_byo():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(

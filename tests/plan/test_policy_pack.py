@@ -226,6 +226,7 @@ def test_every_check_is_a_mandatory_policy_of_its_name():
     assert (recorder.name, recorder.enforcement_level) == (INPUTS_POLICY, ADVISORY)
 
 
+@pytest.mark.processes
 def test_importing_the_module_serves_nothing():
     # PolicyPack's constructor prints a port and serves forever: an import that built it would hang.
     done = subprocess.run(

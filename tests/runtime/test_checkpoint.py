@@ -87,6 +87,7 @@ print("second saved", flush=True)
 
 
 @pytest.mark.parametrize("mode", ["rename", "write-once"])
+@pytest.mark.processes
 def test_kill_during_a_checkpoint_write_leaves_the_previous_one_loadable(tmp_path, mode):
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), mode], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "first saved"

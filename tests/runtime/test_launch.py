@@ -40,9 +40,7 @@ def test_plain_torch_rejects_our_fractional_settings(etcd):
         dynamic_rendezvous.create_handler(None, None, _params(etcd.endpoint, conf))
 
 
-def test_launcher_builds_a_handler_with_the_fractional_settings(etcd, monkeypatch):
-    monkeypatch.setattr(dynamic_rendezvous, "_delay", dynamic_rendezvous._delay)  # restored after the test
-    launch.install()
+def test_launcher_builds_a_handler_with_the_fractional_settings(etcd, installed, monkeypatch):
     spec = JobSpec()
     handler = get_rendezvous_handler(_params(etcd.endpoint, spec.rdzv_conf()))
     settings = handler.settings
@@ -58,8 +56,7 @@ def test_launcher_builds_a_handler_with_the_fractional_settings(etcd, monkeypatc
     assert slept == [t.poll_interval_s]
 
 
-def test_bad_fractional_value_is_a_clear_error(etcd):
-    launch.install()
+def test_bad_fractional_value_is_a_clear_error(etcd, installed):
     conf = {**JobSpec().rdzv_conf(), "keep_alive_interval": "fast"}
     with pytest.raises(ValueError, match="rdzv-conf keep_alive_interval='fast' is invalid: expected seconds"):
         get_rendezvous_handler(_params(etcd.endpoint, conf))

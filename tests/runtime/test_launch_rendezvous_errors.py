@@ -45,10 +45,9 @@ def _agent(spec: JobSpec, workdir, name: str) -> subprocess.Popen:
         )
 
 
-def test_an_unreachable_server_is_ridden_out_then_given_up(etcd):
+def test_an_unreachable_server_is_ridden_out_then_given_up(etcd, installed):
     """The agent's poll of waiting nodes answers 0 while the server is down (its workers keep
     training), until server_outage has passed; then the connection error goes up."""
-    launch.install()
     conf = {**JobSpec().rdzv_conf(), "server_outage": "1.5"}
     params = RendezvousParameters(
         backend="etcd-v2",

@@ -5,8 +5,8 @@ import os
 import subprocess
 import sys
 
-from lab.vocab import events
 from lab.runtime.demo import GlobalSampler
+from lab.vocab import events
 
 
 def _torchrun(workdir, nproc, *train_args, env_extra=None):

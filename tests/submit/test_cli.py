@@ -19,6 +19,7 @@ def _cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.processes
 def test_cli_submit_dry_run(crd):
     flags = (
         "--dry-run --min-nodes 1 --max-nodes 4 --backend c10d --image registry.example/trainer:1 --name demo "
@@ -50,12 +51,14 @@ def test_cli_submit_dry_run(crd):
         (["--join-timeout", "0"], "--join-timeout=0.0 is invalid: expected a finite number of seconds > 0"),
     ],
 )
+@pytest.mark.processes
 def test_cli_submit_rejects_bad_jobs(flags, message):
     proc = _cli("submit", "--stack", "byo", "--dry-run", *flags)
     assert proc.returncode == 2
     assert message in proc.stderr
 
 
+@pytest.mark.processes
 def test_cli_submit_without_a_cluster_fails_clearly():
     proc = _cli("submit", "--stack", "byo")
     assert proc.returncode == 1
@@ -67,6 +70,7 @@ def test_cli_submit_without_a_cluster_fails_clearly():
     assert "kubeconfig" in proc.stderr and ("--kubeconfig" in proc.stderr or "deployed" in proc.stderr)
 
 
+@pytest.mark.processes
 def test_cli_submit_unknown_stack():
     proc = _cli("submit", "--stack", "nope", "--dry-run")
     assert proc.returncode != 0 and "nope" in proc.stderr

@@ -8,11 +8,13 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from lab.vocab.layout import ROOT
 
 
+@pytest.mark.processes
 def test_submit_dry_run_in_a_clone_with_nothing_beside_it(tmp_path):
     files = (
         subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore.exceptions import (
     ClientError,
@@ -72,7 +72,10 @@ def _aws_tags(tags: Iterable[Mapping[str, str]] | None) -> dict[str, str]:
     return {t["Key"]: t.get("Value", "") for t in tags or []}
 
 
-def _chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
+T = TypeVar("T")
+
+
+def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
 
@@ -341,7 +344,7 @@ class AwsSweep:
             self.kept.append(Leftover(BUCKET, bucket, self.region, "the checkpoint bucket: kept with the checkpoints"))
             return []
         # An untagged bucket answers NoSuchTagSet: it is kept below, as one of another stack's.
-        untagged = {"NoSuchTagSet": {"TagSet": []}}
+        untagged: dict[str, Any] = {"NoSuchTagSet": {"TagSet": []}}
         reply = self._request("s3", "get_bucket_tagging", gone=("NoSuchBucket",), instead=untagged, Bucket=bucket)
         if reply is GONE:
             return []

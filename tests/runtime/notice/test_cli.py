@@ -70,6 +70,7 @@ def test_a_bad_flag_exits_2_naming_it_before_polling(args, message, capsys):
         assert imds.requests == []
 
 
+@pytest.mark.processes
 def test_every_bad_flag_is_reported_at_once():
     result = _run("--node", "", "--poll-interval", "0", "--act-on", "Nope", env={"PATH": "/usr/bin:/bin"})
     assert result.returncode == 2
@@ -78,12 +79,14 @@ def test_every_bad_flag_is_reported_at_once():
         assert flag in result.stderr
 
 
+@pytest.mark.processes
 def test_no_in_cluster_config_outside_a_pod_exits_2():
     result = _run("--node", NODE, env={"PATH": "/usr/bin:/bin"})
     assert result.returncode == 2
     assert "in-cluster config cannot be used" in result.stderr and "--kubeconfig" in result.stderr
 
 
+@pytest.mark.processes
 def test_the_handler_process_drains_on_preempt_and_stops_on_sigterm(workdir):
     with FakeImds(VM) as imds, FakeKube(node_pods()) as kube:
         config = _kubeconfig(workdir / "kubeconfig", kube.url)
