@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from lab.vocab import events
 from lab.runtime.checkpoint import CheckpointStore
 from lab.runtime.demo import make_model
+from lab.vocab import events
 
 
 def save_seconds(repeats: int = 20) -> tuple[float, int]:
