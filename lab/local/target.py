@@ -360,6 +360,16 @@ class LocalTarget:
     def alive_nodes(self) -> list[Node]:
         return [n for n in self.nodes if n.alive]
 
+    def _threads(self) -> dict[str, str]:
+        """The nodes share this machine's cores, which a machine of each would not: each
+        worker gets its share of the threads (OMP_NUM_THREADS, torch's intra-op pool), unless
+        the caller's environment sets it. Workers whose thread pools overlap spin for cores
+        they do not get, and training slows several-fold under its own load."""
+        if "OMP_NUM_THREADS" in os.environ:
+            return {}
+        workers = self.spec.max_nodes * self.spec.nproc_per_node
+        return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
+
     def add_node(self) -> Node:
         if self._closed:
             raise LocalTargetError("the local target is closed")
@@ -377,6 +387,7 @@ class LocalTarget:
         home.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
+            **self._threads(),
             **self.spec.worker_env(),
             **self.extra_env,
             ENV_NODE: name,
