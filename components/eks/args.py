@@ -179,11 +179,6 @@ class EksClusterArgs:
     def autoscaler_image_tag(self) -> str:
         return self.cluster_autoscaler_image_tag or f"v{self.kubernetes_version}.0"
 
-    @property
-    def notice_minutes(self) -> int:
-        m = _ISO_MINUTES.match(self.interruption_notice)
-        return int(m.group(1)) if m else 2
-
     def replace(self, **changes: Any) -> EksClusterArgs:
         return dataclasses.replace(self, **changes)
 

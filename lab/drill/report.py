@@ -513,6 +513,13 @@ def _unfinished(run: Timeline, report: DrillReport) -> str:
     stuck = {n: c for n, c in report.node_exit_codes.items() if n not in evicted and c != 0}
     target = report.target_steps
     if run.emits and target and report.final_step == target and stuck:
+        late = sorted(j.node for j in report.joins if j.join_s is None and j.node in stuck)
+        if late and len(late) == len(stuck):
+            return (
+                f"the job trained every step ({report.final_step} of {target}) before {', '.join(late)} could join: "
+                "a node added back needs seconds to start and join (more on a loaded machine); give the job "
+                "more steps or a longer --step-time"
+            )
         codes = ", ".join(f"{n} ({c})" for n, c in sorted(stuck.items()))
         return (
             f"the job trained every step ({report.final_step} of {target}) but these nodes did not exit"

@@ -155,17 +155,17 @@ class _CrashLoop(Exception):
         self.error, self.attempts = error, attempts
 
 
-def _errors(cluster: LocalTarget) -> list[WorkerError]:
-    return worker_errors((n.name, cluster.node_dir(n.name) / TORCHELASTIC_LOGS) for n in cluster.nodes)
+def _errors(local: LocalTarget) -> list[WorkerError]:
+    return worker_errors((n.name, local.node_dir(n.name) / TORCHELASTIC_LOGS) for n in local.nodes)
 
 
 def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport:
     cfg.validate()
     progress = progress or Progress(target=cfg.target_steps)
-    cluster = LocalTarget(
+    local = LocalTarget(
         cfg.spec, cfg.workdir, etcd_binary=cfg.etcd_binary, env={"LOGLEVEL": cfg.agent_log_level}
     )  # validates inputs
-    tail = events.Tail(cluster.events_file)
+    tail = events.Tail(local.events_file)
     seen: list[dict[str, Any]] = []
     diagnosed_at = [0.0]
     server_died: list[str] = []
@@ -174,13 +174,13 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
         new = tail.poll()
         seen.extend(new)
         progress.see(new)
-        progress.say(phase, len(cluster.alive_nodes))
+        progress.say(phase, len(local.alive_nodes))
         if time.monotonic() - diagnosed_at[0] >= 1.0:  # error files, once a second
             diagnosed_at[0] = time.monotonic()
-            looping = crash_loop(_errors(cluster), [(e["t"], e["step"]) for e in seen if e["event"] == Event.STEP])
+            looping = crash_loop(_errors(local), [(e["t"], e["step"]) for e in seen if e["event"] == Event.STEP])
             if looping:
                 raise _CrashLoop(*looping)
-            if not server_died and (died := cluster.rendezvous_died()):
+            if not server_died and (died := local.rendezvous_died()):
                 server_died.append(f"{died} at {time.monotonic() - t_start:.1f} s, while the job ran")
 
     def wait_for(phase: str, predicate: Callable[[], bool], timeout: float) -> bool:
@@ -189,7 +189,7 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
             pump(phase)
             if predicate():
                 return True
-            if not cluster.alive_nodes:
+            if not local.alive_nodes:
                 return False
             time.sleep(0.1)
         return False
@@ -206,52 +206,50 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
     stopped: _CrashLoop | None = None
     timed_out = False
     try:
-        with cluster:
-            started = [cluster.add_node() for _ in range(cfg.nodes)]
+        with local:
+            started = [local.add_node() for _ in range(cfg.nodes)]
             progress.say("starting", cfg.nodes, force=True)
 
             # Warm-up: our script reports steps; any other script is given time after rendezvous.
             if cfg.target_steps is not None:
                 warm = wait_for("warming up", lambda: progress.step >= cfg.evict_at_step, remaining())
             else:
-                warm = wait_for("warming up", lambda: _agents_rendezvoused(cluster), remaining())
+                warm = wait_for("warming up", lambda: _agents_rendezvoused(local), remaining())
                 if warm:
                     hold("warming up", cfg.evict_after_s)
-                    warm = bool(cluster.alive_nodes) and not _done(seen)
-            if warm and cfg.fault == "rendezvous-restart" and cluster.alive_nodes and not _done(seen):
-                cluster.stop_rendezvous()
-                progress.say("rendezvous server down", len(cluster.alive_nodes), force=True)
+                    warm = bool(local.alive_nodes) and not _done(seen)
+            if warm and cfg.fault == "rendezvous-restart" and local.alive_nodes and not _done(seen):
+                local.stop_rendezvous()
+                progress.say("rendezvous server down", len(local.alive_nodes), force=True)
                 hold("rendezvous server down", cfg.outage_s)
-                cluster.start_rendezvous(keep_data=cfg.outage_keeps_data)
-                progress.say("rendezvous server back", len(cluster.alive_nodes), force=True)
+                local.start_rendezvous(keep_data=cfg.outage_keeps_data)
+                progress.say("rendezvous server back", len(local.alive_nodes), force=True)
                 # Training must go on; then the usual eviction shows the restarted server at work.
                 hold("training on", 2.0)
-                warm = bool(cluster.alive_nodes) and not _done(seen)
+                warm = bool(local.alive_nodes) and not _done(seen)
             victim = started[cfg.victim]
             if warm and victim.alive:
-                cluster.evict(
-                    victim, cfg.notice_s if cfg.eviction == "notice" else None, silent=cfg.eviction == "silent"
-                )
-                progress.say(f"evicted {victim.name} ({cfg.eviction})", len(cluster.alive_nodes), force=True)
+                local.evict(victim, cfg.notice_s if cfg.eviction == "notice" else None, silent=cfg.eviction == "silent")
+                progress.say(f"evicted {victim.name} ({cfg.eviction})", len(local.alive_nodes), force=True)
                 if cfg.scale_out_after_s is not None:
                     recovered = wait_for(
-                        "recovering", lambda: _recovered(seen, cluster, cfg.target_steps is not None), remaining()
+                        "recovering", lambda: _recovered(seen, local, cfg.target_steps is not None), remaining()
                     )
-                    if recovered and cluster.alive_nodes and not _done(seen):
+                    if recovered and local.alive_nodes and not _done(seen):
                         hold("recovered", cfg.scale_out_after_s)
-                        if not _done(seen) and cluster.alive_nodes:
-                            cluster.add_node()
-                            progress.say("node added (scale-out)", len(cluster.alive_nodes), force=True)
-            cluster.wait(remaining(), on_tick=lambda: pump("training"))
+                        if not _done(seen) and local.alive_nodes:
+                            local.add_node()
+                            progress.say("node added (scale-out)", len(local.alive_nodes), force=True)
+            local.wait(remaining(), on_tick=lambda: pump("training"))
             pump("finished")
-            progress.say("finished" if not cluster.alive_nodes else "timed out", len(cluster.alive_nodes), force=True)
-            timed_out = bool(cluster.alive_nodes)
+            progress.say("finished" if not local.alive_nodes else "timed out", len(local.alive_nodes), force=True)
+            timed_out = bool(local.alive_nodes)
     except _CrashLoop as exc:
         stopped, timed_out = exc, False
         progress.say("stopped: the script fails at every start", 0, force=True)
-    exit_codes = {n.name: n.exit_code for n in cluster.nodes}
-    agent_events = [a for n in cluster.nodes for a in _agent_events(cluster, n)]
-    recorded = cluster.events()
+    exit_codes = {n.name: n.exit_code for n in local.nodes}
+    agent_events = [a for n in local.nodes for a in _agent_events(local, n)]
+    recorded = local.events()
     report = analyze(
         recorded,
         agent_events,
@@ -260,7 +258,7 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
         node_exit_codes=exit_codes,
     )
     report.duration_s = time.monotonic() - t_start
-    errors = _errors(cluster)
+    errors = _errors(local)
     if stopped is not None:
         report.problems.insert(0, "the drill stopped the job: " + describe(stopped.error, stopped.attempts))
     elif errors and not report.passed:
@@ -280,20 +278,20 @@ def _done(seen: list[dict[str, Any]]) -> bool:
     return any(e["event"] == Event.EXIT and e.get("reason") == "done" for e in seen)
 
 
-def _recovered(seen: list[dict[str, Any]], cluster: LocalTarget, emits: bool) -> bool:
+def _recovered(seen: list[dict[str, Any]], local: LocalTarget, emits: bool) -> bool:
     evict = max((e for e in seen if e["event"] == Event.EVICT), key=lambda e: e["t"])
     evict_t = evict["t"]
-    if emits and cluster.spec.per_step_mode:
+    if emits and local.spec.per_step_mode:
         return per_step_report.survivors_step(seen, evict_t, evict["node"]) is not None
     if emits:
         resumed = [e["t"] for e in seen if e["event"] in (Event.RESUME, Event.FRESH) and e["t"] > evict_t]
         return any(e["event"] == Event.STEP and resumed and e["t"] > min(resumed) for e in seen)
-    return any(a.kind == "started" and a.t > evict_t for n in cluster.alive_nodes for a in _agent_events(cluster, n))
+    return any(a.kind == "started" and a.t > evict_t for n in local.alive_nodes for a in _agent_events(local, n))
 
 
-def _agents_rendezvoused(cluster: LocalTarget) -> bool:
-    return any(a.kind == "rendezvous" for n in cluster.nodes for a in _agent_events(cluster, n))
+def _agents_rendezvoused(local: LocalTarget) -> bool:
+    return any(a.kind == "rendezvous" for n in local.nodes for a in _agent_events(local, n))
 
 
-def _agent_events(cluster: LocalTarget, node: Node) -> list[AgentEvent]:
-    return read_agent_events(cluster.node_dir(node.name) / AGENT_EVENTS, node.name)
+def _agent_events(local: LocalTarget, node: Node) -> list[AgentEvent]:
+    return read_agent_events(local.node_dir(node.name) / AGENT_EVENTS, node.name)

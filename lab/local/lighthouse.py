@@ -15,14 +15,10 @@ import urllib.request
 from pathlib import Path
 
 from lab.local import procs
-from lab.vocab.errors import LabError
+from lab.local.procs import ServerError
 from lab.vocab.per_step import PerStepSettings
 
 BINARY = "torchft_lighthouse"
-
-
-class LighthouseError(LabError):
-    """The lighthouse cannot be found or started."""
 
 
 def find_lighthouse() -> str:
@@ -34,7 +30,7 @@ def find_lighthouse() -> str:
     found = shutil.which(BINARY)
     if found:
         return found
-    raise LighthouseError(
+    raise ServerError(
         f"{BINARY} was not found beside {sys.executable} or on PATH: expected the torchft package "
         "(pip install torchft==0.2.0) for fault_tolerance=per-step"
     )
@@ -61,9 +57,9 @@ class Lighthouse:
         self.proc = proc = procs.start_server(cmd, self.log_path)
         if not procs.wait_until(lambda: proc.poll() is not None or self.ready(), timeout):
             self.stop()
-            raise LighthouseError(f"the lighthouse did not answer within {timeout:g} s (log: {self.log_path})")
+            raise ServerError(f"the lighthouse did not answer within {timeout:g} s (log: {self.log_path})")
         if proc.poll() is not None:
-            raise LighthouseError(f"the lighthouse exited with code {proc.returncode} (log: {self.log_path})")
+            raise ServerError(f"the lighthouse exited with code {proc.returncode} (log: {self.log_path})")
         return self
 
     def ready(self) -> bool:

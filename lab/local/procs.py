@@ -14,6 +14,13 @@ from pathlib import Path
 import psutil
 
 from lab.runtime.warm import die_with_parent
+from lab.vocab.errors import LabError
+
+
+class ServerError(LabError):
+    """A local server (etcd, the lighthouse) cannot be found or did not start; the message
+    says which, why and what to install."""
+
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from lab.local import procs
-from lab.local.etcd import EtcdError, EtcdServer, find_etcd
-from lab.local.lighthouse import Lighthouse, LighthouseError, find_lighthouse
+from lab.local.etcd import EtcdServer, find_etcd
+from lab.local.lighthouse import Lighthouse, find_lighthouse
+from lab.local.procs import ServerError
 from lab.runtime.events import emit
 from lab.runtime.warm import die_with_parent
 from lab.vocab import events
@@ -59,7 +60,6 @@ class Node:
     proc: subprocess.Popen[bytes]
     log_path: Path
     started_at: float
-    evicted_at: float | None = None
     eviction: str | None = None  # "notice" | "hard" | "silent"
     _killer: threading.Timer | None = field(default=None, repr=False)
 
@@ -117,12 +117,12 @@ class LocalTarget:
         if spec.per_step_mode:
             try:
                 find_lighthouse()
-            except LighthouseError as exc:
+            except ServerError as exc:
                 raise LocalTargetError(str(exc)) from None
         elif spec.rdzv_backend is RdzvBackend.ETCD_V2:
             try:
                 self._etcd_binary = find_etcd(etcd_binary)
-            except EtcdError as exc:
+            except ServerError as exc:
                 raise LocalTargetError(str(exc)) from None
 
     # ---------------------------------------------------------------- validation
@@ -177,7 +177,7 @@ class LocalTarget:
                 endpoint = self._etcd.endpoint
             else:
                 endpoint = self._start_store()
-        except (EtcdError, LighthouseError) as exc:
+        except ServerError as exc:
             self.close()
             raise LocalTargetError(str(exc)) from None
         except BaseException:
@@ -346,7 +346,7 @@ class LocalTarget:
                 self._guard(self._lighthouse.proc)
             else:
                 self._start_store()
-        except (EtcdError, LighthouseError) as exc:
+        except ServerError as exc:
             raise LocalTargetError(str(exc)) from None
         self._rdzv_stopped = False
         self.record(Event.RDZV_UP, backend=self.backend, kept_data=keep_data and self._etcd is not None)
@@ -432,7 +432,6 @@ class LocalTarget:
             raise LocalTargetError(f"node={node.name!r} is not running: expected a live node to evict")
         if silent and notice_s is not None:
             raise LocalTargetError(f"notice_s={notice_s!r} is invalid: expected none for a silent eviction")
-        node.evicted_at = time.time()
         node.eviction = "silent" if silent else "hard" if notice_s is None else "notice"
         self.record(Event.EVICT, node=node.name, kind=node.eviction, notice_s=notice_s)
         if node.eviction == "hard":

@@ -75,9 +75,6 @@ class Plan:
     def of_type(self, *types: str) -> list[RecordedResource]:
         return [r for r in self.resources if r.type in types]
 
-    def with_prefix(self, prefix: str) -> list[RecordedResource]:
-        return [r for r in self.resources if r.type.startswith(prefix)]
-
     def one(self, type_: str, name: str | None = None) -> RecordedResource:
         found = [r for r in self.of_type(type_) if name is None or r.name == name]
         if len(found) != 1:

@@ -40,10 +40,6 @@ class SpotNotice:
             logging.shutdown()
             os._exit(EXIT_ON_NOTICE)
 
-    @property
-    def received(self) -> bool:
-        return self.received_at is not None
-
     def seconds_since(self) -> float:
         """Seconds since the notice came (0 before it)."""
         return time.time() - self.received_at if self.received_at is not None else 0.0

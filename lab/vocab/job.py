@@ -153,11 +153,6 @@ class RendezvousTimeouts:
         if problems := self.problems():
             raise InvalidInput(problems)
 
-    @property
-    def whole_seconds(self) -> bool:
-        """True when plain torchrun accepts these settings (it parses whole seconds only)."""
-        return all(float(getattr(self, f.name)).is_integer() for f in dataclasses.fields(self))
-
     def conf(self) -> dict[str, str]:
         """The `--rdzv-conf` keys torch's dynamic rendezvous (and lab.runtime.launch) read."""
         return {

@@ -13,9 +13,15 @@ import pytest
 from lab.drill.run import DrillConfig, run_drill
 from lab.local import LocalTarget
 from lab.vocab import events
+from lab.vocab.events import unknown_fields
 from lab.vocab.job import JobSpec
 
 pytestmark = pytest.mark.processes  # every drill starts a lighthouse, agents and workers
+
+
+# A group added back must have time to start, heal and join a quorum before the survivors
+# finish: the survivors sleep this long per step in the drills that add one.
+JOIN_STEP_TIME = "0.08"
 
 
 def _spec(workdir, steps: int = 150, **kw):
@@ -43,7 +49,7 @@ def test_the_survivors_train_on_through_an_eviction_and_a_join(workdir, eviction
     worker restarts, 0 committed steps lost) and the new group heals from a live peer and
     trains in a quorum; durable checkpoints are still written."""
     cfg = DrillConfig(
-        spec=_spec(workdir),
+        spec=_spec(workdir, script_args=("--steps", "150", "--step-time", JOIN_STEP_TIME)),
         workdir=workdir,
         nodes=3,
         target_steps=150,
@@ -71,6 +77,7 @@ def test_the_survivors_train_on_through_an_eviction_and_a_join(workdir, eviction
     healed = [e for e in recorded if e["event"] == "step" and e.get("replica") == "node-3"]
     assert healed and healed[0]["step"] > 40
     assert _checkpointed_steps(workdir) == [90, 120, 150]  # every 30 steps, the newest 3 kept
+    assert [e for e in recorded if unknown_fields(e)] == []  # only the fields lab.vocab.events declares
 
 
 @pytest.mark.timeout(150)

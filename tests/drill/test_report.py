@@ -87,6 +87,26 @@ def test_a_job_that_trained_every_step_but_hung_on_exit_says_which_nodes():
     ]
 
 
+def test_a_node_added_back_after_the_last_step_is_named_as_too_late():
+    """The job ended before the node added back could join (its agent found the rendezvous
+    closed and exited 1): the report says so, and what to change, not that it hung."""
+    recorded = [
+        {"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": n} for n in ("node-0", "node-1", "node-2")
+    ] + [
+        {"t": 2.0, "event": "step", "step": 1, "world_size": 3, "loss": 1.0},
+        {"t": 3.0, "event": "evict", "node": "node-2", "kind": "hard"},
+        {"t": 4.0, "event": "resume", "step": 1, "round": 2, "node": "node-0"},
+        {"t": 4.5, "event": "step", "step": 2, "world_size": 2, "loss": 0.9},
+        {"t": 5.0, "event": "node_added", "node": "node-3"},
+        {"t": 5.5, "event": "exit", "reason": "done", "node": "node-0", "step": 2},
+    ]
+    codes = {"node-0": 0, "node-1": 0, "node-2": -9, "node-3": 1}
+    report = analyze(recorded, [], target_steps=2, checkpoint_every=1, node_exit_codes=codes)
+    assert not report.passed
+    assert report.problems[0].startswith("the job trained every step (2 of 2) before node-3 could join")
+    assert "more steps or a longer --step-time" in report.problems[0]
+
+
 def _cluster_stream(recover: bool) -> list[dict]:
     """Events as the cluster drill records them: the job's lines from pod logs (node = pod),
     and what Kubernetes said (pods, nodes, the PyTorchJob's conditions), around one eviction."""

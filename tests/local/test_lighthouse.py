@@ -7,7 +7,8 @@ import pytest
 
 from lab.local import LocalTarget, LocalTargetError
 from lab.local import lighthouse as lighthouse_module
-from lab.local.lighthouse import Lighthouse, LighthouseError, find_lighthouse
+from lab.local.lighthouse import Lighthouse, find_lighthouse
+from lab.local.procs import ServerError
 from lab.vocab.job import JobSpec
 from lab.vocab.per_step import PerStepSettings
 
@@ -36,7 +37,7 @@ def test_it_restarts_on_its_own_port_on_loopback_only(workdir):
 
 def test_a_missing_lighthouse_is_named_before_anything_starts(workdir, monkeypatch):
     def missing() -> str:
-        raise LighthouseError("torchft_lighthouse was not found beside python or on PATH: expected the torchft package")
+        raise ServerError("torchft_lighthouse was not found beside python or on PATH: expected the torchft package")
 
     monkeypatch.setattr("lab.local.target.find_lighthouse", missing)
     spec = JobSpec(fault_tolerance="per-step", checkpoint_dir=str(workdir / "ckpt"))
@@ -48,5 +49,5 @@ def test_a_missing_lighthouse_is_named_before_anything_starts(workdir, monkeypat
 def test_find_lighthouse_says_what_to_install(monkeypatch, tmp_path):
     monkeypatch.setattr(lighthouse_module.sys, "executable", str(tmp_path / "python"))
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(LighthouseError, match=r"pip install torchft==0\.2\.0"):
+    with pytest.raises(ServerError, match=r"pip install torchft==0\.2\.0"):
         find_lighthouse()

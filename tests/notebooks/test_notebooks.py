@@ -186,7 +186,7 @@ def test_step4_evicts_a_node_silently_and_recovers(work_root):
     nb = execute("Step4_evict_and_recover", target="local", work_root=str(work_root))
     out = text_of(nb)
     assert "Drill PASSED" in out
-    assert "final step: 200 of 200  (finished)" in out
+    assert "final step: 300 of 300  (finished)" in out
     assert "eviction of node-2 (silent)" in out and "recovery:" in out
     assert len(pngs(nb)) == 1
     (run,) = run_dirs(work_root, "step4")

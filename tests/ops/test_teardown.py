@@ -38,8 +38,8 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from lab.local import LocalTarget
-from lab.local.etcd import EtcdError, EtcdServer, find_etcd
-from lab.local.procs import wait_until
+from lab.local.etcd import EtcdServer, find_etcd
+from lab.local.procs import ServerError, wait_until
 from lab.ops import teardown
 from lab.ops.eviction import ApiCall
 from lab.ops.kube import connect
@@ -1243,7 +1243,7 @@ def _children(pid: int, count: int) -> list[int]:
 def test_local_teardown_stops_the_runs_processes_and_removes_its_directories(tmp_path, spawned):
     try:
         find_etcd()
-    except EtcdError as e:
+    except ServerError as e:
         pytest.skip(f"no etcd here: {e}")
     workdir = tmp_path / "run"
     # The work directory's layout and its events file are LocalTarget's own.
