@@ -3,6 +3,8 @@ etcd rendezvous, checkpoint volume, jobs' namespace and service account.
 
   settings.py   PlatformSettings: the stack's `platform` settings, validated
   values.py     values and patches handed to Helm and kustomize (pure functions)
+  checkpoint_volume.py  the checkpoint volume's specs (pure): a static CSI volume and its
+                claim, or a StorageClass claim
   component.py  TrainingPlatform: the ComponentResource, on any cluster's ClusterInfo
 """
 

@@ -18,7 +18,20 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.charts import project_relative
-from components.cluster_info import AzureBlobCheckpoint, ClusterInfo, S3Checkpoint, StorageClassCheckpoint
+from components.cluster_info import (
+    AzureBlobCheckpoint,
+    ClusterInfo,
+    S3Checkpoint,
+    StorageClassCheckpoint,
+    TrainingIdentity,
+)
+from components.platform.checkpoint_volume import (
+    checkpoint_volume_name,
+    static_claim_spec,
+    static_volume_spec,
+    storage_class_claim_spec,
+    volume_source,
+)
 from components.platform.settings import (
     DEVICE_PLUGIN_CHART,
     DEVICE_PLUGIN_REPO,
@@ -37,11 +50,9 @@ from lab.vocab.layout import ETCD_CHART, NOTICE_CHART
 from lab.vocab.names import PLATFORM_TYPE, PROJECT
 from lab.vocab.platform_facts import PlatformFacts
 from lab.vocab.pools import PoolPlacement
-from lab.vocab.problems import InvalidInput
+from lab.vocab.problems import InvalidInput, Problem
 
 PART_OF = {"app.kubernetes.io/part-of": PROJECT}
-BLOB_CSI_DRIVER = "blob.csi.azure.com"
-S3_CSI_DRIVER = "s3.csi.aws.com"
 
 Transform = Callable[[pulumi.ResourceTransformArgs], pulumi.ResourceTransformResult | None]
 
@@ -77,9 +88,7 @@ class TrainingPlatform(pulumi.ComponentResource):
         cluster: ClusterInfo,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        identity = cluster.identity
-        mount = cluster.checkpoint.mount_with_token if isinstance(cluster.checkpoint, AzureBlobCheckpoint) else None
-        if problems := settings.cluster_problems(identity, mount):
+        if problems := cluster_disagreements(settings, cluster):
             raise InvalidInput(problems, "platform settings for this cluster")
         super().__init__(PLATFORM_TYPE, name, None, opts)
         self.settings = settings
@@ -87,12 +96,31 @@ class TrainingPlatform(pulumi.ComponentResource):
         self.facts: PlatformFacts = settings.facts(
             cluster.placement, writes=cluster.checkpoint.writes, eviction_notice_s=cluster.eviction_notice_s
         )
-
+        # Kubernetes objects take the cluster's provider; the Helm and kustomize components
+        # (remote) hand it on to the objects they render.
         custom = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
         remote = pulumi.ResourceOptions(parent=self, providers=[cluster.provider])
 
-        # 1. Priorities: preserved > inference > preemptible; only inference preempts (workers).
-        self.priority_classes = [
+        self.priority_classes = self._priority_classes(name, custom)
+        self.namespace_resource = self._namespace(name, custom)
+        in_namespace = after(custom, self.namespace_resource)
+        self.service_account = self._service_account(name, cluster.identity, in_namespace)
+        self.checkpoint_resources = self._checkpoint(name, cluster.checkpoint, custom, in_namespace)
+        self.device_plugin = self._device_plugin(name, cluster.node_image_ships_device_plugin, remote)
+        self.operator, self.operator_placement = self._operator(name, remote)
+        charts_in_namespace = after(remote, self.namespace_resource, *self.priority_classes)
+        self.etcd = self._etcd(name, charts_in_namespace)
+        self.notice_handler = self._notice_handler(name, cluster.notice_from_scheduled_events, charts_in_namespace)
+
+        self.namespace = pulumi.Output.from_input(settings.namespace)
+        self.etcd_host = pulumi.Output.from_input(self.facts.etcd_host)
+        self.checkpoint_claim = pulumi.Output.from_input(settings.checkpoint.claim_name)
+        self.register_outputs(self._outputs())
+
+    # ------------------------------------------------------------ cluster-wide
+    def _priority_classes(self, name: str, opts: pulumi.ResourceOptions) -> list[k8s.scheduling.v1.PriorityClass]:
+        """Priorities: preserved > inference > preemptible; only inference preempts (workers)."""
+        return [
             k8s.scheduling.v1.PriorityClass(
                 f"{name}-pc-{role}",
                 metadata={"name": pc.name, "labels": PART_OF},
@@ -100,99 +128,91 @@ class TrainingPlatform(pulumi.ComponentResource):
                 preemption_policy=policy,
                 global_default=False,
                 description=_PC_DESCRIPTIONS[role],
-                opts=custom,
+                opts=opts,
             )
-            for role, pc, policy in settings.priorities.items()
+            for role, pc, policy in self.settings.priorities.items()
         ]
 
-        # 2. The jobs' namespace and service account (federated to the checkpoint storage's
-        # identity where the cluster says so).
-        self.namespace_resource = k8s.core.v1.Namespace(
-            f"{name}-ns", metadata={"name": settings.namespace, "labels": PART_OF}, opts=custom
+    def _device_plugin(
+        self, name: str, node_image_ships_plugin: bool, opts: pulumi.ResourceOptions
+    ) -> k8s.helm.v4.Chart | None:
+        """The NVIDIA device plugin, on GPU nodes only, tolerating the spot and GPU taints; none
+        where the settings turn it off (by default: no GPUs, or a node image that ships one)."""
+        if not self.settings.device_plugin_enabled(node_image_ships_plugin):
+            return None
+        return k8s.helm.v4.Chart(
+            f"{name}-nvidia-device-plugin",
+            chart=DEVICE_PLUGIN_CHART,
+            version=DEVICE_PLUGIN_VERSION,
+            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=DEVICE_PLUGIN_REPO),
+            namespace="kube-system",
+            values=device_plugin_values(self.pools),
+            opts=opts,
         )
-        ns_opts = pulumi.ResourceOptions.merge(custom, pulumi.ResourceOptions(depends_on=[self.namespace_resource]))
-        self.service_account = k8s.core.v1.ServiceAccount(
+
+    def _operator(self, name: str, opts: pulumi.ResourceOptions) -> tuple[k8s.kustomize.v2.Directory, dict[str, Any]]:
+        """The Kubeflow training operator v1 (elastic PyTorchJob), pinned, on the CPU pool, and
+        its pod spec as placed.
+
+        Its Deployment comes from a remote kustomize overlay, placed by a transform that runs
+        only at deployment. So that the plan can check the placement, the component also runs
+        the very transforms it hands the Directory on the operator's Deployment skeleton; the
+        resulting pod spec is the `operatorPlacement` output."""
+        operator_opts = pulumi.ResourceOptions(
+            depends_on=self.priority_classes,
+            transforms=[operator_transform(self.settings, self.pools)],
+        )
+        directory = k8s.kustomize.v2.Directory(
+            f"{name}-training-operator",
+            directory=self.settings.operator_directory,
+            opts=pulumi.ResourceOptions.merge(opts, operator_opts),
+        )
+        return directory, operator_placement(operator_opts.transforms or [])
+
+    # ------------------------------------------------------------ the jobs' namespace
+    def _namespace(self, name: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.Namespace:
+        """The jobs' namespace (their service account, etcd, the checkpoint claim)."""
+        return k8s.core.v1.Namespace(
+            f"{name}-ns", metadata={"name": self.settings.namespace, "labels": PART_OF}, opts=opts
+        )
+
+    def _service_account(
+        self, name: str, identity: TrainingIdentity | None, opts: pulumi.ResourceOptions
+    ) -> k8s.core.v1.ServiceAccount:
+        """The jobs' service account, federated to the checkpoint storage's identity where the
+        cluster says so (its annotations)."""
+        return k8s.core.v1.ServiceAccount(
             f"{name}-sa",
             metadata={
-                "name": settings.service_account,
-                "namespace": settings.namespace,
+                "name": self.settings.service_account,
+                "namespace": self.settings.namespace,
                 "labels": PART_OF,
                 "annotations": dict(identity.annotations) if identity and identity.annotations else None,
             },
-            opts=ns_opts,
+            opts=opts,
         )
 
-        # 3. Checkpoint storage that outlives nodes (and, in a cloud, the cluster).
-        self.checkpoint_resources = self._checkpoint(name, settings, cluster.checkpoint, custom, ns_opts)
-
-        # 4. NVIDIA device plugin, on GPU nodes only, tolerating the spot and GPU taints.
-        self.device_plugin = None
-        if settings.device_plugin_enabled(cluster.node_image_ships_device_plugin):
-            self.device_plugin = k8s.helm.v4.Chart(
-                f"{name}-nvidia-device-plugin",
-                chart=DEVICE_PLUGIN_CHART,
-                version=DEVICE_PLUGIN_VERSION,
-                repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=DEVICE_PLUGIN_REPO),
-                namespace="kube-system",
-                values=device_plugin_values(self.pools),
-                opts=remote,
-            )
-
-        # 5. Kubeflow training operator v1 (elastic PyTorchJob), pinned, on the CPU pool.
-        # Its Deployment comes from a remote kustomize overlay, placed by a transform that
-        # runs only at deployment. So that the plan can check the placement, the component
-        # also runs the very transforms it hands the Directory on the operator's Deployment
-        # skeleton and registers the resulting pod spec as its `operatorPlacement` output.
-        operator_opts = pulumi.ResourceOptions(
-            depends_on=self.priority_classes,
-            transforms=[operator_transform(settings, self.pools)],
-        )
-        self.operator = k8s.kustomize.v2.Directory(
-            f"{name}-training-operator",
-            directory=settings.operator_directory,
-            opts=pulumi.ResourceOptions.merge(remote, operator_opts),
-        )
-        self.operator_placement = operator_placement(operator_opts.transforms or [])
-
-        # 6. etcd 3.5 with the v2 API: the rendezvous server, on the CPU pool.
-        in_namespace = pulumi.ResourceOptions.merge(
-            remote, pulumi.ResourceOptions(depends_on=[self.namespace_resource, *self.priority_classes])
-        )
-        self.etcd = self._project_chart(
-            f"{name}-etcd", ETCD_CHART, "etcd-rendezvous", etcd_values(settings, self.pools), in_namespace
+    def _etcd(self, name: str, opts: pulumi.ResourceOptions) -> k8s.helm.v4.Chart:
+        """etcd 3.5 with the v2 API: the rendezvous server, on the CPU pool."""
+        return self._project_chart(
+            f"{name}-etcd", ETCD_CHART, "etcd-rendezvous", etcd_values(self.settings, self.pools), opts
         )
 
-        # 7. The spot-notice handler, where nothing else turns the cloud's eviction notice into
-        # pod evictions (AKS: Scheduled Events are read by nobody, its own drain is best effort).
-        self.notice_handler = None
-        if settings.notice_handler_enabled(cluster.notice_from_scheduled_events):
-            self.notice_handler = self._project_chart(
-                f"{name}-spot-notice-handler",
-                NOTICE_CHART,
-                "spot-notice-handler",
-                notice_handler_values(settings, self.pools),
-                in_namespace,
-            )
-
-        self.namespace = pulumi.Output.from_input(settings.namespace)
-        self.etcd_host = pulumi.Output.from_input(self.facts.etcd_host)
-        self.checkpoint_claim = pulumi.Output.from_input(settings.checkpoint.claim_name)
-        self.register_outputs(
-            {
-                "kubernetesVersion": settings.kubernetes_version,
-                "namespace": self.namespace,
-                "serviceAccount": settings.service_account,
-                "etcdHost": self.etcd_host,
-                "checkpointClaim": self.checkpoint_claim,
-                "priorityClasses": {role: pc.name for role, pc, _ in settings.priorities.items()},
-                # The operator's pod spec after the transforms (the plan's checks read it).
-                "operatorPlacement": self.operator_placement,
-                # Everything a job needs to know (elastic-lab submit reads it back).
-                "jobFacts": self.facts.as_dict(),
-            }
+    def _notice_handler(
+        self, name: str, notice_from_scheduled_events: bool, opts: pulumi.ResourceOptions
+    ) -> k8s.helm.v4.Chart | None:
+        """The spot-notice handler, where nothing else turns the cloud's eviction notice into pod
+        evictions (AKS: Scheduled Events are read by nobody, its own drain is best effort)."""
+        if not self.settings.notice_handler_enabled(notice_from_scheduled_events):
+            return None
+        return self._project_chart(
+            f"{name}-spot-notice-handler",
+            NOTICE_CHART,
+            "spot-notice-handler",
+            notice_handler_values(self.settings, self.pools),
+            opts,
         )
 
-    # ------------------------------------------------------------------ storage
     def _project_chart(
         self, resource: str, chart: Path, release: str, values: dict[str, Any], opts: pulumi.ResourceOptions
     ) -> k8s.helm.v4.Chart:
@@ -206,87 +226,75 @@ class TrainingPlatform(pulumi.ComponentResource):
             opts=opts,
         )
 
+    # ------------------------------------------------------------ storage
     def _checkpoint(
         self,
         name: str,
-        s: PlatformSettings,
         checkpoint: AzureBlobCheckpoint | S3Checkpoint | StorageClassCheckpoint,
         custom: pulumi.ResourceOptions,
-        ns_opts: pulumi.ResourceOptions,
+        in_namespace: pulumi.ResourceOptions,
     ) -> list[pulumi.CustomResource]:
-        claim = s.checkpoint.claim_name
-        pv_name = f"{s.namespace}-{claim}"
-        claim_meta: k8s.meta.v1.ObjectMetaArgsDict = {"name": claim, "namespace": s.namespace, "labels": PART_OF}
+        """Checkpoint storage that outlives nodes (and, in a cloud, the cluster): a claim on the
+        cluster's StorageClass, or a static volume on the cloud's object storage and the jobs'
+        claim bound to it."""
+        size = self.settings.checkpoint.size
         if isinstance(checkpoint, StorageClassCheckpoint):
-            dynamic: k8s.core.v1.PersistentVolumeClaimSpecArgsDict = {
-                "access_modes": [checkpoint.access_mode],
-                "storage_class_name": checkpoint.storage_class,
-                "resources": {"requests": {"storage": s.checkpoint.size}},
-            }
-            return [
-                k8s.core.v1.PersistentVolumeClaim(
-                    f"{name}-checkpoints", metadata=claim_meta, spec=dynamic, opts=ns_opts
-                )
-            ]
-        csi: k8s.core.v1.CSIPersistentVolumeSourceArgsDict
-        annotations: dict[str, str] = {}
-        if isinstance(checkpoint, AzureBlobCheckpoint):
-            attributes: dict[str, pulumi.Input[str]] = {
-                "storageaccount": checkpoint.storage_account,
-                "containerName": checkpoint.container,
-                "resourcegroup": checkpoint.resource_group,
-                "clientID": checkpoint.client_id,
-            }
-            if checkpoint.mount_with_token:
-                attributes["mountWithWorkloadIdentityToken"] = "true"
-            csi = {
-                "driver": BLOB_CSI_DRIVER,
-                # Unique per container in the cluster: {resource group}#{account}#{container}.
-                "volume_handle": pulumi.Output.concat(
-                    checkpoint.resource_group, "#", checkpoint.storage_account, "#", checkpoint.container
-                ),
-                "volume_attributes": attributes,
-            }
-            mount_options: list[pulumi.Input[str]] = ["-o allow_other", "--file-cache-timeout-in-seconds=120"]
-            annotations = {"pv.kubernetes.io/provisioned-by": BLOB_CSI_DRIVER}
-        else:
-            csi = {
-                "driver": S3_CSI_DRIVER,
-                "volume_handle": pulumi.Output.concat("s3-", checkpoint.bucket),
-                "volume_attributes": {"bucketName": checkpoint.bucket},
-            }
-            # allow-delete: old checkpoints are pruned; no overwrite, no rename (write-once).
-            mount_options = ["allow-delete"]
-            region = checkpoint.region or s.checkpoint.region
-            if region:
-                mount_options.append(pulumi.Output.concat("region ", region))
-        pv_spec: k8s.core.v1.PersistentVolumeSpecArgsDict = {
-            "capacity": {"storage": s.checkpoint.size},
-            "access_modes": ["ReadWriteMany"],
-            "persistent_volume_reclaim_policy": "Retain",
-            # Static volume: no StorageClass, bound only to our claim.
-            "storage_class_name": "",
-            "claim_ref": {"namespace": s.namespace, "name": claim},
-            "mount_options": mount_options,
-            "csi": csi,
+            return [self._checkpoint_claim(name, storage_class_claim_spec(checkpoint, size), in_namespace)]
+        volume = self._checkpoint_volume(name, checkpoint, custom)
+        volume_name = checkpoint_volume_name(self.settings)
+        claim = self._checkpoint_claim(name, static_claim_spec(volume_name, size), after(in_namespace, volume))
+        return [volume, claim]
+
+    def _checkpoint_volume(
+        self, name: str, checkpoint: AzureBlobCheckpoint | S3Checkpoint, opts: pulumi.ResourceOptions
+    ) -> k8s.core.v1.PersistentVolume:
+        """The static volume on the cloud's object storage, cluster-wide."""
+        source = volume_source(checkpoint, self.settings.checkpoint.region)
+        metadata: k8s.meta.v1.ObjectMetaArgsDict = {"name": checkpoint_volume_name(self.settings), "labels": PART_OF}
+        if source.annotations:
+            metadata["annotations"] = source.annotations
+        spec = static_volume_spec(self.settings, source)
+        return k8s.core.v1.PersistentVolume(f"{name}-checkpoints-pv", metadata=metadata, spec=spec, opts=opts)
+
+    def _checkpoint_claim(
+        self, name: str, spec: k8s.core.v1.PersistentVolumeClaimSpecArgsDict, opts: pulumi.ResourceOptions
+    ) -> k8s.core.v1.PersistentVolumeClaim:
+        """The jobs' checkpoint claim, in their namespace."""
+        metadata: k8s.meta.v1.ObjectMetaArgsDict = {
+            "name": self.settings.checkpoint.claim_name,
+            "namespace": self.settings.namespace,
+            "labels": PART_OF,
         }
-        pv_meta: k8s.meta.v1.ObjectMetaArgsDict = {"name": pv_name, "labels": PART_OF}
-        if annotations:
-            pv_meta["annotations"] = annotations
-        pv = k8s.core.v1.PersistentVolume(f"{name}-checkpoints-pv", metadata=pv_meta, spec=pv_spec, opts=custom)
-        static: k8s.core.v1.PersistentVolumeClaimSpecArgsDict = {
-            "access_modes": ["ReadWriteMany"],
-            "storage_class_name": "",
-            "volume_name": pv_name,
-            "resources": {"requests": {"storage": s.checkpoint.size}},
+        return k8s.core.v1.PersistentVolumeClaim(f"{name}-checkpoints", metadata=metadata, spec=spec, opts=opts)
+
+    # ------------------------------------------------------------ outputs
+    def _outputs(self) -> dict[str, Any]:
+        settings = self.settings
+        return {
+            "kubernetesVersion": settings.kubernetes_version,
+            "namespace": self.namespace,
+            "serviceAccount": settings.service_account,
+            "etcdHost": self.etcd_host,
+            "checkpointClaim": self.checkpoint_claim,
+            "priorityClasses": {role: pc.name for role, pc, _ in settings.priorities.items()},
+            # The operator's pod spec after the transforms (the plan's checks read it).
+            "operatorPlacement": self.operator_placement,
+            # Everything a job needs to know (elastic-lab submit reads it back).
+            "jobFacts": self.facts.as_dict(),
         }
-        pvc = k8s.core.v1.PersistentVolumeClaim(
-            f"{name}-checkpoints",
-            metadata=claim_meta,
-            spec=static,
-            opts=pulumi.ResourceOptions.merge(ns_opts, pulumi.ResourceOptions(depends_on=[pv])),
-        )
-        return [pv, pvc]
+
+
+def cluster_disagreements(settings: PlatformSettings, cluster: ClusterInfo) -> list[Problem]:
+    """Where `settings` disagree with the cluster: the service account its checkpoint storage
+    trusts, and whether it mounts checkpoints with the workload identity token."""
+    checkpoint = cluster.checkpoint
+    mount_with_token = checkpoint.mount_with_token if isinstance(checkpoint, AzureBlobCheckpoint) else None
+    return settings.cluster_problems(cluster.identity, mount_with_token)
+
+
+def after(opts: pulumi.ResourceOptions, *resources: pulumi.Resource) -> pulumi.ResourceOptions:
+    """`opts`, depending on `resources` as well."""
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(resources)))
 
 
 _PC_DESCRIPTIONS = {

@@ -74,6 +74,31 @@ CLUSTER_CHECKPOINT_KEYS = {"storageClass", "accessMode"}
 # How an AKS cluster's `checkpointAuth` mounts checkpoints, by `workloadIdentityToken`.
 CHECKPOINT_AUTH = {False: "workload-identity-key", True: "workload-identity-token"}
 TOKEN_KEY = "platform.checkpoint.workloadIdentityToken"
+# The `platform` keys `from_config` reads, and the PlatformSettings fields they set.
+_PLAIN_KEYS = {
+    "namespace": "namespace",
+    "serviceAccount": "service_account",
+    "clusterDomain": "cluster_domain",
+    "gpusPerNode": "gpus_per_node",
+    "operatorVersion": "operator_version",
+}
+_PLATFORM_KEYS = {
+    *_PLAIN_KEYS,
+    "devicePlugin",
+    "etcd",
+    "spotNoticeHandler",
+    "priorityClasses",
+    "checkpoint",
+    "kubernetesVersion",
+    *CLUSTER_KEYS,
+}
+_CHECKPOINT_FIELDS = {
+    "claimName": "claim_name",
+    "size": "size",
+    "workloadIdentityToken": "workload_identity_token",
+    "region": "region",
+}
+_CHECKPOINT_KEYS = {*_CHECKPOINT_FIELDS, *CLUSTER_CHECKPOINT_KEYS}
 
 
 @dataclass(frozen=True)
@@ -315,72 +340,15 @@ class PlatformSettings:
         service account and token mode follow the cluster; set, they must agree with it."""
         raw = parse_mapping(platform)
         found = Problems()
-        known = {
-            "namespace",
-            "serviceAccount",
-            "clusterDomain",
-            "gpusPerNode",
-            "devicePlugin",
-            "operatorVersion",
-            "etcd",
-            "spotNoticeHandler",
-            "priorityClasses",
-            "checkpoint",
-            "kubernetesVersion",
-            *CLUSTER_KEYS,
+        found.extend(_unknown("platform.", raw, _PLATFORM_KEYS))
+        kw: dict[str, Any] = {
+            "kubernetes_version": str(raw.get("kubernetesVersion", kubernetes_version)),
+            **_plain_settings(raw, identity),
+            **_etcd_settings(found, raw),
+            **_notice_handler_settings(found, raw),
+            **_priority_settings(found, raw),
+            "checkpoint": _checkpoint_settings(found, raw, mount_with_token),
         }
-        found.extend(_unknown("platform.", raw, known))
-        kw: dict[str, Any] = {"kubernetes_version": str(raw.get("kubernetesVersion", kubernetes_version))}
-        simple = {
-            "namespace": "namespace",
-            "serviceAccount": "service_account",
-            "clusterDomain": "cluster_domain",
-            "gpusPerNode": "gpus_per_node",
-            "operatorVersion": "operator_version",
-        }
-        for key, attr in simple.items():
-            if key in raw:
-                kw[attr] = raw[key]
-        if identity is not None:
-            kw.setdefault("namespace", identity.namespace)
-            kw.setdefault("service_account", identity.service_account)
-        if "devicePlugin" in raw:
-            value = raw["devicePlugin"]
-            kw["device_plugin"] = (
-                {True: "true", False: "false"}[value] if isinstance(value, bool) else str(value).lower()
-            )
-        if (etcd := _section(found, "etcd", raw, {"image", "tag"})) is not None:
-            kw["etcd_image"] = etcd.get("image", ETCD_IMAGE)
-            kw["etcd_tag"] = str(etcd.get("tag", ETCD_TAG))
-        if (handler := _section(found, "spotNoticeHandler", raw, {"enabled", "image"})) is not None:
-            if "enabled" in handler:
-                value = handler["enabled"]
-                kw["notice_handler"] = (
-                    {True: "true", False: "false"}[value] if isinstance(value, bool) else str(value).lower()
-                )
-            if "image" in handler:
-                kw["notice_handler_image"] = handler["image"]
-        if (pcs := _section(found, "priorityClasses", raw, set(Priorities.ROLES))) is not None:
-            defaults = Priorities()
-            roles = {}
-            for role in Priorities.ROLES:
-                d = getattr(defaults, role)
-                given = _section(found, f"priorityClasses.{role}", pcs, {"name", "value"}) or {}
-                roles[role] = PriorityClassSpec(given.get("name", d.name), given.get("value", d.value))
-            kw["priorities"] = Priorities(**roles)
-        checkpoint_keys = {"claimName", "size", "workloadIdentityToken", "region", *CLUSTER_CHECKPOINT_KEYS}
-        checkpoint = CheckpointSettings()
-        if (ck := _section(found, "checkpoint", raw, checkpoint_keys)) is not None:
-            names = {
-                "claimName": "claim_name",
-                "size": "size",
-                "workloadIdentityToken": "workload_identity_token",
-                "region": "region",
-            }
-            checkpoint = CheckpointSettings(**{names[k]: v for k, v in ck.items() if k in names})
-        if checkpoint.workload_identity_token is None and mount_with_token is not None:
-            checkpoint = replace(checkpoint, workload_identity_token=mount_with_token)
-        kw["checkpoint"] = checkpoint
         try:
             settings = cls(**kw)
         except InvalidInput as exc:
@@ -388,6 +356,67 @@ class PlatformSettings:
         found.extend(settings.cluster_problems(identity, mount_with_token))
         found.raise_if_any()
         return settings
+
+
+# Each step of `from_config` reads its part of the `platform` object into PlatformSettings'
+# arguments and adds to `found` what it cannot read; the settings check the values themselves.
+def _plain_settings(raw: Mapping[str, Any], identity: TrainingIdentity | None) -> dict[str, Any]:
+    """The settings of one value each; unset namespace and service account follow the
+    identity the cluster's checkpoint storage trusts."""
+    kw = {attr: raw[key] for key, attr in _PLAIN_KEYS.items() if key in raw}
+    if identity is not None:
+        kw.setdefault("namespace", identity.namespace)
+        kw.setdefault("service_account", identity.service_account)
+    if "devicePlugin" in raw:
+        kw["device_plugin"] = _switch(raw["devicePlugin"])
+    return kw
+
+
+def _etcd_settings(found: Problems, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """`etcd`: the rendezvous server's image and tag."""
+    if (etcd := _section(found, "etcd", raw, {"image", "tag"})) is None:
+        return {}
+    return {"etcd_image": etcd.get("image", ETCD_IMAGE), "etcd_tag": str(etcd.get("tag", ETCD_TAG))}
+
+
+def _notice_handler_settings(found: Problems, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """`spotNoticeHandler`: whether to install it, and its image."""
+    kw: dict[str, Any] = {}
+    if (handler := _section(found, "spotNoticeHandler", raw, {"enabled", "image"})) is not None:
+        if "enabled" in handler:
+            kw["notice_handler"] = _switch(handler["enabled"])
+        if "image" in handler:
+            kw["notice_handler_image"] = handler["image"]
+    return kw
+
+
+def _priority_settings(found: Problems, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """`priorityClasses`: each role's name and value, the defaults where unset."""
+    if (pcs := _section(found, "priorityClasses", raw, set(Priorities.ROLES))) is None:
+        return {}
+    defaults = Priorities()
+    roles = {}
+    for role in Priorities.ROLES:
+        default = getattr(defaults, role)
+        given = _section(found, f"priorityClasses.{role}", pcs, {"name", "value"}) or {}
+        roles[role] = PriorityClassSpec(given.get("name", default.name), given.get("value", default.value))
+    return {"priorities": Priorities(**roles)}
+
+
+def _checkpoint_settings(found: Problems, raw: Mapping[str, Any], mount_with_token: bool | None) -> CheckpointSettings:
+    """`checkpoint`, less the keys that describe a bring-your-own cluster's storage; an unset
+    token mode follows how the cluster mounts checkpoints."""
+    checkpoint = CheckpointSettings()
+    if (ck := _section(found, "checkpoint", raw, _CHECKPOINT_KEYS)) is not None:
+        checkpoint = CheckpointSettings(**{_CHECKPOINT_FIELDS[k]: v for k, v in ck.items() if k in _CHECKPOINT_FIELDS})
+    if checkpoint.workload_identity_token is None and mount_with_token is not None:
+        checkpoint = replace(checkpoint, workload_identity_token=mount_with_token)
+    return checkpoint
+
+
+def _switch(value: Any) -> str:
+    """auto | true | false, from a YAML boolean or text."""
+    return {True: "true", False: "false"}[value] if isinstance(value, bool) else str(value).lower()
 
 
 def parse_mapping(platform: Mapping[str, Any] | str | None) -> Mapping[str, Any]:

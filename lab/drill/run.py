@@ -16,7 +16,7 @@ from lab.drill.report import DrillReport, analyze
 from lab.local import LocalTarget
 from lab.local.target import AGENT_EVENTS, TORCHELASTIC_LOGS, Node
 from lab.vocab import events
-from lab.vocab.events import Event
+from lab.vocab.events import EXIT_DONE, Event
 from lab.vocab.job import JobSpec
 from lab.vocab.problems import InvalidInput, Problem, Problems
 
@@ -160,122 +160,170 @@ def _errors(local: LocalTarget) -> list[WorkerError]:
 
 
 def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport:
+    """Run the drill `cfg` describes (every bad value is refused before anything starts) and
+    measure it; every process it started is stopped when it returns, or raises."""
     cfg.validate()
-    progress = progress or Progress(target=cfg.target_steps)
-    local = LocalTarget(
-        cfg.spec, cfg.workdir, etcd_binary=cfg.etcd_binary, env={"LOGLEVEL": cfg.agent_log_level}
-    )  # validates inputs
-    tail = events.Tail(local.events_file)
-    seen: list[dict[str, Any]] = []
-    diagnosed_at = [0.0]
-    server_died: list[str] = []
+    return _Drill(cfg, progress or Progress(target=cfg.target_steps)).run()
 
-    def pump(phase: str) -> None:
-        new = tail.poll()
-        seen.extend(new)
-        progress.see(new)
-        progress.say(phase, len(local.alive_nodes))
-        if time.monotonic() - diagnosed_at[0] >= 1.0:  # error files, once a second
-            diagnosed_at[0] = time.monotonic()
-            looping = crash_loop(_errors(local), [(e["t"], e["step"]) for e in seen if e["event"] == Event.STEP])
+
+class _Drill:
+    """One drill on the local target: its nodes, the events seen so far, and its phases, in
+    the order `run` takes them."""
+
+    def __init__(self, cfg: DrillConfig, progress: Progress) -> None:
+        self.cfg, self.progress = cfg, progress
+        # The target checks its inputs (work directory, checkpoints, script, etcd) here.
+        self.local = LocalTarget(
+            cfg.spec, cfg.workdir, etcd_binary=cfg.etcd_binary, env={"LOGLEVEL": cfg.agent_log_level}
+        )
+        self.tail = events.Tail(self.local.events_file)
+        self.seen: list[dict[str, Any]] = []
+        self.diagnosed_at = 0.0
+        self.server_died: list[str] = []
+        self.t_start = time.monotonic()
+
+    def run(self) -> DrillReport:
+        cfg, local = self.cfg, self.local
+        stopped: _CrashLoop | None = None
+        timed_out = False
+        try:
+            with local:
+                started = [local.add_node() for _ in range(cfg.nodes)]
+                self.progress.say("starting", cfg.nodes, force=True)
+                warm = self.warm_up()
+                if warm and cfg.fault == "rendezvous-restart" and local.alive_nodes and not self.done():
+                    warm = self.restart_the_rendezvous()
+                victim = started[cfg.victim]
+                if warm and victim.alive:
+                    self.evict(victim)
+                    if cfg.scale_out_after_s is not None:
+                        self.scale_out(cfg.scale_out_after_s)
+                timed_out = self.train_to_the_end()
+        except _CrashLoop as exc:
+            stopped, timed_out = exc, False
+            self.progress.say("stopped: the script fails at every start", 0, force=True)
+        return self.report(stopped, timed_out)
+
+    # ------------------------------------------------------------------ watching the job
+    def pump(self, phase: str) -> None:
+        """New events and progress; once a second, the workers' error files (a script that
+        fails at every start stops the drill) and the rendezvous server's health."""
+        new = self.tail.poll()
+        self.seen.extend(new)
+        self.progress.see(new)
+        self.progress.say(phase, len(self.local.alive_nodes))
+        if time.monotonic() - self.diagnosed_at >= 1.0:
+            self.diagnosed_at = time.monotonic()
+            steps = [(e["t"], e["step"]) for e in self.seen if e["event"] == Event.STEP]
+            looping = crash_loop(_errors(self.local), steps)
             if looping:
                 raise _CrashLoop(*looping)
-            if not server_died and (died := local.rendezvous_died()):
-                server_died.append(f"{died} at {time.monotonic() - t_start:.1f} s, while the job ran")
+            if not self.server_died and (died := self.local.rendezvous_died()):
+                self.server_died.append(f"{died} at {time.monotonic() - self.t_start:.1f} s, while the job ran")
 
-    def wait_for(phase: str, predicate: Callable[[], bool], timeout: float) -> bool:
+    def wait_for(self, phase: str, predicate: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            pump(phase)
+            self.pump(phase)
             if predicate():
                 return True
-            if not local.alive_nodes:
+            if not self.local.alive_nodes:
                 return False
             time.sleep(0.1)
         return False
 
-    def hold(phase: str, seconds: float) -> None:
+    def hold(self, phase: str, seconds: float) -> None:
         """Let the job run for `seconds` (less if it finishes), showing progress."""
-        wait_for(phase, lambda: _done(seen), seconds)
+        self.wait_for(phase, self.done, seconds)
 
-    t_start = time.monotonic()
+    def remaining(self) -> float:
+        return max(1.0, self.cfg.timeout_s - (time.monotonic() - self.t_start))
 
-    def remaining() -> float:
-        return max(1.0, cfg.timeout_s - (time.monotonic() - t_start))
+    def done(self) -> bool:
+        return _done(self.seen)
 
-    stopped: _CrashLoop | None = None
-    timed_out = False
-    try:
-        with local:
-            started = [local.add_node() for _ in range(cfg.nodes)]
-            progress.say("starting", cfg.nodes, force=True)
+    def going_on(self) -> bool:
+        """Nodes still train and the job has not finished."""
+        return bool(self.local.alive_nodes) and not self.done()
 
-            # Warm-up: our script reports steps; any other script is given time after rendezvous.
-            if cfg.target_steps is not None:
-                warm = wait_for("warming up", lambda: progress.step >= cfg.evict_at_step, remaining())
-            else:
-                warm = wait_for("warming up", lambda: _agents_rendezvoused(local), remaining())
-                if warm:
-                    hold("warming up", cfg.evict_after_s)
-                    warm = bool(local.alive_nodes) and not _done(seen)
-            if warm and cfg.fault == "rendezvous-restart" and local.alive_nodes and not _done(seen):
-                local.stop_rendezvous()
-                progress.say("rendezvous server down", len(local.alive_nodes), force=True)
-                hold("rendezvous server down", cfg.outage_s)
-                local.start_rendezvous(keep_data=cfg.outage_keeps_data)
-                progress.say("rendezvous server back", len(local.alive_nodes), force=True)
-                # Training must go on; then the usual eviction shows the restarted server at work.
-                hold("training on", 2.0)
-                warm = bool(local.alive_nodes) and not _done(seen)
-            victim = started[cfg.victim]
-            if warm and victim.alive:
-                local.evict(victim, cfg.notice_s if cfg.eviction == "notice" else None, silent=cfg.eviction == "silent")
-                progress.say(f"evicted {victim.name} ({cfg.eviction})", len(local.alive_nodes), force=True)
-                if cfg.scale_out_after_s is not None:
-                    recovered = wait_for(
-                        "recovering", lambda: _recovered(seen, local, cfg.target_steps is not None), remaining()
-                    )
-                    if recovered and local.alive_nodes and not _done(seen):
-                        hold("recovered", cfg.scale_out_after_s)
-                        if not _done(seen) and local.alive_nodes:
-                            local.add_node()
-                            progress.say("node added (scale-out)", len(local.alive_nodes), force=True)
-            local.wait(remaining(), on_tick=lambda: pump("training"))
-            pump("finished")
-            progress.say("finished" if not local.alive_nodes else "timed out", len(local.alive_nodes), force=True)
-            timed_out = bool(local.alive_nodes)
-    except _CrashLoop as exc:
-        stopped, timed_out = exc, False
-        progress.say("stopped: the script fails at every start", 0, force=True)
-    exit_codes = {n.name: n.exit_code for n in local.nodes}
-    agent_events = [a for n in local.nodes for a in _agent_events(local, n)]
-    recorded = local.events()
-    report = analyze(
-        recorded,
-        agent_events,
-        target_steps=cfg.target_steps,
-        checkpoint_every=cfg.spec.checkpoint_every_steps,
-        node_exit_codes=exit_codes,
-    )
-    report.duration_s = time.monotonic() - t_start
-    errors = _errors(local)
-    if stopped is not None:
-        report.problems.insert(0, "the drill stopped the job: " + describe(stopped.error, stopped.attempts))
-    elif errors and not report.passed:
-        report.problems.append("a worker failed: " + describe(errors[-1]))
-    report.worker_errors = [
-        {"node": e.node, "attempt": e.attempt, "message": e.message, "hint": e.hint} for e in errors
-    ]
-    if timed_out:
-        report.problems.insert(0, f"the drill timed out after {cfg.timeout_s:g} s; remaining nodes were killed")
-    report.problems[:0] = server_died
-    if not any(e["event"] == Event.EVICT for e in recorded) and stopped is None and not server_died:
-        report.problems.append("no eviction happened: the job ended or failed during warm-up")
-    return report
+    # ---------------------------------------------------------------------- the phases
+    def warm_up(self) -> bool:
+        """Our script reports steps: until the eviction's step. Any other script is given
+        `evict_after_s` after its agents' first rendezvous."""
+        cfg = self.cfg
+        if cfg.target_steps is not None:
+            return self.wait_for("warming up", lambda: self.progress.step >= cfg.evict_at_step, self.remaining())
+        if not self.wait_for("warming up", lambda: _agents_rendezvoused(self.local), self.remaining()):
+            return False
+        self.hold("warming up", cfg.evict_after_s)
+        return self.going_on()
+
+    def restart_the_rendezvous(self) -> bool:
+        """The server down for `outage_s`, then back (with its data or empty): training must
+        go on; then the usual eviction shows the restarted server at work."""
+        local, say = self.local, self.progress.say
+        local.stop_rendezvous()
+        say("rendezvous server down", len(local.alive_nodes), force=True)
+        self.hold("rendezvous server down", self.cfg.outage_s)
+        local.start_rendezvous(keep_data=self.cfg.outage_keeps_data)
+        say("rendezvous server back", len(local.alive_nodes), force=True)
+        self.hold("training on", 2.0)
+        return self.going_on()
+
+    def evict(self, victim: Node) -> None:
+        cfg = self.cfg
+        self.local.evict(victim, cfg.notice_s if cfg.eviction == "notice" else None, silent=cfg.eviction == "silent")
+        self.progress.say(f"evicted {victim.name} ({cfg.eviction})", len(self.local.alive_nodes), force=True)
+
+    def scale_out(self, after_s: float) -> None:
+        """A node back, `after_s` after the job recovered, if it still trains then."""
+        emits = self.cfg.target_steps is not None
+        recovered = self.wait_for("recovering", lambda: _recovered(self.seen, self.local, emits), self.remaining())
+        if not (recovered and self.going_on()):
+            return
+        self.hold("recovered", after_s)
+        if self.going_on():
+            self.local.add_node()
+            self.progress.say("node added (scale-out)", len(self.local.alive_nodes), force=True)
+
+    def train_to_the_end(self) -> bool:
+        """Wait for every node to finish; True when the drill's time ran out first."""
+        local = self.local
+        local.wait(self.remaining(), on_tick=lambda: self.pump("training"))
+        self.pump("finished")
+        self.progress.say("finished" if not local.alive_nodes else "timed out", len(local.alive_nodes), force=True)
+        return bool(local.alive_nodes)
+
+    # ------------------------------------------------------------------------ the report
+    def report(self, stopped: _CrashLoop | None, timed_out: bool) -> DrillReport:
+        cfg, local = self.cfg, self.local
+        recorded = local.events()
+        report = analyze(
+            recorded,
+            [a for n in local.nodes for a in _agent_events(local, n)],
+            target_steps=cfg.target_steps,
+            checkpoint_every=cfg.spec.checkpoint_every_steps,
+            node_exit_codes={n.name: n.exit_code for n in local.nodes},
+        )
+        report.duration_s = time.monotonic() - self.t_start
+        errors = _errors(local)
+        if stopped is not None:
+            report.problems.insert(0, "the drill stopped the job: " + describe(stopped.error, stopped.attempts))
+        elif errors and not report.passed:
+            report.problems.append("a worker failed: " + describe(errors[-1]))
+        report.worker_errors = [
+            {"node": e.node, "attempt": e.attempt, "message": e.message, "hint": e.hint} for e in errors
+        ]
+        if timed_out:
+            report.problems.insert(0, f"the drill timed out after {cfg.timeout_s:g} s; remaining nodes were killed")
+        report.problems[:0] = self.server_died
+        if not any(e["event"] == Event.EVICT for e in recorded) and stopped is None and not self.server_died:
+            report.problems.append("no eviction happened: the job ended or failed during warm-up")
+        return report
 
 
 def _done(seen: list[dict[str, Any]]) -> bool:
-    return any(e["event"] == Event.EXIT and e.get("reason") == "done" for e in seen)
+    return any(e["event"] == Event.EXIT and e.get("reason") == EXIT_DONE for e in seen)
 
 
 def _recovered(seen: list[dict[str, Any]], local: LocalTarget, emits: bool) -> bool:

@@ -147,7 +147,8 @@ def test_every_sample_of_an_epoch_is_trained_once_while_a_group_joins(workdir):
     """The same sharding by global position as the elastic mode: with a group joining mid-epoch
     (healed from a peer, sampler position included), the committed steps of every full epoch
     cover each sample exactly once."""
-    args = ("--steps", "120", "--dataset-size", "256", "--batch-size", "8", "--step-time", "0.02", "--log-samples")
+    args = ("--steps", "120", "--dataset-size", "256", "--batch-size", "8", "--step-time", JOIN_STEP_TIME)
+    args += ("--log-samples",)
     spec = _spec(workdir, script_args=args)
     with LocalTarget(spec, workdir) as cluster:
         cluster.add_node()

@@ -116,9 +116,10 @@ def assert_nothing_left(root: Path) -> None:
     assert not left, f"processes of the notebooks' runs survived: {[(p.pid, p.info['cmdline']) for p in left]}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def work_root():
-    """A work root of this module's own under runs/notebooks/: other runs are never touched."""
+    """A work root of this test's own under runs/notebooks/: other runs (another test's, in
+    whatever order they ran) are never touched or counted."""
     root = ROOT / "runs" / "notebooks" / f"pytest-{secrets.token_hex(4)}"
     yield root
     for p in lab_processes(root):
