@@ -32,11 +32,21 @@ setup: $(STAMP)
 drill: $(STAMP)
 	$(BIN)/elastic-lab drill
 
-# The code checks first, then every test: on two workers, in a new random order each run
+# The code checks, then every test: on two workers, in a new random order each run
 # (pytest-randomly prints "Using --randomly-seed=N" first; `--randomly-seed=N` replays that
-# order, `-p no:randomly` keeps the files' order), the slowest listed at the end.
-test: check
-	$(BIN)/python -m pytest -n 2 --durations=20
+# order, `-p no:randomly` keeps the files' order), the slowest listed at the end. The type
+# checker runs beside the tests: it needs a core for about a minute, which the tests leave
+# idle while their drills wait; its findings are printed after the tests' and fail the run.
+test: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
+	@mkdir -p build
+	$(BIN)/mypy > build/mypy.log 2>&1 & types=$$!; \
+	$(BIN)/python -m pytest -n 2 --durations=20 && tests=0 || tests=$$?; \
+	wait $$types && typed=0 || typed=$$?; \
+	echo "mypy:"; cat build/mypy.log; \
+	exit $$(( tests ? tests : typed ))
 
 # The tests that start no process (no etcd, agents, workers, kernels or CLI runs): the
 # edit loop. The others carry the `processes` mark (tests/conftest.py).

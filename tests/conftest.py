@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -107,10 +108,16 @@ def _ours(marker: str) -> list[psutil.Process]:
 def workdir(tmp_path):
     """A work directory; after the test, no process that mentions it may be alive."""
     yield tmp_path
+    assert_nothing_survives(tmp_path)
+
+
+def assert_nothing_survives(path: Path) -> None:
+    """No process that mentions `path` (in its command line or environment) is alive, and no
+    child of the test runner either; what is, is killed and named."""
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _ours(str(tmp_path)):
+    while time.monotonic() < deadline and _ours(str(path)):
         time.sleep(0.2)
-    left = _ours(str(tmp_path))
+    left = _ours(str(path))
     for p in left:
         p.kill()
     assert not left, f"processes survived the test: {[(p.pid, p.name()) for p in left]}"
