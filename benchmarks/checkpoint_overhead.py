@@ -21,6 +21,7 @@ import torch
 from lab.runtime.checkpoint import CheckpointStore
 from lab.runtime.demo import make_model
 from lab.vocab import events
+from lab.vocab.events import Event
 
 
 def save_seconds(repeats: int = 20) -> tuple[float, int]:
@@ -83,7 +84,7 @@ def main() -> int:
     print(f"checkpoint save (model + optimizer + RNG, {nbytes / 1e6:.2f} MB, fsync + rename): median {c * 1000:.1f} ms")
     root = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
     base = run_job(root / "none", args.steps, 10**9, args.step_time)
-    step_t = [e["t"] for e in base if e["event"] == "step"]
+    step_t = [e["t"] for e in base if e["event"] == Event.STEP]
     step_s = statistics.median(b - a for a, b in itertools.pairwise(step_t))
     base_wall = step_t[-1] - step_t[0]
     young_s = math.sqrt(2 * c * args.mtbf)
@@ -94,8 +95,8 @@ def main() -> int:
     # Measured: the same job with checkpoints at Young's interval, and at 10x that rate.
     for label, k in (("Young", every), ("10x more often", max(1, every // 10))):
         ev = run_job(root / f"every-{k}", args.steps, k, args.step_time)
-        steps = [e for e in ev if e["event"] == "step"]
-        saves = [e["blocking_s"] for e in ev if e["event"] == "checkpoint_saved" and e["reason"] == "interval"]
+        steps = [e for e in ev if e["event"] == Event.STEP]
+        saves = [e["blocking_s"] for e in ev if e["event"] == Event.CHECKPOINT_SAVED and e["reason"] == "interval"]
         wall = steps[-1]["t"] - steps[0]["t"]
         print(
             f"  every {k:>4} steps ({label}): {len(saves)} saves blocked training {sum(saves):.3f} s of {wall:.1f} s "

@@ -21,22 +21,23 @@ from pathlib import Path
 
 from lab.local import LocalTarget, LocalTargetError
 from lab.vocab import events
+from lab.vocab.events import Event
 from lab.vocab.job import JobSpec
 
 MODES = ("elastic", "per-step", "restart-everything")
 
 
 def useful_samples(evs: list[dict]) -> tuple[int, float]:
-    steps = [e for e in evs if e["event"] == "step"]
+    steps = [e for e in evs if e["event"] == Event.STEP]
     final = {}
     for e in steps:  # a re-done step replaces the lost one
         final[e["step"]] = e["samples"]
     return sum(final.values()), steps[-1]["t"] - steps[0]["t"]
 
 
-def evict_if_alive(cluster: LocalTarget, node) -> None:
+def evict_if_alive(local: LocalTarget, node) -> None:
     try:
-        cluster.evict(node)
+        local.evict(node)
     except LocalTargetError:
         pass  # it exited between the check and the kill (the job just finished)
 
@@ -54,38 +55,38 @@ def drive(
         checkpoint_every_steps=every,
         script_args=("--steps", str(steps), "--step-time", "0.05"),
     )
-    with LocalTarget(spec, workdir) as cluster:
+    with LocalTarget(spec, workdir) as local:
         for _ in range(3):
-            cluster.add_node()
-        tail, seen = events.Tail(cluster.events_file), []
+            local.add_node()
+        tail, seen = events.Tail(local.events_file), []
         evictions, pending_returns, next_evict = 0, [], None
         while True:
             seen.extend(tail.poll())
             now = time.time()
-            if any(e["event"] == "exit" and e.get("reason") == "done" for e in seen):
-                if not cluster.wait(60):
+            if any(e["event"] == Event.EXIT and e.get("reason") == "done" for e in seen):
+                if not local.wait(60):
                     raise RuntimeError("nodes did not exit after the job finished")
                 break
-            if next_evict is None and any(e["event"] == "step" for e in seen):
+            if next_evict is None and any(e["event"] == Event.STEP for e in seen):
                 next_evict = now + evict_every
-            if next_evict is not None and now >= next_evict and evictions < max_evictions and cluster.alive_nodes:
-                evict_if_alive(cluster, cluster.alive_nodes[-1])  # hard kill: the spot node is gone
+            if next_evict is not None and now >= next_evict and evictions < max_evictions and local.alive_nodes:
+                evict_if_alive(local, local.alive_nodes[-1])  # hard kill: the spot node is gone
                 evictions += 1
                 if elastic:
                     pending_returns.append(now + capacity_back)  # a replacement spot node
                 else:  # restart-everything: stop the whole job, start it again on 3 nodes
-                    for node in cluster.alive_nodes:
-                        evict_if_alive(cluster, node)
-                    cluster.spec = cluster.spec.replace(rdzv_id=f"goodput-restart-{evictions}")
+                    for node in local.alive_nodes:
+                        evict_if_alive(local, node)
+                    local.spec = local.spec.replace(rdzv_id=f"goodput-restart-{evictions}")
                     pending_returns += [now + capacity_back] * 3
                 next_evict = now + evict_every
             for t in [t for t in pending_returns if t <= now]:
                 pending_returns.remove(t)
-                cluster.add_node()
-            if not cluster.alive_nodes and not pending_returns:
+                local.add_node()
+            if not local.alive_nodes and not pending_returns:
                 raise RuntimeError(f"{mode}: every node is gone and none is coming back")
             time.sleep(0.05)
-    samples, wall = useful_samples(cluster.events())
+    samples, wall = useful_samples(local.events())
     return {"mode": mode, "evictions": evictions, "samples": samples, "wall_s": wall, "goodput": samples / wall}
 
 

@@ -89,18 +89,43 @@ def schema_version_for(kubernetes_version: str) -> tuple[str, str]:
 
 
 def validate_builtin(obj: Mapping[str, Any], kubernetes_version: str) -> list[SchemaViolation]:
-    import kubernetes_validate
-    from kubernetes_validate.utils import SchemaNotFoundError
-
     used, _ = schema_version_for(kubernetes_version)
     label = f"kubernetes {used} (strict)"
     try:
-        kubernetes_validate.validate(dict(obj), used, strict=True)
-    except kubernetes_validate.ValidationError as exc:
-        return [SchemaViolation(object_id(obj), _path(exc.absolute_path), exc.message, label)]
-    except SchemaNotFoundError as exc:
-        return [SchemaViolation(object_id(obj), "", exc.message, label)]
+        validator = _builtin_validator(used, str(obj.get("kind", "")), str(obj.get("apiVersion", "")))
+    except _SchemaNotFound as exc:
+        return [SchemaViolation(object_id(obj), "", str(exc), label)]
+    error = next(iter(validator.iter_errors(dict(obj))), None)  # the first, as the package reports it
+    if error is not None:
+        return [SchemaViolation(object_id(obj), _path(error.absolute_path), error.message, label)]
     return []
+
+
+class _SchemaNotFound(LookupError):
+    """kubernetes-validate ships no schema for a kind and API version."""
+
+
+@functools.cache
+def _builtin_validator(version: str, kind: str, api_version: str) -> Any:
+    """A strict validator for one kind and API version of the schemas `kubernetes-validate`
+    ships for `version` (MAJOR.MINOR), built once: it finds the same schema files as the
+    package's own `validate`, which reads and resolves them anew on every call."""
+    from kubernetes_validate import utils
+    from referencing import Registry, Resource
+
+    shipped = [v for v in utils.all_versions() if utils.major_minor(v) <= utils.major_minor(version)][-1]
+    schema_dir = f"v{shipped}-local-strict"
+    # rbac.authorization.k8s.io/v1 -> rbac-v1, as the package names its files
+    api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    try:
+        schema = utils.schema_contents(f"kubernetes-json-schema/{schema_dir}/{kind.lower()}-{api}.json", version)
+    except FileNotFoundError:
+        raise _SchemaNotFound(
+            utils.SchemaNotFoundError(kind, utils.major_minor(version), api_version).message
+        ) from None
+    definitions = utils.schema_contents(f"kubernetes-json-schema/{schema_dir}/_definitions.json", version)
+    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
 
 
 # ------------------------------------------------------------------ the CRD
