@@ -400,26 +400,14 @@ def with_event_log_handler(argv: list[str]) -> list[str]:
     return ["--event-log-handler", EVENT_LOG_HANDLER, *argv]
 
 
-def start_forkserver() -> None:
-    """Start lab.runtime.warm's forkserver now, before this agent imports torch: the two imports run
-    side by side (torch takes about a second to import, the agent needs it before its
-    rendezvous, the forkserver before the first worker)."""
-    import multiprocessing
-    from multiprocessing import forkserver
-
-    from lab.runtime.warm import PRELOAD
-
-    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
-    forkserver.ensure_running()
-
-
 def start_warm_workers() -> None:
-    """Start python entrypoints' workers from lab.runtime.warm's forkserver (started by
-    start_forkserver, or now): every worker start, first and restarts alike, is a fork of it."""
+    """Start python entrypoints' workers from lab.runtime.warm's forkserver, started now as a
+    fork of this agent (which has imported torch): every worker start, first and restarts
+    alike, is a fork of it."""
     from torch.distributed import run
     from torch.distributed.launcher.api import elastic_launch
 
-    from lab.runtime.warm import run_script
+    from lab.runtime.warm import run_script, start_forkserver
 
     def launch(config: Any, entrypoint: Any) -> Any:
         if entrypoint != sys.executable:  # --no-python: a program of its own
@@ -427,14 +415,12 @@ def start_warm_workers() -> None:
         config.start_method = "forkserver"
         return elastic_launch(config=config, entrypoint=run_script)
 
-    start_forkserver()  # a no-op when it runs already
+    start_forkserver()  # before the agent starts threads or connects to the rendezvous
     run.elastic_launch = launch  # type: ignore[attr-defined,assignment]  # torchrun's own entry, replaced
 
 
 def main(argv: list[str] | None = None) -> int:
     warm = os.environ.get(ENV_WARM_WORKERS, "1") != "0"
-    if warm:
-        start_forkserver()
     from torch.distributed import run
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError

@@ -11,6 +11,11 @@ then runs the training script as `python -u [-m] script args` would (`run_script
 Only the import state is shared: the forkserver never initialises CUDA, opens a process
 group or starts threads, and each worker is a fresh fork of that state.
 
+The forkserver is itself a fork of its agent, made once the agent has imported torch
+(`start_forkserver`), so torch is imported once per node, not once by the agent and once
+more by a new Python that multiprocessing would start: on a node whose cores are busy that
+is a second and a half of CPU off every node's start.
+
 Process lifetime: the forkserver and each worker are killed (SIGKILL) when their parent
 dies, whatever killed it, so nothing outlives an agent.
 """
@@ -21,6 +26,7 @@ import ctypes
 import os
 import runpy
 import signal
+import socket
 import sys
 
 _PR_SET_PDEATHSIG = 1
@@ -42,6 +48,45 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
         return
     if os.getppid() != parent:  # the parent died before the request was made
         os.kill(os.getpid(), sig)
+
+
+def start_forkserver() -> None:
+    """Start multiprocessing's forkserver as a fork of this process, preloading `PRELOAD`;
+    a no-op when it runs already. What multiprocessing's `ForkServer.ensure_running` does,
+    but for the start: a fork of this process (with what it imported) where multiprocessing
+    would start a new Python. Call it before this process starts threads or connections."""
+    from multiprocessing import connection, forkserver, resource_tracker, util
+
+    server = forkserver._forkserver
+    with server._lock:
+        if server._forkserver_pid is not None:
+            return
+        resource_tracker.ensure_running()  # what ensure_running starts first, for its children
+        listener = socket.socket(socket.AF_UNIX)
+        address = connection.arbitrary_address("AF_UNIX")
+        listener.bind(address)
+        if not util.is_abstract_socket_namespace(address):
+            os.chmod(address, 0o600)
+        listener.listen()
+        # Every client holds the write end of the "alive" pipe; the server ends when it sees EOF.
+        alive_r, alive_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the forkserver
+            code = 1
+            try:
+                os.close(alive_w)
+                forkserver.main(listener.fileno(), alive_r, PRELOAD)
+                code = 0
+            except SystemExit as exc:
+                code = 0 if exc.code in (None, 0) else 1
+            finally:
+                os._exit(code)
+        os.close(alive_r)
+        listener.close()
+        server._forkserver_address = address
+        server._forkserver_alive_fd = alive_w
+        server._forkserver_pid = pid
+        server._preload_modules = list(PRELOAD)
 
 
 def script_argv(cmd_args: tuple[str, ...]) -> tuple[str | None, str, list[str]]:
