@@ -49,7 +49,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lab.runtime import events
@@ -263,9 +263,32 @@ def _use_backend(handler: Any, backend: Any, store: Any) -> None:
     """Make `handler` talk to the server through `backend` and `store` from now on. The state's
     version token is dropped: a server that restarted empty has no such version, and writes
     made against it would fail for good; without one the next write re-reads the state."""
+    _restore_round(handler, backend)
     handler._state_holder._backend = backend
     handler._state_holder._token = None
     handler._store = store
+
+
+def _restore_round(handler: Any, backend: Any) -> None:
+    """A server that came back empty (an etcd pod that moved, any c10d store) lost the round the
+    workers train in, and with it the participants' heartbeats: a node that vanishes later
+    would never be seen to stop heartbeating. Write this agent's last view of the state back,
+    with every participant's heartbeat counted from now (the outage was nobody's fault), unless
+    the server has a state (it kept its data, or another agent wrote it back first: the
+    write only creates an absent state)."""
+    import copy
+    import pickle
+    from datetime import datetime
+
+    if backend.get_state() is not None:
+        return
+    state = copy.deepcopy(handler._state_holder.state)
+    if not state.participants:
+        return  # no round yet: nothing was lost
+    now = datetime.now(UTC)  # torch's heartbeat clock
+    state.last_heartbeats = dict.fromkeys(state.last_heartbeats, now)
+    backend.set_state(pickle.dumps(state), None)
+    log.warning("the rendezvous server came back empty: round %d written back", state.round)
 
 
 def _reconnect_etcd(handler: Any, params: RendezvousParameters) -> None:

@@ -3,7 +3,7 @@
 import json
 import os
 import time
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from torch.distributed.elastic.rendezvous import RendezvousParameters, dynamic_rendezvous, utils
@@ -140,3 +140,61 @@ def test_other_results_pass_through_the_monitor(monkeypatch, state_name, lost):
 
     result = _monitored(monkeypatch, WorkerState[state_name], lost)
     assert result.state == WorkerState[state_name]
+
+
+def _round_of(participants: dict, heartbeat_age_s: float):
+    from datetime import datetime
+
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _NodeDesc, _RendezvousState
+
+    state = _RendezvousState()
+    state.round = 7
+    state.complete = True
+    old = datetime.now(UTC) - timedelta(seconds=heartbeat_age_s)
+    for i, name in enumerate(participants):
+        node = _NodeDesc(name, 1, 0)
+        state.participants[node] = i
+        state.last_heartbeats[node] = old
+    return state
+
+
+class _Holder:
+    def __init__(self, state):
+        self.state = state
+
+
+class _Agent:
+    def __init__(self, state):
+        self._state_holder = _Holder(state)
+
+
+def test_a_server_that_came_back_empty_gets_the_round_back_with_fresh_heartbeats():
+    """After an empty restart the agents' round (and the heartbeats a vanished node is found
+    by) is written back once; a server that has a state keeps it."""
+    import pickle
+    from datetime import datetime
+
+    from torch.distributed import HashStore
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+
+    backend = C10dRendezvousBackend(HashStore(), "t-restore")  # a store that restarted empty
+    assert backend.get_state() is None
+    launch._restore_round(_Agent(_round_of({"a": 0, "b": 1, "c": 2}, heartbeat_age_s=30)), backend)
+    restored = pickle.loads(backend.get_state()[0])
+    assert restored.round == 7 and restored.complete
+    assert sorted(n.addr for n in restored.participants) == ["a", "b", "c"]
+    age = [datetime.now(UTC) - t for t in restored.last_heartbeats.values()]
+    assert all(a < timedelta(seconds=5) for a in age)  # the outage is counted against no one
+    # Another agent comes back later, with its own (older) view: the written round stays.
+    launch._restore_round(_Agent(_round_of({"x": 0}, heartbeat_age_s=0)), backend)
+    assert sorted(n.addr for n in pickle.loads(backend.get_state()[0]).participants) == ["a", "b", "c"]
+
+
+def test_an_agent_with_no_round_yet_writes_nothing_back():
+    from torch.distributed import HashStore
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _RendezvousState
+
+    backend = C10dRendezvousBackend(HashStore(), "t-restore")
+    launch._restore_round(_Agent(_RendezvousState()), backend)
+    assert backend.get_state() is None
