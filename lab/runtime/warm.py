@@ -28,6 +28,7 @@ import runpy
 import signal
 import socket
 import sys
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 
@@ -57,13 +58,13 @@ def start_forkserver() -> None:
     would start a new Python. Call it before this process starts threads or connections."""
     from multiprocessing import connection, forkserver, resource_tracker, util
 
-    server = forkserver._forkserver
+    server: Any = forkserver._forkserver  # its state is private: typeshed does not describe it
     with server._lock:
         if server._forkserver_pid is not None:
             return
         resource_tracker.ensure_running()  # what ensure_running starts first, for its children
         listener = socket.socket(socket.AF_UNIX)
-        address = connection.arbitrary_address("AF_UNIX")
+        address = connection.arbitrary_address("AF_UNIX")  # type: ignore[attr-defined]
         listener.bind(address)
         if not util.is_abstract_socket_namespace(address):
             os.chmod(address, 0o600)
