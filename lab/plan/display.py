@@ -277,9 +277,11 @@ def json_dict(
                 "options": {
                     "ignore_changes": d["ignore_changes"],
                     "replace_on_changes": d["replace_on_changes"],
-                    "depends_on": d["depends_on"],
-                    "dependencies": d["dependencies"],
-                    "property_dependencies": d["property_dependencies"],
+                    # Sets to the engine, collected in no fixed order: sorted, so that two
+                    # plans of the same program diff as equal.
+                    "depends_on": sorted(d["depends_on"]),
+                    "dependencies": sorted(d["dependencies"]),
+                    "property_dependencies": {k: sorted(v) for k, v in sorted(d["property_dependencies"].items())},
                     "provider": d["provider"],
                     "protect": d["protect"],
                     "delete_before_replace": d["delete_before_replace"],

@@ -93,6 +93,14 @@ def test_all_stacks_json(capsys):
     code, out, _ = _plan(capsys, "--all-stacks", "--json")
     docs = json.loads(out)
     assert code == 0 and "aks-dev" in {d["stack"] for d in docs} and all(d["ok"] for d in docs)
+    # Dependencies are sets to the engine, gathered in an order that changes from run to run
+    # (hash seeds): sorted in the output, two plans of the same program diff as equal.
+    for doc in docs:
+        for r in doc["resources"]:
+            opts = r["options"]
+            assert opts["depends_on"] == sorted(opts["depends_on"]), r["urn"]
+            assert opts["dependencies"] == sorted(opts["dependencies"]), r["urn"]
+            assert all(v == sorted(v) for v in opts["property_dependencies"].values()), r["urn"]
 
 
 @pytest.mark.processes
