@@ -1,0 +1,366 @@
+"""Sharded checkpoints through torch.distributed.checkpoint (DCP): every rank writes its own
+shards, saves run in the background, and a checkpoint loads into any world size.
+
+Layout: one directory per step, `<dir>/step-000000120/`, holding DCP's files: each rank's
+shards (`__<rank>_<n>.distcp`) and the `.metadata` that describes them. A step counts only once
+its `.metadata` exists and every shard file it names is there, whole: `.metadata` is written
+last, by one rank, after every rank's shards are durable, and it is the commit. A kill at any
+moment leaves either a committed step or a directory without `.metadata`, which is skipped
+(and pruned later); the previous committed step still loads.
+
+`.metadata` is written in one piece and never renamed: DCP's own writer writes
+`.metadata.tmp` and renames it, and S3 (Mountpoint refuses renames on ordinary buckets) and
+Blob have no rename but copy + delete. In `rename` mode (POSIX volumes) it is written to a
+temporary name, fsynced and renamed, which is atomic there; in `write-once` mode (object-store
+mounts) it is written once under its final name, where the object appears only when whole.
+
+Saves (`save`) are asynchronous: training waits only for staging, the copy of its shards to
+host memory (`wait_for_staging`, before the next optimizer step changes them), while writing
+goes on in a thread with a process group of its own (gloo: async DCP needs a CPU backend, and
+its collectives must not interleave with training's). One save is in flight at a time. A
+`blocking` save (the last step, an emergency on a spot notice) writes before it returns.
+
+What reshards is what DCP reshards: the model's and the optimizer's tensors. The training's
+progress (step, data position) is saved beside them as plain values, the same on every rank.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import re
+import shutil
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint.metadata import Metadata
+from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+from torch.distributed.checkpoint.state_dict_saver import async_save as dcp_async_save
+from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
+from torch.distributed.checkpoint.storage import WriteResult
+
+from lab.runtime.checkpoint import CheckpointDirError, CheckpointError
+from lab.vocab.job import CheckpointWrites
+
+log = logging.getLogger(__name__)
+
+METADATA = ".metadata"  # DCP's metadata file: the commit
+_STEP_DIR = re.compile(r"^step-(\d{9})$")
+
+
+def step_dir_name(step: int) -> str:
+    return f"step-{step:09d}"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where training is, saved beside the sharded state (the same on every rank). What does
+    not reshard lives here: the data position is global (sample positions), not per rank."""
+
+    step: int
+    epoch: int
+    position: int
+    world_size: int
+    batches_committed: int = 0  # the per-step mode's TorchFT manager count
+
+    def as_state(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Progress:
+        return cls(**{k: int(v) for k, v in state.items()})
+
+
+class CommitLastWriter(FileSystemWriter):
+    """DCP's file writer, with the commit written last in one piece and never renamed (see
+    the module's docstring); `writes` says how that one piece is made durable."""
+
+    def __init__(self, path: str | os.PathLike[str], writes: CheckpointWrites) -> None:
+        super().__init__(path, single_file_per_rank=True, sync_files=True, overwrite=False)
+        self.writes = writes
+        self.written_bytes = 0  # by this rank: its shards (and the metadata on the coordinator)
+
+    def write_data(self, plan: Any, planner: Any) -> torch.futures.Future[list[WriteResult]]:
+        future = super().write_data(plan, planner)
+        results = future.wait()  # the file writer has written: a completed torch Future
+        self.written_bytes += sum(r.storage_data.length for r in results)
+        return future
+
+    def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+        """Runs on the coordinator once every rank's shards are written and synced."""
+        from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION
+
+        metadata.version = CURRENT_DCP_VERSION
+        metadata.storage_data = {r.index: r.storage_data for rank_results in results for r in rank_results}
+        metadata.storage_meta = self.storage_meta()
+        data = pickle.dumps(metadata)
+        directory = Path(self.path)
+        write_durably(directory / METADATA, data, self.writes)
+        self.written_bytes += len(data)
+
+
+def write_durably(path: Path, data: bytes, writes: CheckpointWrites) -> None:
+    """`data` at `path`, whole or not at all, synced: a temporary name renamed over (POSIX) or
+    one write under the final name (object-store mounts: no rename)."""
+    target = path if writes is CheckpointWrites.WRITE_ONCE else path.with_name(f"{path.name}.tmp")
+    with open(target, "xb" if writes is CheckpointWrites.WRITE_ONCE else "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    if target != path:
+        os.replace(target, path)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@dataclass
+class SaveStats:
+    """One save, as the rank that made it saw it."""
+
+    step: int
+    reason: str
+    started: float  # time.monotonic() when save() was called
+    blocking_s: float = 0.0  # all the training loop waited for it: launch and staging
+    seconds: float | None = None  # start to commit
+    nbytes: int = 0  # this rank's bytes
+    error: BaseException | None = None
+    path: str = ""
+
+
+@dataclass
+class _InFlight:
+    stats: SaveStats
+    staging: Future[None] | None
+    upload: Future[Any]
+    writer: CommitLastWriter
+    reported: bool = False
+    on_done: list[Callable[[SaveStats], None]] = field(default_factory=list)
+
+
+class ShardedCheckpoints:
+    """A job's sharded checkpoints in `directory` (shared by every rank). Create it on every
+    rank after the process group is up: it makes the gloo group DCP's saves run on."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        writes: CheckpointWrites | str = CheckpointWrites.RENAME,
+        keep: int = 3,
+        group: dist.ProcessGroup | None = None,
+    ) -> None:
+        self.dir = Path(directory)
+        self.writes = CheckpointWrites(writes)
+        if keep < 2:
+            # The newest may be the one being written when the job is killed.
+            raise ValueError(f"keep={keep!r} is invalid: expected at least 2 checkpoints to keep")
+        self.keep = keep
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CheckpointDirError(f"checkpoint_dir={str(self.dir)!r} cannot be created: {exc.strerror}") from None
+        if not os.access(self.dir, os.W_OK | os.X_OK):
+            raise CheckpointDirError(f"checkpoint_dir={str(self.dir)!r} is not writable: expected a writable directory")
+        # Saves and their collectives on a group of their own, never the training's.
+        self.group = group if group is not None else dist.new_group(backend="gloo")
+        self.rank = dist.get_rank(self.group)
+        self._stager = DefaultStager(StagingOptions(False, False, True, False))  # a thread; host memory
+        self._in_flight: _InFlight | None = None
+
+    # ------------------------------------------------------------------ listing
+    def steps(self) -> list[int]:
+        """Steps with a directory, committed or not, newest first."""
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return []
+        return sorted((int(m.group(1)) for n in names if (m := _STEP_DIR.match(n))), reverse=True)
+
+    def verify(self, step: int) -> str | None:
+        """Why step `step` cannot be loaded, or None when it is committed and whole."""
+        directory = self.dir / step_dir_name(step)
+        try:
+            metadata = pickle.loads((directory / METADATA).read_bytes())
+        except FileNotFoundError:
+            return "no .metadata (an interrupted save)"
+        except Exception as exc:  # noqa: BLE001 - a torn or foreign file
+            return f".metadata unreadable ({exc.__class__.__name__})"
+        needed: dict[str, int] = {}
+        for info in getattr(metadata, "storage_data", {}).values():
+            needed[info.relative_path] = max(needed.get(info.relative_path, 0), info.offset + info.length)
+        for name, size in needed.items():
+            try:
+                have = (directory / name).stat().st_size
+            except FileNotFoundError:
+                return f"shard {name} missing"
+            if have < size:
+                return f"shard {name} cut short ({have} of {size} bytes)"
+        return None
+
+    def newest_committed(self) -> tuple[int | None, list[str]]:
+        """The newest step that loads, and why each newer one was skipped."""
+        skipped: list[str] = []
+        for step in self.steps():
+            why = self.verify(step)
+            if why is None:
+                return step, skipped
+            skipped.append(f"{step_dir_name(step)}: {why}")
+        return None, skipped
+
+    # ------------------------------------------------------------------ loading
+    def choose(self) -> tuple[int | None, list[str]]:
+        """Rank 0 picks the checkpoint and every rank gets its choice: on storage with cached
+        listings, ranks choosing for themselves could load different steps."""
+        choice: list[Any] = [self.newest_committed() if self.rank == 0 else None]
+        dist.broadcast_object_list(choice, src=dist.get_global_rank(self.group, 0), group=self.group)
+        step, skipped = choice[0]
+        if step is None and skipped:
+            raise CheckpointError(
+                f"every checkpoint in {self.dir} failed verification ({'; '.join(skipped)}): "
+                "refusing to start from step 0; move them away to start fresh"
+            )
+        return step, skipped
+
+    def load(self, step: int, model: nn.Module, optimizer: torch.optim.Optimizer) -> Progress:
+        """Load step `step` into the (sharded) model and optimizer, resharded to this world
+        size, and return its progress."""
+        model_state, optim_state = get_state_dict(model, optimizer)
+        state: dict[str, Any] = {
+            "model": model_state,
+            "optim": optim_state,
+            "progress": dict.fromkeys(Progress.__dataclass_fields__, 0),
+        }
+        dcp_load(state, storage_reader=FileSystemReader(self.dir / step_dir_name(step)), process_group=self.group)
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        return Progress.from_state(state["progress"])
+
+    # ------------------------------------------------------------------- saving
+    def save(
+        self,
+        progress: Progress,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        *,
+        reason: str,
+        blocking: bool = False,
+    ) -> SaveStats:
+        """Save `progress.step`. Asynchronous unless `blocking`: the state is staged in a thread
+        (call `wait_for_staging` before the optimizer changes it again) and written by another.
+        A save still in flight is waited for first (its time counts as blocking)."""
+        started = time.monotonic()
+        stats = SaveStats(step=progress.step, reason=reason, started=started)
+        self.wait()
+        directory = self.dir / step_dir_name(progress.step)
+        stats.path = directory.name
+        if self._committed_already(progress.step):
+            stats.seconds = stats.blocking_s = time.monotonic() - started
+            return stats
+        model_state, optim_state = get_state_dict(model, optimizer)
+        state = {"model": model_state, "optim": optim_state, "progress": progress.as_state()}
+        writer = CommitLastWriter(directory, self.writes)
+        if blocking:
+            try:
+                dcp_save(state, storage_writer=writer, process_group=self.group)
+            except Exception as exc:
+                stats.error = exc
+                raise
+            finally:
+                stats.nbytes = writer.written_bytes
+            stats.seconds = stats.blocking_s = time.monotonic() - started
+            self._prune()
+            return stats
+        response = dcp_async_save(state, storage_writer=writer, process_group=self.group, async_stager=self._stager)
+        staging = getattr(response, "staging_completion", None)
+        upload = getattr(response, "upload_completion", response)
+        self._in_flight = _InFlight(stats, staging, cast(Future[Any], upload), writer)
+        stats.blocking_s = time.monotonic() - started
+        return stats
+
+    def wait_for_staging(self) -> float:
+        """Wait until the save in flight has copied the state (before the optimizer changes
+        it); the seconds waited."""
+        flight = self._in_flight
+        if flight is None or flight.staging is None or flight.staging.done():
+            return 0.0
+        t0 = time.monotonic()
+        flight.staging.result()
+        waited = time.monotonic() - t0
+        flight.stats.blocking_s += waited
+        return waited
+
+    def finished(self) -> SaveStats | None:
+        """The save in flight, once it has committed (or failed), reported once; None while it
+        runs or when there is none."""
+        flight = self._in_flight
+        if flight is None or not flight.upload.done():
+            return None
+        return self._settle(flight)
+
+    def wait(self) -> SaveStats | None:
+        """Wait for the save in flight to commit (or fail); its stats, or None."""
+        flight = self._in_flight
+        if flight is None:
+            return None
+        try:
+            flight.upload.result()
+        except Exception:  # noqa: BLE001 - recorded in its stats by _settle
+            pass
+        return self._settle(flight)
+
+    def _settle(self, flight: _InFlight) -> SaveStats | None:
+        self._in_flight = None
+        stats = flight.stats
+        stats.nbytes = flight.writer.written_bytes
+        exc = flight.upload.exception()
+        if exc is not None:
+            stats.error = exc
+            log.error("checkpoint of step %d failed: %s: %s", stats.step, type(exc).__name__, exc)
+        else:
+            stats.seconds = time.monotonic() - stats.started
+            self._prune()
+        return stats
+
+    def close(self) -> None:
+        self.wait()
+        self._stager.close()
+
+    # -------------------------------------------------------------- retention
+    def _committed_already(self, step: int) -> bool:
+        """Whether `step` is committed already (rank 0 looks, every rank gets its answer: ranks
+        that answered differently would part ways in the save's collectives). A directory
+        left by an interrupted save of it is removed first: every rank writes new shards."""
+        answer: list[Any] = [None]
+        if self.rank == 0:
+            answer[0] = self.verify(step) is None
+            directory = self.dir / step_dir_name(step)
+            if not answer[0] and directory.exists():
+                shutil.rmtree(directory, ignore_errors=True)
+        dist.broadcast_object_list(answer, src=dist.get_global_rank(self.group, 0), group=self.group)
+        return bool(answer[0])
+
+    def _prune(self) -> None:
+        """Keep the newest `keep` committed steps; remove older ones, and interrupted saves
+        older than the newest committed step (a newer one may be in flight). Rank 0 only."""
+        if self.rank != 0:
+            return
+        committed = [s for s in self.steps() if self.verify(s) is None]
+        if not committed:
+            return
+        kept = set(committed[: self.keep])
+        for step in self.steps():
+            if step in kept or step > committed[0]:
+                continue
+            shutil.rmtree(self.dir / step_dir_name(step), ignore_errors=True)
