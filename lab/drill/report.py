@@ -28,6 +28,9 @@ class Eviction:
     detected_s: float | None = None  # eviction -> an agent saw the node leave its round
     emergency_save_s: float | None = None  # notice only: seconds the save took
     emergency_save_already: bool = False  # notice only: that step was saved before the notice came
+    # notice only: the save could not be made in time (sharded: no step boundary came, or the
+    # node went before the save committed); the newest committed checkpoint stood instead.
+    emergency_save_missed: bool = False
     notice_to_exit_s: float | None = None  # notice only: SIGTERM -> worker exit
     # A cluster only: eviction -> the next node of the GPU pool Ready (a replacement, or one
     # that was there already) and -> the evicted node gone from the Ready nodes.
@@ -166,6 +169,12 @@ class DrillReport:
                     saved = "nothing to write, the step was saved already"
                 left = f"{ev.notice_to_exit_s:.2f} s" if ev.notice_to_exit_s is not None else "not seen"
                 lines.append(f"    emergency save: {saved}; notice to worker exit: {left}")
+            elif ev.emergency_save_missed:
+                kept = f"step {ev.resumed_from}" if ev.resumed_from is not None else "the newest checkpoint"
+                lines.append(
+                    "    emergency save: not made within the notice (no step boundary came in time, or the node"
+                    f" went before it committed); training resumed from {kept}, the newest committed checkpoint"
+                )
         for j in self.joins:
             js = f"{j.join_s:.2f} s" if j.join_s is not None else "did not join"
             lines.append(
@@ -384,11 +393,15 @@ def _agents_figures(run: Timeline, e: Record, ev: Eviction) -> None:
 
 
 def _notice_figures(run: Timeline, e: Record, ev: Eviction) -> None:
-    """The noticed node's emergency save and how soon its worker left."""
-    save = run.first(Event.CHECKPOINT_SAVED, e["t"], reason=SAVE_NOTICE, node=e["node"])
+    """The noticed node's emergency save and how soon its worker left. A sharded save is made
+    by every rank and reported by rank 0, wherever it runs."""
+    save = run.first(Event.CHECKPOINT_SAVED, e["t"], reason=SAVE_NOTICE, node=e["node"]) or run.first(
+        Event.CHECKPOINT_SAVED, e["t"], reason=SAVE_NOTICE, sharded=True
+    )
     leave = run.first(Event.EXIT, e["t"], reason=EXIT_NOTICE, node=e["node"])
     ev.emergency_save_s = save["seconds"] if save else None
     ev.emergency_save_already = bool(save and save.get("already"))
+    ev.emergency_save_missed = save is None and (leave is None or leave.get("saved") is False)
     ev.notice_to_exit_s = leave["notice_to_exit_s"] if leave else None
 
 
@@ -432,16 +445,19 @@ def _per_step_join(run: Timeline, e: Record) -> Join:
 
 
 def _elastic_join(run: Timeline, e: Record) -> Join:
-    """The first step at a larger world size after the node came; without steps of ours,
-    the agents' first rendezvous at a larger world size."""
+    """The first step at a larger world size after the node came (a round that broke up on
+    the way, e.g. a member that missed its heartbeats on a loaded machine, does not end the
+    join); without steps of ours, the agents' first rendezvous at a larger world size."""
     j = Join(node=e["node"], t=e["t"], world_before=run.world_at(e["t"]))
-    r = run.first_round_after(e["t"])
-    if r:
-        _, j.lost_steps = run.lost_for_round(r)
-        s = run.first_step_after(r["t"])
-        if s and j.world_before is not None and s["world_size"] > j.world_before:
-            j.join_s, j.world_after = s["t"] - e["t"], s["world_size"]
-            j.stall_s = run.longest_gap(e["t"], s["t"])
+    before = j.world_before
+    s = next((s for s in run.steps if s["t"] > e["t"] and before is not None and s["world_size"] > before), None)
+    rounds = [r for r in run.rounds if r["t"] > e["t"] and (s is None or r["t"] <= s["t"])]
+    lost = [n for r in rounds if (n := run.lost_for_round(r)[1]) is not None]
+    if lost:
+        j.lost_steps = sum(lost)
+    if s is not None:
+        j.join_s, j.world_after = s["t"] - e["t"], s["world_size"]
+        j.stall_s = run.longest_gap(e["t"], s["t"])
     if j.join_s is None and not run.emits and j.world_before is not None:
         rdzv = next(
             (

@@ -282,7 +282,11 @@ class _Drill:
         if not (recovered and self.going_on()):
             return
         self.hold("recovered", after_s)
-        if self.going_on():
+        # The evicted node may still be leaving (a notice's save, a loaded machine): the pool
+        # has room for the new one once it is gone, as a cloud's would.
+        local = self.local
+        self.wait_for("recovered", lambda: len(local.alive_nodes) < local.spec.max_nodes, self.remaining())
+        if self.going_on() and len(local.alive_nodes) < local.spec.max_nodes:
             self.local.add_node()
             self.progress.say("node added (scale-out)", len(self.local.alive_nodes), force=True)
 

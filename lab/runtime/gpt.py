@@ -37,7 +37,7 @@ class GPTConfig:
         return 4 * self.d_model
 
 
-SIZES = {
+SIZES = {  # the names of lab.vocab.models.GPT_SIZES
     "gpt-small": GPTConfig(vocab_size=256, seq_len=64, d_model=128, n_layers=2, n_heads=4),
     "gpt-100m": GPTConfig(vocab_size=4096, seq_len=128, d_model=768, n_layers=15, n_heads=12),
 }

@@ -161,6 +161,7 @@ class ShardedCheckpoints:
         writes: CheckpointWrites | str = CheckpointWrites.RENAME,
         keep: int = 3,
         group: dist.ProcessGroup | None = None,
+        timeout_s: float = 300.0,
     ) -> None:
         self.dir = Path(directory)
         self.writes = CheckpointWrites(writes)
@@ -174,8 +175,14 @@ class ShardedCheckpoints:
             raise CheckpointDirError(f"checkpoint_dir={str(self.dir)!r} cannot be created: {exc.strerror}") from None
         if not os.access(self.dir, os.W_OK | os.X_OK):
             raise CheckpointDirError(f"checkpoint_dir={str(self.dir)!r} is not writable: expected a writable directory")
-        # Saves and their collectives on a group of their own, never the training's.
-        self.group = group if group is not None else dist.new_group(backend="gloo")
+        # Saves and their collectives on a group of their own, never the training's. Its
+        # collectives wait for the slowest rank's writes: a timeout of minutes, not the
+        # training group's seconds (a lost peer is found by training's collectives).
+        from datetime import timedelta
+
+        self.group = (
+            group if group is not None else dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
+        )
         self.rank = dist.get_rank(self.group)
         self._stager = DefaultStager(StagingOptions(False, False, True, False))  # a thread; host memory
         self._in_flight: _InFlight | None = None

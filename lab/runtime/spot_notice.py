@@ -11,29 +11,66 @@ from collections.abc import Callable
 
 EXIT_ON_NOTICE = 128 + signal.SIGTERM  # the conventional code for "stopped by SIGTERM"
 
+log = logging.getLogger(__name__)
+
 
 class SpotNotice:
     """A Python signal handler runs only between bytecodes of the main thread, and a collective
     waiting on a vanished peer holds the main thread in C++ until the process-group timeout:
     SIGTERM would wait that long. So SIGTERM is blocked in every thread and taken by a
-    thread of its own (`sigwait`). It calls `on_notice` at once; the training loop holds
-    `consistent` from the optimizer's update to the step counter's, so `on_notice` takes it
-    and sees the model, optimizer and step of the last completed step, whatever the main
-    thread is waiting on. Until training sets `on_notice` there is nothing newer than the
-    checkpoint to save, and the process exits at once. Create it before anything starts
-    threads (the mask is inherited).
+    thread of its own (`sigwait`). Create it before anything starts threads (the mask is
+    inherited). What that thread does depends on who can save the state:
+
+    - a rank that holds the whole state (DDP): it calls `on_notice` at once; the training loop
+      holds `consistent` from the optimizer's update to the step counter's, so `on_notice`
+      takes it and sees the model, optimizer and step of the last completed step, whatever the
+      main thread is waiting on. Until training sets `on_notice` there is nothing newer than
+      the checkpoint to save, and the process exits at once.
+    - ranks that each hold a shard (FSDP, after `cooperate`): no rank can save alone, so it sets
+      `requested` and waits for the training loop, which agrees with every rank at its next
+      step boundary (`acknowledge`), saves with all of them, then calls `handled`. If no step
+      boundary comes within `boundary_s` (the main thread is stuck on a vanished peer, or the
+      agent is restarting the workers after one), or the save does not end within the notice,
+      `on_timeout` runs and the process exits with what the last checkpoint holds.
     """
 
     def __init__(self) -> None:
         self.received_at: float | None = None
         self.consistent = threading.Lock()
         self.on_notice: Callable[[], None] | None = None
+        self.requested = threading.Event()
+        self._acknowledged = threading.Event()
+        self._handled = threading.Event()
+        self._deadline_s: float | None = None
+        self.boundary_s = 5.0  # how long a step boundary may take to come (the loop updates it)
+        self._on_timeout: Callable[[], None] | None = None
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         threading.Thread(target=self._wait, name="spot-notice", daemon=True).start()
+
+    def cooperate(self, deadline_s: float, on_timeout: Callable[[], None] | None = None) -> None:
+        """From now on a notice is saved by the training loop (see the class docstring)."""
+        self._deadline_s, self._on_timeout = deadline_s, on_timeout
+
+    def acknowledge(self) -> None:
+        """The training loop saw the notice at a step boundary and saves now."""
+        self._acknowledged.set()
+
+    def handled(self) -> None:
+        """The training loop saved for the notice: the process may end."""
+        self._handled.set()
 
     def _wait(self) -> None:
         signal.sigwait({signal.SIGTERM})
         self.received_at = time.time()
+        if self._deadline_s is not None:
+            self.requested.set()
+            if not self._handled.wait(self._deadline_s) and self._on_timeout is not None:
+                log.warning(
+                    "spot notice: no step boundary within %g s; leaving with the last checkpoint", self._deadline_s
+                )
+                self._on_timeout()
+            logging.shutdown()
+            os._exit(EXIT_ON_NOTICE)
         with self.consistent:
             if self.on_notice is not None:
                 self.on_notice()

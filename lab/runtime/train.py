@@ -2,13 +2,21 @@
 
 Read `ElasticTraining.run` top to bottom:
   1. start: the process group with a short timeout, the data, the model and optimizer
-     (lab.runtime.demo), the learning rate scaled to the world size;
+     (lab.runtime.workload: `--model tiny` or a GPT size), the learning rate scaled to the
+     world size; a GPT is sharded over the ranks by FSDP2 here (`--parallel fsdp`);
   2. resume from the newest valid checkpoint (rank 0 picks it for everyone);
-  3. wrap the model in DistributedDataParallel;
+  3. wrap the model in DistributedDataParallel (unless FSDP2 shards it);
   4. train: a `torch.optim` step per batch, checkpoints on a timer of steps, an emergency
      checkpoint on a spot notice (SIGTERM, even while a collective waits on a vanished peer),
      and a save of the last completed step when a peer's loss fails a collective;
   5. finish: a final checkpoint, then exit.
+
+Checkpoints of the tiny model are whole (any rank holds the state, lab.runtime.checkpoint):
+a notice or a lost peer saves the last step at once, from the rank that sees it. A GPT's are
+sharded (lab.runtime.sharded_checkpoint): saved in the background every `--checkpoint-every`
+steps by all ranks together; a notice is agreed on at the next step boundary and saved by all
+ranks (the notice's emergency save); a lost peer takes its shards with it, so the job resumes
+from the last checkpoint (at most one interval lost).
 
 Every distributed setting (rank, world size, rendezvous) comes from torchrun's environment.
 Structured events (lab.runtime.events) let the eviction drill measure what happened. With
@@ -35,8 +43,6 @@ from lab.runtime import events
 from lab.runtime.checkpoint import CheckpointStore, Loaded
 from lab.runtime.demo import (
     GlobalSampler,
-    make_dataset,
-    make_model,
     pick_device,
     restore_rng,
     rng_fingerprint,
@@ -44,8 +50,10 @@ from lab.runtime.demo import (
     scaled_lr,
     set_lr,
 )
+from lab.runtime.sharded_checkpoint import Progress, SaveStats, ShardedCheckpoints
 from lab.runtime.snapshot import TrainingSnapshot
 from lab.runtime.spot_notice import SpotNotice
+from lab.runtime.workload import MODELS, PARALLEL, TINY, Workload, shard
 from lab.vocab.events import (
     EXIT_DONE,
     EXIT_NOTICE,
@@ -55,7 +63,7 @@ from lab.vocab.events import (
     SAVE_NOTICE,
     Event,
 )
-from lab.vocab.job import ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY, ENV_CHECKPOINT_WRITES, ENV_PG_TIMEOUT
+from lab.vocab.job import ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY, ENV_CHECKPOINT_WRITES, ENV_NOTICE_S, ENV_PG_TIMEOUT
 from lab.vocab.per_step import ENV_FAULT_TOLERANCE
 
 log = logging.getLogger("train")
@@ -66,15 +74,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     env = os.environ.get
     p = argparse.ArgumentParser(description="Elastic demo training (launch with torchrun).")
     p.add_argument("--steps", type=int, default=300, help="optimizer steps to train in total")
-    p.add_argument("--batch-size", type=int, default=64, help="samples per worker per step")
-    p.add_argument("--lr", type=float, default=0.05, help="learning rate at world size 1")
+    p.add_argument(
+        "--model",
+        choices=MODELS,
+        default=TINY,
+        help="tiny: a small classifier (quick drills); gpt-small, gpt-100m: a GPT-style transformer "
+        "on generated tokens, with sharded checkpoints",
+    )
+    p.add_argument(
+        "--parallel",
+        choices=PARALLEL,
+        default="fsdp",
+        help="GPT sizes: fsdp shards parameters, gradients and optimizer state over the ranks (FSDP2); "
+        "ddp replicates them (the tiny model always trains with DDP)",
+    )
+    p.add_argument("--batch-size", type=int, default=None, help="samples per worker per step [tiny 64, GPT 1]")
+    p.add_argument(
+        "--lr", type=float, default=None, help="learning rate at world size 1 [tiny 0.05 SGD, GPT 3e-4 AdamW]"
+    )
     p.add_argument(
         "--lr-scaling",
         choices=["linear", "sqrt", "none"],
         default="linear",
         help="how the learning rate grows with the world size (global batch)",
     )
-    p.add_argument("--dataset-size", type=int, default=8192)
+    p.add_argument("--dataset-size", type=int, default=None, help="samples in the data set [tiny 8192, GPT 2048]")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint-dir", default=env(ENV_CHECKPOINT_DIR, "checkpoints"))
     p.add_argument(
@@ -87,6 +111,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--checkpoint-writes", default=env(ENV_CHECKPOINT_WRITES, "rename"), choices=["rename", "write-once"]
     )
     p.add_argument("--keep-checkpoints", type=int, default=3)
+    p.add_argument(
+        "--notice-seconds",
+        type=float,
+        default=float(env(ENV_NOTICE_S, "30")),
+        help="sharded checkpoints: how long a spot notice gives (Azure 30, AWS 120); the emergency save must "
+        "start well inside it",
+    )
     p.add_argument(
         "--pg-timeout",
         type=float,
@@ -118,9 +149,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="emit the sample indices of every step (for tests of the data sharding)",
     )
     args = p.parse_args(argv)
+    tiny = args.model == TINY
+    if args.batch_size is None:
+        args.batch_size = 64 if tiny else 1
+    if args.dataset_size is None:
+        args.dataset_size = 8192 if tiny else 2048
+    if args.lr is None:
+        args.lr = 0.05 if tiny else 3e-4
     for name in ("steps", "batch_size", "dataset_size", "checkpoint_every"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}={getattr(args, name)} is invalid: expected >= 1")
+    if not args.notice_seconds > 0:
+        p.error(f"--notice-seconds={args.notice_seconds} is invalid: expected seconds > 0")
     return args
 
 
@@ -137,14 +177,22 @@ class ElasticTraining:
         self.writer = f"r{self.rank}.{os.getpid()}"
         self.step = 0
         self.sampler = GlobalSampler(args.dataset_size, args.seed)
+        self.workload = Workload(args.model, args.dataset_size, args.seed)
+        self.sharded = self.workload.sharded  # checkpoints of shards, saved by every rank together
 
     def run(self) -> int:
         self.start()
         self.resume()
         self.wrap()
-        self.notice.on_notice = self.leave_on_notice
+        if self.sharded:
+            self.notice.cooperate(max(self.args.notice_seconds - 3, 1), on_timeout=self.notice_not_saved)
+        else:
+            self.notice.on_notice = self.leave_on_notice
         while self.step < self.args.steps:
             self.train_step()
+            if self.sharded:
+                self.agree_on_notice()
+                self.report_save()
             if self.step % self.args.checkpoint_every == 0:
                 self.save_interval()
         self.finish()
@@ -159,33 +207,35 @@ class ElasticTraining:
         events.emit(
             Event.START, world_size=self.world_size, restarts=self.restarts, backend=backend, device=str(self.device)
         )
-        self.x_all, self.y_all = make_dataset(args.dataset_size, args.seed)
+        built = time.perf_counter()
+        self.data = self.workload.data()
         torch.manual_seed(args.seed)  # the same initial weights on every rank
-        self.net = make_model().to(self.device)
+        self.net = self.workload.model().to(self.device)
+        parameters = sum(p.numel() for p in self.net.parameters())
+        if self.sharded and args.parallel == "fsdp":
+            self.net = shard(self.net, self.device)  # each rank keeps its shard of those weights
         self.lr = scaled_lr(args.lr, self.world_size, args.lr_scaling)
-        self.optimizer = torch.optim.SGD(self.net.parameters(), lr=self.lr, momentum=0.9)
+        self.optimizer = self.workload.optimizer(self.net.parameters(), self.lr)
         self.loss_fn = nn.CrossEntropyLoss(reduction="sum")
-        self.store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
+        if self.sharded:
+            self.checkpoints = ShardedCheckpoints(
+                args.checkpoint_dir, args.checkpoint_writes, keep=max(2, args.keep_checkpoints)
+            )
+        else:
+            self.store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
+        events.emit(
+            Event.MODEL_BUILT,
+            model=args.model,
+            parameters=parameters,
+            parallel=args.parallel if self.sharded else "ddp",
+            seconds=round(time.perf_counter() - built, 4),
+        )
 
     # -------------------------------------------------------------------- 2. resume
     def resume(self) -> None:
-        """Rank 0 picks the checkpoint and every rank loads that one file: on storage with
-        cached listings, ranks choosing for themselves could resume at different steps."""
-        choice = [self.store.latest() if self.rank == 0 else None]
-        dist.broadcast_object_list(choice, src=0)
-        loaded = self.store.load(choice[0], map_location=self.device) if choice[0] else None
-        snapshot = TrainingSnapshot.from_payload(loaded.state) if loaded is not None else None
-        if loaded is not None and snapshot is not None:
-            self._apply(snapshot, loaded)
-        restore_rng(
-            snapshot.rng_by_rank if snapshot else None,
-            snapshot.world_size if snapshot else None,
-            rank=self.rank,
-            world_size=self.world_size,
-            seed=self.args.seed,
-            step=self.step,
-            device=self.device,
-        )
+        """Rank 0 picks the checkpoint and every rank loads that one: on storage with cached
+        listings, ranks choosing for themselves could resume at different steps."""
+        loaded = self._resume_sharded() if self.sharded else self._resume_whole()
         events.emit(
             Event.RESUME if loaded else Event.FRESH,
             step=self.step,
@@ -204,6 +254,24 @@ class ElasticTraining:
                 self.restarts,
             )
 
+    def _resume_whole(self) -> bool:
+        choice = [self.store.latest() if self.rank == 0 else None]
+        dist.broadcast_object_list(choice, src=0)
+        loaded = self.store.load(choice[0], map_location=self.device) if choice[0] else None
+        snapshot = TrainingSnapshot.from_payload(loaded.state) if loaded is not None else None
+        if loaded is not None and snapshot is not None:
+            self._apply(snapshot, loaded)
+        restore_rng(
+            snapshot.rng_by_rank if snapshot else None,
+            snapshot.world_size if snapshot else None,
+            rank=self.rank,
+            world_size=self.world_size,
+            seed=self.args.seed,
+            step=self.step,
+            device=self.device,
+        )
+        return loaded is not None
+
     def _apply(self, snapshot: TrainingSnapshot, loaded: Loaded) -> None:
         """The checkpoint's model, optimizer, step and data position; this run's learning rate
         (the world size may differ from the checkpoint's)."""
@@ -221,51 +289,151 @@ class ElasticTraining:
             skipped=list(loaded.skipped),
         )
 
+    def _resume_sharded(self) -> bool:
+        """Every rank reads the shards it holds now: the checkpoint may come from another world
+        size (DCP reshards the model and the optimizer; the data position is global)."""
+        t0 = time.perf_counter()
+        step, skipped = self.checkpoints.choose()
+        if step is not None:
+            progress = self.checkpoints.load(step, self.net, self.optimizer)
+            set_lr(self.optimizer, self.lr)
+            self.step = progress.step
+            self.sampler = GlobalSampler(self.args.dataset_size, self.args.seed, progress.epoch, progress.position)
+            events.emit(
+                Event.CHECKPOINT_LOADED,
+                step=self.step,
+                epoch=self.sampler.epoch,
+                position=self.sampler.position,
+                seconds=round(time.perf_counter() - t0, 4),
+                path=f"step-{step:09d}",
+                skipped=skipped,
+                world_size_saved=progress.world_size,
+            )
+        # No dropout in the model: a fresh stream per rank and step is all the RNG it needs.
+        restore_rng(
+            None,
+            None,
+            rank=self.rank,
+            world_size=self.world_size,
+            seed=self.args.seed,
+            step=self.step,
+            device=self.device,
+        )
+        return step is not None
+
     # ---------------------------------------------------------------------- 3. wrap
     def wrap(self) -> None:
         """Wrapped after loading: DDP broadcasts rank 0's weights to every rank as it starts,
-        and averages gradients during backward (its all_reduce fails when a peer is gone)."""
+        and averages gradients during backward (its all_reduce fails when a peer is gone).
+        FSDP2 has sharded the model already (start): it averages gradients likewise."""
         device = self.device
+        if self.sharded and self.args.parallel == "fsdp":
+            self.model: nn.Module = self.net
+            return
         self.model = DistributedDataParallel(self.net, device_ids=[device.index] if device.type == "cuda" else None)
 
     # --------------------------------------------------------------------- 4. train
     def train_step(self) -> None:
         args = self.args
         indices, covered = self.sampler.peek(args.batch_size, self.rank, self.world_size)
-        xb, yb = self.x_all[indices].to(self.device), self.y_all[indices].to(self.device)
+        batch = self.workload.batch(self.data, indices, self.device)
         t0 = time.perf_counter()
         if args.step_time:
             time.sleep(args.step_time)  # what an accelerator would spend on a real model
         self.optimizer.zero_grad()
-        # DDP averages gradients over ranks; scaling the summed loss by world/covered makes
-        # that average the exact mean over the step's global batch, even for a short one.
-        local_loss = self.loss_fn(self.model(xb), yb)
+        # DDP (and FSDP) average gradients over ranks; scaling the summed loss by world/covered
+        # makes that average the exact mean over the step's global batch, even for a short one.
+        local_loss = self.workload.loss_sum(self.model, batch)
         try:
-            (local_loss * (self.world_size / covered)).backward()
+            (local_loss * (self.world_size / covered)).backward()  # type: ignore[no-untyped-call]
         except RuntimeError as exc:  # the gradients' all_reduce failed: a peer vanished or timed out
             self.peer_lost(exc)
+        if self.sharded:
+            self.checkpoints.wait_for_staging()  # a save in flight copies the state this step changes
         with self.notice.consistent:  # a notice saves either before this update or after it
             self.optimizer.step()
             self.step += 1
             self.sampler.advance(covered)
         self.loss = local_loss.item() / max(len(indices), 1)
+        self.covered, self.local_loss, self.step_seconds = covered, local_loss.item(), time.perf_counter() - t0
+        if not self.sharded:
+            self._record_step(self.loss)
+        if args.log_samples:
+            events.emit(Event.SAMPLES, step=self.step, epoch=self.sampler.epoch_of_last_step, indices=indices.tolist())
+
+    def _record_step(self, loss: float) -> None:
         if self.rank == 0:
             events.emit(
                 Event.STEP,
                 step=self.step,
-                loss=round(self.loss, 5),
+                loss=round(loss, 5),
                 world_size=self.world_size,
-                samples=covered,
+                samples=self.covered,
                 epoch=self.sampler.epoch,
                 position=self.sampler.position,
-                seconds=round(time.perf_counter() - t0, 5),
+                seconds=round(self.step_seconds, 5),
             )
-        if args.log_samples:
-            events.emit(Event.SAMPLES, step=self.step, epoch=self.sampler.epoch_of_last_step, indices=indices.tolist())
+
+    def agree_on_notice(self) -> None:
+        """Sharded checkpoints: at every step boundary the ranks agree whether any of them got
+        a spot notice (one small all_reduce, which also gives the step's mean loss); if one did,
+        all of them save this step together (the emergency save), then the noticed ranks go."""
+        flags = torch.tensor([float(self.notice.requested.is_set()), self.local_loss], device=self.device)
+        try:
+            dist.all_reduce(flags)
+        except RuntimeError as exc:
+            self.peer_lost(exc)
+        self._record_step(flags[1].item() / max(self.covered, 1))
+        # A step boundary comes within a few steps' time while every peer is there.
+        self.notice.boundary_s = max(2.0, 3 * self.step_seconds)
+        if flags[0].item() == 0:
+            return
+        self.notice.acknowledge()
+        started = time.perf_counter()
+        self.checkpoints.wait()  # a save in flight finishes first: the next one would wait for it anyway
+        try:
+            stats = self.checkpoints.save(self._progress(), self.net, self.optimizer, reason=SAVE_NOTICE, blocking=True)
+        except Exception as exc:  # noqa: BLE001 - a peer left during the save: the last checkpoint stands
+            self.peer_lost(exc)
+        stats.blocking_s = time.perf_counter() - started
+        self._emit_saved(stats)
+        if self.notice.requested.is_set():
+            log.warning("spot notice: saved step %d with every rank, exiting", self.step)
+            events.emit(
+                Event.EXIT, reason=EXIT_NOTICE, step=self.step, notice_to_exit_s=round(self.notice.seconds_since(), 4)
+            )
+            self.notice.handled()
+            time.sleep(3600)  # the notice's thread ends the process
+
+    def notice_not_saved(self) -> None:
+        """The notice's deadline passed with the main thread stuck (a vanished peer): leave."""
+        events.emit(
+            Event.EXIT,
+            reason=EXIT_NOTICE,
+            step=self.step,
+            notice_to_exit_s=round(self.notice.seconds_since(), 4),
+            saved=False,
+        )
+
+    def report_save(self) -> None:
+        """A background save that committed (or failed) since the last step: its event."""
+        stats = self.checkpoints.finished()
+        if stats is not None:
+            self._emit_saved(stats)
+
+    def _progress(self) -> Progress:
+        return Progress(self.step, self.sampler.epoch, self.sampler.position, self.world_size)
 
     def save_interval(self) -> None:
-        """Every rank is at this step: gather their RNG states so each resumes its own."""
+        """Every rank is at this step: gather their RNG states so each resumes its own (whole
+        checkpoints), or start the background save of every rank's shards."""
         started = time.perf_counter()
+        if self.sharded:
+            try:
+                self.checkpoints.save(self._progress(), self.net, self.optimizer, reason=SAVE_INTERVAL)
+            except RuntimeError as exc:
+                self.peer_lost(exc)
+            return
         try:
             states = self._gather_rng()
         except RuntimeError as exc:
@@ -281,9 +449,28 @@ class ElasticTraining:
                 self.world_size,
             )
 
+    def _emit_saved(self, stats: SaveStats) -> None:
+        if self.rank != 0:
+            return
+        if stats.error is not None:
+            log.error("checkpoint of step %d failed: %s", stats.step, stats.error)
+            return
+        events.emit(
+            Event.CHECKPOINT_SAVED,
+            step=stats.step,
+            reason=stats.reason,
+            seconds=round(stats.seconds or 0.0, 4),
+            blocking_s=round(stats.blocking_s, 4),
+            bytes=stats.nbytes,
+            path=stats.path,
+            sharded=True,
+        )
+        log.info("step %d/%d  checkpoint %s saved (%s)", stats.step, self.args.steps, stats.path, stats.reason)
+
     def save(
         self, reason: str, rng_by_rank: dict[int, dict[str, Any]] | None = None, started: float | None = None
     ) -> None:
+        """A whole checkpoint, from this rank alone."""
         if self.store.has(self.step):
             # Another rank (or the periodic timer) already saved this very step: nothing to write.
             events.emit(
@@ -313,11 +500,13 @@ class ElasticTraining:
 
     def peer_lost(self, exc: BaseException) -> NoReturn:
         """A collective failed: a peer vanished (or timed out). The model and optimizer are
-        exactly at `step` (no half-applied update), so save that, then leave at once: the
-        agent restarts the group only when every local worker has exited, and an orderly
-        interpreter teardown with broken sockets takes about half a second."""
+        exactly at `step` (no half-applied update): with whole checkpoints, save that, then
+        leave at once: the agent restarts the group only when every local worker has exited,
+        and an orderly interpreter teardown with broken sockets takes about half a second.
+        Sharded ones need every rank: the peer took its shards along, and the job resumes
+        from the last checkpoint."""
         events.emit(Event.COLLECTIVE_FAILED, step=self.step, error=type(exc).__name__, message=str(exc)[:200])
-        if self.args.save_on_failure:
+        if self.args.save_on_failure and not self.sharded:
             with self.notice.consistent:  # not at the same time as a notice's save
                 self.save(SAVE_FAILURE)
         log.error(
@@ -340,12 +529,22 @@ class ElasticTraining:
 
     # -------------------------------------------------------------------- 5. finish
     def finish(self) -> None:
-        states = self._gather_rng()
-        if self.rank == 0:
-            with self.notice.consistent:
-                self.save(SAVE_FINAL, states)
+        if self.sharded:
+            self.report_save()
+            last = self.checkpoints.wait()
+            if last is not None:
+                self._emit_saved(last)
+            self._emit_saved(
+                self.checkpoints.save(self._progress(), self.net, self.optimizer, reason=SAVE_FINAL, blocking=True)
+            )
+            self.checkpoints.close()
+        else:
+            states = self._gather_rng()
+            if self.rank == 0:
+                with self.notice.consistent:
+                    self.save(SAVE_FINAL, states)
         dist.barrier()  # peers tear down their connections only after rank 0's final save
-        events.emit(Event.EXIT, reason=EXIT_DONE, step=self.step, rng=rng_fingerprint())
+        events.emit(Event.EXIT, reason=EXIT_DONE, step=self.step, rng=rng_fingerprint(), peak_rss_mb=peak_rss_mb())
         # No destroy_process_group() here. It unregisters the group, so returning would drop
         # its last reference with the DDP model's reducer, on this thread, holding the GIL; the
         # group's destructor joins gloo's worker thread, which may still be freeing the
@@ -357,6 +556,13 @@ class ElasticTraining:
         states: list[Any] = [None] * self.world_size
         dist.all_gather_object(states, rng_state(self.device))
         return dict(enumerate(states))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory, in MiB (Linux reports KiB)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def main(argv: list[str] | None = None) -> int:

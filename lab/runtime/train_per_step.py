@@ -11,7 +11,16 @@ die at once (a spot pool reclaimed whole), and a new group with no live peer res
 the newest one.
 
 Same model, data, sharding by global sample position and checkpoint format as the elastic
-mode (lab.runtime.demo, lab.runtime.snapshot): a checkpoint of one mode resumes the other.
+mode (lab.runtime.workload, lab.runtime.snapshot, lab.runtime.sharded_checkpoint): a checkpoint
+of one mode resumes the other. A GPT size is sharded within its group by FSDP2 when the group
+has several workers (HSDP: each group holds a whole replica, sharded over its workers, and the
+groups reduce their shards' gradients); a new group heals shard by shard from the peer
+TorchFT names, its workers copying what their counterparts hold.
+
+Healing takes as long as copying the state: the step that heals a group waits for that copy
+in every group's collective. That step's collective (and TorchFT's transfer, and its commit
+lock) gets the heal timeout, derived from the state's size unless the job sets one; every
+other step keeps the short collective timeout that finds a lost group in a second.
 
 The manual `manager.allreduce` of one flat gradient is used rather than TorchFT's
 DistributedDataParallel wrapper, which fails in the survivors on gloo when a peer dies.
@@ -32,13 +41,14 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch import nn
 
 from lab.runtime import events
 from lab.runtime.checkpoint import CheckpointStore
-from lab.runtime.demo import GlobalSampler, make_dataset, make_model, pick_device, scaled_lr, set_lr
+from lab.runtime.demo import GlobalSampler, pick_device, scaled_lr, set_lr
+from lab.runtime.sharded_checkpoint import Progress, ShardedCheckpoints
 from lab.runtime.snapshot import TrainingSnapshot
 from lab.runtime.spot_notice import SpotNotice
+from lab.runtime.workload import Workload, shard
 from lab.vocab.events import EXIT_DONE, EXIT_NOTICE, SAVE_FINAL, SAVE_INTERVAL, SAVE_NOTICE, Event
 from lab.vocab.job import ENV_NODE
 from lab.vocab.per_step import (
@@ -46,6 +56,7 @@ from lab.vocab.per_step import (
     ENV_CHECKPOINT_PORT,
     ENV_COLLECTIVE_TIMEOUT,
     ENV_CONNECT_TIMEOUT,
+    ENV_HEAL_TIMEOUT,
     ENV_MIN_REPLICAS,
     ENV_QUORUM_TIMEOUT,
     ENV_REPLICA_GROUP,
@@ -84,6 +95,21 @@ def _listen_on(host: str, checkpoint_port: int) -> None:
     http_transport._IPv6HTTPServer = HostHTTPServer
 
 
+# Parallel streams of a heal's HTTP transfer (TorchFT's default, 0, sends one stream).
+HEAL_CHUNKS = 4
+# What a heal's timeout assumes of the network between groups (a worst case: a pod network
+# on TCP, through the weights' HTTP server), and the time it adds for everything else.
+HEAL_BYTES_PER_S = 50e6
+HEAL_BASE_S = 10.0
+
+
+def heal_timeout(state_bytes: int, collective_timeout_s: float, configured_s: float = 0.0) -> timedelta:
+    """How long a heal may take: the job's setting, or the state's size at a worst-case rate."""
+    if configured_s > 0:
+        return timedelta(seconds=configured_s)
+    return timedelta(seconds=max(collective_timeout_s, HEAL_BASE_S + state_bytes / HEAL_BYTES_PER_S))
+
+
 def _transport(host: str, timeout: timedelta) -> Any:
     """TorchFT's HTTP checkpoint transport, advertising `host` (it would advertise the
     machine's hostname, which other pods cannot resolve)."""
@@ -95,7 +121,41 @@ def _transport(host: str, timeout: timedelta) -> Any:
             shown = f"[{host}]" if ":" in host else host
             return f"http://{shown}:{port}/checkpoint/"
 
-    return Transport(timeout=timeout, num_chunks=0)
+    return Transport(timeout=timeout, num_chunks=HEAL_CHUNKS)
+
+
+def _cross_group(collective_timeout: timedelta) -> Any:
+    """TorchFT's reconfigurable gloo group, whose collectives take `step_timeout` when it is
+    set (the step that heals a group) and the group's own short timeout otherwise."""
+    from torchft.process_group import ProcessGroupGloo
+
+    class StepTimeoutGloo(ProcessGroupGloo):  # type: ignore[misc]  # torchft ships no type information
+        step_timeout: timedelta | None = None
+
+        def _opts_hook(self, opts: Any) -> Any:
+            if self.step_timeout is not None and hasattr(opts, "timeout"):
+                opts.timeout = self.step_timeout
+            return opts
+
+    return StepTimeoutGloo(timeout=collective_timeout)
+
+
+def _local(t: Any) -> torch.Tensor:
+    """The part of `t` this worker holds (a DTensor's shard; any other tensor whole)."""
+    to_local = getattr(t, "to_local", None)
+    local: torch.Tensor = to_local() if to_local is not None else t
+    return local
+
+
+def _like(local: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+    """`local` as `param` holds it: the same DTensor layout when the model is sharded."""
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(param, DTensor):
+        return DTensor.from_local(
+            local, param.device_mesh, param.placements, shape=param.shape, stride=param.stride(), run_check=False
+        )
+    return local
 
 
 def _flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -127,15 +187,26 @@ class PerStepTraining:
         self.collective_timeout = _seconds(ENV_COLLECTIVE_TIMEOUT, 1.0)
         self.writer = f"{self.replica.replace('-', '_')}.r{self.group_rank}.{os.getpid()}"
         self.last_quorum_size = 0  # replica groups in the quorum of the step in flight
-        self.quorum_seen = -1
+        self.quorum_seen = -1  # the quorum last logged
+        self.quorum_of_last_step = -1
+        self.workload = Workload(args.model, args.dataset_size, args.seed)
+        self.sharded = self.workload.sharded
+        # FSDP2 within the group when it has several workers; a group of one holds the model whole.
+        self.fsdp = self.sharded and args.parallel == "fsdp" and self.group_world > 1
 
     def run(self) -> int:
         self.start()
         loaded = self.resume_from_checkpoint()
         self.join(loaded)
-        self.notice.on_notice = self.leave_on_notice
+        if self.sharded:
+            self.notice.cooperate(max(self.args.notice_seconds - 3, 1), on_timeout=self.notice_not_saved)
+        else:
+            self.notice.on_notice = self.leave_on_notice
         while self.manager.current_step() < self.args.steps:
             self.train_step()
+            if self.sharded:
+                self.report_save()
+                self.agree_on_notice()
         self.finish()
         return 0
 
@@ -155,32 +226,82 @@ class PerStepTraining:
             device=str(self.device),
             replica=self.replica,
         )
-        self.x_all, self.y_all = make_dataset(args.dataset_size, args.seed)
+        built = time.perf_counter()
+        self.data = self.workload.data()
         torch.manual_seed(args.seed)
-        self.net = make_model().to(self.device)
-        self.optimizer = torch.optim.SGD(self.net.parameters(), lr=args.lr, momentum=0.9)
-        self.loss_fn = nn.CrossEntropyLoss(reduction="sum")
+        self.net = self.workload.model().to(self.device)
+        parameters = sum(p.numel() for p in self.net.parameters())
+        if self.fsdp:
+            self.net = shard(self.net, self.device)  # over this group's workers (its process group)
+        self.optimizer = self.workload.optimizer(self.net.parameters(), args.lr)
         self.sampler = GlobalSampler(args.dataset_size, args.seed)
         self.params = list(self.net.parameters())
-        self.store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
+        if self.sharded:
+            self.checkpoints = ShardedCheckpoints(
+                args.checkpoint_dir, args.checkpoint_writes, keep=max(2, args.keep_checkpoints)
+            )
+        else:
+            self.store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
+        events.emit(
+            Event.MODEL_BUILT,
+            model=args.model,
+            parameters=parameters,
+            parallel="fsdp" if self.fsdp else "replicated",
+            seconds=round(time.perf_counter() - built, 4),
+            replica=self.replica,
+        )
 
-    # TorchFT heals a joining group with this state of a live peer (its step comes with it).
+    # TorchFT heals a joining group with this state of a live peer (its step comes with it):
+    # each worker's part of it (a shard under FSDP2), from the worker of the same rank.
     def user_state(self) -> dict[str, Any]:
+        optim = self.optimizer.state_dict()
         return {
-            "model": self.net.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "model": {k: _local(v) for k, v in self.net.state_dict().items()},
+            "optimizer": {
+                "state": {i: {k: _local(v) for k, v in st.items()} for i, st in optim["state"].items()},
+                "param_groups": optim["param_groups"],
+            },
             "epoch": self.sampler.epoch,
             "position": self.sampler.position,
         }
 
     def load_user_state(self, state: dict[str, Any]) -> None:
-        self.net.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        with torch.no_grad():
+            for key, value in self.net.state_dict().items():
+                _local(value).copy_(state["model"][key])
+        optim = state["optimizer"]
+        by_index = dict(enumerate(p for g in self.optimizer.param_groups for p in g["params"]))
+        self.optimizer.load_state_dict(
+            {
+                "state": {
+                    i: {k: _like(v, by_index[int(i)]) if v.dim() else v for k, v in st.items()}
+                    for i, st in optim["state"].items()
+                },
+                "param_groups": optim["param_groups"],
+            }
+        )
         self.sampler = GlobalSampler(self.args.dataset_size, self.args.seed, state["epoch"], state["position"])
 
-    def resume_from_checkpoint(self) -> TrainingSnapshot | None:
+    def resume_from_checkpoint(self) -> TrainingSnapshot | Progress | None:
         """The newest durable checkpoint: a group with live peers is healed to their step by
         the first quorum anyway; with none it goes on from here."""
+        if self.sharded:
+            t0 = time.perf_counter()
+            step, skipped = self.checkpoints.choose()
+            if step is None:
+                return None
+            progress = self.checkpoints.load(step, self.net, self.optimizer)
+            self.sampler = GlobalSampler(self.args.dataset_size, self.args.seed, progress.epoch, progress.position)
+            events.emit(
+                Event.CHECKPOINT_LOADED,
+                step=progress.step,
+                seconds=round(time.perf_counter() - t0, 4),
+                path=f"step-{step:09d}",
+                skipped=skipped,
+                world_size_saved=progress.world_size,
+                replica=self.replica,
+            )
+            return progress
         choice = [self.store.latest() if self.group_rank == 0 else None]
         dist.broadcast_object_list(choice, src=0)
         loaded = self.store.load(choice[0], map_location=self.device) if choice[0] else None
@@ -194,22 +315,36 @@ class PerStepTraining:
         )
         return snapshot
 
+    def _state_bytes(self) -> int:
+        """Bytes of this worker's part of the state a heal copies: its parameters and, once the
+        optimizer has stepped, about twice that again (Adam's two moments; SGD's momentum is
+        one): counted as three times the parameters, the most."""
+        params = sum(_local(p).numel() * _local(p).element_size() for p in self.net.parameters())
+        return 3 * params
+
     # ---------------------------------------------------------------------- join
-    def join(self, loaded: TrainingSnapshot | None) -> None:
+    def join(self, loaded: TrainingSnapshot | Progress | None) -> None:
         """This group's TorchFT manager: the cross-group process group, the quorum's
         timeouts, the addresses peers reach it at."""
         from torchft import Manager
-        from torchft.process_group import ProcessGroupGloo
 
         advertise, timeout = self.advertise, self.collective_timeout
-        self.cross_group = ProcessGroupGloo(timeout=timeout)
+        self.heal_timeout = heal_timeout(
+            self._state_bytes(), timeout.total_seconds(), float(os.environ.get(ENV_HEAL_TIMEOUT) or 0)
+        )
+        self.cross_group = _cross_group(timeout)
         self.manager = Manager(
             pg=self.cross_group,
             load_state_dict=self.load_user_state,
             state_dict=self.user_state,
             min_replica_size=int(os.environ.get(ENV_MIN_REPLICAS, "1")),
-            use_async_quorum=False,  # the quorum (and any healing) completes before the step's data is chosen
-            timeout=timeout,
+            # The quorum (and any healing) completes before the step's data is chosen, and the
+            # state is read for a peer on this thread: FSDP2's state hooks race a forward pass
+            # on another thread (torchft #343).
+            use_async_quorum=False,
+            # RPCs, the heal's transfer and the commit lock that waits for it; the step's
+            # collective has its own (short) timeout, see _cross_group.
+            timeout=self.heal_timeout,
             quorum_timeout=_seconds(ENV_QUORUM_TIMEOUT, 900),
             connect_timeout=_seconds(ENV_CONNECT_TIMEOUT, 10),
             replica_id=self.replica,
@@ -217,7 +352,7 @@ class PerStepTraining:
             # this address: torchrun's own store address ("localhost" alone) is not theirs.
             hostname=advertise or socket.gethostname(),
             store_addr=advertise or None,
-            checkpoint_transport=_transport(advertise, timeout) if advertise else None,
+            checkpoint_transport=_transport(advertise, self.heal_timeout) if advertise else None,
         )
         if self.group_rank == 0:
             # Where this group serves its peers (TorchFT keeps its servers private).
@@ -246,6 +381,11 @@ class PerStepTraining:
         args, manager = self.args, self.manager
         t0 = time.perf_counter()
         manager.start_quorum()
+        # A new quorum (a group joined, and heals now, or one left): this step's collective
+        # may wait for a heal's copy of the state, so it gets the heal's timeout.
+        quorum_id = _quorum_id(manager)
+        self.cross_group.step_timeout = self.heal_timeout if quorum_id != self.quorum_of_last_step else None
+        self.quorum_of_last_step = quorum_id
         participants = self.last_quorum_size = manager.num_participants()
         replica_rank = manager.participating_rank()
         world = max(participants, 1) * self.group_world
@@ -273,19 +413,25 @@ class PerStepTraining:
         Summed over every worker of the step, these gradients are the exact mean over its
         global batch (the last batch of an epoch is short)."""
         device = self.device
-        xb, yb = self.x_all[indices].to(device), self.y_all[indices].to(device)
         if self.args.step_time:
             time.sleep(self.args.step_time)
         self.optimizer.zero_grad()
-        local_loss = self.loss_fn(self.net(xb), yb) if len(indices) else torch.zeros((), device=device)
-        if len(indices):
-            (local_loss / covered).backward()
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        # Under FSDP2 every worker of the group runs the step, even with no samples: its
+        # forward and backward are the group's collectives. It averages the gradients over
+        # the group's workers, so the loss is scaled up by their number to give their sum.
+        if len(indices) or self.fsdp:
+            batch = self.workload.batch(self.data, indices, device)
+            local_loss = self.workload.loss_sum(self.net, batch)
+            (local_loss * ((self.group_world if self.fsdp else 1) / covered)).backward()  # type: ignore[no-untyped-call]
+        else:
+            local_loss = torch.zeros((), device=device)
+        grads = [_local(p.grad) if p.grad is not None else torch.zeros_like(_local(p)) for p in self.params]
         return _flatten(grads), grads, local_loss
 
     def _reduce(self, flat: torch.Tensor) -> None:
-        """Sum within the group, then across the quorum's groups."""
-        if self.group_world > 1:
+        """Sum within the group (FSDP2 did, in backward), then across the quorum's groups:
+        each worker's shard with the same shard of the other groups."""
+        if self.group_world > 1 and not self.fsdp:
             try:
                 dist.all_reduce(flat)
             except RuntimeError as exc:
@@ -304,11 +450,13 @@ class PerStepTraining:
         """A notice saves either before this step's commit or after its update: should_commit
         moves the manager's step on, the update follows (the commit waits at most the
         collective timeout)."""
+        if self.sharded:
+            self.checkpoints.wait_for_staging()  # a save in flight copies the state this step changes
         with self.notice.consistent:
             committed = bool(self.manager.should_commit())
             if committed:
                 for p, g in zip(self.params, _unflatten(flat, grads), strict=True):
-                    p.grad = g
+                    p.grad = _like(g, p)
                 self.optimizer.step()
                 self.sampler.advance(covered)
         return committed
@@ -352,11 +500,80 @@ class PerStepTraining:
             if quorum != self.quorum_seen:
                 self.quorum_seen = quorum
                 log.info("step %d: quorum %s of %d replica group(s)", step, quorum, participants)
-        if step % self.args.checkpoint_every == 0 and replica_rank == 0 and self.group_rank == 0:
-            with self.notice.consistent:
-                self.save(SAVE_INTERVAL)
+        if step % self.args.checkpoint_every == 0 and replica_rank == 0:
+            if self.sharded:  # every worker of the group writes its shards, in the background
+                self.checkpoints.save(self._progress(), self.net, self.optimizer, reason=SAVE_INTERVAL)
+            elif self.group_rank == 0:
+                with self.notice.consistent:
+                    self.save(SAVE_INTERVAL)
 
     # ------------------------------------------------------------- saves, notice, end
+    def _progress(self) -> Progress:
+        return Progress(
+            self.manager.current_step(),
+            self.sampler.epoch,
+            self.sampler.position,
+            self.group_world,
+            self.manager.batches_committed(),
+        )
+
+    def report_save(self) -> None:
+        """A background save that committed (or failed) since the last step: its event."""
+        stats = self.checkpoints.finished()
+        if stats is not None:
+            self._emit_saved(stats)
+
+    def _emit_saved(self, stats: Any) -> None:
+        if self.group_rank != 0 or stats.error is not None:
+            return
+        events.emit(
+            Event.CHECKPOINT_SAVED,
+            step=stats.step,
+            reason=stats.reason,
+            seconds=round(stats.seconds or 0.0, 4),
+            blocking_s=round(stats.blocking_s, 4),
+            bytes=stats.nbytes,
+            path=stats.path,
+            replica=self.replica,
+            sharded=True,
+        )
+
+    def agree_on_notice(self) -> None:
+        """Sharded checkpoints: the group's workers agree at every step boundary whether one of
+        them got a notice; if so, and the group is the last one standing, they save together;
+        then they leave (the peers carry the job on)."""
+        flag = torch.tensor([float(self.notice.requested.is_set())], device=self.device)
+        if self.group_world > 1:
+            dist.all_reduce(flag)
+        if flag.item() == 0:
+            return
+        self.notice.acknowledge()
+        if self.last_quorum_size <= 1:
+            started = time.perf_counter()
+            self.checkpoints.wait()
+            stats = self.checkpoints.save(self._progress(), self.net, self.optimizer, reason=SAVE_NOTICE, blocking=True)
+            stats.blocking_s = time.perf_counter() - started
+            self._emit_saved(stats)
+        events.emit(
+            Event.EXIT,
+            reason=EXIT_NOTICE,
+            step=self.manager.current_step(),
+            notice_to_exit_s=round(self.notice.seconds_since(), 4),
+            replica=self.replica,
+        )
+        self.notice.handled()
+        time.sleep(3600)  # the notice's thread ends the process
+
+    def notice_not_saved(self) -> None:
+        events.emit(
+            Event.EXIT,
+            reason=EXIT_NOTICE,
+            step=self.manager.current_step(),
+            notice_to_exit_s=round(self.notice.seconds_since(), 4),
+            replica=self.replica,
+            saved=False,
+        )
+
     def save(self, reason: str) -> None:
         step = self.manager.current_step()
         if self.store.has(step):
@@ -395,8 +612,31 @@ class PerStepTraining:
         )
 
     def finish(self) -> None:
-        if self.group_rank == 0 and self.manager.participating_rank() == 0:
+        if self.sharded:
+            last = self.checkpoints.wait()
+            if last is not None:
+                self._emit_saved(last)
+            if self.manager.participating_rank() == 0:
+                stats = self.checkpoints.save(
+                    self._progress(), self.net, self.optimizer, reason=SAVE_FINAL, blocking=True
+                )
+                self._emit_saved(stats)
+            self.checkpoints.close()
+        elif self.group_rank == 0 and self.manager.participating_rank() == 0:
             with self.notice.consistent:
                 self.save(SAVE_FINAL)
-        events.emit(Event.EXIT, reason=EXIT_DONE, step=self.manager.current_step(), replica=self.replica)
+        events.emit(
+            Event.EXIT,
+            reason=EXIT_DONE,
+            step=self.manager.current_step(),
+            replica=self.replica,
+            peak_rss_mb=_peak_rss_mb(),
+        )
         self.manager.shutdown(wait=False)
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident memory, in MiB (Linux reports KiB)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

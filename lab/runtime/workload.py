@@ -19,10 +19,9 @@ import torch
 from torch import nn
 
 from lab.runtime import demo, gpt
+from lab.vocab.models import MODELS, PARALLEL, TINY
 
-TINY = "tiny"
-MODELS = (TINY, *gpt.SIZES)
-PARALLEL = ("fsdp", "ddp")
+__all__ = ["MODELS", "PARALLEL", "TINY", "Workload", "shard"]
 
 
 @dataclass(frozen=True)

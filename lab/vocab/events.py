@@ -28,6 +28,7 @@ class Event(StrEnum):
 
     # The training script, on every worker (rank 0 only where FIELDS says so).
     START = "start"  # a worker started: its process group is up
+    MODEL_BUILT = "model_built"  # its data, model (sharded or not) and optimizer are built
     FRESH = "fresh"  # no checkpoint: training starts at step 0
     RESUME = "resume"  # training resumes from a checkpoint
     CHECKPOINT_LOADED = "checkpoint_loaded"
@@ -85,9 +86,14 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.START: frozenset({"world_size", "restarts", "backend", "device", "replica"}),
     Event.FRESH: frozenset({"step", "world_size", "lr", "restarts", "rng", "replica"}),
     Event.RESUME: frozenset({"step", "world_size", "lr", "restarts", "rng", "replica"}),
-    Event.CHECKPOINT_LOADED: frozenset({"step", "epoch", "position", "seconds", "path", "skipped"}),
+    Event.MODEL_BUILT: frozenset({"model", "parameters", "parallel", "seconds", "replica"}),
+    # world_size_saved: the world size of a sharded checkpoint, resharded to this one.
+    Event.CHECKPOINT_LOADED: frozenset(
+        {"step", "epoch", "position", "seconds", "path", "skipped", "world_size_saved", "replica"}
+    ),
+    # sharded: every rank wrote its shards (bytes: rank 0's); else one rank wrote the whole state.
     Event.CHECKPOINT_SAVED: frozenset(
-        {"step", "reason", "seconds", "blocking_s", "bytes", "path", "already", "replica"}
+        {"step", "reason", "seconds", "blocking_s", "bytes", "path", "already", "replica", "sharded"}
     ),
     Event.STEP: frozenset(
         {
@@ -106,7 +112,8 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     ),
     Event.SAMPLES: frozenset({"step", "epoch", "indices", "replica"}),
     Event.COLLECTIVE_FAILED: frozenset({"step", "error", "message"}),
-    Event.EXIT: frozenset({"reason", "step", "notice_to_exit_s", "rng", "replica"}),
+    # saved: false when a notice found no step boundary in time (the last checkpoint stands).
+    Event.EXIT: frozenset({"reason", "step", "notice_to_exit_s", "rng", "replica", "saved", "peak_rss_mb"}),
     Event.REPLICA_GROUP: frozenset({"replica", "manager", "weights"}),
     Event.STEP_DISCARDED: frozenset({"step", "participants", "replica", "quorum", "error"}),
     Event.RDZV_UNREACHABLE: frozenset({"error"}),

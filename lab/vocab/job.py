@@ -53,6 +53,8 @@ ENV_CHECKPOINT_DIR = "LAB_CHECKPOINT_DIR"
 ENV_CHECKPOINT_EVERY = "LAB_CHECKPOINT_EVERY"
 ENV_CHECKPOINT_WRITES = "LAB_CHECKPOINT_WRITES"
 ENV_PG_TIMEOUT = "LAB_PG_TIMEOUT_S"
+# How long a spot notice gives before the node goes (the cloud's: Azure 30 s, AWS 120 s).
+ENV_NOTICE_S = "LAB_NOTICE_S"
 ENV_EVENTS_FILE = "LAB_EVENTS_FILE"
 # Where lab.runtime.launch writes torch's structured agent events (JSON lines), when set.
 ENV_AGENT_EVENTS = "LAB_AGENT_EVENTS"

@@ -22,6 +22,7 @@ ENV_MIN_REPLICAS = "LAB_FT_MIN_REPLICAS"
 ENV_COLLECTIVE_TIMEOUT = "LAB_FT_COLLECTIVE_TIMEOUT_S"
 ENV_QUORUM_TIMEOUT = "LAB_FT_QUORUM_TIMEOUT_S"
 ENV_CONNECT_TIMEOUT = "LAB_FT_CONNECT_TIMEOUT_S"
+ENV_HEAL_TIMEOUT = "LAB_FT_HEAL_TIMEOUT_S"
 # The port of the group's weight server (peers that heal fetch from it); unset or 0: any free port.
 ENV_CHECKPOINT_PORT = "LAB_FT_CHECKPOINT_PORT"
 # TorchFT's own: where the lighthouse is, and how often a quorum request is retried when the
@@ -57,6 +58,9 @@ class PerStepSettings:
     lighthouse_retry_s: while the lighthouse cannot be reached, a group asks again this often.
       TorchFT spaces its retries quorum timeout / (retries + 1) apart, so this sets
       TORCHFT_QUORUM_RETRIES (its default, 0, ends the job at the lighthouse's first restart).
+    heal_timeout_s: how long a group joining may take to copy the state from a live peer, and
+      how long the peers' collective of that step waits for it; 0 (the default) derives it
+      from the size of the state (lab.runtime.train_per_step.heal_timeout).
     """
 
     heartbeat_timeout_s: float = 0.5
@@ -66,6 +70,7 @@ class PerStepSettings:
     quorum_timeout_s: float = 900.0
     connect_timeout_s: float = 10.0
     lighthouse_retry_s: float = 1.0
+    heal_timeout_s: float = 0.0
 
     @classmethod
     def torchft_defaults(cls) -> PerStepSettings:
@@ -77,13 +82,17 @@ class PerStepSettings:
             quorum_timeout_s=60,
             connect_timeout_s=60,
             lighthouse_retry_s=60,
+            heal_timeout_s=60,
         )
 
     def problems(self, prefix: str = "per_step.") -> list[Problem]:
         out = Problems()
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            if f.name == "heal_timeout_s":
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                    out.add(prefix + f.name, value, "a number of seconds >= 0 (0: derived from the state's size)")
+            elif isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 out.add(prefix + f.name, value, "a number of seconds > 0")
         if out.items:
             return out.items
@@ -137,4 +146,5 @@ class PerStepSettings:
             ENV_COLLECTIVE_TIMEOUT: f"{self.collective_timeout_s:g}",
             ENV_QUORUM_TIMEOUT: f"{self.quorum_timeout_s:g}",
             ENV_CONNECT_TIMEOUT: f"{self.connect_timeout_s:g}",
+            ENV_HEAL_TIMEOUT: f"{self.heal_timeout_s:g}",
         }

@@ -1,0 +1,18 @@
+"""The demo job's model sizes and how they spread over the ranks: the names a job setting
+(`--model`, `--parallel`) takes on every target. What each size is lives in the runtime
+(lab.runtime.gpt, lab.runtime.workload)."""
+
+from __future__ import annotations
+
+TINY = "tiny"  # a small classifier: quick drills, whole checkpoints
+GPT_SIZES = ("gpt-small", "gpt-100m")  # decoder-only transformers: sharded checkpoints
+MODELS = (TINY, *GPT_SIZES)
+PARALLEL = ("fsdp", "ddp")  # GPT sizes: FSDP2 shards the state over the ranks; DDP replicates it
+
+
+def demo_args(steps: int, step_time: float, model: str = TINY, parallel: str = "fsdp") -> tuple[str, ...]:
+    """The demo script's arguments for a drill of `steps` steps of `model`."""
+    args = ["--steps", str(steps), "--step-time", f"{step_time:g}"]
+    if model != TINY:
+        args += ["--model", model, "--parallel", parallel]
+    return tuple(args)
