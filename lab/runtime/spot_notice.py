@@ -64,10 +64,12 @@ class SpotNotice:
         self.received_at = time.time()
         if self._deadline_s is not None:
             self.requested.set()
-            if not self._handled.wait(self._deadline_s) and self._on_timeout is not None:
-                log.warning(
-                    "spot notice: no step boundary within %g s; leaving with the last checkpoint", self._deadline_s
-                )
+            started = time.monotonic()
+            saved = self._acknowledged.wait(min(self.boundary_s, self._deadline_s)) and self._handled.wait(
+                max(self._deadline_s - (time.monotonic() - started), 0.0)
+            )
+            if not saved and self._on_timeout is not None:
+                log.warning("spot notice: not saved in time; leaving with the newest checkpoint")
                 self._on_timeout()
             logging.shutdown()
             os._exit(EXIT_ON_NOTICE)
