@@ -151,43 +151,14 @@ class _InFlight:
     on_done: list[Callable[[SaveStats], None]] = field(default_factory=list)
 
 
-class ShardedCheckpoints:
-    """A job's sharded checkpoints in `directory` (shared by every rank). Create it on every
-    rank after the process group is up: it makes the gloo group DCP's saves run on."""
+class StepDirectories:
+    """The step directories of a checkpoint directory: which are committed and whole, and
+    what to prune. Plain file reads: no process group needed."""
 
-    def __init__(
-        self,
-        directory: str | os.PathLike[str],
-        writes: CheckpointWrites | str = CheckpointWrites.RENAME,
-        keep: int = 3,
-        group: dist.ProcessGroup | None = None,
-        timeout_s: float = 300.0,
-    ) -> None:
+    def __init__(self, directory: str | os.PathLike[str], keep: int = 3) -> None:
         self.dir = Path(directory)
-        self.writes = CheckpointWrites(writes)
-        if keep < 2:
-            # The newest may be the one being written when the job is killed.
-            raise ValueError(f"keep={keep!r} is invalid: expected at least 2 checkpoints to keep")
         self.keep = keep
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise CheckpointDirError(f"checkpoint_dir={str(self.dir)!r} cannot be created: {exc.strerror}") from None
-        if not os.access(self.dir, os.W_OK | os.X_OK):
-            raise CheckpointDirError(f"checkpoint_dir={str(self.dir)!r} is not writable: expected a writable directory")
-        # Saves and their collectives on a group of their own, never the training's. Its
-        # collectives wait for the slowest rank's writes: a timeout of minutes, not the
-        # training group's seconds (a lost peer is found by training's collectives).
-        from datetime import timedelta
 
-        self.group = (
-            group if group is not None else dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
-        )
-        self.rank = dist.get_rank(self.group)
-        self._stager = DefaultStager(StagingOptions(False, False, True, False))  # a thread; host memory
-        self._in_flight: _InFlight | None = None
-
-    # ------------------------------------------------------------------ listing
     def steps(self) -> list[int]:
         """Steps with a directory, committed or not, newest first."""
         try:
@@ -227,11 +198,61 @@ class ShardedCheckpoints:
             skipped.append(f"{step_dir_name(step)}: {why}")
         return None, skipped
 
+    def prune(self) -> list[int]:
+        """Keep the newest `keep` committed steps; remove older ones, and interrupted saves
+        older than the newest committed step (a newer one may be in flight). The steps removed."""
+        committed = [s for s in self.steps() if self.verify(s) is None]
+        if not committed:
+            return []
+        kept = set(committed[: self.keep])
+        removed = [s for s in self.steps() if s not in kept and s < committed[0]]
+        for step in removed:
+            shutil.rmtree(self.dir / step_dir_name(step), ignore_errors=True)
+        return removed
+
+
+class ShardedCheckpoints:
+    """A job's sharded checkpoints in `directory` (shared by every rank). Create it on every
+    rank after the process group is up: it makes the gloo group DCP's saves run on."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        writes: CheckpointWrites | str = CheckpointWrites.RENAME,
+        keep: int = 3,
+        group: dist.ProcessGroup | None = None,
+        timeout_s: float = 300.0,
+    ) -> None:
+        self.dir = Path(directory)
+        self.writes = CheckpointWrites(writes)
+        if keep < 2:
+            # The newest may be the one being written when the job is killed.
+            raise ValueError(f"keep={keep!r} is invalid: expected at least 2 checkpoints to keep")
+        self.keep = keep
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CheckpointDirError(f"checkpoint_dir={str(self.dir)!r} cannot be created: {exc.strerror}") from None
+        if not os.access(self.dir, os.W_OK | os.X_OK):
+            raise CheckpointDirError(f"checkpoint_dir={str(self.dir)!r} is not writable: expected a writable directory")
+        # Saves and their collectives on a group of their own, never the training's. Its
+        # collectives wait for the slowest rank's writes: a timeout of minutes, not the
+        # training group's seconds (a lost peer is found by training's collectives).
+        from datetime import timedelta
+
+        self.group = (
+            group if group is not None else dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
+        )
+        self.rank = dist.get_rank(self.group)
+        self.steps = StepDirectories(self.dir, keep)
+        self._stager = DefaultStager(StagingOptions(False, False, True, False))  # a thread; host memory
+        self._in_flight: _InFlight | None = None
+
     # ------------------------------------------------------------------ loading
     def choose(self) -> tuple[int | None, list[str]]:
         """Rank 0 picks the checkpoint and every rank gets its choice: on storage with cached
         listings, ranks choosing for themselves could load different steps."""
-        choice: list[Any] = [self.newest_committed() if self.rank == 0 else None]
+        choice: list[Any] = [self.steps.newest_committed() if self.rank == 0 else None]
         dist.broadcast_object_list(choice, src=dist.get_global_rank(self.group, 0), group=self.group)
         step, skipped = choice[0]
         if step is None and skipped:
@@ -351,7 +372,7 @@ class ShardedCheckpoints:
         left by an interrupted save of it is removed first: every rank writes new shards."""
         answer: list[Any] = [None]
         if self.rank == 0:
-            answer[0] = self.verify(step) is None
+            answer[0] = self.steps.verify(step) is None
             directory = self.dir / step_dir_name(step)
             if not answer[0] and directory.exists():
                 shutil.rmtree(directory, ignore_errors=True)
@@ -359,15 +380,6 @@ class ShardedCheckpoints:
         return bool(answer[0])
 
     def _prune(self) -> None:
-        """Keep the newest `keep` committed steps; remove older ones, and interrupted saves
-        older than the newest committed step (a newer one may be in flight). Rank 0 only."""
-        if self.rank != 0:
-            return
-        committed = [s for s in self.steps() if self.verify(s) is None]
-        if not committed:
-            return
-        kept = set(committed[: self.keep])
-        for step in self.steps():
-            if step in kept or step > committed[0]:
-                continue
-            shutil.rmtree(self.dir / step_dir_name(step), ignore_errors=True)
+        """Old and interrupted steps removed (StepDirectories.prune), by rank 0 only."""
+        if self.rank == 0:
+            self.steps.prune()

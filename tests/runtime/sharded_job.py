@@ -45,8 +45,8 @@ def main() -> None:
     checkpoints = ShardedCheckpoints(directory, keep=2)
     out: dict = {"rank": rank, "world": world}
     if mode == "verify":
-        out["verdicts"] = {str(s): checkpoints.verify(s) for s in checkpoints.steps()}
-        out["newest"] = checkpoints.newest_committed()[0]
+        out["verdicts"] = {str(s): checkpoints.steps.verify(s) for s in checkpoints.steps.steps()}
+        out["newest"] = checkpoints.steps.newest_committed()[0]
     elif mode == "load":
         step, skipped = checkpoints.choose()
         progress = checkpoints.load(step, model, optimizer)
