@@ -120,6 +120,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=2.0,
         help="add a node back this many seconds after recovery (default 2; negative: never)",
     )
+    ev.add_argument(
+        "--baselines",
+        type=int,
+        default=0,
+        help="after the drill, train the same job N more times without faults (each drawing samples in another "
+        "order) and check that the drilled run's loss ends where theirs does (default 0: no check)",
+    )
     out = p.add_argument_group("output")
     out.add_argument("--workdir", type=Path, help="where logs, events, checkpoints go (default runs/drill-<time>)")
     out.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
@@ -152,6 +159,10 @@ def _option_problems(args: argparse.Namespace) -> Problems:
             found.add(option, value, expected)
     if args.steps < 2:
         found.add("--steps", args.steps, "a whole number >= 2 (a node is evicted before the last step)")
+    if not 0 <= args.baselines <= 5:
+        found.add("--baselines", args.baselines, "0..5 uninterrupted runs to compare with")
+    elif args.baselines and args.script:
+        found.add("--baselines", args.baselines, "0 with --script: runs are compared by the demo's step events")
     if args.nodes > MAX_LOCAL_NODES:
         found.add("--nodes", args.nodes, f"at most {MAX_LOCAL_NODES} (every node runs on this machine)")
     if args.plot is not None and (why := _plot_path_problem(args.plot)):
@@ -252,11 +263,12 @@ def build(args: argparse.Namespace) -> DrillConfig:
         scale_out_after_s=None if args.scale_out_after < 0 else args.scale_out_after,
         timeout_s=args.timeout,
         etcd_binary=args.etcd_binary,
+        baselines=args.baselines,
     )
 
 
 def main(args: argparse.Namespace) -> int:
-    from lab.drill.plot import plot_timeline
+    from lab.drill.plot import plot_convergence, plot_timeline
     from lab.drill.run import Progress, run_drill
 
     # `kill -USR1 <pid>` prints where every thread of a drill that seems stuck is (when stderr
@@ -299,9 +311,15 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         timeline = "not drawn (see the error above)"
+    curves = ""
+    if report.convergence is not None:
+        try:
+            curves = f"\n  loss curves: {plot_convergence(report, cfg.workdir / 'convergence.png')}"
+        except Exception as exc:  # noqa: BLE001 - the report is saved; the plot is an extra
+            curves = f"\n  loss curves: not drawn ({exc.__class__.__name__}: {exc})"
     if args.json:
         print(report.to_json())
     else:
         print(report.summary())
-        print(f"  timeline: {timeline}\n  report:   {report_path}\n  logs:     {cfg.workdir / 'nodes'}")
+        print(f"  timeline: {timeline}{curves}\n  report:   {report_path}\n  logs:     {cfg.workdir / 'nodes'}")
     return 0 if report.passed else 1

@@ -81,3 +81,61 @@ def plot_timeline(report: DrillReport, path: str | Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_convergence(report: DrillReport, path: str | Path) -> Path:
+    """The drilled run's loss and the uninterrupted runs', by samples trained, with the
+    window they are compared over (lab.drill.convergence)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    conv = report.convergence
+    if conv is None:
+        raise ValueError("the report has no comparison with uninterrupted runs (drill with --baselines N)")
+    path = Path(path)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for i, (samples, loss) in enumerate(conv["curves"]["baselines"]):
+        ax.plot(samples, _smooth(loss), color="tab:grey", linewidth=0.9, label="uninterrupted runs" if i == 0 else None)
+    samples, loss = conv["curves"]["drilled"]
+    ax.plot(samples, _smooth(loss), color="tab:red", linewidth=1.3, label="drilled run (evictions)")
+    lo, hi = conv["window_samples"]
+    ax.axvspan(lo, hi, color="tab:blue", alpha=0.08, label="window compared")
+    ax.hlines(conv["baseline_mean"], lo, hi, colors="tab:grey", linestyles="--", linewidth=1)
+    ax.hlines(conv["drilled"]["mean"], lo, hi, colors="tab:red", linestyles="--", linewidth=1)
+    for e in report.evictions:
+        before = [s for s, t in zip(samples, _step_times(report, len(samples)), strict=False) if t <= e.t]
+        if before:
+            ax.axvline(before[-1], color="tab:red", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("samples trained")
+    ax.set_ylabel("loss (moving average of 9 steps)")
+    verdict = "within" if conv["passed"] else "OUTSIDE"
+    ax.set_title(
+        f"loss through evictions vs uninterrupted: difference {conv['difference']:+.4f}, "
+        f"{verdict} tolerance {conv['tolerance']:.4f}"
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _smooth(values: list[float], width: int = 9) -> list[float]:
+    """A centred moving average (shorter at the ends)."""
+    half = width // 2
+    out = []
+    for i in range(len(values)):
+        window = values[max(0, i - half) : i + half + 1]
+        out.append(sum(window) / len(window))
+    return out
+
+
+def _step_times(report: DrillReport, count: int) -> list[float]:
+    """The wall time of the drilled run's steps in step order (the last record of each)."""
+    by_step: dict[int, float] = {}
+    for t, step, _loss, _world in report.loss_curve:
+        by_step[step] = t + report.t0
+    return [by_step[s] for s in sorted(by_step)][:count]

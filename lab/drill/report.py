@@ -93,6 +93,8 @@ class DrillReport:
     worker_errors: list[dict[str, Any]] = field(default_factory=list)
     t0: float = 0.0
     fault_tolerance: str = "elastic"
+    # The loss against uninterrupted runs of the same job (lab.drill.convergence), when asked.
+    convergence: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -186,6 +188,8 @@ class DrillReport:
         if self.loss_curve:
             first, last = self.loss_curve[0], self.loss_curve[-1]
             lines.append(f"  loss: {first[2]:.4f} at step {first[1]} -> {last[2]:.4f} at step {last[1]}")
+        if self.convergence is not None:
+            lines.append(self.convergence["summary"])
         for p in self.problems:
             lines.append(f"  PROBLEM: {p}")
         return "\n".join(lines)

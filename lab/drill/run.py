@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent, read_agent_events
+from lab.drill.convergence import Curve, compare
 from lab.drill.diagnosis import WorkerError, crash_loop, describe, worker_errors
 from lab.drill.report import DrillReport, analyze
 from lab.local import LocalTarget
@@ -40,6 +41,8 @@ class DrillConfig:
     evict_at_step: evict once rank 0 reports this step; scripts without our events are
       evicted `evict_after_s` seconds after their first rendezvous instead.
     scale_out_after_s: add a node back this many seconds after the job recovered (None: never).
+    baselines: after the drill, run the same job this many times more without any fault, each
+      drawing samples in another order, and compare the losses (lab.drill.convergence).
     """
 
     spec: JobSpec
@@ -58,6 +61,7 @@ class DrillConfig:
     timeout_s: float = 240.0
     agent_log_level: str = "INFO"
     etcd_binary: str | None = None
+    baselines: int = 0
 
     def validate(self) -> None:
         """Every bad value at once (InvalidInput), before anything is started."""
@@ -72,6 +76,14 @@ class DrillConfig:
             target_steps=self.target_steps,
             victim=self.victim,
         )
+        if self.baselines and self.target_steps is None:
+            problems.append(
+                Problem(
+                    "baselines", self.baselines, "0 for a script of your own: runs are compared by their step events"
+                )
+            )
+        elif not 0 <= self.baselines <= 5:
+            problems.append(Problem("baselines", self.baselines, "0..5 uninterrupted runs to compare with"))
         if problems:
             raise InvalidInput(problems)
 
@@ -163,7 +175,59 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
     """Run the drill `cfg` describes (every bad value is refused before anything starts) and
     measure it; every process it started is stopped when it returns, or raises."""
     cfg.validate()
-    return _Drill(cfg, progress or Progress(target=cfg.target_steps)).run()
+    progress = progress or Progress(target=cfg.target_steps)
+    report = _Drill(cfg, progress).run()
+    if cfg.baselines and report.finished:
+        compare_with_baselines(cfg, report, progress)
+    return report
+
+
+def compare_with_baselines(cfg: DrillConfig, report: DrillReport, progress: Progress) -> None:
+    """Run the drilled job `cfg.baselines` times without faults, each drawing its samples in
+    another order, and judge whether the drilled run ends where they do."""
+    drilled = Curve.of(events.read(cfg.workdir / "events.jsonl"))
+    curves = []
+    for i in range(1, cfg.baselines + 1):
+        recorded = run_uninterrupted(cfg, order_seed=i, progress=progress)
+        if not any(e["event"] == Event.EXIT and e.get("reason") == EXIT_DONE for e in recorded):
+            report.problems.append(f"uninterrupted run {i} of {cfg.baselines} did not finish: no comparison")
+            return
+        curves.append(Curve.of(recorded))
+    result = compare(drilled, curves)
+    report.convergence = {
+        **result.to_dict(),
+        "curves": {
+            "drilled": [list(drilled.samples), list(drilled.loss)],
+            "baselines": [[list(c.samples), list(c.loss)] for c in curves],
+        },
+    }
+    if not result.passed:
+        report.problems.append(
+            "the loss did not end where uninterrupted runs end:" + result.summary()[len("  convergence:") :]
+        )
+
+
+def run_uninterrupted(cfg: DrillConfig, *, order_seed: int, progress: Progress) -> list[dict[str, Any]]:
+    """The drilled job on as many nodes, without any fault, its samples drawn in order
+    `order_seed`, in a directory of its own under the drill's: its events."""
+    workdir = cfg.workdir / f"baseline-{order_seed}"
+    spec = cfg.spec.replace(
+        script_args=(*cfg.spec.script_args, "--order-seed", str(order_seed)),
+        checkpoint_dir=str(workdir / "checkpoints"),
+    )
+    with LocalTarget(spec, workdir, etcd_binary=cfg.etcd_binary, env={"LOGLEVEL": cfg.agent_log_level}) as local:
+        for _ in range(cfg.nodes):
+            local.add_node()
+        progress.say(f"uninterrupted run {order_seed}", cfg.nodes, force=True)
+        tail = events.Tail(local.events_file)
+
+        def tick() -> None:
+            progress.see(tail.poll())
+            progress.say(f"uninterrupted run {order_seed}", len(local.alive_nodes))
+
+        local.wait(cfg.timeout_s, on_tick=tick)
+        progress.say(f"uninterrupted run {order_seed} done", len(local.alive_nodes), force=True)
+        return local.events()
 
 
 class _Drill:

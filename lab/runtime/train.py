@@ -88,7 +88,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="GPT sizes: fsdp shards parameters, gradients and optimizer state over the ranks (FSDP2); "
         "ddp replicates them (the tiny model always trains with DDP)",
     )
-    p.add_argument("--batch-size", type=int, default=None, help="samples per worker per step [tiny 64, GPT 1]")
+    p.add_argument(
+        "--batch-size", type=int, default=None, help="samples per worker per step [tiny 64, gpt-small 8, gpt-100m 1]"
+    )
     p.add_argument(
         "--lr", type=float, default=None, help="learning rate at world size 1 [tiny 0.05 SGD, GPT 3e-4 AdamW]"
     )
@@ -99,7 +101,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="how the learning rate grows with the world size (global batch)",
     )
     p.add_argument("--dataset-size", type=int, default=None, help="samples in the data set [tiny 8192, GPT 2048]")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the data set, the initial weights and the sample order")
+    p.add_argument(
+        "--order-seed",
+        type=int,
+        default=None,
+        help="the order samples are drawn in, alone (default: --seed): runs that differ only in it show how "
+        "much the loss depends on incidental choices",
+    )
     p.add_argument("--checkpoint-dir", default=env(ENV_CHECKPOINT_DIR, "checkpoints"))
     p.add_argument(
         "--checkpoint-every",
@@ -150,8 +159,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     args = p.parse_args(argv)
     tiny = args.model == TINY
+    if args.order_seed is None:
+        args.order_seed = args.seed
     if args.batch_size is None:
-        args.batch_size = 64 if tiny else 1
+        args.batch_size = 64 if tiny else 8 if args.model == "gpt-small" else 1
     if args.dataset_size is None:
         args.dataset_size = 8192 if tiny else 2048
     if args.lr is None:
@@ -176,7 +187,7 @@ class ElasticTraining:
         self.restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
         self.writer = f"r{self.rank}.{os.getpid()}"
         self.step = 0
-        self.sampler = GlobalSampler(args.dataset_size, args.seed)
+        self.sampler = GlobalSampler(args.dataset_size, args.order_seed)
         self.workload = Workload(args.model, args.dataset_size, args.seed)
         self.sharded = self.workload.sharded  # checkpoints of shards, saved by every rank together
 
@@ -278,7 +289,7 @@ class ElasticTraining:
         snapshot.apply(self.net, self.optimizer)
         set_lr(self.optimizer, self.lr)
         self.step = snapshot.step
-        self.sampler = snapshot.sampler(self.args.dataset_size, self.args.seed)
+        self.sampler = snapshot.sampler(self.args.dataset_size, self.args.order_seed)
         events.emit(
             Event.CHECKPOINT_LOADED,
             step=self.step,
@@ -298,7 +309,9 @@ class ElasticTraining:
             progress = self.checkpoints.load(step, self.net, self.optimizer)
             set_lr(self.optimizer, self.lr)
             self.step = progress.step
-            self.sampler = GlobalSampler(self.args.dataset_size, self.args.seed, progress.epoch, progress.position)
+            self.sampler = GlobalSampler(
+                self.args.dataset_size, self.args.order_seed, progress.epoch, progress.position
+            )
             events.emit(
                 Event.CHECKPOINT_LOADED,
                 step=self.step,

@@ -234,7 +234,7 @@ class PerStepTraining:
         if self.fsdp:
             self.net = shard(self.net, self.device)  # over this group's workers (its process group)
         self.optimizer = self.workload.optimizer(self.net.parameters(), args.lr)
-        self.sampler = GlobalSampler(args.dataset_size, args.seed)
+        self.sampler = GlobalSampler(args.dataset_size, args.order_seed)
         self.params = list(self.net.parameters())
         if self.sharded:
             self.checkpoints = ShardedCheckpoints(
@@ -280,7 +280,7 @@ class PerStepTraining:
                 "param_groups": optim["param_groups"],
             }
         )
-        self.sampler = GlobalSampler(self.args.dataset_size, self.args.seed, state["epoch"], state["position"])
+        self.sampler = GlobalSampler(self.args.dataset_size, self.args.order_seed, state["epoch"], state["position"])
 
     def resume_from_checkpoint(self) -> TrainingSnapshot | Progress | None:
         """The newest durable checkpoint: a group with live peers is healed to their step by
@@ -291,7 +291,9 @@ class PerStepTraining:
             if step is None:
                 return None
             progress = self.checkpoints.load(step, self.net, self.optimizer)
-            self.sampler = GlobalSampler(self.args.dataset_size, self.args.seed, progress.epoch, progress.position)
+            self.sampler = GlobalSampler(
+                self.args.dataset_size, self.args.order_seed, progress.epoch, progress.position
+            )
             events.emit(
                 Event.CHECKPOINT_LOADED,
                 step=progress.step,
@@ -309,7 +311,7 @@ class PerStepTraining:
             return None
         snapshot = TrainingSnapshot.from_payload(loaded.state)
         snapshot.apply(self.net, self.optimizer)
-        self.sampler = snapshot.sampler(self.args.dataset_size, self.args.seed)
+        self.sampler = snapshot.sampler(self.args.dataset_size, self.args.order_seed)
         events.emit(
             Event.CHECKPOINT_LOADED, step=snapshot.step, seconds=round(loaded.seconds, 4), path=loaded.path.name
         )

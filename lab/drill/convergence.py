@@ -1,0 +1,146 @@
+"""Does a job trained through evictions end where it would have without them?
+
+A drilled run is compared with uninterrupted runs of the same job (the same data, initial
+weights and steps) that differ from it only in the order samples are drawn in (`--order-seed`),
+and with each other. Losses are compared at the same point of training: by samples trained,
+not by steps (a step at a smaller world size trains fewer samples). The level of a run is its
+mean loss over the last fifth of the samples all runs reached.
+
+The tolerance is derived from the uninterrupted runs themselves: how far apart runs end when
+only incidental choices differ (the sample order; an eviction changes the batches' makeup
+and the world size, which is the same kind of change) is the yardstick. It is 3 standard
+deviations of the runs' levels, where the deviation counts two sources of spread: between the
+baselines' levels (their sample standard deviation, with two or more), and within each run
+(the standard error of a window mean, from the spread of its steps' losses around a straight
+line). A run whose level is further from the baselines' mean than that did not converge like
+them.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.vocab.events import Event
+
+WINDOW = 0.2  # the last fifth of the samples every run reached
+SIGMAS = 3.0
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A run's loss by samples trained: one point per committed step, in step order."""
+
+    samples: tuple[int, ...]  # samples trained up to and including each step
+    loss: tuple[float, ...]
+
+    @classmethod
+    def of(cls, events: Iterable[Mapping[str, Any]]) -> Curve:
+        """From a run's step events. A step re-done after a restart counts as the run that
+        went on (its last record); in per-step mode every group reports each step: one is kept."""
+        by_step: dict[int, Mapping[str, Any]] = {}
+        for e in sorted(events, key=lambda e: e["t"]):
+            if e.get("event") == Event.STEP and "loss" in e and "samples" in e:
+                by_step[int(e["step"])] = e
+        samples, loss, total = [], [], 0
+        for step in sorted(by_step):
+            total += int(by_step[step]["samples"])
+            samples.append(total)
+            loss.append(float(by_step[step]["loss"]))
+        return cls(tuple(samples), tuple(loss))
+
+    def window(self, start: float, end: float) -> list[tuple[int, float]]:
+        return [(s, v) for s, v in zip(self.samples, self.loss, strict=True) if start < s <= end]
+
+
+@dataclass(frozen=True)
+class Level:
+    """A run's mean loss in the window and that mean's standard error."""
+
+    mean: float
+    stderr: float
+    points: int
+
+    @classmethod
+    def of(cls, points: list[tuple[int, float]]) -> Level:
+        values = [v for _, v in points]
+        if len(values) < 3:
+            return cls(statistics.fmean(values) if values else math.nan, math.inf, len(values))
+        # The steps' spread around the window's trend (training still improves inside it).
+        xs = [float(s) for s, _ in points]
+        slope, intercept = statistics.linear_regression(xs, values)
+        residuals = [v - (slope * x + intercept) for x, v in zip(xs, values, strict=True)]
+        spread = statistics.stdev(residuals)
+        return cls(statistics.fmean(values), spread / math.sqrt(len(values)), len(values))
+
+
+@dataclass
+class Convergence:
+    """The drilled run against the baselines (see the module's docstring)."""
+
+    window: tuple[float, float]  # samples trained: the range compared
+    drilled: Level
+    baselines: list[Level] = field(default_factory=list)
+    tolerance: float = math.inf
+    difference: float = math.nan  # drilled level - the baselines' mean level
+
+    @property
+    def baseline_mean(self) -> float:
+        return statistics.fmean(b.mean for b in self.baselines)
+
+    @property
+    def between_runs(self) -> float | None:
+        """The baselines' levels' sample standard deviation (None with fewer than two)."""
+        return statistics.stdev(b.mean for b in self.baselines) if len(self.baselines) > 1 else None
+
+    @property
+    def passed(self) -> bool:
+        return abs(self.difference) <= self.tolerance
+
+    def summary(self) -> str:
+        lo, hi = self.window
+        runs = len(self.baselines)
+        between = self.between_runs
+        spread = f"{between:.4f} between them" if between is not None else "one baseline: its steps' noise only"
+        verdict = "within" if self.passed else "OUTSIDE"
+        return (
+            f"  convergence: loss over samples {lo:.0f}-{hi:.0f}: {self.drilled.mean:.4f} drilled vs "
+            f"{self.baseline_mean:.4f} for {runs} uninterrupted run(s) ({spread}); difference "
+            f"{self.difference:+.4f}, {verdict} the tolerance {self.tolerance:.4f} ({SIGMAS:g} sigma)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary(),
+            "window_samples": list(self.window),
+            "drilled": vars(self.drilled),
+            "baselines": [vars(b) for b in self.baselines],
+            "baseline_mean": self.baseline_mean,
+            "between_runs": self.between_runs,
+            "difference": self.difference,
+            "tolerance": self.tolerance,
+            "passed": self.passed,
+        }
+
+
+def compare(drilled: Curve, baselines: list[Curve], fraction: float = WINDOW) -> Convergence:
+    """The drilled run's level against the baselines' (at least one)."""
+    if not baselines:
+        raise ValueError("baselines=[] is invalid: expected at least one uninterrupted run")
+    reached = min(c.samples[-1] if c.samples else 0 for c in (drilled, *baselines))
+    window = (reached * (1 - fraction), float(reached))
+    drilled_level = Level.of(drilled.window(*window))
+    levels = [Level.of(b.window(*window)) for b in baselines]
+    result = Convergence(window, drilled_level, levels)
+    mean = result.baseline_mean
+    between = result.between_runs or 0.0
+    # Variance of (drilled level - baselines' mean): the spread between runs for the drilled
+    # one and for the mean of n baselines, and each window mean's own standard error.
+    n = len(levels)
+    within = drilled_level.stderr**2 + sum(level.stderr**2 for level in levels) / n**2
+    result.tolerance = SIGMAS * math.sqrt(between**2 * (1 + 1 / n) + within)
+    result.difference = drilled_level.mean - mean
+    return result
