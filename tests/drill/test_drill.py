@@ -90,7 +90,9 @@ def test_the_job_rides_out_a_rendezvous_server_restart(workdir, name):
     assert report.passed, report.summary()
     (outage,) = report.outages
     assert outage.down_s is not None and outage.down_s >= 3.0
-    assert outage.agents_unreachable == 3
+    # Agents saw it (an agent whose request was still waiting when the server came back, on a
+    # loaded machine, did not).
+    assert outage.agents_unreachable >= 1
     assert outage.restarts == 0 and outage.lost_steps == 0
     assert outage.steps_during > 0 and outage.stall_s is not None and outage.stall_s < 2.0
     (ev,) = report.evictions
@@ -165,36 +167,41 @@ def test_drill_of_a_script_without_our_events_reports_what_the_agents_saw(workdi
     assert "workers running again at the new world size" in report.summary()
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(240)
 def test_the_cli_drill_of_a_hard_kill_and_a_join_reports_json_and_a_timeline(workdir):
-    """`elastic-lab drill`: 3 nodes on etcd v2, one SIGKILLed, one added back: the job reaches
-    its target step, loses at most a checkpoint interval, and the report comes as JSON with
-    its timeline drawn."""
+    """`elastic-lab drill` of a small GPT sharded by FSDP2: 3 nodes on etcd v2, one SIGKILLed,
+    one added back. The job reaches its target step, loses at most a checkpoint interval
+    (its sharded checkpoints resharded 3 -> 2 -> 3 ranks), its loss ends where an
+    uninterrupted run's does, and the report comes as JSON with its plots drawn."""
     flags = (
-        f"--steps 150 --step-time {JOIN_STEP_TIME} --checkpoint-every 30 --evict-at-step 40 --scale-out-after 1"
-        " --json --quiet"
+        "--model gpt-small --steps 120 --step-time 0.05 --checkpoint-every 20 --evict-at-step 25"
+        " --scale-out-after 0.5 --baselines 1 --json --quiet"
     )
     out = subprocess.run(
         [sys.executable, "-m", "lab.cli", "drill", "--workdir", str(workdir), *flags.split()],
         capture_output=True,
         text=True,
-        timeout=200,
+        timeout=230,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout)
-    assert report["passed"] and report["final_step"] == 150 and report["finished"], report["problems"]
+    assert report["passed"] and report["final_step"] == 120 and report["finished"], report["problems"]
     (ev,) = report["evictions"]
     assert ev["kind"] == "hard" and ev["world_before"] == 3 and ev["world_after"] == 2
     assert 0 < ev["recovery_s"] < 60
-    assert ev["lost_steps"] is not None and ev["lost_steps"] <= 30  # at most one checkpoint interval
+    assert ev["lost_steps"] is not None and ev["lost_steps"] <= 20  # at most one checkpoint interval
     (join,) = report["joins"]
     assert join["world_after"] == 3 and join["join_s"] is not None
     assert join["lost_steps"] == 0  # agents stop workers with SIGTERM on scale-out: saved at the step boundary
     codes = report["node_exit_codes"]
     assert codes["node-2"] == -9 and all(codes[n] == 0 for n in ("node-0", "node-1", "node-3")), codes
     assert _undeclared(workdir) == []
-    png = workdir / "timeline.png"
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    loads = [e for e in events.read(workdir / "events.jsonl") if e["event"] == "checkpoint_loaded"]
+    assert {(e["world_size_saved"], e["world_size"]) for e in loads} >= {(3, 2), (2, 3)}  # resharded both ways
+    assert report["convergence"]["passed"], report["convergence"]["summary"]
+    for name in ("timeline.png", "convergence.png"):
+        png = workdir / name
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
 @pytest.mark.parametrize(

@@ -39,16 +39,19 @@ def _spec(workdir, steps: int = 150, **kw):
 
 
 def _checkpointed_steps(workdir) -> list[int]:
-    return sorted(int(p.name.split("-")[1]) for p in (workdir / "ckpt").glob("step-*.json"))
+    """Steps with a committed checkpoint: a whole one's pointer, or a sharded one's metadata."""
+    whole = (int(p.name.split("-")[1]) for p in (workdir / "ckpt").glob("step-*.json"))
+    sharded = (int(p.parent.name.split("-")[1]) for p in (workdir / "ckpt").glob("step-*/.metadata"))
+    return sorted([*whole, *sharded])
 
 
-def _eviction_and_join(workdir, eviction: str) -> DrillConfig:
-    """3 replica groups; node-2's group evicted at step 40, a group added back 1 s after the
-    survivors went on. Every worker logs the samples of its committed steps: an epoch is 512
-    samples, 8 per worker and step."""
+def _eviction_and_join(workdir, eviction: str, model: str = "tiny", nproc: int = 1) -> DrillConfig:
+    """3 replica groups of `nproc` workers; node-2's group evicted at step 40, a group added
+    back 1 s after the survivors went on. Every worker logs the samples of its committed steps:
+    an epoch is 512 samples, 8 per worker and step."""
     args = ("--steps", "150", "--step-time", JOIN_STEP_TIME, "--dataset-size", "512", "--batch-size", "8")
     return DrillConfig(
-        spec=_spec(workdir, script_args=(*args, "--log-samples")),
+        spec=_spec(workdir, script_args=(*args, "--model", model, "--log-samples"), nproc_per_node=nproc),
         workdir=workdir,
         nodes=3,
         target_steps=150,
@@ -60,7 +63,7 @@ def _eviction_and_join(workdir, eviction: str) -> DrillConfig:
     )
 
 
-def _assert_the_survivors_trained_on(report, workdir, eviction: str) -> None:
+def _assert_the_survivors_trained_on(report, workdir, eviction: str, nproc: int = 1) -> None:
     """The survivors kept their step (no worker restarts, 0 committed steps lost), the new
     group healed from a live peer and trained in a quorum, durable checkpoints were written."""
     assert report.passed, report.summary()
@@ -71,7 +74,7 @@ def _assert_the_survivors_trained_on(report, workdir, eviction: str) -> None:
     assert ev.lost_steps == 0, report.summary()
     assert report.restart_rounds == 0  # no worker was restarted: the survivors never stopped
     (join,) = report.joins
-    assert join.join_s is not None and join.world_after == 3 and join.lost_steps == 0
+    assert join.join_s is not None and join.world_after == 3 * nproc and join.lost_steps == 0
     # The evicted group's peers were never restarted, and the job ended cleanly everywhere else.
     codes = report.node_exit_codes
     assert all(codes[n] == 0 for n in ("node-0", "node-1", "node-3")), codes
@@ -100,11 +103,19 @@ def _assert_every_sample_of_an_epoch_was_trained_once(recorded: list[dict]) -> N
         assert sorted(per_epoch[epoch]) == list(range(512)), f"epoch {epoch} skipped or repeated samples"
 
 
+# eviction, model, workers per group: the notice's run trains a small GPT sharded over each
+# group's two workers by FSDP2 (HSDP across the groups), with sharded checkpoints, and the
+# group added back heals shard by shard.
+SURVIVOR_RUNS = {"hard": ("tiny", 1), "notice": ("gpt-small", 2), "silent": ("tiny", 1)}
+
+
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize("eviction", ["hard", "notice", "silent"])
+@pytest.mark.parametrize("eviction", list(SURVIVOR_RUNS))
 def test_the_survivors_train_on_through_an_eviction_and_a_join(workdir, eviction):
     """3 replica groups, one SIGKILLed, given a notice or vanished, one added back."""
-    _assert_the_survivors_trained_on(run_drill(_eviction_and_join(workdir, eviction)), workdir, eviction)
+    model, nproc = SURVIVOR_RUNS[eviction]
+    report = run_drill(_eviction_and_join(workdir, eviction, model, nproc))
+    _assert_the_survivors_trained_on(report, workdir, eviction, nproc)
 
 
 @pytest.mark.timeout(150)
