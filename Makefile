@@ -32,7 +32,7 @@ setup: $(STAMP)
 drill: $(STAMP)
 	$(BIN)/elastic-lab drill
 
-# The code checks, then every test: on two workers, in a new random order each run
+# The code checks, then every test: on three workers, in a new random order each run
 # (pytest-randomly prints "Using --randomly-seed=N" first; `--randomly-seed=N` replays that
 # order, `-p no:randomly` keeps the files' order), the slowest listed at the end. The type
 # checker runs beside the tests: it needs a core for about a minute, which the tests leave

@@ -141,11 +141,13 @@ class Progress:
         self._last = 0.0
         self.step = 0
         self.world = 0
+        self.groups = 0  # per-step mode: replica groups in the last step's quorum
 
     def see(self, records: list[dict[str, Any]]) -> None:
         for r in records:
             if r["event"] == Event.STEP:
                 self.step, self.world = r["step"], r["world_size"]
+                self.groups = r.get("participants", 0)
 
     def say(self, phase: str, alive: int, force: bool = False) -> None:
         now = time.time()
@@ -316,7 +318,15 @@ class _Drill:
         `evict_after_s` after its agents' first rendezvous."""
         cfg = self.cfg
         if cfg.target_steps is not None:
-            return self.wait_for("warming up", lambda: self.progress.step >= cfg.evict_at_step, self.remaining())
+            # ... and at full size: in per-step mode a quorum forms as soon as min_nodes groups
+            # are up, and a group slow to start (a loaded machine) joins it later.
+            spec, progress = cfg.spec, self.progress
+            full = (
+                (lambda: progress.groups >= cfg.nodes)
+                if spec.per_step_mode
+                else (lambda: progress.world >= cfg.nodes * spec.nproc_per_node)
+            )
+            return self.wait_for("warming up", lambda: progress.step >= cfg.evict_at_step and full(), self.remaining())
         if not self.wait_for("warming up", lambda: _agents_rendezvoused(self.local), self.remaining()):
             return False
         self.hold("warming up", cfg.evict_after_s)

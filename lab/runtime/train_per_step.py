@@ -317,6 +317,12 @@ class PerStepTraining:
         )
         return snapshot
 
+    def _heal_bytes(self) -> int:
+        """Bytes of this worker's part of the state, as a heal copies it."""
+        tensors = [*self.net.state_dict().values()]
+        tensors += [v for st in self.optimizer.state_dict()["state"].values() for v in st.values()]
+        return sum(_local(t).numel() * _local(t).element_size() for t in tensors if isinstance(t, torch.Tensor))
+
     def _state_bytes(self) -> int:
         """Bytes of this worker's part of the state a heal copies: its parameters and, once the
         optimizer has stepped, about twice that again (Adam's two moments; SGD's momentum is
@@ -383,6 +389,14 @@ class PerStepTraining:
         args, manager = self.args, self.manager
         t0 = time.perf_counter()
         manager.start_quorum()
+        if getattr(manager, "_healing", False):  # TorchFT keeps it private: set for the quorum that heals
+            events.emit(
+                Event.HEALED,
+                step=manager.current_step(),
+                seconds=round(time.perf_counter() - t0, 4),
+                bytes=self._heal_bytes(),
+                replica=self.replica,
+            )
         # A new quorum (a group joined, and heals now, or one left): this step's collective
         # may wait for a heal's copy of the state, so it gets the heal's timeout.
         quorum_id = _quorum_id(manager)

@@ -39,6 +39,7 @@ class Event(StrEnum):
     EXIT = "exit"  # the worker leaves: done, or on a notice
     REPLICA_GROUP = "replica_group"  # per-step mode: where a group serves its peers
     STEP_DISCARDED = "step_discarded"  # per-step mode: a step its quorum did not commit
+    HEALED = "healed"  # per-step mode: a group copied the state from a live peer
     # The launcher (lab.runtime.launch), on every agent.
     RDZV_UNREACHABLE = "rdzv_unreachable"
     RDZV_REACHABLE = "rdzv_reachable"
@@ -116,6 +117,8 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.EXIT: frozenset({"reason", "step", "notice_to_exit_s", "rng", "replica", "saved", "peak_rss_mb"}),
     Event.REPLICA_GROUP: frozenset({"replica", "manager", "weights"}),
     Event.STEP_DISCARDED: frozenset({"step", "participants", "replica", "quorum", "error"}),
+    # seconds: the quorum that healed, the copy of bytes (this worker's part) included.
+    Event.HEALED: frozenset({"step", "seconds", "bytes", "replica"}),
     Event.RDZV_UNREACHABLE: frozenset({"error"}),
     Event.RDZV_REACHABLE: frozenset({"down_s"}),
     Event.RDZV_MEMBER_LOST: frozenset({"nodes", "round"}),

@@ -157,6 +157,7 @@ def test_main_reports_bad_options_and_starts_nothing(monkeypatch, capsys):
 
 class _Report:
     passed = False
+    convergence = None  # drilled without --baselines
 
     def to_json(self) -> str:
         return json.dumps({"passed": self.passed})
