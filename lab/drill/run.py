@@ -321,12 +321,13 @@ class _Drill:
             # ... and at full size: in per-step mode a quorum forms as soon as min_nodes groups
             # are up, and a group slow to start (a loaded machine) joins it later.
             spec, progress = cfg.spec, self.progress
-            full = (
-                (lambda: progress.groups >= cfg.nodes)
-                if spec.per_step_mode
-                else (lambda: progress.world >= cfg.nodes * spec.nproc_per_node)
-            )
-            return self.wait_for("warming up", lambda: progress.step >= cfg.evict_at_step and full(), self.remaining())
+            size = cfg.nodes if spec.per_step_mode else cfg.nodes * spec.nproc_per_node
+
+            def ready() -> bool:
+                reached = progress.groups if spec.per_step_mode else progress.world
+                return progress.step >= cfg.evict_at_step and reached >= size
+
+            return self.wait_for("warming up", ready, self.remaining())
         if not self.wait_for("warming up", lambda: _agents_rendezvoused(self.local), self.remaining()):
             return False
         self.hold("warming up", cfg.evict_after_s)
