@@ -18,7 +18,7 @@ COPY lab/__init__.py ./lab/
 COPY lab/vocab ./lab/vocab
 COPY lab/runtime ./lab/runtime
 # The base install only: the training runtime, no infrastructure tooling.
-RUN pip install . && python -c "import torch, etcd, torchft.manager, lab.runtime.launch, lab.runtime.train, lab.runtime.train_per_step, lab.runtime.warm, lab.runtime.store, lab.runtime.notice.cli" && command -v torchft_lighthouse
+RUN pip install . && python -c "import torch, etcd, torchft.manager, lab.runtime.launch, lab.runtime.train, lab.runtime.train_per_step, lab.runtime.warm, lab.runtime.store, lab.runtime.notice.cli, lab.runtime.sharded_checkpoint, boto3, azure.storage.blob, azure.identity" && command -v torchft_lighthouse
 RUN useradd --uid 10001 --create-home trainer
 USER 10001
 CMD ["python", "-m", "lab.runtime.launch", "--help"]

@@ -30,12 +30,10 @@ import logging
 import os
 import pickle
 import re
-import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, cast
 
 import torch
@@ -50,7 +48,8 @@ from torch.distributed.checkpoint.state_dict_saver import async_save as dcp_asyn
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 from torch.distributed.checkpoint.storage import WriteResult
 
-from lab.runtime.checkpoint import CheckpointDirError, CheckpointError
+from lab.runtime.checkpoint import CheckpointError
+from lab.runtime.object_store import DcpFiles, LocalFiles, ObjectStore, open_store
 from lab.vocab.job import CheckpointWrites
 
 log = logging.getLogger(__name__)
@@ -84,11 +83,21 @@ class Progress:
 
 class CommitLastWriter(FileSystemWriter):
     """DCP's file writer, with the commit written last in one piece and never renamed (see
-    the module's docstring); `writes` says how that one piece is made durable."""
+    the module's docstring). On a directory, shards stream to files as DCP writes them; on an
+    object store each shard is one object (lab.runtime.object_store.DcpFiles)."""
 
-    def __init__(self, path: str | os.PathLike[str], writes: CheckpointWrites) -> None:
-        super().__init__(path, single_file_per_rank=True, sync_files=True, overwrite=False)
-        self.writes = writes
+    def __init__(self, store: ObjectStore, step: int) -> None:
+        local = isinstance(store, LocalFiles)
+        key = step_dir_name(step)
+        super().__init__(
+            store.root / key if isinstance(store, LocalFiles) else key,
+            single_file_per_rank=True,
+            sync_files=local,  # an object is durable once its upload returns
+            overwrite=False,
+        )
+        if not local:
+            self.fs = DcpFiles(store)  # type: ignore[assignment]  # any FileSystemBase serves
+        self.store, self.key = store, key
         self.written_bytes = 0  # by this rank: its shards (and the metadata on the coordinator)
 
     def write_data(self, plan: Any, planner: Any) -> torch.futures.Future[list[WriteResult]]:
@@ -105,26 +114,18 @@ class CommitLastWriter(FileSystemWriter):
         metadata.storage_data = {r.index: r.storage_data for rank_results in results for r in rank_results}
         metadata.storage_meta = self.storage_meta()
         data = pickle.dumps(metadata)
-        directory = Path(self.path)
-        write_durably(directory / METADATA, data, self.writes)
+        self.store.put(f"{self.key}/{METADATA}", data)
         self.written_bytes += len(data)
 
 
-def write_durably(path: Path, data: bytes, writes: CheckpointWrites) -> None:
-    """`data` at `path`, whole or not at all, synced: a temporary name renamed over (POSIX) or
-    one write under the final name (object-store mounts: no rename)."""
-    target = path if writes is CheckpointWrites.WRITE_ONCE else path.with_name(f"{path.name}.tmp")
-    with open(target, "xb" if writes is CheckpointWrites.WRITE_ONCE else "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    if target != path:
-        os.replace(target, path)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def _reader(store: ObjectStore, step: int) -> FileSystemReader:
+    """DCP's file reader of one step, on a directory or an object store."""
+    key = step_dir_name(step)
+    if isinstance(store, LocalFiles):
+        return FileSystemReader(store.root / key)
+    reader = FileSystemReader(key)
+    reader.fs = DcpFiles(store)  # type: ignore[assignment]  # any FileSystemBase serves
+    return reader
 
 
 @dataclass
@@ -152,37 +153,34 @@ class _InFlight:
 
 
 class StepDirectories:
-    """The step directories of a checkpoint directory: which are committed and whole, and
-    what to prune. Plain file reads: no process group needed."""
+    """The steps of a checkpoint store: which are committed and whole, and what to prune.
+    Plain reads of the store: no process group needed."""
 
-    def __init__(self, directory: str | os.PathLike[str], keep: int = 3) -> None:
-        self.dir = Path(directory)
+    def __init__(self, store: ObjectStore | str | os.PathLike[str], keep: int = 3) -> None:
+        self.store = store if not isinstance(store, (str, os.PathLike)) else open_store(store)
         self.keep = keep
 
     def steps(self) -> list[int]:
-        """Steps with a directory, committed or not, newest first."""
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return []
+        """Steps with a directory (objects under its prefix), committed or not, newest first."""
+        names = {key.split("/", 1)[0] for key in self.store.sizes()}
         return sorted((int(m.group(1)) for n in names if (m := _STEP_DIR.match(n))), reverse=True)
 
     def verify(self, step: int) -> str | None:
         """Why step `step` cannot be loaded, or None when it is committed and whole."""
-        directory = self.dir / step_dir_name(step)
-        try:
-            metadata = pickle.loads((directory / METADATA).read_bytes())
-        except FileNotFoundError:
+        key = step_dir_name(step)
+        sizes = {k[len(key) + 1 :]: v for k, v in self.store.sizes(key + "/").items()}
+        if METADATA not in sizes:
             return "no .metadata (an interrupted save)"
+        try:
+            metadata = pickle.loads(self.store.get(f"{key}/{METADATA}"))
         except Exception as exc:  # noqa: BLE001 - a torn or foreign file
             return f".metadata unreadable ({exc.__class__.__name__})"
         needed: dict[str, int] = {}
         for info in getattr(metadata, "storage_data", {}).values():
             needed[info.relative_path] = max(needed.get(info.relative_path, 0), info.offset + info.length)
         for name, size in needed.items():
-            try:
-                have = (directory / name).stat().st_size
-            except FileNotFoundError:
+            have = sizes.get(name)
+            if have is None:
                 return f"shard {name} missing"
             if have < size:
                 return f"shard {name} cut short ({have} of {size} bytes)"
@@ -207,7 +205,7 @@ class StepDirectories:
         kept = set(committed[: self.keep])
         removed = [s for s in self.steps() if s not in kept and s < committed[0]]
         for step in removed:
-            shutil.rmtree(self.dir / step_dir_name(step), ignore_errors=True)
+            self.store.delete_prefix(step_dir_name(step) + "/")
         return removed
 
 
@@ -223,18 +221,12 @@ class ShardedCheckpoints:
         group: dist.ProcessGroup | None = None,
         timeout_s: float = 300.0,
     ) -> None:
-        self.dir = Path(directory)
         self.writes = CheckpointWrites(writes)
         if keep < 2:
             # The newest may be the one being written when the job is killed.
             raise ValueError(f"keep={keep!r} is invalid: expected at least 2 checkpoints to keep")
         self.keep = keep
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise CheckpointDirError(f"checkpoint_dir={str(self.dir)!r} cannot be created: {exc.strerror}") from None
-        if not os.access(self.dir, os.W_OK | os.X_OK):
-            raise CheckpointDirError(f"checkpoint_dir={str(self.dir)!r} is not writable: expected a writable directory")
+        self.store = open_store(directory, self.writes)  # a directory, s3://..., az://...
         # Saves and their collectives on a group of their own, never the training's. Its
         # collectives wait for the slowest rank's writes: a timeout of minutes, not the
         # training group's seconds (a lost peer is found by training's collectives).
@@ -244,7 +236,7 @@ class ShardedCheckpoints:
             group if group is not None else dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
         )
         self.rank = dist.get_rank(self.group)
-        self.steps = StepDirectories(self.dir, keep)
+        self.steps = StepDirectories(self.store, keep)
         self._stager = DefaultStager(StagingOptions(False, False, True, False))  # a thread; host memory
         self._in_flight: _InFlight | None = None
 
@@ -257,7 +249,7 @@ class ShardedCheckpoints:
         step, skipped = choice[0]
         if step is None and skipped:
             raise CheckpointError(
-                f"every checkpoint in {self.dir} failed verification ({'; '.join(skipped)}): "
+                f"every checkpoint in {self.store.url} failed verification ({'; '.join(skipped)}): "
                 "refusing to start from step 0; move them away to start fresh"
             )
         return step, skipped
@@ -271,7 +263,7 @@ class ShardedCheckpoints:
             "optim": optim_state,
             "progress": dict.fromkeys(Progress.__dataclass_fields__, 0),
         }
-        dcp_load(state, storage_reader=FileSystemReader(self.dir / step_dir_name(step)), process_group=self.group)
+        dcp_load(state, storage_reader=_reader(self.store, step), process_group=self.group)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         return Progress.from_state(state["progress"])
 
@@ -291,14 +283,13 @@ class ShardedCheckpoints:
         started = time.monotonic()
         stats = SaveStats(step=progress.step, reason=reason, started=started)
         self.wait()
-        directory = self.dir / step_dir_name(progress.step)
-        stats.path = directory.name
+        stats.path = step_dir_name(progress.step)
         if self._committed_already(progress.step):
             stats.seconds = stats.blocking_s = time.monotonic() - started
             return stats
         model_state, optim_state = get_state_dict(model, optimizer)
         state = {"model": model_state, "optim": optim_state, "progress": progress.as_state()}
-        writer = CommitLastWriter(directory, self.writes)
+        writer = CommitLastWriter(self.store, progress.step)
         if blocking:
             try:
                 dcp_save(state, storage_writer=writer, process_group=self.group)
@@ -373,9 +364,8 @@ class ShardedCheckpoints:
         answer: list[Any] = [None]
         if self.rank == 0:
             answer[0] = self.steps.verify(step) is None
-            directory = self.dir / step_dir_name(step)
-            if not answer[0] and directory.exists():
-                shutil.rmtree(directory, ignore_errors=True)
+            if not answer[0]:
+                self.store.delete_prefix(step_dir_name(step) + "/")
         dist.broadcast_object_list(answer, src=dist.get_global_rank(self.group, 0), group=self.group)
         return bool(answer[0])
 
