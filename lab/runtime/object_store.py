@@ -162,7 +162,9 @@ class BlobObjects:
     """An Azure Blob Storage container prefix, through azure-storage-blob with
     DefaultAzureCredential (workload identity on AKS)."""
 
-    def __init__(self, account_url: str, container: str, prefix: str = "", credential: Any = None) -> None:
+    def __init__(
+        self, account_url: str, container: str, prefix: str = "", credential: Any = None, **client_options: Any
+    ) -> None:
         from azure.storage.blob import ContainerClient
 
         if credential is None:
@@ -171,7 +173,7 @@ class BlobObjects:
             credential = DefaultAzureCredential()
         self.prefix = prefix.strip("/")
         self.url = f"{account_url}/{container}/{self.prefix}".rstrip("/")
-        self.container = ContainerClient(account_url, container, credential=credential)
+        self.container = ContainerClient(account_url, container, credential=credential, **client_options)
 
     def put(self, key: str, data: bytes) -> None:
         # Large blobs go up as blocks and appear when the block list is committed.
@@ -186,9 +188,13 @@ class BlobObjects:
         return {b.name[start:]: int(b.size) for b in self.container.list_blobs(name_starts_with=base or None)}
 
     def delete_prefix(self, prefix: str) -> None:
-        names = [_join(self.prefix, k) for k in self.sizes(prefix)]
-        for i in range(0, len(names), 256):  # a batch takes at most 256 blobs
-            self.container.delete_blobs(*names[i : i + 256])
+        from azure.core.exceptions import ResourceNotFoundError
+
+        for key in self.sizes(prefix):  # a step's few files: one request each
+            try:
+                self.container.delete_blob(_join(self.prefix, key))
+            except ResourceNotFoundError:
+                pass  # removed meanwhile
 
 
 class _Upload(io.BytesIO):
