@@ -1,4 +1,4 @@
-"""Fault tolerance at a model size: the tiny model and a GPT of 113M parameters side by side,
+"""Fault tolerance at a model size: the tiny model and a GPT of 114M parameters side by side,
 each through the same drills on the local target (3 nodes, real etcd / lighthouse, torchrun).
 
 Per size it measures, from the drills' events:
@@ -73,7 +73,7 @@ def drill(model: str, mode: str, eviction: str, root: Path, baselines: int) -> t
         fault_tolerance=mode,
         checkpoint_dir=str(workdir / "ckpt"),
         checkpoint_every_steps=size.every,
-        pg_timeout_s=60 if model == "gpt-100m" else 15,  # a step of the 113M model takes seconds on a CPU
+        pg_timeout_s=60 if model == "gpt-100m" else 15,  # a step of the 114M model takes seconds on a CPU
         script_args=tuple(args),
     )
     cfg = DrillConfig(

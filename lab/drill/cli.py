@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--model",
         choices=MODELS,
         default=TINY,
-        help="the demo's model: tiny (default, quick), gpt-small, gpt-100m (113M parameters, sharded "
+        help="the demo's model: tiny (default, quick), gpt-small, gpt-100m (114M parameters, sharded "
         "checkpoints; seconds per step on a CPU)",
     )
     job.add_argument(
