@@ -37,6 +37,7 @@ from lab.drill.run import DrillConfig, Progress, run_drill
 from lab.vocab import events
 from lab.vocab.events import Event
 from lab.vocab.job import JobSpec
+from lab.vocab.per_step import PerStepSettings
 
 MTBF_S = 3600.0
 
@@ -51,12 +52,17 @@ class Size:
     evict_at: int
     step_time: float
     timeout_s: float
+    # Per-step mode: how long the lighthouse waits for the groups' quorum requests. Three
+    # groups of a 114M model sharing two cores finish their steps seconds apart; with the
+    # default 0.2 s a quorum forms without the slowest group at every step, which must then
+    # heal. On GPUs of their own groups finish within a fraction of a step.
+    join_timeout_s: float = 0.2
 
 
 SIZES = {
     "tiny": Size(steps=300, every=30, evict_at=75, step_time=0.05, timeout_s=300),
     "gpt-small": Size(steps=150, every=20, evict_at=40, step_time=0.05, timeout_s=300),
-    "gpt-100m": Size(steps=40, every=8, evict_at=14, step_time=0.0, timeout_s=1500),
+    "gpt-100m": Size(steps=40, every=8, evict_at=14, step_time=0.0, timeout_s=1500, join_timeout_s=10.0),
 }
 
 
@@ -75,6 +81,7 @@ def drill(model: str, mode: str, eviction: str, root: Path, baselines: int) -> t
         checkpoint_every_steps=size.every,
         pg_timeout_s=60 if model == "gpt-100m" else 15,  # a step of the 114M model takes seconds on a CPU
         script_args=tuple(args),
+        per_step=PerStepSettings(join_timeout_s=size.join_timeout_s),
     )
     cfg = DrillConfig(
         spec=spec,
@@ -89,7 +96,7 @@ def drill(model: str, mode: str, eviction: str, root: Path, baselines: int) -> t
         baselines=baselines,
     )
     print(f"  {model} {mode} {eviction}: {workdir}", file=sys.stderr, flush=True)
-    report = run_drill(cfg, Progress(out=sys.stderr, every_s=30))
+    report = run_drill(cfg, Progress(out=sys.stderr, every_s=30, target=size.steps))
     print(report.summary(), file=sys.stderr, flush=True)
     return report, events.read(workdir / "events.jsonl")
 
@@ -160,7 +167,8 @@ def checkpoint_costs(recorded: list[dict[str, Any]], every: int) -> dict[str, fl
 def per_step_figures(report: Any, recorded: list[dict[str, Any]]) -> dict[str, Any]:
     ev = report.evictions[0] if report.evictions else None
     join = report.joins[0] if report.joins else None
-    heal = next((e for e in recorded if e["event"] == Event.HEALED), None)
+    # The heal of the group added back (groups that start together heal from each other too).
+    heal = next((e for e in recorded if e["event"] == Event.HEALED and join and e.get("node") == join.node), None)
     return {
         "survivors_stall_s": ev.recovery_s if ev else None,
         "committed_lost": ev.lost_steps if ev else None,

@@ -53,7 +53,7 @@ from lab.runtime.demo import (
 from lab.runtime.sharded_checkpoint import Progress, SaveStats, ShardedCheckpoints
 from lab.runtime.snapshot import TrainingSnapshot
 from lab.runtime.spot_notice import SpotNotice
-from lab.runtime.workload import MODELS, PARALLEL, TINY, Workload, shard
+from lab.runtime.workload import MODELS, PARALLEL, TINY, Workload, build_model, open_checkpoints
 from lab.vocab.events import (
     EXIT_DONE,
     EXIT_NOTICE,
@@ -220,20 +220,14 @@ class ElasticTraining:
         )
         built = time.perf_counter()
         self.data = self.workload.data()
-        torch.manual_seed(args.seed)  # the same initial weights on every rank
-        self.net = self.workload.model().to(self.device)
-        parameters = sum(p.numel() for p in self.net.parameters())
-        if self.sharded and args.parallel == "fsdp":
-            self.net = shard(self.net, self.device)  # each rank keeps its shard of those weights
+        fsdp = self.sharded and args.parallel == "fsdp"
+        self.net, parameters = build_model(self.workload, self.device, args.seed, sharded=fsdp)
         self.lr = scaled_lr(args.lr, self.world_size, args.lr_scaling)
         self.optimizer = self.workload.optimizer(self.net.parameters(), self.lr)
-        self.loss_fn = nn.CrossEntropyLoss(reduction="sum")
         if self.sharded:
-            self.checkpoints = ShardedCheckpoints(
-                args.checkpoint_dir, args.checkpoint_writes, keep=max(2, args.keep_checkpoints)
-            )
+            self.checkpoints: ShardedCheckpoints = open_checkpoints(self.workload, args)
         else:
-            self.store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
+            self.store: CheckpointStore = open_checkpoints(self.workload, args)
         events.emit(
             Event.MODEL_BUILT,
             model=args.model,
@@ -356,10 +350,12 @@ class ElasticTraining:
         self.optimizer.zero_grad()
         # DDP (and FSDP) average gradients over ranks; scaling the summed loss by world/covered
         # makes that average the exact mean over the step's global batch, even for a short one.
-        local_loss = self.workload.loss_sum(self.model, batch)
         try:
+            # FSDP2 gathers each block's parameters in the forward pass: a lost peer can fail it
+            # there as well as in backward (DDP's gradient all_reduce).
+            local_loss = self.workload.loss_sum(self.model, batch)
             (local_loss * (self.world_size / covered)).backward()  # type: ignore[no-untyped-call]
-        except RuntimeError as exc:  # the gradients' all_reduce failed: a peer vanished or timed out
+        except RuntimeError as exc:  # a collective failed: a peer vanished or timed out
             self.peer_lost(exc)
         if self.sharded:
             self.checkpoints.wait_for_staging()  # a save in flight copies the state this step changes

@@ -37,7 +37,7 @@ import socket
 import time
 from datetime import timedelta
 from http.server import ThreadingHTTPServer
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -48,7 +48,7 @@ from lab.runtime.demo import GlobalSampler, pick_device, scaled_lr, set_lr
 from lab.runtime.sharded_checkpoint import Progress, ShardedCheckpoints
 from lab.runtime.snapshot import TrainingSnapshot
 from lab.runtime.spot_notice import SpotNotice
-from lab.runtime.workload import Workload, shard
+from lab.runtime.workload import Workload, build_model, open_checkpoints
 from lab.vocab.events import EXIT_DONE, EXIT_NOTICE, SAVE_FINAL, SAVE_INTERVAL, SAVE_NOTICE, Event
 from lab.vocab.job import ENV_NODE
 from lab.vocab.per_step import (
@@ -189,6 +189,7 @@ class PerStepTraining:
         self.last_quorum_size = 0  # replica groups in the quorum of the step in flight
         self.quorum_seen = -1  # the quorum last logged
         self.quorum_of_last_step = -1
+        self.healed_bytes = 0  # what load_user_state received in this step's quorum
         self.workload = Workload(args.model, args.dataset_size, args.seed)
         self.sharded = self.workload.sharded
         # FSDP2 within the group when it has several workers; a group of one holds the model whole.
@@ -228,20 +229,15 @@ class PerStepTraining:
         )
         built = time.perf_counter()
         self.data = self.workload.data()
-        torch.manual_seed(args.seed)
-        self.net = self.workload.model().to(self.device)
-        parameters = sum(p.numel() for p in self.net.parameters())
-        if self.fsdp:
-            self.net = shard(self.net, self.device)  # over this group's workers (its process group)
+        # Sharded over this group's workers (its process group is the default one).
+        self.net, parameters = build_model(self.workload, self.device, args.seed, sharded=self.fsdp)
         self.optimizer = self.workload.optimizer(self.net.parameters(), args.lr)
         self.sampler = GlobalSampler(args.dataset_size, args.order_seed)
         self.params = list(self.net.parameters())
         if self.sharded:
-            self.checkpoints = ShardedCheckpoints(
-                args.checkpoint_dir, args.checkpoint_writes, keep=max(2, args.keep_checkpoints)
-            )
+            self.checkpoints: ShardedCheckpoints = open_checkpoints(self.workload, args)
         else:
-            self.store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
+            self.store: CheckpointStore = open_checkpoints(self.workload, args)
         events.emit(
             Event.MODEL_BUILT,
             model=args.model,
@@ -266,6 +262,7 @@ class PerStepTraining:
         }
 
     def load_user_state(self, state: dict[str, Any]) -> None:
+        self.healed_bytes = self._heal_bytes(state)
         with torch.no_grad():
             for key, value in self.net.state_dict().items():
                 _local(value).copy_(state["model"][key])
@@ -317,11 +314,12 @@ class PerStepTraining:
         )
         return snapshot
 
-    def _heal_bytes(self) -> int:
-        """Bytes of this worker's part of the state, as a heal copies it."""
-        tensors = [*self.net.state_dict().values()]
-        tensors += [v for st in self.optimizer.state_dict()["state"].values() for v in st.values()]
-        return sum(_local(t).numel() * _local(t).element_size() for t in tensors if isinstance(t, torch.Tensor))
+    @staticmethod
+    def _heal_bytes(state: dict[str, Any]) -> int:
+        """Bytes of the tensors of a state a heal copied."""
+        tensors = [*state["model"].values()]
+        tensors += [v for st in state["optimizer"]["state"].values() for v in st.values()]
+        return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
     def _state_bytes(self) -> int:
         """Bytes of this worker's part of the state a heal copies: its parameters and, once the
@@ -388,13 +386,14 @@ class PerStepTraining:
         within the group and across the quorum, and the update if the quorum commits."""
         args, manager = self.args, self.manager
         t0 = time.perf_counter()
+        self.healed_bytes = 0
         manager.start_quorum()
-        if getattr(manager, "_healing", False):  # TorchFT keeps it private: set for the quorum that heals
+        if self.healed_bytes:  # the quorum copied the state from a peer (load_user_state ran)
             events.emit(
                 Event.HEALED,
                 step=manager.current_step(),
                 seconds=round(time.perf_counter() - t0, 4),
-                bytes=self._heal_bytes(),
+                bytes=self.healed_bytes,
                 replica=self.replica,
             )
         # A new quorum (a group joined, and heals now, or one left): this step's collective
@@ -437,8 +436,11 @@ class PerStepTraining:
         # the group's workers, so the loss is scaled up by their number to give their sum.
         if len(indices) or self.fsdp:
             batch = self.workload.batch(self.data, indices, device)
-            local_loss = self.workload.loss_sum(self.net, batch)
-            (local_loss * ((self.group_world if self.fsdp else 1) / covered)).backward()  # type: ignore[no-untyped-call]
+            try:
+                local_loss = self.workload.loss_sum(self.net, batch)
+                (local_loss * ((self.group_world if self.fsdp else 1) / covered)).backward()  # type: ignore[no-untyped-call]
+            except RuntimeError as exc:  # FSDP2's collectives within the group: a worker of it is gone
+                self._group_lost(exc)
         else:
             local_loss = torch.zeros((), device=device)
         grads = [_local(p.grad) if p.grad is not None else torch.zeros_like(_local(p)) for p in self.params]
@@ -451,16 +453,19 @@ class PerStepTraining:
             try:
                 dist.all_reduce(flat)
             except RuntimeError as exc:
-                # A worker of this very group is gone: the group is lost; the agent restarts it.
-                events.emit(Event.COLLECTIVE_FAILED, step=self.manager.current_step(), error=type(exc).__name__)
-                logging.shutdown()
-                os._exit(1)
+                self._group_lost(exc)
         self.manager.allreduce(flat, reduce_op=dist.ReduceOp.SUM).wait()
         if self.manager.errored() is not None:
             # A peer is gone: close this step's connections at once. Gloo's ring fails only
             # the dead peer's neighbours; the others would wait out the collective timeout
             # for data that this group no longer sends. The next quorum connects anew.
             self.cross_group.abort()
+
+    def _group_lost(self, exc: BaseException) -> NoReturn:
+        """A worker of this very group is gone: the group is lost; the agent restarts it."""
+        events.emit(Event.COLLECTIVE_FAILED, step=self.manager.current_step(), error=type(exc).__name__)
+        logging.shutdown()
+        os._exit(1)
 
     def _commit(self, flat: torch.Tensor, grads: list[torch.Tensor], covered: int) -> bool:
         """A notice saves either before this step's commit or after its update: should_commit

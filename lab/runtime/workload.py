@@ -78,6 +78,28 @@ class Workload:
         return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
 
 
+def build_model(workload: Workload, device: torch.device, seed: int, *, sharded: bool) -> tuple[nn.Module, int]:
+    """The model with the same initial weights on every rank (`seed`), on `device`, sharded over
+    the ranks by FSDP2 when `sharded` (each rank keeps its shard of those weights); and its
+    parameter count."""
+    torch.manual_seed(seed)
+    net = workload.model().to(device)
+    parameters = sum(p.numel() for p in net.parameters())
+    return (shard(net, device) if sharded else net), parameters
+
+
+def open_checkpoints(workload: Workload, args: Any) -> Any:
+    """The job's checkpoints: sharded ones for a GPT (lab.runtime.sharded_checkpoint), whole
+    ones for the tiny model (lab.runtime.checkpoint), where the script's settings say."""
+    if workload.sharded:
+        from lab.runtime.sharded_checkpoint import ShardedCheckpoints
+
+        return ShardedCheckpoints(args.checkpoint_dir, args.checkpoint_writes, keep=max(2, args.keep_checkpoints))
+    from lab.runtime.checkpoint import CheckpointStore
+
+    return CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
+
+
 def shard(model: nn.Module, device: torch.device, group: Any = None) -> nn.Module:
     """FSDP2 over the ranks of `group` (all of them by default): each transformer block is
     a unit of its own (gathered for its forward and backward only), then the rest."""
