@@ -10,6 +10,7 @@ computed at run time.
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -85,8 +86,13 @@ def _lint_copy(tmp_path: Path, violation: Violation | None) -> subprocess.Comple
     )
 
 
+# "<name> BROKEN", or "<name>BROKEN (2 ignored imports)" for a contract with ignored imports.
+_STATUS_LINE = re.compile(r"^(?P<name>.*?)\s*(?P<status>KEPT|BROKEN)(?: \(\d+ ignored imports?\))?$")
+
+
 def _broken(output: str) -> set[str]:
-    return {line.removesuffix("BROKEN").strip() for line in output.splitlines() if line.rstrip().endswith("BROKEN")}
+    statuses = (_STATUS_LINE.match(line.strip()) for line in output.splitlines())
+    return {found["name"] for found in statuses if found and found["status"] == "BROKEN"}
 
 
 @pytest.mark.processes
