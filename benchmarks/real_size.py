@@ -37,7 +37,6 @@ from lab.drill.run import DrillConfig, Progress, run_drill
 from lab.vocab import events
 from lab.vocab.events import Event
 from lab.vocab.job import JobSpec
-from lab.vocab.per_step import PerStepSettings
 
 MTBF_S = 3600.0
 
@@ -52,17 +51,12 @@ class Size:
     evict_at: int
     step_time: float
     timeout_s: float
-    # Per-step mode: how long the lighthouse waits for the groups' quorum requests. Three
-    # groups of a 114M model sharing two cores finish their steps seconds apart; with the
-    # default 0.2 s a quorum forms without the slowest group at every step, which must then
-    # heal. On GPUs of their own groups finish within a fraction of a step.
-    join_timeout_s: float = 0.2
 
 
 SIZES = {
     "tiny": Size(steps=300, every=30, evict_at=75, step_time=0.05, timeout_s=300),
     "gpt-small": Size(steps=150, every=20, evict_at=40, step_time=0.05, timeout_s=300),
-    "gpt-100m": Size(steps=40, every=8, evict_at=14, step_time=0.0, timeout_s=1500, join_timeout_s=10.0),
+    "gpt-100m": Size(steps=40, every=8, evict_at=14, step_time=0.0, timeout_s=1500),
 }
 
 
@@ -81,7 +75,6 @@ def drill(model: str, mode: str, eviction: str, root: Path, baselines: int) -> t
         checkpoint_every_steps=size.every,
         pg_timeout_s=60 if model == "gpt-100m" else 15,  # a step of the 114M model takes seconds on a CPU
         script_args=tuple(args),
-        per_step=PerStepSettings(join_timeout_s=size.join_timeout_s),
     )
     cfg = DrillConfig(
         spec=spec,

@@ -46,8 +46,11 @@ class PerStepSettings:
 
     heartbeat_timeout_s: the lighthouse drops a group whose heartbeats stop this long.
     join_timeout_s: once enough groups asked for a quorum, how long the lighthouse waits for
-      the other live ones before issuing it (a group that died before asking is not waited for
-      longer than this).
+      the other live ones before issuing it. A group that is gone stops heartbeating and is
+      not waited for; this covers live groups only, so it must be longer than a step (heal
+      included): with a shorter one, a quorum that once formed without a group (it joined,
+      or healed, a moment late) is followed by quorums of whoever asks first, and the groups
+      take turns sitting a step out and healing, for good.
     quorum_tick_s: how often the lighthouse re-checks a pending quorum.
     collective_timeout_s: a step's cross-group collective (and weight transfer) fails after
       this: how fast a vanished group (sockets left open) costs the survivors a step.
@@ -64,7 +67,7 @@ class PerStepSettings:
     """
 
     heartbeat_timeout_s: float = 0.5
-    join_timeout_s: float = 0.2
+    join_timeout_s: float = 10.0
     quorum_tick_s: float = 0.1
     collective_timeout_s: float = 1.0
     quorum_timeout_s: float = 900.0

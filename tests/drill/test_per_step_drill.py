@@ -82,6 +82,10 @@ def _assert_the_survivors_trained_on(report, workdir, eviction: str, nproc: int 
     recorded = events.read(workdir / "events.jsonl")
     healed = [e for e in recorded if e["event"] == "step" and e.get("replica") == "node-3"]
     assert healed and healed[0]["step"] > 40
+    # Only the new group healed after the eviction, at one step: the groups trained on together
+    # instead of taking turns sitting a step out (a join wait shorter than a step).
+    heals = {(e["replica"], e["step"]) for e in recorded if e["event"] == "healed" and e["step"] > 40}
+    assert len(heals) == 1 and next(iter(heals))[0] == "node-3", sorted(heals)
     assert _checkpointed_steps(workdir) == [90, 120, 150]  # every 30 steps, the newest 3 kept
     assert [e for e in recorded if unknown_fields(e)] == []  # only the fields lab.vocab.events declares
     _assert_every_sample_of_an_epoch_was_trained_once(recorded)

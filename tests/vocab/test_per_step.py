@@ -28,7 +28,7 @@ def test_lighthouse_flags_are_in_milliseconds():
     assert args == [
         "--bind=127.0.0.1:29510",
         "--min_replicas=2",
-        "--join_timeout_ms=200",
+        "--join_timeout_ms=10000",
         "--quorum_tick_ms=100",
         "--heartbeat_timeout_ms=500",
     ]
@@ -67,7 +67,13 @@ def test_per_step_settings_come_from_a_mapping_and_bad_ones_are_named():
         JobSpec(
             fault_tolerance="per-stp",
             lighthouse_endpoint="lighthouse",
-            per_step={"heartbeat_timeout_s": 0.1, "quorum_tick_s": 0.5, "lighthouse_retry_s": 0.01, "bogus": 1},
+            per_step={
+                "heartbeat_timeout_s": 0.1,
+                "join_timeout_s": 0.2,
+                "quorum_tick_s": 0.5,
+                "lighthouse_retry_s": 0.01,
+                "bogus": 1,
+            },
         )
     text = str(err.value)
     for expected in (
