@@ -15,6 +15,7 @@ from typing import ClassVar
 import pulumi
 import pulumi_kubernetes as k8s
 
+from lab.vocab.checkpoint_location import BLOB_SCHEME, S3_SCHEME
 from lab.vocab.job import CheckpointWrites
 from lab.vocab.platform_facts import DEFAULT_EVICTION_NOTICE_S
 from lab.vocab.pools import PoolPlacement
@@ -42,6 +43,13 @@ class AzureBlobCheckpoint:
     mount_with_token: bool = False
     writes: ClassVar[CheckpointWrites] = CheckpointWrites.RENAME
 
+    def client_url(self) -> pulumi.Output[str] | None:
+        """The container as the pods' Blob clients reach it (their workload identity)."""
+        return pulumi.Output.concat(BLOB_SCHEME, self.storage_account, "/", self.container)
+
+    def client_env(self) -> dict[str, pulumi.Input[str]]:
+        return {}
+
 
 @dataclass(frozen=True)
 class S3Checkpoint:
@@ -52,6 +60,14 @@ class S3Checkpoint:
     region: pulumi.Input[str] | None = None
     writes: ClassVar[CheckpointWrites] = CheckpointWrites.WRITE_ONCE
 
+    def client_url(self) -> pulumi.Output[str] | None:
+        """The bucket as the pods' S3 clients reach it (their Pod Identity role)."""
+        return pulumi.Output.concat(S3_SCHEME, self.bucket)
+
+    def client_env(self) -> dict[str, pulumi.Input[str]]:
+        """The bucket's region for the pods' S3 clients (EKS Pod Identity sets none)."""
+        return {"AWS_REGION": self.region} if self.region is not None else {}
+
 
 @dataclass(frozen=True)
 class StorageClassCheckpoint:
@@ -61,6 +77,13 @@ class StorageClassCheckpoint:
     access_mode: str = "ReadWriteMany"
     writes: ClassVar[CheckpointWrites] = CheckpointWrites.RENAME
 
+    def client_url(self) -> pulumi.Output[str] | None:
+        """None: a volume only, no object-store URL."""
+        return None
+
+    def client_env(self) -> dict[str, pulumi.Input[str]]:
+        return {}
+
 
 CheckpointStorage = AzureBlobCheckpoint | S3Checkpoint | StorageClassCheckpoint
 
@@ -69,11 +92,13 @@ CheckpointStorage = AzureBlobCheckpoint | S3Checkpoint | StorageClassCheckpoint
 class TrainingIdentity:
     """The service account a cluster's checkpoint storage trusts: the platform's jobs run as
     it (a different one would mount nothing), annotated as the cluster's identity
-    federation needs."""
+    federation needs; `pod_labels`: what the jobs' pods carry for their own clients to get
+    the identity's credentials (AKS: the workload identity webhook's label)."""
 
     namespace: str
     service_account: str
     annotations: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ from lab.vocab.names import AKS_CLUSTER_TYPE
 EVICTION_NOTICE_S = 30
 # The annotation that federates a service account to a user-assigned identity.
 WORKLOAD_IDENTITY_CLIENT_ID = "azure.workload.identity/client-id"
+# The pod label the workload identity webhook acts on.
+WORKLOAD_IDENTITY_USE = "azure.workload.identity/use"
 
 
 def _decode_kubeconfig(result: containerservice.ListManagedClusterUserCredentialsResult) -> str:
@@ -265,6 +267,9 @@ class AksCluster(pulumi.ComponentResource):
                 namespace=self.args.training_namespace,
                 service_account=self.args.training_service_account,
                 annotations={WORKLOAD_IDENTITY_CLIENT_ID: self.training_identity.client_id},
+                # The webhook then gives the pods the identity's token and AZURE_* variables, so
+                # their own Blob clients (DefaultAzureCredential) write checkpoints as it.
+                pod_labels={WORKLOAD_IDENTITY_USE: "true"},
             ),
         )
 

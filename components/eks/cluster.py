@@ -22,7 +22,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.cluster_info import ClusterInfo, S3Checkpoint
+from components.cluster_info import ClusterInfo, S3Checkpoint, TrainingIdentity
 from components.eks import autoscaler as autoscaler_mod
 from components.eks import fis as fis_mod
 from components.eks import iam, network, node_groups, storage
@@ -116,6 +116,16 @@ class EksCluster(pulumi.ComponentResource):
         )
         self.pod_identity_agent, self.s3_csi_driver = self._storage_addons(
             name, self.cluster, self.driver_role, driver_role_parts, after=self.cpu_group, tags=tags
+        )
+        self.training_role, self.training_identity = storage.training_role(
+            f"{name}-training-role",
+            self.bucket,
+            cluster=self.cluster,
+            namespace=args.training_namespace,
+            service_account=args.training_service_account,
+            tags=tags,
+            parent=self,
+            depends_on=[self.pod_identity_agent],
         )
         self.fis_template, self.fis_role = fis_mod.spot_interruption_template(
             f"{name}-spot-interruption", args, tags=tags, parent=self
@@ -291,6 +301,11 @@ class EksCluster(pulumi.ComponentResource):
             placement=node_groups.placement(self.group_specs),
             checkpoint=S3Checkpoint(bucket=self.bucket.bucket, region=self.args.region),
             eviction_notice_s=EVICTION_NOTICE_S,
+            # The service account the training role is associated with (no annotation: Pod
+            # Identity maps it on the EKS side).
+            identity=TrainingIdentity(
+                namespace=self.args.training_namespace, service_account=self.args.training_service_account
+            ),
             # Bottlerocket's NVIDIA variants run their own device plugin.
             node_image_ships_device_plugin=self.args.gpu_ami_type.startswith("BOTTLEROCKET"),
             # Managed node groups drain spot nodes on the notice themselves.

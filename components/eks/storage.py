@@ -1,5 +1,6 @@
 """Checkpoint storage on EKS: an S3 bucket outside the cluster, mounted by the Mountpoint for
-S3 CSI driver (an EKS add-on) with a Pod Identity role limited to that bucket.
+S3 CSI driver (an EKS add-on) with a Pod Identity role limited to that bucket, or written by
+the jobs' own S3 clients with a Pod Identity role of their own, limited the same way.
 
 The bucket is versioned (a checkpoint deleted or overwritten by mistake can be recovered),
 encrypted (SSE-S3), closed to the public, and kept on `pulumi destroy` unless the stack says
@@ -72,6 +73,39 @@ def checkpoint_bucket(
         ),
     ]
     return bucket, settings
+
+
+def training_role(
+    name: str,
+    bucket: aws.s3.Bucket,
+    *,
+    cluster: aws.eks.Cluster,
+    namespace: str,
+    service_account: str,
+    tags: Mapping[str, str],
+    parent: pulumi.Resource,
+    depends_on: list[pulumi.Resource],
+) -> tuple[aws.iam.Role, aws.eks.PodIdentityAssociation]:
+    """The jobs' own Pod Identity role, limited to the checkpoint bucket, associated with
+    their service account: jobs that write checkpoints with their own S3 clients (no
+    Mountpoint volume) get its credentials through the Pod Identity agent."""
+    role, parts = iam.role(
+        name,
+        service=iam.POD_IDENTITY_SERVICE,
+        inline={"checkpoint-bucket": bucket.arn.apply(bucket_policy)},
+        tags=tags,
+        parent=parent,
+    )
+    association = aws.eks.PodIdentityAssociation(
+        f"{name}-identity",
+        cluster_name=cluster.name,
+        namespace=namespace,
+        service_account=service_account,
+        role_arn=role.arn,
+        tags=dict(tags),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[*parts, *depends_on]),
+    )
+    return role, association
 
 
 def driver_role(

@@ -11,6 +11,7 @@ cluster component's `ClusterInfo`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,7 @@ class TrainingPlatform(pulumi.ComponentResource):
         self.facts: PlatformFacts = settings.facts(
             cluster.placement, writes=cluster.checkpoint.writes, eviction_notice_s=cluster.eviction_notice_s
         )
+        self.job_facts = job_facts(self.facts, cluster)
         # Kubernetes objects take the cluster's provider; the Helm and kustomize components
         # (remote) hand it on to the objects they render.
         custom = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
@@ -280,8 +282,19 @@ class TrainingPlatform(pulumi.ComponentResource):
             # The operator's pod spec after the transforms (the plan's checks read it).
             "operatorPlacement": self.operator_placement,
             # Everything a job needs to know (elastic-lab submit reads it back).
-            "jobFacts": self.facts.as_dict(),
+            "jobFacts": self.job_facts,
         }
+
+
+def job_facts(facts: PlatformFacts, cluster: ClusterInfo) -> pulumi.Output[dict[str, Any]]:
+    """`facts` as the `jobFacts` output, with what only the deployed storage knows: its URL
+    for the pods' own clients (a bucket's generated name), the variables those clients need,
+    and the labels that give the pods the storage's identity."""
+    url = cluster.checkpoint.client_url()
+    labels = dict(cluster.identity.pod_labels) if cluster.identity else {}
+    return pulumi.Output.all(
+        url=url if url is not None else "", env=pulumi.Output.from_input(cluster.checkpoint.client_env())
+    ).apply(lambda got: replace(facts, checkpoint_url=got["url"], pod_labels=labels, pod_env=got["env"]).as_dict())
 
 
 def cluster_disagreements(settings: PlatformSettings, cluster: ClusterInfo) -> list[Problem]:

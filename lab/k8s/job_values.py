@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.charts import chart_default, exactly
+from lab.vocab import checkpoint_location
+from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.job import POD_FIELD_ENV, JobSpec, RdzvBackend
 from lab.vocab.layout import JOB_CHART
 from lab.vocab.per_step import (
@@ -27,6 +29,7 @@ from lab.vocab.per_step import (
     MANAGER_PORT,
 )
 from lab.vocab.platform_facts import C10D_STORE_PORT, PlatformFacts
+from lab.vocab.problems import InvalidInput, Problem
 
 # A per-step worker pod is one replica group: named after the pod (TorchFT adds a fresh uuid,
 # so a recreated pod of the same name is a new group), reached by its peers at the pod's IP.
@@ -37,19 +40,33 @@ GROUP_PORTS = (("ft-manager", MANAGER_PORT, ENV_MANAGER_PORT), ("ft-weights", CH
 LIGHTHOUSE_BIND_HOST = "[::]"
 
 
-def for_cluster(spec: JobSpec, facts: PlatformFacts) -> JobSpec:
+def for_cluster(spec: JobSpec, facts: PlatformFacts, access: CheckpointAccess = CheckpointAccess.MOUNT) -> JobSpec:
     """The spec as it runs on the platform: rendezvous at the etcd Service (etcd-v2) or
     at the job's own c10d store Service, never at a worker, and in per-step mode the quorum
-    at the job's own lighthouse Service; checkpoint writes as the checkpoint storage needs
-    them."""
+    at the job's own lighthouse Service; checkpoints on the platform's volume, written as it
+    needs them (`mount`), or under the storage's URL in a folder named after the job, written
+    by the pods' own clients (`client`)."""
     if spec.rdzv_backend is RdzvBackend.ETCD_V2:
         endpoint = f"{facts.etcd_host}:{facts.etcd_port}"
     else:
         endpoint = f"{facts.store_host(spec.name)}:{C10D_STORE_PORT}"
+    checkpoints: dict[str, Any] = {"checkpoint_writes": facts.checkpoint_writes}
+    if CheckpointAccess(access) is CheckpointAccess.CLIENT:
+        if not facts.checkpoint_url:
+            raise InvalidInput(
+                [
+                    Problem(
+                        "--checkpoint-access",
+                        CheckpointAccess(access).value,
+                        "mount: this platform's checkpoint storage has no object-store URL (a claim on a StorageClass)",
+                    )
+                ]
+            )
+        checkpoints = {"checkpoint_dir": checkpoint_location.join(facts.checkpoint_url, spec.name)}
     return spec.replace(
         rdzv_endpoint=endpoint,
         lighthouse_endpoint=f"{facts.lighthouse_host(spec.name)}:{LIGHTHOUSE_PORT}",
-        checkpoint_writes=facts.checkpoint_writes,
+        **checkpoints,
     )
 
 
@@ -80,7 +97,11 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
         "nprocPerNode": spec.nproc_per_node,
         "maxRestarts": spec.max_restarts,
         "monitorIntervalS": spec.monitor_interval_s,
-        "checkpoint": {"dir": spec.checkpoint_dir, "claimName": facts.checkpoint_claim},
+        # An object-store URL is written by the pods' clients: no volume to mount.
+        "checkpoint": {
+            "dir": spec.checkpoint_dir,
+            "claimName": "" if checkpoint_location.is_object_store(spec.checkpoint_dir) else facts.checkpoint_claim,
+        },
         # The container's environment, defined once (JobSpec.worker_env); the chart renders
         # it as given. `exactly`: no default variable survives that the spec does not set.
         "jobEnv": exactly(spec.worker_env(), chart_default(JOB_CHART, "jobEnv")),
@@ -103,6 +124,8 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
         "notReadyTolerationSeconds": facts.not_ready_toleration_s,
         "priorityClassName": facts.worker_priority_class,
         "serviceAccountName": facts.service_account,
+        "podLabels": dict(facts.pod_labels),
+        "env": dict(facts.pod_env),
         "terminationGracePeriodSeconds": facts.termination_grace_s,
         "rdzvClientLabels": exactly(facts.rdzv_client_labels, chart_default(JOB_CHART, "rdzvClientLabels")),
         "c10dStore": {
@@ -123,9 +146,11 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
     }
 
 
-def values_for(spec: JobSpec, facts: PlatformFacts) -> tuple[JobSpec, dict[str, Any]]:
+def values_for(
+    spec: JobSpec, facts: PlatformFacts, access: CheckpointAccess = CheckpointAccess.MOUNT
+) -> tuple[JobSpec, dict[str, Any]]:
     """The cluster spec and its chart values, in one step."""
-    cluster_spec = for_cluster(spec, facts)
+    cluster_spec = for_cluster(spec, facts, access)
     return cluster_spec, chart_values(cluster_spec, facts)
 
 

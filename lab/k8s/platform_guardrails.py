@@ -34,6 +34,7 @@ from lab.k8s.objects import (
     worker_pod_specs,
 )
 from lab.k8s.placement import may_select, pins_to, tolerates
+from lab.vocab import checkpoint_location
 from lab.vocab.job import ENV_CHECKPOINT_DIR
 from lab.vocab.per_step import ENV_LIGHTHOUSE
 from lab.vocab.platform_facts import PlatformFacts, lighthouse_name, store_name
@@ -558,7 +559,8 @@ def etcd_private(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
 
 def workers_spot_ready(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
     """Workers are preemptible, retried on signals (ExitCode), save within the eviction
-    notice, get their GPUs, and mount the checkpoint claim where the script writes."""
+    notice, get their GPUs, and mount the checkpoint claim where the script writes, or write
+    under the platform's object-store URL as the platform's identity."""
     f = ctx.facts
     out = []
     for job in pytorchjobs(objects):
@@ -592,6 +594,10 @@ def workers_spot_ready(objects: Objects, ctx: GuardrailContext) -> list[Violatio
             gpus = ((pytorch.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
             if f.gpus_per_node and str(gpus) != str(f.gpus_per_node):
                 out.append(Violation(where, "resources.limits.nvidia.com/gpu", gpus, str(f.gpus_per_node)))
+            env = {e.get("name"): e.get("value") for e in pytorch.get("env") or []}
+            if checkpoint_location.is_object_store(str(env.get(ENV_CHECKPOINT_DIR) or "")):
+                out += _client_checkpoint_violations(where, str(env[ENV_CHECKPOINT_DIR]), replicas[rtype], f)
+                continue
             claims = {
                 v["name"]: v["persistentVolumeClaim"]["claimName"]
                 for v in spec.get("volumes") or []
@@ -605,7 +611,6 @@ def workers_spot_ready(objects: Objects, ctx: GuardrailContext) -> list[Violatio
                         where, "volumeMounts", sorted(mounts), f"the checkpoint claim {f.checkpoint_claim!r} mounted"
                     )
                 )
-            env = {e.get("name"): e.get("value") for e in pytorch.get("env") or []}
             if paths and env.get(ENV_CHECKPOINT_DIR) not in paths:
                 out.append(
                     Violation(
@@ -615,6 +620,27 @@ def workers_spot_ready(objects: Objects, ctx: GuardrailContext) -> list[Violatio
                         f"the checkpoint claim's mount path {sorted(paths)} (else checkpoints land on the node's disk)",
                     )
                 )
+    return out
+
+
+def _client_checkpoint_violations(
+    where: str, url: str, replica: Mapping[str, Any], f: PlatformFacts
+) -> list[Violation]:
+    """A job writing checkpoints with its own clients: under the platform's storage URL (the
+    only place its identity may write), and its pods carry what gives them that identity."""
+    out = []
+    if not f.checkpoint_url or not url.startswith(f.checkpoint_url.rstrip("/") + "/"):
+        expected = f"a folder under {f.checkpoint_url!r}" if f.checkpoint_url else "a mounted directory"
+        out.append(
+            Violation(where, f"env.{ENV_CHECKPOINT_DIR}", url, f"{expected}: the platform's identity writes there only")
+        )
+    template = replica.get("template") or {}
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    missing = {k: v for k, v in f.pod_labels.items() if labels.get(k) != v}
+    if missing:
+        out.append(
+            Violation(where, "labels", labels, f"{missing} too: the pods' clients get the storage's identity by them")
+        )
     return out
 
 

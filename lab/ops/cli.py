@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.errors import LabError
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import add_job_arguments
@@ -52,6 +53,14 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
     size.add_argument("--memory", help="memory request per worker pod, e.g. 16Gi (default: the chart's)")
     size.add_argument("--gpus", type=int, help="GPUs per worker pod (default: the platform's GPUs per node)")
     size.add_argument("--replicas", type=int, help="worker pods to create (default: --max-nodes)")
+    job.add_argument(
+        "--checkpoint-access",
+        choices=[a.value for a in CheckpointAccess],
+        default=CheckpointAccess.MOUNT.value,
+        help="mount: the platform's checkpoint volume; client: the storage's URL (s3://, az://) in a folder "
+        "named after the job, written by the pods' own clients with the platform's identity, no volume "
+        "[mount]",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -147,7 +156,7 @@ def submit_main(args: argparse.Namespace) -> int:
         from lab.submit.core import manifest_text, render_job
 
         target = stack_target_of(args.stack)
-        job = render_job(job_spec(args), target, _sizing(args))
+        job = render_job(job_spec(args), target, _sizing(args), CheckpointAccess(args.checkpoint_access))
         cluster_spec = job.spec
         if args.dry_run:
             sys.stdout.write(manifest_text(cluster_spec, target, job.objects))

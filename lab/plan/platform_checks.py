@@ -59,6 +59,7 @@ from lab.k8s.schemas import (
 )
 from lab.plan.findings import Check, CheckSuite, Finding
 from lab.plan.recording import Plan, RecordedResource
+from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.job import FaultTolerance, JobSpec, RdzvBackend
 from lab.vocab.layout import JOB_CHART, ROOT
 from lab.vocab.names import PLATFORM_TYPE
@@ -129,13 +130,17 @@ def _local_chart(chart: str) -> Path | None:
 
 def sample_jobs(facts: PlatformFacts) -> list[tuple[str, dict[str, Any]]]:
     """(label, chart values) of representative jobs on this platform: the default JobSpec
-    with each rendezvous backend, and in per-step mode (its lighthouse)."""
+    with each rendezvous backend, in per-step mode (its lighthouse), and writing its
+    checkpoints with its own clients where the platform's storage has a URL."""
     out = []
     for backend in (RdzvBackend.ETCD_V2, RdzvBackend.C10D):
         spec = for_cluster(JobSpec(name=f"sample-{backend.value.replace('-', '')}", rdzv_backend=backend), facts)
         out.append((f"sample job ({backend.value})", chart_values(spec, facts)))
     spec = for_cluster(JobSpec(name="sample-perstep", fault_tolerance=FaultTolerance.PER_STEP), facts)
     out.append(("sample job (per-step)", chart_values(spec, facts)))
+    if facts.checkpoint_url:
+        spec = for_cluster(JobSpec(name="sample-client"), facts, CheckpointAccess.CLIENT)
+        out.append(("sample job (checkpoint access client)", chart_values(spec, facts)))
     return out
 
 

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from torch.distributed.checkpoint.filesystem import FileSystemBase
 
 from lab.runtime.checkpoint import CheckpointDirError
+from lab.vocab import checkpoint_location
 from lab.vocab.job import CheckpointWrites
 
 
@@ -48,25 +49,17 @@ class ObjectStore(Protocol):
         """Remove every key under `prefix` (missing ones are no error)."""
 
 
-def is_url(location: str) -> bool:
-    return location.startswith(("s3://", "az://"))
-
-
 def open_store(location: str | os.PathLike[str], writes: CheckpointWrites = CheckpointWrites.RENAME) -> ObjectStore:
     """The store `location` names (see the module's docstring)."""
     text = str(location)
-    if text.startswith("s3://"):
-        bucket, _, prefix = text[len("s3://") :].partition("/")
-        if not bucket:
-            raise CheckpointDirError(f"checkpoint_dir={text!r} is invalid: expected s3://bucket[/prefix]")
-        return S3Objects(bucket, prefix)
-    if text.startswith("az://"):
-        account, _, rest = text[len("az://") :].partition("/")
-        container, _, prefix = rest.partition("/")
-        if not account or not container:
-            raise CheckpointDirError(f"checkpoint_dir={text!r} is invalid: expected az://account/container[/prefix]")
-        return BlobObjects(f"https://{account}.blob.core.windows.net", container, prefix)
-    return LocalFiles(Path(text), writes)
+    if not checkpoint_location.is_object_store(text):
+        return LocalFiles(Path(text), writes)
+    parts = checkpoint_location.parse(text)
+    if parts is None:
+        raise CheckpointDirError(f"checkpoint_dir={text!r} is invalid: expected {checkpoint_location.problem(text)}")
+    if parts.scheme == checkpoint_location.S3_SCHEME:
+        return S3Objects(parts.container, parts.prefix)
+    return BlobObjects(f"https://{parts.account}.blob.core.windows.net", parts.container, parts.prefix)
 
 
 def _join(prefix: str, key: str) -> str:

@@ -18,6 +18,7 @@ from lab.k8s.job_values import values_for
 from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
 from lab.k8s.schemas import CrdSchemaMissing, validate_objects
 from lab.plan.harness import run_program
+from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.errors import LabError
 from lab.vocab.job import JobSpec
 from lab.vocab.layout import JOB_CHART
@@ -135,11 +136,16 @@ class RenderedJob:
     notes: str
 
 
-def render_job(spec: JobSpec, target: StackTarget, sizing: JobSizing | None = None) -> RenderedJob:
+def render_job(
+    spec: JobSpec,
+    target: StackTarget,
+    sizing: JobSizing | None = None,
+    access: CheckpointAccess = CheckpointAccess.MOUNT,
+) -> RenderedJob:
     """The job for the stack's platform, validated and guarded (raises on problems)."""
     if sizing is not None:
         sizing.problems(spec, target.facts).raise_if_any()
-    cluster_spec, values = values_for(spec, target.facts)
+    cluster_spec, values = values_for(spec, target.facts, access)
     if sizing is not None:
         sizing.apply(values)
     release = render_release(JOB_CHART, values, release=spec.name, namespace=target.facts.namespace)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+from lab.vocab import checkpoint_location
 from lab.vocab.names import DNS_1035_LABEL
 from lab.vocab.per_step import ENV_FAULT_TOLERANCE, LIGHTHOUSE_PORT, PerStepSettings
 from lab.vocab.problems import InvalidInput, Problem, Problems
@@ -290,7 +291,9 @@ class JobSpec:
         if not _number_in(self.monitor_interval_s, 0, 5) or self.monitor_interval_s == 0:
             out.add("monitor_interval_s", self.monitor_interval_s, "seconds in (0, 5]")
         if not self.checkpoint_dir:
-            out.add("checkpoint_dir", self.checkpoint_dir, "a directory path")
+            out.add("checkpoint_dir", self.checkpoint_dir, "a directory path or an object-store URL")
+        elif expected := checkpoint_location.problem(str(self.checkpoint_dir)):
+            out.add("checkpoint_dir", self.checkpoint_dir, expected)
         if isinstance(self.rdzv_timeouts, RendezvousTimeouts):
             out.extend(self.rdzv_timeouts.problems())
         if isinstance(self.per_step, PerStepSettings):

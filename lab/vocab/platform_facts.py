@@ -42,7 +42,15 @@ def lighthouse_name(job_name: str) -> str:
 
 @dataclass(frozen=True)
 class PlatformFacts:
-    """Names, placement and timings of one training platform, as its jobs see them."""
+    """Names, placement and timings of one training platform, as its jobs see them.
+
+    checkpoint_claim: the checkpoint volume's claim (jobs with checkpoint access `mount`).
+    checkpoint_url: the same storage as an object-store URL (s3://bucket, az://account/container)
+      that the pods' own clients write with their identity (checkpoint access `client`); empty
+      where the platform has none (a claim on a StorageClass).
+    pod_labels / pod_env: labels and variables every job pod carries to act as the platform's
+      identity (AKS: `azure.workload.identity/use`; EKS: the bucket's region).
+    """
 
     namespace: str = "training"
     service_account: str = "trainer"
@@ -51,6 +59,9 @@ class PlatformFacts:
     cluster_domain: str = "cluster.local"
     checkpoint_claim: str = "elastic-checkpoints"
     checkpoint_writes: CheckpointWrites = CheckpointWrites.RENAME
+    checkpoint_url: str = ""
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    pod_env: Mapping[str, str] = field(default_factory=dict)
     worker_priority_class: str = "elastic-preemptible"
     preserved_priority_class: str = "elastic-preserved"
     pools: PoolPlacement = field(default_factory=PoolPlacement)
@@ -80,6 +91,9 @@ class PlatformFacts:
             "clusterDomain": self.cluster_domain,
             "checkpointClaim": self.checkpoint_claim,
             "checkpointWrites": self.checkpoint_writes.value,
+            "checkpointUrl": self.checkpoint_url,
+            "podLabels": dict(self.pod_labels),
+            "podEnv": dict(self.pod_env),
             "workerPriorityClass": self.worker_priority_class,
             "preservedPriorityClass": self.preserved_priority_class,
             "gpusPerNode": self.gpus_per_node,
@@ -100,6 +114,10 @@ class PlatformFacts:
             cluster_domain=data["clusterDomain"],
             checkpoint_claim=data["checkpointClaim"],
             checkpoint_writes=CheckpointWrites(data["checkpointWrites"]),
+            # Stacks deployed before these keys existed have none.
+            checkpoint_url=data.get("checkpointUrl", ""),
+            pod_labels=dict(data.get("podLabels") or {}),
+            pod_env=dict(data.get("podEnv") or {}),
             worker_priority_class=data["workerPriorityClass"],
             preserved_priority_class=data["preservedPriorityClass"],
             pools=PoolPlacement.from_mapping(data["pools"]),

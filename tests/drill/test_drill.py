@@ -394,7 +394,9 @@ def test_double_ctrl_c_stops_everything_and_says_so(workdir):
             proc.kill()
             _, err = proc.communicate(timeout=10)
             pytest.fail(f"the drill did not exit 60 s after a double Ctrl-C; its threads:\n{err[-6000:]}")
-        assert proc.returncode == 130, err[-2000:]
+        # 130; or, when the second Ctrl-C lands after the clean-up, the end by SIGINT itself,
+        # which a shell reports as 130 too.
+        assert proc.returncode in (130, -signal.SIGINT), err[-2000:]
         assert "every process it started was stopped" in err
         _assert_gone(started, timeout=5)
 

@@ -22,6 +22,7 @@ from lab.k8s.job_values import (
 )
 from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
 from lab.k8s.schemas import validate_objects
+from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.job import POD_FIELD_ENV, FaultTolerance, JobSpec, RendezvousTimeouts
 from lab.vocab.layout import ETCD_CHART, JOB_CHART
 from lab.vocab.per_step import CHECKPOINT_PORT, LIGHTHOUSE_PORT, MANAGER_PORT, PerStepSettings
@@ -176,6 +177,66 @@ def test_worker_pod_spec(facts):
     assert all(labels[k] == v for k, v in facts.rdzv_client_labels.items())
 
 
+S3_FACTS = {"checkpoint_url": "s3://ckpt-bucket", "pod_env": {"AWS_REGION": "us-east-2"}}
+BLOB_FACTS = {"checkpoint_url": "az://ckptacct/checkpoints", "pod_labels": {"azure.workload.identity/use": "true"}}
+
+
+@pytest.mark.parametrize("storage", [S3_FACTS, BLOB_FACTS], ids=["s3", "blob"])
+@pytest.mark.parametrize("mode", ["elastic", "per-step"])
+def test_client_checkpoint_access_writes_under_the_storages_url_with_the_pods_identity(storage, mode, facts, crd):
+    """`--checkpoint-access client`: the job's checkpoints under the storage's URL in a folder
+    named after the job, no volume mounted, the platform's labels and variables on the pods;
+    and what it renders is valid and holds every guardrail."""
+    from dataclasses import replace
+
+    platform = replace(facts, **storage)
+    spec, values = values_for(JobSpec(name="big", fault_tolerance=mode), platform, CheckpointAccess.CLIENT)
+    assert spec.checkpoint_dir == storage["checkpoint_url"] + "/big"
+    objects = render_chart(JOB_CHART, values, release="big", namespace=platform.namespace)
+    pod = the(objects, "PyTorchJob")["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    container = worker_container(the(objects, "PyTorchJob"))
+    assert container_env(container)["LAB_CHECKPOINT_DIR"] == storage["checkpoint_url"] + "/big"
+    assert all(container_env(container)[k] == v for k, v in storage.get("pod_env", {}).items())
+    assert "checkpoints" not in {v["name"] for v in pod["spec"].get("volumes", [])}
+    assert "checkpoints" not in {m["name"] for m in container.get("volumeMounts", [])}
+    assert all(pod["metadata"]["labels"][k] == v for k, v in storage.get("pod_labels", {}).items())
+    assert validate_objects(objects, "1.35") == []
+    assert not any(run_guardrails(objects, GuardrailContext(facts=platform, expect_platform=False)).values())
+
+
+def test_mount_access_mounts_the_claim_and_still_carries_the_platforms_labels(facts):
+    from dataclasses import replace
+
+    platform = replace(facts, **BLOB_FACTS)
+    spec, objects = render_job(JobSpec(name="small"), platform)
+    assert spec.checkpoint_dir == "/checkpoints"
+    pod = the(objects, "PyTorchJob")["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert claims == [facts.checkpoint_claim]
+    assert pod["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+
+
+def test_the_guardrail_refuses_a_client_job_outside_the_platforms_storage_or_identity(facts):
+    """Written elsewhere than under the platform's URL, its identity may not write; without
+    the platform's pod labels, the pods get no identity at all."""
+    from dataclasses import replace
+
+    platform = replace(facts, **BLOB_FACTS)
+    _, values = values_for(JobSpec(name="big"), platform, CheckpointAccess.CLIENT)
+    values["jobEnv"] = {**values["jobEnv"], "LAB_CHECKPOINT_DIR": "az://otheracct/ckpt/big"}
+    values["podLabels"] = {}
+    objects = render_chart(JOB_CHART, values, release="big", namespace=platform.namespace)
+    found = run_guardrails(objects, GuardrailContext(facts=platform, expect_platform=False))["workers-spot-ready"]
+    text = "\n".join(str(v) for v in found)
+    assert "env.LAB_CHECKPOINT_DIR='az://otheracct/ckpt/big'" in text and "under 'az://ckptacct/checkpoints'" in text
+    assert "azure.workload.identity/use" in text
+
+
+def test_client_access_needs_a_platform_with_an_object_store(facts):
+    with pytest.raises(InvalidInput, match=r"--checkpoint-access='client' is invalid: expected mount"):
+        values_for(JobSpec(), facts, CheckpointAccess.CLIENT)
+
+
 def test_cpu_only_cluster_has_no_gpu_limit(facts):
     from dataclasses import replace
 
@@ -217,6 +278,19 @@ BAD_JOB_VALUES = [
         id="c10d-is-host",
     ),
     pytest.param({"bogus": 1}, r"additional properties 'bogus'", id="unknown-value"),
+    pytest.param(
+        {"checkpoint": {"dir": "/checkpoints", "claimName": ""}},
+        r"checkpoint.claimName=\"\" is invalid: expected the claim to mount",
+        id="directory-without-claim",
+    ),
+    pytest.param(
+        {"checkpoint": {"dir": "s3://bucket/job", "claimName": "elastic-checkpoints"}},
+        r"checkpoint.dir=\"s3://bucket/job\" is invalid: expected the absolute path",
+        id="url-with-a-claim",
+    ),
+    pytest.param(
+        {"checkpoint": {"dir": "az://account", "claimName": ""}}, r"/checkpoint/dir", id="blob-url-no-container"
+    ),
 ]
 
 

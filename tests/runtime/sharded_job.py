@@ -27,6 +27,13 @@ from lab.runtime.workload import shard
 CONFIG = GPTConfig(vocab_size=512, seq_len=32, d_model=256, n_layers=int(os.environ.get("LAYERS", "4")), n_heads=4)
 
 
+def _say(record: dict) -> None:
+    """One JSON line in one write(2): the ranks share the pipe (a line under PIPE_BUF bytes is
+    never interleaved with another rank's, as print's separate writes of text and newline
+    can be when the worker's output is unbuffered)."""
+    os.write(1, (json.dumps(record) + "\n").encode())
+
+
 def checksums(model, optimizer):
     """Sums of the full (gathered) model and optimizer state: equal at any world size."""
     model_state, optim_state = get_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True))
@@ -65,13 +72,13 @@ def main() -> None:
             if step % every == 0:
                 stats = checkpoints.save(Progress(step, 0, step, world), model, optimizer, reason="interval")
                 blocked.append(stats.blocking_s)
-                print(json.dumps({"rank": rank, "saving": step}), flush=True)
+                _say({"rank": rank, "saving": step})
                 time.sleep(float(os.environ.get("PAUSE_AFTER_SAVE", "0")))
         last = checkpoints.wait()
         out.update(step=steps, committed=last.step if last else None, blocked=blocked)
         out["model"], out["moments"] = checksums(model, optimizer)
         checkpoints.close()
-    print(json.dumps(out), flush=True)
+    _say(out)
 
 
 if __name__ == "__main__":

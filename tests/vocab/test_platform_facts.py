@@ -16,6 +16,9 @@ def test_facts_survive_their_wire_form():
         eviction_notice_s=120,
         gpus_per_node=4,
         pools=PoolPlacement(cpu_taints=("dedicated=infra:NoSchedule",)),
+        checkpoint_url="s3://ckpt-bucket",
+        pod_labels={"azure.workload.identity/use": "true"},
+        pod_env={"AWS_REGION": "us-east-1"},
     )
     assert PlatformFacts.from_dict(facts.as_dict()) == facts
 
@@ -30,6 +33,9 @@ def test_the_wire_form_keeps_its_keys():
         "clusterDomain",
         "checkpointClaim",
         "checkpointWrites",
+        "checkpointUrl",
+        "podLabels",
+        "podEnv",
         "workerPriorityClass",
         "preservedPriorityClass",
         "gpusPerNode",
@@ -45,6 +51,14 @@ def test_facts_written_before_the_eviction_notice_was_recorded_read_as_the_short
     data = PlatformFacts().as_dict()
     del data["evictionNoticeSeconds"]
     assert PlatformFacts.from_dict(data).eviction_notice_s == 30
+
+
+def test_facts_written_before_client_checkpoints_read_as_a_mount_only_platform():
+    data = PlatformFacts().as_dict()
+    for key in ("checkpointUrl", "podLabels", "podEnv"):
+        del data[key]
+    facts = PlatformFacts.from_dict(data)
+    assert (facts.checkpoint_url, dict(facts.pod_labels), dict(facts.pod_env)) == ("", {}, {})
 
 
 def test_service_hosts():

@@ -13,6 +13,12 @@
 {{- if regexMatch (printf "^%s-(worker|master)-[0-9]+([.]|$)" $v.name) $host -}}
 {{- fail (printf "rdzv.host=%q is invalid: expected the rendezvous Service, never a worker pod (evicting it would end the job)" $host) -}}
 {{- end -}}
+{{- if and (not $v.checkpoint.claimName) (hasPrefix "/" $v.checkpoint.dir) -}}
+{{- fail (printf "checkpoint.claimName=\"\" is invalid: expected the claim to mount at checkpoint.dir=%q (only an object-store URL, s3:// or az://, needs none)" $v.checkpoint.dir) -}}
+{{- end -}}
+{{- if and $v.checkpoint.claimName (not (hasPrefix "/" $v.checkpoint.dir)) -}}
+{{- fail (printf "checkpoint.dir=%q is invalid: expected the absolute path to mount checkpoint.claimName=%q at (an object-store URL takes claimName \"\")" $v.checkpoint.dir $v.checkpoint.claimName) -}}
+{{- end -}}
 {{- if and (gt (int $v.gpusPerNode) 0) (gt (int $v.nprocPerNode) (int $v.gpusPerNode)) -}}
 {{- fail (printf "nprocPerNode=%d is invalid: expected <= gpusPerNode (%d), one GPU per worker process" (int $v.nprocPerNode) (int $v.gpusPerNode)) -}}
 {{- end -}}

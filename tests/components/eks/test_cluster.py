@@ -87,7 +87,7 @@ def test_autoscaler_can_scale_the_gpu_group_from_zero(plan):
     values = chart.inputs["values"]
     assert values["autoDiscovery"] == {"clusterName": "esl-eks-dev"} and values["awsRegion"] == "us-east-1"
     assert values["image"]["tag"] == "v1.35.0" and values["nodeSelector"]["elastic-spot-lab/pool"] == "cpu"
-    [assoc] = plan.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    assoc = plan.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", "eks-cluster-autoscaler-identity")
     assert (assoc.inputs["namespace"], assoc.inputs["serviceAccount"]) == ("kube-system", "cluster-autoscaler")
 
 
@@ -112,6 +112,28 @@ def test_checkpoint_bucket_and_its_driver_role(plan):
     assert json.loads(addon.inputs["configurationValues"]) == {"node": {"tolerateAllTaints": True}}
     pv = plan.one("kubernetes:core/v1:PersistentVolume")
     assert pv.inputs["spec"]["csi"]["volumeAttributes"]["bucketName"] == bucket.id
+
+
+def test_jobs_can_write_checkpoints_with_their_own_s3_clients(plan):
+    """`submit --checkpoint-access client`: the jobs' service account has a Pod Identity role
+    limited to the checkpoint bucket, and the job facts give the bucket's URL and region."""
+    bucket = plan.one("aws:s3/bucket:Bucket", "eks-checkpoints")
+    assoc = plan.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", "eks-training-role-identity")
+    assert (assoc.inputs["namespace"], assoc.inputs["serviceAccount"]) == ("training", "trainer")
+    role = plan.one("aws:iam/role:Role", "eks-training-role")
+    assert assoc.inputs["roleArn"] == role.state["arn"]
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]
+    assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert set(trust["Action"]) == {"sts:AssumeRole", "sts:TagSession"}
+    policy = json.loads(
+        plan.one("aws:iam/rolePolicy:RolePolicy", "eks-training-role-checkpoint-bucket").inputs["policy"]
+    )
+    arn = f"arn:aws:s3:::{bucket.id}"
+    assert {s["Resource"] for s in policy["Statement"]} == {arn, f"{arn}/*"}  # that bucket only
+    assert plan.waits_for(assoc, plan.one("aws:eks/addon:Addon", "eks-pod-identity-agent"))
+    facts = plan.one("elastic-spot-lab:platform:TrainingPlatform").outputs["jobFacts"]
+    assert facts["checkpointUrl"] == f"s3://{bucket.id}" and facts["podEnv"] == {"AWS_REGION": "us-east-1"}
+    assert facts["podLabels"] == {}  # Pod Identity needs no label
 
 
 def test_fis_template_interrupts_one_gpu_spot_node_with_two_minutes_notice(plan):

@@ -31,7 +31,12 @@ from tests.placements import AKS_PLACEMENT, BYO_PLACEMENT, EKS_PLACEMENT
 CLIENT_ID = "11111111-2222-3333-4444-555555555555"
 AZURE_MIN = AzureBlobCheckpoint("a", "c", "rg", "id")
 AKS_BLOB = AzureBlobCheckpoint("ckptacct", "checkpoints", "lab-rg", CLIENT_ID)
-AKS_IDENTITY = TrainingIdentity("training", "trainer", {"azure.workload.identity/client-id": CLIENT_ID})
+AKS_IDENTITY = TrainingIdentity(
+    "training",
+    "trainer",
+    {"azure.workload.identity/client-id": CLIENT_ID},
+    pod_labels={"azure.workload.identity/use": "true"},
+)
 
 
 def declare(
@@ -143,8 +148,11 @@ def test_offline_checks_pass(cloud, request, crd):
     } <= set(kinds_checked)
     jobs = [o for o in report.objects if o["kind"] == "PyTorchJob"]
     assert report.checked["k8s:schema"] == len(report.objects) - len(jobs)
-    assert report.checked[CRD_CHECK] == len(jobs) == 3  # sample jobs: etcd-v2, c10d, per-step
-    assert {j["metadata"]["name"] for j in jobs} == {"sample-etcdv2", "sample-c10d", "sample-perstep"}
+    # Sample jobs: etcd-v2, c10d, per-step, and one writing with its own clients where the
+    # storage has a URL (Blob, S3; not a claim on a StorageClass).
+    samples = {"sample-etcdv2", "sample-c10d", "sample-perstep"} | ({"sample-client"} if cloud != "byo" else set())
+    assert report.checked[CRD_CHECK] == len(jobs) == len(samples)
+    assert {j["metadata"]["name"] for j in jobs} == samples
     lighthouse = [o for o in report.objects if o["metadata"]["name"] == "sample-perstep-lighthouse"]
     assert sorted(o["kind"] for o in lighthouse) == ["Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service"]
     assert report.skipped == {}
@@ -331,6 +339,20 @@ def test_eks_checkpoint_is_s3_mountpoint(eks):
     assert pv["spec"]["mountOptions"] == ["allow-delete", "region us-east-2"]
     platform = one(eks, "elastic-spot-lab:platform:TrainingPlatform")
     assert platform.outputs["jobFacts"]["checkpointWrites"] == "write-once"  # Mountpoint cannot rename
+
+
+def test_job_facts_give_the_storage_as_its_clients_reach_it(aks, eks, byo):
+    """The URL a job with checkpoint access `client` writes under, what its pods carry for
+    the storage's identity; none for a claim on a StorageClass."""
+    facts = {
+        name: one(plan, "elastic-spot-lab:platform:TrainingPlatform").outputs["jobFacts"]
+        for name, plan in (("aks", aks), ("eks", eks), ("byo", byo))
+    }
+    assert facts["aks"]["checkpointUrl"] == "az://ckptacct/checkpoints"
+    assert facts["aks"]["podLabels"] == {"azure.workload.identity/use": "true"} and facts["aks"]["podEnv"] == {}
+    assert facts["eks"]["checkpointUrl"] == "s3://lab-checkpoints"
+    assert facts["eks"]["podEnv"] == {"AWS_REGION": "us-east-2"}
+    assert (facts["byo"]["checkpointUrl"], facts["byo"]["podLabels"], facts["byo"]["podEnv"]) == ("", {}, {})
 
 
 def test_byo_checkpoint_uses_the_storage_class(byo):
