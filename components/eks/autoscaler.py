@@ -82,21 +82,15 @@ def cluster_autoscaler(
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource],
 ) -> tuple[aws.iam.Role, aws.eks.PodIdentityAssociation, k8s.helm.v4.Chart]:
-    role, parts = iam.role(
+    role, association = iam.pod_identity(
         f"{name}-role",
-        service=iam.POD_IDENTITY_SERVICE,
+        association=f"{name}-identity",
+        cluster=cluster,
+        namespace=NAMESPACE,
+        service_account=SERVICE_ACCOUNT,
         inline={"resize-node-groups": autoscaler_policy(args.cluster_name)},
         tags=tags,
         parent=parent,
-    )
-    association = aws.eks.PodIdentityAssociation(
-        f"{name}-identity",
-        cluster_name=cluster.name,
-        namespace=NAMESPACE,
-        service_account=SERVICE_ACCOUNT,
-        role_arn=role.arn,
-        tags=dict(tags),
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=parts),
     )
     chart = k8s.helm.v4.Chart(
         name,

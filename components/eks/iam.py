@@ -43,6 +43,33 @@ def policy(statements: Sequence[Mapping[str, Any]]) -> str:
     return json.dumps({"Version": VERSION, "Statement": list(statements)})
 
 
+def pod_identity(
+    name: str,
+    *,
+    association: str,
+    cluster: aws.eks.Cluster,
+    namespace: str,
+    service_account: str,
+    inline: Mapping[str, pulumi.Input[str]],
+    tags: Mapping[str, str],
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource] = (),
+) -> tuple[aws.iam.Role, aws.eks.PodIdentityAssociation]:
+    """A role with `inline` policies that pods of `namespace/service_account` act as (EKS Pod
+    Identity), and the association named `association` that maps them to it."""
+    created, parts = role(name, service=POD_IDENTITY_SERVICE, inline=inline, tags=tags, parent=parent)
+    associated = aws.eks.PodIdentityAssociation(
+        association,
+        cluster_name=cluster.name,
+        namespace=namespace,
+        service_account=service_account,
+        role_arn=created.arn,
+        tags=dict(tags),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[*parts, *depends_on]),
+    )
+    return created, associated
+
+
 def role(
     name: str,
     *,

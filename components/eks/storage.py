@@ -89,23 +89,17 @@ def training_role(
     """The jobs' own Pod Identity role, limited to the checkpoint bucket, associated with
     their service account: jobs that write checkpoints with their own S3 clients (no
     Mountpoint volume) get its credentials through the Pod Identity agent."""
-    role, parts = iam.role(
+    return iam.pod_identity(
         name,
-        service=iam.POD_IDENTITY_SERVICE,
+        association=f"{name}-identity",
+        cluster=cluster,
+        namespace=namespace,
+        service_account=service_account,
         inline={"checkpoint-bucket": bucket.arn.apply(bucket_policy)},
         tags=tags,
         parent=parent,
+        depends_on=depends_on,
     )
-    association = aws.eks.PodIdentityAssociation(
-        f"{name}-identity",
-        cluster_name=cluster.name,
-        namespace=namespace,
-        service_account=service_account,
-        role_arn=role.arn,
-        tags=dict(tags),
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[*parts, *depends_on]),
-    )
-    return role, association
 
 
 def driver_role(
