@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import statistics
 import sys
 import tempfile
@@ -91,7 +92,12 @@ def drill(model: str, mode: str, eviction: str, root: Path, baselines: int) -> t
     print(f"  {model} {mode} {eviction}: {workdir}", file=sys.stderr, flush=True)
     report = run_drill(cfg, Progress(out=sys.stderr, every_s=30, target=size.steps))
     print(report.summary(), file=sys.stderr, flush=True)
-    return report, events.read(workdir / "events.jsonl")
+    recorded = events.read(workdir / "events.jsonl")
+    # The checkpoints (GBs at real size, for the drill and its baselines) go; the events and
+    # logs stay for a look afterwards.
+    for checkpoints in [p for p in workdir.rglob("*") if p.is_dir() and p.name in ("ckpt", "checkpoints")]:
+        shutil.rmtree(checkpoints, ignore_errors=True)
+    return report, recorded
 
 
 def _first(recorded: list[dict[str, Any]], kind: str, after: float, **where: Any) -> dict[str, Any] | None:
