@@ -101,3 +101,33 @@ def join_figures(j: Any, events: list[dict[str, Any]]) -> None:
     others = committed([s for s in steps if j.t < s["t"] <= first["t"] and s.get("replica") != j.node])
     times = [j.t, *(s["t"] for s in others), first["t"]]
     j.stall_s = max(b - a for a, b in itertools.pairwise(times))
+
+
+# A group that heals again after it trained: once can happen (a step it failed), more often
+# means the groups take turns sitting steps out.
+TURN_TAKING_HEALS = 3
+
+
+def turn_taking(events: list[dict[str, Any]]) -> str | None:
+    """What to say when groups that already trained keep healing: each quorum forms without
+    one of them, which then copies the state back (the lighthouse's join wait is shorter than
+    a step); None when they trained on together."""
+    trained: set[str] = set()
+    again: dict[str, int] = {}
+    for e in events:
+        replica = e.get("replica")
+        if replica is None or e.get("rank", 0) != 0:
+            continue
+        if e["event"] == Event.STEP and e.get("participating", True):
+            trained.add(replica)
+        elif e["event"] == Event.HEALED and replica in trained:
+            again[replica] = again.get(replica, 0) + 1
+    total = sum(again.values())
+    if total < TURN_TAKING_HEALS:
+        return None
+    groups = ", ".join(f"{r} {n}x" for r, n in sorted(again.items()))
+    return (
+        f"groups that had trained healed again {total} times ({groups}): the quorums formed without one "
+        "group at a time, which then copied the state back; the lighthouse's join wait "
+        "(per_step.join_timeout_s) must be longer than a step"
+    )

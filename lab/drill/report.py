@@ -509,6 +509,8 @@ def _problems(run: Timeline, report: DrillReport, checkpoint_every: int) -> list
             f"the rendezvous server stayed unreachable for {max(e.get('down_s', 0) for e in gave_up):.0f} s: "
             f"the agents of {', '.join(nodes)} gave up on it (exit 170, retried by the operator)"
         )
+    if run.per_step and (turns := per_step_report.turn_taking(run.events)):
+        found.append(turns)
     failed = [e for e in run.of(Event.K8S_JOB) if e.get("condition") == "Failed"]
     if failed:
         found.append(f"the PyTorchJob failed: {failed[-1].get('reason', '')} {failed[-1].get('message', '')}".rstrip())

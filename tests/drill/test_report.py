@@ -305,3 +305,20 @@ def test_per_step_survivors_that_never_commit_again_fail_the_drill():
     (ev,) = report.evictions
     assert ev.recovery_s is None and not report.passed
     assert "the survivors committed NO step without it" in report.summary()
+
+
+def test_per_step_groups_taking_turns_at_healing_fail_the_drill_with_the_setting_to_change():
+    """After d joined, each quorum formed without one group, which healed at the next step: the
+    drill names the pattern and the join wait. One heal after training (d's join) is fine."""
+    recorded = _per_step_run(victim_in_quorum=True)
+    healed = {"event": "healed", "rank": 0, "seconds": 0.3, "bytes": 10}
+    recorded.append({**healed, "t": 3.9, "replica": "d", "node": "d", "step": 13})  # d's join: it never trained
+    calm = analyze(recorded, [], target_steps=15, checkpoint_every=10, node_exit_codes={"a": 0, "b": 0, "d": 0})
+    assert calm.passed, calm.summary()
+    turns = [{**healed, "t": 4.0 + i / 100, "replica": g, "node": g, "step": 14 + i} for i, g in enumerate("abda")]
+    report = analyze(
+        recorded + turns, [], target_steps=15, checkpoint_every=10, node_exit_codes={"a": 0, "b": 0, "d": 0}
+    )
+    assert not report.passed
+    assert "groups that had trained healed again 4 times (a 2x, b 1x, d 1x)" in report.summary()
+    assert "per_step.join_timeout_s" in report.summary()
