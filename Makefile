@@ -43,7 +43,7 @@ test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	@mkdir -p build
 	$(BIN)/mypy > build/mypy.log 2>&1 & types=$$!; \
-	$(BIN)/python -m pytest -n 3 --durations=20 && tests=0 || tests=$$?; \
+	$(BIN)/python -m pytest -n 4 --durations=20 && tests=0 || tests=$$?; \
 	wait $$types && typed=0 || typed=$$?; \
 	echo "mypy:"; cat build/mypy.log; \
 	exit $$(( tests ? tests : typed ))
