@@ -40,6 +40,12 @@ def _spec(workdir, **kw):
     return JobSpec(**base)
 
 
+# Training goes on through the outage (about 100 steps), so the eviction comes late: 260
+# steps leave the node added afterwards about 13 s to join (it needed more than 4 s beside a
+# CPU hog).
+OUTAGE_STEPS = 260
+
+
 def _outage_then_eviction(backend: str, keeps_data: bool, eviction: str):
     """A drill of 3 nodes: the rendezvous server down for 3 s (back with its data or empty),
     then `eviction` of node-2 and a node added back. A silent eviction (SIGSTOP) runs with a
@@ -51,14 +57,14 @@ def _outage_then_eviction(backend: str, keeps_data: bool, eviction: str):
                 workdir,
                 rdzv_backend=backend,
                 pg_timeout_s=60 if eviction == "silent" else 15,
-                script_args=("--steps", "180", "--step-time", JOIN_STEP_TIME),
+                script_args=("--steps", str(OUTAGE_STEPS), "--step-time", JOIN_STEP_TIME),
             ),
             workdir=workdir,
             nodes=3,
             fault="rendezvous-restart",
             outage_s=3.0,
             outage_keeps_data=keeps_data,
-            target_steps=180,
+            target_steps=OUTAGE_STEPS,
             eviction=eviction,
             evict_at_step=30,
             scale_out_after_s=1.0,
