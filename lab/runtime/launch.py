@@ -50,9 +50,10 @@ import time
 import urllib.request
 from collections.abc import Callable
 from datetime import UTC, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lab.runtime import events
+from lab.runtime import events, spot_notice
 from lab.vocab.events import Event
 from lab.vocab.job import ENV_AGENT_EVENTS
 
@@ -110,6 +111,7 @@ def _handler_class() -> type[Any]:
         # empty (its pod moved, its emptyDir gone) is a new cluster its old client refuses.
         reconnect: Callable[[], None] | None = None
         _unreachable_since: float | None = None
+        _peers_lost_marker: Path | None = None
         _reconnected_at = 0.0
         _gave_up = False  # this agent leaves on a rendezvous error: keep the rendezvous open
         # The round this agent's workers run in, and its participants when it completed.
@@ -166,6 +168,10 @@ def _handler_class() -> type[Any]:
             lost = self._members - set(state.participants)
             if lost and not self._lost_reported:
                 self._lost_reported = True
+                # Before the agent stops the workers: sharded workers then leave at once
+                # instead of waiting for a step boundary to save with the lost peer.
+                if self._peers_lost_marker is not None:
+                    spot_notice.mark_peers_lost(self._peers_lost_marker)
                 names = sorted(str(n) for n in lost)
                 log.warning("participant(s) %s left round %d; restarting the workers", ", ".join(names), state.round)
                 events.emit(Event.RDZV_MEMBER_LOST, nodes=names, round=state.round, source="agent")
@@ -184,6 +190,9 @@ def _handler_class() -> type[Any]:
 
         def next_rendezvous(self) -> RendezvousInfo:
             self._round = None
+            if self._peers_lost_marker is not None:
+                self._peers_lost_marker.unlink(missing_ok=True)  # the round it marked is over
+                self._peers_lost_marker = None
             try:
                 info = super().next_rendezvous()
             except (RendezvousTimeoutError, RendezvousConnectionError):
@@ -191,6 +200,11 @@ def _handler_class() -> type[Any]:
                 raise
             state = self._state_holder.state
             self._round, self._members, self._lost_reported = state.round, frozenset(state.participants), False
+            store = info.bootstrap_store_info
+            if store is not None:
+                self._peers_lost_marker = spot_notice.peers_lost_marker(
+                    self.get_run_id(), store.master_addr, store.master_port
+                )
             return info
 
         def shutdown(self) -> bool:

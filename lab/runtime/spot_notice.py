@@ -2,16 +2,42 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 EXIT_ON_NOTICE = 128 + signal.SIGTERM  # the conventional code for "stopped by SIGTERM"
 
 log = logging.getLogger(__name__)
+
+
+def peers_lost_marker(run_id: str, master_addr: str, master_port: int | str) -> Path:
+    """The file an agent writes, before it stops its workers, when a participant of its
+    round is lost (its heartbeats stopped, or it left). A round is the job's run id and the
+    workers' master endpoint (torchrun picks a new port for every round), which both the
+    agent and its workers know."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{run_id}-{master_addr}-{master_port}")
+    return Path(tempfile.gettempdir()) / "lab-peers-lost" / name
+
+
+def mark_peers_lost(marker: Path) -> None:
+    with contextlib.suppress(OSError):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+
+
+def _peers_lost() -> bool:
+    """This worker's round lost a participant (its agent said so): a SIGTERM now is the agent
+    restarting the workers, and no step boundary will come to save with the peers."""
+    run_id, addr, port = (os.environ.get(k) for k in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT"))
+    return bool(run_id and addr and port) and peers_lost_marker(str(run_id), str(addr), str(port)).exists()
 
 
 class SpotNotice:
@@ -31,7 +57,9 @@ class SpotNotice:
       step boundary (`acknowledge`), saves with all of them, then calls `handled`. If no step
       boundary comes within `boundary_s` (the main thread is stuck on a vanished peer, or the
       agent is restarting the workers after one), or the save does not end within the notice,
-      `on_timeout` runs and the process exits with what the last checkpoint holds.
+      `on_timeout` runs and the process exits with what the last checkpoint holds. When the
+      agent marked the round as having lost a peer (`peers_lost_marker`), the SIGTERM is its
+      restart of the workers: `on_timeout` runs at once, without waiting for a boundary.
     """
 
     def __init__(self) -> None:
@@ -65,9 +93,13 @@ class SpotNotice:
         if self._deadline_s is not None:
             self.requested.set()
             started = time.monotonic()
-            saved = self._acknowledged.wait(min(self.boundary_s, self._deadline_s)) and self._handled.wait(
-                max(self._deadline_s - (time.monotonic() - started), 0.0)
-            )
+            if _peers_lost():
+                log.warning("stopped by the agent after a peer was lost: no peer can save with this rank")
+                saved = False
+            else:
+                saved = self._acknowledged.wait(min(self.boundary_s, self._deadline_s)) and self._handled.wait(
+                    max(self._deadline_s - (time.monotonic() - started), 0.0)
+                )
             if not saved and self._on_timeout is not None:
                 log.warning("spot notice: not saved in time; leaving with the newest checkpoint")
                 self._on_timeout()

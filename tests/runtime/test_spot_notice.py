@@ -1,0 +1,67 @@
+"""The SIGTERM a sharded worker gets: a notice (wait for a step boundary to save with every
+rank) or its agent restarting the workers after a peer was lost (leave at once)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from lab.runtime.spot_notice import EXIT_ON_NOTICE, mark_peers_lost, peers_lost_marker
+
+# A worker that cooperates on notices, never reaches a step boundary (its main thread is
+# stuck, as on a vanished peer), and says when it gave up waiting.
+WORKER = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from lab.runtime.spot_notice import SpotNotice
+
+    notice = SpotNotice()
+    notice.boundary_s = 5.0
+    notice.cooperate(30.0, on_timeout=lambda: print("gave up", flush=True))
+    print("ready", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def _stop(env: dict[str, str]) -> tuple[float, int, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WORKER], stdout=subprocess.PIPE, text=True, env={**env, "PATH": "/usr/bin:/bin"}
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        t0 = time.monotonic()
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+        return time.monotonic() - t0, proc.returncode, out
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(60)
+def test_a_worker_stopped_after_a_lost_peer_leaves_without_waiting_for_a_step_boundary(tmp_path, monkeypatch):
+    import os
+
+    round_env = {"TORCHELASTIC_RUN_ID": f"t-{tmp_path.name}", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
+    env = {**os.environ, **round_env, "TMPDIR": str(tmp_path)}
+    # A notice: the worker waits its boundary time for the step boundary, then leaves.
+    waited, code, out = _stop(env)
+    assert code == EXIT_ON_NOTICE and "gave up" in out and waited >= 4.5
+    # Its agent marked the round (in the workers' temporary directory) before stopping it.
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR here, as the worker does
+    marker = peers_lost_marker(round_env["TORCHELASTIC_RUN_ID"], "127.0.0.1", 29555)
+    assert marker.is_relative_to(tmp_path)
+    mark_peers_lost(marker)
+    waited, code, out = _stop(env)
+    assert code == EXIT_ON_NOTICE and "gave up" in out and waited < 3.0
+    # Another round (a new master port) is not marked: its workers wait for their boundary.
+    assert not peers_lost_marker(round_env["TORCHELASTIC_RUN_ID"], "127.0.0.1", 29556).exists()
