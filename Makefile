@@ -54,7 +54,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m "not processes"
 
 # ruff (format and lint, 120 columns), mypy (all of lab/ and components/) and the layer
-# contracts of the README's layers (import-linter; its contracts are in pyproject.toml).
+# contracts of the layers (docs/architecture.md) (import-linter; its contracts are in pyproject.toml).
 check: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
