@@ -50,14 +50,15 @@ def for_cluster(spec: JobSpec, facts: PlatformFacts, access: CheckpointAccess = 
         endpoint = f"{facts.etcd_host}:{facts.etcd_port}"
     else:
         endpoint = f"{facts.store_host(spec.name)}:{C10D_STORE_PORT}"
+    access = CheckpointAccess(access)
     checkpoints: dict[str, Any] = {"checkpoint_writes": facts.checkpoint_writes}
-    if CheckpointAccess(access) is CheckpointAccess.CLIENT:
+    if access is CheckpointAccess.CLIENT:
         if not facts.checkpoint_url:
             raise InvalidInput(
                 [
                     Problem(
                         "--checkpoint-access",
-                        CheckpointAccess(access).value,
+                        access.value,
                         "mount: this platform's checkpoint storage has no object-store URL (a claim on a StorageClass)",
                     )
                 ]
