@@ -149,7 +149,10 @@ class DrillReport:
             elif ev.recovery_s is not None:
                 lines.append(f"    recovery: {ev.recovery_s:.2f} s to the first step at the new world size")
             elif ev.world_before is not None and not self.finished:
-                lines.append("    recovery: NONE, no step at a new world size after it")
+                if self.emits_events:
+                    lines.append("    recovery: NONE, no step at a new world size after it")
+                elif ev.restarted_s is None:
+                    lines.append("    recovery: NONE, no workers started at a new world size after it")
             if ev.node_gone_s is not None:
                 lines.append(f"    the node left the Ready nodes after {ev.node_gone_s:.1f} s")
             if ev.replacement_node_s is not None:
@@ -171,6 +174,10 @@ class DrillReport:
                     saved = "nothing to write, the step was saved already"
                 left = f"{ev.notice_to_exit_s:.2f} s" if ev.notice_to_exit_s is not None else "not seen"
                 lines.append(f"    emergency save: {saved}; notice to worker exit: {left}")
+            elif ev.emergency_save_missed and not self.emits_events:
+                lines.append(
+                    "    emergency save: not visible to the drill (the script reports none); see the node's log"
+                )
             elif ev.emergency_save_missed:
                 kept = f"step {ev.resumed_from}" if ev.resumed_from is not None else "the newest checkpoint"
                 lines.append(

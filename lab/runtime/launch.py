@@ -27,6 +27,10 @@ Why:
   that fail because a peer of that lost round went away (the first survivor to act stops
   its workers, and the others' collectives break) count as that membership change, not as
   a failure: the job's restart budget is kept for real failures.
+- A round's rank 0 shares its workers' address through the rendezvous store, and torch's other
+  agents wait for it for the store's whole timeout (300 s): a node evicted right after a round
+  completed holds its peers for five minutes. Here that wait ends once the rendezvous drops
+  rank 0 (its heartbeats stopped), and the others join the next round (lab.runtime.round_store).
 - torch's agents record structured events (worker starts with the round's world size and
   restart count, the agents' success or failure) to a named handler that torchrun's
   `--event-log-handler` picks and nothing registers by default. With `LAB_AGENT_EVENTS=<file>`
@@ -104,6 +108,8 @@ def _handler_class() -> type[Any]:
     )
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
 
+    from lab.runtime.round_store import RoundLost
+
     class ResilientRendezvousHandler(DynamicRendezvousHandler):
         server_outage_s: float = DEFAULT_SERVER_OUTAGE_S
         # Called (at most once a second) while the server is unreachable: a new client for a
@@ -118,6 +124,12 @@ def _handler_class() -> type[Any]:
         _round: int | None = None
         _members: frozenset[object] = frozenset()  # the round's node descriptors
         _lost_reported = False
+
+        def _rank0_present(self) -> bool:
+            """Whether the round this agent completed still has its rank 0 (the agent that
+            writes the round's addresses): False once it is dropped, or the round is over."""
+            state = self._state_holder.state
+            return state.complete and self._this_node in state.participants and 0 in state.participants.values()
 
         def num_nodes_waiting(self) -> int:
             """Nodes waiting to join; 0 while the server is unreachable (the workers keep
@@ -193,11 +205,22 @@ def _handler_class() -> type[Any]:
             if self._peers_lost_marker is not None:
                 self._peers_lost_marker.unlink(missing_ok=True)  # the round it marked is over
                 self._peers_lost_marker = None
-            try:
-                info = super().next_rendezvous()
-            except (RendezvousTimeoutError, RendezvousConnectionError):
-                self._gave_up = True
-                raise
+            while True:
+                started = time.monotonic()
+                try:
+                    info = super().next_rendezvous()
+                except RoundLost as exc:
+                    waited = time.monotonic() - started
+                    log.warning("%s; joining the next round", exc)
+                    state = self._state_holder.state
+                    events.emit(
+                        Event.RDZV_ROUND_ABANDONED, round=state.round, waited_s=round(waited, 3), source="agent"
+                    )
+                    continue
+                except (RendezvousTimeoutError, RendezvousConnectionError):
+                    self._gave_up = True
+                    raise
+                break
             state = self._state_holder.state
             self._round, self._members, self._lost_reported = state.round, frozenset(state.participants), False
             store = info.bootstrap_store_info
@@ -224,6 +247,8 @@ def _create_handler(
     """Our dynamic-rendezvous handler, built from fractional-second settings."""
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import RendezvousTimeout
 
+    from lab.runtime.round_store import RoundStore
+
     backend, store = create_backend(params)
     timeout = RendezvousTimeout(
         *(_seconds(params, k) for k in ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout"))
@@ -243,6 +268,7 @@ def _create_handler(
     )
     outage = _seconds(params, OUTAGE_KEY)
     handler.server_outage_s = outage.total_seconds() if outage else DEFAULT_SERVER_OUTAGE_S
+    handler._store = RoundStore(handler._store, handler._rank0_present)
     poll = _seconds(params, POLL_KEY)
     if poll is not None:
         _set_poll_interval(poll.total_seconds())
@@ -279,8 +305,10 @@ def _use_backend(handler: Any, backend: Any, store: Any) -> None:
     made against it would fail for good; without one the next write re-reads the state."""
     _restore_round(handler, backend)
     handler._state_holder._backend = backend
+    from lab.runtime.round_store import RoundStore
+
     handler._state_holder._token = None
-    handler._store = store
+    handler._store = RoundStore(store, handler._rank0_present)
 
 
 def _restore_round(handler: Any, backend: Any) -> None:

@@ -45,6 +45,7 @@ class Event(StrEnum):
     RDZV_REACHABLE = "rdzv_reachable"
     RDZV_MEMBER_LOST = "rdzv_member_lost"
     RDZV_GAVE_UP = "rdzv_gave_up"
+    RDZV_ROUND_ABANDONED = "rdzv_round_abandoned"  # its rank 0 left before it shared its address
     # The local target (lab.local). Its start keeps the name earlier runs recorded.
     CLUSTER_STARTED = "cluster_started"  # the rendezvous server (or lighthouse) is up
     NODE_ADDED = "node_added"
@@ -123,6 +124,7 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.RDZV_REACHABLE: frozenset({"down_s"}),
     Event.RDZV_MEMBER_LOST: frozenset({"nodes", "round"}),
     Event.RDZV_GAVE_UP: frozenset({"down_s"}),
+    Event.RDZV_ROUND_ABANDONED: frozenset({"round", "waited_s"}),
     Event.CLUSTER_STARTED: frozenset({"backend", "endpoint", "rdzv_id", "fault_tolerance"}),
     Event.NODE_ADDED: frozenset({"node", "k8s_node"}),
     Event.EVICT: frozenset({"node", "kind", "notice_s", "k8s_node", "detail"}),

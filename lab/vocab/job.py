@@ -69,12 +69,20 @@ POD_FIELD_ENV = {ENV_NODE: "metadata.name", ENV_K8S_NODE: "spec.nodeName"}
 # - TORCH_DISABLE_SHARE_RDZV_TCP_STORE: torch 2.13 agents that re-use the rendezvous TCP store
 #   deadlock on scale-out and fail re-rendezvous with stale peer addresses (with it set, 56 of
 #   56 drill runs passed).
+# - TORCH_ELASTIC_WORKER_IDENTICAL: every agent runs the same number of workers in one role, so
+#   each computes its workers' ranks from its own group rank. Without it the agents exchange
+#   them through the rendezvous store after every round, and when that round's rank 0 is evicted
+#   before it writes them the others wait for the store's timeout (300 s).
 # - TORCH_NCCL_ASYNC_ERROR_HANDLING: torchrun sets 1 (TearDown) unless it is set: NCCL's
 #   watchdog then kills a worker whose collective failed or timed out, and the script never
 #   sees the error. 2 (CleanUpOnly) aborts the communicators and raises the error in the
 #   worker instead, so the script's "save on peer loss" runs and it exits on its own terms.
 #   gloo (CPU) ignores it.
-AGENT_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}
+AGENT_ENV = {
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+    "TORCH_ELASTIC_WORKER_IDENTICAL": "1",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
+}
 
 T = TypeVar("T", bound="DataclassInstance")
 

@@ -35,12 +35,20 @@ def test_a_script_without_events_is_timed_from_the_agents_events():
 
 
 def test_a_job_whose_survivors_never_restart_is_not_finished():
-    recorded = [{"t": 110.0, "event": "evict", "node": "c", "kind": "silent"}]
-    agents = _agents(*((101.0, n, "rendezvous", 3, 0) for n in "abc"), *((102.0, n, "started", 3, 0) for n in "abc"))
+    recorded = [{"t": 110.0, "event": "evict", "node": "c", "kind": "notice", "notice_s": 10}]
+    agents = _agents(
+        *((101.0, n, "rendezvous", 3, 0) for n in "abc"),
+        *((102.0, n, "started", 3, 0) for n in "abc"),
+        (110.5, "a", "rendezvous", None, 1),  # the survivors met, and their workers never started
+    )
     report = analyze(recorded, agents, target_steps=None, checkpoint_every=10, node_exit_codes={"a": 1, "b": 1})
     (ev,) = report.evictions
-    assert ev.rendezvous_s is None and ev.restarted_s is None
+    assert round(ev.rendezvous_s, 2) == 0.5 and ev.restarted_s is None
     assert not report.passed and "no node's worker group completed successfully" in report.problems[0]
+    summary = report.summary()
+    assert "recovery: NONE, no workers started at a new world size after it" in summary
+    # The script says nothing of its saves: the drill cannot tell whether one was made.
+    assert "emergency save: not visible to the drill" in summary and "not made" not in summary
 
 
 def test_a_notice_that_finds_its_step_saved_says_so():

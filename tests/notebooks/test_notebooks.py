@@ -65,10 +65,30 @@ def execute(name: str, **params: object) -> nbformat.NotebookNode:
     assert not unknown, f"{name} has no parameter {unknown}"
     values.update(params)
     cell.source = "\n".join(f"{key} = {value!r}" for key, value in values.items())
-    NotebookClient(
+    client = NotebookClient(
         nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
-    ).execute()
+    )
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        tails = node_log_tails(Path(str(values.get("work_root", ""))))
+        if not tails:
+            raise
+        raise CellExecutionError(f"{exc.traceback}\n{tails}", exc.ename, exc.evalue) from None
     return nb
+
+
+def node_log_tails(work_root: Path, lines: int = 20) -> str:
+    """The last lines of every node log a failed notebook's drills left under `work_root`: what
+    the agents and workers were doing when it failed (a CI run keeps nothing else)."""
+    if not work_root.is_absolute() or not work_root.is_dir():
+        return ""
+    parts = []
+    for log in sorted(work_root.rglob("nodes/*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        parts.append(f"----- {log.relative_to(work_root)} (last {len(tail)} lines)")
+        parts.extend(line[:240] for line in tail)
+    return "\n".join(parts)
 
 
 def text_of(nb: nbformat.NotebookNode) -> str:

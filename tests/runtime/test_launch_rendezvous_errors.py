@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -121,3 +122,97 @@ def test_no_server_at_all_exits_retryable(workdir):
     log = workdir / "alone.log"
     assert agent.wait(60) == launch.EXIT_RENDEZVOUS_UNREACHABLE, log.read_text()[-3000:]
     assert "rendezvous server unreachable" in log.read_text()
+
+
+@pytest.mark.timeout(120)
+def test_a_round_whose_rank0_vanishes_before_sharing_its_address_is_left(etcd, installed, monkeypatch):
+    """Three agents complete a round; its rank 0 vanishes (heartbeats stop, nothing more said)
+    before it writes the address its workers will meet at. torch's other agents would wait for
+    it for the store's 300 s; ours leave the round once the rendezvous drops it and meet again
+    without it."""
+    from torch.distributed.elastic.rendezvous import api
+
+    original = api.RendezvousStoreInfo.build
+    handlers = [
+        get_rendezvous_handler(
+            RendezvousParameters(
+                backend="etcd-v2",
+                endpoint=etcd.endpoint,
+                run_id="t-rank0-vanishes",
+                min_nodes=2,
+                max_nodes=3,
+                local_addr="127.0.0.1",
+                **JobSpec().rdzv_conf(),
+            )
+        )
+        for _ in range(3)
+    ]
+    mine = threading.local()
+    vanished: list[object] = []
+    lock = threading.Lock()
+
+    class Vanished(Exception):
+        pass
+
+    def build(rank, store, local_addr, server_port=None):
+        with lock:
+            first = rank == 0 and not vanished
+            if first:
+                vanished.append(mine.handler)
+        if first:
+            mine.handler._stop_heartbeats()  # a VM taken back: no goodbye, no more heartbeats
+            raise Vanished
+        return original(rank, store, local_addr, server_port)
+
+    monkeypatch.setattr(api.RendezvousStoreInfo, "build", staticmethod(build))
+    results: dict[int, object] = {}
+
+    def join(i: int) -> None:
+        mine.handler = handlers[i]
+        try:
+            results[i] = handlers[i].next_rendezvous()
+        except Exception as exc:  # noqa: BLE001 - the vanished one's, or a survivor's failure to report
+            results[i] = exc
+
+    threads = [threading.Thread(target=join, args=(i,), daemon=True) for i in range(3)]
+    started = time.monotonic()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        took = time.monotonic() - started
+        assert len(vanished) == 1, "no round's rank 0 vanished: the drill did not happen"
+        gone = handlers.index(vanished[0])
+        assert isinstance(results[gone], Vanished)
+        survivors = [results[i] for i in range(3) if i != gone]
+        assert all(isinstance(r, api.RendezvousInfo) for r in survivors), results
+        assert sorted(r.rank for r in survivors) == [0, 1] and {r.world_size for r in survivors} == {2}
+        stores = {(r.bootstrap_store_info.master_addr, r.bootstrap_store_info.master_port) for r in survivors}
+        assert len(stores) == 1, f"the survivors must meet at one address: {stores}"
+        assert took < 30, f"the survivors met again after {took:.1f} s"
+    finally:
+        for h in handlers:
+            h._stop_heartbeats()
+
+
+def test_agents_with_the_job_environment_rank_their_workers_without_rank0(monkeypatch):
+    """After a round torch's agents exchange worker ranks through the store, and all wait for
+    the round's rank 0 to publish them: for 300 s if it was evicted just then. The agents'
+    environment (JobSpec.worker_env) makes each compute its own from its group rank."""
+    from types import SimpleNamespace
+
+    from torch.distributed.elastic.agent.server.api import SimpleElasticAgent
+
+    class NoStore:
+        def __getattr__(self, name):
+            raise AssertionError(f"the agent used the rendezvous store ({name}): it would wait on rank 0")
+
+    for key, value in JobSpec().worker_env().items():
+        monkeypatch.setenv(key, value)
+    spec = SimpleNamespace(role="default", local_world_size=2)
+    workers = SimpleElasticAgent._assign_worker_ranks(None, NoStore(), 1, 3, spec)  # type: ignore[arg-type]
+    assert [(w.global_rank, w.world_size, w.role_rank, w.role_world_size) for w in workers] == [
+        (2, 6, 2, 6),
+        (3, 6, 3, 6),
+    ]
