@@ -19,6 +19,7 @@ COPY lab/vocab ./lab/vocab
 COPY lab/runtime ./lab/runtime
 # The base install only: the training runtime, no infrastructure tooling.
 RUN pip install . && python -c "import torch, etcd, torchft.manager, lab.runtime.launch, lab.runtime.train, lab.runtime.train_per_step, lab.runtime.warm, lab.runtime.store, lab.runtime.notice.cli, lab.runtime.sharded_checkpoint, boto3, azure.storage.blob, azure.identity" && command -v torchft_lighthouse
+# The user the job's pods run as (lab/vocab/job.py TRAINER_UID), also their fsGroup.
 RUN useradd --uid 10001 --create-home trainer
 USER 10001
 CMD ["python", "-m", "lab.runtime.launch", "--help"]

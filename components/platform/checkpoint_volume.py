@@ -11,9 +11,7 @@ import pulumi_kubernetes as k8s
 
 from components.cluster_info import AzureBlobCheckpoint, S3Checkpoint, StorageClassCheckpoint
 from components.platform.settings import PlatformSettings
-
-BLOB_CSI_DRIVER = "blob.csi.azure.com"
-S3_CSI_DRIVER = "s3.csi.aws.com"
+from lab.vocab.checkpoint_location import BLOB_CSI_DRIVER, S3_CSI_DRIVER
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 from components.charts import chart_default, exactly
 from lab.vocab import checkpoint_location
 from lab.vocab.checkpoint_location import CheckpointAccess
-from lab.vocab.job import POD_FIELD_ENV, JobSpec, RdzvBackend
+from lab.vocab.job import POD_FIELD_ENV, JobSpec, RdzvBackend, pod_security_context
 from lab.vocab.layout import JOB_CHART
 from lab.vocab.per_step import (
     CHECKPOINT_PORT,
@@ -126,6 +126,7 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
         "priorityClassName": facts.worker_priority_class,
         "serviceAccountName": facts.service_account,
         "podLabels": dict(facts.pod_labels),
+        "podSecurityContext": exactly(pod_security_context(), chart_default(JOB_CHART, "podSecurityContext")),
         "env": dict(facts.pod_env),
         "terminationGracePeriodSeconds": facts.termination_grace_s,
         "rdzvClientLabels": exactly(facts.rdzv_client_labels, chart_default(JOB_CHART, "rdzvClientLabels")),

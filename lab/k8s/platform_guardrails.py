@@ -35,7 +35,8 @@ from lab.k8s.objects import (
 )
 from lab.k8s.placement import may_select, pins_to, tolerates
 from lab.vocab import checkpoint_location
-from lab.vocab.job import ENV_CHECKPOINT_DIR
+from lab.vocab.checkpoint_location import BLOB_CSI_DRIVER, S3_CSI_DRIVER
+from lab.vocab.job import ENV_CHECKPOINT_DIR, TRAINER_UID
 from lab.vocab.per_step import ENV_LIGHTHOUSE
 from lab.vocab.platform_facts import PlatformFacts, lighthouse_name, store_name
 
@@ -644,6 +645,65 @@ def _client_checkpoint_violations(
     return out
 
 
+_OWNER_OPTION = re.compile(r"(?:^|[\s,-])(uid|gid)[\s=]+(\d+)")
+
+
+def checkpoints_writable_by_workers(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
+    """Workers can write to the checkpoint volume they mount: their pods run as a user other
+    than root with its group as fsGroup (an object-storage mount opens to other users than root
+    only through it), and the volume behind the claim opens to that group."""
+    f, out = ctx.facts, []
+    for job in pytorchjobs(objects):
+        for rtype, spec in worker_pod_specs(job):
+            if not any(
+                (v.get("persistentVolumeClaim") or {}).get("claimName") == f.checkpoint_claim
+                for v in spec.get("volumes") or []
+            ):
+                continue
+            where = f"{object_id(job)} {rtype}"
+            context = spec.get("securityContext") or {}
+            fs_group, group = context.get("fsGroup"), context.get("runAsGroup")
+            if not isinstance(fs_group, int) or fs_group == 0:
+                out.append(
+                    Violation(
+                        where,
+                        "securityContext.fsGroup",
+                        fs_group,
+                        f"the image user's group ({TRAINER_UID} for the trainer image): Mountpoint for S3 "
+                        "lets only root open the checkpoint mount otherwise",
+                    )
+                )
+            elif group is not None and group != fs_group:
+                out.append(
+                    Violation(
+                        where, "securityContext.runAsGroup", group, f"the fsGroup {fs_group} the mount is opened to"
+                    )
+                )
+            if context.get("runAsUser") == 0:
+                out.append(Violation(where, "securityContext.runAsUser", 0, "the image's user, not root"))
+    for pv in (o for o in objects if o.get("kind") == "PersistentVolume"):
+        spec = pv.get("spec") or {}
+        if (spec.get("claimRef") or {}).get("name") != f.checkpoint_claim:
+            continue
+        driver = (spec.get("csi") or {}).get("driver")
+        options = spec.get("mountOptions") or []
+        if driver == BLOB_CSI_DRIVER and not any("allow_other" in o for o in options):
+            out.append(
+                Violation(object_id(pv), "mountOptions", options, "'-o allow_other': blobfuse opens to root only")
+            )
+        owners = [(k, int(n)) for o in options for k, n in _OWNER_OPTION.findall(o)]
+        if driver in (BLOB_CSI_DRIVER, S3_CSI_DRIVER) and any(n != TRAINER_UID for _, n in owners):
+            out.append(
+                Violation(
+                    object_id(pv),
+                    "mountOptions",
+                    options,
+                    f"no uid/gid but the trainer's ({TRAINER_UID}): the workers could not write their checkpoints",
+                )
+            )
+    return out
+
+
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 
 
@@ -741,6 +801,7 @@ GUARDRAILS = [
     Guardrail("no-global-default-priority-class", no_global_default),
     Guardrail("etcd-private", etcd_private),
     Guardrail("workers-spot-ready", workers_spot_ready),
+    Guardrail("checkpoints-writable-by-workers", checkpoints_writable_by_workers),
     Guardrail("rendezvous-not-evictable", rendezvous_not_evictable),
     Guardrail("notice-handler-on-spot-nodes", notice_handler_on_spot_nodes),
 ]

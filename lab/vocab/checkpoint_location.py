@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 S3_SCHEME = "s3://"
+# The CSI drivers of the platform's mounted checkpoint volumes on object storage.
+BLOB_CSI_DRIVER = "blob.csi.azure.com"  # blobfuse
+S3_CSI_DRIVER = "s3.csi.aws.com"  # Mountpoint for S3
 BLOB_SCHEME = "az://"
 EXPECTED = {S3_SCHEME: "s3://bucket[/prefix]", BLOB_SCHEME: "az://account/container[/prefix]"}
 

@@ -84,6 +84,25 @@ AGENT_ENV = {
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
 }
 
+# The trainer image's user and group (the Dockerfile's `useradd --uid` and `USER`). Worker pods
+# run as it and take it as their fsGroup: a checkpoint mount on object storage opens to a user
+# other than root only through the pod's fsGroup (Mountpoint for S3 then mounts with --gid and
+# --allow-other; without it only root may open the mount) or blobfuse's allow_other.
+TRAINER_UID = 10001
+
+
+def pod_security_context() -> dict[str, object]:
+    """The worker pods' securityContext: the trainer image's user, its group as fsGroup."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": TRAINER_UID,
+        "runAsGroup": TRAINER_UID,
+        "fsGroup": TRAINER_UID,
+        # A volume whose root already has the group is not walked file by file at every start.
+        "fsGroupChangePolicy": "OnRootMismatch",
+    }
+
+
 T = TypeVar("T", bound="DataclassInstance")
 
 _RDZV_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")

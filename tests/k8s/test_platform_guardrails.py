@@ -152,6 +152,20 @@ def with_object(obj: dict[str, Any]) -> Breakage:
     return breakage
 
 
+def checkpoint_volume(driver: str, options: list[str]) -> dict[str, Any]:
+    """A static checkpoint volume bound to the jobs' claim, as the platform declares one."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "training-elastic-checkpoints"},
+        "spec": {
+            "claimRef": {"namespace": "training", "name": "elastic-checkpoints"},
+            "mountOptions": options,
+            "csi": {"driver": driver, "volumeHandle": "h"},
+        },
+    }
+
+
 def not_ready_tolerated_300s(objs: Objects) -> None:
     for t in worker_pod(objs)["tolerations"]:
         if "tolerationSeconds" in t:
@@ -518,6 +532,28 @@ BROKEN: dict[str, Broken] = {
         put(per_step_worker, "restartPolicy", "Never"),
         "PyTorchJob/training/job-perstep Worker: restartPolicy='Never': expected ExitCode",
     ),
+    # workers can write to the checkpoint volume they mount
+    "writable/no-fs-group": Broken(
+        "checkpoints-writable-by-workers",
+        drop(worker_pod, "securityContext"),
+        "Worker: securityContext.fsGroup=None: expected the image user's group (10001",
+    ),
+    "writable/root": Broken(
+        "checkpoints-writable-by-workers",
+        put(worker_pod, "securityContext", {"runAsUser": 0, "fsGroup": 10001}),
+        "securityContext.runAsUser=0: expected the image's user, not root",
+    ),
+    "writable/blobfuse-for-root-only": Broken(
+        "checkpoints-writable-by-workers",
+        with_object(checkpoint_volume("blob.csi.azure.com", ["--file-cache-timeout-in-seconds=120"])),
+        "PersistentVolume/training-elastic-checkpoints: mountOptions=['--file-cache-timeout-in-seconds=120']: "
+        "expected '-o allow_other'",
+    ),
+    "writable/mountpoint-owned-by-root": Broken(
+        "checkpoints-writable-by-workers",
+        with_object(checkpoint_volume("s3.csi.aws.com", ["allow-delete", "uid 0", "gid 0"])),
+        "expected no uid/gid but the trainer's (10001)",
+    ),
     # nothing evicts a rendezvous server on its own
     "not-evictable/etcd-without-budget": Broken(
         "rendezvous-not-evictable",
@@ -620,3 +656,20 @@ def test_a_longer_eviction_notice_allows_a_longer_grace(baseline, facts):
     assert run_guardrails(baseline, GuardrailContext(facts=facts))["workers-spot-ready"]
     longer = replace(facts, eviction_notice_s=120)
     assert not run_guardrails(baseline, GuardrailContext(facts=longer))["workers-spot-ready"]
+
+
+def test_the_platforms_checkpoint_volumes_open_to_the_workers(baseline, facts):
+    """The mount options the platform gives its Blob and S3 volumes pass; the job's pods
+    (the baseline's) run as the trainer image's user with its group as fsGroup."""
+    from components.cluster_info import AzureBlobCheckpoint, S3Checkpoint
+    from components.platform.checkpoint_volume import volume_source
+
+    for checkpoint in (
+        AzureBlobCheckpoint(storage_account="acct", container="ckpt", resource_group="rg", client_id="id"),
+        S3Checkpoint(bucket="bucket"),
+    ):
+        source = volume_source(checkpoint, default_region="")
+        volume = checkpoint_volume(source.csi["driver"], [str(o) for o in source.mount_options])
+        assert run_guardrails([*baseline, volume], GuardrailContext(facts=facts))["checkpoints-writable-by-workers"] == []
+    context = worker_pod(baseline)["securityContext"]
+    assert context["runAsUser"] == context["runAsGroup"] == context["fsGroup"] == 10001

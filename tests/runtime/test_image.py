@@ -148,3 +148,13 @@ def test_every_runtime_module_imports_with_only_the_base_dependencies(tmp_path):
         "lab.runtime.notice.cli",
     } <= imported
     assert not any(name.startswith(("components", "lab.plan", "lab.ops", "lab.local")) for name in imported)
+
+
+def test_the_image_runs_as_the_user_the_worker_pods_name():
+    """The job chart's pods run as TRAINER_UID with it as fsGroup (the checkpoint mounts open to
+    that group only): the Dockerfile's user must be that one."""
+    from lab.vocab.job import TRAINER_UID
+
+    text = (ROOT / "Dockerfile").read_text()
+    assert re.findall(r"useradd --uid (\d+)", text) == [str(TRAINER_UID)]
+    assert re.findall(r"^USER (\S+)$", text, re.M) == [str(TRAINER_UID)]
