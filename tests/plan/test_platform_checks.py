@@ -39,6 +39,7 @@ PLATFORM_CHECKS = {
     "guardrail:no-global-default-priority-class",
     "guardrail:etcd-private",
     "guardrail:workers-spot-ready",
+    "guardrail:checkpoints-writable-by-workers",
     "guardrail:rendezvous-not-evictable",
     "guardrail:notice-handler-on-spot-nodes",
 }
