@@ -670,6 +670,8 @@ def test_the_platforms_checkpoint_volumes_open_to_the_workers(baseline, facts):
     ):
         source = volume_source(checkpoint, default_region="")
         volume = checkpoint_volume(source.csi["driver"], [str(o) for o in source.mount_options])
-        assert run_guardrails([*baseline, volume], GuardrailContext(facts=facts))["checkpoints-writable-by-workers"] == []
+        assert (
+            run_guardrails([*baseline, volume], GuardrailContext(facts=facts))["checkpoints-writable-by-workers"] == []
+        )
     context = worker_pod(baseline)["securityContext"]
     assert context["runAsUser"] == context["runAsGroup"] == context["fsGroup"] == 10001
