@@ -24,6 +24,7 @@ TORCH_TABLES = {
     "torch.distributed.elastic.rendezvous.dynamic_rendezvous": ("_delay",),
     "torch.distributed.elastic.events.handlers": ("_log_handlers",),
     "torch.distributed.elastic.agent.server.local_elastic_agent": ("LocalElasticAgent._monitor_workers",),
+    "torch.distributed.elastic.agent.server.api": ("SimpleElasticAgent._exit_barrier",),
     "torch.distributed.run": ("elastic_launch",),
 }
 # SIGALRM is pytest-timeout's own (it arms and disarms it around each test).

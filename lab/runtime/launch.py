@@ -36,6 +36,11 @@ Why:
   `--event-log-handler` picks and nothing registers by default. With `LAB_AGENT_EVENTS=<file>`
   this launcher registers one that writes them to that file as JSON lines, so a drill can
   time the rounds of a script that emits no events of its own.
+- An agent restarting its workers to let a late node in can find the rendezvous closed: the
+  other agents met without it, their workers found the job done and they closed it. torchrun
+  exits 1 there (on a cluster: a failed pod, which fails the PyTorchJob). Here agents whose
+  workers succeeded say so in the rendezvous store before it closes, and an agent that then
+  finds it closed exits 0.
 - Workers start warm: from a forkserver that imported torch once (lab.runtime.warm), not as new
   Pythons that import it on every restart. `LAB_WARM_WORKERS=0` turns it off; a
   `--no-python` entrypoint always runs as torchrun runs it.
@@ -78,6 +83,12 @@ DEFAULT_SERVER_OUTAGE_S = 60.0
 RECONNECT_EVERY_S = 1.0
 ETCD_READ_TIMEOUT_S = 5
 
+
+class JobAlreadyDone(Exception):
+    """The rendezvous closed after other agents' workers finished the job: this agent, which was
+    rejoining, has nothing left to do."""
+
+
 # Exit codes. The training operator (restartPolicy: ExitCode) retries a pod only for codes
 # 128-255; torchrun's 1 would end the job. A signal exits 128 + its number, as a shell does.
 EXIT_RENDEZVOUS_UNREACHABLE = 170  # the rendezvous server stayed unreachable past server_outage
@@ -102,6 +113,7 @@ def _handler_class() -> type[Any]:
     leave the rendezvous open when this agent gives up on it (defined lazily: torch is
     imported only when a rendezvous is built, so its type is Any to the callers)."""
     from torch.distributed.elastic.rendezvous.api import (
+        RendezvousClosedError,
         RendezvousConnectionError,
         RendezvousInfo,
         RendezvousTimeoutError,
@@ -124,6 +136,23 @@ def _handler_class() -> type[Any]:
         _round: int | None = None
         _members: frozenset[object] = frozenset()  # the round's node descriptors
         _lost_reported = False
+
+        def _succeeded_key(self) -> str:
+            return f"lab/{self.get_run_id()}/succeeded"
+
+        def mark_succeeded(self) -> None:
+            """Record that this agent's workers finished the job, before the rendezvous closes."""
+            try:
+                self._store.set(self._succeeded_key(), "1")
+            except Exception as exc:  # noqa: BLE001 - the job is done either way; only late agents lose
+                log.warning("could not record the job's success in the rendezvous store (%s)", exc)
+
+        def job_succeeded(self) -> bool:
+            """Whether an agent of this run recorded that its workers finished the job."""
+            try:
+                return bool(self._store.check([self._succeeded_key()]))
+            except Exception:  # noqa: BLE001 - unknown: not known to have succeeded
+                return False
 
         def _rank0_present(self) -> bool:
             """Whether the round this agent completed still has its rank 0 (the agent that
@@ -219,6 +248,12 @@ def _handler_class() -> type[Any]:
                     continue
                 except (RendezvousTimeoutError, RendezvousConnectionError):
                     self._gave_up = True
+                    raise
+                except RendezvousClosedError:
+                    if self.job_succeeded():
+                        raise JobAlreadyDone(
+                            f"the rendezvous {self.get_run_id()!r} closed: the other agents' workers finished the job"
+                        ) from None
                     raise
                 break
             state = self._state_holder.state
@@ -396,6 +431,7 @@ def install() -> None:
     table["etcd-v2"] = _etcd_v2
     table["c10d"] = _c10d
     _forgive_failures_of_a_lost_round()
+    _record_success_before_the_exit_barrier()
 
 
 def _forgive_failures_of_a_lost_round() -> None:
@@ -428,6 +464,26 @@ def _forgive_failures_of_a_lost_round() -> None:
 
     monitor_workers.forgives_lost_rounds = True  # type: ignore[attr-defined]
     LocalElasticAgent._monitor_workers = monitor_workers  # type: ignore[method-assign]
+
+
+def _record_success_before_the_exit_barrier() -> None:
+    """torch's agent enters its exit barrier only when its workers succeeded, and closes the
+    rendezvous after it: record the success first, for agents that find it closed."""
+    from torch.distributed.elastic.agent.server.api import SimpleElasticAgent
+
+    barrier = SimpleElasticAgent._exit_barrier
+    if getattr(barrier, "records_success", False):
+        return
+
+    @functools.wraps(barrier)
+    def exit_barrier(self: SimpleElasticAgent) -> None:
+        handler = self._worker_group.spec.rdzv_handler
+        if hasattr(handler, "mark_succeeded"):
+            handler.mark_succeeded()
+        barrier(self)  # type: ignore[no-untyped-call]  # torch leaves it untyped
+
+    exit_barrier.records_success = True  # type: ignore[attr-defined]
+    SimpleElasticAgent._exit_barrier = exit_barrier  # type: ignore[method-assign]
 
 
 class _TorchEventLines(logging.Formatter):
@@ -516,6 +572,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_RENDEZVOUS_UNREACHABLE
+    except JobAlreadyDone as exc:
+        print(f"{PROG}: {exc}; nothing left to do", file=sys.stderr)
+        return 0
     return 0
 
 

@@ -12,6 +12,7 @@ from lab.runtime import launch
 def installed(monkeypatch):
     """lab.runtime.launch's rendezvous handlers and agent monitor in torch's tables, for
     this test only."""
+    from torch.distributed.elastic.agent.server.api import SimpleElasticAgent
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
     from torch.distributed.elastic.rendezvous import dynamic_rendezvous
     from torch.distributed.elastic.rendezvous import rendezvous_handler_registry as registry
@@ -20,4 +21,5 @@ def installed(monkeypatch):
         monkeypatch.setitem(registry._registry, backend, registry._registry[backend])
     monkeypatch.setattr(dynamic_rendezvous, "_delay", dynamic_rendezvous._delay)
     monkeypatch.setattr(LocalElasticAgent, "_monitor_workers", LocalElasticAgent._monitor_workers)
+    monkeypatch.setattr(SimpleElasticAgent, "_exit_barrier", SimpleElasticAgent._exit_barrier)
     launch.install()

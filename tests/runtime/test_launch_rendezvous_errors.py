@@ -80,7 +80,7 @@ def test_an_unreachable_server_is_ridden_out_then_given_up(etcd, installed):
 
 
 @pytest.mark.timeout(120)
-def test_join_timeout_exits_retryable_and_leaves_the_rendezvous_open(etcd, workdir):
+def test_join_timeout_exits_retryable_and_leaves_the_rendezvous_open(etcd, workdir, installed):
     """One agent of a job that needs two: its join times out, it exits 171 (the operator
     retries 128-255), and the rendezvous stays open: two agents then train under the same id.
     torchrun exits 1 and closes the rendezvous for good, so the retried pod could never join."""
@@ -106,6 +106,9 @@ def test_join_timeout_exits_retryable_and_leaves_the_rendezvous_open(etcd, workd
     assert codes == [0, 0], [(workdir / f"n{i}.log").read_text()[-2000:] for i in range(2)]
     done = [e for e in events.read(workdir / "events.jsonl") if e["event"] == "exit" and e.get("reason") == "done"]
     assert done
+    # Their agents recorded the job's success before closing the rendezvous, for a late agent.
+    (reader,) = _handlers(etcd, spec.rdzv_id, 1)
+    assert reader.job_succeeded()
 
 
 @pytest.mark.timeout(90)
@@ -216,3 +219,64 @@ def test_agents_with_the_job_environment_rank_their_workers_without_rank0(monkey
         (2, 6, 2, 6),
         (3, 6, 3, 6),
     ]
+
+
+def _handlers(etcd, run_id: str, count: int) -> list:
+    params = {"min_nodes": 2, "max_nodes": 3, "local_addr": "127.0.0.1", **JobSpec().rdzv_conf()}
+    return [
+        get_rendezvous_handler(RendezvousParameters(backend="etcd-v2", endpoint=etcd.endpoint, run_id=run_id, **params))
+        for _ in range(count)
+    ]
+
+
+def _meet(handlers: list) -> list:
+    """Every handler's next_rendezvous, concurrently (a round needs two of them)."""
+    results: list = [None] * len(handlers)
+
+    def join(i: int) -> None:
+        results[i] = handlers[i].next_rendezvous()
+
+    threads = [threading.Thread(target=join, args=(i,), daemon=True) for i in range(len(handlers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return results
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("finished", [True, False], ids=["job-finished", "job-failed"])
+def test_an_agent_that_finds_the_rendezvous_closed_learns_whether_the_job_finished(etcd, installed, finished):
+    """Two agents train and close the rendezvous at the end, while a third rejoins (it restarted
+    its workers for a late node). torch's agent fails there; ours ends cleanly when the others'
+    workers finished the job, and fails as torch does when the rendezvous closed on a failure."""
+    from torch.distributed.elastic.rendezvous.api import RendezvousClosedError
+
+    a, b, late = _handlers(etcd, f"t-closed-{finished}", 3)
+    try:
+        assert [info.world_size for info in _meet([a, b])] == [2, 2]
+        if finished:
+            a.mark_succeeded()  # what its agent does before its exit barrier
+        assert a.shutdown() and a.is_closed()
+        if finished:
+            with pytest.raises(launch.JobAlreadyDone, match="finished the job"):
+                late.next_rendezvous()
+        else:
+            with pytest.raises(RendezvousClosedError) as raised:
+                late.next_rendezvous()
+            assert not isinstance(raised.value, launch.JobAlreadyDone)
+    finally:
+        for h in (a, b, late):
+            h._stop_heartbeats()
+
+
+def test_a_late_agent_of_a_finished_job_exits_0(monkeypatch, installed, capsys):
+    from torch.distributed import run
+
+    def finished_without_this_agent(args):
+        raise launch.JobAlreadyDone("the rendezvous 'x' closed: the other agents' workers finished the job")
+
+    monkeypatch.setenv(launch.ENV_WARM_WORKERS, "0")
+    monkeypatch.setattr(run, "main", finished_without_this_agent)
+    assert launch.main(["--nnodes=2:3", "train.py"]) == 0
+    assert "nothing left to do" in capsys.readouterr().err
