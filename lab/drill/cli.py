@@ -111,7 +111,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--evict-after",
         type=float,
         default=10.0,
-        help="for --script: seconds after the first rendezvous to evict (default 10)",
+        help="for --script: seconds to evict after every node's workers started (default 10)",
     )
     ev.add_argument("--victim", type=int, default=-1, help="index of the node to evict (default: the last)")
     ev.add_argument(

@@ -39,7 +39,7 @@ class DrillConfig:
     eviction: "hard" (SIGKILL), "notice" (SIGTERM, SIGKILL after notice_s) or "silent"
       (SIGSTOP: the node vanishes with its sockets open, as a VM taken back without a word).
     evict_at_step: evict once rank 0 reports this step; scripts without our events are
-      evicted `evict_after_s` seconds after their first rendezvous instead.
+      evicted `evict_after_s` seconds after every node's workers started at full size instead.
     scale_out_after_s: add a node back this many seconds after the job recovered (None: never).
     baselines: after the drill, run the same job this many times more without any fault, each
       drawing samples in another order, and compare the losses (lab.drill.convergence).
@@ -315,7 +315,8 @@ class _Drill:
     # ---------------------------------------------------------------------- the phases
     def warm_up(self) -> bool:
         """Our script reports steps: until the eviction's step. Any other script is given
-        `evict_after_s` after its agents' first rendezvous."""
+        `evict_after_s` once every node's workers run at full size (a node slow to start joins
+        the job in a round of its own, and a notice before the script trains tests nothing)."""
         cfg = self.cfg
         if cfg.target_steps is not None:
             # ... and at full size: in per-step mode a quorum forms as soon as min_nodes groups
@@ -328,7 +329,7 @@ class _Drill:
                 return progress.step >= cfg.evict_at_step and reached >= size
 
             return self.wait_for("warming up", ready, self.remaining())
-        if not self.wait_for("warming up", lambda: _agents_rendezvoused(self.local), self.remaining()):
+        if not self.wait_for("warming up", lambda: _workers_at_full_size(self.local, cfg.nodes), self.remaining()):
             return False
         self.hold("warming up", cfg.evict_after_s)
         return self.going_on()
@@ -416,8 +417,12 @@ def _recovered(seen: list[dict[str, Any]], local: LocalTarget, emits: bool) -> b
     return any(a.kind == "started" and a.t > evict_t for n in local.alive_nodes for a in _agent_events(local, n))
 
 
-def _agents_rendezvoused(local: LocalTarget) -> bool:
-    return any(a.kind == "rendezvous" for n in local.nodes for a in _agent_events(local, n))
+def _workers_at_full_size(local: LocalTarget, nodes: int) -> bool:
+    """Every running node's agent started workers in a round of `nodes` nodes."""
+    alive = local.alive_nodes
+    return bool(alive) and all(
+        any(a.kind == "started" and (a.group_world_size or 0) >= nodes for a in _agent_events(local, n)) for n in alive
+    )
 
 
 def _agent_events(local: LocalTarget, node: Node) -> list[AgentEvent]:
