@@ -95,6 +95,9 @@ class DrillReport:
     fault_tolerance: str = "elastic"
     # The loss against uninterrupted runs of the same job (lab.drill.convergence), when asked.
     convergence: dict[str, Any] | None = None
+    # Checkpoint-like files the script wrote under a node's own directory (its working
+    # directory): lost with the node, and ranks on other nodes never see them.
+    node_local_checkpoints: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -197,9 +200,19 @@ class DrillReport:
             lines.append(f"  loss: {first[2]:.4f} at step {first[1]} -> {last[2]:.4f} at step {last[1]}")
         if self.convergence is not None:
             lines.append(self.convergence["summary"])
+        if self.node_local_checkpoints:
+            lines.append(f"  WARNING: {node_local_warning(self.node_local_checkpoints)}")
         for p in self.problems:
             lines.append(f"  PROBLEM: {p}")
         return "\n".join(lines)
+
+
+def node_local_warning(paths: list[str]) -> str:
+    shown = ", ".join(paths[:4]) + (f" and {len(paths) - 4} more" if len(paths) > 4 else "")
+    return (
+        f"the script wrote checkpoint-like files on node-local paths ({shown}): they go with their node, and"
+        " ranks on other nodes resume from other steps or none; write checkpoints under $LAB_CHECKPOINT_DIR"
+    )
 
 
 Record = dict[str, Any]

@@ -13,7 +13,7 @@ from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent, read_agent_events
 from lab.drill.convergence import Curve, compare
 from lab.drill.diagnosis import WorkerError, crash_loop, describe, worker_errors
-from lab.drill.report import DrillReport, analyze
+from lab.drill.report import DrillReport, analyze, node_local_warning
 from lab.local import LocalTarget
 from lab.local.target import AGENT_EVENTS, TORCHELASTIC_LOGS, Node
 from lab.vocab import events
@@ -397,6 +397,9 @@ class _Drill:
         if timed_out:
             report.problems.insert(0, f"the drill timed out after {cfg.timeout_s:g} s; remaining nodes were killed")
         report.problems[:0] = self.server_died
+        report.node_local_checkpoints = _node_local_checkpoints(local)
+        if report.node_local_checkpoints and report.problems:
+            report.problems.append(node_local_warning(report.node_local_checkpoints))
         if not any(e["event"] == Event.EVICT for e in recorded) and stopped is None and not self.server_died:
             report.problems.append("no eviction happened: the job ended or failed during warm-up")
         return report
@@ -415,6 +418,27 @@ def _recovered(seen: list[dict[str, Any]], local: LocalTarget, emits: bool) -> b
         resumed = [e["t"] for e in seen if e["event"] in (Event.RESUME, Event.FRESH) and e["t"] > evict_t]
         return any(e["event"] == Event.STEP and resumed and e["t"] > min(resumed) for e in seen)
     return any(a.kind == "started" and a.t > evict_t for n in local.alive_nodes for a in _agent_events(local, n))
+
+
+# What torch.save / torch.distributed.checkpoint and the usual snapshot helpers write.
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".distcp", ".safetensors", ".bin")
+
+
+def _node_local_checkpoints(local: LocalTarget) -> list[str]:
+    """Checkpoint-like files under the nodes' own directories (their working directories),
+    outside what the target writes there (torchelastic's logs), as `node/relative/path`."""
+    found = []
+    for node in local.nodes:
+        home = local.node_dir(node.name)
+        if not home.is_dir():
+            continue
+        for path in sorted(home.rglob("*")):
+            rel = path.relative_to(home)
+            if rel.parts[0] == TORCHELASTIC_LOGS or not path.is_file():
+                continue
+            if path.suffix in CHECKPOINT_SUFFIXES or path.name == ".metadata":
+                found.append(f"{node.name}/{rel}")
+    return found
 
 
 def _workers_at_full_size(local: LocalTarget, nodes: int) -> bool:

@@ -36,11 +36,13 @@ Why:
   `--event-log-handler` picks and nothing registers by default. With `LAB_AGENT_EVENTS=<file>`
   this launcher registers one that writes them to that file as JSON lines, so a drill can
   time the rounds of a script that emits no events of its own.
-- An agent restarting its workers to let a late node in can find the rendezvous closed: the
-  other agents met without it, their workers found the job done and they closed it. torchrun
-  exits 1 there (on a cluster: a failed pod, which fails the PyTorchJob). Here agents whose
-  workers succeeded say so in the rendezvous store before it closes, and an agent that then
-  finds it closed exits 0.
+- A node that joins as the job ends: torch's agents restart their workers for it even when
+  another agent's workers already finished, and that agent, in its exit barrier, holds the
+  round for 300 s (the barrier's timeout) while the others wait for the next one; an agent that
+  did restart and finds the rendezvous closed exits 1 (on a cluster: a failed pod, which fails
+  the PyTorchJob). Here agents whose workers succeeded say so in the rendezvous store before
+  their exit barrier: the others then let their workers finish instead of restarting them for
+  a joining node, and an agent that finds the rendezvous closed exits 0.
 - Workers start warm: from a forkserver that imported torch once (lab.runtime.warm), not as new
   Pythons that import it on every restart. `LAB_WARM_WORKERS=0` turns it off; a
   `--no-python` entrypoint always runs as torchrun runs it.
@@ -191,6 +193,11 @@ def _handler_class() -> type[Any]:
                 log.warning("rendezvous server reachable again after %.1f s", down)
                 events.emit(Event.RDZV_REACHABLE, down_s=round(down, 3), source="agent")
                 self._unreachable_since = None
+            if waiting and self.job_succeeded():
+                # Another agent's workers finished the job and it waits in its exit barrier for
+                # this one: restarting for a node that joins now would stop workers that are
+                # finishing, and the next round could never form while that agent holds this one.
+                waiting = 0
             return waiting + len(self._lost_members())
 
         def lost_members(self) -> frozenset[object]:

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -480,3 +481,49 @@ def test_a_rendezvous_server_that_dies_is_named_in_the_report(workdir):
     died = [p for p in report.problems if p.startswith("the rendezvous server (etcd) exited with code -9")]
     assert died and "etcd.log" in died[0], report.problems
     assert not any("no eviction happened" in p for p in report.problems)
+
+
+TUTORIAL_SCRIPT = Path(__file__).parent / "scripts" / "tutorial_ddp.py"
+
+
+def _tutorial_drill(
+    workdir, snapshot: str, scale_out_after_s: float | None = None, timeout_s: float = 150
+) -> DrillConfig:
+    spec = _spec(
+        workdir, module=None, script=str(TUTORIAL_SCRIPT), script_args=("--epochs", "40", "--snapshot", snapshot)
+    )
+    return DrillConfig(
+        spec=spec,
+        workdir=workdir,
+        nodes=3,
+        target_steps=None,
+        eviction="hard",
+        evict_after_s=2,
+        scale_out_after_s=scale_out_after_s,
+        timeout_s=timeout_s,
+    )
+
+
+@pytest.mark.timeout(200)
+def test_a_tutorial_style_script_ends_as_under_torchrun(workdir):
+    """A script written as PyTorch's DDP tutorials write it (DistributedSampler, DDP, a snapshot
+    every two epochs, destroy_process_group() at the end), its snapshot on the shared
+    checkpoint volume: it trains through a hard kill, a node added back near its end, and every
+    node's agent ends cleanly (torch's agents held each other for the exit barrier's 300 s)."""
+    report = run_drill(_tutorial_drill(workdir, str(workdir / "ckpt" / "snapshot.pt"), scale_out_after_s=0.5))
+    assert report.finished and report.passed, report.summary()
+    assert report.evictions and report.evictions[0].restarted_s is not None
+    assert report.node_local_checkpoints == []
+    codes = report.node_exit_codes
+    assert codes.pop("node-2") == -9 and set(codes.values()) == {0}, codes
+    assert report.duration_s < 100, report.summary()
+
+
+@pytest.mark.timeout(200)
+def test_a_snapshot_on_a_node_local_path_is_named(workdir):
+    """The tutorials' default snapshot path is relative: each node writes its own, which goes
+    with the node, and the survivors resume from different epochs (their collectives then no
+    longer match). The drill names the files, whatever became of the run."""
+    report = run_drill(_tutorial_drill(workdir, "snapshot.pt", timeout_s=45))
+    assert any(p.endswith("/snapshot.pt") for p in report.node_local_checkpoints), report.summary()
+    assert "node-local paths" in report.summary()

@@ -330,3 +330,13 @@ def test_per_step_groups_taking_turns_at_healing_fail_the_drill_with_the_setting
     assert not report.passed
     assert "groups that had trained healed again 4 times (a 2x, b 1x, d 1x)" in report.summary()
     assert "per_step.join_timeout_s" in report.summary()
+
+
+def test_checkpoints_on_node_local_paths_are_named():
+    recorded = [{"t": 110.0, "event": "evict", "node": "c", "kind": "hard"}]
+    agents = _agents(*((101.0, n, "rendezvous", 3, 0) for n in "abc"), *((102.0, n, "started", 3, 0) for n in "abc"))
+    report = analyze(recorded, agents, target_steps=None, checkpoint_every=10, node_exit_codes={"a": 0, "b": 0})
+    report.node_local_checkpoints = [f"node-{i}/snapshot.pt" for i in range(6)]
+    summary = report.summary()
+    assert "WARNING: the script wrote checkpoint-like files on node-local paths (node-0/snapshot.pt" in summary
+    assert "and 2 more" in summary and "$LAB_CHECKPOINT_DIR" in summary

@@ -280,3 +280,33 @@ def test_a_late_agent_of_a_finished_job_exits_0(monkeypatch, installed, capsys):
     monkeypatch.setattr(run, "main", finished_without_this_agent)
     assert launch.main(["--nnodes=2:3", "train.py"]) == 0
     assert "nothing left to do" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(90)
+def test_a_node_joining_a_finished_job_restarts_nobody_and_ends_cleanly(etcd, installed):
+    """Two agents train; a third node arrives as they finish. Once one agent's workers
+    succeeded (it then waits in its exit barrier for the other), the other no longer counts
+    the newcomer as waiting: restarting would stop its finishing workers, and no new round could
+    form while the first holds this one. The newcomer ends cleanly when the rendezvous closes."""
+    a, b, late = _handlers(etcd, "t-late-joiner", 3)
+    outcome: list[BaseException | object] = []
+
+    def join_late() -> None:
+        try:
+            outcome.append(late.next_rendezvous())
+        except BaseException as exc:  # noqa: BLE001 - what the newcomer's join ended with is the result
+            outcome.append(exc)
+
+    try:
+        assert [info.world_size for info in _meet([a, b])] == [2, 2]
+        newcomer = threading.Thread(target=join_late, daemon=True)
+        newcomer.start()
+        assert procs.wait_until(lambda: a.num_nodes_waiting() == 1, 10), "the newcomer never showed as waiting"
+        b.mark_succeeded()  # b's workers finished: its agent enters the exit barrier
+        assert a.num_nodes_waiting() == 0
+        assert b.shutdown()  # the barrier passed (a's workers finished too): the rendezvous closes
+        newcomer.join(20)
+        assert len(outcome) == 1 and isinstance(outcome[0], launch.JobAlreadyDone), outcome
+    finally:
+        for h in (a, b, late):
+            h._stop_heartbeats()
