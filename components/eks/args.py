@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,20 @@ _NVIDIA_FAMILIES = {
     "p5en",
     "p6",
 }
+# Cluster Autoscaler's AWS provider counts a node as a GPU node by this label. Without it a node of
+# a group scaled from zero counts as GPU-less until the device plugin advertises its GPUs, and the
+# autoscaler adds more nodes meanwhile (its AWS README, "Special note on GPU instances").
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
+# The values it knows (cloudprovider/aws availableGPUTypes), by instance family; other NVIDIA
+# families get "nvidia": the label's presence is what marks a GPU node.
+_ACCELERATOR_BY_FAMILY = {
+    "p3": "nvidia-tesla-v100",
+    "p3dn": "nvidia-tesla-v100",
+    "g4dn": "nvidia-tesla-t4",
+    "p4d": "nvidia-tesla-a100",
+    "p4de": "nvidia-tesla-a100",
+    "g5": "nvidia-a10g",
+}
 _OTHER_ACCELERATORS = re.compile(r"^(g4ad|g3|g3s|inf\d|trn\d|dl\d|f\d|vt\d)")
 _ARM_GPU_FAMILIES = {"g5g"}  # Graviton hosts: need an ARM AMI type
 # The NVIDIA AMI types of managed node groups (botocore's eks model, AMITypes).
@@ -69,6 +84,16 @@ _ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 def instance_family(instance_type: str) -> str | None:
     m = _INSTANCE_TYPE.match(instance_type)
     return f"{m.group(1)}{m.group(2)}{m.group(3)}" if m else None
+
+
+def accelerator(instance_types: Sequence[str]) -> str:
+    """The GPU group's ACCELERATOR_LABEL value: its first instance type's GPU as the autoscaler
+    names it, else "nvidia"."""
+    for instance_type in instance_types:
+        known = _ACCELERATOR_BY_FAMILY.get(instance_family(instance_type) or "")
+        if known:
+            return known
+    return "nvidia"
 
 
 def is_nvidia_instance(instance_type: str) -> bool:

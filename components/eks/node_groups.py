@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.eks.args import EksClusterArgs, instance_family
+from components.eks.args import ACCELERATOR_LABEL, EksClusterArgs, accelerator, instance_family
 from lab.vocab import pools as labels
 from lab.vocab.pools import PoolPlacement, Taint
 
@@ -74,7 +74,11 @@ def group_specs(args: EksClusterArgs) -> dict[str, GroupSpec]:
             True,
             args.gpu_min_nodes,
             args.gpu_max_nodes,
-            {**labels.pool_labels(labels.POOL_GPU_SPOT, spot=True), labels.NVIDIA_GPU_PRESENT_LABEL: "true"},
+            {
+                **labels.pool_labels(labels.POOL_GPU_SPOT, spot=True),
+                labels.NVIDIA_GPU_PRESENT_LABEL: "true",
+                ACCELERATOR_LABEL: accelerator(args.gpu_instance_types),
+            },
             (labels.SPOT_TAINT, labels.GPU_TAINT),
         ),
     }

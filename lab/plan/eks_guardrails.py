@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from components.eks.args import GPU_AMI_TYPES
+from components.eks.args import ACCELERATOR_LABEL, GPU_AMI_TYPES
 from components.eks.fis import NODEGROUP_TAG, SPOT_INTERRUPTION
 from components.eks.node_groups import NODE_TEMPLATE
 from lab.plan.findings import Finding
@@ -112,6 +112,15 @@ def gpu_group(plan: Any) -> Iterator[Finding]:
                 f"labels.{labels.NVIDIA_GPU_PRESENT_LABEL}",
                 node_labels.get(labels.NVIDIA_GPU_PRESENT_LABEL),
                 "'true' (the NVIDIA device plugin's node affinity selects it)",
+            )
+        if not node_labels.get(ACCELERATOR_LABEL):
+            yield Finding.error(
+                name,
+                g,
+                f"labels.{ACCELERATOR_LABEL}",
+                node_labels.get(ACCELERATOR_LABEL),
+                "the GPU type (e.g. 'nvidia-a10g'): the autoscaler counts a new node as GPU-less without it, "
+                "until the device plugin advertises it, and scales out more spot GPUs meanwhile",
             )
         scaling = i.get("scalingConfig") or {}
         if scaling.get("minSize") != 0:

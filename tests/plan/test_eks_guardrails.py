@@ -122,6 +122,12 @@ BROKEN = [
         ["labels.nvidia.com/gpu.present=None", "device plugin"],
     ),
     (
+        "GPU group without the autoscaler's accelerator label",
+        "guardrail:eks-gpu-group",
+        _inputs(GPU, labels={"elastic-spot-lab/pool": "gpu-spot", "nvidia.com/gpu.present": "true"}),
+        ["labels.k8s.amazonaws.com/accelerator=None", "counts a new node as GPU-less"],
+    ),
+    (
         "no node-template tags",
         "guardrail:eks-scale-from-zero",
         _no_template_tags,
