@@ -17,7 +17,7 @@ from typing import Any
 from lab.vocab.aws_tags import tag_problems
 from lab.vocab.names import DNS_LABEL
 from lab.vocab.problems import InvalidInput, Problem, Problems
-from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION
+from lab.vocab.versions import CLUSTER_AUTOSCALER_CHARTS, DEFAULT_KUBERNETES_VERSION
 
 # --------------------------------------------------------------------------- value rules
 
@@ -201,8 +201,16 @@ class EksClusterArgs:
         return "_ARM_" in self.gpu_ami_type
 
     @property
+    def autoscaler_chart_version(self) -> str:
+        """The Cluster Autoscaler chart for this cluster's minor (validation refuses others)."""
+        return CLUSTER_AUTOSCALER_CHARTS[self.kubernetes_version][0]
+
+    @property
     def autoscaler_image_tag(self) -> str:
-        return self.cluster_autoscaler_image_tag or f"v{self.kubernetes_version}.0"
+        """The image the chart was released with, unless the stack names a patch release of it."""
+        if self.cluster_autoscaler_image_tag:
+            return self.cluster_autoscaler_image_tag
+        return f"v{CLUSTER_AUTOSCALER_CHARTS[self.kubernetes_version][1]}"
 
     def replace(self, **changes: Any) -> EksClusterArgs:
         return dataclasses.replace(self, **changes)
@@ -448,6 +456,23 @@ def _cluster_autoscaler(args: EksClusterArgs, found: _FieldProblems) -> None:
     tag = args.cluster_autoscaler_image_tag
     if tag is not None and (not isinstance(tag, str) or not re.match(r"^v1\.\d+\.\d+$", tag)):
         found.bad("cluster_autoscaler_image_tag", "a Cluster Autoscaler release tag such as v1.35.0")
+        return
+    if args.cluster_autoscaler is not True or not isinstance(args.kubernetes_version, str):
+        return
+    chart = CLUSTER_AUTOSCALER_CHARTS.get(args.kubernetes_version)
+    if chart is None:
+        found.bad(
+            "kubernetes_version",
+            f"one of {', '.join(sorted(CLUSTER_AUTOSCALER_CHARTS))} while cluster_autoscaler is on: the autoscaler's "
+            "chart and image must match the cluster's minor, and no chart for this one is pinned here "
+            "(or set cluster_autoscaler false and run your own)",
+        )
+    elif tag is not None and tag.split(".")[:2] != f"v{chart[1]}".split(".")[:2]:
+        found.bad(
+            "cluster_autoscaler_image_tag",
+            f"a v{chart[1].rsplit('.', 1)[0]}.x release: the pinned chart {chart[0]} carries {chart[1]}, "
+            "and an image newer than its chart watches what the chart's RBAC does not grant",
+        )
 
 
 def _training_identity(args: EksClusterArgs, found: _FieldProblems) -> None:

@@ -17,7 +17,7 @@ import pulumi_kubernetes as k8s
 
 from components.eks import iam
 from components.eks.args import EksClusterArgs
-from lab.vocab.versions import CLUSTER_AUTOSCALER_CHART, CLUSTER_AUTOSCALER_REPO, CLUSTER_AUTOSCALER_VERSION
+from lab.vocab.versions import CLUSTER_AUTOSCALER_CHART, CLUSTER_AUTOSCALER_REPO
 
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
@@ -95,7 +95,7 @@ def cluster_autoscaler(
     chart = k8s.helm.v4.Chart(
         name,
         chart=CLUSTER_AUTOSCALER_CHART,
-        version=CLUSTER_AUTOSCALER_VERSION,
+        version=args.autoscaler_chart_version,
         repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=CLUSTER_AUTOSCALER_REPO),
         namespace=NAMESPACE,
         values=values(args, cpu_labels),

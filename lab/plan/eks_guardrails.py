@@ -27,12 +27,14 @@ from components.eks.node_groups import NODE_TEMPLATE
 from lab.plan.findings import Finding
 from lab.vocab import pools as labels
 from lab.vocab.names import PROJECT
+from lab.vocab.versions import CLUSTER_AUTOSCALER_CHART, CLUSTER_AUTOSCALER_CHARTS
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 BUCKET = "aws:s3/bucket:Bucket"
 PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 FIS_TEMPLATE = "aws:fis/experimentTemplate:ExperimentTemplate"
 ASG_TAG = "aws:autoscaling/tag:Tag"
+HELM_CHART = "kubernetes:helm.sh/v4:Chart"
 _BLOCKS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
 _EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
 
@@ -143,6 +145,7 @@ def scale_from_zero(plan: Any) -> Iterator[Finding]:
     tags = {
         (t.inputs.get("tag") or {}).get("key"): (t.inputs.get("tag") or {}).get("value") for t in plan.of_type(ASG_TAG)
     }
+    yield from autoscaler_chart_and_image_agree(plan)
     for g in gpu_groups(plan):
         if (g.inputs.get("scalingConfig") or {}).get("minSize") != 0:
             continue
@@ -161,6 +164,34 @@ def scale_from_zero(plan: Any) -> Iterator[Finding]:
                     f"{value!r}: an aws.autoscaling.Tag on the group's Auto Scaling group, or Cluster Autoscaler "
                     "cannot tell that a new node would fit a pending GPU pod",
                 )
+
+
+def autoscaler_chart_and_image_agree(plan: Any) -> Iterator[Finding]:
+    """Cluster Autoscaler's image is its chart's release: an image newer than its chart watches
+    what the chart's RBAC does not grant, waits for those informers, and never scales."""
+    app_versions = dict(CLUSTER_AUTOSCALER_CHARTS.values())
+    for chart in plan.of_type(HELM_CHART):
+        if chart.inputs.get("chart") != CLUSTER_AUTOSCALER_CHART:
+            continue
+        version = chart.inputs.get("version")
+        tag = str(((chart.inputs.get("values") or {}).get("image") or {}).get("tag") or "")
+        app = app_versions.get(str(version))
+        if app is None:
+            yield Finding.error(
+                "guardrail:eks-scale-from-zero",
+                chart,
+                "version",
+                version,
+                "a chart checked against its image: " + ", ".join(f"{c} ({a})" for c, a in app_versions.items()),
+            )
+        elif tag.lstrip("v").split(".")[:2] != app.split(".")[:2]:
+            yield Finding.error(
+                "guardrail:eks-scale-from-zero",
+                chart,
+                "values.image.tag",
+                tag,
+                f"a v{app.rsplit('.', 1)[0]}.x image, the release of chart {version} ({app})",
+            )
 
 
 def bucket_not_public(plan: Any) -> Iterator[Finding]:

@@ -24,7 +24,12 @@ ETCD_TAG = "v3.5.20"
 PROJECT_IMAGE = "ghcr.io/elastic-spot-lab/trainer"
 PROJECT_IMAGE_TAG = "0.1.0"
 
-# Cluster Autoscaler chart (EKS stack); the image tag follows the cluster's minor version.
-CLUSTER_AUTOSCALER_VERSION = "9.43.1"
+# Cluster Autoscaler chart (EKS stack), per Kubernetes minor: (chart version, its appVersion). The
+# image must be the chart's appVersion: from 1.33 the autoscaler waits for the cache sync of every
+# informer it starts, and a chart older than its image lacks the RBAC rules for what the image
+# watches (1.35: volumeattachments, resource.k8s.io), so it never scales (kubernetes/autoscaler
+# #7663, #8678). Charts 9.54.0-9.59.0 carry appVersion 1.35.0. A minor not listed here has no
+# chart we checked: the EKS stack refuses it while its autoscaler is on.
+CLUSTER_AUTOSCALER_CHARTS = {"1.35": ("9.54.0", "1.35.0")}
 CLUSTER_AUTOSCALER_REPO = "https://kubernetes.github.io/autoscaler"
 CLUSTER_AUTOSCALER_CHART = "cluster-autoscaler"

@@ -198,3 +198,29 @@ def test_deleting_checkpoints_when_the_stack_says_so_is_fine(broken_eks_plan):
     _forgets_bucket(broken_eks_plan)
     broken_eks_plan.config["elastic-spot-lab:checkpointsOnDestroy"] = "delete"
     assert _errors(broken_eks_plan, "guardrail:eks-checkpoints-kept") == []
+
+
+# The engine hands a policy pack a Helm Chart v4 without its inputs (lab.plan.policy_pack): these
+# run in `elastic-lab plan` only; at `pulumi up` the stack's config check refuses the same
+# mismatch (tests/components/eks/test_args.py).
+PLAN_ONLY_BROKEN = [
+    (
+        "autoscaler chart older than its image",
+        "guardrail:eks-scale-from-zero",
+        _inputs(("kubernetes:helm.sh/v4:Chart", "eks-cluster-autoscaler"), version="9.43.1"),
+        ["version='9.43.1'", "a chart checked against its image: 9.54.0 (1.35.0)"],
+    ),
+    (
+        "autoscaler image newer than its chart",
+        "guardrail:eks-scale-from-zero",
+        _inputs(("kubernetes:helm.sh/v4:Chart", "eks-cluster-autoscaler"), values={"image": {"tag": "v1.36.0"}}),
+        ["values.image.tag='v1.36.0'", "a v1.35.x image, the release of chart 9.54.0"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case,check,mutate,fragments", PLAN_ONLY_BROKEN, ids=[c[0] for c in PLAN_ONLY_BROKEN])
+def test_the_autoscalers_chart_and_image_agree(broken_eks_plan, case, check, mutate, fragments):
+    mutate(broken_eks_plan)
+    found = _errors(broken_eks_plan, check)
+    assert any(all(f in str(x) for f in fragments) for x in found), [str(x) for x in found]

@@ -69,6 +69,8 @@ BAD_VALUES = [
     ("interruptionNotice", "PT1M", "PT2M to PT15M"),
     ("interruptionNotice", "2 minutes", "ISO 8601"),
     ("clusterAutoscalerImageTag", "latest", "v1.35.0"),
+    ("clusterAutoscalerImageTag", "v1.36.0", "a v1.35.x release: the pinned chart 9.54.0 carries 1.35.0"),
+    ("kubernetesVersion", "1.34", "one of 1.35 while clusterAutoscaler is on"),
     ("trainingNamespace", "Training", "DNS-1123"),
     ("gpuGroupName", "cpu", "a name other than cpuGroupName"),
     ("tags", '{"aws:owner": "me"}', "not starting with 'aws:'", "aws:owner"),
@@ -85,6 +87,14 @@ def test_each_bad_value_is_named_with_key_value_and_expectation(key, value, expe
     problems = [p for p in info.value.problems if p.key.startswith(f"elastic-spot-lab:{key}")]
     assert problems, f"no problem names {key}: {info.value}"
     assert any(p.value == shown and expected in p.expected for p in problems), problems
+
+
+def test_the_autoscaler_image_is_its_charts_release():
+    args = _load().cluster
+    assert (args.autoscaler_chart_version, args.autoscaler_image_tag) == ("9.54.0", "v1.35.0")
+    assert _load(clusterAutoscalerImageTag="v1.35.3").cluster.autoscaler_image_tag == "v1.35.3"  # a patch release
+    # Without the stack's autoscaler, any supported minor is the user's choice.
+    assert _load(kubernetesVersion="1.34", clusterAutoscaler="false").cluster.kubernetes_version == "1.34"
 
 
 def test_region_is_required():
