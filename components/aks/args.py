@@ -15,7 +15,7 @@ from typing import Any
 from lab.vocab.azure_tags import tag_problems
 from lab.vocab.names import DNS_LABEL
 from lab.vocab.problems import InvalidInput, Problem, Problems
-from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION
+from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION, MIN_GPU_ARCHITECTURE, TORCH_CUDA_BUILD
 
 # --------------------------------------------------------------------------- value rules
 
@@ -30,6 +30,14 @@ _NVIDIA_GPU = re.compile(r"^Standard_N[CDV]\d+[a-z]*(_[A-Za-z0-9]+)*$")
 # AMD GPU sizes in the N families: NVv4 (MI25), NGads V620, ND MI300X. The NVIDIA device
 # plugin and AKS's GPU driver install do not serve them.
 _AMD_GPU = re.compile(r"^Standard_(NV\d+as_v4|NG\d+\w*|ND\d+\w*MI300X\w*)$")
+# NVIDIA sizes with GPUs older than the image's CUDA build runs on (lab.vocab.versions):
+# NCv3 and NDv2 (V100), NCv2 (P100), NV and NVv3 (M60), NC (K80).
+_PRE_TURING = (
+    (re.compile(r"^Standard_NC\d+r?s_v3$|^Standard_ND40r?s_v2$"), "V100"),
+    (re.compile(r"^Standard_NC\d+r?s_v2$"), "P100"),
+    (re.compile(r"^Standard_NV\d+s?(_v3)?$"), "M60"),
+    (re.compile(r"^Standard_NC\d+r?$"), "K80"),
+)
 _CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9]$|^[a-zA-Z0-9][-_a-zA-Z0-9]{0,61}[a-zA-Z0-9]$")
 _RESOURCE_GROUP = re.compile(r"^[-\w._()]{1,90}$")
 _POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
@@ -376,6 +384,13 @@ def _gpu_vm_size(args: AksClusterArgs, found: _FieldProblems) -> None:
             "gpu_vm_size",
             "an NVIDIA GPU VM size (N-series: Standard_NC*, Standard_ND*, Standard_NV*), "
             "e.g. Standard_NC4as_T4_v3 or Standard_NC24ads_A100_v4",
+        )
+    elif (old := next((name for pattern, name in _PRE_TURING if pattern.match(gpu)), None)) is not None:
+        found.bad(
+            "gpu_vm_size",
+            f"a GPU the trainer image can run: {gpu} has a {old}, and {TORCH_CUDA_BUILD} has no kernels for GPUs "
+            f"before {MIN_GPU_ARCHITECTURE} (e.g. Standard_NC4as_T4_v3, Standard_NV6ads_A10_v5, "
+            "Standard_NC24ads_A100_v4)",
         )
 
 

@@ -17,7 +17,12 @@ from typing import Any
 from lab.vocab.aws_tags import tag_problems
 from lab.vocab.names import DNS_LABEL
 from lab.vocab.problems import InvalidInput, Problem, Problems
-from lab.vocab.versions import CLUSTER_AUTOSCALER_CHARTS, DEFAULT_KUBERNETES_VERSION
+from lab.vocab.versions import (
+    CLUSTER_AUTOSCALER_CHARTS,
+    DEFAULT_KUBERNETES_VERSION,
+    MIN_GPU_ARCHITECTURE,
+    TORCH_CUDA_BUILD,
+)
 
 # --------------------------------------------------------------------------- value rules
 
@@ -63,6 +68,8 @@ _ACCELERATOR_BY_FAMILY = {
     "p4de": "nvidia-tesla-a100",
     "g5": "nvidia-a10g",
 }
+# NVIDIA families older than the image's CUDA build runs on (lab.vocab.versions): their GPU.
+_PRE_TURING_FAMILIES = {"p2": "K80", "p3": "V100", "p3dn": "V100"}
 _OTHER_ACCELERATORS = re.compile(r"^(g4ad|g3|g3s|inf\d|trn\d|dl\d|f\d|vt\d)")
 _ARM_GPU_FAMILIES = {"g5g"}  # Graviton hosts: need an ARM AMI type
 # The NVIDIA AMI types of managed node groups (botocore's eks model, AMITypes).
@@ -377,6 +384,13 @@ def _gpu_instance_types(args: EksClusterArgs, found: _FieldProblems) -> None:
     for t in gpus:
         if not _INSTANCE_TYPE.match(t):
             found.bad("gpu_instance_types", "EC2 instance types such as g4dn.xlarge", t)
+        elif (old := _PRE_TURING_FAMILIES.get(instance_family(t) or "")) is not None:
+            found.bad(
+                "gpu_instance_types",
+                f"GPUs the trainer image can run: {t} has a {old}, and {TORCH_CUDA_BUILD} has no kernels for GPUs "
+                f"before {MIN_GPU_ARCHITECTURE} (g4dn, g5, g6, g6e, p4d, p5, ...)",
+                t,
+            )
         elif not is_nvidia_instance(t):
             what = "an accelerator CUDA cannot use" if is_accelerated_instance(t) else "no GPU"
             found.bad(

@@ -24,6 +24,12 @@ ETCD_TAG = "v3.5.20"
 PROJECT_IMAGE = "ghcr.io/elastic-spot-lab/trainer"
 PROJECT_IMAGE_TAG = "0.1.0"
 
+# The trainer image's torch (Dockerfile) is PyPI's 2.13.0, a CUDA 13 build: it needs an NVIDIA
+# driver >= 580 and has no kernels for GPUs before Turing (compute capability 7.5: T4, A10, A100,
+# L4, H100 and later run it; V100, P100, M60, K80 do not).
+TORCH_CUDA_BUILD = "torch 2.13.0 (a CUDA 13 build)"
+MIN_GPU_ARCHITECTURE = "Turing (sm_75)"
+
 # Cluster Autoscaler chart (EKS stack), per Kubernetes minor: (chart version, its appVersion). The
 # image must be the chart's appVersion: from 1.33 the autoscaler waits for the cache sync of every
 # informer it starts, and a chart older than its image lacks the RBAC rules for what the image

@@ -56,6 +56,8 @@ BAD_VALUES = [
     ("gpuInstanceTypes", '["m6i.xlarge"]', "m6i.xlarge has no GPU", "m6i.xlarge"),
     ("gpuInstanceTypes", '["g4ad.xlarge"]', "an accelerator CUDA cannot use", "g4ad.xlarge"),
     ("gpuInstanceTypes", '["inf2.xlarge"]', "an accelerator CUDA cannot use", "inf2.xlarge"),
+    ("gpuInstanceTypes", '["g5.xlarge", "p3.2xlarge"]', "p3.2xlarge has a V100", "p3.2xlarge"),
+    ("gpuInstanceTypes", '["p3dn.24xlarge"]', "no kernels for GPUs before Turing (sm_75)", "p3dn.24xlarge"),
     ("gpuInstanceTypes", "[]", "at least one NVIDIA GPU instance type", []),
     ("gpuAmiType", "AL2_x86_64_GPU", "an NVIDIA AMI type: AL2023_x86_64_NVIDIA"),
     ("gpuAmiType", "AL2023_ARM_64_NVIDIA", "an x86_64 NVIDIA AMI type"),
