@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import re
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -67,13 +70,43 @@ def make_model(features: int = FEATURES, classes: int = CLASSES) -> nn.Module:
     return nn.Sequential(nn.Linear(features, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, classes))
 
 
+# The NVIDIA device plugin hands a container its GPUs in this variable (their UUIDs or indices;
+# "void"/"none": none). CUDA base images set "all" whatever the machine has: no evidence of GPUs.
+ENV_VISIBLE_GPUS = "NVIDIA_VISIBLE_DEVICES"
+DRIVER_VERSION_FILE = Path("/proc/driver/nvidia/version")
+# The oldest driver a CUDA 13 build of torch runs on.
+CUDA13_MIN_DRIVER = 580
+
+
 def pick_device(local_rank: int) -> tuple[torch.device, str]:
-    """This worker's GPU and NCCL where there are GPUs, else the CPU and gloo."""
+    """This worker's GPU and NCCL where there are GPUs, else the CPU and gloo. A worker that
+    was given GPUs it cannot use fails at once, never trains on the CPU in silence."""
     if torch.cuda.is_available():
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         return device, "nccl"
+    given = os.environ.get(ENV_VISIBLE_GPUS, "")
+    if given and given.lower() not in ("void", "none", "all"):
+        raise RuntimeError(unusable_gpus(given))
     return torch.device("cpu"), "gloo"
+
+
+def unusable_gpus(given: str, driver_file: Path = DRIVER_VERSION_FILE) -> str:
+    """Why GPUs this worker was given are not usable: torch's CUDA build and the driver."""
+    try:
+        m = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+)\.[\d.]+", driver_file.read_text())
+        driver = m.group(0).split()[-1] if m else "unknown (unreadable version file)"
+    except OSError:
+        driver = f"none loaded ({driver_file} is missing)"
+    cuda = torch.version.cuda
+    build = (
+        f"torch {torch.__version__}, a CUDA {cuda} build" if cuda else f"torch {torch.__version__}, a CPU-only build"
+    )
+    need = f"; a CUDA 13 build needs driver {CUDA13_MIN_DRIVER} or newer" if cuda and cuda.startswith("13") else ""
+    return (
+        f"the pod was given GPUs ({ENV_VISIBLE_GPUS}={given}) but CUDA is unavailable: {build}, NVIDIA driver "
+        f"{driver}{need}; the job would otherwise train on the CPU"
+    )
 
 
 def scaled_lr(base_lr: float, world_size: int, scaling: str) -> float:
