@@ -13,6 +13,7 @@ real values during the update. Progress is the CLI's own output, line by line.
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -79,6 +80,12 @@ def credential_problem(cloud: str, stack: str) -> str | None:
             return (
                 f"stack {stack!r} (eks) needs AWS credentials: run `aws configure` or `aws sso login`, "
                 "or set AWS_PROFILE"
+            )
+        if shutil.which("aws") is None:
+            return (
+                f"stack {stack!r} (eks) needs the AWS CLI (`aws`) on PATH: the cluster's kubeconfig gets its "
+                "tokens with `aws eks get-token` (the stack's Kubernetes resources and every cluster command use "
+                "it); install it: https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"
             )
         return None
     return None

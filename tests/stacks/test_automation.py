@@ -118,3 +118,15 @@ def test_a_failed_update_names_the_cli_error(fake_stack, monkeypatch):
     monkeypatch.setattr(fake_stack, "up", fail)
     with pytest.raises(StackError, match=r"pulumi up of stack 'byo' failed: .*resource quota exceeded"):
         stacks.run("up", "byo", say=lambda line: None)
+
+
+def test_without_the_aws_cli_nothing_starts(monkeypatch, fake_stack, tmp_path):
+    """The EKS kubeconfig execs `aws eks get-token`: credentials alone are not enough."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no aws here
+    with pytest.raises(StackError, match=r"stack 'eks-dev' \(eks\) needs the AWS CLI \(`aws`\) on PATH") as err:
+        stacks.run("up", "eks-dev", say=lambda line: None)
+    assert "aws eks get-token" in str(err.value) and "not-a-real-secret" not in str(err.value)
+    assert fake_stack.calls == []
