@@ -21,6 +21,7 @@ from typing import Any
 
 from lab.vocab.errors import LabError
 from lab.vocab.layout import ROOT
+from lab.vocab.problems import InvalidInput
 
 POLICY_DIR = ROOT / "policy"
 PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"
@@ -53,6 +54,15 @@ def precheck(stack: str) -> Prechecked:
         errors=[str(f) for f in findings if f.severity == ERROR],
         warnings=[str(f) for f in findings if f.severity != ERROR],
     )
+
+
+def _configured_cloud(stack: str) -> str:
+    """The `cloud` key of the stack's file as written (valid or not); "" when absent."""
+    from lab.plan.stack_files import read_stack_config
+    from lab.vocab.names import PROJECT
+
+    values, _ = read_stack_config(stack, ROOT)
+    return str(values.get(f"{PROJECT}:cloud", ""))
 
 
 def credential_problem(cloud: str, stack: str) -> str | None:
@@ -129,7 +139,19 @@ def run(
         raise ValueError(f"operation={operation!r}: expected up, preview or destroy")
     from pulumi import automation
 
-    pre = precheck(stack)
+    try:
+        pre = precheck(stack)
+    except InvalidInput as exc:
+        if operation != "destroy":
+            raise
+        # Destroying works from the stack's state, not its program: a config that no longer
+        # validates (a key renamed, a value now refused) must not keep its resources alive.
+        pre = Prechecked(
+            stack=stack,
+            cloud=_configured_cloud(stack),
+            errors=[],
+            warnings=[f"the stack's config no longer validates; destroying from its state anyway:\n{exc}"],
+        )
     for warning in pre.warnings:
         say(f"warning: {warning}")
     if checks and pre.errors and operation != "destroy":

@@ -130,3 +130,21 @@ def test_without_the_aws_cli_nothing_starts(monkeypatch, fake_stack, tmp_path):
         stacks.run("up", "eks-dev", say=lambda line: None)
     assert "aws eks get-token" in str(err.value) and "not-a-real-secret" not in str(err.value)
     assert fake_stack.calls == []
+
+
+def test_a_stack_whose_config_no_longer_validates_can_still_be_destroyed(monkeypatch, fake_stack):
+    """Destroying works from the stack's state: a config a newer check refuses must not keep its
+    resources (and their bill) alive. Every other operation still refuses it."""
+    from lab.vocab.problems import InvalidInput, Problem
+
+    def refused(stack, overrides=None):
+        raise InvalidInput([Problem("elastic-spot-lab:gpuVmSize", "Standard_NC6s_v3", "a GPU the image can run")])
+
+    monkeypatch.setattr(harness, "run_program", refused)
+    said = []
+    assert stacks.run("destroy", "byo", say=said.append) == "destroy-result"
+    assert [name for name, _ in fake_stack.calls] == ["destroy"]
+    assert any("no longer validates" in line and "Standard_NC6s_v3" in line for line in said), said
+    with pytest.raises(InvalidInput, match="Standard_NC6s_v3"):
+        stacks.run("up", "byo", say=said.append)
+    assert [name for name, _ in fake_stack.calls] == ["destroy"]
