@@ -36,6 +36,11 @@ class Eviction:
     # that was there already) and -> the evicted node gone from the Ready nodes.
     replacement_node_s: float | None = None
     node_gone_s: float | None = None
+    # A cluster only: the eviction requested through `backend` reached the job `lead_s` later,
+    # seen first as `first_sign` (lab.ops.disruption); `t` and every figure count from there.
+    backend: str | None = None
+    lead_s: float | None = None
+    first_sign: str | None = None
     # Per-step mode only: replica groups in the quorum before and after, and the in-flight
     # steps the survivors discarded (recovery_s is then the survivors' stall: eviction -> their
     # first committed step in a quorum without the evicted group).
@@ -140,6 +145,11 @@ class DrillReport:
                 f"  eviction of {ev.node} ({ev.kind}) at {ev.t - self.t0:.1f} s:"
                 f" world {ev.world_before} -> {ev.world_after}"
             )
+            if ev.lead_s is not None:
+                lines.append(
+                    f"    requested through {ev.backend}; the cloud's lead time {ev.lead_s:.1f} s,"
+                    f" until {ev.first_sign} (the figures below count from there)"
+                )
             if self.fault_tolerance == "per-step":
                 if ev.recovery_s is not None:
                     lines.append(
@@ -372,8 +382,14 @@ def _done(e: Record) -> bool:
 
 
 # ------------------------------------------------------------------------ evictions
+def _requested(ev: Eviction, e: Record) -> Eviction:
+    """A cluster drill's eviction: how it was asked for, and the cloud's lead time."""
+    ev.backend, ev.lead_s, ev.first_sign = e.get("backend"), e.get("lead_s"), e.get("first_sign")
+    return ev
+
+
 def _per_step_eviction(run: Timeline, e: Record) -> Eviction:
-    ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"])
+    ev = _requested(Eviction(node=e["node"], kind=e["kind"], t=e["t"]), e)
     per_step_report.eviction_figures(ev, run.events)
     return ev
 
@@ -381,7 +397,7 @@ def _per_step_eviction(run: Timeline, e: Record) -> Eviction:
 def _elastic_eviction(run: Timeline, e: Record) -> Eviction:
     """The survivors' path back to training: an agent sees the node leave, the agents meet
     again, the workers restart and resume, the first step at the new world size."""
-    ev = Eviction(node=e["node"], kind=e["kind"], t=e["t"], world_before=run.world_at(e["t"]))
+    ev = _requested(Eviction(node=e["node"], kind=e["kind"], t=e["t"], world_before=run.world_at(e["t"])), e)
     next_round = run.first_round_after(e["t"])
     # An agent saw the node leave its round: before the survivors' next round started (a
     # later "member lost" is another change, e.g. agents leaving a round for a join).

@@ -16,6 +16,7 @@ The stream is written to <workdir>/events.jsonl as it grows, so a drill cut shor
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -28,7 +29,7 @@ import urllib3
 from kubernetes.client.rest import ApiException
 
 from lab.drill.report import DrillReport, analyze
-from lab.ops import jobs
+from lab.ops import disruption, jobs
 from lab.ops.eviction import EvictionError, EvictionRefused, EvictionStarted, Evictor, Node, pool_refusal
 from lab.ops.kube import KubeApi, KubeError, api_error
 from lab.vocab import events
@@ -118,8 +119,12 @@ class ClusterDrill:
             for kind, reason, message in new:
                 self.emit(Event.K8S_JOB, condition=kind, reason=reason, message=message[:200])
             self.seen.conditions = conditions
+        listed = set()
         for pod in jobs.job_pods(self.kube, self.cfg.job, self.cfg.namespace):
             uid, state = pod.metadata.uid, jobs.pod_state(pod)
+            listed.add(uid)
+            if getattr(pod.metadata, "deletion_timestamp", None) and state.phase in ("Pending", "Running"):
+                state = dataclasses.replace(state, phase="Terminating")  # drained, deleted: the first sign
             before = self.seen.pods.get(uid)
             if before != (state.name, state.phase, state.node):
                 self.seen.pods[uid] = (state.name, state.phase, state.node)
@@ -138,6 +143,11 @@ class ClusterDrill:
                 self.seen.exit_codes[state.name] = None
             if uid not in self.seen.followed and state.phase in ("Running", "Succeeded", "Failed"):
                 self._follow(state.name, uid)
+        for uid in set(self.seen.pods) - listed:
+            name, phase, node = self.seen.pods[uid]
+            if phase != "Deleted":
+                self.seen.pods[uid] = (name, "Deleted", node)
+                self.emit(Event.K8S_POD, pod=name, phase="Deleted", k8s_node=node, uid=uid)
         self._poll_nodes()
 
     def _poll_nodes(self) -> None:
@@ -313,7 +323,7 @@ class ClusterDrill:
             time.sleep(min(cfg.poll_s, 1.0))  # the last lines of the followed logs
             self._sink.close()
         report = analyze(
-            list(self.events),
+            disruption.as_observed(list(self.events)),
             [],
             target_steps=cfg.target_steps,
             checkpoint_every=cfg.checkpoint_every,

@@ -127,7 +127,11 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.RDZV_ROUND_ABANDONED: frozenset({"round", "waited_s"}),
     Event.CLUSTER_STARTED: frozenset({"backend", "endpoint", "rdzv_id", "fault_tolerance"}),
     Event.NODE_ADDED: frozenset({"node", "k8s_node"}),
-    Event.EVICT: frozenset({"node", "kind", "notice_s", "k8s_node", "detail"}),
+    # On a cluster `t` is the first sign of the disruption the drill saw, and `requested_t` when it asked the
+    # cloud (`backend`) for it: `lead_s` apart (lab.ops.disruption).
+    Event.EVICT: frozenset(
+        {"node", "kind", "notice_s", "k8s_node", "detail", "backend", "requested_t", "lead_s", "first_sign"}
+    ),
     Event.NOTICE_EXPIRED: frozenset({"node"}),
     Event.VANISHED_KILLED: frozenset({"node"}),
     Event.RDZV_DOWN: frozenset({"backend"}),

@@ -192,7 +192,7 @@ def test_drill_on_the_cluster_end_to_end(api_server, kubeconfig, capsys, tmp_pat
     finally:
         sim.stop.set()
     assert code == 0, out + err
-    assert "Drill PASSED" in out and "eviction of demo-worker-2 (kubernetes)" in out
+    assert "Drill PASSED" in out and "eviction of demo-worker-2 (hard)" in out and "requested through kubernetes" in out
     assert (tmp_path / "run" / "report.json").is_file() and (tmp_path / "run" / "timeline.png").is_file()
 
 
