@@ -11,6 +11,7 @@ Refusals come back as `JobError` with the server's reason, not as matched text.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -105,8 +106,10 @@ def job_exists(kube: KubeApi, name: str, namespace: str) -> bool:
 
 def submit(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str, *, replace: bool = False) -> list[str]:
     """Create the job's objects; the PyTorchJob last, so that its store exists when its pods
-    start. A job of the same name is an error unless `replace` (then it is deleted first and
-    its pods are waited for). Returns `kind/name` of what was created."""
+    start, and then made the owner of the others: the garbage collector deletes them with it,
+    however it is deleted (a disruption budget left behind blocks drains and node updates). A
+    job of the same name is an error unless `replace` (then it is deleted first and its pods are
+    waited for). Returns `kind/name` of what was created."""
     jobs = [o for o in objects if o.get("kind") == PYTORCHJOB]
     if len(jobs) != 1:
         raise JobError(f"expected one PyTorchJob among the rendered objects, found {len(jobs)}")
@@ -121,16 +124,42 @@ def submit(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str, 
             )
         delete(kube, name, namespace, wait_s=120)
     created: list[Mapping[str, Any]] = []
+    job_created = False
     try:
         for obj in objects:
             if obj is not job:
                 _create(kube, obj, namespace)
                 created.append(obj)
         _create_job(kube, model, name, namespace)
+        job_created = True
+        _owned_by_the_job(kube, created, name, namespace)
     except KubeError:
-        _remove(kube, created, namespace)  # no half-submitted job left behind
+        # No half-submitted job left behind.
+        if job_created:
+            with contextlib.suppress(RuntimeError):
+                training_client(kube, namespace).delete_job(name, namespace=namespace)
+        _remove(kube, created, namespace)
         raise
     return [f"{o['kind']}/{o['metadata']['name']}" for o in [*created, job]]
+
+
+def _owned_by_the_job(kube: KubeApi, objects: Sequence[Mapping[str, Any]], name: str, namespace: str) -> None:
+    """Make PyTorchJob `name` the owner of `objects` (not their controller: nothing reconciles them)."""
+    uid = ((read_job(kube, name, namespace) or {}).get("metadata") or {}).get("uid")
+    if not uid:
+        raise JobError(f"PyTorchJob {namespace}/{name} has no uid after its creation")
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": PYTORCHJOB, "name": name, "uid": uid}
+    for obj in objects:
+        api_class, suffix = _SIDE_KINDS.get(obj["kind"], (None, ""))
+        if api_class is None:
+            continue
+        patch = {"metadata": {"ownerReferences": [owner]}}
+        try:
+            getattr(api_class(kube.api), f"patch_namespaced_{suffix}")(obj["metadata"]["name"], namespace, patch)
+        except ApiException as exc:
+            raise api_error(
+                exc, f"making PyTorchJob {name} the owner of {obj['kind']} {obj['metadata']['name']}"
+            ) from None
 
 
 def _create(kube: KubeApi, obj: Mapping[str, Any], namespace: str) -> None:

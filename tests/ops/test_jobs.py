@@ -40,6 +40,12 @@ def test_submit_creates_the_c10d_store_before_the_job(api_server, kube, rendered
     assert "Deployment/demo-rdzv-store" in side and set(created[:-1]) == side
     posts = api_server.calls("POST")
     assert posts[-1].endswith("/pytorchjobs") and len(posts) == len(objects)
+    # ... and owned by it: deleted with it however it is deleted (its PDB would block drains).
+    uid = api_server.get("PyTorchJob", "demo", NS)["metadata"]["uid"]
+    for o in objects:
+        if o["kind"] != "PyTorchJob":
+            (owner,) = api_server.get(o["kind"], o["metadata"]["name"], NS)["metadata"]["ownerReferences"]
+            assert owner == {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "demo", "uid": uid}
 
 
 def test_submit_creates_the_lighthouse_before_a_per_step_job(api_server, kube, rendered_per_step):
@@ -235,3 +241,16 @@ def test_refused_credentials_are_explained(api_server, kube, monkeypatch):
     monkeypatch.setattr(fake.FakeKube, "_handle", refuse)
     with pytest.raises(KubeError, match=r"401 Unauthorized \(the kubeconfig's credentials were refused"):
         jobs.status(kube, "demo", NS)
+
+
+def test_a_job_whose_objects_cannot_be_owned_is_taken_back_whole(api_server, kube, rendered_c10d, monkeypatch):
+    _, objects = rendered_c10d
+
+    def refused(kube, objects, name, namespace):
+        raise jobs.JobError("making PyTorchJob demo the owner of Deployment demo-rdzv-store: forbidden")
+
+    monkeypatch.setattr(jobs, "_owned_by_the_job", refused)
+    with pytest.raises(jobs.JobError, match="forbidden"):
+        jobs.submit(kube, objects, NS)
+    assert api_server.get("PyTorchJob", "demo", NS) is None
+    assert all(api_server.get(o["kind"], o["metadata"]["name"], NS) is None for o in objects)
