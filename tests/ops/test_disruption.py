@@ -4,7 +4,7 @@ job, and which kind it was."""
 from __future__ import annotations
 
 from lab.drill.report import analyze
-from lab.ops.disruption import as_observed, observe
+from lab.ops.disruption import CONSEQUENCE_S, as_observed, observe
 
 REQUEST = {"t": 100.0, "event": "evict", "source": "drill", "node": "w-2", "kind": "aks", "k8s_node": "vm-2"}
 
@@ -41,7 +41,7 @@ def test_a_node_that_vanishes_is_silent():
         _pod(190.0, "Failed"),
     ]
     seen = observe(stream, REQUEST)
-    assert (seen.t, seen.kind, seen.sign) == (145.0, "silent", "a peer's failed collective")
+    assert (seen.t, seen.kind, seen.sign) == (145.0 - CONSEQUENCE_S, "silent", "a peer's failed collective")
 
 
 def test_the_report_counts_from_the_disruption_and_names_the_lead_time():
@@ -67,3 +67,25 @@ def test_the_report_counts_from_the_disruption_and_names_the_lead_time():
 def test_a_request_nothing_followed_keeps_its_time():
     assert observe([REQUEST], REQUEST) is None
     assert as_observed([REQUEST]) == [REQUEST]
+
+
+def test_a_disruption_seen_late_by_the_drill_is_bounded_by_the_survivors_restart():
+    """The drill sees a deleted pod only at its next poll; the survivors' own events carry their
+    time. The disruption came no later than their restart."""
+    stream = [
+        REQUEST,
+        {"t": 103.0, "event": "resume", "node": "w-0", "step": 30, "round": 2, "world_size": 2},
+        _pod(104.0, "Deleted"),
+    ]
+    seen = observe(stream, REQUEST)
+    assert (seen.t, seen.kind, seen.sign) == (103.0 - CONSEQUENCE_S, "hard", "the survivors' restart")
+
+
+def test_a_step_at_a_smaller_world_bounds_it_too():
+    stream = [
+        {"t": 99.0, "event": "step", "step": 29, "world_size": 3, "loss": 1.0},
+        REQUEST,
+        {"t": 102.0, "event": "step", "step": 31, "world_size": 2, "loss": 0.9},
+        _pod(104.0, "Deleted"),
+    ]
+    assert observe(stream, REQUEST).t == 102.0 - CONSEQUENCE_S

@@ -141,7 +141,8 @@ def test_the_drill_evicts_a_gpu_node_and_measures_recovery(api_server, kube, ren
     # A drain deletes the pod with no notice reaching this worker (it emits none): hard, counted
     # from the pod's end, the request's lead time apart.
     assert ev.node == "demo-worker-2" and (ev.kind, ev.backend) == ("hard", "kubernetes")
-    assert ev.lead_s is not None and ev.lead_s >= 0 and ev.first_sign == "its pod leaving Running"
+    assert ev.lead_s is not None and ev.lead_s >= 0
+    assert ev.first_sign in ("its pod leaving Running", "the survivors' restart")  # the drill polls: either first
     assert (ev.world_before, ev.world_after) == (3, 2) and ev.lost_steps is not None and ev.lost_steps <= 1
     assert ev.recovery_s is not None and ev.node_gone_s is not None and ev.replacement_node_s is not None
     (join,) = report.joins
