@@ -28,6 +28,20 @@ def _undeclared(workdir) -> list[dict]:
 JOIN_STEP_TIME = "0.1"
 
 
+def _script_drill(workdir, script, script_args: tuple[str, ...], timeout_s: float = 150) -> DrillConfig:
+    """A drill of a user's script (no lab events): 3 nodes, one killed 2 s after they all train."""
+    return DrillConfig(
+        spec=_spec(workdir, module=None, script=str(script), script_args=script_args),
+        workdir=workdir,
+        nodes=3,
+        target_steps=None,
+        eviction="hard",
+        evict_after_s=2,
+        scale_out_after_s=None,
+        timeout_s=timeout_s,
+    )
+
+
 def _spec(workdir, **kw):
     base = {
         "name": "t",
@@ -152,18 +166,7 @@ USER_SCRIPT = textwrap.dedent("""
 def test_drill_of_a_script_without_our_events_reports_what_the_agents_saw(workdir):
     script = workdir / "user_train.py"
     script.write_text(USER_SCRIPT)
-    spec = _spec(workdir, module=None, script=str(script), script_args=())
-    cfg = DrillConfig(
-        spec=spec,
-        workdir=workdir,
-        nodes=3,
-        target_steps=None,
-        eviction="hard",
-        evict_after_s=2,
-        scale_out_after_s=None,
-        timeout_s=150,
-    )
-    report = run_drill(cfg)
+    report = run_drill(_script_drill(workdir, script, ()))
     assert not report.emits_events
     assert report.finished, report.summary()
     (ev,) = report.evictions
@@ -486,22 +489,8 @@ def test_a_rendezvous_server_that_dies_is_named_in_the_report(workdir):
 TUTORIAL_SCRIPT = Path(__file__).parent / "scripts" / "tutorial_ddp.py"
 
 
-def _tutorial_drill(
-    workdir, snapshot: str, scale_out_after_s: float | None = None, timeout_s: float = 150
-) -> DrillConfig:
-    spec = _spec(
-        workdir, module=None, script=str(TUTORIAL_SCRIPT), script_args=("--epochs", "40", "--snapshot", snapshot)
-    )
-    return DrillConfig(
-        spec=spec,
-        workdir=workdir,
-        nodes=3,
-        target_steps=None,
-        eviction="hard",
-        evict_after_s=2,
-        scale_out_after_s=scale_out_after_s,
-        timeout_s=timeout_s,
-    )
+def _tutorial_drill(workdir, snapshot: str, timeout_s: float = 150) -> DrillConfig:
+    return _script_drill(workdir, TUTORIAL_SCRIPT, ("--epochs", "40", "--snapshot", snapshot), timeout_s=timeout_s)
 
 
 @pytest.mark.timeout(200)

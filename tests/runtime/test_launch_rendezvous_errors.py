@@ -136,20 +136,7 @@ def test_a_round_whose_rank0_vanishes_before_sharing_its_address_is_left(etcd, i
     from torch.distributed.elastic.rendezvous import api
 
     original = api.RendezvousStoreInfo.build
-    handlers = [
-        get_rendezvous_handler(
-            RendezvousParameters(
-                backend="etcd-v2",
-                endpoint=etcd.endpoint,
-                run_id="t-rank0-vanishes",
-                min_nodes=2,
-                max_nodes=3,
-                local_addr="127.0.0.1",
-                **JobSpec().rdzv_conf(),
-            )
-        )
-        for _ in range(3)
-    ]
+    handlers = _handlers(etcd, "t-rank0-vanishes", 3)
     mine = threading.local()
     vanished: list[object] = []
     lock = threading.Lock()
