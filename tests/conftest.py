@@ -21,7 +21,7 @@ from lab.local import procs
 # Tables of torch's that the launcher writes (lab.runtime.launch): module -> attribute paths.
 TORCH_TABLES = {
     "torch.distributed.elastic.rendezvous": ("rendezvous_handler_registry._registry",),
-    "torch.distributed.elastic.rendezvous.dynamic_rendezvous": ("_delay",),
+    "torch.distributed.elastic.rendezvous.dynamic_rendezvous": ("_delay", "get_method_name"),
     "torch.distributed.elastic.events.handlers": ("_log_handlers",),
     "torch.distributed.elastic.agent.server.local_elastic_agent": ("LocalElasticAgent._monitor_workers",),
     "torch.distributed.elastic.agent.server.api": ("SimpleElasticAgent._exit_barrier",),

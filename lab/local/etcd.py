@@ -84,7 +84,7 @@ class EtcdServer:
         if not self.client_port:
             self.client_port, self.peer_port = free_port(self.host), free_port(self.host)
         data = self.data_dir
-        data.mkdir(parents=True, exist_ok=True)
+        data.mkdir(mode=0o700, parents=True, exist_ok=True)  # etcd warns about wider access
         client, peer = f"http://{self.host}:{self.client_port}", f"http://{self.host}:{self.peer_port}"
         cmd = [
             self.binary,

@@ -22,4 +22,5 @@ def installed(monkeypatch):
     monkeypatch.setattr(dynamic_rendezvous, "_delay", dynamic_rendezvous._delay)
     monkeypatch.setattr(LocalElasticAgent, "_monitor_workers", LocalElasticAgent._monitor_workers)
     monkeypatch.setattr(SimpleElasticAgent, "_exit_barrier", SimpleElasticAgent._exit_barrier)
+    monkeypatch.setattr(dynamic_rendezvous, "get_method_name", dynamic_rendezvous.get_method_name)
     launch.install()

@@ -142,6 +142,34 @@ def test_other_results_pass_through_the_monitor(monkeypatch, state_name, lost):
     assert result.state == WorkerState[state_name]
 
 
+def test_rendezvous_events_keep_their_names_without_reading_the_stack(monkeypatch):
+    """torch names each rendezvous event after the method that records it; ours finds the
+    same name from the frame alone, without inspect.stack() (source reads of every frame)."""
+    import inspect
+
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous
+
+    original = dynamic_rendezvous.get_method_name
+    monkeypatch.setattr(dynamic_rendezvous, "get_method_name", original)
+
+    def _record():
+        return dynamic_rendezvous.get_method_name()
+
+    def _close():
+        return _record()
+
+    by_torch = _close()
+    launch._name_rendezvous_events_cheaply()
+    assert dynamic_rendezvous.get_method_name is not original
+
+    def stack_read(*args, **kwargs):
+        raise AssertionError("the event's name read the whole stack")
+
+    monkeypatch.setattr(inspect, "stack", stack_read)
+    assert _close() == by_torch == "_close"
+    assert dynamic_rendezvous.get_method_name(100_000) == "no_method_name"
+
+
 def _round_of(participants: dict, heartbeat_age_s: float):
     from datetime import datetime
 
