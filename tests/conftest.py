@@ -105,6 +105,32 @@ def _ours(marker: str) -> list[psutil.Process]:
     return found
 
 
+def node_log_tails(work_root: Path, lines: int = 20) -> str:
+    """The last lines of every node log under `work_root` (a drill's or a notebook's): what
+    the agents and workers were doing when a test failed (a CI run keeps nothing else)."""
+    if not work_root.is_absolute() or not work_root.is_dir():
+        return ""
+    parts = []
+    for log in sorted(work_root.rglob("nodes/*.log")):
+        # grpc's fork notices say nothing about the job.
+        text = [line for line in log.read_text(errors="replace").splitlines() if "fork_posix.cc" not in line]
+        tail = text[-lines:]
+        parts.append(f"----- {log.relative_to(work_root)} (last {len(tail)} lines)")
+        parts.extend(line[:240] for line in tail)
+    return "\n".join(parts)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """A failed test that ran nodes in its `workdir` reports their logs' last lines."""
+    outcome = yield
+    report = outcome.get_result()
+    workdir = getattr(item, "funcargs", {}).get("workdir")
+    failed_here = report.when == "call" and report.failed and isinstance(workdir, Path)
+    if failed_here and (tails := node_log_tails(workdir)):
+        report.sections.append(("node logs", tails))
+
+
 @pytest.fixture
 def workdir(tmp_path):
     """A work directory; after the test, no process that mentions it may be alive."""

@@ -197,12 +197,14 @@ def cpu_pool(
         cluster=cluster,
         parent=parent,
         scale_set_priority=containerservice.ScaleSetPriority.REGULAR,
-        # etcd's PodDisruptionBudget refuses eviction: an upgrade cordons ("quarantines")
-        # the node that runs it instead of failing after the drain timeout, and carries on
-        # with the other nodes; etcd moves when someone restarts it between jobs.
+        # An upgrade drains one node at a time onto a surge node: the rendezvous servers'
+        # budgets allow one eviction (the jobs ride out the restart). Should some other
+        # budget block a drain, the node stays schedulable, not upgraded, and the surge node
+        # is deleted (Cordon would quarantine the node and keep a billed surge node; both
+        # leave the upgrade Failed, which the platform guardrails prevent for our budgets).
         upgrade_settings=containerservice.AgentPoolUpgradeSettingsArgs(
             max_surge="1",
-            undrainable_node_behavior=containerservice.UndrainableNodeBehavior.CORDON,
+            undrainable_node_behavior=containerservice.UndrainableNodeBehavior.SCHEDULE,
         ),
     )
 

