@@ -241,6 +241,9 @@ class PodState:
     node: str | None
     restarts: int
     ready: bool
+    # How its training container last ended, when it failed: exit code and termination message
+    # (the last log lines, under the chart's FallbackToLogsOnError).
+    ended_with: str | None = None
 
 
 @dataclass(frozen=True)
@@ -280,6 +283,8 @@ class JobStatus:
                 f"  pod {p.name} (worker {p.index}): {p.phase}{' ready' if p.ready else ''} "
                 f"on {p.node or 'no node yet'}, restarts {p.restarts}"
             )
+            if p.ended_with:
+                out += [f"    {line}" for line in p.ended_with.splitlines()]
         return out
 
 
@@ -305,7 +310,27 @@ def pod_state(pod: Any) -> PodState:
         node=pod.spec.node_name if pod.spec else None,
         restarts=sum(s.restart_count or 0 for s in statuses),
         ready=bool(statuses) and all(s.ready for s in statuses),
+        ended_with=_failed_ending(statuses),
     )
+
+
+# Lines of a failed container's termination message that status shows: the agent's last words
+# (a crash loop's exception and where it was raised).
+ENDING_LINES = 6
+
+
+def _failed_ending(statuses: list[Any]) -> str | None:
+    """'exited <code> (<reason>)' and the end of the termination message of a container that
+    failed, now or before its last restart; None when none did."""
+    for s in statuses:
+        for state in (s.state, s.last_state):
+            ended = state.terminated if state else None
+            if ended is None or not ended.exit_code:
+                continue
+            head = f"ended: exit code {ended.exit_code}" + (f" ({ended.reason})" if ended.reason else "")
+            message = [line for line in (ended.message or "").splitlines() if line.strip()][-ENDING_LINES:]
+            return "\n".join([head, *(f"  {line[:200]}" for line in message)])
+    return None
 
 
 def _limits(job: Mapping[str, Any]) -> tuple[str, int | None, int | None, int | None]:

@@ -52,14 +52,16 @@ warm start.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
 import os
+import re
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -459,19 +461,87 @@ def _forgive_failures_of_a_lost_round() -> None:
     @functools.wraps(monitor)
     def monitor_workers(self, worker_group):  # type: ignore[no-untyped-def]
         result = monitor(self, worker_group)
+        if result.state != WorkerState.FAILED:
+            return result
         handler = worker_group.spec.rdzv_handler
-        if result.state != WorkerState.FAILED or not hasattr(handler, "lost_members"):
-            return result
-        if not handler.lost_members():
-            return result
-        log.warning(
-            "workers of a round that lost a participant exited (%s); a membership change, not a failure",
-            ", ".join(f"rank {r}: {f.exitcode}" for r, f in sorted(result.failures.items())),
-        )
-        return RunResult(state=WorkerState.HEALTHY)
+        if hasattr(handler, "lost_members") and handler.lost_members():
+            log.warning(
+                "workers of a round that lost a participant exited (%s); a membership change, not a failure",
+                ", ".join(f"rank {r}: {f.exitcode}" for r, f in sorted(result.failures.items())),
+            )
+            self._lab_crash_streak = CrashStreak()
+            return RunResult(state=WorkerState.HEALTHY)
+        _count_towards_a_crash_loop(self, result)
+        return result
 
     monitor_workers.forgives_lost_rounds = True  # type: ignore[attr-defined]
     LocalElasticAgent._monitor_workers = monitor_workers  # type: ignore[method-assign]
+
+
+# Attempts that end with the same exception, in a row, before the agent gives up: a script that
+# fails deterministically (a bad path, a missing module, a shape error at step 1000 of every
+# resume) would otherwise be restarted max_restarts times inside its pod, seen by no one.
+CRASH_LOOP_ATTEMPTS = 3
+# What a worker sees when a peer fails or vanishes: a consequence elsewhere, never a crash loop
+# of its own (an eviction must not use up this budget).
+_PEER_FAILURE = re.compile(
+    r"DistBackendError|DistNetworkError|DistStoreError|Connection closed by peer|Connection reset by peer"
+    r"|[Bb]roken pipe|NCCL|[Gg]loo|timed out|Timeout|ProcessGroup|watchdog|Socket Timeout"
+)
+_NO_ERROR_FILE = "To enable traceback"  # torch's message for a failure without an error file
+
+
+@dataclasses.dataclass
+class CrashStreak:
+    """The exception the agent's last counted failures ended with, and how many in a row."""
+
+    error: str | None = None
+    attempts: int = 0
+
+
+def failure_signature(failures: Mapping[int, Any]) -> tuple[str, int] | None:
+    """(what the first worker to fail died of, its global rank), or None when that was the
+    consequence of a peer's failure. The exception's message comes from the worker's error
+    file; a worker killed by a signal, or one that exited without one, is named by that."""
+    if not failures:
+        return None
+    rank, first = min(failures.items(), key=lambda item: (item[1].timestamp, item[0]))
+    # torch keeps the error file's structured message as it is, a dict with the text inside.
+    text = first.message.get("message") if isinstance(first.message, dict) else first.message
+    message = str(text or "").strip()
+    if not os.path.isfile(first.error_file) or not message or message.startswith(_NO_ERROR_FILE):
+        # No error file: torch's own words name the worker's PID, a new one each attempt.
+        signal = first.exitcode < 0
+        message = f"Signal {-first.exitcode} ({first.signal_name()})" if signal else f"exit code {first.exitcode}"
+    if _PEER_FAILURE.search(message):
+        return None
+    return message.strip().splitlines()[0][:300], rank
+
+
+def _count_towards_a_crash_loop(agent: Any, result: Any) -> None:
+    """A failure torch counts against max_restarts: after CRASH_LOOP_ATTEMPTS in a row with the
+    same exception, none is left, so the agent stops and torchrun exits 1 (the PyTorchJob
+    fails, where exit codes >= 128 would have its pod recreated for ever); the log's last lines,
+    which Kubernetes keeps as the pod's termination message, say why."""
+    streak = getattr(agent, "_lab_crash_streak", None) or CrashStreak()
+    signature = failure_signature(result.failures)
+    if signature is None:
+        agent._lab_crash_streak = CrashStreak()
+        return
+    error, rank = signature
+    streak = CrashStreak(error, streak.attempts + 1 if streak.error == error else 1)
+    agent._lab_crash_streak = streak
+    if streak.attempts < CRASH_LOOP_ATTEMPTS or agent._remaining_restarts <= 0:
+        return
+    agent._remaining_restarts = 0
+    events.emit(Event.WORKERS_CRASH_LOOP, error=error, attempts=streak.attempts, rank=rank, source="agent")
+    log.error(
+        "workers crash loop: rank %d failed %d times in a row with %s; giving up (torchrun exits 1, "
+        "the job fails) instead of using the rest of max_restarts on the same failure",
+        rank,
+        streak.attempts,
+        error,
+    )
 
 
 def _record_success_before_the_exit_barrier() -> None:

@@ -46,6 +46,7 @@ class Event(StrEnum):
     RDZV_MEMBER_LOST = "rdzv_member_lost"
     RDZV_GAVE_UP = "rdzv_gave_up"
     RDZV_ROUND_ABANDONED = "rdzv_round_abandoned"  # its rank 0 left before it shared its address
+    WORKERS_CRASH_LOOP = "workers_crash_loop"  # its workers failed the same way in a row: it gives up
     # The local target (lab.local). Its start keeps the name earlier runs recorded.
     CLUSTER_STARTED = "cluster_started"  # the rendezvous server (or lighthouse) is up
     NODE_ADDED = "node_added"
@@ -125,6 +126,7 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.RDZV_MEMBER_LOST: frozenset({"nodes", "round"}),
     Event.RDZV_GAVE_UP: frozenset({"down_s"}),
     Event.RDZV_ROUND_ABANDONED: frozenset({"round", "waited_s"}),
+    Event.WORKERS_CRASH_LOOP: frozenset({"error", "attempts", "rank"}),
     Event.CLUSTER_STARTED: frozenset({"backend", "endpoint", "rdzv_id", "fault_tolerance"}),
     Event.NODE_ADDED: frozenset({"node", "k8s_node"}),
     # On a cluster `t` is the first sign of the disruption the drill saw, and `requested_t` when it asked the

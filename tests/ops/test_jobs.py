@@ -254,3 +254,28 @@ def test_a_job_whose_objects_cannot_be_owned_is_taken_back_whole(api_server, kub
         jobs.submit(kube, objects, NS)
     assert api_server.get("PyTorchJob", "demo", NS) is None
     assert all(api_server.get(o["kind"], o["metadata"]["name"], NS) is None for o in objects)
+
+
+def test_status_shows_how_a_worker_failed_from_its_termination_message(api_server, kube, rendered):
+    """A pod whose agent gave up on a crash loop: its exit code and the termination message's last
+    lines (the agent's last words, kept by FallbackToLogsOnError) are in status."""
+    _, objects = rendered
+    jobs.submit(kube, objects, NS)
+    failed = _worker(api_server, 0, "gpu-0", phase="Failed")
+    last_words = "\n".join(
+        [f"noise {i}" for i in range(10)]
+        + [
+            "workers crash loop: rank 0 failed 3 times in a row with FileNotFoundError: [Errno 2] "
+            "No such file or directory: '/data/train.bin'; giving up",
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+        ]
+    )
+    failed["status"]["containerStatuses"][0]["state"] = {
+        "terminated": {"exitCode": 1, "reason": "Error", "message": last_words}
+    }
+    _worker(api_server, 1, "gpu-1")
+    st = jobs.status(kube, "demo", NS)
+    assert st.pods[1].ended_with is None
+    text = "\n".join(st.lines())
+    assert "    ended: exit code 1 (Error)" in text
+    assert "'/data/train.bin'; giving up" in text and "noise 3" not in text

@@ -43,3 +43,41 @@ def test_sigterm_to_the_launcher_exits_143(workdir):
         assert any(e["event"] == "checkpoint_saved" and e["reason"] == "notice" for e in ev)
     finally:
         etcd.stop()
+
+
+def test_a_script_that_fails_the_same_way_ends_the_agent_after_a_few_attempts(workdir):
+    """A deterministic crash is restarted CRASH_LOOP_ATTEMPTS times, not max_restarts (100)
+    times inside the pod: torchrun then exits 1, which fails the PyTorchJob, and its last
+    lines (the pod's termination message on a cluster) name the exception."""
+    from lab.runtime.launch import CRASH_LOOP_ATTEMPTS
+
+    script = workdir / "broken.py"
+    script.write_text("raise FileNotFoundError(2, 'No such file or directory', '/data/train.bin')\n")
+    etcd = EtcdServer(workdir).start()
+    try:
+        spec = JobSpec(
+            min_nodes=1,
+            max_nodes=1,
+            module=None,
+            script=str(script),
+            rdzv_endpoint=etcd.endpoint,
+            checkpoint_dir=str(workdir / "ckpt"),
+        )
+        assert spec.max_restarts > CRASH_LOOP_ATTEMPTS
+        env = {**__import__("os").environ, **spec.worker_env(), "LAB_EVENTS_FILE": str(workdir / "events.jsonl")}
+        proc = subprocess.run(
+            [*spec.launcher(sys.executable), *spec.torchrun_args(local_addr="127.0.0.1"), *spec.entrypoint()],
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        (loop,) = [e for e in events.read(workdir / "events.jsonl") if e["event"] == "workers_crash_loop"]
+        assert loop["attempts"] == CRASH_LOOP_ATTEMPTS and "/data/train.bin" in loop["error"]
+        tail = "\n".join(proc.stderr.splitlines()[-40:])
+        assert "crash loop" in proc.stderr and "FileNotFoundError" in tail
+    finally:
+        etcd.stop()
