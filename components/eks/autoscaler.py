@@ -54,7 +54,9 @@ def autoscaler_policy(cluster: str) -> str:
     )
 
 
-def values(args: EksClusterArgs, cpu_labels: Mapping[str, str]) -> dict[str, Any]:
+def values(args: EksClusterArgs, cpu_labels: Mapping[str, str], startup_taints: Sequence[str] = ()) -> dict[str, Any]:
+    # The chart repeats a flag for keys that differ only after an underscore (startup-taint_2).
+    startup = {("startup-taint" if i == 0 else f"startup-taint_{i + 1}"): key for i, key in enumerate(startup_taints)}
     return {
         "cloudProvider": "aws",
         "awsRegion": args.region,
@@ -67,6 +69,9 @@ def values(args: EksClusterArgs, cpu_labels: Mapping[str, str]) -> dict[str, Any
             "balance-similar-node-groups": True,
             "skip-nodes-with-local-storage": False,
             "expander": "least-waste",
+            # Taints new nodes lose once ready (Mountpoint's agent-not-ready): a new node with one
+            # still counts as able to take the pending pods, so no extra node is added for them.
+            **startup,
         },
     }
 
@@ -77,6 +82,7 @@ def cluster_autoscaler(
     *,
     cluster: aws.eks.Cluster,
     cpu_labels: Mapping[str, str],
+    startup_taints: Sequence[str],
     provider: k8s.Provider,
     tags: Mapping[str, str],
     parent: pulumi.Resource,
@@ -98,7 +104,7 @@ def cluster_autoscaler(
         version=args.autoscaler_chart_version,
         repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=CLUSTER_AUTOSCALER_REPO),
         namespace=NAMESPACE,
-        values=values(args, cpu_labels),
+        values=values(args, cpu_labels, startup_taints),
         opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[association, *depends_on]),
     )
     return role, association, chart

@@ -30,6 +30,8 @@ from components.eks.args import EksClusterArgs
 from lab.vocab import pools as labels
 from lab.vocab.aws_tags import CLUSTER_TAG
 from lab.vocab.names import EKS_CLUSTER_TYPE
+from lab.vocab.problems import InvalidInput, Problem
+from lab.vocab.versions import MOUNTPOINT_S3_CSI_ADDON, MOUNTPOINT_S3_CSI_MIN
 
 # AWS gives 2 minutes' notice of a spot interruption.
 EVICTION_NOTICE_S = 120
@@ -249,10 +251,19 @@ class EksCluster(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[after]),
         )
+        newest = aws.eks.get_addon_version_output(
+            addon_name=MOUNTPOINT_S3_CSI_ADDON,
+            kubernetes_version=self.args.kubernetes_version,
+            most_recent=True,
+            opts=pulumi.InvokeOutputOptions(parent=self),
+        )
         s3_csi_driver = aws.eks.Addon(
             f"{name}-s3-csi-driver",
             cluster_name=cluster.name,
-            addon_name="aws-mountpoint-s3-csi-driver",
+            addon_name=MOUNTPOINT_S3_CSI_ADDON,
+            # A pinned release (an add-on left to EKS's default may predate 2.5.0, whose pods
+            # block scale-down); a newer one is taken only by a later `up`.
+            addon_version=newest.version.apply(mountpoint_release),
             pod_identity_associations=[
                 {"role_arn": driver_role.arn, "service_account": storage.S3_CSI_SERVICE_ACCOUNT}
             ],
@@ -287,6 +298,7 @@ class EksCluster(pulumi.ComponentResource):
             self.args,
             cluster=cluster,
             cpu_labels=self.group_specs[labels.POOL_CPU].node_labels,
+            startup_taints=node_groups.startup_taint_keys(self.group_specs),
             provider=provider,
             tags=tags,
             parent=self,
@@ -328,3 +340,25 @@ class EksCluster(pulumi.ComponentResource):
             "autoscaler": "cluster-autoscaler" if self.autoscaler else "none",
             "trainingServiceAccount": f"{self.args.training_namespace}/{self.args.training_service_account}",
         }
+
+
+def mountpoint_release(version: str) -> str:
+    """`version` (`v2.7.0-eksbuild.1`) when it is at least MOUNTPOINT_S3_CSI_MIN."""
+    numbers = version.lstrip("v").split("-", 1)[0].split(".")
+    try:
+        release = tuple(int(n) for n in numbers)
+    except ValueError:
+        release = ()
+    if len(release) != 3 or release < MOUNTPOINT_S3_CSI_MIN:
+        minimum = ".".join(map(str, MOUNTPOINT_S3_CSI_MIN))
+        raise InvalidInput(
+            [
+                Problem(
+                    f"the {MOUNTPOINT_S3_CSI_ADDON} add-on's newest release for this Kubernetes version",
+                    version,
+                    f"v{minimum} or newer (older releases keep GPU nodes from scaling down): choose a newer "
+                    "kubernetesVersion",
+                )
+            ]
+        )
+    return version

@@ -43,7 +43,10 @@ class GroupSpec:
     min_nodes: int
     max_nodes: int
     node_labels: dict[str, str]
-    taints: tuple[Taint, ...]
+    taints: tuple[Taint, ...]  # what the group's pods tolerate
+    # Taints a new node starts with and loses once it is ready (its agents remove them): on the
+    # group, never in the autoscaler's scale-from-zero template, and known to the autoscaler.
+    startup_taints: tuple[Taint, ...] = ()
 
 
 def cpu_ami_type(instance_type: str) -> str:
@@ -80,8 +83,15 @@ def group_specs(args: EksClusterArgs) -> dict[str, GroupSpec]:
                 ACCELERATOR_LABEL: accelerator(args.gpu_instance_types),
             },
             (labels.SPOT_TAINT, labels.GPU_TAINT),
+            # The jobs mount the checkpoint bucket on GPU nodes only.
+            startup_taints=(labels.MOUNTPOINT_STARTUP_TAINT,),
         ),
     }
+
+
+def startup_taint_keys(specs: Mapping[str, GroupSpec]) -> list[str]:
+    """Every group's startup taints, for the autoscaler's `--startup-taint`."""
+    return sorted({t.key for spec in specs.values() for t in spec.startup_taints})
 
 
 def placement(specs: Mapping[str, GroupSpec]) -> PoolPlacement:
@@ -124,7 +134,7 @@ def node_group(
         # One node at a time: the CPU group hosts etcd, whose budget allows one eviction.
         update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
         labels=dict(spec.node_labels),
-        taints=[aws.eks.NodeGroupTaintArgs(**t.eks()) for t in spec.taints] or None,
+        taints=[aws.eks.NodeGroupTaintArgs(**t.eks()) for t in (*spec.taints, *spec.startup_taints)] or None,
         tags=dict(tags),
         opts=pulumi.ResourceOptions(
             parent=parent,

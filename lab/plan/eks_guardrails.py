@@ -5,7 +5,10 @@
                                   tainted (EKS taints nothing), the device plugin's label, can
                                   reach zero, its desired size left to the autoscaler
   guardrail:eks-scale-from-zero   a GPU group that can reach zero tells Cluster Autoscaler its
-                                  nodes' labels and taints (node-template tags on its ASG)
+                                  nodes' labels and taints (node-template tags on its ASG), all but
+                                  its startup taints, which the autoscaler is told of instead; the
+                                  autoscaler's chart and image agree; the Mountpoint add-on is a
+                                  pinned release that lets nodes scale down (>= 2.5.0)
   guardrail:bucket-not-public     every bucket has a public access block with all four settings
   guardrail:fis-targets-gpu-spot  every FIS target is one running spot instance of the GPU group,
                                   chosen by its node-group tag, never listed ARNs
@@ -27,7 +30,12 @@ from components.eks.node_groups import NODE_TEMPLATE
 from lab.plan.findings import Finding
 from lab.vocab import pools as labels
 from lab.vocab.names import PROJECT
-from lab.vocab.versions import CLUSTER_AUTOSCALER_CHART, CLUSTER_AUTOSCALER_CHARTS
+from lab.vocab.versions import (
+    CLUSTER_AUTOSCALER_CHART,
+    CLUSTER_AUTOSCALER_CHARTS,
+    MOUNTPOINT_S3_CSI_ADDON,
+    MOUNTPOINT_S3_CSI_MIN,
+)
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 BUCKET = "aws:s3/bucket:Bucket"
@@ -35,6 +43,10 @@ PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 FIS_TEMPLATE = "aws:fis/experimentTemplate:ExperimentTemplate"
 ASG_TAG = "aws:autoscaling/tag:Tag"
 HELM_CHART = "kubernetes:helm.sh/v4:Chart"
+ADDON = "aws:eks/addon:Addon"
+# Taints a node loses once its agents are ready: never in a scale-from-zero template (no pod
+# tolerates them, so none would fit), always among the autoscaler's `--startup-taint`s.
+STARTUP_TAINT_KEYS = frozenset({labels.MOUNTPOINT_STARTUP_TAINT.key})
 _BLOCKS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
 _EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
 
@@ -146,14 +158,26 @@ def scale_from_zero(plan: Any) -> Iterator[Finding]:
         (t.inputs.get("tag") or {}).get("key"): (t.inputs.get("tag") or {}).get("value") for t in plan.of_type(ASG_TAG)
     }
     yield from autoscaler_chart_and_image_agree(plan)
+    yield from startup_taints_known_to_the_autoscaler(plan)
+    yield from mountpoint_release(plan)
     for g in gpu_groups(plan):
         if (g.inputs.get("scalingConfig") or {}).get("minSize") != 0:
             continue
         wanted = {f"{NODE_TEMPLATE}/label/{k}": v for k, v in (g.inputs.get("labels") or {}).items()}
         for t in g.inputs.get("taints") or []:
-            wanted[f"{NODE_TEMPLATE}/taint/{t.get('key')}"] = (
-                f"{t.get('value', '')}:{_EFFECTS.get(t.get('effect'), '?')}"
-            )
+            key = f"{NODE_TEMPLATE}/taint/{t.get('key')}"
+            if t.get("key") in STARTUP_TAINT_KEYS:
+                if key in tags:
+                    yield Finding.error(
+                        "guardrail:eks-scale-from-zero",
+                        g,
+                        f"asgTags[{key!r}]",
+                        tags[key],
+                        "no template tag for a startup taint: no pod tolerates it, so the autoscaler would "
+                        "find that no pending pod fits a new node",
+                    )
+                continue
+            wanted[key] = f"{t.get('value', '')}:{_EFFECTS.get(t.get('effect'), '?')}"
         for key, value in sorted(wanted.items()):
             if tags.get(key) != value:
                 yield Finding.error(
@@ -191,6 +215,47 @@ def autoscaler_chart_and_image_agree(plan: Any) -> Iterator[Finding]:
                 "values.image.tag",
                 tag,
                 f"a v{app.rsplit('.', 1)[0]}.x image, the release of chart {version} ({app})",
+            )
+
+
+def startup_taints_known_to_the_autoscaler(plan: Any) -> Iterator[Finding]:
+    """Every startup taint of a node group is one of Cluster Autoscaler's `--startup-taint`s
+    (where the plan shows its chart's values): otherwise a new node still carrying it counts as
+    unable to take the pending pods, and the autoscaler adds more spot GPUs for them."""
+    charts = [c for c in plan.of_type(HELM_CHART) if c.inputs.get("chart") == CLUSTER_AUTOSCALER_CHART]
+    for chart in charts:
+        args = (chart.inputs.get("values") or {}).get("extraArgs") or {}
+        told = {str(v) for k, v in args.items() if str(k).split("_", 1)[0] == "startup-taint"}
+        for g in plan.of_type(NODE_GROUP):
+            for t in g.inputs.get("taints") or []:
+                if t.get("key") in STARTUP_TAINT_KEYS and t.get("key") not in told:
+                    yield Finding.error(
+                        "guardrail:eks-scale-from-zero",
+                        chart,
+                        "values.extraArgs.startup-taint",
+                        sorted(told) or None,
+                        f"{t.get('key')!r}, a startup taint of node group {g.name}",
+                    )
+
+
+def mountpoint_release(plan: Any) -> Iterator[Finding]:
+    """The Mountpoint S3 CSI add-on is a pinned release of at least MOUNTPOINT_S3_CSI_MIN: an
+    unpinned add-on is whatever EKS defaults to, and before 2.5.0 its pods keep nodes from
+    scaling down."""
+    minimum = "v" + ".".join(map(str, MOUNTPOINT_S3_CSI_MIN))
+    for addon in plan.of_type(ADDON):
+        if addon.inputs.get("addonName") != MOUNTPOINT_S3_CSI_ADDON:
+            continue
+        version = addon.inputs.get("addonVersion")
+        numbers = str(version or "").lstrip("v").split("-", 1)[0].split(".")
+        release = tuple(int(n) for n in numbers if n.isdigit()) if len(numbers) == 3 else ()
+        if len(release) != 3 or release < MOUNTPOINT_S3_CSI_MIN:
+            yield Finding.error(
+                "guardrail:eks-scale-from-zero",
+                addon,
+                "addonVersion",
+                version,
+                f"a pinned release, {minimum} or newer (older ones keep GPU nodes from scaling down)",
             )
 
 

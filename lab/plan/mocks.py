@@ -20,6 +20,9 @@ MOCK_SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
 MOCK_TENANT = "00000000-0000-4000-8000-0000000000aa"
 MOCK_CLIENT = "00000000-0000-4000-8000-0000000000cc"
 MOCK_ACCOUNT = "123456789012"
+# What EKS's DescribeAddonVersions answers for the Mountpoint driver's newest release (the driver's
+# tags reach v2.7.0); a test that models an older answer sets `mountpoint_release`.
+MOCK_MOUNTPOINT_RELEASE = "v2.7.0-eksbuild.1"
 
 
 def _uuid(*parts: str) -> str:
@@ -85,6 +88,7 @@ class PlanMocks(pulumi.runtime.Mocks):
 
     def __init__(self) -> None:
         self.unknown_calls: list[str] = []
+        self.mountpoint_release = MOCK_MOUNTPOINT_RELEASE
 
     # ------------------------------------------------------------------ resources
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
@@ -247,6 +251,17 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "accountId": MOCK_ACCOUNT,
                 "arn": f"arn:aws:iam::{MOCK_ACCOUNT}:user/mock",
                 "userId": "AIDAMOCK",
+            }, []
+        if token == "aws:eks/getAddonVersion:getAddonVersion":
+            version = (
+                self.mountpoint_release if a.get("addonName") == "aws-mountpoint-s3-csi-driver" else "v1.0.0-eksbuild.1"
+            )
+            return {
+                "addonName": a.get("addonName"),
+                "kubernetesVersion": a.get("kubernetesVersion"),
+                "mostRecent": a.get("mostRecent"),
+                "version": version,
+                "id": a.get("addonName"),
             }, []
         self.unknown_calls.append(token)
         return {}, []

@@ -72,6 +72,12 @@ GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
 # Our spot taint, where the cloud puts none on spot nodes (EKS): only pods that accept being
 # evicted at short notice land there.
 SPOT_TAINT = Taint(f"{PROJECT}/spot", "true", "NoSchedule")
+# Where the checkpoint bucket is mounted by the Mountpoint S3 CSI driver (EKS GPU nodes): a new
+# node carries this until the driver's node plugin runs there and removes it, so no worker starts
+# before its checkpoint volume can be mounted. Workers do not tolerate it; the cluster autoscaler
+# is told it is a startup taint (`--startup-taint`), or it would count a new node as unable to
+# take the pending workers and add more.
+MOUNTPOINT_STARTUP_TAINT = Taint("s3.csi.aws.com/agent-not-ready", "", "NoExecute")
 
 
 def pool_labels(pool: str, *, spot: bool) -> dict[str, str]:

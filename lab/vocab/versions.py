@@ -38,4 +38,11 @@ MIN_GPU_ARCHITECTURE = "Turing (sm_75)"
 # chart we checked: the EKS stack refuses it while its autoscaler is on.
 CLUSTER_AUTOSCALER_CHARTS = {"1.35": ("9.54.0", "1.35.0")}
 CLUSTER_AUTOSCALER_REPO = "https://kubernetes.github.io/autoscaler"
+# The Mountpoint S3 CSI driver's EKS add-on (EKS stack), at least this release: before 2.5.0 its
+# per-volume Mountpoint pods lack the `cluster-autoscaler.kubernetes.io/daemonset-pod` annotation,
+# and the autoscaler, taking them for singleton pods, never scales a GPU node down (the driver's
+# CHANGELOG, 2.5.0). The stack installs the newest add-on release for its Kubernetes minor and
+# refuses one older than this.
+MOUNTPOINT_S3_CSI_ADDON = "aws-mountpoint-s3-csi-driver"
+MOUNTPOINT_S3_CSI_MIN = (2, 5, 0)
 CLUSTER_AUTOSCALER_CHART = "cluster-autoscaler"

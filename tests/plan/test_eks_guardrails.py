@@ -55,6 +55,21 @@ def _no_template_tags(plan):
     plan.resources = [r for r in plan.resources if r.type != "aws:autoscaling/tag:Tag"]
 
 
+def _startup_taint_in_the_template(plan):
+    """A scale-from-zero template tag for the Mountpoint startup taint, which no pod tolerates."""
+    import copy
+
+    tag = copy.deepcopy(plan.of_type("aws:autoscaling/tag:Tag")[0])
+    tag.name += "-startup"
+    tag.urn += "-startup"
+    tag.inputs["tag"] = {
+        "key": "k8s.io/cluster-autoscaler/node-template/taint/s3.csi.aws.com/agent-not-ready",
+        "value": ":NoExecute",
+        "propagateAtLaunch": False,
+    }
+    plan.resources.append(tag)
+
+
 def _parallel_groups(plan):
     gpu, cpu = plan.one(*GPU), plan.one(*CPU)
     gpu.depends_on = [u for u in gpu.depends_on if u != cpu.urn]
@@ -132,6 +147,24 @@ BROKEN = [
         "guardrail:eks-scale-from-zero",
         _no_template_tags,
         ["asgTags['k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu']=None", "'present:NoSchedule'"],
+    ),
+    (
+        "startup taint in the scale-from-zero template",
+        "guardrail:eks-scale-from-zero",
+        _startup_taint_in_the_template,
+        ["node-template/taint/s3.csi.aws.com/agent-not-ready']=':NoExecute'", "no template tag for a startup taint"],
+    ),
+    (
+        "Mountpoint add-on left to EKS's default",
+        "guardrail:eks-scale-from-zero",
+        lambda plan: plan.one("aws:eks/addon:Addon", "eks-s3-csi-driver").inputs.pop("addonVersion"),
+        ["Addon 'eks-s3-csi-driver'", "addonVersion=None", "a pinned release, v2.5.0 or newer"],
+    ),
+    (
+        "Mountpoint add-on older than 2.5.0",
+        "guardrail:eks-scale-from-zero",
+        _inputs(("aws:eks/addon:Addon", "eks-s3-csi-driver"), addonVersion="v2.4.1-eksbuild.1"),
+        ["addonVersion='v2.4.1-eksbuild.1'", "keep GPU nodes from scaling down"],
     ),
     (
         "node groups in parallel",
@@ -215,6 +248,12 @@ PLAN_ONLY_BROKEN = [
         "guardrail:eks-scale-from-zero",
         _inputs(("kubernetes:helm.sh/v4:Chart", "eks-cluster-autoscaler"), values={"image": {"tag": "v1.36.0"}}),
         ["values.image.tag='v1.36.0'", "a v1.35.x image, the release of chart 9.54.0"],
+    ),
+    (
+        "autoscaler not told of the GPU group's startup taint",
+        "guardrail:eks-scale-from-zero",
+        _inputs(("kubernetes:helm.sh/v4:Chart", "eks-cluster-autoscaler"), values={"image": {"tag": "v1.35.0"}}),
+        ["values.extraArgs.startup-taint=None", "'s3.csi.aws.com/agent-not-ready', a startup taint of node group"],
     ),
 ]
 

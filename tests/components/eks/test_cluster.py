@@ -68,6 +68,8 @@ def test_node_groups(plan):
     assert {(t["key"], t["value"], t["effect"]) for t in gpu.inputs["taints"]} == {
         ("elastic-spot-lab/spot", "true", "NO_SCHEDULE"),
         ("nvidia.com/gpu", "present", "NO_SCHEDULE"),
+        # Until Mountpoint's node plugin runs there, no worker starts on a new node.
+        ("s3.csi.aws.com/agent-not-ready", "", "NO_EXECUTE"),
     }
     assert gpu.inputs["labels"]["nvidia.com/gpu.present"] == "true"
     assert gpu.ignore_changes == ["scalingConfig.desiredSize"] == cpu.ignore_changes
@@ -87,6 +89,8 @@ def test_autoscaler_can_scale_the_gpu_group_from_zero(plan):
     values = chart.inputs["values"]
     assert values["autoDiscovery"] == {"clusterName": "esl-eks-dev"} and values["awsRegion"] == "us-east-1"
     assert values["image"]["tag"] == "v1.35.0" and values["nodeSelector"]["elastic-spot-lab/pool"] == "cpu"
+    # The startup taint is no template's (above) but the autoscaler's to ignore on new nodes.
+    assert values["extraArgs"]["startup-taint"] == "s3.csi.aws.com/agent-not-ready"
     assoc = plan.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", "eks-cluster-autoscaler-identity")
     assert (assoc.inputs["namespace"], assoc.inputs["serviceAccount"]) == ("kube-system", "cluster-autoscaler")
 
@@ -108,6 +112,7 @@ def test_checkpoint_bucket_and_its_driver_role(plan):
     assert {s["Resource"] for s in policy["Statement"]} == {arn, f"{arn}/*"}
     addon = plan.one("aws:eks/addon:Addon", "eks-s3-csi-driver")
     assert addon.inputs["addonName"] == "aws-mountpoint-s3-csi-driver"
+    assert addon.inputs["addonVersion"] == "v2.7.0-eksbuild.1"  # the newest release EKS lists (mocked)
     assert addon.inputs["podIdentityAssociations"][0]["serviceAccount"] == "s3-csi-driver-sa"
     assert json.loads(addon.inputs["configurationValues"]) == {"node": {"tolerateAllTaints": True}}
     pv = plan.one("kubernetes:core/v1:PersistentVolume")
@@ -171,3 +176,13 @@ def test_platform_installs_unchanged_with_write_once_checkpoints(plan):
     )
     assert facts["checkpointWrites"] == "write-once"
     assert not [c for c in plan.of_type("kubernetes:helm.sh/v4:Chart") if "spot-notice" in c.name]
+
+
+def test_a_mountpoint_release_older_than_2_5_is_refused_before_anything_is_created(monkeypatch):
+    """The newest add-on release EKS lists for the Kubernetes version is pinned; one before
+    2.5.0 (its pods keep GPU nodes from scaling down) stops the preview with the reason."""
+    from lab.plan import mocks
+
+    monkeypatch.setattr(mocks, "MOCK_MOUNTPOINT_RELEASE", "v2.4.1-eksbuild.1")
+    with pytest.raises(Exception, match=r"v2\.4\.1-eksbuild\.1.*v2\.5\.0 or newer"):
+        run_program("eks-dev", {})
