@@ -33,6 +33,10 @@ from lab.vocab.names import EKS_CLUSTER_TYPE
 from lab.vocab.problems import InvalidInput, Problem
 from lab.vocab.versions import MOUNTPOINT_S3_CSI_ADDON, MOUNTPOINT_S3_CSI_MIN
 
+VPC_CNI_ADDON = "vpc-cni"
+# The VPC CNI's own setting for its network policy agent (add-on configuration schema).
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
+
 # AWS gives 2 minutes' notice of a spot interruption.
 EVICTION_NOTICE_S = 120
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -107,6 +111,7 @@ class EksCluster(pulumi.ComponentResource):
         )
         self.cluster = self._eks_cluster(name, self.network, self.cluster_role, cluster_role_parts, tags)
         self._admin_access_entries(name, self.cluster, tags)
+        self.vpc_cni = self._vpc_cni(name, self.cluster, tags)
         self.cpu_group, self.gpu_group, self.template_tags = self._node_groups(
             name, self.cluster, self.network, self.node_role, node_role_parts, tags
         )
@@ -134,7 +139,7 @@ class EksCluster(pulumi.ComponentResource):
         )
         self.kubeconfig = _exec_kubeconfig(self.cluster, args.region)
         self.k8s_provider = self._kubernetes_provider(
-            name, self.kubeconfig, after=[self.cpu_group, self.gpu_group, self.s3_csi_driver]
+            name, self.kubeconfig, after=[self.cpu_group, self.gpu_group, self.s3_csi_driver, self.vpc_cni]
         )
         self.autoscaler = None
         if args.cluster_autoscaler:
@@ -231,6 +236,20 @@ class EksCluster(pulumi.ComponentResource):
             f"{name}-{labels.POOL_GPU_SPOT}-template", gpu, self.group_specs[labels.POOL_GPU_SPOT], parent=self
         )
         return cpu, gpu, template_tags
+
+    def _vpc_cni(self, name: str, cluster: aws.eks.Cluster, tags: dict[str, str]) -> aws.eks.Addon:
+        """The VPC CNI as a managed add-on with its network policy agent on: EKS enforces no
+        NetworkPolicy otherwise, and etcd's (only job pods may reach it) would be decoration.
+        The cluster's self-managed CNI is taken over (OVERWRITE: its settings become these)."""
+        return aws.eks.Addon(
+            f"{name}-vpc-cni",
+            cluster_name=cluster.name,
+            addon_name=VPC_CNI_ADDON,
+            configuration_values=json.dumps(VPC_CNI_CONFIGURATION),
+            resolve_conflicts_on_create="OVERWRITE",
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
     def _storage_addons(
         self,

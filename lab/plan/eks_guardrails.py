@@ -9,6 +9,7 @@
                                   its startup taints, which the autoscaler is told of instead; the
                                   autoscaler's chart and image agree; the Mountpoint add-on is a
                                   pinned release that lets nodes scale down (>= 2.5.0)
+  guardrail:eks-network-policy    the VPC CNI add-on enforces NetworkPolicies (off by default on EKS)
   guardrail:bucket-not-public     every bucket has a public access block with all four settings
   guardrail:fis-targets-gpu-spot  every FIS target is one running spot instance of the GPU group,
                                   chosen by its node-group tag, never listed ARNs
@@ -21,10 +22,12 @@ Each finding names resource, property, value and what was expected.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 from components.eks.args import ACCELERATOR_LABEL, GPU_AMI_TYPES
+from components.eks.cluster import VPC_CNI_ADDON
 from components.eks.fis import NODEGROUP_TAG, SPOT_INTERRUPTION
 from components.eks.node_groups import NODE_TEMPLATE
 from lab.plan.findings import Finding
@@ -44,6 +47,7 @@ FIS_TEMPLATE = "aws:fis/experimentTemplate:ExperimentTemplate"
 ASG_TAG = "aws:autoscaling/tag:Tag"
 HELM_CHART = "kubernetes:helm.sh/v4:Chart"
 ADDON = "aws:eks/addon:Addon"
+CLUSTER = "aws:eks/cluster:Cluster"
 # Taints a node loses once its agents are ready: never in a scale-from-zero template (no pod
 # tolerates them, so none would fit), always among the autoscaler's `--startup-taint`s.
 STARTUP_TAINT_KEYS = frozenset({labels.MOUNTPOINT_STARTUP_TAINT.key})
@@ -256,6 +260,34 @@ def mountpoint_release(plan: Any) -> Iterator[Finding]:
                 "addonVersion",
                 version,
                 f"a pinned release, {minimum} or newer (older ones keep GPU nodes from scaling down)",
+            )
+
+
+def network_policy_enforced(plan: Any) -> Iterator[Finding]:
+    """Each cluster runs the VPC CNI as a managed add-on with `enableNetworkPolicy`: without
+    it EKS enforces no NetworkPolicy, and etcd's (only job pods may reach it) does nothing."""
+    addons = [a for a in plan.of_type(ADDON) if a.inputs.get("addonName") == VPC_CNI_ADDON]
+    for cluster in plan.of_type(CLUSTER):
+        if not addons:
+            yield Finding.error(
+                "guardrail:eks-network-policy",
+                cluster,
+                "addons",
+                None,
+                f"the {VPC_CNI_ADDON} add-on with enableNetworkPolicy 'true' (EKS enforces no NetworkPolicy otherwise)",
+            )
+    for addon in addons:
+        try:
+            config = json.loads(addon.inputs.get("configurationValues") or "{}")
+        except ValueError:
+            config = {}
+        if str(config.get("enableNetworkPolicy")).lower() != "true":
+            yield Finding.error(
+                "guardrail:eks-network-policy",
+                addon,
+                "configurationValues.enableNetworkPolicy",
+                config.get("enableNetworkPolicy"),
+                "'true': the add-on's network policy agent enforces NetworkPolicies",
             )
 
 

@@ -48,6 +48,7 @@ EKS_CHECKS = [
     "guardrail:eks-gpu-group",
     "guardrail:eks-scale-from-zero",
     "guardrail:eks-group-operations",
+    "guardrail:eks-network-policy",
     "guardrail:bucket-not-public",
     "guardrail:eks-checkpoints-kept",
     "guardrail:fis-targets-gpu-spot",

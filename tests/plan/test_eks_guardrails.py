@@ -167,6 +167,18 @@ BROKEN = [
         ["addonVersion='v2.4.1-eksbuild.1'", "keep GPU nodes from scaling down"],
     ),
     (
+        "NetworkPolicies not enforced (no VPC CNI add-on)",
+        "guardrail:eks-network-policy",
+        lambda plan: plan.resources.remove(plan.one("aws:eks/addon:Addon", "eks-vpc-cni")),
+        ["Cluster 'eks'", "addons=None", "enableNetworkPolicy 'true'"],
+    ),
+    (
+        "VPC CNI without its network policy agent",
+        "guardrail:eks-network-policy",
+        _inputs(("aws:eks/addon:Addon", "eks-vpc-cni"), configurationValues="{}"),
+        ["configurationValues.enableNetworkPolicy=None", "enforces NetworkPolicies"],
+    ),
+    (
         "node groups in parallel",
         "guardrail:eks-group-operations",
         _parallel_groups,

@@ -186,3 +186,14 @@ def test_a_mountpoint_release_older_than_2_5_is_refused_before_anything_is_creat
     monkeypatch.setattr(mocks, "MOCK_MOUNTPOINT_RELEASE", "v2.4.1-eksbuild.1")
     with pytest.raises(Exception, match=r"v2\.4\.1-eksbuild\.1.*v2\.5\.0 or newer"):
         run_program("eks-dev", {})
+
+
+def test_network_policies_are_enforced(plan):
+    """EKS enforces no NetworkPolicy until the VPC CNI's agent is on: the managed add-on takes
+    over the cluster's CNI with it on, before the platform's objects (etcd's policy) go in."""
+    cni = plan.one("aws:eks/addon:Addon", "eks-vpc-cni")
+    assert json.loads(cni.inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
+    assert cni.inputs["resolveConflictsOnCreate"] == "OVERWRITE"
+    # The cluster's Kubernetes provider, which every platform object is created through.
+    (provider,) = [r for r in plan.resources if r.type == "pulumi:providers:kubernetes"]
+    assert plan.waits_for(provider, cni)
