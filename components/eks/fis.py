@@ -76,7 +76,13 @@ def spot_interruption_template(
                 "name": TARGET,
                 "resource_type": "aws:ec2:spot-instance",
                 "selection_mode": "COUNT(1)",
-                "resource_tags": [{"key": NODEGROUP_TAG, "value": args.gpu_group_name}],
+                # The group's name and the cluster's, both on the instance (FIS selects instances
+                # with every tag listed): every stack's GPU group has the same default name, and
+                # the group's tag alone would reach another cluster's nodes in the account.
+                "resource_tags": [
+                    {"key": NODEGROUP_TAG, "value": args.gpu_group_name},
+                    {"key": CLUSTER_TAG, "value": args.cluster_name},
+                ],
                 "filters": [{"path": "State.Name", "values": ["running"]}],
             }
         ],

@@ -28,6 +28,7 @@ from typing import Any
 
 from components.eks.args import ACCELERATOR_LABEL, GPU_AMI_TYPES
 from components.eks.cluster import VPC_CNI_ADDON
+from components.eks.fis import CLUSTER_TAG as FIS_CLUSTER_TAG
 from components.eks.fis import NODEGROUP_TAG, SPOT_INTERRUPTION
 from components.eks.node_groups import NODE_TEMPLATE
 from lab.plan.findings import Finding
@@ -308,10 +309,11 @@ def bucket_not_public(plan: Any) -> Iterator[Finding]:
 
 
 def fis_targets_gpu_spot(plan: Any) -> Iterator[Finding]:
-    """FIS interrupts one running spot instance of the GPU group: chosen by the group's tag,
-    never by listed ARNs, never all of them at once."""
+    """FIS interrupts one running spot instance of the GPU group: chosen by the group's tag and
+    its cluster's (group names repeat across stacks), never by listed ARNs, never all at once."""
     name = "guardrail:fis-targets-gpu-spot"
     allowed = {str(g.inputs.get("nodeGroupName")) for g in gpu_groups(plan)}
+    clusters = {str(c.inputs.get("name")) for c in plan.of_type(CLUSTER)}
     for t in plan.of_type(FIS_TEMPLATE):
         for i, target in enumerate(t.inputs.get("targets") or []):
             where = f"targets[{i}]"
@@ -327,6 +329,15 @@ def fis_targets_gpu_spot(plan: Any) -> Iterator[Finding]:
                     f"{where}.resourceTags",
                     target.get("resourceTags"),
                     f"{NODEGROUP_TAG} = the GPU spot group ({', '.join(sorted(allowed)) or 'none in the plan'})",
+                )
+            if tags.get(FIS_CLUSTER_TAG) not in clusters:
+                yield Finding.error(
+                    name,
+                    t,
+                    f"{where}.resourceTags",
+                    target.get("resourceTags"),
+                    f"{FIS_CLUSTER_TAG} = this cluster ({', '.join(sorted(clusters)) or 'none in the plan'}): "
+                    "the group's name is the same in every stack, and would reach other clusters' nodes",
                 )
             if target.get("resourceType") != "aws:ec2:spot-instance":
                 yield Finding.error(

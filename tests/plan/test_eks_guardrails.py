@@ -203,6 +203,12 @@ BROKEN = [
         ["forceDestroy=True", "empties the bucket"],
     ),
     (
+        "FIS aimed at the GPU group of every cluster with that name",
+        "guardrail:fis-targets-gpu-spot",
+        _fis_target(resourceTags=[{"key": "eks:nodegroup-name", "value": "gpu-spot"}]),
+        ["targets[0].resourceTags", "eks:cluster-name = this cluster (esl-eks-dev)", "would reach other clusters"],
+    ),
+    (
         "FIS aimed at the CPU group",
         "guardrail:fis-targets-gpu-spot",
         _fis_target(resourceTags=[{"key": "eks:nodegroup-name", "value": "cpu"}]),

@@ -148,7 +148,11 @@ def test_fis_template_interrupts_one_gpu_spot_node_with_two_minutes_notice(plan)
     assert action["parameters"] == [{"key": "durationBeforeInterruption", "value": "PT2M"}]
     [target] = template.inputs["targets"]
     assert target["selectionMode"] == "COUNT(1)" and target["resourceType"] == "aws:ec2:spot-instance"
-    assert target["resourceTags"] == [{"key": "eks:nodegroup-name", "value": "gpu-spot"}]
+    # The group's name is every stack's default: the cluster's tag keeps FIS to this cluster.
+    assert target["resourceTags"] == [
+        {"key": "eks:nodegroup-name", "value": "gpu-spot"},
+        {"key": "eks:cluster-name", "value": "esl-eks-dev"},
+    ]
     policy = json.loads(
         plan.one("aws:iam/rolePolicy:RolePolicy", "eks-spot-interruption-role-interrupt-gpu-spot").inputs["policy"]
     )
