@@ -6,7 +6,8 @@ on the cluster, the jobs, LoadBalancer Services and (with --delete-checkpoints) 
 claims are deleted while the controllers that clean up after them still run; `pulumi destroy`;
 then the cloud is swept for what the controllers made outside Pulumi's state (Azure: tagged
 resource groups, disks and public IPs in the node resource group; AWS: load balancers, target
-groups, ENIs, volumes, security groups of the cluster). Checkpoint storage is kept unless
+groups, ENIs, volumes, security groups of the cluster). Those leftovers are what makes a destroy
+fail: when it does, the sweep runs first and the destroy once more. Checkpoint storage is kept unless
 --delete-checkpoints. `--dry-run` lists what would be deleted and the calls, deleting nothing;
 without --yes a person confirms. A second run finds nothing and changes nothing.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -155,14 +157,40 @@ def _stack(args: argparse.Namespace) -> int:
         print(f"note: the cluster cannot be reached ({exc}); going on with the destroy", file=sys.stderr)
         if not args.yes and not confirm(f"destroy stack {args.stack!r} without cleaning the cluster first?"):
             return 1
-    run("destroy", args.stack, checks=False)
-    if cloud is not None:
-        found = cloud.find()  # after the destroy: what the controllers left behind
-        _show(f"left in the cloud ({target.cloud}) after the destroy", cloud, found, False)
-        for line in cloud.delete(found):
-            print(f"  deleted {line}")
+    destroy_and_sweep(lambda: run("destroy", args.stack, checks=False), cloud, target.cloud)
     print(f"stack {args.stack!r} torn down" + (" (checkpoints kept)" if not args.delete_checkpoints else ""))
     return 0
+
+
+def destroy_and_sweep(destroy: Callable[[], object], cloud: Any, cloud_name: str) -> None:
+    """`destroy`, then delete what the cloud's controllers left outside Pulumi's state. Those
+    leftovers (a load balancer's ENIs and security groups in the VPC, disks in the node resource
+    group) are often why a destroy fails: then they are deleted first and the destroy is run once
+    more; its second failure is the one reported."""
+    from lab.stacks.automation import StackError
+
+    try:
+        destroy()
+    except StackError as exc:
+        if cloud is None:
+            raise
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(
+            f"note: the destroy failed ({reason}); deleting what the cluster's controllers left in the "
+            "cloud, then destroying again",
+            file=sys.stderr,
+        )
+        _sweep(cloud, f"left in the cloud ({cloud_name}) before the second destroy")
+        destroy()
+    if cloud is not None:
+        _sweep(cloud, f"left in the cloud ({cloud_name}) after the destroy")
+
+
+def _sweep(cloud: Any, title: str) -> None:
+    found = cloud.find()
+    _show(title, cloud, found, False)
+    for line in cloud.delete(found):
+        print(f"  deleted {line}")
 
 
 def main(args: argparse.Namespace) -> int:

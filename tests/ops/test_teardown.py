@@ -1376,3 +1376,61 @@ def test_local_teardown_stops_only_what_it_found(tmp_path, spawned):
     assert sweep.calls() == [ApiCall("shutil", "rmtree", {"path": str(workdir)})]
     assert sweep.delete(sweep.find()) == [f"directory {workdir}"]
     assert not workdir.exists()
+
+
+class _Leftovers:
+    """A cloud sweep whose leftovers block the destroy until they are deleted."""
+
+    def __init__(self, log: list[str]):
+        from lab.ops.teardown.base import Leftover
+
+        eni = Leftover("ENI", "eni-1", "vpc-1", "a load balancer's, in the cluster's VPC")
+        self.log, self.kept, self.left = log, [], [eni]
+
+    def find(self):
+        self.log.append("find")
+        return list(self.left)
+
+    def delete(self, items):
+        self.log.append(f"delete {[i.id for i in items]}")
+        self.left = [i for i in self.left if i not in items]
+        return [str(i) for i in items]
+
+    def calls(self):
+        return []
+
+
+def test_a_destroy_blocked_by_controller_leftovers_sweeps_them_and_destroys_again(capsys):
+    from lab.ops.teardown_cli import destroy_and_sweep
+    from lab.stacks.automation import StackError
+
+    log: list[str] = []
+    cloud = _Leftovers(log)
+
+    def destroy():
+        log.append("destroy")
+        if cloud.left:
+            raise StackError("deleting subnet: DependencyViolation: has dependencies and cannot be deleted")
+
+    destroy_and_sweep(destroy, cloud, "eks")
+    assert log == ["destroy", "find", "delete ['eni-1']", "destroy", "find", "delete []"]
+    out, err = capsys.readouterr()
+    assert "before the second destroy: 1 to delete" in out and "after the destroy: 0 to delete" in out
+    assert "the destroy failed (deleting subnet: DependencyViolation" in err and "destroying again" in err
+
+
+def test_a_destroy_that_fails_for_another_reason_fails_after_one_sweep():
+    from lab.ops.teardown_cli import destroy_and_sweep
+    from lab.stacks.automation import StackError
+
+    log: list[str] = []
+
+    def destroy():
+        log.append("destroy")
+        raise StackError("the stack is locked")
+
+    with pytest.raises(StackError, match="locked"):
+        destroy_and_sweep(destroy, _Leftovers(log), "eks")
+    assert log.count("destroy") == 2 and log.count("find") == 1
+    with pytest.raises(StackError, match="locked"):
+        destroy_and_sweep(destroy, None, "byo")  # nothing of a cloud to sweep: the destroy's own error
