@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.vocab.azure_tags import tag_problems
+from lab.vocab.checkpoint_location import AKS_KEPT, adoption_problems
 from lab.vocab.names import DNS_LABEL
 from lab.vocab.problems import InvalidInput, Problem, Problems
 from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION, MIN_GPU_ARCHITECTURE, TORCH_CUDA_BUILD
@@ -179,6 +180,14 @@ class AksClusterArgs:
         default="trainer", metadata=_meta("trainingServiceAccount", "str", "service account of the training pods")
     )
     tags: dict[str, str] = field(default_factory=dict, metadata=_meta("tags", "map", "Azure tags on every resource"))
+    adopt_checkpoints: dict[str, str] = field(
+        default_factory=dict,
+        metadata=_meta(
+            "adoptCheckpoints",
+            "map",
+            "kept checkpoint storage to take back, role -> cloud id (written by `elastic-lab up`)",
+        ),
+    )
 
     # ------------------------------------------------------------------ derived
     @property
@@ -224,6 +233,7 @@ class AksClusterArgs:
             _node_counts,
             _spot_price,
             _tags,
+            _adopted,
         ):
             check(self, found)
         return found.items
@@ -437,6 +447,11 @@ def _tags(args: AksClusterArgs, found: _FieldProblems) -> None:
     # Azure's rules, the storage account's shorter names included (it carries them too); the
     # cluster tag is ours.
     found.extend(tag_problems(args.tags, "tags", storage_account=True, reserved=1))
+
+
+def _adopted(args: AksClusterArgs, found: _FieldProblems) -> None:
+    for key, value, expected in adoption_problems(args.adopt_checkpoints, AKS_KEPT):
+        found.add(key.replace("adoptCheckpoints", "adopt_checkpoints", 1), value, expected)
 
 
 def config_fields() -> list[dataclasses.Field[Any]]:

@@ -126,7 +126,11 @@ class AksCluster(pulumi.ComponentResource):
             resource_group_name=self.args.resource_group_name,
             location=self.args.location,
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=self.args.keeps_checkpoints),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                retain_on_delete=self.args.keeps_checkpoints,
+                import_=self.args.adopt_checkpoints.get("resourceGroup"),  # kept by a destroy: taken back
+            ),
         )
 
     def _control_plane_identity(

@@ -53,7 +53,12 @@ def checkpoint_storage(
     (the default) `pulumi destroy` deletes everything else and leaves them, and their
     resource group, in Azure. The role assignments go with the identity they grant."""
     opts = pulumi.ResourceOptions(parent=parent)
-    kept = pulumi.ResourceOptions(parent=parent, retain_on_delete=args.keeps_checkpoints)
+    adopt = args.adopt_checkpoints
+
+    def kept(role: str) -> pulumi.ResourceOptions:
+        # Storage a destroy kept is taken back under the same parent (its URN unchanged).
+        return pulumi.ResourceOptions(parent=parent, retain_on_delete=args.keeps_checkpoints, import_=adopt.get(role))
+
     account_name: pulumi.Input[str] = args.storage_account_name or subscription_id.apply(
         lambda sub: derived_account_name(sub, args.resource_group_name, args.cluster_name)
     )
@@ -74,7 +79,7 @@ def checkpoint_storage(
         allow_shared_key_access=key_mode,
         default_to_o_auth_authentication=True,
         tags=args.tags,
-        opts=kept,
+        opts=kept("account"),
     )
     container = storage.BlobContainer(
         f"{name}-container",
@@ -82,7 +87,7 @@ def checkpoint_storage(
         account_name=account.name,
         container_name=args.checkpoint_container,
         public_access=storage.PublicAccess.NONE,
-        opts=kept,
+        opts=kept("container"),
     )
     grants = [("blob-data", ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR, container.id)]
     if key_mode:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.vocab.aws_tags import tag_problems
+from lab.vocab.checkpoint_location import EKS_KEPT, adoption_problems
 from lab.vocab.names import DNS_LABEL
 from lab.vocab.problems import InvalidInput, Problem, Problems
 from lab.vocab.versions import (
@@ -193,6 +194,14 @@ class EksClusterArgs:
         default="trainer", metadata=_meta("trainingServiceAccount", "str", "service account of the training pods")
     )
     tags: dict[str, str] = field(default_factory=dict, metadata=_meta("tags", "map", "AWS tags on every resource"))
+    adopt_checkpoints: dict[str, str] = field(
+        default_factory=dict,
+        metadata=_meta(
+            "adoptCheckpoints",
+            "map",
+            "kept checkpoint storage to take back, role -> cloud id (written by `elastic-lab up`)",
+        ),
+    )
 
     # ------------------------------------------------------------------ derived
     @property
@@ -243,6 +252,7 @@ class EksClusterArgs:
             _cluster_autoscaler,
             _training_identity,
             _tags,
+            _adopted,
         ):
             check(self, found)
         return found.items
@@ -497,6 +507,11 @@ def _training_identity(args: EksClusterArgs, found: _FieldProblems) -> None:
 
 def _tags(args: EksClusterArgs, found: _FieldProblems) -> None:
     found.extend(tag_problems(args.tags, "tags", reserved=1))
+
+
+def _adopted(args: EksClusterArgs, found: _FieldProblems) -> None:
+    for key, value, expected in adoption_problems(args.adopt_checkpoints, EKS_KEPT):
+        found.add(key.replace("adoptCheckpoints", "adopt_checkpoints", 1), value, expected)
 
 
 def config_fields() -> list[dataclasses.Field[Any]]:

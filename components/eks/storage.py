@@ -42,16 +42,19 @@ def checkpoint_bucket(
 ) -> tuple[aws.s3.Bucket, list[pulumi.Resource]]:
     """The bucket and its settings (versioning, encryption, public access block)."""
     keep = args.keeps_checkpoints
+    # A bucket a destroy kept is taken back (with its settings) under the same parent and name.
+    adopted = args.adopt_checkpoints.get("bucket")
+    named = adopted or args.checkpoint_bucket
     bucket = aws.s3.Bucket(
         name,
-        bucket=args.checkpoint_bucket,
+        bucket=named,
         # Unique across AWS when the stack names none: the cluster name and a random suffix.
-        bucket_prefix=None if args.checkpoint_bucket else f"{args.cluster_name.lower()[:30]}-ckpt-",
+        bucket_prefix=None if named else f"{args.cluster_name.lower()[:30]}-ckpt-",
         force_destroy=not keep,
         tags=dict(tags),
-        opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep),
+        opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep, import_=adopted),
     )
-    here = pulumi.ResourceOptions(parent=parent, retain_on_delete=keep)
+    here = pulumi.ResourceOptions(parent=parent, retain_on_delete=keep, import_=adopted)
     settings: list[pulumi.Resource] = [
         aws.s3.BucketVersioning(
             f"{name}-versioning", bucket=bucket.id, versioning_configuration={"status": "Enabled"}, opts=here

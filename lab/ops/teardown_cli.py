@@ -157,7 +157,9 @@ def _stack(args: argparse.Namespace) -> int:
         print(f"note: the cluster cannot be reached ({exc}); going on with the destroy", file=sys.stderr)
         if not args.yes and not confirm(f"destroy stack {args.stack!r} without cleaning the cluster first?"):
             return 1
-    destroy_and_sweep(lambda: run("destroy", args.stack, checks=False), cloud, target.cloud)
+    # Checkpoints the sweep deletes are not for the next `up` to take back.
+    remember = not args.delete_checkpoints
+    destroy_and_sweep(lambda: run("destroy", args.stack, checks=False, remember_kept=remember), cloud, target.cloud)
     print(f"stack {args.stack!r} torn down" + (" (checkpoints kept)" if not args.delete_checkpoints else ""))
     return 0
 

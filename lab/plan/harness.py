@@ -16,7 +16,7 @@ their secretness. Works for any stack of the project, whatever its cloud.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ def run_program(
     root: Path = ROOT,
     program: Callable[[], Any] | None = None,
     config: Mapping[str, Any] | None = None,
+    cloud: Iterable[str] | None = None,
 ) -> Plan:
     """Run the project's Pulumi program for `stack` under mocks and return the Plan.
 
@@ -49,6 +50,8 @@ def run_program(
         values; None removes a key. Applied on top of the stack file.
     config: use this config instead of the stack file (full or short keys).
     program: callable to run instead of the project's program (tests of single components).
+    cloud: ids the cloud already holds (e.g. a plan's `kept_by_destroy`): declaring one without
+        importing it fails as the cloud would. None (the default): not modelled.
     Raises whatever the program raises (e.g. lab.vocab.problems.InvalidInput), with the
     resources recorded until then as the exception's `recorded_resources` attribute.
     """
@@ -64,7 +67,7 @@ def run_program(
         else:
             values[full] = config_string(value)
 
-    mocks = PlanMocks()
+    mocks = PlanMocks(cloud)
     monitor = RecordingMonitor(mocks)
     pulumi_settings.ROOT.set(None)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
@@ -120,6 +123,7 @@ def run_program(
         secret_outputs=result.get("secret", []),
         invokes=list(monitor.invokes),
         unknown_invokes=list(mocks.unknown_calls),
+        imported=list(mocks.imported),
     )
 
 

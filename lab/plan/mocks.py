@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import pulumi
@@ -23,6 +24,15 @@ MOCK_ACCOUNT = "123456789012"
 # What EKS's DescribeAddonVersions answers for the Mountpoint driver's newest release (the driver's
 # tags reach v2.7.0); a test that models an older answer sets `mountpoint_release`.
 MOCK_MOUNTPOINT_RELEASE = "v2.7.0-eksbuild.1"
+# What a destroy keeps and a cloud refuses to create twice: the checkpoint storage.
+KEPT_TYPES = frozenset(
+    {
+        "azure-native:resources:ResourceGroup",
+        "azure-native:storage:StorageAccount",
+        "azure-native:storage:BlobContainer",
+        "aws:s3/bucket:Bucket",
+    }
+)
 
 
 def _uuid(*parts: str) -> str:
@@ -86,12 +96,47 @@ def mock_kubeconfig(cluster: str, server: str) -> str:
 class PlanMocks(pulumi.runtime.Mocks):
     """Mocks that answer like Azure (and like any other provider: echo inputs, stable ids)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cloud: Iterable[str] | None = None) -> None:
         self.unknown_calls: list[str] = []
         self.mountpoint_release = MOCK_MOUNTPOINT_RELEASE
+        # Ids of what the cloud already holds (storage a destroy kept): creating one again is
+        # refused, as azure-native and S3 refuse it; importing one takes it back. None: the
+        # cloud is not modelled, and an import (real ids, from a real state) is taken as it is.
+        self.cloud = None if cloud is None else set(cloud)
+        self.imported: list[tuple[str, str]] = []  # (type, id) of each resource taken back
 
     # ------------------------------------------------------------------ resources
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        if args.typ not in KEPT_TYPES:
+            return self._new_resource(args)
+        if self.cloud is None:
+            rid, state = self._new_resource(args)
+            if args.resource_id:
+                self.imported.append((args.typ, args.resource_id))
+                return args.resource_id, {**state, "id": args.resource_id}
+            return rid, state
+        if args.resource_id:
+            if args.resource_id not in self.cloud:
+                raise RuntimeError(f"{args.typ} {args.resource_id!r} does not exist: nothing to import")
+            rid, state = self._new_resource(args)
+            if rid != args.resource_id:
+                raise RuntimeError(
+                    f"{args.typ} {args.name!r}: the inputs describe {rid!r}, not the imported {args.resource_id!r}"
+                )
+            self.imported.append((args.typ, rid))
+            return rid, state
+        rid, state = self._new_resource(args)
+        if rid in self.cloud and args.typ == "aws:s3/bucket:Bucket" and not args.inputs.get("bucket"):
+            rid = state["bucket"] = f"{rid}x"  # a prefixed name: S3 picks another, the kept one is left alone
+            state["arn"] = f"arn:aws:s3:::{rid}"
+        elif rid in self.cloud:
+            raise RuntimeError(
+                f"{args.typ} {rid!r} already exists (a destroy kept it): the cloud refuses to create it again; "
+                "import it"
+            )
+        return rid, state
+
+    def _new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         inputs = dict(args.inputs)
         typ = args.typ
         state: dict[str, Any] = dict(inputs)

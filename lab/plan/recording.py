@@ -67,6 +67,12 @@ class Plan:
     secret_outputs: list[str]
     invokes: list[dict[str, Any]]
     unknown_invokes: list[str] = field(default_factory=list)
+    imported: list[tuple[str, str]] = field(default_factory=list)  # (type, id) taken back from the cloud
+
+    @property
+    def kept_by_destroy(self) -> set[str]:
+        """Ids of what `pulumi destroy` would leave in the cloud (retainOnDelete)."""
+        return {str(r.id) for r in self.resources if r.retain_on_delete and r.id}
 
     @property
     def cloud(self) -> str | None:

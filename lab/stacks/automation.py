@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from lab.stacks import kept_storage
 from lab.vocab.errors import LabError
 from lab.vocab.layout import ROOT
 from lab.vocab.problems import InvalidInput
@@ -131,10 +132,13 @@ def run(
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     on_output: Callable[[str], None] = lambda line: print(line, end="" if line.endswith("\n") else "\n", flush=True),
     checks: bool = True,
+    remember_kept: bool = True,
 ) -> Any:
     """`operation` (up, preview, destroy) of `stack`, after the offline checks and the
     credential check; returns the Automation API's result. Raises StackError (or
-    InvalidInput for a stack whose config is invalid) before anything starts."""
+    InvalidInput for a stack whose config is invalid) before anything starts. A destroy
+    writes the ids of the checkpoint storage it keeps to the stack's config for the next `up`
+    (lab.stacks.kept_storage), unless `remember_kept` is False (a teardown that deletes it)."""
     if operation not in ("up", "preview", "destroy"):
         raise ValueError(f"operation={operation!r}: expected up, preview or destroy")
     from pulumi import automation
@@ -170,9 +174,21 @@ def run(
     )
     try:
         if operation == "up":
-            return selected.up(on_output=on_output, policy_packs=policy, color="never")
+            result = selected.up(on_output=on_output, policy_packs=policy, color="never")
+            if kept_storage.forget_after_up(selected):
+                say("the kept checkpoint storage is the stack's again (adoptCheckpoints removed from its config)")
+            return result
         if operation == "preview":
             return selected.preview(on_output=on_output, policy_packs=policy, color="never")
-        return selected.destroy(on_output=on_output, color="never")
+        kept = kept_storage.remember_before_destroy(selected) if remember_kept else {}
+        result = selected.destroy(on_output=on_output, color="never")
+        if kept:
+            kept_storage.write_for_the_next_up(selected, kept)
+            say(
+                "kept in the cloud: the checkpoint storage ("
+                + ", ".join(f"{role} {rid}" for role, rid in sorted(kept.items()))
+                + f"); the next `elastic-lab up --stack {stack}` takes it back (adoptCheckpoints in the stack's config)"
+            )
+        return result
     except automation.errors.CommandError as exc:
         raise StackError(f"pulumi {operation} of stack {stack!r} failed: {_last_line(exc)}") from None

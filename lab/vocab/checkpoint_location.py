@@ -70,3 +70,25 @@ def problem(location: str) -> str | None:
 def join(location: str, name: str) -> str:
     """`name` under `location` (a URL or a directory)."""
     return f"{location.rstrip('/')}/{name}"
+
+
+# Kept checkpoint storage that `up` takes back into a stack (stack config `adoptCheckpoints`,
+# written by `elastic-lab up`): the role of each resource -> its cloud id. `pulumi destroy`
+# leaves them (retainOnDelete) and the clouds refuse to create them again.
+AKS_KEPT = ("resourceGroup", "account", "container")  # ARM ids
+EKS_KEPT = ("bucket",)  # the bucket's name (its versioning, encryption and access block share it)
+
+
+def adoption_problems(
+    ids: object, roles: tuple[str, ...], key: str = "adoptCheckpoints"
+) -> list[tuple[str, object, str]]:
+    """(key, value, expected) of each bad entry of an adoption mapping."""
+    if not isinstance(ids, dict):
+        return [(key, ids, "a mapping of " + ", ".join(roles) + " to cloud ids")]
+    out: list[tuple[str, object, str]] = []
+    for role, value in ids.items():
+        if role not in roles:
+            out.append((f"{key}.{role}", value, "one of the roles " + ", ".join(roles)))
+        elif not isinstance(value, str) or not value.strip():
+            out.append((f"{key}.{role}", value, "the resource's cloud id (a non-empty string)"))
+    return out

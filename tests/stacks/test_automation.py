@@ -18,6 +18,9 @@ class FakeStack:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict]] = []
+        # The stack's state and config (not counted among the operations in `calls`).
+        self.deployment: dict = {}
+        self.config: dict = {}
 
     def _call(self, name: str, kwargs: dict) -> str:
         inspect.signature(getattr(automation.Stack, name)).bind(self, **kwargs)  # raises on a wrong keyword
@@ -33,6 +36,25 @@ class FakeStack:
 
     def destroy(self, **kwargs):
         return self._call("destroy", kwargs)
+
+    def _bind(self, name: str, *args) -> None:
+        inspect.signature(getattr(automation.Stack, name)).bind(self, *args)
+
+    def export_stack(self):
+        self._bind("export_stack")
+        return automation.Deployment(version=3, deployment=self.deployment)
+
+    def get_all_config(self):
+        self._bind("get_all_config")
+        return dict(self.config)
+
+    def set_config(self, key, value):
+        self._bind("set_config", key, value)
+        self.config = {**self.config, key: value}
+
+    def remove_config(self, key):
+        self._bind("remove_config", key)
+        self.config = {k: v for k, v in self.config.items() if k != key}
 
 
 @pytest.fixture
@@ -148,3 +170,58 @@ def test_a_stack_whose_config_no_longer_validates_can_still_be_destroyed(monkeyp
     with pytest.raises(InvalidInput, match="Standard_NC6s_v3"):
         stacks.run("up", "byo", say=said.append)
     assert [name for name, _ in fake_stack.calls] == ["destroy"]
+
+
+def _state_of(plan) -> dict:
+    """The plan as `pulumi stack export` would show it after an `up`."""
+    return {
+        "resources": [
+            {"urn": r.urn, "type": r.type, "id": r.id, "retainOnDelete": r.retain_on_delete} for r in plan.resources
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    "stack,roles",
+    [("aks-dev", {"resourceGroup", "account", "container"}), ("eks-dev", {"bucket"})],
+)
+def test_up_destroy_up_takes_the_kept_checkpoint_storage_back(fake_stack, monkeypatch, stack, roles):
+    """The destroy keeps the checkpoint storage and writes its ids to the stack's config; an
+    up without them fails as the cloud does (azure-native: it exists) or leaves the bucket
+    behind (S3: a new name); the next up imports them under the same URNs, then drops the key."""
+    import json
+
+    from lab.stacks import kept_storage
+
+    monkeypatch.setattr(stacks, "credential_problem", lambda cloud, stack: None)
+    monkeypatch.setattr(stacks.shutil, "which", lambda name: "/usr/bin/" + name)
+    first = harness.run_program(stack)
+    fake_stack.deployment = _state_of(first)
+    said: list[str] = []
+    stacks.run("destroy", stack, say=said.append, on_output=lambda line: None)
+    value = fake_stack.config[kept_storage.ADOPT_KEY]
+    ids = json.loads(value.value)
+    assert set(ids) == roles and set(ids.values()) <= first.kept_by_destroy
+    assert any("the next `elastic-lab up" in line for line in said)
+
+    kept = first.kept_by_destroy  # what the cloud still holds
+    if stack == "aks-dev":
+        with pytest.raises(Exception, match="already exists"):
+            harness.run_program(stack, cloud=kept)
+    else:
+        again = harness.run_program(stack, cloud=kept)
+        assert again.one("aws:s3/bucket:Bucket").id not in kept  # a second bucket; the first is lost to the stack
+    adopted = harness.run_program(stack, {"adoptCheckpoints": ids}, cloud=kept)
+    assert {rid for _, rid in adopted.imported} == set(ids.values())
+    before = {r.urn for r in first.resources if r.type in kept_storage.ROLES}
+    assert {r.urn for r in adopted.resources if r.type in kept_storage.ROLES} == before
+
+    stacks.run("up", stack, say=said.append, on_output=lambda line: None)
+    assert kept_storage.ADOPT_KEY not in fake_stack.config
+    assert any("is the stack's again" in line for line in said)
+
+
+def test_a_destroy_that_keeps_nothing_writes_nothing(fake_stack):
+    fake_stack.deployment = {"resources": [{"urn": "u", "type": "aws:s3/bucket:Bucket", "id": "b"}]}
+    stacks.run("destroy", "byo", say=lambda line: None, on_output=lambda line: None)
+    assert fake_stack.config == {}
