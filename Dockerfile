@@ -12,7 +12,12 @@ FROM python:3.11-slim
 
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /opt/elastic-spot-lab
-RUN pip install "torch==2.13.0"
+# PyPI's torch 2.13.0 is a CUDA 13 build: the GPU nodes need NVIDIA driver 580 or newer (EKS's
+# AL2023 NVIDIA AMIs ship 580; AKS node images installed 570 before their R580 rollout). For nodes
+# with an older driver, build with a CUDA 12 variant of the same release from PyTorch's own index,
+# where it publishes one:  docker build --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 .
+ARG TORCH_INDEX_URL=""
+RUN pip install "torch==2.13.0" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 COPY pyproject.toml README.md ./
 COPY lab/__init__.py ./lab/
 COPY lab/vocab ./lab/vocab

@@ -545,6 +545,12 @@ def _problems(run: Timeline, report: DrillReport, checkpoint_every: int) -> list
             f"the rendezvous server stayed unreachable for {max(e.get('down_s', 0) for e in gave_up):.0f} s: "
             f"the agents of {', '.join(nodes)} gave up on it (exit 170, retried by the operator)"
         )
+    for loop in run.of(Event.WORKERS_CRASH_LOOP):
+        # An agent gave up on a deterministic crash (lab.runtime.launch): the job fails with it.
+        found.append(
+            f"workers crash loop on {loop.get('node')}: rank {loop.get('rank')} failed {loop.get('attempts')} times "
+            f"in a row with {loop.get('error')}; its agent gave up (torchrun exits 1, the job fails)"
+        )
     if run.per_step and (turns := per_step_report.turn_taking(run.events)):
         found.append(turns)
     failed = [e for e in run.of(Event.K8S_JOB) if e.get("condition") == "Failed"]

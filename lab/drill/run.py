@@ -388,6 +388,9 @@ class _Drill:
         report.duration_s = time.monotonic() - self.t_start
         errors = _errors(local)
         if stopped is not None:
+            # The drill's own words carry the traceback and its meaning: the agents' shorter
+            # note of the same crash loop goes.
+            report.problems = [p for p in report.problems if not p.startswith("workers crash loop on ")]
             report.problems.insert(0, "the drill stopped the job: " + describe(stopped.error, stopped.attempts))
         elif errors and not report.passed:
             report.problems.append("a worker failed: " + describe(errors[-1]))

@@ -199,6 +199,29 @@ def test_a_job_that_loses_its_rendezvous_server_says_so():
     assert "the PyTorchJob failed: PyTorchJobFailed x" in report.problems
 
 
+def test_a_crash_loop_an_agent_gave_up_on_is_reported_with_its_pod_and_exception():
+    """The agent's workers_crash_loop event (from the pod's log, on a cluster) names the pod,
+    the rank, the count and the exception: the drill's report says why the job failed."""
+    stream = _cluster_stream(recover=False)
+    stream.append(
+        {
+            "t": 150.0,
+            "event": "workers_crash_loop",
+            "error": "FileNotFoundError: [Errno 2] No such file or directory: '/data/train.bin'",
+            "attempts": 3,
+            "rank": 1,
+            "node": "demo-worker-1",
+            "source": "agent",
+        }
+    )
+    stream.append({"t": 152.0, "event": "k8s_job", "condition": "Failed", "reason": "PyTorchJobFailed", "message": ""})
+    report = analyze(stream, [], target_steps=200, checkpoint_every=50, node_exit_codes={})
+    assert (
+        "workers crash loop on demo-worker-1: rank 1 failed 3 times in a row with FileNotFoundError: [Errno 2] "
+        "No such file or directory: '/data/train.bin'; its agent gave up (torchrun exits 1, the job fails)"
+    ) in report.problems
+
+
 def test_a_rendezvous_without_a_world_size_leaves_no_hole_in_the_timeline(tmp_path):
     from lab.drill.plot import plot_timeline
 
