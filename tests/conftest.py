@@ -26,6 +26,8 @@ TORCH_TABLES = {
     "torch.distributed.elastic.agent.server.local_elastic_agent": ("LocalElasticAgent._monitor_workers",),
     "torch.distributed.elastic.agent.server.api": ("SimpleElasticAgent._exit_barrier",),
     "torch.distributed.run": ("elastic_launch",),
+    "torch.distributed": ("destroy_process_group",),
+    "torch.distributed.distributed_c10d": ("destroy_process_group",),
 }
 # SIGALRM is pytest-timeout's own (it arms and disarms it around each test).
 CATCHABLE = sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP, signal.SIGALRM})

@@ -23,11 +23,13 @@ dies, whatever killed it, so nothing outlives an agent.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import runpy
 import signal
 import socket
 import sys
+import time
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1
@@ -105,6 +107,43 @@ def script_argv(cmd_args: tuple[str, ...]) -> tuple[str | None, str, list[str]]:
     return None, args[0], args[1:]
 
 
+# How long a worker's `destroy_process_group()` leaves the GIL to gloo's threads (see below).
+GLOO_DRAIN_S = 0.2
+
+
+def _destroy_then_let_gloo_drain(destroy: Any) -> Any:
+    """`destroy_process_group`, then a pause without the GIL. A DDP script that destroys its
+    process group before its model leaves the group's last reference to DDP's reducer; freeing
+    the model then joins gloo's threads while holding the GIL, and a gloo thread still
+    finishing the last allreduce needs the GIL to free what it captured from the backward pass
+    (a Python object): a deadlock (seen in a loaded drill: the worker stuck after its last
+    epoch in ProcessGroupGloo's destructor, its thread in gil_scoped_acquire). The pause lets
+    such a thread finish first."""
+
+    @functools.wraps(destroy)
+    def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return destroy(*args, **kwargs)
+        finally:
+            time.sleep(GLOO_DRAIN_S)
+
+    destroy_process_group.drains_gloo = True  # type: ignore[attr-defined]
+    return destroy_process_group
+
+
+def _let_gloo_drain_on_destroy() -> None:
+    """Route the script's `destroy_process_group` (imported before or after) through
+    `_destroy_then_let_gloo_drain`, in this worker only."""
+    import torch.distributed
+    from torch.distributed import distributed_c10d
+
+    if getattr(distributed_c10d.destroy_process_group, "drains_gloo", False):
+        return
+    wrapped = _destroy_then_let_gloo_drain(distributed_c10d.destroy_process_group)
+    distributed_c10d.destroy_process_group = wrapped
+    torch.distributed.destroy_process_group = wrapped
+
+
 def run_script(*cmd_args: str) -> None:
     """Run the training script in this (forked, warm) worker as `__main__`, as `python -u`
     would: unbuffered output, `sys.argv`, the script's directory first on `sys.path`. A
@@ -114,6 +153,7 @@ def run_script(*cmd_args: str) -> None:
     IN_WARM_WORKER = True
     die_with_parent()  # multiprocessing's children otherwise outlive a killed forkserver
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the forkserver ignores it (lab.runtime.warm_server)
+    _let_gloo_drain_on_destroy()
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:

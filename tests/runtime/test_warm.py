@@ -61,3 +61,46 @@ def test_the_forkserver_is_a_fork_of_the_agent_and_dies_with_it(workdir, python)
         if agent.poll() is None:
             agent.kill()
             agent.wait(30)
+
+
+# A user's script as the DDP tutorials write it: destroy_process_group imported at the top.
+DESTROYS = textwrap.dedent("""
+    import json, time
+    import torch.distributed as dist
+    from torch.distributed import destroy_process_group
+
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    dist.all_reduce(__import__("torch").ones(3))
+    started = time.monotonic()
+    destroy_process_group()
+    print(json.dumps({{"drains": getattr(destroy_process_group, "drains_gloo", False),
+                       "same": destroy_process_group is dist.destroy_process_group,
+                       "took_s": time.monotonic() - started,
+                       "initialized": dist.is_initialized()}}), flush=True)
+""")
+
+
+def test_a_warm_worker_lets_gloo_threads_drain_when_the_script_destroys_its_group(tmp_path, python):
+    """In a warm worker the script's destroy_process_group (imported before the worker ran it)
+    destroys the group, then leaves the GIL to gloo's threads for a moment: a DDP model freed
+    after it would otherwise join a gloo thread that waits for the GIL, for ever."""
+    import json
+    import socket
+
+    from lab.runtime.warm import GLOO_DRAIN_S
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "destroys.py"
+    script.write_text(DESTROYS.format(port=port))
+    out = subprocess.run(
+        [python, "-c", f"from lab.runtime.warm import run_script; run_script({str(script)!r})"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["drains"] and seen["same"] and not seen["initialized"]
+    assert seen["took_s"] >= GLOO_DRAIN_S
