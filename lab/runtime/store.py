@@ -22,12 +22,14 @@ def main(argv: list[str] | None = None) -> int:
     # torch imports TCPStore into torch.distributed without re-exporting it (no `as`, no __all__).
     from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
-    store = TCPStore(
-        args.host, args.port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60), multi_tenant=True
-    )
+    # The handlers first: the store accepts connections as soon as it is built, and a stop
+    # that came before them would kill the process instead of ending it cleanly.
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    store = TCPStore(
+        args.host, args.port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60), multi_tenant=True
+    )
     print(f"c10d store listening on {args.host}:{store.port}", flush=True)
     stop.wait()
     return 0
