@@ -387,13 +387,22 @@ class _Drill:
         )
         report.duration_s = time.monotonic() - self.t_start
         errors = _errors(local)
+        agents = [a for n in local.nodes for a in _agent_events(local, n)]
+        ending = last_unrecovered(errors, agents)
         if stopped is not None:
             # The drill's own words carry the traceback and its meaning: the agents' shorter
             # note of the same crash loop goes.
             report.problems = [p for p in report.problems if not p.startswith("workers crash loop on ")]
             report.problems.insert(0, "the drill stopped the job: " + describe(stopped.error, stopped.attempts))
-        elif errors and not report.passed:
-            report.problems.append("a worker failed: " + describe(errors[-1]))
+        elif ending is not None and not report.passed:
+            report.problems.append("a worker failed: " + describe(ending))
+        elif errors and timed_out:
+            # Every failure was followed by new workers on its node (an eviction's, recovered):
+            # none of them is why the job did not end.
+            report.problems.append(
+                f"no worker failure ended the job ({len(errors)} earlier one(s) were each followed by a "
+                "restart): its workers were still running, or hung, when the drill timed out"
+            )
         report.worker_errors = [
             {"node": e.node, "attempt": e.attempt, "message": e.message, "hint": e.hint} for e in errors
         ]
@@ -406,6 +415,15 @@ class _Drill:
         if not any(e["event"] == Event.EVICT for e in recorded) and stopped is None and not self.server_died:
             report.problems.append("no eviction happened: the job ended or failed during warm-up")
         return report
+
+
+def last_unrecovered(errors: list[WorkerError], agents: list[AgentEvent]) -> WorkerError | None:
+    """The newest worker failure that no new start of workers on its node followed: the one
+    that can have ended the job (an earlier one, an eviction's, was recovered from)."""
+    for error in reversed(errors):
+        if not any(a.node == error.node and a.kind == "started" and a.t > error.t for a in agents):
+            return error
+    return None
 
 
 def _done(seen: list[dict[str, Any]]) -> bool:

@@ -73,3 +73,21 @@ def test_unreadable_files_are_skipped(tmp_path):
     bad.write_text("{not json")
     assert _errors(tmp_path, ["node-0"]) == []
     assert read_error_file(tmp_path / "missing.json", "n") is None
+
+
+def test_the_failure_that_can_have_ended_a_job_is_the_last_one_not_recovered_from():
+    """An eviction's collective error is followed by new workers on its node: it is not why a
+    job hung later. A failure after which its node started nothing is."""
+    from lab.drill.agent_events import AgentEvent
+    from lab.drill.diagnosis import WorkerError
+    from lab.drill.run import last_unrecovered
+
+    def error(node, t, message):
+        return WorkerError(node=node, attempt=0, rank="0", t=t, message=message, traceback="")
+
+    peer_gone = error("node-1", 10.0, "RuntimeError: Connection closed by peer")
+    restarted = [AgentEvent(t=12.0, node="node-1", kind="started")]
+    assert last_unrecovered([peer_gone], restarted) is None
+    assert last_unrecovered([peer_gone], []) == peer_gone
+    crash = error("node-0", 30.0, "ValueError: bad batch")
+    assert last_unrecovered([peer_gone, crash], [*restarted, AgentEvent(t=20.0, node="node-0", kind="started")]) == crash
