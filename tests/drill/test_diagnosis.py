@@ -90,4 +90,6 @@ def test_the_failure_that_can_have_ended_a_job_is_the_last_one_not_recovered_fro
     assert last_unrecovered([peer_gone], restarted) is None
     assert last_unrecovered([peer_gone], []) == peer_gone
     crash = error("node-0", 30.0, "ValueError: bad batch")
-    assert last_unrecovered([peer_gone, crash], [*restarted, AgentEvent(t=20.0, node="node-0", kind="started")]) == crash
+    assert (
+        last_unrecovered([peer_gone, crash], [*restarted, AgentEvent(t=20.0, node="node-0", kind="started")]) == crash
+    )
