@@ -185,7 +185,7 @@ class AksClusterArgs:
         metadata=_meta(
             "adoptCheckpoints",
             "map",
-            "kept checkpoint storage to take back, role -> cloud id (written by `elastic-lab up`)",
+            "kept checkpoint storage to take back, role -> cloud id (written by `elastic-lab destroy`)",
         ),
     )
 
@@ -450,8 +450,8 @@ def _tags(args: AksClusterArgs, found: _FieldProblems) -> None:
 
 
 def _adopted(args: AksClusterArgs, found: _FieldProblems) -> None:
-    for key, value, expected in adoption_problems(args.adopt_checkpoints, AKS_KEPT):
-        found.add(key.replace("adoptCheckpoints", "adopt_checkpoints", 1), value, expected)
+    for key, value, expected in adoption_problems(args.adopt_checkpoints, AKS_KEPT, "adopt_checkpoints"):
+        found.add(key, value, expected)
 
 
 def config_fields() -> list[dataclasses.Field[Any]]:

@@ -31,7 +31,7 @@ from lab.vocab import pools as labels
 from lab.vocab.aws_tags import CLUSTER_TAG
 from lab.vocab.names import EKS_CLUSTER_TYPE
 from lab.vocab.problems import InvalidInput, Problem
-from lab.vocab.versions import MOUNTPOINT_S3_CSI_ADDON, MOUNTPOINT_S3_CSI_MIN
+from lab.vocab.versions import MOUNTPOINT_S3_CSI_ADDON, MOUNTPOINT_S3_CSI_MIN, add_on_release
 
 VPC_CNI_ADDON = "vpc-cni"
 # The VPC CNI's own setting for its network policy agent (add-on configuration schema).
@@ -363,12 +363,8 @@ class EksCluster(pulumi.ComponentResource):
 
 def mountpoint_release(version: str) -> str:
     """`version` (`v2.7.0-eksbuild.1`) when it is at least MOUNTPOINT_S3_CSI_MIN."""
-    numbers = version.lstrip("v").split("-", 1)[0].split(".")
-    try:
-        release = tuple(int(n) for n in numbers)
-    except ValueError:
-        release = ()
-    if len(release) != 3 or release < MOUNTPOINT_S3_CSI_MIN:
+    release = add_on_release(version)
+    if release is None or release < MOUNTPOINT_S3_CSI_MIN:
         minimum = ".".join(map(str, MOUNTPOINT_S3_CSI_MIN))
         raise InvalidInput(
             [

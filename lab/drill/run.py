@@ -378,16 +378,16 @@ class _Drill:
     def report(self, stopped: _CrashLoop | None, timed_out: bool) -> DrillReport:
         cfg, local = self.cfg, self.local
         recorded = local.events()
+        agents = [a for n in local.nodes for a in _agent_events(local, n)]
         report = analyze(
             recorded,
-            [a for n in local.nodes for a in _agent_events(local, n)],
+            agents,
             target_steps=cfg.target_steps,
             checkpoint_every=cfg.spec.checkpoint_every_steps,
             node_exit_codes={n.name: n.exit_code for n in local.nodes},
         )
         report.duration_s = time.monotonic() - self.t_start
         errors = _errors(local)
-        agents = [a for n in local.nodes for a in _agent_events(local, n)]
         ending = last_unrecovered(errors, agents)
         if stopped is not None:
             # The drill's own words carry the traceback and its meaning: the agents' shorter

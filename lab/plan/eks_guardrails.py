@@ -39,6 +39,7 @@ from lab.vocab.versions import (
     CLUSTER_AUTOSCALER_CHARTS,
     MOUNTPOINT_S3_CSI_ADDON,
     MOUNTPOINT_S3_CSI_MIN,
+    add_on_release,
 )
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -252,9 +253,8 @@ def mountpoint_release(plan: Any) -> Iterator[Finding]:
         if addon.inputs.get("addonName") != MOUNTPOINT_S3_CSI_ADDON:
             continue
         version = addon.inputs.get("addonVersion")
-        numbers = str(version or "").lstrip("v").split("-", 1)[0].split(".")
-        release = tuple(int(n) for n in numbers if n.isdigit()) if len(numbers) == 3 else ()
-        if len(release) != 3 or release < MOUNTPOINT_S3_CSI_MIN:
+        release = add_on_release(version)
+        if release is None or release < MOUNTPOINT_S3_CSI_MIN:
             yield Finding.error(
                 "guardrail:eks-scale-from-zero",
                 addon,

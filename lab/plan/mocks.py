@@ -17,6 +17,9 @@ from typing import Any
 
 import pulumi
 
+from lab.vocab.checkpoint_location import KEPT_ROLES
+from lab.vocab.versions import MOUNTPOINT_S3_CSI_ADDON
+
 MOCK_SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
 MOCK_TENANT = "00000000-0000-4000-8000-0000000000aa"
 MOCK_CLIENT = "00000000-0000-4000-8000-0000000000cc"
@@ -25,14 +28,7 @@ MOCK_ACCOUNT = "123456789012"
 # tags reach v2.7.0); a test that models an older answer sets `mountpoint_release`.
 MOCK_MOUNTPOINT_RELEASE = "v2.7.0-eksbuild.1"
 # What a destroy keeps and a cloud refuses to create twice: the checkpoint storage.
-KEPT_TYPES = frozenset(
-    {
-        "azure-native:resources:ResourceGroup",
-        "azure-native:storage:StorageAccount",
-        "azure-native:storage:BlobContainer",
-        "aws:s3/bucket:Bucket",
-    }
-)
+KEPT_TYPES = frozenset(KEPT_ROLES)
 
 
 def _uuid(*parts: str) -> str:
@@ -298,9 +294,7 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "userId": "AIDAMOCK",
             }, []
         if token == "aws:eks/getAddonVersion:getAddonVersion":
-            version = (
-                self.mountpoint_release if a.get("addonName") == "aws-mountpoint-s3-csi-driver" else "v1.0.0-eksbuild.1"
-            )
+            version = self.mountpoint_release if a.get("addonName") == MOUNTPOINT_S3_CSI_ADDON else "v1.0.0-eksbuild.1"
             return {
                 "addonName": a.get("addonName"),
                 "kubernetesVersion": a.get("kubernetesVersion"),

@@ -488,7 +488,6 @@ _PEER_FAILURE = re.compile(
     r"DistBackendError|DistNetworkError|DistStoreError|Connection closed by peer|Connection reset by peer"
     r"|[Bb]roken pipe|NCCL|[Gg]loo|timed out|Timeout|ProcessGroup|watchdog|Socket Timeout"
 )
-_NO_ERROR_FILE = "To enable traceback"  # torch's message for a failure without an error file
 
 
 @dataclasses.dataclass
@@ -509,13 +508,13 @@ def failure_signature(failures: Mapping[int, Any]) -> tuple[str, int] | None:
     # torch keeps the error file's structured message as it is, a dict with the text inside.
     text = first.message.get("message") if isinstance(first.message, dict) else first.message
     message = str(text or "").strip()
-    if not os.path.isfile(first.error_file) or not message or message.startswith(_NO_ERROR_FILE):
+    if not message or not os.path.isfile(first.error_file):
         # No error file: torch's own words name the worker's PID, a new one each attempt.
         signal = first.exitcode < 0
         message = f"Signal {-first.exitcode} ({first.signal_name()})" if signal else f"exit code {first.exitcode}"
     if _PEER_FAILURE.search(message):
         return None
-    return message.strip().splitlines()[0][:300], rank
+    return message.splitlines()[0][:300], rank
 
 
 def _count_towards_a_crash_loop(agent: Any, result: Any) -> None:

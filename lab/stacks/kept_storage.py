@@ -15,17 +15,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from lab.vocab.checkpoint_location import KEPT_ROLES
 from lab.vocab.names import PROJECT
 
 ADOPT_KEY = f"{PROJECT}:adoptCheckpoints"
-
-# Resource type -> its role in `adoptCheckpoints` (lab.vocab.checkpoint_location.AKS_KEPT/EKS_KEPT).
-ROLES = {
-    "azure-native:resources:ResourceGroup": "resourceGroup",
-    "azure-native:storage:StorageAccount": "account",
-    "azure-native:storage:BlobContainer": "container",
-    "aws:s3/bucket:Bucket": "bucket",
-}
 
 
 def kept_ids(deployment: Mapping[str, Any]) -> dict[str, str]:
@@ -33,7 +26,7 @@ def kept_ids(deployment: Mapping[str, Any]) -> dict[str, str]:
     export`'s `deployment`) that a destroy leaves in the cloud."""
     out: dict[str, str] = {}
     for resource in deployment.get("resources") or []:
-        role = ROLES.get(str(resource.get("type")))
+        role = KEPT_ROLES.get(str(resource.get("type")))
         if role and resource.get("retainOnDelete") and resource.get("id"):
             out[role] = str(resource["id"])
     return out
@@ -41,9 +34,7 @@ def kept_ids(deployment: Mapping[str, Any]) -> dict[str, str]:
 
 def remember_before_destroy(stack: Any) -> dict[str, str]:
     """The ids a destroy of `stack` (an Automation API Stack) will keep, read from its state."""
-    state = stack.export_stack()
-    deployment = state.deployment if hasattr(state, "deployment") else state.get("deployment", {})
-    return kept_ids(deployment or {})
+    return kept_ids(stack.export_stack().deployment or {})
 
 
 def write_for_the_next_up(stack: Any, ids: Mapping[str, str]) -> None:

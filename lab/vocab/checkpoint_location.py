@@ -73,15 +73,19 @@ def join(location: str, name: str) -> str:
 
 
 # Kept checkpoint storage that `up` takes back into a stack (stack config `adoptCheckpoints`,
-# written by `elastic-lab up`): the role of each resource -> its cloud id. `pulumi destroy`
-# leaves them (retainOnDelete) and the clouds refuse to create them again.
-AKS_KEPT = ("resourceGroup", "account", "container")  # ARM ids
-EKS_KEPT = ("bucket",)  # the bucket's name (its versioning, encryption and access block share it)
+# written by `elastic-lab destroy`): the role of each resource -> its cloud id. `pulumi destroy`
+# leaves them (retainOnDelete) and the clouds refuse to create them again. Resource type -> role:
+KEPT_ROLES = {
+    "azure-native:resources:ResourceGroup": "resourceGroup",  # ARM ids
+    "azure-native:storage:StorageAccount": "account",
+    "azure-native:storage:BlobContainer": "container",
+    "aws:s3/bucket:Bucket": "bucket",  # its name (its versioning, encryption and access block share it)
+}
+AKS_KEPT = tuple(role for typ, role in KEPT_ROLES.items() if typ.startswith("azure-native:"))
+EKS_KEPT = tuple(role for typ, role in KEPT_ROLES.items() if typ.startswith("aws:"))
 
 
-def adoption_problems(
-    ids: object, roles: tuple[str, ...], key: str = "adoptCheckpoints"
-) -> list[tuple[str, object, str]]:
+def adoption_problems(ids: object, roles: tuple[str, ...], key: str) -> list[tuple[str, object, str]]:
     """(key, value, expected) of each bad entry of an adoption mapping."""
     if not isinstance(ids, dict):
         return [(key, ids, "a mapping of " + ", ".join(roles) + " to cloud ids")]

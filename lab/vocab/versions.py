@@ -45,4 +45,15 @@ CLUSTER_AUTOSCALER_REPO = "https://kubernetes.github.io/autoscaler"
 # refuses one older than this.
 MOUNTPOINT_S3_CSI_ADDON = "aws-mountpoint-s3-csi-driver"
 MOUNTPOINT_S3_CSI_MIN = (2, 5, 0)
+
+
+def add_on_release(version: object) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of an EKS add-on version such as `v2.7.0-eksbuild.1`; None when
+    it is not one."""
+    numbers = str(version or "").lstrip("v").split("-", 1)[0].split(".")
+    if len(numbers) != 3 or not all(n.isdigit() for n in numbers):
+        return None
+    return int(numbers[0]), int(numbers[1]), int(numbers[2])
+
+
 CLUSTER_AUTOSCALER_CHART = "cluster-autoscaler"

@@ -1,5 +1,7 @@
-"""A spot notice must leave the node's container with a retryable exit code."""
+"""How a node's launcher exits: a spot notice leaves its container with a retryable exit code,
+a deterministic crash with a failing one after a few attempts."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -8,6 +10,19 @@ import time
 from lab.local.etcd import EtcdServer
 from lab.vocab import events
 from lab.vocab.job import JobSpec
+
+
+def _node(spec: JobSpec, workdir) -> subprocess.Popen:
+    """One node's launcher for `spec`, in a session of its own, its events in workdir/events.jsonl."""
+    env = {**os.environ, **spec.worker_env(), "LAB_EVENTS_FILE": str(workdir / "events.jsonl")}
+    return subprocess.Popen(
+        [*spec.launcher(sys.executable), *spec.torchrun_args(local_addr="127.0.0.1"), *spec.entrypoint()],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_sigterm_to_the_launcher_exits_143(workdir):
@@ -20,22 +35,12 @@ def test_sigterm_to_the_launcher_exits_143(workdir):
             checkpoint_dir=str(workdir / "ckpt"),
             script_args=("--steps", "100000", "--step-time", "0.05"),
         )
-        env = {**__import__("os").environ, **spec.worker_env(), "LAB_EVENTS_FILE": str(workdir / "events.jsonl")}
-        proc = subprocess.Popen(
-            [*spec.launcher(sys.executable), *spec.torchrun_args(local_addr="127.0.0.1"), *spec.entrypoint()],
-            env=env,
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc = _node(spec, workdir)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not any(
             e["event"] == "step" for e in events.read(workdir / "events.jsonl")
         ):
             time.sleep(0.2)
-        import os
-
         os.killpg(proc.pid, signal.SIGTERM)  # the node's whole process group, as a drain does
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
@@ -64,20 +69,16 @@ def test_a_script_that_fails_the_same_way_ends_the_agent_after_a_few_attempts(wo
             checkpoint_dir=str(workdir / "ckpt"),
         )
         assert spec.max_restarts > CRASH_LOOP_ATTEMPTS
-        env = {**__import__("os").environ, **spec.worker_env(), "LAB_EVENTS_FILE": str(workdir / "events.jsonl")}
-        proc = subprocess.run(
-            [*spec.launcher(sys.executable), *spec.torchrun_args(local_addr="127.0.0.1"), *spec.entrypoint()],
-            env=env,
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-        )
-        assert proc.returncode == 1, proc.stderr[-2000:]
+        proc = _node(spec, workdir)
+        try:
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:  # it hung: nothing of it may outlive the test
+                os.killpg(proc.pid, signal.SIGKILL)
+        assert proc.returncode == 1, err[-2000:]
         (loop,) = [e for e in events.read(workdir / "events.jsonl") if e["event"] == "workers_crash_loop"]
         assert loop["attempts"] == CRASH_LOOP_ATTEMPTS and "/data/train.bin" in loop["error"]
-        tail = "\n".join(proc.stderr.splitlines()[-40:])
-        assert "crash loop" in proc.stderr and "FileNotFoundError" in tail
+        tail = "\n".join(err.splitlines()[-40:])
+        assert "crash loop" in err and "FileNotFoundError" in tail
     finally:
         etcd.stop()

@@ -192,6 +192,7 @@ def test_up_destroy_up_takes_the_kept_checkpoint_storage_back(fake_stack, monkey
     import json
 
     from lab.stacks import kept_storage
+    from lab.vocab.checkpoint_location import KEPT_ROLES
 
     monkeypatch.setattr(stacks, "credential_problem", lambda cloud, stack: None)
     monkeypatch.setattr(stacks.shutil, "which", lambda name: "/usr/bin/" + name)
@@ -213,8 +214,8 @@ def test_up_destroy_up_takes_the_kept_checkpoint_storage_back(fake_stack, monkey
         assert again.one("aws:s3/bucket:Bucket").id not in kept  # a second bucket; the first is lost to the stack
     adopted = harness.run_program(stack, {"adoptCheckpoints": ids}, cloud=kept)
     assert {rid for _, rid in adopted.imported} == set(ids.values())
-    before = {r.urn for r in first.resources if r.type in kept_storage.ROLES}
-    assert {r.urn for r in adopted.resources if r.type in kept_storage.ROLES} == before
+    before = {r.urn for r in first.resources if r.type in KEPT_ROLES}
+    assert {r.urn for r in adopted.resources if r.type in KEPT_ROLES} == before
 
     stacks.run("up", stack, say=said.append, on_output=lambda line: None)
     assert kept_storage.ADOPT_KEY not in fake_stack.config

@@ -42,3 +42,25 @@ def test_a_job_with_a_malformed_url_is_refused_before_it_starts():
     with pytest.raises(InvalidInput, match=r"checkpoint_dir='az://acct' is invalid: expected az://account/container"):
         JobSpec(checkpoint_dir="az://acct")
     assert JobSpec(checkpoint_dir="s3://bucket/jobs").checkpoint_dir == "s3://bucket/jobs"
+
+
+@pytest.mark.parametrize(
+    "ids,expected",
+    [
+        ({"bucket": "esl-ckpt-1"}, []),
+        ({}, []),
+        ({"account": "x"}, [("k.account", "x", "one of the roles bucket")]),
+        ({"bucket": ""}, [("k.bucket", "", "the resource's cloud id (a non-empty string)")]),
+        ("esl-ckpt-1", [("k", "esl-ckpt-1", "a mapping of bucket to cloud ids")]),
+    ],
+)
+def test_an_adoption_mapping_names_each_bad_entry(ids, expected):
+    from lab.vocab.checkpoint_location import EKS_KEPT, adoption_problems
+
+    assert adoption_problems(ids, EKS_KEPT, "k") == expected
+
+
+def test_the_kept_roles_of_each_cloud_come_from_the_kept_types():
+    from lab.vocab.checkpoint_location import AKS_KEPT, EKS_KEPT
+
+    assert (AKS_KEPT, EKS_KEPT) == (("resourceGroup", "account", "container"), ("bucket",))
