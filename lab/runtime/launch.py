@@ -190,11 +190,7 @@ def _handler_class() -> type[Any]:
                     )
                     events.emit(Event.RDZV_UNREACHABLE, error=type(exc).__name__, source="agent")
                 return self._still_down(now)
-            if self._unreachable_since is not None:
-                down = time.monotonic() - self._unreachable_since
-                log.warning("rendezvous server reachable again after %.1f s", down)
-                events.emit(Event.RDZV_REACHABLE, down_s=round(down, 3), source="agent")
-                self._unreachable_since = None
+            self._server_back()
             if waiting and self.job_succeeded():
                 # Another agent's workers finished the job and it waits in its exit barrier for
                 # this one: restarting for a node that joins now would stop workers that are
@@ -227,6 +223,43 @@ def _handler_class() -> type[Any]:
                 events.emit(Event.RDZV_MEMBER_LOST, nodes=names, round=state.round, source="agent")
             return lost
 
+        def _server_back(self) -> None:
+            """Note the end of an outage, if one was going on."""
+            if self._unreachable_since is not None:
+                down = time.monotonic() - self._unreachable_since
+                log.warning("rendezvous server reachable again after %.1f s", down)
+                events.emit(Event.RDZV_REACHABLE, down_s=round(down, 3), source="agent")
+                self._unreachable_since = None
+
+        def _wait_for_server(self, exc: Exception) -> bool:
+            """A rendezvous (a restart's, or the first) met an unreachable server: wait for it,
+            trying a new client once a second, until `server_outage_s` of outage has passed
+            (counted from when the monitor first saw it, if it did). True: try the rendezvous
+            again; False: give up. An etcd pod moved by an upgrade while a node is lost must
+            not end the agents: their pods would be restarted, a far slower recovery."""
+            now = time.monotonic()
+            if self._unreachable_since is None:
+                self._unreachable_since = self._reconnected_at = now
+                log.warning(
+                    "rendezvous server unreachable while joining a round (%s); trying it for up to %g s",
+                    type(exc).__name__,
+                    self.server_outage_s,
+                )
+                events.emit(Event.RDZV_UNREACHABLE, error=type(exc).__name__, source="agent")
+            while time.monotonic() - self._unreachable_since <= self.server_outage_s:
+                time.sleep(RECONNECT_EVERY_S)
+                if self.reconnect is None:
+                    return True  # the old client is all there is: try it again
+                self._reconnected_at = time.monotonic()
+                try:
+                    self.reconnect()
+                except RendezvousConnectionError:
+                    continue
+                return True
+            down = time.monotonic() - self._unreachable_since
+            events.emit(Event.RDZV_GAVE_UP, down_s=round(down, 3), source="agent")
+            return False
+
         def _still_down(self, now: float) -> int:
             """0 (nobody waits) while the outage is within `server_outage_s`; past it, give up."""
             assert self._unreachable_since is not None
@@ -255,7 +288,12 @@ def _handler_class() -> type[Any]:
                         Event.RDZV_ROUND_ABANDONED, round=state.round, waited_s=round(waited, 3), source="agent"
                     )
                     continue
-                except (RendezvousTimeoutError, RendezvousConnectionError):
+                except RendezvousConnectionError as exc:
+                    if self._wait_for_server(exc):
+                        continue
+                    self._gave_up = True
+                    raise
+                except RendezvousTimeoutError:
                     self._gave_up = True
                     raise
                 except RendezvousClosedError:
@@ -265,6 +303,7 @@ def _handler_class() -> type[Any]:
                         ) from None
                     raise
                 break
+            self._server_back()
             state = self._state_holder.state
             self._round, self._members, self._lost_reported = state.round, frozenset(state.participants), False
             store = info.bootstrap_store_info
@@ -338,9 +377,38 @@ def _etcd_v2(params: RendezvousParameters) -> Any:
     # Seconds one etcd request may take (torch's default: 60). The agent's monitor loop waits
     # on these requests, and a restarting or vanished etcd answers none of them.
     params.config.setdefault("read_timeout", str(ETCD_READ_TIMEOUT_S))
-    handler = _create_handler(create_backend, params)
+    handler = _reach_server(lambda: _create_handler(create_backend, params), params)
     handler.reconnect = functools.partial(_reconnect_etcd, handler, params)
     return handler
+
+
+def _reach_server(create: Callable[[], Any], params: RendezvousParameters) -> Any:
+    """`create()`, tried once a second while it cannot reach the server, for up to the job's
+    server_outage: a pod can start while the etcd pod restarts or is still being scheduled."""
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
+
+    outage = _seconds(params, OUTAGE_KEY)
+    limit = outage.total_seconds() if outage else DEFAULT_SERVER_OUTAGE_S
+    since: float | None = None
+    while True:
+        try:
+            made = create()
+        except RendezvousConnectionError as exc:
+            now = time.monotonic()
+            if since is None:
+                since = now
+                log.warning("rendezvous server unreachable (%s); trying it for up to %g s", type(exc).__name__, limit)
+                events.emit(Event.RDZV_UNREACHABLE, error=type(exc).__name__, source="agent")
+            if now - since > limit:
+                events.emit(Event.RDZV_GAVE_UP, down_s=round(now - since, 3), source="agent")
+                raise
+            time.sleep(RECONNECT_EVERY_S)
+            continue
+        if since is not None:
+            down = time.monotonic() - since
+            log.warning("rendezvous server reachable after %.1f s", down)
+            events.emit(Event.RDZV_REACHABLE, down_s=round(down, 3), source="agent")
+        return made
 
 
 def _use_backend(handler: Any, backend: Any, store: Any) -> None:

@@ -123,7 +123,8 @@ class RendezvousTimeouts:
     short), so the default is 15 minutes. When it runs out the agent exits with a retryable
     code and leaves the rendezvous open (lab.runtime.launch), and its restarted pod waits again.
     server_outage_s is how long training goes on while the rendezvous server (etcd, the c10d
-    store) is unreachable, e.g. restarting on an upgrade, before the agent exits to be retried.
+    store) is unreachable, e.g. restarting on an upgrade, before the agent exits to be retried;
+    a rendezvous or an agent's start that meets the server down waits for it as long.
     """
 
     join_s: float = 900  # how long an agent waits for min_nodes before exiting to be retried

@@ -113,11 +113,13 @@ def test_join_timeout_exits_retryable_and_leaves_the_rendezvous_open(etcd, workd
 
 @pytest.mark.timeout(90)
 def test_no_server_at_all_exits_retryable(workdir):
-    """Nothing listens at the rendezvous address: the agent exits 170 (retryable), not 1."""
+    """Nothing listens at the rendezvous address: the agent tries it for server_outage, then
+    exits 170 (retryable), not 1."""
     spec = JobSpec(
         min_nodes=1,
         max_nodes=1,
         rdzv_endpoint=f"127.0.0.1:{procs.free_port()}",
+        rdzv_timeouts={"server_outage_s": 2},
         checkpoint_dir=str(workdir / "ckpt"),
         script_args=("--steps", "5"),
     )
@@ -125,6 +127,32 @@ def test_no_server_at_all_exits_retryable(workdir):
     log = workdir / "alone.log"
     assert agent.wait(60) == launch.EXIT_RENDEZVOUS_UNREACHABLE, log.read_text()[-3000:]
     assert "rendezvous server unreachable" in log.read_text()
+    gave_up = [e for e in events.read(workdir / "events.jsonl") if e["event"] == "rdzv_gave_up"]
+    assert len(gave_up) == 1 and gave_up[0]["down_s"] >= 2
+
+
+@pytest.mark.timeout(120)
+def test_an_agent_that_starts_before_its_server_waits_for_it(etcd, workdir):
+    """The etcd pod is still starting (or restarting) when a worker pod starts: the agent tries
+    the server until it answers, then trains to the end."""
+    etcd.stop()
+    spec = JobSpec(
+        min_nodes=1,
+        max_nodes=1,
+        rdzv_endpoint=etcd.endpoint,
+        checkpoint_dir=str(workdir / "ckpt"),
+        script_args=("--steps", "5"),
+    )
+    agent = _agent(spec, workdir, "early")
+    try:
+        time.sleep(3)
+        assert agent.poll() is None, (workdir / "early.log").read_text()[-3000:]
+        etcd.start()
+        assert agent.wait(60) == 0, (workdir / "early.log").read_text()[-3000:]
+    finally:
+        procs.stop(agent)
+    seen = [e["event"] for e in events.read(workdir / "events.jsonl") if e["event"].startswith("rdzv_")]
+    assert seen[:2] == ["rdzv_unreachable", "rdzv_reachable"]
 
 
 @pytest.mark.timeout(120)
@@ -298,4 +326,33 @@ def test_a_node_joining_a_finished_job_restarts_nobody_and_ends_cleanly(etcd, in
         assert len(outcome) == 1 and isinstance(outcome[0], launch.JobAlreadyDone), outcome
     finally:
         for h in (a, b, late):
+            h._stop_heartbeats()
+
+
+@pytest.mark.timeout(90)
+def test_a_rendezvous_that_meets_a_restarting_server_waits_for_it(etcd, installed):
+    """Two agents restart their workers (a peer was lost) while etcd is down, and it comes back
+    empty (its pod moved): the rendezvous waits for the server and the two meet again, instead
+    of exiting 170 and having their pods restarted."""
+    import shutil
+
+    a, b = _handlers(etcd, "t-join-outage", 2)
+    try:
+        assert [info.world_size for info in _meet([a, b])] == [2, 2]
+        etcd.stop()
+        shutil.rmtree(etcd.data_dir)
+        infos: list = []
+        # The server comes back from this thread: a server's lifetime is tied to the thread
+        # that started it.
+        meeting = threading.Thread(target=lambda: infos.extend(_meet([a, b])), daemon=True)
+        meeting.start()
+        time.sleep(2.5)
+        assert meeting.is_alive()  # they wait for the server
+        etcd.start()
+        meeting.join(40)
+        assert [info.world_size if info else None for info in infos] == [2, 2]
+        assert a._unreachable_since is None and b._unreachable_since is None
+        assert not a._gave_up and not b._gave_up
+    finally:
+        for h in (a, b):
             h._stop_heartbeats()
