@@ -8,6 +8,7 @@ plan` and `elastic-lab submit` refuse to go on when one fails.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from lab.k8s.objects import (
 from lab.k8s.placement import may_select, pins_to, tolerates
 from lab.vocab import checkpoint_location
 from lab.vocab.checkpoint_location import BLOB_CSI_DRIVER, S3_CSI_DRIVER
-from lab.vocab.job import ENV_CHECKPOINT_DIR, TRAINER_UID
+from lab.vocab.job import ENV_CHECKPOINT_DIR, LAUNCH_MODULE, TRAINER_UID
 from lab.vocab.per_step import ENV_LIGHTHOUSE
 from lab.vocab.platform_facts import PlatformFacts, lighthouse_name, store_name
 
@@ -830,6 +831,46 @@ def notice_handler_on_spot_nodes(objects: Objects, ctx: GuardrailContext) -> lis
     return out
 
 
+def _runs_module(command: list[Any], module: str) -> bool:
+    return any(a == "-m" and b == module for a, b in itertools.pairwise(command))
+
+
+def worker_failures_surface(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
+    """A worker that fails the same way every time ends its pod soon and says why: the agent is
+    our launcher (its crash-loop rule stops torchrun's in-pod restarts after a few identical
+    failures; torchrun alone restarts up to max_restarts inside a pod that stays Running), and
+    a failed container's last log lines become its termination message (`elastic-lab status`)."""
+    out = []
+    for job in pytorchjobs(objects):
+        for rtype, spec in worker_pod_specs(job):
+            where = f"{object_id(job)} {rtype}"
+            pytorch: Mapping[str, Any] = next(
+                (c for c in spec.get("containers") or [] if c.get("name") == "pytorch"), {}
+            )
+            policy = pytorch.get("terminationMessagePolicy")
+            if policy != "FallbackToLogsOnError":
+                out.append(
+                    Violation(
+                        where,
+                        "terminationMessagePolicy",
+                        policy,
+                        "FallbackToLogsOnError (a failed worker's last log lines become its pod's termination message)",
+                    )
+                )
+            command = [*(pytorch.get("command") or []), *(pytorch.get("args") or [])]
+            if not _runs_module(command, LAUNCH_MODULE):
+                out.append(
+                    Violation(
+                        where,
+                        "command",
+                        (pytorch.get("command") or [])[:4],
+                        f"the agent `python -m {LAUNCH_MODULE}` (torchrun alone restarts a worker that fails the "
+                        "same way up to max_restarts times inside a pod that stays Running)",
+                    )
+                )
+    return out
+
+
 # The guardrails, in the order they run and are reported.
 GUARDRAILS = [
     Guardrail("etcd-not-on-spot", etcd_not_on_spot),
@@ -845,6 +886,7 @@ GUARDRAILS = [
     Guardrail("rendezvous-moved-by-drains-only", rendezvous_moved_by_drains_only),
     Guardrail("disruption-budgets-satisfiable", disruption_budgets_satisfiable),
     Guardrail("notice-handler-on-spot-nodes", notice_handler_on_spot_nodes),
+    Guardrail("worker-failures-surface", worker_failures_surface),
 ]
 
 

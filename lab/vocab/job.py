@@ -57,6 +57,8 @@ ENV_PG_TIMEOUT = "LAB_PG_TIMEOUT_S"
 # How long a spot notice gives before the node goes (the cloud's: Azure 30 s, AWS 120 s).
 ENV_NOTICE_S = "LAB_NOTICE_S"
 ENV_EVENTS_FILE = "LAB_EVENTS_FILE"
+# The agent's module: torchrun with our rendezvous handler, exit codes and crash-loop rule.
+LAUNCH_MODULE = "lab.runtime.launch"
 # Where lab.runtime.launch writes torch's structured agent events (JSON lines), when set.
 ENV_AGENT_EVENTS = "LAB_AGENT_EVENTS"
 # Which node emitted an event: the local target's node name, a cluster's worker pod; and on
@@ -395,7 +397,7 @@ class JobSpec:
     def launcher(self, python: str = "python") -> list[str]:
         """The agent command on every target: torchrun through lab.runtime.launch, which reads the
         fractional-second rendezvous settings (and is plain torchrun without them)."""
-        return [python, "-m", "lab.runtime.launch"]
+        return [python, "-m", LAUNCH_MODULE]
 
     def entrypoint(self) -> list[str]:
         """What torchrun runs in each worker, with the script's arguments."""

@@ -539,6 +539,17 @@ BROKEN: dict[str, Broken] = {
         put(per_step_worker, "restartPolicy", "Never"),
         "PyTorchJob/training/job-perstep Worker: restartPolicy='Never': expected ExitCode",
     ),
+    # a worker's crash loop ends its pod and says why
+    "failures-surface/no-termination-message": Broken(
+        "worker-failures-surface",
+        drop(pytorch, "terminationMessagePolicy"),
+        "Worker: terminationMessagePolicy=None: expected FallbackToLogsOnError",
+    ),
+    "failures-surface/plain-torchrun": Broken(
+        "worker-failures-surface",
+        put(pytorch, "command", ["torchrun"]),
+        "command=['torchrun']: expected the agent `python -m lab.runtime.launch`",
+    ),
     # workers can write to the checkpoint volume they mount
     "writable/no-fs-group": Broken(
         "checkpoints-writable-by-workers",

@@ -43,6 +43,7 @@ PLATFORM_CHECKS = {
     "guardrail:rendezvous-moved-by-drains-only",
     "guardrail:disruption-budgets-satisfiable",
     "guardrail:notice-handler-on-spot-nodes",
+    "guardrail:worker-failures-surface",
 }
 
 
