@@ -84,8 +84,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ):
         q = subparsers.add_parser(name, help=helptext, description=helptext)
         q.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
-        if name == "destroy":
-            q.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+        if name != "preview":
+            q.add_argument("--yes", action="store_true", help="skip the preview and the question (for scripts)")
         q.set_defaults(func=stack_main, operation=name)
 
     for name, helptext, func in (
@@ -232,10 +232,8 @@ def stack_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.stacks.automation import run
 
-        if operation == "destroy" and not args.yes and not confirm(f"destroy every resource of stack {args.stack!r}?"):
-            print("nothing destroyed", file=sys.stderr)
-            return 1
-        run(operation, args.stack)
+        asks = operation != "preview" and not args.yes
+        run(operation, args.stack, confirm=confirm if asks else None)  # NotConfirmed exits 1
         return 0
 
     return run_command(operation, body)

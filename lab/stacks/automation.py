@@ -8,6 +8,10 @@ credential chain for eks, the kubeconfig file for byo), so that a missing `az lo
 clear line rather than a provider's stack trace minutes into an update. `up` and `preview`
 also pass the policy pack in policy/ (`--policy-pack`), which runs the same checks on the
 real values during the update. Progress is the CLI's own output, line by line.
+
+Asked (a `confirm` callback, the command line's default), `up` first previews: the CLI's diff,
+a count of what it would create, update, replace and delete, and the stack's hourly cost from
+the offline plan; only a yes starts the update. `destroy` likewise previews what it deletes.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import logging
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lab.stacks import kept_storage
@@ -32,17 +36,23 @@ class StackError(LabError):
     """A stack operation cannot start or failed; the message says why and what to do."""
 
 
+class NotConfirmed(StackError):
+    """The person asked said no (or could not be asked): nothing was changed."""
+
+
 @dataclass(frozen=True)
 class Prechecked:
     stack: str
     cloud: str
     errors: list[str]
     warnings: list[str]
+    cost: list[str] = field(default_factory=list)  # the offline plan's hourly cost, as `plan` prints it
 
 
 def precheck(stack: str) -> Prechecked:
     """Validate the stack's config and run `plan`'s checks offline (raises InvalidInput or
     StackNotFound for a stack that cannot be planned)."""
+    from lab.plan import cost, display
     from lab.plan.check_list import findings_of, run_checks
     from lab.plan.findings import ERROR
     from lab.plan.harness import run_program
@@ -54,7 +64,28 @@ def precheck(stack: str) -> Prechecked:
         cloud=str(plan.cloud),
         errors=[str(f) for f in findings if f.severity == ERROR],
         warnings=[str(f) for f in findings if f.severity != ERROR],
+        cost=display.cost_lines(cost.estimate(plan, None)),
     )
+
+
+# How a preview's counts are said, in this order; the rest (same, read, refresh) change nothing.
+CHANGES = (
+    ("create", "to create"),
+    ("update", "to update"),
+    ("replace", "to replace"),
+    ("import", "to import"),
+    ("delete", "to delete"),
+)
+
+
+def changes_of(preview: Any) -> str:
+    """'3 to create, 1 to delete' from a PreviewResult's change summary ('no changes')."""
+    counts: dict[str, int] = {}
+    for op, n in (getattr(preview, "change_summary", None) or {}).items():
+        key = str(getattr(op, "value", op))
+        counts[key] = counts.get(key, 0) + int(n)
+    said = [f"{counts[key]} {words}" for key, words in CHANGES if counts.get(key)]
+    return ", ".join(said) if said else "no changes"
 
 
 def _configured_cloud(stack: str) -> str:
@@ -120,6 +151,30 @@ def _stack(stack: str, *, create: bool) -> Any:
         raise StackError(f"stack {stack!r}: {_last_line(exc)} (is `pulumi login` done?)") from None
 
 
+def _preview_and_ask(
+    operation: str,
+    stack: str,
+    selected: Any,
+    pre: Prechecked,
+    policy: list[str],
+    say: Callable[[str], None],
+    on_output: Callable[[str], None],
+    confirm: Callable[[str], bool],
+) -> None:
+    """The preview of `operation` (streamed), its counts and the hourly cost, then the question."""
+    if operation == "up":
+        preview = selected.preview(on_output=on_output, policy_packs=policy, color="never")
+    else:
+        preview = selected.preview_destroy(on_output=on_output, color="never")
+    changes = changes_of(preview)
+    say(f"preview of {operation} for stack {stack!r}: {changes}")
+    if operation == "up":
+        for line in pre.cost:
+            say(line)
+    if not confirm(f"{operation} stack {stack!r} ({changes})?"):
+        raise NotConfirmed(f"{operation} of stack {stack!r} not confirmed: nothing was changed")
+
+
 def _last_line(exc: BaseException) -> str:
     lines = [line for line in str(exc).strip().splitlines() if line.strip()]
     return lines[-1] if lines else type(exc).__name__
@@ -133,12 +188,15 @@ def run(
     on_output: Callable[[str], None] = lambda line: print(line, end="" if line.endswith("\n") else "\n", flush=True),
     checks: bool = True,
     remember_kept: bool = True,
+    confirm: Callable[[str], bool] | None = None,
 ) -> Any:
     """`operation` (up, preview, destroy) of `stack`, after the offline checks and the
     credential check; returns the Automation API's result. Raises StackError (or
     InvalidInput for a stack whose config is invalid) before anything starts. A destroy
     writes the ids of the checkpoint storage it keeps to the stack's config for the next `up`
-    (lab.stacks.kept_storage), unless `remember_kept` is False (a teardown that deletes it)."""
+    (lab.stacks.kept_storage), unless `remember_kept` is False (a teardown that deletes it).
+    With `confirm`, `up` and `destroy` preview first and go on only if it answers yes to a
+    question naming the changes (NotConfirmed otherwise, with nothing changed)."""
     if operation not in ("up", "preview", "destroy"):
         raise ValueError(f"operation={operation!r}: expected up, preview or destroy")
     from pulumi import automation
@@ -173,6 +231,8 @@ def run(
         + (", policy pack policy/" if policy else "")
     )
     try:
+        if confirm is not None and operation in ("up", "destroy"):
+            _preview_and_ask(operation, stack, selected, pre, policy, say, on_output, confirm)
         if operation == "up":
             result = selected.up(on_output=on_output, policy_packs=policy, color="never")
             if kept_storage.forget_after_up(selected):

@@ -4,9 +4,12 @@ Automation API (whose Stack methods are checked against their real signatures)."
 from __future__ import annotations
 
 import inspect
+import os
+from typing import Any
 
 import pytest
 from pulumi import automation
+from pulumi.automation.events import OpType
 
 from lab.plan import harness
 from lab.stacks import automation as stacks
@@ -21,11 +24,15 @@ class FakeStack:
         # The stack's state and config (not counted among the operations in `calls`).
         self.deployment: dict = {}
         self.config: dict = {}
+        # What a preview reports, as the CLI's engine counts it.
+        self.changes = {OpType.CREATE: 40, OpType.SAME: 2, OpType.DELETE: 1}
 
-    def _call(self, name: str, kwargs: dict) -> str:
+    def _call(self, name: str, kwargs: dict) -> Any:
         inspect.signature(getattr(automation.Stack, name)).bind(self, **kwargs)  # raises on a wrong keyword
         self.calls.append((name, kwargs))
         kwargs["on_output"](f"{name} done\n")
+        if name.startswith("preview"):
+            return automation.PreviewResult(stdout=f"{name} done\n", stderr="", change_summary=dict(self.changes))
         return f"{name}-result"
 
     def up(self, **kwargs):
@@ -33,6 +40,9 @@ class FakeStack:
 
     def preview(self, **kwargs):
         return self._call("preview", kwargs)
+
+    def preview_destroy(self, **kwargs):
+        return self._call("preview_destroy", kwargs)
 
     def destroy(self, **kwargs):
         return self._call("destroy", kwargs)
@@ -122,7 +132,11 @@ def test_without_aws_credentials_nothing_starts(monkeypatch, fake_stack, tmp_pat
 def test_operations_go_through_the_automation_api(fake_stack, operation):
     lines = []
     result = stacks.run(operation, "byo", say=lambda line: None, on_output=lines.append)
-    assert result == f"{operation}-result" and lines == [f"{operation} done\n"]
+    assert lines == [f"{operation} done\n"]
+    if operation == "preview":
+        assert stacks.changes_of(result) == "40 to create, 1 to delete"
+    else:
+        assert result == f"{operation}-result"
     ((name, kwargs),) = fake_stack.calls
     assert name == operation
     assert fake_stack.selected == [{"stack_name": "byo", "work_dir": str(stacks.ROOT)}]
@@ -226,3 +240,65 @@ def test_a_destroy_that_keeps_nothing_writes_nothing(fake_stack):
     fake_stack.deployment = {"resources": [{"urn": "u", "type": "aws:s3/bucket:Bucket", "id": "b"}]}
     stacks.run("destroy", "byo", say=lambda line: None, on_output=lambda line: None)
     assert fake_stack.config == {}
+
+
+@pytest.mark.parametrize("answer", [True, False], ids=["yes", "no"])
+def test_up_previews_says_the_changes_and_the_cost_then_asks(fake_stack, monkeypatch, answer):
+    """Asked, `up` previews first (the CLI's diff streamed), says what it would change and what
+    the stack costs an hour, and updates only on a yes; a no changes nothing."""
+    monkeypatch.setattr(stacks, "credential_problem", lambda cloud, stack: None)
+    said, questions, streamed = [], [], []
+
+    def ask(question: str) -> bool:
+        questions.append(question)
+        return answer
+
+    run = lambda: stacks.run("up", "aks-dev", say=said.append, on_output=streamed.append, confirm=ask)  # noqa: E731
+    if answer:
+        assert run() == "up-result"
+        assert [name for name, _ in fake_stack.calls] == ["preview", "up"]
+    else:
+        with pytest.raises(stacks.NotConfirmed, match="up of stack 'aks-dev' not confirmed: nothing was changed"):
+            run()
+        assert [name for name, _ in fake_stack.calls] == ["preview"]
+    assert streamed[0] == "preview done\n"
+    assert "preview of up for stack 'aks-dev': 40 to create, 1 to delete" in said
+    assert any("idle (every pool at its minimum, GPU pool at zero):" in line for line in said)
+    assert questions == ["up stack 'aks-dev' (40 to create, 1 to delete)?"]
+    preview_kwargs = fake_stack.calls[0][1]
+    assert preview_kwargs["policy_packs"] == fake_stack.calls[-1][1]["policy_packs"]  # the same checks
+
+
+def test_destroy_previews_what_it_deletes_then_asks(fake_stack):
+    fake_stack.changes = {OpType.DELETE: 42}
+    questions = []
+    with pytest.raises(stacks.NotConfirmed):
+        stacks.run("destroy", "byo", say=lambda line: None, confirm=lambda q: questions.append(q) or False)
+    assert [name for name, _ in fake_stack.calls] == ["preview_destroy"]
+    assert questions == ["destroy stack 'byo' (42 to delete)?"]
+
+
+def test_a_preview_that_changes_nothing_says_so():
+    assert stacks.changes_of(automation.PreviewResult("", "", {OpType.SAME: 12})) == "no changes"
+    assert stacks.changes_of(automation.PreviewResult("", "", {})) == "no changes"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "calls"),
+    [
+        (["up", "--stack", "byo"], 1, ["preview"]),  # not a terminal: nobody to ask
+        (["up", "--stack", "byo", "--yes"], 0, ["up"]),
+        (["destroy", "--stack", "byo"], 1, ["preview_destroy"]),
+        (["destroy", "--stack", "byo", "--yes"], 0, ["destroy"]),
+        (["preview", "--stack", "byo"], 0, ["preview"]),
+    ],
+)
+def test_the_command_line_asks_unless_told_yes(fake_stack, monkeypatch, capsys, argv, code, calls):
+    from lab.cli import main
+
+    with open(os.devnull) as stdin:  # not a terminal
+        monkeypatch.setattr("sys.stdin", stdin)
+        assert main(argv) == code
+    assert [name for name, _ in fake_stack.calls] == calls
+    if code:
+        assert "(not a terminal: pass --yes)" in capsys.readouterr().err
