@@ -77,6 +77,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("script_args", nargs="*", help="arguments for the training script (after --)")
     p.set_defaults(func=submit_main)
 
+    q = subparsers.add_parser(
+        "check",
+        help="every prerequisite of deploying a stack from here, each with its fix",
+        description="Every prerequisite at once, each with its fix: the Pulumi CLI and its version, the "
+        "backend login (and a self-managed backend's passphrase), the cloud's credentials, subscription or "
+        "account, resource providers, the aws CLI for EKS, a byo cluster's API server, Docker for the image. "
+        "Without --stack: the Pulumi and cloud checks of every cloud. `up` runs the stack's checks first.",
+    )
+    q.add_argument("--stack", help="stack name (stacks/Pulumi.<stack>.yaml) [every cloud's checks]")
+    q.set_defaults(func=check_main)
+
     for name, helptext in (
         ("up", "check the stack offline, then `pulumi up` through the Automation API (with the policy pack)"),
         ("preview", "check the stack offline, then `pulumi preview` (with the policy pack)"),
@@ -224,6 +235,26 @@ def delete_main(args: argparse.Namespace) -> int:
         return 0
 
     return run_command("delete", body)
+
+
+def check_main(args: argparse.Namespace) -> int:
+    def body() -> int:
+        from lab.stacks import prerequisites
+        from lab.stacks.automation import configured_cloud, stack_prerequisites
+
+        if args.stack:
+            cloud = configured_cloud(args.stack)
+            found = stack_prerequisites(cloud, args.stack)
+            print(f"stack {args.stack!r} ({cloud}):")
+        else:
+            found = prerequisites.check(None)
+        for item in found:
+            print(item.line())
+        missing = prerequisites.problems(found)
+        print(f"{len(missing)} missing" if missing else "everything needed is here")
+        return 1 if missing else 0
+
+    return run_command("check", body)
 
 
 def stack_main(args: argparse.Namespace) -> int:

@@ -2,10 +2,11 @@
 Automation API, after the same checks `elastic-lab plan` makes.
 
 Before the CLI is touched: the stack's config is validated and its program is planned offline
-with every check of lab/plan/check_list.py; an error stops here, with nothing created. Then the
-cloud's credentials are looked for (azure-identity's DefaultAzureCredential for aks, boto3's
-credential chain for eks, the kubeconfig file for byo), so that a missing `az login` is one
-clear line rather than a provider's stack trace minutes into an update. `up` and `preview`
+with every check of lab/plan/check_list.py; an error stops here, with nothing created. Then
+every prerequisite of the stack is checked at once (lab.stacks.prerequisites, `elastic-lab
+check`: the Pulumi CLI, its login, the cloud's credentials and account), so that a missing
+`az login` is one clear line among all that is missing rather than a provider's stack trace
+minutes into an update. `up` and `preview`
 also pass the policy pack in policy/ (`--policy-pack`), which runs the same checks on the
 real values during the update. Progress is the CLI's own output, line by line.
 
@@ -16,20 +17,20 @@ the offline plan; only a yes starts the update. `destroy` likewise previews what
 
 from __future__ import annotations
 
-import logging
-import shutil
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.stacks import kept_storage
+from lab.stacks import kept_storage, prerequisites
+from lab.stacks.prerequisites import PULUMI_INSTALL
 from lab.vocab.errors import LabError
 from lab.vocab.layout import ROOT
 from lab.vocab.problems import InvalidInput
 
 POLICY_DIR = ROOT / "policy"
-PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"
+__all__ = ["PULUMI_INSTALL", "StackError", "run"]
 
 
 class StackError(LabError):
@@ -88,7 +89,7 @@ def changes_of(preview: Any) -> str:
     return ", ".join(said) if said else "no changes"
 
 
-def _configured_cloud(stack: str) -> str:
+def configured_cloud(stack: str) -> str:
     """The `cloud` key of the stack's file as written (valid or not); "" when absent."""
     from lab.plan.stack_files import read_stack_config
     from lab.vocab.names import PROJECT
@@ -97,40 +98,26 @@ def _configured_cloud(stack: str) -> str:
     return str(values.get(f"{PROJECT}:cloud", ""))
 
 
-def credential_problem(cloud: str, stack: str) -> str | None:
-    """Why the cloud's API cannot be called from here (None: credentials were found)."""
-    if cloud == "aks":
-        from azure.core.exceptions import ClientAuthenticationError
-        from azure.identity import CredentialUnavailableError, DefaultAzureCredential
+def stack_prerequisites(cloud: str, stack: str) -> list[prerequisites.Prerequisite]:
+    """`elastic-lab check --stack <stack>`: every prerequisite of deploying it from here."""
+    from lab.plan.stack_files import read_stack_config
+    from lab.vocab.names import PROJECT
 
-        # Its per-credential report goes to the `azure.identity` logger as a warning; the
-        # reason is in the exception, said once below.
-        logging.getLogger("azure.identity").setLevel(logging.ERROR)
-        try:
-            DefaultAzureCredential().get_token("https://management.azure.com/.default")
-        except (CredentialUnavailableError, ClientAuthenticationError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            return (
-                f"stack {stack!r} (aks) needs Azure credentials: run `az login` (or set AZURE_CLIENT_ID, "
-                f"AZURE_TENANT_ID and AZURE_CLIENT_SECRET, or use a managed identity); {first}"
-            )
-        return None
-    if cloud == "eks":
-        import boto3
+    values, _ = read_stack_config(stack, ROOT)
+    kubeconfig = values.get(f"{PROJECT}:kubeconfig")
+    if kubeconfig and not os.path.isabs(str(kubeconfig)):
+        kubeconfig = str(ROOT / str(kubeconfig))
+    return prerequisites.check(cloud, values, kubeconfig=str(kubeconfig) if kubeconfig else None)
 
-        if boto3.session.Session().get_credentials() is None:
-            return (
-                f"stack {stack!r} (eks) needs AWS credentials: run `aws configure` or `aws sso login`, "
-                "or set AWS_PROFILE"
-            )
-        if shutil.which("aws") is None:
-            return (
-                f"stack {stack!r} (eks) needs the AWS CLI (`aws`) on PATH: the cluster's kubeconfig gets its "
-                "tokens with `aws eks get-token` (the stack's Kubernetes resources and every cluster command use "
-                "it); install it: https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"
-            )
+
+def missing_prerequisites(cloud: str, stack: str) -> str | None:
+    """Every required prerequisite of `stack` that does not hold, said at once (None: all hold)."""
+    missing = prerequisites.problems(stack_prerequisites(cloud, stack))
+    if not missing:
         return None
-    return None
+    return f"stack {stack!r} ({cloud}) cannot be deployed from here; missing:\n" + "\n".join(
+        f"  {p.line()}" for p in missing
+    )
 
 
 def _stack(stack: str, *, create: bool) -> Any:
@@ -210,7 +197,7 @@ def run(
         # validates (a key renamed, a value now refused) must not keep its resources alive.
         pre = Prechecked(
             stack=stack,
-            cloud=_configured_cloud(stack),
+            cloud=configured_cloud(stack),
             errors=[],
             warnings=[f"the stack's config no longer validates; destroying from its state anyway:\n{exc}"],
         )
@@ -221,7 +208,7 @@ def run(
             f"stack {stack!r} fails {len(pre.errors)} check(s) of `elastic-lab plan`; nothing was started:\n  - "
             + "\n  - ".join(pre.errors)
         )
-    problem = credential_problem(pre.cloud, stack)
+    problem = missing_prerequisites(pre.cloud, stack)
     if problem:
         raise StackError(problem)
     selected = _stack(stack, create=operation == "up")

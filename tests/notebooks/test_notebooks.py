@@ -229,27 +229,25 @@ def test_step5_stops_what_is_left_and_removes_the_work_directories(work_root):
 
 
 # ------------------------------------------------------------------ a cloud target
-def _pulumi_and_azure_here() -> bool:
-    from lab.stacks.automation import credential_problem
+def _missing_for_aks() -> list:
+    from lab.stacks.automation import stack_prerequisites
+    from lab.stacks.prerequisites import problems
 
-    return shutil.which("pulumi") is not None and credential_problem("aks", "aks-dev") is None
+    return problems(stack_prerequisites("aks", "aks-dev"))
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name", ["Step0_environment", "Step1_provision"])
 def test_a_cloud_target_stops_naming_what_is_missing(name):
-    if _pulumi_and_azure_here():
-        pytest.skip("this machine has the Pulumi CLI and Azure credentials: nothing is missing")
+    missing = _missing_for_aks()
+    if not missing:
+        pytest.skip("this machine has every prerequisite of aks-dev: nothing is missing")
     with pytest.raises(CellExecutionError) as failed:
         execute(name, target="aks-dev")
-    from lab.stacks.automation import credential_problem
-
     message = str(failed.value)
     assert "MissingPrerequisite" in message
-    if shutil.which("pulumi") is None:
-        assert "the Pulumi CLI (3.x) on PATH" in message
-    if credential_problem("aks", "aks-dev"):
-        assert "stack 'aks-dev' (aks) needs Azure credentials: run `az login`" in message
+    for item in missing:  # every one, each with its fix
+        assert f"{item.name}: {item.found} (fix: {item.fix})" in message
 
 
 def _kubernetes_api_on_the_example_port() -> bool:

@@ -13,6 +13,7 @@ from pulumi.automation.events import OpType
 
 from lab.plan import harness
 from lab.stacks import automation as stacks
+from lab.stacks import prerequisites
 from lab.stacks.automation import StackError
 
 
@@ -67,8 +68,27 @@ class FakeStack:
         self.config = {k: v for k, v in self.config.items() if k != key}
 
 
+REAL_PREREQUISITES = stacks.missing_prerequisites
+REAL_AWS = prerequisites.aws
+
+
+def _sts_answering() -> Any:
+    """An STS client that answers get_caller_identity once (botocore's Stubber)."""
+    import boto3
+    from botocore.stub import Stubber
+
+    sts = boto3.client("sts", region_name="us-east-1")
+    stub = Stubber(sts)
+    stub.add_response("get_caller_identity", {"Account": "123456789012", "Arn": "arn:aws:iam::123456789012:user/a"})
+    stub.activate()
+    return sts
+
+
 @pytest.fixture
 def fake_stack(monkeypatch):
+    """The Automation API's stack, on a machine that has every prerequisite (the tests that
+    take one away put the real check back)."""
+    monkeypatch.setattr(stacks, "missing_prerequisites", lambda cloud, stack: None)
     stack = FakeStack()
     selected = []
 
@@ -103,8 +123,9 @@ def test_a_stack_failing_a_check_is_refused_before_the_cli_is_touched(monkeypatc
 
 def test_without_the_pulumi_cli_the_message_says_so(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(StackError, match=r"the Pulumi CLI is not installed here"):
+    with pytest.raises(StackError, match=r"stack 'byo' \(byo\) cannot be deployed from here; missing:") as err:
         stacks.run("preview", "byo", say=lambda line: None)
+    assert "✗ Pulumi CLI: not on PATH\n    fix: install it: https://www.pulumi.com/docs/install/" in str(err.value)
 
 
 def test_without_azure_credentials_nothing_starts(monkeypatch, fake_stack, tmp_path):
@@ -112,8 +133,12 @@ def test_without_azure_credentials_nothing_starts(monkeypatch, fake_stack, tmp_p
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")  # no az, azd or pwsh to ask
     monkeypatch.setenv("HOME", str(tmp_path))
-    with pytest.raises(StackError, match=r"stack 'aks-dev' \(aks\) needs Azure credentials: run `az login`"):
+    monkeypatch.setattr(stacks, "missing_prerequisites", REAL_PREREQUISITES)
+    with pytest.raises(StackError, match=r"stack 'aks-dev' \(aks\) cannot be deployed from here") as err:
         stacks.run("up", "aks-dev", say=lambda line: None)
+    # Every problem at once: the CLI and the credentials.
+    assert "✗ Pulumi CLI: not on PATH" in str(err.value)
+    assert "✗ Azure credentials: " in str(err.value) and "fix: `az login`" in str(err.value)
     assert fake_stack.calls == []
 
 
@@ -123,8 +148,11 @@ def test_without_aws_credentials_nothing_starts(monkeypatch, fake_stack, tmp_pat
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    with pytest.raises(StackError, match=r"stack 'eks-dev' \(eks\) needs AWS credentials: run `aws configure`"):
+    monkeypatch.setattr(stacks, "missing_prerequisites", REAL_PREREQUISITES)
+    with pytest.raises(StackError, match=r"stack 'eks-dev' \(eks\) cannot be deployed from here") as err:
         stacks.run("up", "eks-dev", say=lambda line: None)
+    assert "✗ AWS credentials: none found in boto3's credential chain" in str(err.value)
+    assert "fix: `aws configure`" in str(err.value)
     assert fake_stack.calls == []
 
 
@@ -162,9 +190,12 @@ def test_without_the_aws_cli_nothing_starts(monkeypatch, fake_stack, tmp_path):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("PATH", str(tmp_path))  # no aws here
-    with pytest.raises(StackError, match=r"stack 'eks-dev' \(eks\) needs the AWS CLI \(`aws`\) on PATH") as err:
+    monkeypatch.setattr(stacks, "missing_prerequisites", REAL_PREREQUISITES)
+    monkeypatch.setattr(prerequisites, "aws", lambda: REAL_AWS(sts=_sts_answering()))
+    with pytest.raises(StackError, match=r"stack 'eks-dev' \(eks\) cannot be deployed from here") as err:
         stacks.run("up", "eks-dev", say=lambda line: None)
-    assert "aws eks get-token" in str(err.value) and "not-a-real-secret" not in str(err.value)
+    assert "✗ AWS CLI: not on PATH (the cluster's kubeconfig runs `aws eks get-token`)" in str(err.value)
+    assert "✓" not in str(err.value) and "not-a-real-secret" not in str(err.value)
     assert fake_stack.calls == []
 
 
@@ -208,8 +239,6 @@ def test_up_destroy_up_takes_the_kept_checkpoint_storage_back(fake_stack, monkey
     from lab.stacks import kept_storage
     from lab.vocab.checkpoint_location import KEPT_ROLES
 
-    monkeypatch.setattr(stacks, "credential_problem", lambda cloud, stack: None)
-    monkeypatch.setattr(stacks.shutil, "which", lambda name: "/usr/bin/" + name)
     first = harness.run_program(stack)
     fake_stack.deployment = _state_of(first)
     said: list[str] = []
@@ -246,7 +275,6 @@ def test_a_destroy_that_keeps_nothing_writes_nothing(fake_stack):
 def test_up_previews_says_the_changes_and_the_cost_then_asks(fake_stack, monkeypatch, answer):
     """Asked, `up` previews first (the CLI's diff streamed), says what it would change and what
     the stack costs an hour, and updates only on a yes; a no changes nothing."""
-    monkeypatch.setattr(stacks, "credential_problem", lambda cloud, stack: None)
     said, questions, streamed = [], [], []
 
     def ask(question: str) -> bool:

@@ -1,0 +1,284 @@
+"""`elastic-lab check [--stack S]`: every prerequisite of the cloud path at once, each with its fix.
+
+A new user otherwise meets them one per run (credentials, then the Pulumi CLI, then its login,
+then the passphrase of a local backend). Each check asks the tool's own client: the Pulumi
+Automation API's `PulumiCommand` (the CLI and its version) and `LocalWorkspace.who_am_i` (the
+backend login), azure-identity and azure-mgmt-resource (credentials, the subscription, the
+resource providers the stack creates resources of), boto3 (credentials, the account through
+STS), the `kubernetes` client (a byo cluster's API server). `up` runs the checks of its stack
+first and stops with every problem found, before anything starts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lab.vocab.layout import ROOT
+
+PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"
+AWS_CLI_INSTALL = "https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"
+DOCKER_INSTALL = "https://docs.docker.com/engine/install/"
+# The resource providers an AKS stack creates resources of (a subscription that never used
+# one must register it: `az provider register --namespace <ns>`).
+AZURE_PROVIDERS = (
+    "Microsoft.ContainerService",
+    "Microsoft.Compute",
+    "Microsoft.Network",
+    "Microsoft.Storage",
+    "Microsoft.ManagedIdentity",
+)
+SUBSCRIPTION_ENV = ("ARM_SUBSCRIPTION_ID", "AZURE_SUBSCRIPTION_ID")
+PASSPHRASE_ENV = ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+
+
+@dataclass(frozen=True)
+class Prerequisite:
+    """One checked prerequisite: what it is, whether it holds, what was found, and (when it
+    does not hold) what to do. `required` False: only some commands need it (a warning)."""
+
+    name: str
+    ok: bool
+    found: str
+    fix: str = ""
+    required: bool = True
+
+    def line(self) -> str:
+        mark = "✓" if self.ok else ("✗" if self.required else "!")
+        text = f"{mark} {self.name}: {self.found}"
+        return text if self.ok or not self.fix else f"{text}\n    fix: {self.fix}"
+
+
+def _said(exc: BaseException, *, last: bool = True) -> str:
+    """The line of an exception's message that says what went wrong: SDK errors end with it,
+    azure-identity's start with it."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[-1] if last else lines[0]) if lines else type(exc).__name__
+
+
+# ----------------------------------------------------------------------------- Pulumi
+def pulumi_cli() -> tuple[Prerequisite, Any]:
+    """The Pulumi CLI on PATH at a version the Automation API supports, and its command."""
+    from pulumi.automation import PulumiCommand
+    from pulumi.automation.errors import InvalidVersionError
+
+    try:
+        command = PulumiCommand()
+    except FileNotFoundError:
+        return Prerequisite("Pulumi CLI", False, "not on PATH", f"install it: {PULUMI_INSTALL}"), None
+    except InvalidVersionError as exc:
+        return Prerequisite("Pulumi CLI", False, _said(exc), f"upgrade it: {PULUMI_INSTALL}"), None
+    return Prerequisite("Pulumi CLI", True, f"version {command.version}"), command
+
+
+def pulumi_login(command: Any, env: Mapping[str, str]) -> list[Prerequisite]:
+    """The backend the CLI is logged in to, and a passphrase where that backend needs one."""
+    from pulumi.automation import LocalWorkspace
+    from pulumi.automation.errors import CommandError
+
+    try:
+        who = LocalWorkspace(work_dir=str(ROOT), pulumi_command=command).who_am_i()
+    except CommandError as exc:
+        return [
+            Prerequisite(
+                "Pulumi backend login",
+                False,
+                f"not logged in ({_said(exc)})",
+                "`pulumi login` (Pulumi Cloud), or `pulumi login --local` / `pulumi login s3://<bucket>` / "
+                "`pulumi login azblob://<container>` (a backend of your own)",
+            )
+        ]
+    url = who.url or ""
+    out = [Prerequisite("Pulumi backend login", True, f"{who.user} at {url or 'Pulumi Cloud'}")]
+    self_managed = url.startswith(("file://", "s3://", "azblob://", "gs://"))
+    if self_managed:
+        given = [name for name in PASSPHRASE_ENV if env.get(name)]
+        out.append(
+            Prerequisite(
+                "secrets passphrase",
+                bool(given),
+                f"{given[0]} is set" if given else f"neither {' nor '.join(PASSPHRASE_ENV)} is set",
+                "a self-managed backend encrypts the stack's secrets with a passphrase: "
+                "export PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE, a file holding it)",
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------ Azure
+def azure(stack_config: Mapping[str, Any], env: Mapping[str, str], **client_kwargs: Any) -> list[Prerequisite]:
+    """Credentials, the subscription the stack deploys to, and its resource providers.
+    `client_kwargs` go to the azure-mgmt clients (a `credential`, a `transport` in tests)."""
+    from azure.core.exceptions import AzureError, ClientAuthenticationError
+    from azure.identity import CredentialUnavailableError, DefaultAzureCredential
+    from azure.mgmt.resource.resources import ResourceManagementClient
+
+    credential = client_kwargs.pop("credential", None)
+    if credential is None:
+        logging.getLogger("azure.identity").setLevel(logging.ERROR)  # its report is said once, below
+        credential = DefaultAzureCredential()
+    login = "`az login` (or AZURE_CLIENT_ID, AZURE_TENANT_ID and AZURE_CLIENT_SECRET, or a managed identity)"
+    try:
+        credential.get_token("https://management.azure.com/.default")
+    except (CredentialUnavailableError, ClientAuthenticationError) as exc:
+        return [Prerequisite("Azure credentials", False, _said(exc, last=False), login)]
+    out = [Prerequisite("Azure credentials", True, "a token for Azure Resource Manager")]
+    subscription, source = chosen_subscription(stack_config, env)
+    if subscription is None:
+        return [
+            *out,
+            Prerequisite(
+                "Azure subscription",
+                False,
+                "none chosen (no ARM_SUBSCRIPTION_ID, no azure-native:subscriptionId, no `az account set` default)",
+                "set ARM_SUBSCRIPTION_ID (or `pulumi config set azure-native:subscriptionId <id>`)",
+            ),
+        ]
+    out.append(Prerequisite("Azure subscription", True, f"{subscription} (from {source})"))
+    resources = ResourceManagementClient(credential, subscription, **client_kwargs)
+    unregistered = []
+    for namespace in AZURE_PROVIDERS:
+        try:
+            state = resources.providers.get(namespace).registration_state
+        except AzureError as exc:
+            out.append(
+                Prerequisite(
+                    "Azure resource providers",
+                    False,
+                    f"cannot read {namespace} in subscription {subscription}: {_said(exc)}",
+                    "use a subscription these credentials can see (`az account list`); the identity needs "
+                    "Contributor and User Access Administrator on it to create the stack",
+                )
+            )
+            return out
+        if state != "Registered":
+            unregistered.append(f"{namespace} ({state})")
+    out.append(
+        Prerequisite(
+            "Azure resource providers",
+            not unregistered,
+            "unregistered: " + ", ".join(unregistered) if unregistered else f"{len(AZURE_PROVIDERS)} registered",
+            "; ".join(f"az provider register --namespace {u.split(' ')[0]}" for u in unregistered),
+        )
+    )
+    return out
+
+
+def chosen_subscription(stack_config: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str | None, str]:
+    """The subscription the azure-native provider deploys to, and where it was read: the
+    environment, the stack's config, else the Azure CLI's default (its azureProfile.json)."""
+    for name in SUBSCRIPTION_ENV:
+        if env.get(name):
+            return env[name], name
+    if stack_config.get("azure-native:subscriptionId"):
+        return str(stack_config["azure-native:subscriptionId"]), "azure-native:subscriptionId"
+    profile = Path(env.get("AZURE_CONFIG_DIR") or Path.home() / ".azure") / "azureProfile.json"
+    try:
+        # The CLI writes it with a byte-order mark.
+        subscriptions = json.loads(profile.read_text(encoding="utf-8-sig")).get("subscriptions") or []
+    except (OSError, ValueError, AttributeError):
+        return None, ""
+    default = next((s for s in subscriptions if isinstance(s, dict) and s.get("isDefault")), None)
+    return (str(default["id"]), "the Azure CLI's default") if default and default.get("id") else (None, "")
+
+
+# -------------------------------------------------------------------------------- AWS
+def aws(**client_kwargs: Any) -> list[Prerequisite]:
+    """Credentials and the account they belong to (STS), and the `aws` CLI the EKS
+    kubeconfig runs for its tokens. `client_kwargs` go to boto3's STS client."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    out = []
+    session = boto3.session.Session()
+    login = "`aws configure` or `aws sso login`, or set AWS_PROFILE"
+    if session.get_credentials() is None:
+        out.append(Prerequisite("AWS credentials", False, "none found in boto3's credential chain", login))
+    else:
+        try:
+            sts = client_kwargs.pop("sts", None) or session.client("sts", **client_kwargs)
+            who = sts.get_caller_identity()
+            out.append(Prerequisite("AWS credentials", True, f"account {who['Account']} as {who['Arn']}"))
+        except (BotoCoreError, ClientError) as exc:
+            out.append(Prerequisite("AWS credentials", False, _said(exc), login))
+    cli = shutil.which("aws")
+    out.append(
+        Prerequisite(
+            "AWS CLI",
+            cli is not None,
+            cli or "not on PATH (the cluster's kubeconfig runs `aws eks get-token`)",
+            f"install it: {AWS_CLI_INSTALL}",
+        )
+    )
+    return out
+
+
+# ---------------------------------------------------------------------------- clusters
+def cluster_reachable(kubeconfig: str | None, context: str | None = None) -> Prerequisite:
+    """The API server of a byo cluster's kubeconfig answers."""
+    from kubernetes import client, config
+
+    try:
+        api = config.new_client_from_config(config_file=kubeconfig, context=context)
+        version = client.VersionApi(api).get_code()
+    except Exception as exc:  # noqa: BLE001 - a bad file, a refused connection, a TLS error: all said alike
+        return Prerequisite(
+            "cluster API server",
+            False,
+            _said(exc)[:200],
+            "point KUBECONFIG (or the stack's kubeconfig) at a cluster you can reach: `kubectl get nodes`",
+        )
+    return Prerequisite("cluster API server", True, f"Kubernetes {version.git_version}")
+
+
+def docker() -> Prerequisite:
+    """Docker, for building and pushing the training image (only that needs it)."""
+    found = shutil.which("docker")
+    return Prerequisite(
+        "Docker (for the training image)",
+        found is not None,
+        found or "not on PATH",
+        f"install Docker to build the image here ({DOCKER_INSTALL}), or build it elsewhere",
+        required=False,
+    )
+
+
+# ------------------------------------------------------------------------------- all
+def check(
+    cloud: str | None,
+    stack_config: Mapping[str, Any] | None = None,
+    *,
+    kubeconfig: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cloud_checks: Mapping[str, Callable[[], Iterable[Prerequisite]]] | None = None,
+) -> list[Prerequisite]:
+    """Every prerequisite of a stack of `cloud` (aks, eks, byo; None: every cloud's), in order.
+    `cloud_checks` replaces a cloud's checks (tests)."""
+    env = os.environ if env is None else env
+    config = dict(stack_config or {})
+    found, command = pulumi_cli()
+    out = [found]
+    if command is not None:
+        out += pulumi_login(command, env)
+    checks: dict[str, Callable[[], Iterable[Prerequisite]]] = {
+        "aks": lambda: azure(config, env),
+        "eks": aws,
+        "byo": lambda: [cluster_reachable(kubeconfig)],
+    }
+    checks.update(cloud_checks or {})
+    for name in [cloud] if cloud else ["aks", "eks"]:
+        if name in checks:
+            out += list(checks[name]())
+    out.append(docker())
+    return out
+
+
+def problems(found: Iterable[Prerequisite]) -> list[Prerequisite]:
+    """The required prerequisites that do not hold."""
+    return [p for p in found if p.required and not p.ok]

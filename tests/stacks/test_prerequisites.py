@@ -1,0 +1,216 @@
+"""`elastic-lab check`: each prerequisite through the tool's own client, against a fake Pulumi
+CLI on PATH, Azure Resource Manager through an azure-core transport, STS through botocore's
+Stubber; every problem is said at once, with its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import boto3
+import pytest
+from azure.identity import CredentialUnavailableError
+from botocore.stub import Stubber
+
+from lab.stacks import prerequisites
+from lab.stacks.prerequisites import AZURE_PROVIDERS, Prerequisite
+from tests.ops.test_aks_eviction import Answer, ArmTransport, FakeCredential, arm_error
+
+SUB = "00000000-0000-0000-0000-0000000000aa"
+
+
+def fake_pulumi(bin_dir: Path, version: str = "v3.200.0", whoami: dict | None = None) -> None:
+    """A `pulumi` executable answering `version` and `whoami --json` as the CLI does (the
+    Automation API runs the latter as `pulumi --non-interactive whoami --json`)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    answer = (
+        f"echo '{json.dumps(whoami)}'"
+        if whoami is not None
+        else "echo 'error: PULUMI_ACCESS_TOKEN must be set for login during non-interactive CLI sessions' >&2; exit 255"
+    )
+    script = bin_dir / "pulumi"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'case "$*" in\n  version) echo {version} ;;\n  *" whoami --json") {answer} ;;\n'
+        '  *) echo "unexpected: $*" >&2; exit 3 ;;\nesac\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.fixture
+def path_with(monkeypatch, tmp_path):
+    """PATH holding only a directory of fakes (and /bin for the fakes' shell)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/bin")
+    monkeypatch.delenv("PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK", raising=False)
+    return bin_dir
+
+
+def test_a_missing_pulumi_cli_is_named_with_where_to_get_it(path_with):
+    found, command = prerequisites.pulumi_cli()
+    assert command is None and not found.ok
+    assert found.line() == "✗ Pulumi CLI: not on PATH\n    fix: install it: https://www.pulumi.com/docs/install/"
+
+
+def test_an_old_pulumi_cli_is_refused(path_with):
+    fake_pulumi(path_with, version="v3.0.5")
+    found, command = prerequisites.pulumi_cli()
+    assert command is None and not found.ok
+    assert "3.0.5" in found.found and found.fix.startswith("upgrade it")
+
+
+def test_a_local_backend_needs_a_passphrase(path_with):
+    fake_pulumi(path_with, whoami={"user": "alice", "url": "file:///home/alice"})
+    found, command = prerequisites.pulumi_cli()
+    assert found.ok and found.found == "version 3.200.0"
+    login, passphrase = prerequisites.pulumi_login(command, env={})
+    assert login.ok and login.found == "alice at file:///home/alice"
+    assert not passphrase.ok and "export PULUMI_CONFIG_PASSPHRASE" in passphrase.fix
+    _, passphrase = prerequisites.pulumi_login(command, env={"PULUMI_CONFIG_PASSPHRASE_FILE": "/secret/file"})
+    assert passphrase.ok and passphrase.found == "PULUMI_CONFIG_PASSPHRASE_FILE is set"
+
+
+def test_pulumi_cloud_needs_no_passphrase(path_with):
+    fake_pulumi(path_with, whoami={"user": "alice", "url": "https://app.pulumi.com/alice"})
+    _, command = prerequisites.pulumi_cli()
+    (login,) = prerequisites.pulumi_login(command, env={})
+    assert login.ok
+
+
+def test_a_cli_not_logged_in_says_how_to_log_in(path_with):
+    fake_pulumi(path_with, whoami=None)
+    _, command = prerequisites.pulumi_cli()
+    (login,) = prerequisites.pulumi_login(command, env={})
+    assert not login.ok and "PULUMI_ACCESS_TOKEN must be set" in login.found
+    assert "`pulumi login --local`" in login.fix
+
+
+def _providers(states: dict[str, str]) -> dict:
+    return {
+        ("GET", f"/subscriptions/{SUB}/providers/{ns}"): Answer(200, {"namespace": ns, "registrationState": state})
+        for ns, state in states.items()
+    }
+
+
+def test_azure_subscription_and_providers_through_arm():
+    transport = ArmTransport(_providers(dict.fromkeys(AZURE_PROVIDERS, "Registered")))
+    found = prerequisites.azure({}, {"ARM_SUBSCRIPTION_ID": SUB}, credential=FakeCredential(), transport=transport)
+    assert [(p.name, p.ok) for p in found] == [
+        ("Azure credentials", True),
+        ("Azure subscription", True),
+        ("Azure resource providers", True),
+    ]
+    assert found[1].found == f"{SUB} (from ARM_SUBSCRIPTION_ID)"
+    assert {s.path.rsplit("/", 1)[-1] for s in transport.sent} == set(AZURE_PROVIDERS)
+
+
+def test_an_unregistered_provider_is_named_with_its_register_command():
+    states = dict.fromkeys(AZURE_PROVIDERS, "Registered") | {"Microsoft.ContainerService": "NotRegistered"}
+    found = prerequisites.azure(
+        {"azure-native:subscriptionId": SUB},
+        {},
+        credential=FakeCredential(),
+        transport=ArmTransport(_providers(states)),
+    )
+    assert found[1].found == f"{SUB} (from azure-native:subscriptionId)"
+    providers = found[-1]
+    assert not providers.ok and providers.found == "unregistered: Microsoft.ContainerService (NotRegistered)"
+    assert providers.fix == "az provider register --namespace Microsoft.ContainerService"
+
+
+def test_a_subscription_the_credentials_cannot_see_is_said():
+    transport = ArmTransport(
+        {
+            ("GET", f"/subscriptions/{SUB}/providers/Microsoft.ContainerService"): Answer(
+                404, arm_error("SubscriptionNotFound", f"The subscription '{SUB}' could not be found.")
+            )
+        }
+    )
+    found = prerequisites.azure({}, {"AZURE_SUBSCRIPTION_ID": SUB}, credential=FakeCredential(), transport=transport)
+    assert not found[-1].ok and "could not be found" in found[-1].found and "`az account list`" in found[-1].fix
+
+
+def test_the_azure_cli_default_subscription_is_used_when_none_is_chosen(tmp_path):
+    profile = {"subscriptions": [{"id": "other", "isDefault": False}, {"id": SUB, "isDefault": True}]}
+    (tmp_path / "azureProfile.json").write_text(json.dumps(profile), encoding="utf-8-sig")  # as the CLI writes it
+    assert prerequisites.chosen_subscription({}, {"AZURE_CONFIG_DIR": str(tmp_path)}) == (
+        SUB,
+        "the Azure CLI's default",
+    )
+    assert prerequisites.chosen_subscription({}, {"AZURE_CONFIG_DIR": str(tmp_path / "none")}) == (None, "")
+
+
+def test_no_subscription_at_all_is_a_problem(tmp_path):
+    found = prerequisites.azure({}, {"AZURE_CONFIG_DIR": str(tmp_path)}, credential=FakeCredential())
+    assert [(p.name, p.ok) for p in found] == [("Azure credentials", True), ("Azure subscription", False)]
+    assert "ARM_SUBSCRIPTION_ID" in found[-1].fix
+
+
+def test_azure_without_credentials_says_az_login():
+    class NoCredential:
+        def get_token(self, *scopes, **kwargs):
+            raise CredentialUnavailableError("DefaultAzureCredential failed to retrieve a token.\nmore detail")
+
+    (found,) = prerequisites.azure({}, {}, credential=NoCredential())
+    assert not found.ok and found.found == "DefaultAzureCredential failed to retrieve a token."
+    assert found.fix.startswith("`az login`")
+
+
+@pytest.fixture
+def aws_keys(monkeypatch, tmp_path):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+
+
+def test_aws_account_through_sts_and_the_cli(aws_keys, path_with):
+    (path_with / "aws").write_text("#!/bin/sh\n")
+    (path_with / "aws").chmod(0o755)
+    sts = boto3.client("sts", region_name="us-east-1")
+    with Stubber(sts) as stub:
+        stub.add_response(
+            "get_caller_identity",
+            {"Account": "123456789012", "Arn": "arn:aws:iam::123456789012:user/alice", "UserId": "AIDAEXAMPLE"},
+        )
+        found = prerequisites.aws(sts=sts)
+    assert [(p.name, p.ok) for p in found] == [("AWS credentials", True), ("AWS CLI", True)]
+    assert found[0].found == "account 123456789012 as arn:aws:iam::123456789012:user/alice"
+
+
+def test_expired_aws_credentials_and_no_cli_are_both_said(aws_keys, path_with):
+    sts = boto3.client("sts", region_name="us-east-1")
+    with Stubber(sts) as stub:
+        stub.add_client_error(
+            "get_caller_identity", "ExpiredToken", "The security token included in the request is expired"
+        )
+        found = prerequisites.aws(sts=sts)
+    assert [(p.name, p.ok) for p in found] == [("AWS credentials", False), ("AWS CLI", False)]
+    assert "expired" in found[0].found and "aws eks get-token" in found[1].found
+    assert "not-a-real-secret" not in " ".join(p.line() for p in found)
+
+
+def test_an_unreachable_byo_cluster_is_named(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n"
+    )
+    found = prerequisites.cluster_reachable(str(kubeconfig))
+    assert not found.ok and "kubectl get nodes" in found.fix
+
+
+def test_every_problem_is_said_at_once(path_with):
+    found = prerequisites.check(
+        "aks",
+        {},
+        env={},
+        cloud_checks={"aks": lambda: [Prerequisite("Azure credentials", False, "none", "`az login`")]},
+    )
+    missing = prerequisites.problems(found)
+    assert [p.name for p in missing] == ["Pulumi CLI", "Azure credentials"]
+    assert found[-1].name.startswith("Docker") and not found[-1].required  # a warning only
