@@ -118,7 +118,13 @@ def connect_to_stack(target: StackTarget | None, kubeconfig: str | None, context
             note = ""
         except StackError as exc:
             if not os.environ.get("KUBECONFIG"):
-                raise KubeError(f"{exc}; or set $KUBECONFIG") from None
+                from lab.stacks.automation import missing_prerequisites
+
+                # Why the stack's outputs cannot be read here, said whole (`elastic-lab check`).
+                missing = missing_prerequisites(target.cloud, target.stack)
+                raise KubeError(
+                    f"{exc}; or set $KUBECONFIG" + (f"; missing here:\n{missing}" if missing else "")
+                ) from None
             path, note = None, f" [stack {target.stack!r}: using $KUBECONFIG, {exc}]"
         kube = connect(path, context)
         kube.source += note

@@ -111,13 +111,10 @@ def stack_prerequisites(cloud: str, stack: str) -> list[prerequisites.Prerequisi
 
 
 def missing_prerequisites(cloud: str, stack: str) -> str | None:
-    """Every required prerequisite of `stack` that does not hold, said at once (None: all hold)."""
+    """Every required prerequisite of `stack` that does not hold, one per line with its fix
+    (None: all hold)."""
     missing = prerequisites.problems(stack_prerequisites(cloud, stack))
-    if not missing:
-        return None
-    return f"stack {stack!r} ({cloud}) cannot be deployed from here; missing:\n" + "\n".join(
-        f"  {p.line()}" for p in missing
-    )
+    return "\n".join(f"  {p.line()}" for p in missing) if missing else None
 
 
 def _stack(stack: str, *, create: bool) -> Any:
@@ -208,9 +205,9 @@ def run(
             f"stack {stack!r} fails {len(pre.errors)} check(s) of `elastic-lab plan`; nothing was started:\n  - "
             + "\n  - ".join(pre.errors)
         )
-    problem = missing_prerequisites(pre.cloud, stack)
-    if problem:
-        raise StackError(problem)
+    missing = missing_prerequisites(pre.cloud, stack)
+    if missing:
+        raise StackError(f"{operation} of stack {stack!r} ({pre.cloud}) cannot start here; missing:\n{missing}")
     selected = _stack(stack, create=operation == "up")
     policy = [str(POLICY_DIR)] if (POLICY_DIR / "PulumiPolicy.yaml").is_file() else []
     say(

@@ -212,7 +212,7 @@ def test_teardown_of_a_stack_cleans_the_cluster_then_needs_the_pulumi_cli(api_se
     monkeypatch.setenv("PATH", "/nonexistent")  # no Pulumi CLI here
     code, out, err = _run(capsys, *base, "--yes")
     assert api_server.get("PyTorchJob", "demo", "training") is None  # jobs first, while the cluster runs
-    assert code == 1 and "the Pulumi CLI is not installed" in err
+    assert code == 1 and "✗ Pulumi CLI: not on PATH" in err
 
 
 def test_teardown_of_a_local_run_removes_it_and_a_second_run_finds_nothing(tmp_path, capsys):

@@ -123,7 +123,7 @@ def test_a_stack_failing_a_check_is_refused_before_the_cli_is_touched(monkeypatc
 
 def test_without_the_pulumi_cli_the_message_says_so(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(StackError, match=r"stack 'byo' \(byo\) cannot be deployed from here; missing:") as err:
+    with pytest.raises(StackError, match=r"preview of stack 'byo' \(byo\) cannot start here; missing:") as err:
         stacks.run("preview", "byo", say=lambda line: None)
     assert "✗ Pulumi CLI: not on PATH\n    fix: install it: https://www.pulumi.com/docs/install/" in str(err.value)
 
@@ -134,7 +134,7 @@ def test_without_azure_credentials_nothing_starts(monkeypatch, fake_stack, tmp_p
     monkeypatch.setenv("PATH", "/nonexistent")  # no az, azd or pwsh to ask
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setattr(stacks, "missing_prerequisites", REAL_PREREQUISITES)
-    with pytest.raises(StackError, match=r"stack 'aks-dev' \(aks\) cannot be deployed from here") as err:
+    with pytest.raises(StackError, match=r"up of stack 'aks-dev' \(aks\) cannot start here") as err:
         stacks.run("up", "aks-dev", say=lambda line: None)
     # Every problem at once: the CLI and the credentials.
     assert "✗ Pulumi CLI: not on PATH" in str(err.value)
@@ -149,7 +149,7 @@ def test_without_aws_credentials_nothing_starts(monkeypatch, fake_stack, tmp_pat
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setattr(stacks, "missing_prerequisites", REAL_PREREQUISITES)
-    with pytest.raises(StackError, match=r"stack 'eks-dev' \(eks\) cannot be deployed from here") as err:
+    with pytest.raises(StackError, match=r"up of stack 'eks-dev' \(eks\) cannot start here") as err:
         stacks.run("up", "eks-dev", say=lambda line: None)
     assert "✗ AWS credentials: none found in boto3's credential chain" in str(err.value)
     assert "fix: `aws configure`" in str(err.value)
@@ -192,7 +192,7 @@ def test_without_the_aws_cli_nothing_starts(monkeypatch, fake_stack, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no aws here
     monkeypatch.setattr(stacks, "missing_prerequisites", REAL_PREREQUISITES)
     monkeypatch.setattr(prerequisites, "aws", lambda: REAL_AWS(sts=_sts_answering()))
-    with pytest.raises(StackError, match=r"stack 'eks-dev' \(eks\) cannot be deployed from here") as err:
+    with pytest.raises(StackError, match=r"up of stack 'eks-dev' \(eks\) cannot start here") as err:
         stacks.run("up", "eks-dev", say=lambda line: None)
     assert "✗ AWS CLI: not on PATH (the cluster's kubeconfig runs `aws eks get-token`)" in str(err.value)
     assert "✓" not in str(err.value) and "not-a-real-secret" not in str(err.value)
