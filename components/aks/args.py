@@ -16,7 +16,12 @@ from lab.vocab.azure_tags import tag_problems
 from lab.vocab.checkpoint_location import AKS_KEPT, adoption_problems
 from lab.vocab.names import DNS_LABEL
 from lab.vocab.problems import InvalidInput, Problem, Problems
-from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION, MIN_GPU_ARCHITECTURE, TORCH_CUDA_BUILD
+from lab.vocab.versions import (
+    DEFAULT_KUBERNETES_VERSION,
+    MIN_GPU_ARCHITECTURE,
+    NEWEST_KUBERNETES_MINOR,
+    TORCH_CUDA_BUILD,
+)
 
 # --------------------------------------------------------------------------- value rules
 
@@ -299,6 +304,12 @@ def _kubernetes_version(args: AksClusterArgs, found: _FieldProblems) -> None:
         found.bad(
             "kubernetes_version",
             f"1.{MIN_K8S_MINOR} or newer (Blob CSI workload-identity mounts need CSIDriver tokenRequests)",
+        )
+    elif int(m.group(1)) > NEWEST_KUBERNETES_MINOR:
+        found.bad(
+            "kubernetes_version",
+            f"1.{MIN_K8S_MINOR} to 1.{NEWEST_KUBERNETES_MINOR}: 1.{NEWEST_KUBERNETES_MINOR} is the newest minor whose "
+            "schemas the offline checks carry",
         )
 
 

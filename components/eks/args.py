@@ -8,6 +8,7 @@ problem at once; each names the field, the bad value and what is expected.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ipaddress
 import re
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from lab.vocab.versions import (
     CLUSTER_AUTOSCALER_CHARTS,
     DEFAULT_KUBERNETES_VERSION,
     MIN_GPU_ARCHITECTURE,
+    NEWEST_KUBERNETES_MINOR,
     TORCH_CUDA_BUILD,
 )
 
@@ -309,8 +311,43 @@ def _is_int(value: Any) -> bool:
 
 
 def _region(args: EksClusterArgs, found: _FieldProblems) -> None:
-    if (region := found.text("region")) is not None and not _REGION.match(region):
+    if (region := found.text("region")) is None:
+        return
+    if not _REGION.match(region):
         found.bad("region", "an AWS region code such as us-east-1 or eu-west-2")
+    elif region not in eks_regions():
+        found.bad(
+            "region",
+            f"a region where EKS runs (botocore {botocore_version()} lists {len(eks_regions())}, e.g. us-east-1, "
+            "eu-west-2; `aws ec2 describe-regions`)",
+        )
+
+
+@functools.cache
+def eks_regions() -> frozenset[str]:
+    """The regions of every partition that botocore's endpoint data lists for EKS."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    return frozenset(
+        region
+        for partition in session.get_available_partitions()
+        for region in session.get_available_regions("eks", partition_name=partition)
+    )
+
+
+@functools.cache
+def ec2_instance_types() -> frozenset[str]:
+    """The instance types botocore's EC2 model knows (its InstanceType enum)."""
+    import botocore.session
+
+    return frozenset(botocore.session.get_session().get_service_model("ec2").shape_for("InstanceType").enum)
+
+
+def botocore_version() -> str:
+    import botocore
+
+    return str(botocore.__version__)
 
 
 def _kubernetes_version(args: EksClusterArgs, found: _FieldProblems) -> None:
@@ -324,6 +361,12 @@ def _kubernetes_version(args: EksClusterArgs, found: _FieldProblems) -> None:
         )
     elif int(m.group(1)) < MIN_K8S_MINOR:
         found.bad("kubernetes_version", f"1.{MIN_K8S_MINOR} or newer (older versions are out of EKS standard support)")
+    elif int(m.group(1)) > NEWEST_KUBERNETES_MINOR:
+        found.bad(
+            "kubernetes_version",
+            f"1.{MIN_K8S_MINOR} to 1.{NEWEST_KUBERNETES_MINOR}: 1.{NEWEST_KUBERNETES_MINOR} is the newest minor whose "
+            "schemas the offline checks carry",
+        )
 
 
 def _cluster_and_group_names(args: EksClusterArgs, found: _FieldProblems) -> None:
@@ -379,8 +422,10 @@ def _api_access(args: EksClusterArgs, found: _FieldProblems) -> None:
 def _cpu_instance_type(args: EksClusterArgs, found: _FieldProblems) -> None:
     if (cpu := found.text("cpu_instance_type")) is None:
         return
-    if not _INSTANCE_TYPE.match(cpu):
-        found.bad("cpu_instance_type", "an EC2 instance type such as m6i.xlarge")
+    if not _INSTANCE_TYPE.match(cpu) or cpu not in ec2_instance_types():
+        found.bad(
+            "cpu_instance_type", f"an EC2 instance type (botocore {botocore_version()}'s list) such as m6i.xlarge"
+        )
     elif is_accelerated_instance(cpu):
         found.bad("cpu_instance_type", "a CPU instance type (this group runs no GPU work), e.g. m6i.xlarge")
 
@@ -392,8 +437,12 @@ def _gpu_instance_types(args: EksClusterArgs, found: _FieldProblems) -> None:
     if len(set(gpus)) != len(gpus):
         found.bad("gpu_instance_types", "each instance type once")
     for t in gpus:
-        if not _INSTANCE_TYPE.match(t):
-            found.bad("gpu_instance_types", "EC2 instance types such as g4dn.xlarge", t)
+        if not _INSTANCE_TYPE.match(t) or t not in ec2_instance_types():
+            found.bad(
+                "gpu_instance_types",
+                f"EC2 instance types (botocore {botocore_version()}'s list) such as g4dn.xlarge",
+                t,
+            )
         elif (old := _PRE_TURING_FAMILIES.get(instance_family(t) or "")) is not None:
             found.bad(
                 "gpu_instance_types",

@@ -36,12 +36,18 @@ def register(sub: Any) -> None:
 
 
 def _overrides(pairs: list[str]) -> dict[str, str]:
-    out = {}
+    from lab.vocab.problems import InvalidInput, Problem
+
+    out: dict[str, str] = {}
+    problems: list[Problem] = []
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"elastic-lab plan: --set {pair!r} is invalid: expected KEY=VALUE")
+        if not sep or not key.strip():
+            problems.append(Problem("--set", pair, "KEY=VALUE, e.g. --set gpuMaxNodes=5"))
+            continue
         out[key.strip()] = value
+    if problems:
+        raise InvalidInput(problems)
     return out
 
 
@@ -54,6 +60,7 @@ def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] 
     from lab.vocab.errors import LabError
 
     try:
+        cost.load_prices(args.prices)  # a bad --prices file is refused before planning
         plan = run_program(stack, _overrides(args.set))
     except LabError as exc:
         return exc.exit_code, {"stack": stack, "ok": False, "error": str(exc)}, f"elastic-lab plan: {exc}"

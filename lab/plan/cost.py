@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lab.plan.aks_pools import MANAGED_CLUSTER, pools
+from lab.plan.yaml_files import read_mapping
 from lab.vocab.pools import POOL_LABEL
+from lab.vocab.problems import InvalidInput, Problem
 
 PRICES = Path(__file__).with_name("prices.yaml")
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -78,10 +78,11 @@ class CostEstimate:
 
 def load_prices(path: Path | str | None = None) -> dict[str, Any]:
     path = Path(path) if path else PRICES
-    doc = yaml.safe_load(path.read_text()) or {}
-    for key in ("currency", "as_of", "azure"):
-        if key not in doc:
-            raise ValueError(f"{path}: missing {key!r} (see lab/plan/prices.yaml for the layout)")
+    expected = "a price table laid out as lab/plan/prices.yaml (currency, as_of, azure, aws)"
+    doc = read_mapping(path, "--prices", expected)
+    missing = [key for key in ("currency", "as_of", "azure") if key not in doc]
+    if missing:
+        raise InvalidInput([Problem("--prices", str(path), f"the keys {missing} too: {expected}")])
     return doc
 
 

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lab.plan.recording import SECRET_PLACEHOLDER
+from lab.plan.yaml_files import read_mapping
 from lab.vocab.errors import Refused
 from lab.vocab.layout import ROOT
 from lab.vocab.names import PROJECT
+from lab.vocab.problems import InvalidInput, Problem
 
 
 class StackNotFound(Refused, FileNotFoundError):
@@ -46,10 +46,12 @@ def read_stack_config(stack: str, root: Path = ROOT) -> tuple[dict[str, str], li
     """(config with full keys as strings, secret keys) from stacks/Pulumi.<stack>.yaml.
 
     `secure:` values cannot be decrypted offline; they become SECRET_PLACEHOLDER, secret."""
-    doc = yaml.safe_load(stack_file(stack, root).read_text()) or {}
+    path = stack_file(stack, root)
+    expected = "a Pulumi stack file, `config:` and a mapping of keys under it"
+    doc = read_mapping(path, f"stack {stack!r}", expected)
     raw = doc.get("config") or {}
     if not isinstance(raw, dict):
-        raise ValueError(f"{stack_file(stack, root)}: 'config' must be a mapping")
+        raise InvalidInput([Problem(f"stack {stack!r}", str(path), f"`config:` as a mapping: {expected}")])
     config: dict[str, str] = {}
     secret_keys: list[str] = []
     for key, value in raw.items():

@@ -7,6 +7,9 @@ from __future__ import annotations
 # The Kubernetes version an AKS cluster is created at when `elastic-spot-lab:kubernetesVersion`
 # is unset; the offline checks validate against this version's schemas.
 DEFAULT_KUBERNETES_VERSION = "1.35"
+# The newest Kubernetes minor whose schemas the offline checks carry (kubernetes-validate's
+# newest): a stack asking for a newer one is refused, as nothing it declares could be checked.
+NEWEST_KUBERNETES_MINOR = 37
 
 # Kubeflow training operator v1: the elastic PyTorchJob (master is Trainer v2, without it).
 OPERATOR_VERSION = "v1.9.4"

@@ -132,8 +132,9 @@ def test_entry_point_offline_without_torch_or_credentials(tmp_path):
 
 @pytest.mark.parametrize("bad", ["gpuMaxNodes", "=3"])
 def test_set_needs_key_value(capsys, bad):
-    with pytest.raises(SystemExit, match="expected KEY=VALUE"):
-        main(["plan", "--set", bad])
+    code, out, err = _plan(capsys, "--set", bad)
+    assert code == 2 and out == ""
+    assert err.strip() == f"elastic-lab plan: --set={bad!r} is invalid: expected KEY=VALUE, e.g. --set gpuMaxNodes=5"
 
 
 def test_unknown_check_exit_2_lists_known_checks(capsys):
