@@ -25,6 +25,7 @@ CLUSTER_CHECKS = [
     "guardrail:pool-operations",
     "guardrail:checkpoints-kept",
     "guardrail:maintenance-window",
+    "cost:priced",
     "guardrail:no-plain-secrets",
 ]
 

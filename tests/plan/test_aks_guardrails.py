@@ -300,6 +300,12 @@ BROKEN = [
         ["StorageAccount 'aks-checkpoints'", "resourceGroupName='MC_esl-aks-dev-rg_esl-aks-dev_eastus'", "deletes it"],
     ),
     (
+        "spot price cap below the spot price",
+        "cost:priced",
+        _set((*GPU, "spotMaxPrice"), 0.01),
+        ["AgentPool 'aks-gpu-spot'", "spotMaxPrice=0.01", "below the spot price the pool gets no node"],
+    ),
+    (
         "plain kubeconfig output",
         "guardrail:no-plain-secrets",
         _plain_kubeconfig,

@@ -133,3 +133,13 @@ def test_every_eks_region_botocore_lists_is_accepted():
     from components.eks.args import eks_regions
 
     assert {"us-east-1", "eu-west-2", "us-gov-west-1", "cn-north-1"} <= eks_regions()
+
+
+def test_a_region_the_price_table_lacks_is_a_warning_that_counts(capsys):
+    code = main(["plan", "--stack", "aks-dev", "--set", "elastic-spot-lab:location=westeurope"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert (
+        "WARNING [cost:priced] azure-native:containerservice:ManagedCluster 'aks': price=\"no prices for region " in out
+    )
+    assert "0 error(s), 1 warning(s)" in out
