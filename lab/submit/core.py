@@ -109,6 +109,13 @@ class JobSizing:
                 )
             if self.replicas is not None and self.replicas > pool_max:
                 found.add("--replicas", self.replicas, f"<= {pool_max}, the GPU spot pool's maximum")
+            elif self.replicas is None and spec.max_nodes > pool_max:
+                found.add(
+                    "--max-nodes",
+                    spec.max_nodes,
+                    f"<= {pool_max}, the GPU spot pool's maximum: the job starts --max-nodes pods, and the ones "
+                    "beyond the pool would stay Pending (or give --replicas)",
+                )
         return found
 
     def apply(self, values: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 from lab.vocab import checkpoint_location
-from lab.vocab.names import DNS_1035_LABEL
+from lab.vocab.names import DNS_1035_LABEL, IMAGE_REFERENCE
 from lab.vocab.per_step import ENV_FAULT_TOLERANCE, LIGHTHOUSE_PORT, PerStepSettings
 from lab.vocab.problems import InvalidInput, Problem, Problems
 
@@ -297,6 +297,13 @@ class JobSpec:
                 self.name,
                 "a DNS-1035 label: a lower-case letter, then lower-case letters, digits "
                 "and '-', at most 40 characters (it names pods and Services)",
+            )
+        if not isinstance(self.image, str) or not IMAGE_REFERENCE.match(self.image):
+            out.add(
+                "image",
+                self.image,
+                "a container image reference: [registry/]path[:tag][@sha256:digest], the path in lower case "
+                "(e.g. myregistry.azurecr.io/elastic-spot-lab/trainer:0.1.0)",
             )
         if (self.module is None) == (self.script is None):
             out.add("module/script", (self.module, self.script), "exactly one of module or script")

@@ -28,6 +28,7 @@ OPTIONS = {
     "checkpoint_every_steps": "--checkpoint-every",
     "pg_timeout_s": "--pg-timeout",
     "fault_tolerance": "--fault-tolerance",
+    "image": "--image",
 }
 
 

@@ -27,3 +27,17 @@ DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 # A qualified label key (optional DNS prefix, a name of at most 63 characters) and a label value.
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+# A container image reference, as the distribution reference grammar (and so every container
+# runtime) reads it: [registry[:port]/]path[:tag][@digest], the path lower-case. A first part
+# with no '.', ':' or "localhost" is a path component, not a registry.
+_IMAGE_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_IMAGE_REGISTRY = (
+    rf"(?:(?:localhost|{_HOST_LABEL}(?:\.{_HOST_LABEL})+|\[[0-9a-fA-F:]+\])(?::\d+)?"  # a name with a dot, or an IP
+    rf"|{_HOST_LABEL}:\d+)"  # any host with a port
+)
+IMAGE_REFERENCE = re.compile(
+    rf"^(?:{_IMAGE_REGISTRY}/)?{_IMAGE_PATH_COMPONENT}(?:/{_IMAGE_PATH_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
+)

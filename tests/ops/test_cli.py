@@ -111,8 +111,23 @@ def test_submit_dry_run_shows_the_per_step_job(capsys):
         ("byo", ["--cpu", "four"], "--cpu='four' is invalid: expected a Kubernetes quantity"),
         ("byo", ["--memory", "0Gi"], "--memory='0Gi' is invalid"),
         ("byo", ["--replicas", "5"], "--replicas=5 is invalid: expected between --min-nodes (2) and --max-nodes (3)"),
+        (
+            "aks-dev",
+            ["--max-nodes", "50"],
+            "--max-nodes=50 is invalid: expected <= 3, the GPU spot pool's maximum: the job starts --max-nodes pods",
+        ),
+        ("aks-dev", ["--image", "UPPER/Case:latest"], "--image='UPPER/Case:latest' is invalid: expected a container"),
     ],
-    ids=["min-above-pool", "gpus-above-node", "gpus-on-cpu-platform", "cpu-not-a-quantity", "zero-memory", "replicas"],
+    ids=[
+        "min-above-pool",
+        "gpus-above-node",
+        "gpus-on-cpu-platform",
+        "cpu-not-a-quantity",
+        "zero-memory",
+        "replicas",
+        "max-above-pool",
+        "image-reference",
+    ],
 )
 def test_sizing_is_checked_against_the_stack_before_anything_starts(capsys, stack, flags, message):
     code, _, err = _run(capsys, "submit", "--stack", stack, "--dry-run", *flags)

@@ -46,7 +46,7 @@ def test_cli_submit_dry_run(crd):
     [
         (["--min-nodes", "3", "--max-nodes", "2"], "--min-nodes=3 is invalid: expected <= max_nodes (2)"),
         (["--backend", "etcd"], "--backend='etcd' is invalid: expected one of etcd-v2, c10d"),
-        (["--image", ""], "chart elastic-pytorchjob: invalid values: at '/image'"),
+        (["--image", ""], "--image='' is invalid: expected a container image reference"),
         (["--name", "Bad_Name"], "name='Bad_Name' is invalid"),
         (["--join-timeout", "0"], "--join-timeout=0.0 is invalid: expected a finite number of seconds > 0"),
     ],
