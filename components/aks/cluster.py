@@ -36,6 +36,7 @@ from pulumi_azure_native import authorization, containerservice, managedidentity
 from components.aks import identity as identity_mod
 from components.aks import maintenance as maintenance_mod
 from components.aks import node_pools
+from components.aks import registry as registry_mod
 from components.aks import storage as storage_mod
 from components.aks.args import AksClusterArgs
 from components.cluster_info import AzureBlobCheckpoint, ClusterInfo, TrainingIdentity
@@ -108,6 +109,17 @@ class AksCluster(pulumi.ComponentResource):
             resource_group=rg_name,
             subscription_id=client.subscription_id,
             principal_id=self.training_identity.principal_id,
+            parent=self,
+        )
+        self.registry, self.registry_pull = registry_mod.image_registry(
+            f"{name}-registry",
+            resource_group=rg_name,
+            resource_group_name=args.resource_group_name,
+            cluster_name=args.cluster_name,
+            location=args.location,
+            cluster=self.cluster,
+            subscription_id=client.subscription_id,
+            tags=tags,
             parent=self,
         )
         self.kubeconfig = self._user_kubeconfig(rg_name, self.cluster)
@@ -294,4 +306,5 @@ class AksCluster(pulumi.ComponentResource):
             "workloadIdentityClientId": self.training_identity.client_id,
             "trainingServiceAccount": f"{self.args.training_namespace}/{self.args.training_service_account}",
             "checkpointAuth": self.args.checkpoint_auth,
+            "imageRegistry": self.registry.login_server,
         }

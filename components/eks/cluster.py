@@ -137,6 +137,17 @@ class EksCluster(pulumi.ComponentResource):
         self.fis_template, self.fis_role = fis_mod.spot_interruption_template(
             f"{name}-spot-interruption", args, tags=tags, parent=self
         )
+        # The training image's repository: `elastic-lab image` pushes there; the nodes' role
+        # pulls with AmazonEC2ContainerRegistryReadOnly. Tags are immutable: a job names an image
+        # that cannot change under it.
+        self.registry = aws.ecr.Repository(
+            f"{name}-trainer-images",
+            name=f"{args.cluster_name}/trainer",
+            image_tag_mutability="IMMUTABLE",
+            image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         self.kubeconfig = _exec_kubeconfig(self.cluster, args.region)
         self.k8s_provider = self._kubernetes_provider(
             name, self.kubeconfig, after=[self.cpu_group, self.gpu_group, self.s3_csi_driver, self.vpc_cni]
@@ -356,6 +367,7 @@ class EksCluster(pulumi.ComponentResource):
             "checkpointBucket": self.bucket.bucket,
             "fisTemplateId": self.fis_template.id,
             "fisRoleArn": self.fis_role.arn,
+            "imageRegistry": self.registry.repository_url,
             "autoscaler": "cluster-autoscaler" if self.autoscaler else "none",
             "trainingServiceAccount": f"{self.args.training_namespace}/{self.args.training_service_account}",
         }

@@ -760,6 +760,18 @@ def _nest(member: str, keep: tuple[str, ...]) -> _Reshape:
     return reshape
 
 
+def _ecr_repository_request(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Pulumi's `encryptionConfigurations` (a list of at most one) is the request's single
+    `encryptionConfiguration`."""
+    request = dict(inputs)
+    configs = request.pop("encryptionConfigurations", None)
+    if isinstance(configs, list) and len(configs) == 1:
+        request["encryptionConfiguration"] = _Moved(configs[0], "encryptionConfigurations[0]")
+    elif configs is not None:
+        request["encryptionConfigurations"] = configs  # not one: reported as the unknown member it is
+    return request
+
+
 def _s3_encryption_request(inputs: dict[str, Any]) -> dict[str, Any]:
     """`rules` go in ServerSideEncryptionConfiguration.Rules; each rule's
     `blockedEncryptionTypes` list in BlockedEncryptionTypes.EncryptionType."""
@@ -1000,6 +1012,15 @@ TARGETS: dict[str, AwsTarget] = {
         documents={"policy": "identity"},
     ),
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": AwsTarget("iam", "AttachRolePolicy", renames=_IAM_ROLE_NAME),
+    "aws:ecr/repository:Repository": AwsTarget(
+        "ecr",
+        "CreateRepository",
+        renames={"name": "repositoryName"},
+        pulumi_only=("forceDelete", "region"),
+        generated=("repositoryName",),
+        reshape=_ecr_repository_request,
+        note="forceDelete (delete with images) and region (the provider's) are Pulumi's own",
+    ),
     "aws:s3/bucket:Bucket": _S3_BUCKET,
     "aws:s3/bucketV2:BucketV2": _S3_BUCKET,
     "aws:s3/bucketVersioning:BucketVersioning": _S3_VERSIONING,

@@ -10,7 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from lab.plan import aks_guardrails, arm, aws_api, cost_checks, eks_guardrails, platform_checks, secret_outputs
+from lab.plan import (
+    aks_guardrails,
+    arm,
+    aws_api,
+    cost_checks,
+    eks_guardrails,
+    platform_checks,
+    registry_checks,
+    secret_outputs,
+)
 from lab.plan.findings import CheckSuite, Finding, single
 from lab.plan.recording import Plan
 from lab.vocab.errors import Refused
@@ -32,6 +41,7 @@ CHECKS: list[CheckSuite] = [
     single("guardrail:checkpoints-kept", aks_guardrails.checkpoints_kept, aks_guardrails.has_checkpoint_account),
     single("guardrail:maintenance-window", aks_guardrails.maintenance_window, aks_guardrails.has_managed_cluster),
     single(cost_checks.CHECK, cost_checks.priced, cost_checks.applies),
+    single(registry_checks.CHECK, registry_checks.image_registry, registry_checks.applies),
     single("guardrail:no-plain-secrets", secret_outputs.no_plain_secrets, lambda plan: True),
     single(aws_api.CHECK, aws_api.aws_conformance, aws_api.applies),
     single("guardrail:eks-on-demand-groups", eks_guardrails.on_demand_groups, eks_guardrails.is_eks),

@@ -65,6 +65,10 @@ _ARM = {
         "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Storage/storageAccounts/{name}",
         "accountName",
     ),
+    "azure-native:containerregistry:Registry": (
+        "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.ContainerRegistry/registries/{name}",
+        "registryName",
+    ),
     "azure-native:storage:BlobContainer": (
         "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Storage/storageAccounts/{account}"
         "/blobServices/default/containers/{name}",
@@ -190,6 +194,14 @@ class PlanMocks(pulumi.runtime.Mocks):
         if typ == "aws:s3/bucket:Bucket":
             bucket = inputs.get("bucket") or f"{inputs.get('bucketPrefix', name)}{suffix}"
             return bucket, {"bucket": bucket, "arn": f"arn:aws:s3:::{bucket}", "region": region}
+        if typ == "aws:ecr/repository:Repository":
+            repo = inputs.get("name") or f"{name}-{suffix}"
+            return repo, {
+                "name": repo,
+                "arn": f"arn:aws:ecr:{region}:{MOCK_ACCOUNT}:repository/{repo}",
+                "registryId": MOCK_ACCOUNT,
+                "repositoryUrl": f"{MOCK_ACCOUNT}.dkr.ecr.{region}.amazonaws.com/{repo}",
+            }
         if typ == "aws:eks/cluster:Cluster":
             cluster = inputs.get("name") or name
             return cluster, {
@@ -262,6 +274,8 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "primaryEndpoints": {"blob": f"https://{name}.blob.core.windows.net/"},
                 "provisioningState": "Succeeded",
             }
+        if typ == "azure-native:containerregistry:Registry":
+            return {"loginServer": f"{name}.azurecr.io", "provisioningState": "Succeeded"}
         if typ == "azure-native:resources:ResourceGroup":
             return {"properties": {"provisioningState": "Succeeded"}}
         return {}

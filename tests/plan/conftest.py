@@ -26,6 +26,7 @@ CLUSTER_CHECKS = [
     "guardrail:checkpoints-kept",
     "guardrail:maintenance-window",
     "cost:priced",
+    "guardrail:image-registry",
     "guardrail:no-plain-secrets",
 ]
 

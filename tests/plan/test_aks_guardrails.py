@@ -300,6 +300,18 @@ BROKEN = [
         ["StorageAccount 'aks-checkpoints'", "resourceGroupName='MC_esl-aks-dev-rg_esl-aks-dev_eastus'", "deletes it"],
     ),
     (
+        "registry with an admin password",
+        "guardrail:image-registry",
+        _set(("azure-native:containerregistry:Registry", "aks-registry", "adminUserEnabled"), True),
+        ["Registry 'aks-registry'", "adminUserEnabled=True", "no shared password"],
+    ),
+    (
+        "kubelet cannot pull from the registry",
+        "guardrail:image-registry",
+        _set(("azure-native:authorization:RoleAssignment", "aks-registry-kubelet-pull", "principalId"), "someone-else"),
+        ["Registry 'aks-registry'", "roleAssignments=['someone-else']", "for the cluster's kubelet identity"],
+    ),
+    (
         "spot price cap below the spot price",
         "cost:priced",
         _set((*GPU, "spotMaxPrice"), 0.01),

@@ -136,6 +136,13 @@ VALID: dict[str, dict[str, Any]] = {
         "policyArn": "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",
         "role": "eks-cluster-role-3b586c25",
     },
+    "aws:ecr/repository:Repository": {
+        "name": "esl-eks-dev/trainer",
+        "imageTagMutability": "IMMUTABLE",
+        "imageScanningConfiguration": {"scanOnPush": True},
+        "encryptionConfigurations": [{"encryptionType": "AES256"}],
+        "tags": {"elastic-spot-lab/cluster": "esl-eks-dev"},
+    },
     "aws:s3/bucket:Bucket": BUCKET,
     "aws:s3/bucketV2:BucketV2": {"bucketPrefix": "esl-eks-dev-ckpt-", "forceDestroy": False, "tags": TAGS},
     "aws:s3/bucketVersioning:BucketVersioning": VERSIONING,
@@ -529,6 +536,18 @@ BROKEN = {
     "tag value with a bad character": (ROLE, _set("tags.team", "ml#1"), "tags['team']", "letters, digits, spaces"),
     "tag value with a newline": (ROLE, _set("tags.team", "ml\nops"), "tags['team']", "letters, digits, spaces"),
     "tag value a number": ("aws:eks/cluster:Cluster", _set("tags.cost", 7), "tags['cost']", "a string tag value"),
+    "ecr tag mutability unknown": (
+        "aws:ecr/repository:Repository",
+        _set("imageTagMutability", "SOMETIMES"),
+        "imageTagMutability",
+        "one of MUTABLE, IMMUTABLE",
+    ),
+    "ecr encryption type unknown": (
+        "aws:ecr/repository:Repository",
+        _set("encryptionConfigurations.0.encryptionType", "ROT13"),
+        "encryptionConfigurations[0].encryptionType",
+        "one of AES256",
+    ),
 }
 
 

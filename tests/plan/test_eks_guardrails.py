@@ -87,7 +87,27 @@ def _fis_target(**changes):
     return mutate
 
 
+def _no_ecr_read(plan):
+    plan.resources = [
+        r
+        for r in plan.resources
+        if not (r.type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment" and "ContainerRegistry" in str(r.inputs))
+    ]
+
+
 BROKEN = [
+    (
+        "mutable image tags",
+        "guardrail:image-registry",
+        _inputs(("aws:ecr/repository:Repository", "eks-trainer-images"), imageTagMutability="MUTABLE"),
+        ["Repository 'eks-trainer-images'", "imageTagMutability='MUTABLE'", "'IMMUTABLE'"],
+    ),
+    (
+        "nodes cannot pull from ECR",
+        "guardrail:image-registry",
+        _no_ecr_read,
+        ["NodeGroup 'eks-", "nodeRoleArn=", "AmazonEC2ContainerRegistryReadOnly attached"],
+    ),
     (
         "CPU group on spot",
         "guardrail:eks-on-demand-groups",

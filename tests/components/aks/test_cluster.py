@@ -9,6 +9,7 @@ import pytest
 
 from components.aks import AksCluster, AksClusterArgs
 from components.aks.node_pools import AKS_SPOT_LABEL, AKS_SPOT_TAINT, CRITICAL_ADDONS_TAINT
+from components.aks.registry import ROLE_ACR_PULL, derived_registry_name
 from components.aks.storage import (
     ROLE_STORAGE_ACCOUNT_CONTRIBUTOR,
     ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR,
@@ -27,6 +28,7 @@ POOL = "azure-native:containerservice:AgentPool"
 SA = "azure-native:storage:StorageAccount"
 CONTAINER = "azure-native:storage:BlobContainer"
 ROLE = "azure-native:authorization:RoleAssignment"
+REGISTRY = "azure-native:containerregistry:Registry"
 UAMI = "azure-native:managedidentity:UserAssignedIdentity"
 FIC = "azure-native:managedidentity:FederatedIdentityCredential"
 RG = "azure-native:resources:ResourceGroup"
@@ -51,6 +53,7 @@ def test_component_and_children(plan):
         CONTAINER,
         ROLE,
         MAINTENANCE,
+        REGISTRY,
         "pulumi:providers:kubernetes",
     }
     # Every resource is parented to the component; nothing is left at the stack's root.
@@ -148,7 +151,7 @@ def test_workload_identity_and_role_assignments(plan):
     assert fic.inputs["subject"] == "system:serviceaccount:training:trainer"
     assert fic.inputs["audiences"] == ["api://AzureADTokenExchange"]
     assert fic.inputs["resourceName"] == training.inputs["resourceName"]
-    roles = {r.inputs["roleDefinitionId"].rsplit("/", 1)[-1]: r.inputs for r in plan.of_type(ROLE)}
+    roles = {r.inputs["roleDefinitionId"].rsplit("/", 1)[-1]: r.inputs for r in _storage_roles(plan)}
     assert set(roles) == {ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR, ROLE_STORAGE_ACCOUNT_CONTRIBUTOR}
     assert all(
         r["principalId"] == training.state["principalId"] and r["principalType"] == "ServicePrincipal"
@@ -166,8 +169,26 @@ def test_token_mode_needs_no_shared_keys(cluster_only_plan):
     plan = cluster_only_plan(checkpointAuth="workload-identity-token", storageAccountName="mycheckpoints01")
     assert plan.one(SA).inputs["allowSharedKeyAccess"] is False
     assert plan.one(SA).inputs["accountName"] == "mycheckpoints01"
-    [role] = plan.of_type(ROLE)
+    [role] = _storage_roles(plan)
     assert role.inputs["roleDefinitionId"].endswith(ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR)
+
+
+def _storage_roles(plan):
+    """The role assignments on the checkpoint storage (the registry's pull role aside)."""
+    return [r for r in plan.of_type(ROLE) if r.inputs["scope"] != plan.one(REGISTRY).id]
+
+
+def test_the_registry_is_pulled_from_with_the_kubelet_identity(plan):
+    """The nodes pull the training image with the kubelet identity (AcrPull on the registry, as
+    `az aks update --attach-acr` grants); no admin password exists; the login server is exported."""
+    registry = plan.one(REGISTRY)
+    assert registry.inputs["adminUserEnabled"] is False and registry.inputs["sku"] == {"name": "Basic"}
+    assert registry.inputs["registryName"] == derived_registry_name(MOCK_SUBSCRIPTION, "esl-aks-dev-rg", "esl-aks-dev")
+    (pull,) = [r for r in plan.of_type(ROLE) if r.inputs["scope"] == registry.id]
+    kubelet = plan.one(MC).state["identityProfile"]["kubeletidentity"]["objectId"]
+    assert pull.inputs["principalId"] == kubelet and pull.inputs["principalType"] == "ServicePrincipal"
+    assert pull.inputs["roleDefinitionId"].endswith(f"/roleDefinitions/{ROLE_ACR_PULL}")
+    assert plan.outputs["imageRegistry"] == registry.state["loginServer"]
 
 
 CREDENTIALS = "azure-native:containerservice:listManagedClusterUserCredentials"

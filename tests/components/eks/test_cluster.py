@@ -201,3 +201,20 @@ def test_network_policies_are_enforced(plan):
     # The cluster's Kubernetes provider, which every platform object is created through.
     (provider,) = [r for r in plan.resources if r.type == "pulumi:providers:kubernetes"]
     assert plan.waits_for(provider, cni)
+
+
+def test_the_training_image_has_a_repository_the_nodes_pull_from(plan):
+    """An ECR repository named after the cluster, tags immutable, scanned on push; both node
+    groups' roles carry ECR read access; its URL is the stack's imageRegistry output."""
+    (repo,) = plan.of_type("aws:ecr/repository:Repository")
+    assert repo.inputs["name"] == "esl-eks-dev/trainer"
+    assert repo.inputs["imageTagMutability"] == "IMMUTABLE"
+    assert repo.inputs["imageScanningConfiguration"] == {"scanOnPush": True}
+    assert plan.outputs["imageRegistry"] == repo.state["repositoryUrl"]
+    attached = {
+        (a.inputs["role"], a.inputs["policyArn"])
+        for a in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    }
+    for group in plan.of_type("aws:eks/nodeGroup:NodeGroup"):
+        role = group.inputs["nodeRoleArn"].rsplit("/", 1)[-1]
+        assert (role, "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly") in attached
