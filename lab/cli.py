@@ -16,12 +16,24 @@ from lab.ops import cli as cluster_cli
 from lab.ops import drill_cli as cluster_drill_cli
 from lab.ops import teardown_cli
 from lab.plan import cli as plan_cli
+from lab.vocab.names import PROJECT
 
 SUBCOMMANDS = (drill_cli, plan_cli, cluster_cli, teardown_cli)
 
 
+def _version() -> str:
+    """The installed package's version (a checkout run without installing says so)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(PROJECT)
+    except PackageNotFoundError:
+        return "(not installed: run `make setup`)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="elastic-lab", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in SUBCOMMANDS:
         command.register(sub)
