@@ -42,9 +42,9 @@ from components.cluster_info import TrainingIdentity
 from components.eks.args import EksClusterArgs
 from components.eks.args import config_fields as eks_fields
 from components.platform.settings import PlatformSettings, parse_mapping
-from lab.vocab.names import CLOUDS, PROJECT
+from lab.vocab.names import CLOUDS, IMAGE_REFERENCE, PROJECT
 from lab.vocab.problems import InvalidInput, Problem, Problems
-from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION
+from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION, PROJECT_IMAGE
 
 # Clouds with a cluster component; the others of CLOUDS are known names without one.
 BUILT_CLOUDS = ("aks", "eks", "byo")
@@ -72,6 +72,13 @@ COMMON_KEYS: dict[str, Key] = {
             "platform",
         ),
         Key("kubernetesVersion", "str", "the cluster's Kubernetes version 1.<minor>", "common"),
+        Key(
+            "trainerImage",
+            "str",
+            "the training image pushed to the stack's registry (imageRegistry output), e.g. "
+            "<registry>/elastic-spot-lab/trainer:<tag>: the spot-notice handler's image and the jobs' default",
+            "common",
+        ),
     )
 }
 # The keys of each cloud's cluster, besides the common ones.
@@ -314,6 +321,22 @@ def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -
             return default
 
     version = str(parsed("kubernetesVersion", DEFAULT_KUBERNETES_VERSION))
+    trainer_image = parsed("trainerImage", None)
+    if trainer_image is not None and (not isinstance(trainer_image, str) or not IMAGE_REFERENCE.match(trainer_image)):
+        found.add(
+            f"{prefix}trainerImage",
+            trainer_image,
+            "a container image reference: <registry>/<path>:<tag> (lower-case path), as `docker push` printed it",
+        )
+        trainer_image = None
+    elif trainer_image is not None and str(trainer_image).startswith(f"{PROJECT_IMAGE}:"):
+        found.add(
+            f"{prefix}trainerImage",
+            trainer_image,
+            f"the trainer image in the stack's registry (imageRegistry output): {PROJECT_IMAGE} is the image's name "
+            "in the Dockerfile, which nothing publishes",
+        )
+        trainer_image = None
     raw_platform: Any = parsed("platform", {})
     try:
         raw_platform = parse_mapping(raw_platform)
@@ -347,7 +370,11 @@ def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -
     platform: PlatformSettings | None = None
     try:  # on a cloud without a cluster component too: every problem in one run
         platform = PlatformSettings.from_config(
-            raw_platform, kubernetes_version=version, identity=identity, mount_with_token=mount_with_token
+            raw_platform,
+            kubernetes_version=version,
+            identity=identity,
+            mount_with_token=mount_with_token,
+            trainer_image=trainer_image,
         )
     except InvalidInput as exc:
         found.extend(p.under(prefix) for p in exc.problems)

@@ -10,6 +10,10 @@ from lab.vocab.job import CheckpointWrites
 from lab.vocab.platform_facts import PlatformFacts
 from lab.vocab.pools import PoolPlacement, Taint
 
+# The trainer image as `docker push` to an AKS stack's registry leaves it: what the tests of a
+# deployed AKS stack (its spot-notice handler installed) set as elastic-spot-lab:trainerImage.
+TRAINER_IMAGE = "eslacr636ed551d34ae649.azurecr.io/elastic-spot-lab/trainer:0.1.0"
+
 AKS_PLACEMENT = placement(pool_specs(AksClusterArgs(location="eastus", resource_group_name="rg", cluster_name="c")))
 EKS_PLACEMENT = PoolPlacement(
     gpu_labels={"elastic-spot-lab/pool": "gpu-spot", "eks.amazonaws.com/capacityType": "SPOT"},

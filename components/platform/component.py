@@ -49,7 +49,12 @@ from components.platform.values import (
 )
 from lab.vocab.layout import ETCD_CHART, NOTICE_CHART
 from lab.vocab.names import PLATFORM_TYPE, PROJECT
-from lab.vocab.platform_facts import PlatformFacts
+from lab.vocab.platform_facts import (
+    NOTICE_HANDLER_INSTALLED,
+    NOTICE_HANDLER_NOT_INSTALLED,
+    NOTICE_HANDLER_WAITS,
+    PlatformFacts,
+)
 from lab.vocab.pools import PoolPlacement
 from lab.vocab.problems import InvalidInput, Problem
 
@@ -113,6 +118,7 @@ class TrainingPlatform(pulumi.ComponentResource):
         charts_in_namespace = after(remote, self.namespace_resource, *self.priority_classes)
         self.etcd = self._etcd(name, charts_in_namespace)
         self.notice_handler = self._notice_handler(name, cluster.notice_from_scheduled_events, charts_in_namespace)
+        self.notice_handler_state = notice_handler_state(self.settings, cluster.notice_from_scheduled_events)
 
         self.namespace = pulumi.Output.from_input(settings.namespace)
         self.etcd_host = pulumi.Output.from_input(self.facts.etcd_host)
@@ -283,7 +289,16 @@ class TrainingPlatform(pulumi.ComponentResource):
             "operatorPlacement": self.operator_placement,
             # Everything a job needs to know (elastic-lab submit reads it back).
             "jobFacts": self.job_facts,
+            "noticeHandler": self.notice_handler_state,
         }
+
+
+def notice_handler_state(settings: PlatformSettings, notice_from_scheduled_events: bool) -> str:
+    if settings.notice_handler_enabled(notice_from_scheduled_events):
+        return NOTICE_HANDLER_INSTALLED
+    if settings.notice_handler_waits(notice_from_scheduled_events):
+        return NOTICE_HANDLER_WAITS
+    return NOTICE_HANDLER_NOT_INSTALLED
 
 
 def job_facts(facts: PlatformFacts, cluster: ClusterInfo) -> pulumi.Output[dict[str, Any]]:

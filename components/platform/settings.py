@@ -12,7 +12,7 @@ Stack config (stacks/Pulumi.<stack>.yaml), all keys optional:
       etcd: {image: quay.io/coreos/etcd, tag: v3.5.20}
       spotNoticeHandler:                  # turns Azure's Scheduled Events notice into pod evictions
         enabled: auto                     # auto | true | false (auto: where the cluster needs it, AKS)
-        image: ghcr.io/elastic-spot-lab/trainer:0.1.0   # the project's image (Dockerfile)
+        image: <registry>/elastic-spot-lab/trainer:<tag>   # [elastic-spot-lab:trainerImage]; none yet: not installed
       priorityClasses:                    # preserved >= inference > preemptible
         preserved:   {name: elastic-preserved,   value: 1000000}   # etcd, operator, c10d stores; preempts nobody
         inference:   {name: elastic-inference,   value: 100000}    # preempts lower: the workers only
@@ -54,7 +54,6 @@ from lab.vocab.versions import (
     ETCD_TAG,
     OPERATOR_VERSION,
     PROJECT_IMAGE,
-    PROJECT_IMAGE_TAG,
 )
 
 __all__ = ["DEVICE_PLUGIN_CHART", "DEVICE_PLUGIN_REPO", "DEVICE_PLUGIN_VERSION", "PlatformSettings"]
@@ -154,7 +153,10 @@ class PlatformSettings:
     etcd_image: str = ETCD_IMAGE
     etcd_tag: str = ETCD_TAG
     notice_handler: str = "auto"  # auto | true | false
-    notice_handler_image: str = f"{PROJECT_IMAGE}:{PROJECT_IMAGE_TAG}"
+    # The project's image (Dockerfile) as pushed to a registry the nodes pull from; None until one
+    # is pushed (the stack's trainerImage): the handler is then not installed, never installed
+    # with an image nothing publishes.
+    notice_handler_image: str | None = None
     priorities: Priorities = field(default_factory=Priorities)
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
 
@@ -201,11 +203,26 @@ class PlatformSettings:
         if self.notice_handler not in ("auto", "true", "false"):
             bad("spotNoticeHandler.enabled", self.notice_handler, "auto, true or false")
         image = _PINNED_IMAGE.match(str(self.notice_handler_image))
-        if not image or image.group("tag") == "latest":
+        if self.notice_handler_image is None:
+            if self.notice_handler == "true":
+                bad(
+                    "spotNoticeHandler.image",
+                    None,
+                    "the trainer image pushed to the stack's registry (elastic-spot-lab:trainerImage, or this key) "
+                    "when the handler is enabled",
+                )
+        elif not image or image.group("tag") == "latest":
             bad(
                 "spotNoticeHandler.image",
                 self.notice_handler_image,
                 "an image repository:tag with a pinned tag (not latest) that has this project installed (Dockerfile)",
+            )
+        elif image.group("repo") == PROJECT_IMAGE:
+            bad(
+                "spotNoticeHandler.image",
+                self.notice_handler_image,
+                f"the trainer image in a registry the nodes pull from: {PROJECT_IMAGE} is the image's name in the "
+                "Dockerfile, which nothing publishes (its pods would never start)",
             )
         out.extend(self._priority_problems())
         out.extend(self._checkpoint_problems())
@@ -257,9 +274,17 @@ class PlatformSettings:
         return self.device_plugin == "true"
 
     def notice_handler_enabled(self, notice_from_scheduled_events: bool) -> bool:
+        """Whether the handler is installed: where the cluster needs it (auto) or asked, and only
+        with an image (`notice_handler_waits` tells the one case it is left out for)."""
+        if self.notice_handler_image is None:
+            return False
         if self.notice_handler == "auto":
             return notice_from_scheduled_events
         return self.notice_handler == "true"
+
+    def notice_handler_waits(self, notice_from_scheduled_events: bool) -> bool:
+        """The cluster needs the handler, but no trainer image is pushed yet."""
+        return self.notice_handler == "auto" and notice_from_scheduled_events and self.notice_handler_image is None
 
     @property
     def notice_handler_image_parts(self) -> tuple[str, str]:
@@ -333,6 +358,7 @@ class PlatformSettings:
         kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
         identity: TrainingIdentity | None = None,
         mount_with_token: bool | None = None,
+        trainer_image: str | None = None,
     ) -> PlatformSettings:
         """From the stack's `platform` config object (a mapping, or its JSON text), for a
         cluster whose storage trusts `identity` and mounts checkpoints with a token or not
@@ -345,7 +371,7 @@ class PlatformSettings:
             "kubernetes_version": str(raw.get("kubernetesVersion", kubernetes_version)),
             **_plain_settings(raw, identity),
             **_etcd_settings(found, raw),
-            **_notice_handler_settings(found, raw),
+            **_notice_handler_settings(found, raw, trainer_image),
             **_priority_settings(found, raw),
             "checkpoint": _checkpoint_settings(found, raw, mount_with_token),
         }
@@ -379,9 +405,9 @@ def _etcd_settings(found: Problems, raw: Mapping[str, Any]) -> dict[str, Any]:
     return {"etcd_image": etcd.get("image", ETCD_IMAGE), "etcd_tag": str(etcd.get("tag", ETCD_TAG))}
 
 
-def _notice_handler_settings(found: Problems, raw: Mapping[str, Any]) -> dict[str, Any]:
-    """`spotNoticeHandler`: whether to install it, and its image."""
-    kw: dict[str, Any] = {}
+def _notice_handler_settings(found: Problems, raw: Mapping[str, Any], trainer_image: str | None) -> dict[str, Any]:
+    """`spotNoticeHandler`: whether to install it, and its image (the stack's trainer image unless set)."""
+    kw: dict[str, Any] = {"notice_handler_image": trainer_image}
     if (handler := _section(found, "spotNoticeHandler", raw, {"enabled", "image"})) is not None:
         if "enabled" in handler:
             kw["notice_handler"] = _switch(handler["enabled"])

@@ -42,7 +42,9 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
     job = p.add_argument_group("job (lab/vocab/job.py JobSpec; the same flags as `elastic-lab drill`)")
     add_job_arguments(job)
     job.add_argument(
-        "--image", default=d["image"].default, help="training image, built from the Dockerfile (torch, this project)"
+        "--image",
+        default=None,
+        help="training image, built from the Dockerfile (torch, this project) [the stack's trainerImage]",
     )
     target = job.add_mutually_exclusive_group()
     target.add_argument("--module", default=None, help=f"Python module to run [{d['module'].default}]")
@@ -117,11 +119,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         q.set_defaults(func=func)
 
 
-def job_spec(args: argparse.Namespace) -> JobSpec:
+def job_spec(args: argparse.Namespace, target: Any) -> JobSpec:
     module = args.module if (args.module or args.script) else JobSpec.__dataclass_fields__["module"].default
     return job_fields_spec(
         args,
-        image=args.image,
+        image=target.image_for(args.image),
         module=module if not args.script else None,
         script=args.script,
         script_args=tuple(args.script_args),
@@ -167,7 +169,7 @@ def submit_main(args: argparse.Namespace) -> int:
         from lab.submit.core import manifest_text, render_job
 
         target = stack_target_of(args.stack)
-        job = render_job(job_spec(args), target, _sizing(args), CheckpointAccess(args.checkpoint_access))
+        job = render_job(job_spec(args, target), target, _sizing(args), CheckpointAccess(args.checkpoint_access))
         cluster_spec = job.spec
         if args.dry_run:
             sys.stdout.write(manifest_text(cluster_spec, target, job.objects))

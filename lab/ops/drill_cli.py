@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from lab.ops.cli import connected, run_command, stack_target_of
-from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import job_spec as job_fields_spec
 from lab.vocab.problems import InvalidInput, Problem
 
@@ -67,7 +66,7 @@ def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argpar
     c.add_argument("--kubeconfig", help="kubeconfig file (default: the stack's, else $KUBECONFIG)")
     c.add_argument("--context", help="kubeconfig context")
     c.add_argument("--namespace", help="namespace (default: the stack's training namespace)")
-    c.add_argument("--image", default=JobSpec.__dataclass_fields__["image"].default, help="training image")
+    c.add_argument("--image", default=None, help="training image [the stack's trainerImage]")
 
     def dispatch(args: argparse.Namespace) -> int:
         if args.stack:
@@ -130,7 +129,7 @@ def drill_main(args: argparse.Namespace) -> int:
                 if args.script
                 else {"script_args": ("--steps", str(steps), "--step-time", f"{args.step_time:g}")}
             )
-            spec = job_fields_spec(args, image=args.image, **script_kw)
+            spec = job_fields_spec(args, image=target.image_for(args.image), **script_kw)
             job = render_job(spec, target)
             spec, objects = job.spec, job.objects
             name = spec.name

@@ -42,6 +42,7 @@ CHECKS: list[CheckSuite] = [
     single("guardrail:maintenance-window", aks_guardrails.maintenance_window, aks_guardrails.has_managed_cluster),
     single(cost_checks.CHECK, cost_checks.priced, cost_checks.applies),
     single(registry_checks.CHECK, registry_checks.image_registry, registry_checks.applies),
+    single(registry_checks.TRAINER_IMAGE_CHECK, registry_checks.trainer_image, registry_checks.has_platform),
     single("guardrail:no-plain-secrets", secret_outputs.no_plain_secrets, lambda plan: True),
     single(aws_api.CHECK, aws_api.aws_conformance, aws_api.applies),
     single("guardrail:eks-on-demand-groups", eks_guardrails.on_demand_groups, eks_guardrails.is_eks),

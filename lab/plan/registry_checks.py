@@ -16,8 +16,11 @@ from typing import Any
 from lab.plan.aks_pools import MANAGED_CLUSTER
 from lab.plan.eks_guardrails import NODE_GROUP
 from lab.plan.findings import Finding
+from lab.vocab.names import PLATFORM_TYPE
+from lab.vocab.platform_facts import NOTICE_HANDLER_WAITS
 
 CHECK = "guardrail:image-registry"
+TRAINER_IMAGE_CHECK = "platform:trainer-image"
 ACR = "azure-native:containerregistry:Registry"
 ECR = "aws:ecr/repository:Repository"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
@@ -101,4 +104,26 @@ def _ecr(plan: Any) -> Iterator[Finding]:
                 "nodeRoleArn",
                 role_arn,
                 f"a node role with {ECR_READ[0].rsplit('/', 1)[-1]} attached: the nodes pull the image with it",
+            )
+
+
+def has_platform(plan: Any) -> bool:
+    return bool(plan.of_type(PLATFORM_TYPE))
+
+
+def trainer_image(plan: Any) -> Iterator[Finding]:
+    """A platform whose cluster needs the spot-notice handler (AKS) but has no trainer image to
+    run it from yet: the handler is left out (never installed with an image nothing publishes),
+    and until it is installed a notice reaches no worker. A warning that counts, with the way on."""
+    for platform in plan.of_type(PLATFORM_TYPE):
+        state = (platform.outputs or {}).get("noticeHandler")
+        if state == NOTICE_HANDLER_WAITS:
+            yield Finding.warning(
+                TRAINER_IMAGE_CHECK,
+                platform,
+                "noticeHandler",
+                state,
+                "the spot-notice handler installed: push the training image to the stack's registry (the "
+                "imageRegistry output), set elastic-spot-lab:trainerImage to it and run `elastic-lab up` again; "
+                "until then a spot notice reaches no worker (they are killed without saving)",
             )

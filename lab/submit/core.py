@@ -22,10 +22,10 @@ from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.errors import LabError
 from lab.vocab.job import JobSpec
 from lab.vocab.layout import JOB_CHART
-from lab.vocab.names import BYO_CLUSTER_TYPE, PLATFORM_TYPE
+from lab.vocab.names import BYO_CLUSTER_TYPE, PLATFORM_TYPE, PROJECT
 from lab.vocab.platform_facts import PlatformFacts
-from lab.vocab.problems import Problems
-from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION
+from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION, PROJECT_IMAGE
 
 
 class SubmitError(LabError):
@@ -40,6 +40,29 @@ class StackTarget:
     facts: PlatformFacts
     kubeconfig_path: str | None  # byo: from the stack config
     inference_priority_class: str = "elastic-inference"
+    trainer_image: str | None = None  # the stack's elastic-spot-lab:trainerImage: the jobs' default image
+
+    def image_for(self, given: str | None) -> str:
+        """The image a job runs: the one given, else the stack's trainer image (InvalidInput
+        when neither is known)."""
+        if given is not None:
+            return given
+        if self.trainer_image:
+            return self.trainer_image
+        if self.cloud == "byo":
+            # No registry of ours: the Dockerfile's name, built locally (e.g. `kind load docker-image`).
+            return str(JobSpec.__dataclass_fields__["image"].default)
+        raise InvalidInput(
+            [
+                Problem(
+                    "--image",
+                    None,
+                    f"the training image: stack {self.stack!r} has no elastic-spot-lab:trainerImage yet; build the "
+                    "Dockerfile, push it to the stack's registry (its imageRegistry output) and set trainerImage, "
+                    "or pass --image",
+                )
+            ]
+        )
 
 
 def stack_target(stack: str) -> StackTarget:
@@ -60,6 +83,7 @@ def stack_target(stack: str) -> StackTarget:
         facts=PlatformFacts.from_dict(outputs["jobFacts"]),
         kubeconfig_path=((byo.outputs or {}).get("kubeconfigPath") if byo else None),
         inference_priority_class=str((outputs.get("priorityClasses") or {}).get("inference", "elastic-inference")),
+        trainer_image=plan.config.get(f"{PROJECT}:trainerImage") or None,
     )
 
 
@@ -152,6 +176,18 @@ def render_job(
     """The job for the stack's platform, validated and guarded (raises on problems)."""
     if sizing is not None:
         sizing.problems(spec, target.facts).raise_if_any()
+    if target.cloud != "byo" and spec.image.startswith(f"{PROJECT_IMAGE}:"):
+        # A byo cluster may hold a local build under that name (kind load); cloud nodes pull.
+        raise InvalidInput(
+            [
+                Problem(
+                    "--image",
+                    spec.image,
+                    f"an image in a registry the nodes pull from (stack {target.stack!r}: its imageRegistry output): "
+                    f"{PROJECT_IMAGE} is the Dockerfile's name, which nothing publishes (the pods would never start)",
+                )
+            ]
+        )
     cluster_spec, values = values_for(spec, target.facts, access)
     if sizing is not None:
         sizing.apply(values)

@@ -127,3 +127,9 @@ class PlatformFacts:
             not_ready_toleration_s=int(data.get("notReadyTolerationSeconds", NOT_READY_TOLERATION_S)),
             eviction_notice_s=int(data.get("evictionNoticeSeconds", DEFAULT_EVICTION_NOTICE_S)),
         )
+
+
+# What the platform's `noticeHandler` output says of the spot-notice handler.
+NOTICE_HANDLER_INSTALLED = "installed"
+NOTICE_HANDLER_WAITS = "waits for the trainer image (elastic-spot-lab:trainerImage)"
+NOTICE_HANDLER_NOT_INSTALLED = "not installed"

@@ -12,7 +12,7 @@ from lab.vocab.job import JobSpec
 from lab.vocab.layout import ETCD_CHART, NOTICE_CHART
 from lab.vocab.platform_facts import PlatformFacts
 from tests.k8s.helpers import render_job
-from tests.placements import AKS_PLACEMENT, aks_facts
+from tests.placements import AKS_PLACEMENT, TRAINER_IMAGE, aks_facts
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +29,7 @@ def _baseline(facts: PlatformFacts) -> list[dict[str, Any]]:
     from components.platform.values import etcd_values, notice_handler_values
     from lab.plan.platform_checks import operator_deployment
 
-    settings = PlatformSettings()
+    settings = PlatformSettings(notice_handler_image=TRAINER_IMAGE)
     objects = render_chart(
         ETCD_CHART, etcd_values(settings, AKS_PLACEMENT), release="etcd-rendezvous", namespace=facts.namespace
     )

@@ -16,7 +16,7 @@ from lab.vocab.layout import NOTICE_CHART
 from lab.vocab.pools import Taint
 from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION
 from tests.k8s.helpers import the
-from tests.placements import AKS_PLACEMENT
+from tests.placements import AKS_PLACEMENT, TRAINER_IMAGE
 
 NAMESPACE = "kube-system"
 
@@ -40,7 +40,7 @@ def _platform_values() -> dict[str, Any]:
     from components.platform.settings import PlatformSettings
     from components.platform.values import notice_handler_values
 
-    return notice_handler_values(PlatformSettings(), AKS_PLACEMENT)
+    return notice_handler_values(PlatformSettings(notice_handler_image=TRAINER_IMAGE), AKS_PLACEMENT)
 
 
 def _tolerates(tolerations: list[dict[str, Any]], taint: Taint) -> bool:

@@ -9,6 +9,7 @@ import yaml
 
 from lab.cli import main
 from lab.ops.jobs import JOB_NAME_LABEL, REPLICA_INDEX_LABEL
+from tests.placements import TRAINER_IMAGE
 
 from .fake_kube import node, pod
 from .test_drill import GPU, NS, SimulatedJob
@@ -71,6 +72,8 @@ def test_submit_dry_run_shows_the_per_step_job(capsys):
         "--stack",
         "aks-dev",
         "--dry-run",
+        "--image",
+        TRAINER_IMAGE,
         "--name",
         "ft",
         "--fault-tolerance",
@@ -130,13 +133,26 @@ def test_submit_dry_run_shows_the_per_step_job(capsys):
     ],
 )
 def test_sizing_is_checked_against_the_stack_before_anything_starts(capsys, stack, flags, message):
-    code, _, err = _run(capsys, "submit", "--stack", stack, "--dry-run", *flags)
+    image = ["--image", TRAINER_IMAGE] if "--image" not in flags else []
+    code, _, err = _run(capsys, "submit", "--stack", stack, "--dry-run", *image, *flags)
     assert code == 2 and message in err, err
 
 
 def test_sizing_lands_in_the_rendered_job(capsys):
     code, out, err = _run(
-        capsys, "submit", "--stack", "aks-dev", "--dry-run", "--cpu", "6", "--memory", "24Gi", "--replicas", "2"
+        capsys,
+        "submit",
+        "--stack",
+        "aks-dev",
+        "--dry-run",
+        "--image",
+        TRAINER_IMAGE,
+        "--cpu",
+        "6",
+        "--memory",
+        "24Gi",
+        "--replicas",
+        "2",
     )
     assert code == 0, err
     job = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "PyTorchJob")

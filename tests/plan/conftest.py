@@ -9,6 +9,7 @@ import pytest
 from lab.plan.harness import run_program
 from lab.plan.recording import Plan
 from lab.plan.stack_files import list_stacks, read_stack_config
+from tests.placements import TRAINER_IMAGE
 
 AKS_STACKS = [s for s in list_stacks() if read_stack_config(s)[0].get("elastic-spot-lab:cloud") == "aks"]
 
@@ -27,6 +28,7 @@ CLUSTER_CHECKS = [
     "guardrail:maintenance-window",
     "cost:priced",
     "guardrail:image-registry",
+    "platform:trainer-image",
     "guardrail:no-plain-secrets",
 ]
 
@@ -34,7 +36,7 @@ CLUSTER_CHECKS = [
 @pytest.fixture(scope="session")
 def aks_plan() -> Plan:
     """The aks-dev stack, planned once. Tests that mutate it take `broken_plan` instead."""
-    return run_program("aks-dev")
+    return run_program("aks-dev", {"trainerImage": TRAINER_IMAGE})  # deployed: its image pushed
 
 
 @pytest.fixture()

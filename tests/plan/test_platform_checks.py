@@ -21,6 +21,7 @@ from lab.plan.platform_checks import check_platforms, unseen_components
 from lab.vocab.layout import ROOT
 from lab.vocab.names import PLATFORM_TYPE as PLATFORM
 from lab.vocab.problems import InvalidInput
+from tests.placements import TRAINER_IMAGE
 
 from .real_preview import real_preview, remote_components
 
@@ -44,6 +45,7 @@ PLATFORM_CHECKS = {
     "guardrail:disruption-budgets-satisfiable",
     "guardrail:notice-handler-on-spot-nodes",
     "guardrail:worker-failures-surface",
+    "platform:trainer-image",
 }
 
 
@@ -53,7 +55,7 @@ def _plan(stack: str, overrides: dict | None = None):
 
 @pytest.fixture(scope="module")
 def aks_plan():
-    return _plan("aks-dev")
+    return _plan("aks-dev", {"trainerImage": TRAINER_IMAGE})  # deployed: its image pushed
 
 
 @pytest.fixture(scope="module")

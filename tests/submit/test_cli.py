@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from lab.vocab.layout import ROOT
+from tests.placements import TRAINER_IMAGE
 
 
 def _cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
@@ -65,7 +66,7 @@ def test_cli_submit_without_a_cluster_fails_clearly():
     if "kubectl is not installed" not in proc.stderr:
         assert "no Kubernetes API server reachable with kubeconfig" in proc.stderr
     assert "placeholder" not in proc.stderr  # nothing of the kubeconfig is printed
-    proc = _cli("submit", "--stack", "aks-dev")
+    proc = _cli("submit", "--stack", "aks-dev", "--image", TRAINER_IMAGE)
     assert proc.returncode == 1
     assert "kubeconfig" in proc.stderr and ("--kubeconfig" in proc.stderr or "deployed" in proc.stderr)
 

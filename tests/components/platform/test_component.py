@@ -24,9 +24,10 @@ from components.platform.settings import CheckpointSettings
 from lab.plan.harness import run_program
 from lab.plan.platform_checks import CRD_CHECK, check_platforms
 from lab.plan.recording import RecordedResource
+from lab.vocab.platform_facts import NOTICE_HANDLER_WAITS
 from lab.vocab.pools import PoolPlacement
 from lab.vocab.problems import InvalidInput
-from tests.placements import AKS_PLACEMENT, BYO_PLACEMENT, EKS_PLACEMENT
+from tests.placements import AKS_PLACEMENT, BYO_PLACEMENT, EKS_PLACEMENT, TRAINER_IMAGE
 
 CLIENT_ID = "11111111-2222-3333-4444-555555555555"
 AZURE_MIN = AzureBlobCheckpoint("a", "c", "rg", "id")
@@ -76,7 +77,7 @@ def declare_aks(
     placement: PoolPlacement = AKS_PLACEMENT,
 ) -> list[RecordedResource]:
     return declare(
-        settings or PlatformSettings(kubernetes_version="1.35"),
+        settings or PlatformSettings(kubernetes_version="1.35", notice_handler_image=TRAINER_IMAGE),
         checkpoint,
         placement,
         identity=AKS_IDENTITY,
@@ -492,13 +493,13 @@ def test_aks_gets_the_notice_handler_on_its_gpu_spot_nodes(aks):
     assert values["tolerations"] == [t.toleration() for t in AKS_PLACEMENT.gpu_taints]
     assert values["priorityClassName"] == "elastic-preserved"
     repo, tag = values["image"]["repository"], values["image"]["tag"]
-    assert (repo, tag) == PlatformSettings().notice_handler_image_parts and tag != "latest"
+    assert (repo, tag) == tuple(TRAINER_IMAGE.rsplit(":", 1)) and tag != "latest"
 
 
 def test_notice_handler_replaces_the_charts_default_selector():
     """The chart's default selects AKS's spot label; on another cluster Helm would merge it
     into ours and the handler would land nowhere: the platform deletes it."""
-    values = platform_values.notice_handler_values(PlatformSettings(), EKS_PLACEMENT)
+    values = platform_values.notice_handler_values(PlatformSettings(notice_handler_image=TRAINER_IMAGE), EKS_PLACEMENT)
     assert values["nodeSelector"] == {
         **dict(EKS_PLACEMENT.gpu_labels),
         "kubernetes.azure.com/scalesetpriority": None,
@@ -515,15 +516,34 @@ def test_notice_handler_replaces_the_charts_default_selector():
     ],
 )
 def test_notice_handler_installed_where_the_cluster_needs_it(setting, scheduled_events, installed):
-    settings = PlatformSettings(gpus_per_node=0, checkpoint=CheckpointSettings(size="20Gi"), notice_handler=setting)
+    settings = PlatformSettings(
+        gpus_per_node=0,
+        checkpoint=CheckpointSettings(size="20Gi"),
+        notice_handler=setting,
+        notice_handler_image=TRAINER_IMAGE,
+    )
     recs = declare(
         settings, StorageClassCheckpoint("standard", "ReadWriteOnce"), BYO_PLACEMENT, scheduled_events=scheduled_events
     )
     assert len(notice_charts(recs)) == int(installed)
 
 
+def test_without_a_trainer_image_the_handler_waits_and_says_so():
+    """A cluster that needs the handler, before its image is pushed: no handler (never one whose
+    image nothing publishes), and the platform's output says what it waits for."""
+    recs = declare_aks(PlatformSettings(kubernetes_version="1.35"))
+    assert notice_charts(recs) == []
+    platform = one(recs, "elastic-spot-lab:platform:TrainingPlatform")
+    assert platform.outputs["noticeHandler"] == NOTICE_HANDLER_WAITS
+
+
 def test_byo_with_the_handler_passes_the_offline_checks(crd):
-    settings = PlatformSettings(gpus_per_node=0, checkpoint=CheckpointSettings(size="20Gi"), notice_handler="true")
+    settings = PlatformSettings(
+        gpus_per_node=0,
+        checkpoint=CheckpointSettings(size="20Gi"),
+        notice_handler="true",
+        notice_handler_image=TRAINER_IMAGE,
+    )
     recs = declare(settings, StorageClassCheckpoint("standard", "ReadWriteOnce"), BYO_PLACEMENT)
     [report] = check_platforms(recs)
     assert [str(i) for i in report.items] == []

@@ -167,4 +167,16 @@ def test_notice_handler_settings():
     assert s.notice_handler_image_parts == ("registry.local:5000/t", "1.2")
     off = PlatformSettings.from_config({"spotNoticeHandler": {"enabled": False}})
     assert not off.notice_handler_enabled(notice_from_scheduled_events=True)
-    assert PlatformSettings().notice_handler_enabled(notice_from_scheduled_events=True)
+    # Where the cluster needs it (auto), only once the trainer image is pushed: never with an
+    # image nothing publishes.
+    waiting = PlatformSettings()
+    assert not waiting.notice_handler_enabled(notice_from_scheduled_events=True)
+    assert waiting.notice_handler_waits(notice_from_scheduled_events=True)
+    assert not waiting.notice_handler_waits(notice_from_scheduled_events=False)
+    pushed = PlatformSettings.from_config({}, trainer_image="acr.azurecr.io/elastic-spot-lab/trainer:1")
+    assert pushed.notice_handler_enabled(notice_from_scheduled_events=True)
+    assert pushed.notice_handler_image_parts == ("acr.azurecr.io/elastic-spot-lab/trainer", "1")
+    with pytest.raises(InvalidInput, match=r"spotNoticeHandler.image=None is invalid: expected the trainer image"):
+        PlatformSettings.from_config({"spotNoticeHandler": {"enabled": True}})
+    with pytest.raises(InvalidInput, match=r"which nothing publishes"):
+        PlatformSettings.from_config({"spotNoticeHandler": {"image": "ghcr.io/elastic-spot-lab/trainer:0.1.0"}})

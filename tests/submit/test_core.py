@@ -1,0 +1,43 @@
+"""lab.submit.core: which image a job runs on a stack, before anything is rendered."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from lab.submit.core import render_job, stack_target
+from lab.vocab.job import JobSpec
+from lab.vocab.problems import InvalidInput
+from tests.placements import TRAINER_IMAGE
+
+
+@pytest.fixture(scope="module")
+def aks():
+    return stack_target("aks-dev")
+
+
+def test_a_job_runs_the_stacks_trainer_image_unless_told_otherwise(aks):
+    pushed = dataclasses.replace(aks, trainer_image=TRAINER_IMAGE)
+    assert pushed.image_for(None) == TRAINER_IMAGE
+    assert pushed.image_for("other.azurecr.io/mine:2") == "other.azurecr.io/mine:2"
+
+
+def test_a_cloud_stack_without_a_pushed_image_says_how_to_get_one(aks):
+    assert aks.trainer_image is None  # the example stack file has none
+    with pytest.raises(InvalidInput, match=r"stack 'aks-dev' has no elastic-spot-lab:trainerImage yet") as refused:
+        aks.image_for(None)
+    assert refused.value.exit_code == 2 and "imageRegistry output" in str(refused.value)
+
+
+def test_a_byo_cluster_may_run_a_local_build_of_the_dockerfile():
+    byo = stack_target("byo")
+    assert byo.image_for(None) == JobSpec().image  # e.g. loaded with `kind load docker-image`
+    render_job(JobSpec(), byo)
+
+
+def test_the_dockerfiles_name_never_reaches_a_cloud_cluster(aks):
+    with pytest.raises(InvalidInput, match=r"--image='ghcr.io/elastic-spot-lab/trainer:0.1.0' is invalid") as refused:
+        render_job(JobSpec(), aks)
+    assert "which nothing publishes" in str(refused.value)
+    render_job(JobSpec(image=TRAINER_IMAGE), aks)
