@@ -26,6 +26,7 @@ from lab.vocab.errors import LabError
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import add_job_arguments
 from lab.vocab.job_flags import job_spec as job_fields_spec
+from lab.vocab.problems import InvalidInput, Problem
 
 
 def _connection_arguments(p: argparse.ArgumentParser, *, stack_required: bool) -> None:
@@ -89,6 +90,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     q.add_argument("--stack", help="stack name (stacks/Pulumi.<stack>.yaml) [every cloud's checks]")
     q.set_defaults(func=check_main)
+
+    q = subparsers.add_parser(
+        "image",
+        help="build the training image, push it to the stack's registry, make it the stack's trainerImage",
+        description="Build the Dockerfile for linux/amd64, log Docker in to the stack's registry (its imageRegistry "
+        "output: az acr login on AKS, an ECR token on EKS), push, and set elastic-spot-lab:trainerImage: the next "
+        "`up` installs the spot-notice handler from it and jobs run it by default.",
+    )
+    q.add_argument("--stack", required=True, help="a deployed aks or eks stack")
+    q.add_argument("--tag", help="the image's tag [the checkout's commit, -dirty with changes]")
+    q.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="passed to docker build, e.g. TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128",
+    )
+    q.add_argument("--dry-run", action="store_true", help="say every step, run none")
+    q.set_defaults(func=image_main)
 
     for name, helptext in (
         ("up", "check the stack offline, then `pulumi up` through the Automation API (with the policy pack)"),
@@ -257,6 +277,43 @@ def check_main(args: argparse.Namespace) -> int:
         return 1 if missing else 0
 
     return run_command("check", body)
+
+
+def image_main(args: argparse.Namespace) -> int:
+    def body() -> int:
+        from lab.stacks import image
+        from lab.stacks.automation import configured_cloud
+        from lab.stacks.outputs import read_outputs
+
+        cloud = configured_cloud(args.stack)
+        if cloud not in ("aks", "eks"):
+            raise InvalidInput(
+                [Problem("--stack", args.stack, "an aks or eks stack: a byo cluster has no registry of ours")]
+            )
+        tag = args.tag or image.commit_tag()
+        if not image.TAG.match(tag):
+            raise InvalidInput([Problem("--tag", tag, "a Docker tag: letters, digits, '_', '.', '-', at most 128")])
+        if args.dry_run:
+            registry = f"<imageRegistry of {args.stack}>"
+            reference = f"{registry}:{tag}" if cloud == "eks" else f"{registry}/{image.IMAGE_PATH}:{tag}"
+            steps = [image.Step("log Docker in to the stack's registry", (f"({cloud} login)",))]
+        else:
+            outputs = read_outputs(args.stack)
+            registry = outputs.need("image_registry")
+            reference = image.image_reference(cloud, registry, tag)
+            steps = image.login_steps(cloud, registry, outputs.region)
+        steps += image.build_steps(reference, args.build_arg)
+        if args.dry_run:
+            for step in steps:
+                print(f"would {step}")
+            print(f"would set {image.TRAINER_IMAGE_KEY}={reference} in stack {args.stack!r}")
+            return 0
+        image.run_steps(steps, say=lambda line: print(line, flush=True))
+        image.remember(args.stack, reference)
+        print(f"{image.TRAINER_IMAGE_KEY}={reference}; next: elastic-lab up --stack {args.stack}")
+        return 0
+
+    return run_command("image", body)
 
 
 def stack_main(args: argparse.Namespace) -> int:

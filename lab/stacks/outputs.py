@@ -38,6 +38,7 @@ _OUTPUT_FIELDS = {
     "platformNamespace": "platform_namespace",
     "etcdHost": "etcd_host",
     "checkpointClaim": "checkpoint_claim",
+    "imageRegistry": "image_registry",
 }
 
 
@@ -66,6 +67,9 @@ class StackOutputs:
     platform_namespace: str | None = None
     etcd_host: str | None = None
     checkpoint_claim: str | None = None
+    # The registry the nodes pull the training image from (AKS: an ACR login server; EKS: an
+    # ECR repository URL)
+    image_registry: str | None = None
 
     @classmethod
     def from_outputs(cls, stack: str, outputs: Mapping[str, Any]) -> StackOutputs:
