@@ -16,6 +16,7 @@ when it runs.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -136,6 +137,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         if name == "logs":
             q.add_argument("--worker", type=int, help="only this worker (replica index)")
             q.add_argument("-f", "--follow", action="store_true", help="stream the logs as they grow")
+            q.add_argument("--tail", type=int, metavar="N", help="only the last N lines of each worker [all]")
+            q.add_argument(
+                "--since", metavar="DURATION", help="only lines of the last DURATION, e.g. 30s, 10m, 2h [all]"
+            )
+            q.add_argument(
+                "-p",
+                "--previous",
+                action="store_true",
+                help="the previous container's log (a worker that restarted: its crash is there)",
+            )
         q.set_defaults(func=func)
 
 
@@ -232,13 +243,42 @@ def status_main(args: argparse.Namespace) -> int:
     return run_command("status", body)
 
 
+_DURATION = re.compile(r"^(\d+)(s|m|h)$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600}
+
+
+def log_window(args: argparse.Namespace) -> Any:
+    """The part of each log `logs` shows, from --tail/--since/--previous (refused with every
+    problem before anything is read)."""
+    from lab.ops.jobs import LogWindow
+
+    problems = []
+    if args.tail is not None and args.tail < 0:
+        problems.append(Problem("--tail", args.tail, "a number of lines >= 0"))
+    since = None
+    if args.since is not None:
+        m = _DURATION.match(args.since)
+        if not m or int(m.group(1)) == 0:
+            problems.append(Problem("--since", args.since, "a duration such as 30s, 10m or 2h"))
+        else:
+            since = int(m.group(1)) * _SECONDS[m.group(2)]
+    if args.previous and args.follow:
+        problems.append(Problem("--previous", True, "without --follow: the previous container has ended"))
+    if problems:
+        raise InvalidInput(problems)
+    return LogWindow(tail=args.tail, since_s=since, previous=args.previous)
+
+
 def logs_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.ops import jobs
 
+        window = log_window(args)  # refused before the cluster is asked anything
         with connected(args, stack_target_of(args.stack)) as (kube, namespace):
             try:
-                for pod, line in jobs.logs(kube, args.job, namespace, worker=args.worker, follow=args.follow):
+                for pod, line in jobs.logs(
+                    kube, args.job, namespace, worker=args.worker, follow=args.follow, window=window
+                ):
                     print(f"[{pod}] {line}", flush=True)
             except KeyboardInterrupt:
                 return 130

@@ -403,9 +403,32 @@ def list_jobs(kube: KubeApi, namespace: str) -> list[str]:
 
 
 # ------------------------------------------------------------------ logs
-def _pod_lines(kube: KubeApi, pod: str, namespace: str, follow: bool) -> Iterator[str]:
+@dataclass(frozen=True)
+class LogWindow:
+    """Which part of a pod's log: its last `tail` lines, the last `since_s` seconds, or the
+    previous container's (a worker that restarted: the crash is there)."""
+
+    tail: int | None = None
+    since_s: int | None = None
+    previous: bool = False
+
+    def query(self) -> dict[str, Any]:
+        """The log request's parameters (the kubernetes client's names)."""
+        out: dict[str, Any] = {}
+        if self.tail is not None:
+            out["tail_lines"] = self.tail
+        if self.since_s is not None:
+            out["since_seconds"] = self.since_s
+        if self.previous:
+            out["previous"] = True
+        return out
+
+
+def _pod_lines(kube: KubeApi, pod: str, namespace: str, follow: bool, window: LogWindow | None = None) -> Iterator[str]:
     try:
-        response = kube.core.read_namespaced_pod_log(pod, namespace, follow=follow, _preload_content=False)
+        response = kube.core.read_namespaced_pod_log(
+            pod, namespace, follow=follow, _preload_content=False, **(window or LogWindow()).query()
+        )
     except ApiException as exc:
         raise api_error(exc, f"reading the log of pod {namespace}/{pod}") from None
     pending = b""
@@ -428,7 +451,13 @@ def logs_of_pod(kube: KubeApi, pod: str, namespace: str, *, follow: bool = False
 
 
 def logs(
-    kube: KubeApi, name: str, namespace: str, *, worker: int | None = None, follow: bool = False
+    kube: KubeApi,
+    name: str,
+    namespace: str,
+    *,
+    worker: int | None = None,
+    follow: bool = False,
+    window: LogWindow | None = None,
 ) -> Iterator[tuple[str, str]]:
     """(pod, line) of the job's workers (or of one, by replica index); with `follow`, the
     lines of all workers as they come, until every stream ends."""
@@ -439,14 +468,14 @@ def logs(
     names = [p.metadata.name for p in pods]
     if not follow:
         for pod in names:
-            for line in _pod_lines(kube, pod, namespace, follow=False):
+            for line in _pod_lines(kube, pod, namespace, follow=False, window=window):
                 yield pod, line
         return
     lines: queue.Queue[tuple[str, str | BaseException | None]] = queue.Queue()
 
     def pump(pod: str) -> None:
         try:
-            for line in _pod_lines(kube, pod, namespace, follow=True):
+            for line in _pod_lines(kube, pod, namespace, follow=True, window=window):
                 lines.put((pod, line))
         except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
             lines.put((pod, exc))

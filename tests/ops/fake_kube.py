@@ -70,6 +70,8 @@ class FakeKube:
         self.objects: dict[str, dict[str, Any]] = {}  # "<group path>/<ns or ''>/<plural>/<name>" -> object
         self.logs: dict[tuple[str, str], list[str]] = {}  # (namespace, pod) -> lines
         self.closed_logs: set[tuple[str, str]] = set()
+        self.previous_logs: dict[tuple[str, str], list[str]] = {}  # a restarted container's last run
+        self.log_queries: list[dict[str, list[str]]] = []  # each log request's query, as sent
         self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
         self.refuse_evictions: set[str] = set()
         self.on_request: Callable[[str, str], None] | None = None
@@ -322,6 +324,9 @@ class FakeKube:
         if self.get("Pod", name, ns) is None and (ns, name) not in self.logs:
             return self._send(http, 404, _status(404, "NotFound", f'pods "{name}" not found'))
         follow = (query.get("follow") or ["false"])[0].lower() == "true"  # the client sends True
+        self.log_queries.append(query)
+        previous = (query.get("previous") or ["false"])[0].lower() == "true"
+        tail = int(query["tailLines"][0]) if "tailLines" in query else None
         http.send_response(200)
         http.send_header("Content-Type", "text/plain")
         http.send_header("Transfer-Encoding", "chunked")
@@ -329,8 +334,10 @@ class FakeKube:
         sent = 0
         while True:
             with self.lock:
-                lines = list(self.logs.get((ns, name), []))
-                closed = (ns, name) in self.closed_logs
+                lines = list((self.previous_logs if previous else self.logs).get((ns, name), []))
+                closed = previous or (ns, name) in self.closed_logs
+                if tail is not None and sent == 0:
+                    sent = max(0, len(lines) - tail)
             for line in lines[sent:]:
                 data = (line + "\n").encode()
                 http.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

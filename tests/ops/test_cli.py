@@ -181,6 +181,32 @@ def test_status_logs_delete(api_server, kubeconfig, capsys):
     assert code == 1 and "no PyTorchJob training/demo" in err
 
 
+def test_logs_show_the_tail_a_time_window_or_the_previous_container(api_server, kubeconfig, capsys):
+    assert _run(capsys, "submit", "--stack", "byo", "--kubeconfig", kubeconfig, "--name", "demo")[0] == 0
+    api_server.put(pod("demo-worker-0", NS, {JOB_NAME_LABEL: "demo", REPLICA_INDEX_LABEL: "0"}, "gpu-0"))
+    api_server.add_log(NS, "demo-worker-0", "one", "two", "three", close=True)
+    api_server.previous_logs[(NS, "demo-worker-0")] = ["Traceback (most recent call last):", "OSError: boom"]
+    base = ("logs", "--stack", "byo", "--kubeconfig", kubeconfig, "--job", "demo")
+    code, out, _ = _run(capsys, *base, "--tail", "2")
+    assert code == 0 and out == "[demo-worker-0] two\n[demo-worker-0] three\n"
+    code, out, _ = _run(capsys, *base, "--previous", "--since", "10m")
+    assert code == 0 and out.endswith("[demo-worker-0] OSError: boom\n")
+    assert api_server.log_queries[-1]["sinceSeconds"] == ["600"] and api_server.log_queries[-1]["previous"] == ["True"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--tail", "-1"], "--tail=-1 is invalid: expected a number of lines >= 0"),
+        (["--since", "yesterday"], "--since='yesterday' is invalid: expected a duration such as 30s, 10m or 2h"),
+        (["--previous", "--follow"], "--previous=True is invalid: expected without --follow"),
+    ],
+)
+def test_a_bad_log_window_is_refused_before_the_cluster_is_asked(capsys, flags, said):
+    code, _, err = _run(capsys, "logs", "--kubeconfig", "/nonexistent", "--job", "demo", *flags)
+    assert code == 2 and said in err
+
+
 def test_context_and_kubeconfig_env(api_server, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KUBECONFIG", str(api_server.kubeconfig(tmp_path, context="lab", namespace="training")))
     code, out, err = _run(capsys, "status", "--context", "lab")
