@@ -16,6 +16,8 @@ when it runs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -90,6 +92,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Without --stack: the Pulumi and cloud checks of every cloud. `up` runs the stack's checks first.",
     )
     q.add_argument("--stack", help="stack name (stacks/Pulumi.<stack>.yaml) [every cloud's checks]")
+    q.add_argument("-o", "--output", choices=("text", "json"), default="text", help="how to print it [text]")
     q.set_defaults(func=check_main)
 
     q = subparsers.add_parser(
@@ -134,6 +137,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             required=name != "status",
             help="job name" + (" (default: list the jobs)" if name == "status" else ""),
         )
+        if name == "status":
+            q.add_argument("-o", "--output", choices=("text", "json"), default="text", help="how to print it [text]")
         if name == "logs":
             q.add_argument("--worker", type=int, help="only this worker (replica index)")
             q.add_argument("-f", "--follow", action="store_true", help="stream the logs as they grow")
@@ -232,12 +237,17 @@ def status_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.ops import jobs
 
+        as_json = args.output == "json"
         with connected(args, stack_target_of(args.stack)) as (kube, namespace):
             if not args.job:
                 names = jobs.list_jobs(kube, namespace)
-                print(f"PyTorchJobs in {namespace}: " + (", ".join(names) if names else "none"))
+                if as_json:
+                    print(json.dumps({"namespace": namespace, "jobs": names}, indent=2))
+                else:
+                    print(f"PyTorchJobs in {namespace}: " + (", ".join(names) if names else "none"))
                 return 0
-            print("\n".join(jobs.status(kube, args.job, namespace).lines()))
+            found = jobs.status(kube, args.job, namespace)
+            print(json.dumps(found.as_dict(), indent=2) if as_json else "\n".join(found.lines()))
         return 0
 
     return run_command("status", body)
@@ -307,12 +317,16 @@ def check_main(args: argparse.Namespace) -> int:
         if args.stack:
             cloud = configured_cloud(args.stack)
             found = stack_prerequisites(cloud, args.stack)
-            print(f"stack {args.stack!r} ({cloud}):")
+            if args.output != "json":
+                print(f"stack {args.stack!r} ({cloud}):")
         else:
             found = prerequisites.check(None)
+        missing = prerequisites.problems(found)
+        if args.output == "json":
+            print(json.dumps({"stack": args.stack, "prerequisites": [dataclasses.asdict(p) for p in found]}, indent=2))
+            return 1 if missing else 0
         for item in found:
             print(item.line())
-        missing = prerequisites.problems(found)
         print(f"{len(missing)} missing" if missing else "everything needed is here")
         return 1 if missing else 0
 

@@ -12,6 +12,7 @@ Refusals come back as `JobError` with the server's reason, not as matched text.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import queue
 import threading
 import time
@@ -261,6 +262,13 @@ class JobStatus:
     def state(self) -> str:
         """The newest true condition (Created, Running, Restarting, Succeeded, Failed)."""
         return self.conditions[-1][0] if self.conditions else "Pending"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The status as `-o json` prints it: every field, the state, conditions as objects."""
+        out = dataclasses.asdict(self)
+        out["state"] = self.state
+        out["conditions"] = [{"type": t, "reason": r, "message": m} for t, r, m in self.conditions]
+        return out
 
     @property
     def running_workers(self) -> int:

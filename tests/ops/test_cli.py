@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -173,6 +174,12 @@ def test_status_logs_delete(api_server, kubeconfig, capsys):
     assert code == 0 and "PyTorchJobs in training: demo" in out
     code, out, _ = _run(capsys, "status", *conn, "--job", "demo")
     assert code == 0 and "pod demo-worker-0 (worker 0): Running ready on gpu-0" in out
+    code, out, _ = _run(capsys, "status", *conn, "--job", "demo", "-o", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["name"] == "demo" and doc["namespace"] == NS
+    assert [(p["name"], p["index"], p["node"]) for p in doc["pods"]] == [("demo-worker-0", 0, "gpu-0")]
+    code, out, _ = _run(capsys, "status", *conn, "-o", "json")
+    assert code == 0 and json.loads(out) == {"namespace": NS, "jobs": ["demo"]}
     code, out, _ = _run(capsys, "logs", *conn, "--job", "demo", "--worker", "0")
     assert code == 0 and out == "[demo-worker-0] hello\n"
     code, out, _ = _run(capsys, "delete", *conn, "--job", "demo")

@@ -214,3 +214,14 @@ def test_every_problem_is_said_at_once(path_with):
     missing = prerequisites.problems(found)
     assert [p.name for p in missing] == ["Pulumi CLI", "Azure credentials"]
     assert found[-1].name.startswith("Docker") and not found[-1].required  # a warning only
+
+
+def test_the_command_line_prints_them_as_json_and_fails_while_one_is_missing(path_with, capsys):
+    from lab.cli import main
+
+    code = main(["check", "--stack", "byo", "-o", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["stack"] == "byo"
+    found = {p["name"]: p for p in doc["prerequisites"]}
+    assert found["Pulumi CLI"]["ok"] is False and found["Pulumi CLI"]["fix"].startswith("install it")
+    assert "cluster API server" in found
