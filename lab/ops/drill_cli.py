@@ -34,6 +34,31 @@ CLUSTER_ONLY = {
     "--namespace": "namespace",
 }
 DEFAULT_BACKEND = {"aks": "aks", "eks": "eks"}  # any other cloud (byo): kubernetes
+# The local drill's options the cluster drill has no use for: its nodes are the cluster's, its
+# faults are the cloud's own evictions, its model and script arguments are the job's.
+LOCAL_ONLY = (
+    "nodes",
+    "model",
+    "parallel",
+    "etcd_binary",
+    "fault",
+    "outage",
+    "rendezvous_data",
+    "eviction",
+    "notice",
+    "evict_after",
+    "victim",
+    "scale_out_after",
+    "baselines",
+    "timeout",
+    "quiet",
+)
+
+
+def local_only_given(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The local-only options given a value other than their default (named as typed)."""
+    flags = {a.dest: a.option_strings[-1] for a in parser._actions if a.option_strings}
+    return [flags[dest] for dest in LOCAL_ONLY if dest in flags and getattr(args, dest) != parser.get_default(dest)]
 
 
 def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argparse.Namespace], int]) -> None:
@@ -70,6 +95,15 @@ def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argpar
 
     def dispatch(args: argparse.Namespace) -> int:
         if args.stack:
+            ignored = local_only_given(p, args)
+            if ignored:
+                print(
+                    f"elastic-lab drill: {', '.join(ignored)} {'applies' if len(ignored) == 1 else 'apply'} to the "
+                    "local drill only; the cluster drill "
+                    "(--stack) evicts a real node (--evict-with, --node) and sizes the job with the job options",
+                    file=sys.stderr,
+                )
+                return 2
             return drill_main(args)
         needs_stack = [flag for flag, dest in CLUSTER_ONLY.items() if getattr(args, dest) not in (None, False, 1800.0)]
         if needs_stack:

@@ -260,6 +260,14 @@ def test_drill_on_the_cluster_end_to_end(api_server, kubeconfig, capsys, tmp_pat
     assert (tmp_path / "run" / "report.json").is_file() and (tmp_path / "run" / "timeline.png").is_file()
 
 
+def test_local_drill_options_are_refused_with_a_stack_never_ignored(capsys):
+    code, out, err = _run(capsys, "drill", "--stack", "byo", "--dry-run", "--nodes", "5", "--eviction", "notice")
+    assert code == 2 and out == ""
+    assert err.startswith("elastic-lab drill: --nodes, --eviction apply to the local drill only")
+    code, _, err = _run(capsys, "drill", "--stack", "byo", "--dry-run", "--timeout", "99")
+    assert code == 2 and "--timeout applies to the local drill only" in err
+
+
 def test_cluster_options_need_a_stack(capsys):
     code, _, err = _run(capsys, "drill", "--node", "gpu-0", "--force")
     assert code == 2 and "--node, --force need(s) --stack" in err
