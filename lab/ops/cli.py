@@ -34,7 +34,10 @@ from lab.vocab.problems import InvalidInput, Problem
 
 def _connection_arguments(p: argparse.ArgumentParser, *, stack_required: bool) -> None:
     p.add_argument(
-        "--stack", required=stack_required, help="stack name (stacks/Pulumi.<stack>.yaml): its platform and cluster"
+        "-s",
+        "--stack",
+        required=stack_required,
+        help="stack name (stacks/Pulumi.<stack>.yaml): its platform and cluster",
     )
     p.add_argument("--kubeconfig", help="kubeconfig file (default: the stack's, else $KUBECONFIG)")
     p.add_argument("--context", help="kubeconfig context (default: the current one)")
@@ -91,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "account, resource providers, the aws CLI for EKS, a byo cluster's API server, Docker for the image. "
         "Without --stack: the Pulumi and cloud checks of every cloud. `up` runs the stack's checks first.",
     )
-    q.add_argument("--stack", help="stack name (stacks/Pulumi.<stack>.yaml) [every cloud's checks]")
+    q.add_argument("-s", "--stack", help="stack name (stacks/Pulumi.<stack>.yaml) [every cloud's checks]")
     q.add_argument("-o", "--output", choices=("text", "json"), default="text", help="how to print it [text]")
     q.set_defaults(func=check_main)
 
@@ -102,7 +105,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "output: az acr login on AKS, an ECR token on EKS), push, and set elastic-spot-lab:trainerImage: the next "
         "`up` installs the spot-notice handler from it and jobs run it by default.",
     )
-    q.add_argument("--stack", required=True, help="a deployed aks or eks stack")
+    q.add_argument("-s", "--stack", required=True, help="a deployed aks or eks stack")
     q.add_argument("--tag", help="the image's tag [the checkout's commit, -dirty with changes]")
     q.add_argument(
         "--build-arg",
@@ -120,7 +123,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ("destroy", "`pulumi destroy` of the stack (see `teardown` for jobs, volumes and leftovers too)"),
     ):
         q = subparsers.add_parser(name, help=helptext, description=helptext)
-        q.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
+        q.add_argument("-s", "--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
         if name != "preview":
             q.add_argument("--yes", action="store_true", help="skip the preview and the question (for scripts)")
         q.set_defaults(func=stack_main, operation=name)
@@ -133,10 +136,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         q = subparsers.add_parser(name, help=helptext, description=helptext)
         _connection_arguments(q, stack_required=False)
         q.add_argument(
-            "--job",
-            required=name != "status",
-            help="job name" + (" (default: list the jobs)" if name == "status" else ""),
+            "job_name",
+            nargs="?",
+            metavar="JOB",
+            help="job name, or give it with --job" + (" (neither: list the jobs)" if name == "status" else ""),
         )
+        q.add_argument("--job", help="job name (the same as JOB)")
         if name == "status":
             q.add_argument("-o", "--output", choices=("text", "json"), default="text", help="how to print it [text]")
         if name == "logs":
@@ -233,20 +238,39 @@ def connected(args: argparse.Namespace, target: Any = None) -> Iterator[tuple[An
         yield kube, namespace_of(args, target, kube)
 
 
+def job_named(args: argparse.Namespace) -> str | None:
+    """The job a command is about: JOB or --job (the same name if both); None if neither."""
+    given = [n for n in (args.job_name, args.job) if n]
+    if len(set(given)) > 1:
+        raise InvalidInput(
+            [Problem("--job", args.job, f"the same job as JOB ({args.job_name!r}), or only one of them")]
+        )
+    return given[0] if given else None
+
+
+def the_job(args: argparse.Namespace) -> str:
+    """The job a command needs (InvalidInput when neither JOB nor --job names one)."""
+    name = job_named(args)
+    if name is None:
+        raise InvalidInput([Problem("JOB", None, "the job's name (as JOB or --job): `elastic-lab status` lists them")])
+    return name
+
+
 def status_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.ops import jobs
 
+        name = job_named(args)
         as_json = args.output == "json"
         with connected(args, stack_target_of(args.stack)) as (kube, namespace):
-            if not args.job:
+            if not name:
                 names = jobs.list_jobs(kube, namespace)
                 if as_json:
                     print(json.dumps({"namespace": namespace, "jobs": names}, indent=2))
                 else:
                     print(f"PyTorchJobs in {namespace}: " + (", ".join(names) if names else "none"))
                 return 0
-            found = jobs.status(kube, args.job, namespace)
+            found = jobs.status(kube, name, namespace)
             print(json.dumps(found.as_dict(), indent=2) if as_json else "\n".join(found.lines()))
         return 0
 
@@ -283,11 +307,12 @@ def logs_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.ops import jobs
 
+        name = the_job(args)
         window = log_window(args)  # refused before the cluster is asked anything
         with connected(args, stack_target_of(args.stack)) as (kube, namespace):
             try:
                 for pod, line in jobs.logs(
-                    kube, args.job, namespace, worker=args.worker, follow=args.follow, window=window
+                    kube, name, namespace, worker=args.worker, follow=args.follow, window=window
                 ):
                     print(f"[{pod}] {line}", flush=True)
             except KeyboardInterrupt:
@@ -301,8 +326,9 @@ def delete_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.ops import jobs
 
+        name = the_job(args)
         with connected(args, stack_target_of(args.stack)) as (kube, namespace):
-            deleted = jobs.delete(kube, args.job, namespace)
+            deleted = jobs.delete(kube, name, namespace)
         print(f"deleted {', '.join(deleted)} from namespace {namespace}")
         return 0
 

@@ -65,7 +65,7 @@ def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argpar
     """The cluster drill's options on `elastic-lab drill`; with --stack it runs on the stack's
     cluster, without it the local drill (`local_main`) runs as before."""
     c = p.add_argument_group("cluster (with --stack: the drill runs on the stack's cluster)")
-    c.add_argument("--stack", help="run the drill on this stack's cluster instead of this machine")
+    c.add_argument("-s", "--stack", help="run the drill on this stack's cluster instead of this machine")
     c.add_argument("--job", help="attach to this running job instead of submitting one")
     c.add_argument("--replace", action="store_true", help="replace a job of the same name when submitting")
     c.add_argument(

@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--stack", help="the stack to tear down")
+    where.add_argument("-s", "--stack", help="the stack to tear down")
     where.add_argument("--local", action="store_true", help="the local target: stop a local run and remove it")
     p.add_argument("--workdir", type=Path, help="--local: this run's work directory (default: every run under runs/)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")

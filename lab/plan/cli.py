@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--stack", default="aks-dev", help="stack name: stacks/Pulumi.<stack>.yaml [aks-dev]")
+    p.add_argument("-s", "--stack", default="aks-dev", help="stack name: stacks/Pulumi.<stack>.yaml [aks-dev]")
     p.add_argument("--all-stacks", action="store_true", help="plan every stacks/Pulumi.*.yaml in turn")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument(

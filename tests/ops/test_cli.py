@@ -182,7 +182,13 @@ def test_status_logs_delete(api_server, kubeconfig, capsys):
     assert code == 0 and json.loads(out) == {"namespace": NS, "jobs": ["demo"]}
     code, out, _ = _run(capsys, "logs", *conn, "--job", "demo", "--worker", "0")
     assert code == 0 and out == "[demo-worker-0] hello\n"
-    code, out, _ = _run(capsys, "delete", *conn, "--job", "demo")
+    code, out, _ = _run(capsys, "logs", *conn, "demo", "--tail", "1")  # the job as JOB, or --job
+    assert code == 0 and out == "[demo-worker-0] hello\n"
+    code, _, err = _run(capsys, "logs", *conn, "demo", "--job", "other")
+    assert code == 2 and "--job='other' is invalid: expected the same job as JOB ('demo')" in err
+    code, _, err = _run(capsys, "delete", *conn)
+    assert code == 2 and "JOB=None is invalid: expected the job's name (as JOB or --job)" in err
+    code, out, _ = _run(capsys, "delete", "-s", "byo", "--kubeconfig", kubeconfig, "demo")
     assert code == 0 and "deleted PyTorchJob/demo" in out
     code, _, err = _run(capsys, "status", *conn, "--job", "demo")
     assert code == 1 and "no PyTorchJob training/demo" in err
