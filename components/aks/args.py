@@ -8,10 +8,12 @@ every problem at once; each names the field, the bad value and what is expected.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.vocab.azure_regions import AZURE_REGIONS
 from lab.vocab.azure_tags import tag_problems
 from lab.vocab.checkpoint_location import AKS_KEPT, adoption_problems
 from lab.vocab.names import DNS_LABEL
@@ -282,11 +284,21 @@ def _is_int(value: Any) -> bool:
 
 
 def _location(args: AksClusterArgs, found: _FieldProblems) -> None:
-    if (loc := found.text("location")) is not None and (not _REGION.match(loc) or len(loc) > 40):
+    if (loc := found.text("location")) is None:
+        return
+    if not _REGION.match(loc) or len(loc) > 40:
         hint = f" (did you mean {re.sub(r'[^a-z0-9]', '', loc.lower())!r}?)" if loc.strip() else ""
         found.bad(
             "location",
             "an Azure region name: lower-case letters and digits, no spaces, e.g. eastus or westeurope" + hint,
+        )
+    elif loc not in AZURE_REGIONS:
+        close = difflib.get_close_matches(loc, sorted(AZURE_REGIONS), n=1)
+        found.bad(
+            "location",
+            "an Azure region (`az account list-locations --query [].name`)"
+            + (f": did you mean {close[0]!r}?" if close else "")
+            + " (if Azure opened it after lab/vocab/azure_regions.py was written, add it there)",
         )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.vocab.layout import ROOT
+from lab.vocab.names import PROJECT
 
 PULUMI_INSTALL = "https://www.pulumi.com/docs/install/"
 AWS_CLI_INSTALL = "https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"
@@ -143,9 +144,18 @@ def azure(stack_config: Mapping[str, Any], env: Mapping[str, str], **client_kwar
     out.append(Prerequisite("Azure subscription", True, f"{subscription} (from {source})"))
     resources = ResourceManagementClient(credential, subscription, **client_kwargs)
     unregistered = []
+    aks_regions: set[str] | None = None
     for namespace in AZURE_PROVIDERS:
         try:
-            state = resources.providers.get(namespace).registration_state
+            provider = resources.providers.get(namespace)
+            state = provider.registration_state
+            if namespace == "Microsoft.ContainerService":
+                aks_regions = {
+                    _region_name(location)
+                    for kind in provider.resource_types or []
+                    if str(kind.resource_type).lower() == "managedclusters"
+                    for location in kind.locations or []
+                }
         except AzureError as exc:
             out.append(
                 Prerequisite(
@@ -167,7 +177,23 @@ def azure(stack_config: Mapping[str, Any], env: Mapping[str, str], **client_kwar
             "; ".join(f"az provider register --namespace {u.split(' ')[0]}" for u in unregistered),
         )
     )
+    location = str(stack_config.get(f"{PROJECT}:location") or "")
+    if location and aks_regions:
+        out.append(
+            Prerequisite(
+                "AKS in the stack's location",
+                location in aks_regions,
+                f"{location}: " + ("AKS runs there" if location in aks_regions else "Azure offers no AKS there"),
+                f"a location where Azure offers AKS (e.g. {', '.join(sorted(aks_regions)[:4])}): "
+                "set elastic-spot-lab:location",
+            )
+        )
     return out
+
+
+def _region_name(display: str) -> str:
+    """ARM lists a provider's locations by display name ("East US"); config names them "eastus"."""
+    return "".join(display.split()).lower()
 
 
 def chosen_subscription(stack_config: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str | None, str]:

@@ -101,6 +101,16 @@ CONFIG_VALUES = {
         "elastic-spot-lab:cpuInstanceType=m6i.mega",
         "elastic-spot-lab:cpuInstanceType='m6i.mega' is invalid: expected an EC2 instance type (botocore",
     ),
+    "azure-region-that-does-not-exist": (
+        "aks-dev",
+        "elastic-spot-lab:location=marsnorth",
+        "elastic-spot-lab:location='marsnorth' is invalid: expected an Azure region (`az account list-locations",
+    ),
+    "azure-region-misspelt": (
+        "aks-dev",
+        "elastic-spot-lab:location=westeurop",
+        "did you mean 'westeurope'?",
+    ),
     "aks-kubernetes-from-the-future": (
         "aks-dev",
         "elastic-spot-lab:kubernetesVersion=1.99",

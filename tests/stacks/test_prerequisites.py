@@ -107,6 +107,33 @@ def test_azure_subscription_and_providers_through_arm():
     assert {s.path.rsplit("/", 1)[-1] for s in transport.sent} == set(AZURE_PROVIDERS)
 
 
+def test_a_location_without_aks_is_said():
+    answers = _providers(dict.fromkeys(AZURE_PROVIDERS, "Registered"))
+    answers[("GET", f"/subscriptions/{SUB}/providers/Microsoft.ContainerService")] = Answer(
+        200,
+        {
+            "namespace": "Microsoft.ContainerService",
+            "registrationState": "Registered",
+            "resourceTypes": [
+                {"resourceType": "managedClusters", "locations": ["East US", "West Europe", "Sweden Central"]},
+                {"resourceType": "fleets", "locations": ["Central India"]},
+            ],
+        },
+    )
+    config = {"elastic-spot-lab:location": "centralindia"}
+    found = prerequisites.azure(
+        config, {"ARM_SUBSCRIPTION_ID": SUB}, credential=FakeCredential(), transport=ArmTransport(answers)
+    )
+    aks = found[-1]
+    assert aks.name == "AKS in the stack's location" and not aks.ok
+    assert aks.found == "centralindia: Azure offers no AKS there" and "eastus" in aks.fix
+    config = {"elastic-spot-lab:location": "swedencentral"}
+    found = prerequisites.azure(
+        config, {"ARM_SUBSCRIPTION_ID": SUB}, credential=FakeCredential(), transport=ArmTransport(answers)
+    )
+    assert found[-1].ok
+
+
 def test_an_unregistered_provider_is_named_with_its_register_command():
     states = dict.fromkeys(AZURE_PROVIDERS, "Registered") | {"Microsoft.ContainerService": "NotRegistered"}
     found = prerequisites.azure(
