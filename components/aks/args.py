@@ -46,6 +46,18 @@ _PRE_TURING = (
     (re.compile(r"^Standard_NV\d+s?(_v3)?$"), "M60"),
     (re.compile(r"^Standard_NC\d+r?$"), "K80"),
 )
+# NVIDIA sizes of the families the trainer image runs on (Turing and newer, x86_64), by GPU: the
+# GPU pool's size must be one of them. A family Azure adds later: add its sizes here.
+NVIDIA_GPU_SIZES = (
+    (re.compile(r"^Standard_NC(4|8|16|64)as_T4_v3$"), "T4"),
+    (re.compile(r"^Standard_NV(6|12|18|36|72)ads_A10_v5$|^Standard_NV36adms_A10_v5$"), "A10"),
+    (re.compile(r"^Standard_NC(24|48|96)ads_A100_v4$"), "A100 80GB PCIe"),
+    (re.compile(r"^Standard_ND96asr_v4$"), "A100 40GB (8x, InfiniBand)"),
+    (re.compile(r"^Standard_ND96amsr_A100_v4$"), "A100 80GB (8x, InfiniBand)"),
+    (re.compile(r"^Standard_NC40ads_H100_v5$|^Standard_NC80adis_H100_v5$|^Standard_NCC40ads_H100_v5$"), "H100 NVL"),
+    (re.compile(r"^Standard_ND96isr_H100_v5$"), "H100 (8x, InfiniBand)"),
+    (re.compile(r"^Standard_ND96isr_H200_v5$"), "H200 (8x, InfiniBand)"),
+)
 _CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9]$|^[a-zA-Z0-9][-_a-zA-Z0-9]{0,61}[a-zA-Z0-9]$")
 _RESOURCE_GROUP = re.compile(r"^[-\w._()]{1,90}$")
 _POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
@@ -424,6 +436,13 @@ def _gpu_vm_size(args: AksClusterArgs, found: _FieldProblems) -> None:
             f"a GPU the trainer image can run: {gpu} has a {old}, and {TORCH_CUDA_BUILD} has no kernels for GPUs "
             f"before {MIN_GPU_ARCHITECTURE} (e.g. Standard_NC4as_T4_v3, Standard_NV6ads_A10_v5, "
             "Standard_NC24ads_A100_v4)",
+        )
+    elif not any(pattern.match(gpu) for pattern, _ in NVIDIA_GPU_SIZES):
+        found.bad(
+            "gpu_vm_size",
+            "an NVIDIA GPU size Azure offers and the trainer image runs on: the NCasT4_v3 (T4), NVadsA10_v5 (A10), "
+            "NC_A100_v4, ND_A100_v4, NCads_H100_v5, ND_H100_v5 or ND_H200_v5 sizes, e.g. Standard_NC4as_T4_v3 "
+            "(a size Azure added since: add it to NVIDIA_GPU_SIZES in components/aks/args.py)",
         )
 
 

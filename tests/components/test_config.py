@@ -180,3 +180,27 @@ def test_platform_problems_are_reported_even_without_a_cloud():
     with pytest.raises(InvalidInput) as info:
         _load(cloud=None, platform=json.dumps({"etcd": {"tag": "latest"}}))
     assert {p.key for p in info.value.problems} == {"elastic-spot-lab:cloud", "elastic-spot-lab:platform.etcd.tag"}
+
+
+@pytest.mark.parametrize(
+    "size",
+    [
+        "Standard_NC4as_T4_v3",
+        "Standard_NC64as_T4_v3",
+        "Standard_NV36adms_A10_v5",
+        "Standard_NC96ads_A100_v4",
+        "Standard_ND96amsr_A100_v4",
+        "Standard_NC40ads_H100_v5",
+        "Standard_NC80adis_H100_v5",
+        "Standard_ND96isr_H200_v5",
+    ],
+)
+def test_the_gpu_pool_takes_every_known_nvidia_size(size):
+    AksClusterArgs(location="eastus", resource_group_name="rg", cluster_name="c", gpu_vm_size=size).validate()
+
+
+@pytest.mark.parametrize("size", ["Standard_NC999_fake", "Standard_NC4as_T4_v9", "Standard_NV6ads_A10_v4"])
+def test_an_nvidia_looking_size_azure_does_not_offer_is_refused(size):
+    args = AksClusterArgs(location="eastus", resource_group_name="rg", cluster_name="c", gpu_vm_size=size)
+    with pytest.raises(InvalidInput, match=r"expected an NVIDIA GPU size Azure offers and the trainer image runs on"):
+        args.validate()

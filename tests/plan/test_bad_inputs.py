@@ -111,6 +111,11 @@ CONFIG_VALUES = {
         "elastic-spot-lab:location=westeurop",
         "did you mean 'westeurope'?",
     ),
+    "azure-gpu-size-that-does-not-exist": (
+        "aks-dev",
+        "elastic-spot-lab:gpuVmSize=Standard_NC999_fake",
+        "elastic-spot-lab:gpuVmSize='Standard_NC999_fake' is invalid: expected an NVIDIA GPU size Azure offers",
+    ),
     "aks-kubernetes-from-the-future": (
         "aks-dev",
         "elastic-spot-lab:kubernetesVersion=1.99",
