@@ -38,7 +38,9 @@ def test_drill_and_submit_describe_the_job_with_the_same_flags():
     # and they mean the same JobSpec
     flags = "--stack byo --min-nodes 1 --max-nodes 4 --backend c10d --rdzv-settings torch-defaults --pg-timeout 20"
     args = submit_parser.parse_args(flags.split())
-    spec = submit_cli.job_spec(args)
+    from lab.submit.core import stack_target
+
+    spec = submit_cli.job_spec(args, stack_target("byo"))
     assert (spec.min_nodes, spec.max_nodes, spec.rdzv_backend.value, spec.pg_timeout_s) == (1, 4, "c10d", 20)
     assert spec.rdzv_timeouts == RendezvousTimeouts.torch_defaults()
 
