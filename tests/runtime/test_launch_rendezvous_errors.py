@@ -144,15 +144,21 @@ def test_an_agent_that_starts_before_its_server_waits_for_it(etcd, workdir):
         script_args=("--steps", "5"),
     )
     agent = _agent(spec, workdir, "early")
+
+    def rdzv_events() -> list[str]:
+        found = workdir / "events.jsonl"
+        return [e["event"] for e in events.read(found) if e["event"].startswith("rdzv_")] if found.exists() else []
+
     try:
-        time.sleep(3)
+        # The agent has met the missing server (a loaded machine takes seconds to import torch).
+        assert procs.wait_until(lambda: "rdzv_unreachable" in rdzv_events() or agent.poll() is not None, 60)
+        time.sleep(1.5)  # and keeps waiting for it
         assert agent.poll() is None, (workdir / "early.log").read_text()[-3000:]
         etcd.start()
         assert agent.wait(60) == 0, (workdir / "early.log").read_text()[-3000:]
     finally:
         procs.stop(agent)
-    seen = [e["event"] for e in events.read(workdir / "events.jsonl") if e["event"].startswith("rdzv_")]
-    assert seen[:2] == ["rdzv_unreachable", "rdzv_reachable"]
+    assert rdzv_events()[:2] == ["rdzv_unreachable", "rdzv_reachable"]
 
 
 @pytest.mark.timeout(120)
