@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from components.aks.registry import ROLE_ACR_PULL
 from lab.plan.aks_pools import MANAGED_CLUSTER
 from lab.plan.eks_guardrails import NODE_GROUP
 from lab.plan.findings import Finding
@@ -25,7 +26,6 @@ ACR = "azure-native:containerregistry:Registry"
 ECR = "aws:ecr/repository:Repository"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
-ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
 ECR_READ = (
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
@@ -65,7 +65,7 @@ def _acr(plan: Any) -> Iterator[Finding]:
             r
             for r in plan.of_type(ROLE_ASSIGNMENT)
             if r.inputs.get("scope") == registry.state.get("id")
-            and str(r.inputs.get("roleDefinitionId", "")).endswith(f"/roleDefinitions/{ACR_PULL}")
+            and str(r.inputs.get("roleDefinitionId", "")).endswith(f"/roleDefinitions/{ROLE_ACR_PULL}")
         ]
         if not any(r.inputs.get("principalId") == kubelet for r in pulls):
             yield Finding.error(
@@ -73,8 +73,8 @@ def _acr(plan: Any) -> Iterator[Finding]:
                 registry,
                 "roleAssignments",
                 sorted(str(r.inputs.get("principalId")) for r in pulls),
-                f"AcrPull ({ACR_PULL}) for the cluster's kubelet identity {kubelet!r}: without it every pull of the "
-                "training image is refused (ImagePullBackOff)",
+                f"AcrPull ({ROLE_ACR_PULL}) for the cluster's kubelet identity {kubelet!r}: without it every pull "
+                "of the training image is refused (ImagePullBackOff)",
             )
 
 
