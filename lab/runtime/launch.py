@@ -85,6 +85,9 @@ POLL_KEY = "poll_interval"
 OUTAGE_KEY = "server_outage"
 DEFAULT_SERVER_OUTAGE_S = 60.0
 RECONNECT_EVERY_S = 1.0
+# How long the participants of a round written back to an empty server are counted alive
+# without a heartbeat: the time the other agents take to reconnect.
+RESTORED_HEARTBEAT_GRACE_S = 5.0
 ETCD_READ_TIMEOUT_S = 5
 
 
@@ -439,7 +442,11 @@ def _restore_round(handler: Any, backend: Any) -> None:
     state = copy.deepcopy(handler._state_holder.state)
     if not state.participants:
         return  # no round yet: nothing was lost
-    now = datetime.now(UTC)  # torch's heartbeat clock
+    # torch's heartbeat clock. Every participant's heartbeat is dated a grace into the future: the
+    # others reconnect one by one (each tries once a second, slower on a loaded machine), and a
+    # heartbeat dated now would expire (keep-alive window, 1.5 s) before a slow one's first
+    # renewal, so the agents that are back would declare it dead and restart for nothing.
+    now = datetime.now(UTC) + timedelta(seconds=RESTORED_HEARTBEAT_GRACE_S)
     state.last_heartbeats = dict.fromkeys(state.last_heartbeats, now)
     backend.set_state(pickle.dumps(state), None)
     log.warning("the rendezvous server came back empty: round %d written back", state.round)
