@@ -62,6 +62,7 @@ def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] 
     try:
         cost.load_prices(args.prices)  # a bad --prices file is refused before planning
         plan = run_program(stack, _overrides(args.set))
+        plan.prices = args.prices
     except LabError as exc:
         return exc.exit_code, {"stack": stack, "ok": False, "error": str(exc)}, f"elastic-lab plan: {exc}"
     runs = run_checks(plan, args.check)

@@ -24,7 +24,7 @@ def applies(plan: Any) -> bool:
 
 
 def priced(plan: Any) -> Iterator[Finding]:
-    estimate = cost.estimate(plan)
+    estimate = cost.estimate(plan, plan.prices)
     if estimate is None:
         return
     where = (plan.of_type(MANAGED_CLUSTER) or plan.of_type(cost.NODE_GROUP) or ["stack"])[0]

@@ -68,6 +68,7 @@ class Plan:
     invokes: list[dict[str, Any]]
     unknown_invokes: list[str] = field(default_factory=list)
     imported: list[tuple[str, str]] = field(default_factory=list)  # (type, id) taken back from the cloud
+    prices: str | None = None  # the price table its cost is read from (`plan --prices`); None: the project's
 
     @property
     def kept_by_destroy(self) -> set[str]:

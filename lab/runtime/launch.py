@@ -186,12 +186,7 @@ def _handler_class() -> type[Any]:
             except RendezvousConnectionError as exc:
                 if self._unreachable_since is None:
                     self._unreachable_since = self._reconnected_at = now
-                    log.warning(
-                        "rendezvous server unreachable (%s); workers keep training for up to %g s",
-                        type(exc).__name__,
-                        self.server_outage_s,
-                    )
-                    events.emit(Event.RDZV_UNREACHABLE, error=type(exc).__name__, source="agent")
+                    _outage_began(exc, "workers keep training", self.server_outage_s)
                 return self._still_down(now)
             self._server_back()
             if waiting and self.job_succeeded():
@@ -229,9 +224,7 @@ def _handler_class() -> type[Any]:
         def _server_back(self) -> None:
             """Note the end of an outage, if one was going on."""
             if self._unreachable_since is not None:
-                down = time.monotonic() - self._unreachable_since
-                log.warning("rendezvous server reachable again after %.1f s", down)
-                events.emit(Event.RDZV_REACHABLE, down_s=round(down, 3), source="agent")
+                _outage_ended(time.monotonic() - self._unreachable_since)
                 self._unreachable_since = None
 
         def _wait_for_server(self, exc: Exception) -> bool:
@@ -243,12 +236,7 @@ def _handler_class() -> type[Any]:
             now = time.monotonic()
             if self._unreachable_since is None:
                 self._unreachable_since = self._reconnected_at = now
-                log.warning(
-                    "rendezvous server unreachable while joining a round (%s); trying it for up to %g s",
-                    type(exc).__name__,
-                    self.server_outage_s,
-                )
-                events.emit(Event.RDZV_UNREACHABLE, error=type(exc).__name__, source="agent")
+                _outage_began(exc, "joining a round waits for it", self.server_outage_s)
             while time.monotonic() - self._unreachable_since <= self.server_outage_s:
                 time.sleep(RECONNECT_EVERY_S)
                 if self.reconnect is None:
@@ -259,8 +247,7 @@ def _handler_class() -> type[Any]:
                 except RendezvousConnectionError:
                     continue
                 return True
-            down = time.monotonic() - self._unreachable_since
-            events.emit(Event.RDZV_GAVE_UP, down_s=round(down, 3), source="agent")
+            _outage_gave_up(time.monotonic() - self._unreachable_since)
             return False
 
         def _still_down(self, now: float) -> int:
@@ -268,7 +255,7 @@ def _handler_class() -> type[Any]:
             assert self._unreachable_since is not None
             if now - self._unreachable_since > self.server_outage_s:
                 self._gave_up = True
-                events.emit(Event.RDZV_GAVE_UP, down_s=round(now - self._unreachable_since, 3), source="agent")
+                _outage_gave_up(now - self._unreachable_since)
                 raise RendezvousConnectionError(
                     f"the rendezvous server has been unreachable for {now - self._unreachable_since:.0f} s"
                 )
@@ -352,8 +339,7 @@ def _create_handler(
         keep_alive_interval=keep_alive.total_seconds(),
         keep_alive_max_attempt=attempts,
     )
-    outage = _seconds(params, OUTAGE_KEY)
-    handler.server_outage_s = outage.total_seconds() if outage else DEFAULT_SERVER_OUTAGE_S
+    handler.server_outage_s = _server_outage_s(params)
     handler._store = RoundStore(handler._store, handler._rank0_present)
     poll = _seconds(params, POLL_KEY)
     if poll is not None:
@@ -390,8 +376,7 @@ def _reach_server(create: Callable[[], Any], params: RendezvousParameters) -> An
     server_outage: a pod can start while the etcd pod restarts or is still being scheduled."""
     from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
 
-    outage = _seconds(params, OUTAGE_KEY)
-    limit = outage.total_seconds() if outage else DEFAULT_SERVER_OUTAGE_S
+    limit = _server_outage_s(params)
     since: float | None = None
     while True:
         try:
@@ -400,18 +385,35 @@ def _reach_server(create: Callable[[], Any], params: RendezvousParameters) -> An
             now = time.monotonic()
             if since is None:
                 since = now
-                log.warning("rendezvous server unreachable (%s); trying it for up to %g s", type(exc).__name__, limit)
-                events.emit(Event.RDZV_UNREACHABLE, error=type(exc).__name__, source="agent")
+                _outage_began(exc, "the agent waits for it", limit)
             if now - since > limit:
-                events.emit(Event.RDZV_GAVE_UP, down_s=round(now - since, 3), source="agent")
+                _outage_gave_up(now - since)
                 raise
             time.sleep(RECONNECT_EVERY_S)
             continue
         if since is not None:
-            down = time.monotonic() - since
-            log.warning("rendezvous server reachable after %.1f s", down)
-            events.emit(Event.RDZV_REACHABLE, down_s=round(down, 3), source="agent")
+            _outage_ended(time.monotonic() - since)
         return made
+
+
+def _server_outage_s(params: RendezvousParameters) -> float:
+    outage = _seconds(params, OUTAGE_KEY)
+    return outage.total_seconds() if outage else DEFAULT_SERVER_OUTAGE_S
+
+
+# What an agent says of a rendezvous server outage, in its log and as events (the drill reads them).
+def _outage_began(exc: BaseException, meanwhile: str, limit_s: float) -> None:
+    log.warning("rendezvous server unreachable (%s); %s for up to %g s", type(exc).__name__, meanwhile, limit_s)
+    events.emit(Event.RDZV_UNREACHABLE, error=type(exc).__name__, source="agent")
+
+
+def _outage_ended(down_s: float) -> None:
+    log.warning("rendezvous server reachable again after %.1f s", down_s)
+    events.emit(Event.RDZV_REACHABLE, down_s=round(down_s, 3), source="agent")
+
+
+def _outage_gave_up(down_s: float) -> None:
+    events.emit(Event.RDZV_GAVE_UP, down_s=round(down_s, 3), source="agent")
 
 
 def _use_backend(handler: Any, backend: Any, store: Any) -> None:

@@ -15,6 +15,9 @@ from tests.placements import TRAINER_IMAGE
 from .fake_kube import node, pod
 from .test_drill import GPU, NS, SimulatedJob
 
+# A submit to the AKS stack that renders and checks the job and creates nothing.
+AKS_DRY_RUN = ("submit", "--stack", "aks-dev", "--dry-run", "--image", TRAINER_IMAGE)
+
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
@@ -69,12 +72,7 @@ def test_submit_a_per_step_job_creates_its_lighthouse(api_server, kubeconfig, ca
 def test_submit_dry_run_shows_the_per_step_job(capsys):
     code, out, err = _run(
         capsys,
-        "submit",
-        "--stack",
-        "aks-dev",
-        "--dry-run",
-        "--image",
-        TRAINER_IMAGE,
+        *AKS_DRY_RUN,
         "--name",
         "ft",
         "--fault-tolerance",
@@ -142,12 +140,7 @@ def test_sizing_is_checked_against_the_stack_before_anything_starts(capsys, stac
 def test_sizing_lands_in_the_rendered_job(capsys):
     code, out, err = _run(
         capsys,
-        "submit",
-        "--stack",
-        "aks-dev",
-        "--dry-run",
-        "--image",
-        TRAINER_IMAGE,
+        *AKS_DRY_RUN,
         "--cpu",
         "6",
         "--memory",

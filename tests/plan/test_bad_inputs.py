@@ -158,3 +158,18 @@ def test_a_region_the_price_table_lacks_is_a_warning_that_counts(capsys):
         "WARNING [cost:priced] azure-native:containerservice:ManagedCluster 'aks': price=\"no prices for region " in out
     )
     assert "0 error(s), 1 warning(s)" in out
+
+
+def test_the_price_check_reads_the_table_given(capsys, tmp_path):
+    """`--prices` is the table the cost and its check both read: a region it prices is no warning."""
+    import yaml
+
+    from lab.plan.cost import PRICES
+
+    table = yaml.safe_load(PRICES.read_text())
+    table["azure"]["vm"]["westeurope"] = table["azure"]["vm"]["eastus"]
+    (tmp_path / "prices.yaml").write_text(yaml.safe_dump(table))
+    argv = ["plan", "--stack", "aks-dev", "--set", "elastic-spot-lab:location=westeurope"]
+    assert main([*argv, "--prices", str(tmp_path / "prices.yaml")]) == 0
+    out, _ = capsys.readouterr()
+    assert "WARNING [cost:priced]" not in out and "0 error(s), 1 warning(s)" in out  # the trainer image's alone

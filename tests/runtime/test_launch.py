@@ -215,11 +215,9 @@ def test_a_server_that_came_back_empty_gets_the_round_back_with_fresh_heartbeats
     # dead (torch's keep-alive window here is 1.5 s) before the grace is over; afterwards a node
     # that never heartbeats again is.
     grace = timedelta(seconds=launch.RESTORED_HEARTBEAT_GRACE_S)
-    window = timedelta(seconds=1.5)
     for beat in restored.last_heartbeats.values():
         ahead = beat - datetime.now(UTC)
         assert grace - timedelta(seconds=1) < ahead <= grace  # alive for the grace plus the window, no longer
-        assert window < grace  # longer than torch alone would wait
     # Another agent comes back later, with its own (older) view: the written round stays.
     launch._restore_round(_Agent(_round_of({"x": 0}, heartbeat_age_s=0)), backend)
     assert sorted(n.addr for n in pickle.loads(backend.get_state()[0]).participants) == ["a", "b", "c"]
