@@ -61,8 +61,10 @@ SIZES = {
 }
 
 
-def drill(model: str, mode: str, eviction: str, root: Path, baselines: int) -> tuple[Any, list[dict[str, Any]]]:
-    size = SIZES[model]
+def drill(
+    model: str, mode: str, eviction: str, root: Path, baselines: int, size: Size | None = None
+) -> tuple[Any, list[dict[str, Any]]]:
+    size = size or SIZES[model]
     workdir = Path(tempfile.mkdtemp(prefix=f"{model}-{mode}-{eviction}-", dir=root))
     args = ["--steps", str(size.steps), "--step-time", f"{size.step_time:g}"]
     if model != "tiny":

@@ -218,6 +218,18 @@ class StepDirectories:
         return removed
 
 
+class _JobStager(DefaultStager):
+    """One stager for every save of the job, so its host buffers are reused. Some torch
+    versions (2.11) close the stager they are given once a save is done, which empties its
+    copy table: the next save then fails (KeyError: <class 'type'>). Only `release` closes it."""
+
+    def close(self) -> None:
+        pass
+
+    def release(self) -> None:
+        super().close()
+
+
 class ShardedCheckpoints:
     """A job's sharded checkpoints in `directory` (shared by every rank). Create it on every
     rank after the process group is up: it makes the gloo group DCP's saves run on."""
@@ -246,7 +258,11 @@ class ShardedCheckpoints:
         )
         self.rank = dist.get_rank(self.group)
         self.steps = StepDirectories(self.store, keep)
-        self._stager = DefaultStager(StagingOptions(False, False, True, False))  # a thread; host memory
+        # Staged in a thread into host memory. A GPU state goes to pinned host buffers, kept
+        # from one save to the next, by non-blocking copies: the copy runs at the link's speed
+        # and the GPU can go on with the next step's work.
+        on_gpu = torch.cuda.is_available()
+        self._stager = _JobStager(StagingOptions(on_gpu, False, True, on_gpu))
         self._in_flight: _InFlight | None = None
 
     # ------------------------------------------------------------------ loading
@@ -363,7 +379,7 @@ class ShardedCheckpoints:
 
     def close(self) -> None:
         self.wait()
-        self._stager.close()
+        self._stager.release()
 
     # -------------------------------------------------------------- retention
     def _committed_already(self, step: int) -> bool:

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 EXIT_ON_NOTICE = 128 + signal.SIGTERM  # the conventional code for "stopped by SIGTERM"
 
@@ -73,7 +74,19 @@ class SpotNotice:
         self.boundary_s = 5.0  # how long a step boundary may take to come (the loop updates it)
         self._on_timeout: Callable[[], None] | None = None
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        threading.Thread(target=self._wait, name="spot-notice", daemon=True).start()
+        self._thread = threading.Thread(target=self._wait, name="spot-notice", daemon=True)
+        self._thread.start()
+        if threading.current_thread() is threading.main_thread():
+            # A thread started before this one (`import torch` starts one) does not block
+            # SIGTERM, and the kernel hands a process the signal through any thread that does
+            # not block it: its default action would end the process at once, unsaved. A handler
+            # takes that case instead and passes the signal on to the notice thread (it runs in
+            # the main thread, at its next bytecode: a training loop reaches one within a step).
+            signal.signal(signal.SIGTERM, self._pass_on)
+
+    def _pass_on(self, signum: int, frame: Any) -> None:
+        if self._thread.ident is not None and self._thread.is_alive():
+            signal.pthread_kill(self._thread.ident, signal.SIGTERM)
 
     def cooperate(self, deadline_s: float, on_timeout: Callable[[], None] | None = None) -> None:
         """From now on a notice is saved by the training loop (see the class docstring)."""

@@ -159,3 +159,41 @@ def test_a_kill_during_an_asynchronous_save_leaves_the_previous_checkpoint_loada
     for rank in loaded:
         assert rank["step"] == committed
         assert any(s.startswith(step_dir_name(torn)) for s in rank["skipped"])
+
+
+# Two asynchronous saves in one process, the stager closed after the first as torch 2.11's
+# async_save closes the stager it is given.
+TWO_SAVES = """
+import sys
+import torch
+import torch.distributed as dist
+from lab.runtime.sharded_checkpoint import Progress, ShardedCheckpoints
+
+dist.init_process_group("gloo", init_method=f"file://{sys.argv[2]}", rank=0, world_size=1)
+net = torch.nn.Linear(4, 4)
+optimizer = torch.optim.AdamW(net.parameters())
+net(torch.ones(1, 4)).sum().backward()
+optimizer.step()
+checkpoints = ShardedCheckpoints(sys.argv[1])
+for step in (1, 2):
+    checkpoints.save(Progress(step, 0, step, 1), net, optimizer, reason="interval")
+    checkpoints.wait_for_staging()
+    stats = checkpoints.wait()
+    print(step, stats.error, flush=True)
+    checkpoints._stager.close()
+print("committed", checkpoints.steps.newest_committed()[0], flush=True)
+checkpoints.close()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_a_stager_closed_by_torch_after_a_save_still_stages_the_next(workdir, python):
+    proc = subprocess.run(
+        [python, "-c", TWO_SAVES, str(workdir / "ckpt"), str(workdir / "store")],
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert proc.stdout.splitlines() == ["1 None", "2 None", "committed 2"], proc.stderr[-3000:]

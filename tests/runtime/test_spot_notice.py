@@ -65,3 +65,34 @@ def test_a_worker_stopped_after_a_lost_peer_leaves_without_waiting_for_a_step_bo
     assert code == EXIT_ON_NOTICE and "gave up" in out and waited < 3.0
     # Another round (torchrun's new master port) has a mark of its own.
     assert peers_lost_marker(round_env["TORCHELASTIC_RUN_ID"], "127.0.0.1", 29556) != marker
+
+
+# A worker with a thread older than its notice (as `import torch` starts one): that thread does
+# not block SIGTERM, so the kernel may deliver the signal through it.
+EARLY_THREAD_WORKER = textwrap.dedent(
+    """
+    import threading, time
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+    from lab.runtime.spot_notice import SpotNotice
+
+    notice = SpotNotice()
+    notice.on_notice = lambda: print("saved", flush=True)
+    print("ready", flush=True)
+    while True:  # a training loop: back in Python between its steps
+        time.sleep(0.05)
+    """
+)
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(60)
+def test_a_notice_reaches_a_worker_with_threads_older_than_the_notice():
+    proc = subprocess.Popen([sys.executable, "-c", EARLY_THREAD_WORKER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert (proc.returncode, out.strip()) == (EXIT_ON_NOTICE, "saved")
