@@ -59,7 +59,7 @@ def _session_alive(pgid: int) -> bool:
     return True
 
 
-def checkpoints(model: str, steps: int, every: int, batch: int, workdir: Path) -> dict[str, Any]:
+def checkpoints(model: str, steps: int, every: int, batch: int, staging: str, workdir: Path) -> dict[str, Any]:
     """One node, one worker: interval saves, then a notice at `steps` for the emergency save."""
     events_path = workdir / "events.jsonl"
     env = {**os.environ, ENV_EVENTS_FILE: str(events_path)}
@@ -74,6 +74,7 @@ def checkpoints(model: str, steps: int, every: int, batch: int, workdir: Path) -
         "lab.runtime.train",
         *("--model", model, "--steps", str(steps + 10_000), "--checkpoint-every", str(every)),
         *("--checkpoint-dir", str(workdir / "ckpt"), "--batch-size", str(batch), "--notice-seconds", "30"),
+        "--pinned-staging" if staging == "pinned" else "--no-pinned-staging",
     ]
     log = (workdir / "train.log").open("wb")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -129,11 +130,14 @@ def checkpoints(model: str, steps: int, every: int, batch: int, workdir: Path) -
     return out
 
 
-def table(device: str, model: str, ckpt: dict[str, Any] | None, per_step: dict[str, Any] | None) -> str:
-    lines = [f"{model} on {device}", "", "| | |", "|---|---|"]
-    if ckpt:
+def table(device: str, model: str, runs: dict[str, dict[str, Any]], per_step: dict[str, Any] | None) -> str:
+    lines = [f"{model} on {device}"]
+    for staging, ckpt in runs.items():
         c, first = ckpt["checkpoints"], ckpt["first_save"]
         lines += [
+            "",
+            f"| checkpoints, {staging} staging | |",
+            "|---|---|",
             f"| parameters | {_fmt(ckpt['parameters'])} |",
             f"| a process's first save: blocked / whole cost | {_fmt(first['blocked_s'], ' s', 3)} / "
             f"{_fmt(first['cost_s'], ' s', 3)} |",
@@ -151,6 +155,9 @@ def table(device: str, model: str, ckpt: dict[str, Any] | None, per_step: dict[s
         ]
     if per_step:
         lines += [
+            "",
+            "| per-step mode | |",
+            "|---|---|",
             f"| per-step: survivors' stall | {_fmt(per_step['survivors_stall_s'], ' s', 3)} |",
             f"| per-step: committed steps lost | {_fmt(per_step['committed_lost'])} |",
             f"| per-step: heal (bytes) | {_fmt(per_step['heal_s'], ' s', 3)} "
@@ -173,6 +180,13 @@ def main() -> int:
     )
     p.add_argument("--batch-size", type=int, default=8, help="samples per step (checkpoints)")
     p.add_argument(
+        "--staging",
+        nargs="+",
+        default=["pinned", "plain"],
+        choices=["pinned", "plain"],
+        help="host memory the state is staged into (checkpoints; pinned needs a GPU)",
+    )
+    p.add_argument(
         "--per-step-steps", type=int, default=150, help="steps of the per-step drill: time for a group to join"
     )
     p.add_argument("--per-step-every", type=int, default=40, help="steps between the per-step drill's saves")
@@ -186,10 +200,14 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-accelerator-"))
     results: dict[str, Any] = {"device": device, "model": args.model}
     try:
-        if "checkpoints" in args.parts:
-            workdir = root / "checkpoints"
+        results["checkpoints"] = {}
+        for staging in args.staging if "checkpoints" in args.parts else []:
+            workdir = root / f"checkpoints-{staging}"
             workdir.mkdir()
-            results["checkpoints"] = checkpoints(args.model, args.steps, args.every, args.batch_size, workdir)
+            print(f"  checkpoints, {staging} staging: {workdir}", file=sys.stderr, flush=True)
+            results["checkpoints"][staging] = checkpoints(
+                args.model, args.steps, args.every, args.batch_size, staging, workdir
+            )
             shutil.rmtree(workdir / "ckpt", ignore_errors=True)
         if "per-step" in args.parts:
             size = dataclasses.replace(SIZES[args.model], steps=args.per_step_steps, every=args.per_step_every)

@@ -218,18 +218,6 @@ class StepDirectories:
         return removed
 
 
-class _JobStager(DefaultStager):
-    """One stager for every save of the job, so its host buffers are reused. Some torch
-    versions (2.11) close the stager they are given once a save is done, which empties its
-    copy table: the next save then fails (KeyError: <class 'type'>). Only `release` closes it."""
-
-    def close(self) -> None:
-        pass
-
-    def release(self) -> None:
-        super().close()
-
-
 class ShardedCheckpoints:
     """A job's sharded checkpoints in `directory` (shared by every rank). Create it on every
     rank after the process group is up: it makes the gloo group DCP's saves run on."""
@@ -241,6 +229,7 @@ class ShardedCheckpoints:
         keep: int = 3,
         group: dist.ProcessGroup | None = None,
         timeout_s: float = 300.0,
+        pinned: bool | None = None,
     ) -> None:
         self.writes = CheckpointWrites(writes)
         if keep < 2:
@@ -258,11 +247,10 @@ class ShardedCheckpoints:
         )
         self.rank = dist.get_rank(self.group)
         self.steps = StepDirectories(self.store, keep)
-        # Staged in a thread into host memory. A GPU state goes to pinned host buffers, kept
-        # from one save to the next, by non-blocking copies: the copy runs at the link's speed
-        # and the GPU can go on with the next step's work.
-        on_gpu = torch.cuda.is_available()
-        self._stager = _JobStager(StagingOptions(on_gpu, False, True, on_gpu))
+        # Staged in a thread into host memory; with `pinned` (the default on a GPU) into pinned
+        # host buffers by non-blocking copies, which run at the link's full speed.
+        self._pinned = torch.cuda.is_available() if pinned is None else pinned
+        self._stager = self._new_stager()
         self._in_flight: _InFlight | None = None
 
     # ------------------------------------------------------------------ loading
@@ -326,7 +314,9 @@ class ShardedCheckpoints:
             stats.seconds = stats.blocking_s = time.monotonic() - started
             self._prune()
             return stats
-        response = dcp_async_save(state, storage_writer=writer, process_group=self.group, async_stager=self._stager)
+        response = dcp_async_save(
+            state, storage_writer=writer, process_group=self.group, async_stager=self._stager_for_a_save()
+        )
         staging = getattr(response, "staging_completion", None)
         upload = getattr(response, "upload_completion", response)
         self._in_flight = _InFlight(stats, staging, cast(Future[Any], upload), writer)
@@ -379,7 +369,20 @@ class ShardedCheckpoints:
 
     def close(self) -> None:
         self.wait()
-        self._stager.release()
+        self._stager.close()
+
+    def _new_stager(self) -> DefaultStager:
+        return DefaultStager(StagingOptions(self._pinned, False, True, self._pinned))
+
+    def _stager_for_a_save(self) -> DefaultStager:
+        """The stager, kept from one save to the next (with its host buffers). Some torch
+        versions (2.11) empty its copy table once it has staged a state, and its next save
+        would fail (KeyError: <class 'type'>): such a stager is replaced."""
+        table = getattr(getattr(self._stager, "_state_dict_stager", None), "_deepcopy_dispatch", None)
+        if table is not None and not table:
+            self._stager.close()
+            self._stager = self._new_stager()
+        return self._stager
 
     # -------------------------------------------------------------- retention
     def _committed_already(self, step: int) -> bool:

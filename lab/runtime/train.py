@@ -121,6 +121,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--keep-checkpoints", type=int, default=3)
     p.add_argument(
+        "--pinned-staging",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="sharded checkpoints: stage the state into pinned host memory (as much as the rank's state) [on a GPU]",
+    )
+    p.add_argument(
         "--notice-seconds",
         type=float,
         default=float(env(ENV_NOTICE_S, "30")),

@@ -94,7 +94,12 @@ def open_checkpoints(workload: Workload, args: Any) -> Any:
     if workload.sharded:
         from lab.runtime.sharded_checkpoint import ShardedCheckpoints
 
-        return ShardedCheckpoints(args.checkpoint_dir, args.checkpoint_writes, keep=max(2, args.keep_checkpoints))
+        return ShardedCheckpoints(
+            args.checkpoint_dir,
+            args.checkpoint_writes,
+            keep=max(2, args.keep_checkpoints),
+            pinned=getattr(args, "pinned_staging", None),
+        )
     from lab.runtime.checkpoint import CheckpointStore
 
     return CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
