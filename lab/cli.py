@@ -14,11 +14,12 @@ import sys
 from lab.drill import cli as drill_cli
 from lab.ops import cli as cluster_cli
 from lab.ops import drill_cli as cluster_drill_cli
-from lab.ops import teardown_cli
+from lab.ops import stack_cli, teardown_cli
 from lab.plan import cli as plan_cli
+from lab.vocab.current_stack import STACK_REQUIRED, current_stack
 from lab.vocab.names import PROJECT
 
-SUBCOMMANDS = (drill_cli, plan_cli, cluster_cli, teardown_cli)
+SUBCOMMANDS = (drill_cli, plan_cli, cluster_cli, stack_cli, teardown_cli)
 
 
 def _version() -> str:
@@ -42,12 +43,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _use_current_stack(args: argparse.Namespace) -> str | None:
+    """Fill a command's --stack from the current stack where it was not given; why not, when a
+    command that needs a stack has none."""
+    wants = getattr(args, "stack_default", None)
+    if not wants or getattr(args, "stack", None) or getattr(args, "all_stacks", False):
+        return None
+    found = current_stack()
+    if found is not None:
+        args.stack = found.name
+        return None
+    if wants != STACK_REQUIRED:
+        return None
+    from lab.plan.stack_files import list_stacks
+
+    return (
+        f"elastic-lab {args.command}: no stack: give -s STACK, or choose one for every command with "
+        f"`elastic-lab stack select STACK` (stacks here: {', '.join(list_stacks()) or 'none'})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
+        return 2
+    missing = _use_current_stack(args)
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
     return int(args.func(args) or 0)
 

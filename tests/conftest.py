@@ -87,6 +87,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
+def no_current_stack(tmp_path_factory, monkeypatch):
+    """No test sees the stack a developer chose (`elastic-lab stack select`, $ELASTIC_LAB_STACK)."""
+    from lab.vocab import current_stack
+
+    monkeypatch.delenv(current_stack.ENV_STACK, raising=False)
+    monkeypatch.setattr(current_stack, "SELECTED_STACK_FILE", tmp_path_factory.mktemp("selected") / "stack")
+
+
+@pytest.fixture(autouse=True)
 def leaves_the_process_as_it_found_it():
     before = process_state()
     yield

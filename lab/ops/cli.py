@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from lab.vocab.checkpoint_location import CheckpointAccess
+from lab.vocab.current_stack import STACK_DEFAULT, STACK_OPTIONAL, STACK_REQUIRED
 from lab.vocab.errors import LabError
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import add_job_arguments
@@ -34,11 +35,9 @@ from lab.vocab.problems import InvalidInput, Problem
 
 def _connection_arguments(p: argparse.ArgumentParser, *, stack_required: bool) -> None:
     p.add_argument(
-        "-s",
-        "--stack",
-        required=stack_required,
-        help="stack name (stacks/Pulumi.<stack>.yaml): its platform and cluster",
+        "-s", "--stack", help=f"stack name (stacks/Pulumi.<stack>.yaml): its platform and cluster {STACK_DEFAULT}"
     )
+    p.set_defaults(stack_default=STACK_REQUIRED if stack_required else STACK_OPTIONAL)
     p.add_argument("--kubeconfig", help="kubeconfig file (default: the stack's, else $KUBECONFIG)")
     p.add_argument("--context", help="kubeconfig context (default: the current one)")
     p.add_argument("--namespace", help="namespace (default: the stack's training namespace, else the context's)")
@@ -47,7 +46,7 @@ def _connection_arguments(p: argparse.ArgumentParser, *, stack_required: bool) -
 def _job_arguments(p: argparse.ArgumentParser) -> None:
     d = JobSpec.__dataclass_fields__
     job = p.add_argument_group("job (lab/vocab/job.py JobSpec; the same flags as `elastic-lab drill`)")
-    add_job_arguments(job)
+    add_job_arguments(job, name_as_job=True)
     job.add_argument(
         "--image",
         default=None,
@@ -94,9 +93,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "account, resource providers, the aws CLI for EKS, a byo cluster's API server, Docker for the image. "
         "Without --stack: the Pulumi and cloud checks of every cloud. `up` runs the stack's checks first.",
     )
-    q.add_argument("-s", "--stack", help="stack name (stacks/Pulumi.<stack>.yaml) [every cloud's checks]")
+    q.add_argument(
+        "-s",
+        "--stack",
+        help="stack name (stacks/Pulumi.<stack>.yaml) [the current stack: `elastic-lab stack`; without one, "
+        "every cloud's checks]",
+    )
     q.add_argument("-o", "--output", choices=("text", "json"), default="text", help="how to print it [text]")
-    q.set_defaults(func=check_main)
+    q.set_defaults(func=check_main, stack_default=STACK_OPTIONAL)
 
     q = subparsers.add_parser(
         "image",
@@ -105,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "output: az acr login on AKS, an ECR token on EKS), push, and set elastic-spot-lab:trainerImage: the next "
         "`up` installs the spot-notice handler from it and jobs run it by default.",
     )
-    q.add_argument("-s", "--stack", required=True, help="a deployed aks or eks stack")
+    q.add_argument("-s", "--stack", help=f"a deployed aks or eks stack {STACK_DEFAULT}")
     q.add_argument("--tag", help="the image's tag [the checkout's commit, -dirty with changes]")
     q.add_argument(
         "--build-arg",
@@ -115,7 +119,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="passed to docker build, e.g. TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128",
     )
     q.add_argument("--dry-run", action="store_true", help="say every step, run none")
-    q.set_defaults(func=image_main)
+    q.set_defaults(func=image_main, stack_default=STACK_REQUIRED)
 
     for name, helptext in (
         ("up", "check the stack offline, then `pulumi up` through the Automation API (with the policy pack)"),
@@ -123,10 +127,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ("destroy", "`pulumi destroy` of the stack (see `teardown` for jobs, volumes and leftovers too)"),
     ):
         q = subparsers.add_parser(name, help=helptext, description=helptext)
-        q.add_argument("-s", "--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
+        q.add_argument("-s", "--stack", help=f"stack name (stacks/Pulumi.<stack>.yaml) {STACK_DEFAULT}")
         if name != "preview":
             q.add_argument("--yes", action="store_true", help="skip the preview and the question (for scripts)")
-        q.set_defaults(func=stack_main, operation=name)
+        q.set_defaults(func=stack_main, operation=name, stack_default=STACK_REQUIRED)
 
     for name, helptext, func in (
         ("status", "a job's conditions, world size, restarts, pods and their nodes", status_main),

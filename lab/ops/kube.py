@@ -123,7 +123,8 @@ def connect_to_stack(target: StackTarget | None, kubeconfig: str | None, context
                 # Why the stack's outputs cannot be read here, said whole (`elastic-lab check`).
                 missing = missing_prerequisites(target.cloud, target.stack)
                 raise KubeError(
-                    f"{exc}; or set $KUBECONFIG" + (f"; missing here:\n{missing}" if missing else "")
+                    f"{exc}; pass --kubeconfig PATH or set $KUBECONFIG instead"
+                    + (f"; missing here:\n{missing}" if missing else "")
                 ) from None
             path, note = None, f" [stack {target.stack!r}: using $KUBECONFIG, {exc}]"
         kube = connect(path, context)

@@ -11,6 +11,8 @@ import json
 import sys
 from typing import Any
 
+from lab.vocab.current_stack import STACK_DEFAULT, STACK_REQUIRED
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -19,7 +21,7 @@ def register(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("-s", "--stack", default="aks-dev", help="stack name: stacks/Pulumi.<stack>.yaml [aks-dev]")
+    p.add_argument("-s", "--stack", help=f"stack name: stacks/Pulumi.<stack>.yaml {STACK_DEFAULT}")
     p.add_argument("--all-stacks", action="store_true", help="plan every stacks/Pulumi.*.yaml in turn")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument(
@@ -32,7 +34,7 @@ def register(sub: Any) -> None:
     p.add_argument("--prices", metavar="FILE", help="price table to use [lab/plan/prices.yaml]")
     p.add_argument("--check", metavar="NAME", action="append", help="run only this check (repeatable)")
     p.add_argument("--show-secrets", action="store_true", help="print secret values (mock values offline)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, stack_default=STACK_REQUIRED)
 
 
 def _overrides(pairs: list[str]) -> dict[str, str]:

@@ -116,7 +116,7 @@ def read_outputs(stack: str) -> StackOutputs:
     except FileNotFoundError:
         raise StackError(
             f"stack {stack!r}: its outputs (kubeconfig, pool and eviction names) are read with the Pulumi CLI, "
-            f"which is not installed here ({PULUMI_INSTALL}); pass --kubeconfig PATH, or use --dry-run"
+            f"which is not installed here ({PULUMI_INSTALL})"
         ) from None
     except automation.errors.CommandError as exc:
         last = (str(exc).strip().splitlines() or ["no output"])[-1]

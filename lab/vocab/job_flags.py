@@ -32,9 +32,17 @@ OPTIONS = {
 }
 
 
-def add_job_arguments(group: argparse._ArgumentGroup) -> None:
+def add_job_arguments(group: argparse._ArgumentGroup, *, name_as_job: bool = False) -> None:
+    """The JobSpec's options; `name_as_job`: the name is also `--job`, as `status`, `logs` and
+    `delete` call it (not where `--job` means another job, as the cluster drill's attach)."""
     d = JobSpec.__dataclass_fields__
-    group.add_argument("--name", default=d["name"].default, help=f"job name [{d['name'].default}]")
+    group.add_argument(
+        "--name",
+        *(["--job"] if name_as_job else []),
+        dest="name",
+        default=d["name"].default,
+        help=f"job name [{d['name'].default}]",
+    )
     group.add_argument(
         "--min-nodes", type=int, default=d["min_nodes"].default, help=f"elastic minimum [{d['min_nodes'].default}]"
     )

@@ -302,3 +302,13 @@ def test_teardown_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
     (tmp_path / "precious.txt").write_text("keep me")
     code, _, err = _run(capsys, "teardown", "--local", "--workdir", str(tmp_path), "--yes")
     assert code == 1 and "refusing to remove it" in err and (tmp_path / "precious.txt").is_file()
+
+
+def test_submit_names_its_job_with_job_as_status_logs_and_delete_do(capsys):
+    from lab.cli import main
+
+    argv = ["submit", "-s", "byo", "--dry-run", "--image", "registry.example.com/trainer:1"]
+    assert main([*argv, "--job", "my-run"]) == 0
+    by_job = capsys.readouterr().out
+    assert main([*argv, "--name", "my-run"]) == 0
+    assert "name: my-run" in by_job and by_job.count("my-run") == capsys.readouterr().out.count("my-run")

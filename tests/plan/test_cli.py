@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _plan(capsys, *args):
-    code = main(["plan", *args])
+    """`elastic-lab plan ARGS`, of aks-dev unless ARGS name the stacks."""
+    named = {"--stack", "-s", "--all-stacks"} & set(args)
+    code = main(["plan", *args, *([] if named else ["--stack", "aks-dev"])])
     out, err = capsys.readouterr()
     return code, out, err
 
