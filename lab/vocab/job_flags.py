@@ -58,20 +58,24 @@ def add_job_arguments(group: argparse._ArgumentGroup, *, name_as_job: bool = Fal
     group.add_argument(
         "--fault-tolerance",
         default=FaultTolerance.ELASTIC.value,
-        help="elastic (default): torchrun restarts every worker when a node leaves or joins; per-step: each "
-        "node is a TorchFT replica group, a lighthouse forms a quorum per step and the survivors train on",
+        metavar="{" + ",".join(f.value for f in FaultTolerance) + "}",
+        help="elastic: torchrun restarts every worker when a node leaves or joins; per-step: each node is a "
+        f"TorchFT replica group, a lighthouse forms a quorum per step and the survivors train on "
+        f"[{FaultTolerance.ELASTIC.value}]",
     )
     group.add_argument(
         "--backend",
         default=RdzvBackend.ETCD_V2.value,
-        help="rendezvous backend: etcd-v2 (default) or c10d (a store of its own, never on a worker)",
+        metavar="{" + ",".join(b.value for b in RdzvBackend) + "}",
+        help="rendezvous backend: etcd-v2, or c10d (a store of its own, never on a worker) "
+        f"[{RdzvBackend.ETCD_V2.value}]",
     )
     group.add_argument(
         "--rdzv-settings",
         choices=list(RDZV_SETTINGS),
         default="ours",
-        help="rendezvous timings (the lighthouse's in per-step mode): ours (fast recovery, default) or "
-        "torchrun's (TorchFT's) defaults",
+        help="rendezvous timings (the lighthouse's in per-step mode): ours (fast recovery) or torchrun's "
+        "(TorchFT's) defaults [ours]",
     )
     group.add_argument(
         "--join-timeout",
