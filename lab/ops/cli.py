@@ -401,9 +401,10 @@ def image_main(args: argparse.Namespace) -> int:
         if args.dry_run:
             for step in steps:
                 print(f"would {step}")
-            print(f"would set {image.TRAINER_IMAGE_KEY}={reference} in stack {args.stack!r}")
+            print(f"would set {image.TRAINER_IMAGE_KEY}={reference}@<its digest> in stack {args.stack!r}")
             return 0
         image.run_steps(steps, say=lambda line: print(line, flush=True))
+        reference = image.pushed_reference(reference)
         image.remember(args.stack, reference)
         print(f"{image.TRAINER_IMAGE_KEY}={reference}; next: elastic-lab up --stack {args.stack}")
         return 0

@@ -9,13 +9,16 @@ Steps, each said before it runs (`--dry-run` says them and runs none):
    on its standard input, never on a command line or in a log;
 3. `docker build --platform linux/amd64` (the GPU nodes' architecture, whatever this machine's)
    and `docker push`, tagged with the commit (ECR tags are immutable: a new commit, a new tag);
-4. `elastic-spot-lab:trainerImage` set in the stack's config (the Automation API): the next `up`
-   installs the spot-notice handler from it, and jobs run it unless given `--image`.
+4. `elastic-spot-lab:trainerImage` set in the stack's config (the Automation API) to the pushed
+   image by its digest (`repo:tag@sha256:...`, the digest the registry gave it): the next `up`
+   installs the spot-notice handler from it, and jobs run it unless given `--image`, each node
+   pulling exactly what was pushed, whatever the tag later names.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import re
 import shutil
 import subprocess
@@ -31,6 +34,7 @@ DOCKER_INSTALL = "https://docs.docker.com/engine/install/"
 IMAGE_PATH = "elastic-spot-lab/trainer"  # under an ACR login server
 TRAINER_IMAGE_KEY = f"{PROJECT}:trainerImage"
 TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,27 @@ def run_steps(steps: Sequence[Step], say: Callable[[str], None], run: Callable[.
             run(list(step.argv), input=step.stdin, check=True)
         except (OSError, subprocess.CalledProcessError) as exc:
             raise StackError(f"{step.says} failed: {exc}") from None
+
+
+def pushed_reference(image: str, run: Callable[..., Any] = subprocess.run) -> str:
+    """`image` pinned to the digest the registry gave it on push (Docker records it among the
+    image's RepoDigests, `repo@sha256:...`)."""
+    repository = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+    try:
+        found = run(
+            ["docker", "image", "inspect", "--format", "{{json .RepoDigests}}", image],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        digests = json.loads(str(found.stdout) or "[]") or []
+    except (OSError, subprocess.CalledProcessError, ValueError) as exc:
+        raise StackError(f"the digest of the pushed image {image} could not be read ({exc})") from None
+    for entry in digests:
+        name, _, digest = str(entry).partition("@")
+        if name == repository and DIGEST.match(digest):
+            return f"{image}@{digest}"
+    raise StackError(f"docker knows no digest of {repository} after the push (RepoDigests: {digests})")
 
 
 def remember(stack: str, image: str) -> None:

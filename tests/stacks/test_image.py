@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import inspect
+import json
 import os
 import subprocess
 
@@ -18,6 +19,7 @@ from lab.cli import main
 from lab.stacks import image
 from lab.stacks.automation import StackError
 from lab.vocab.layout import ROOT
+from lab.vocab.names import IMAGE_REFERENCE
 
 ACR = "eslacr636ed551d34ae649.azurecr.io"
 ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com/esl-eks-dev/trainer"
@@ -127,7 +129,9 @@ def test_the_command_line_says_every_step_in_a_dry_run(capsys):
     assert main(["image", "--stack", "eks-dev", "--tag", "v1", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "docker build --platform linux/amd64 -t <imageRegistry of eks-dev>:v1" in out
-    assert "would set elastic-spot-lab:trainerImage=<imageRegistry of eks-dev>:v1 in stack 'eks-dev'" in out
+    assert (
+        "would set elastic-spot-lab:trainerImage=<imageRegistry of eks-dev>:v1@<its digest> in stack 'eks-dev'" in out
+    )
 
 
 @pytest.mark.parametrize(
@@ -140,3 +144,29 @@ def test_the_command_line_says_every_step_in_a_dry_run(capsys):
 def test_bad_input_is_refused_before_anything_runs(capsys, argv, said):
     assert main(["image", *argv, "--dry-run"]) == 2
     assert said in capsys.readouterr().err
+
+
+def test_the_stack_runs_the_pushed_image_by_its_digest():
+    digest = "sha256:" + "ab" * 32
+    ran = []
+
+    def run(argv, **kwargs):
+        ran.append(argv)
+        out = json.dumps([f"other.io/x@sha256:{'00' * 32}", f"{ACR}/elastic-spot-lab/trainer@{digest}"])
+        return subprocess.CompletedProcess(argv, 0, stdout=out)
+
+    pinned = image.pushed_reference(f"{ACR}/elastic-spot-lab/trainer:1", run=run)
+    assert pinned == f"{ACR}/elastic-spot-lab/trainer:1@{digest}"
+    assert IMAGE_REFERENCE.match(pinned)
+    assert ran == [
+        ["docker", "image", "inspect", "--format", "{{json .RepoDigests}}", f"{ACR}/elastic-spot-lab/trainer:1"]
+    ]
+
+
+@pytest.mark.parametrize("stdout", ["[]", "null", "not json", json.dumps([f"{ACR}/elsewhere@sha256:{'ab' * 32}"])])
+def test_an_image_without_a_digest_from_its_registry_is_not_remembered(stdout):
+    def run(argv, **kwargs):
+        return subprocess.CompletedProcess(argv, 0, stdout=stdout)
+
+    with pytest.raises(StackError, match="digest"):
+        image.pushed_reference(f"{ACR}/elastic-spot-lab/trainer:1", run=run)
