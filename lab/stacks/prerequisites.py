@@ -4,8 +4,9 @@ A new user otherwise meets them one per run (credentials, then the Pulumi CLI, t
 then the passphrase of a local backend). Each check asks the tool's own client: the Pulumi
 Automation API's `PulumiCommand` (the CLI and its version) and `LocalWorkspace.who_am_i` (the
 backend login), azure-identity and azure-mgmt-resource (credentials, the subscription, the
-resource providers the stack creates resources of), boto3 (credentials, the account through
-STS), the `kubernetes` client (a byo cluster's API server). `up` runs the checks of its stack
+resource providers the stack creates resources of, the caller's permissions on the subscription
+against what the stack creates), boto3 (credentials, the account through STS, IAM's policy
+simulator for what the EKS stack creates), the `kubernetes` client (a byo cluster's API server). `up` runs the checks of its stack
 first and stops with every problem found, before anything starts.
 """
 
@@ -30,12 +31,36 @@ DOCKER_INSTALL = "https://docs.docker.com/engine/install/"
 # one must register it: `az provider register --namespace <ns>`).
 AZURE_PROVIDERS = (
     "Microsoft.ContainerService",
+    "Microsoft.ContainerRegistry",
     "Microsoft.Compute",
     "Microsoft.Network",
     "Microsoft.Storage",
     "Microsoft.ManagedIdentity",
 )
 SUBSCRIPTION_ENV = ("ARM_SUBSCRIPTION_ID", "AZURE_SUBSCRIPTION_ID")
+# What the identity that runs `up` must be allowed on the subscription, one action per kind of
+# thing the AKS stack creates: Contributor has all but the role assignments (the kubelet's
+# AcrPull, the jobs' storage role), for which it needs User Access Administrator too (or Owner).
+AZURE_ACTIONS = (
+    "Microsoft.Resources/subscriptions/resourceGroups/write",
+    "Microsoft.ContainerService/managedClusters/write",
+    "Microsoft.ContainerRegistry/registries/write",
+    "Microsoft.Storage/storageAccounts/write",
+    "Microsoft.ManagedIdentity/userAssignedIdentities/write",
+    "Microsoft.Authorization/roleAssignments/write",
+)
+AZURE_PERMISSIONS_API = "2022-04-01"
+# The same for the EKS stack's AWS identity (IAM's policy simulator).
+AWS_ACTIONS = (
+    "eks:CreateCluster",
+    "eks:CreateNodegroup",
+    "ec2:CreateVpc",
+    "iam:CreateRole",
+    "iam:PassRole",
+    "ecr:CreateRepository",
+    "s3:CreateBucket",
+    "fis:CreateExperimentTemplate",
+)
 PASSPHRASE_ENV = ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
 
 
@@ -177,6 +202,7 @@ def azure(stack_config: Mapping[str, Any], env: Mapping[str, str], **client_kwar
             "; ".join(f"az provider register --namespace {u.split(' ')[0]}" for u in unregistered),
         )
     )
+    out.append(azure_rights(resources, subscription))
     location = str(stack_config.get(f"{PROJECT}:location") or "")
     if location and aks_regions:
         out.append(
@@ -189,6 +215,49 @@ def azure(stack_config: Mapping[str, Any], env: Mapping[str, str], **client_kwar
             )
         )
     return out
+
+
+def _allowed(action: str, permissions: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether ARM's permissions (each entry its actions less its notActions, wildcards and
+    case as ARM matches them) allow `action`."""
+    from fnmatch import fnmatch
+
+    wanted = action.lower()
+    return any(
+        any(fnmatch(wanted, str(a).lower()) for a in entry.get("actions") or [])
+        and not any(fnmatch(wanted, str(n).lower()) for n in entry.get("notActions") or [])
+        for entry in permissions
+    )
+
+
+def azure_rights(resources: Any, subscription: str) -> Prerequisite:
+    """What the caller may do on the subscription (ARM's permissions of the caller), against
+    what the stack creates."""
+    from azure.core.exceptions import AzureError
+    from azure.core.rest import HttpRequest
+
+    name = "Azure role rights"
+    url = (
+        f"https://management.azure.com/subscriptions/{subscription}/providers/Microsoft.Authorization/permissions"
+        f"?api-version={AZURE_PERMISSIONS_API}"
+    )
+    entries: list[Mapping[str, Any]] = []
+    try:
+        while url:
+            response = resources.send_request(HttpRequest("GET", url))
+            response.raise_for_status()
+            page = response.json()
+            entries += page.get("value") or []
+            url = page.get("nextLink") or ""
+    except (AzureError, ValueError) as exc:
+        return Prerequisite(name, False, f"cannot read them on {subscription}: {_said(exc)}", required=False)
+    missing = [a for a in AZURE_ACTIONS if not _allowed(a, entries)]
+    return Prerequisite(
+        name,
+        not missing,
+        f"lacks {', '.join(missing)}" if missing else f"may create what the stack creates ({len(AZURE_ACTIONS)} kinds)",
+        f"the identity needs Contributor and User Access Administrator (or Owner) on /subscriptions/{subscription}",
+    )
 
 
 def _region_name(display: str) -> str:
@@ -231,6 +300,8 @@ def aws(**client_kwargs: Any) -> list[Prerequisite]:
             sts = client_kwargs.pop("sts", None) or session.client("sts", **client_kwargs)
             who = sts.get_caller_identity()
             out.append(Prerequisite("AWS credentials", True, f"account {who['Account']} as {who['Arn']}"))
+            iam = client_kwargs.pop("iam", None) or session.client("iam", **client_kwargs)
+            out.append(aws_rights(iam, str(who["Arn"])))
         except (BotoCoreError, ClientError) as exc:
             out.append(Prerequisite("AWS credentials", False, _said(exc), login))
     cli = shutil.which("aws")
@@ -243,6 +314,35 @@ def aws(**client_kwargs: Any) -> list[Prerequisite]:
         )
     )
     return out
+
+
+def aws_rights(iam: Any, caller: str) -> Prerequisite:
+    """Whether the caller's policies allow what the EKS stack creates (IAM's policy simulator).
+    An assumed role (SSO, a CI role) is simulated as its role, whose path IAM knows."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    name = "AWS role rights"
+    try:
+        principal = caller
+        if ":assumed-role/" in caller:  # arn:aws:sts::ACCOUNT:assumed-role/NAME/SESSION
+            principal = str(iam.get_role(RoleName=caller.split(":assumed-role/", 1)[1].split("/")[0])["Role"]["Arn"])
+        results = iam.simulate_principal_policy(PolicySourceArn=principal, ActionNames=list(AWS_ACTIONS))
+    except (BotoCoreError, ClientError) as exc:
+        return Prerequisite(
+            name,
+            False,
+            f"cannot check them ({_said(exc)})",
+            "allow iam:SimulatePrincipalPolicy (and iam:GetRole) to check, or make sure the identity may create "
+            "EKS clusters, VPCs, IAM roles, an ECR repository, an S3 bucket and FIS templates",
+            required=False,
+        )
+    denied = [r["EvalActionName"] for r in results.get("EvaluationResults", []) if r["EvalDecision"] != "allowed"]
+    return Prerequisite(
+        name,
+        not denied,
+        f"denied {', '.join(denied)}" if denied else f"may create what the stack creates ({len(AWS_ACTIONS)} kinds)",
+        f"attach a policy allowing them to {principal} (AdministratorAccess, or the EKS stack's own list)",
+    )
 
 
 # ---------------------------------------------------------------------------- clusters

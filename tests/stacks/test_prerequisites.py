@@ -15,7 +15,7 @@ from azure.identity import CredentialUnavailableError
 from botocore.stub import Stubber
 
 from lab.stacks import prerequisites
-from lab.stacks.prerequisites import AZURE_PROVIDERS, Prerequisite
+from lab.stacks.prerequisites import AWS_ACTIONS, AZURE_PROVIDERS, Prerequisite
 from tests.ops.test_aks_eviction import Answer, ArmTransport, FakeCredential, arm_error
 
 SUB = "00000000-0000-0000-0000-0000000000aa"
@@ -88,11 +88,29 @@ def test_a_cli_not_logged_in_says_how_to_log_in(path_with):
     assert "`pulumi login --local`" in login.fix
 
 
-def _providers(states: dict[str, str]) -> dict:
-    return {
+OWNER = [{"actions": ["*"], "notActions": []}]
+# Contributor's permissions as ARM lists them: everything but writing roles and assignments.
+CONTRIBUTOR = [
+    {
+        "actions": ["*"],
+        "notActions": [
+            "Microsoft.Authorization/*/Delete",
+            "Microsoft.Authorization/*/Write",
+            "Microsoft.Authorization/elevateAccess/Action",
+        ],
+    }
+]
+USER_ACCESS_ADMINISTRATOR = [{"actions": ["*/read", "Microsoft.Authorization/*"], "notActions": []}]
+PERMISSIONS = f"/subscriptions/{SUB}/providers/Microsoft.Authorization/permissions"
+
+
+def _providers(states: dict[str, str], permissions: list | None = None) -> dict:
+    answers = {
         ("GET", f"/subscriptions/{SUB}/providers/{ns}"): Answer(200, {"namespace": ns, "registrationState": state})
         for ns, state in states.items()
     }
+    answers[("GET", PERMISSIONS)] = Answer(200, {"value": OWNER if permissions is None else permissions})
+    return answers
 
 
 def test_azure_subscription_and_providers_through_arm():
@@ -102,9 +120,36 @@ def test_azure_subscription_and_providers_through_arm():
         ("Azure credentials", True),
         ("Azure subscription", True),
         ("Azure resource providers", True),
+        ("Azure role rights", True),
     ]
     assert found[1].found == f"{SUB} (from ARM_SUBSCRIPTION_ID)"
-    assert {s.path.rsplit("/", 1)[-1] for s in transport.sent} == set(AZURE_PROVIDERS)
+    assert {s.path.rsplit("/", 1)[-1] for s in transport.sent} == {*AZURE_PROVIDERS, "permissions"}
+    assert next(s for s in transport.sent if s.path == PERMISSIONS).api_version == "2022-04-01"
+
+
+def test_contributor_alone_cannot_grant_the_kubelet_its_pull_rights():
+    def rights(permissions):
+        transport = ArmTransport(_providers(dict.fromkeys(AZURE_PROVIDERS, "Registered"), permissions))
+        found = prerequisites.azure({}, {"ARM_SUBSCRIPTION_ID": SUB}, credential=FakeCredential(), transport=transport)
+        return next(p for p in found if p.name == "Azure role rights")
+
+    alone = rights(CONTRIBUTOR)
+    assert not alone.ok and alone.found == "lacks Microsoft.Authorization/roleAssignments/write"
+    assert "User Access Administrator" in alone.fix and SUB in alone.fix
+    assert rights(CONTRIBUTOR + USER_ACCESS_ADMINISTRATOR).ok
+    reader = rights([{"actions": ["*/read"], "notActions": []}])
+    assert not reader.ok and "managedClusters/write" in reader.found
+
+
+def test_unreadable_role_rights_are_a_warning():
+    answers = _providers(dict.fromkeys(AZURE_PROVIDERS, "Registered"))
+    answers[("GET", PERMISSIONS)] = Answer(403, arm_error("AuthorizationFailed", "no access to permissions"))
+    found = prerequisites.azure(
+        {}, {"ARM_SUBSCRIPTION_ID": SUB}, credential=FakeCredential(), transport=ArmTransport(answers)
+    )
+    rights = found[-1]
+    assert rights.name == "Azure role rights" and not rights.ok and not rights.required
+    assert "no access to permissions" in rights.found
 
 
 def test_a_location_without_aks_is_said():
@@ -143,7 +188,7 @@ def test_an_unregistered_provider_is_named_with_its_register_command():
         transport=ArmTransport(_providers(states)),
     )
     assert found[1].found == f"{SUB} (from azure-native:subscriptionId)"
-    providers = found[-1]
+    providers = found[2]
     assert not providers.ok and providers.found == "unregistered: Microsoft.ContainerService (NotRegistered)"
     assert providers.fix == "az provider register --namespace Microsoft.ContainerService"
 
@@ -198,14 +243,66 @@ def test_aws_account_through_sts_and_the_cli(aws_keys, path_with):
     (path_with / "aws").write_text("#!/bin/sh\n")
     (path_with / "aws").chmod(0o755)
     sts = boto3.client("sts", region_name="us-east-1")
-    with Stubber(sts) as stub:
-        stub.add_response(
-            "get_caller_identity",
-            {"Account": "123456789012", "Arn": "arn:aws:iam::123456789012:user/alice", "UserId": "AIDAEXAMPLE"},
+    iam = boto3.client("iam", region_name="us-east-1")
+    alice = "arn:aws:iam::123456789012:user/alice"
+    with Stubber(sts) as stub, Stubber(iam) as iam_stub:
+        stub.add_response("get_caller_identity", {"Account": "123456789012", "Arn": alice, "UserId": "AIDAEXAMPLE"})
+        iam_stub.add_response(
+            "simulate_principal_policy",
+            _simulated(dict.fromkeys(AWS_ACTIONS, "allowed")),
+            {"PolicySourceArn": alice, "ActionNames": list(AWS_ACTIONS)},
         )
-        found = prerequisites.aws(sts=sts)
-    assert [(p.name, p.ok) for p in found] == [("AWS credentials", True), ("AWS CLI", True)]
-    assert found[0].found == "account 123456789012 as arn:aws:iam::123456789012:user/alice"
+        found = prerequisites.aws(sts=sts, iam=iam)
+    assert [(p.name, p.ok) for p in found] == [("AWS credentials", True), ("AWS role rights", True), ("AWS CLI", True)]
+    assert found[0].found == f"account 123456789012 as {alice}"
+
+
+def _simulated(decisions: dict[str, str]) -> dict:
+    return {
+        "EvaluationResults": [{"EvalActionName": a, "EvalDecision": d} for a, d in decisions.items()],
+        "IsTruncated": False,
+    }
+
+
+def test_an_assumed_role_is_simulated_as_its_role_and_denials_are_named():
+    iam = boto3.client("iam", region_name="us-east-1")
+    role = "arn:aws:iam::123456789012:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_Dev_abc"
+    with Stubber(iam) as stub:
+        stub.add_response(
+            "get_role",
+            {
+                "Role": {
+                    "Path": "/aws-reserved/sso.amazonaws.com/",
+                    "RoleName": "AWSReservedSSO_Dev_abc",
+                    "RoleId": "AROAEXAMPLEEXAMPLE00",
+                    "Arn": role,
+                    "CreateDate": "2026-01-01T00:00:00Z",
+                }
+            },
+            {"RoleName": "AWSReservedSSO_Dev_abc"},
+        )
+        decisions = dict.fromkeys(AWS_ACTIONS, "allowed") | {
+            "iam:CreateRole": "implicitDeny",
+            "iam:PassRole": "explicitDeny",
+        }
+        stub.add_response(
+            "simulate_principal_policy",
+            _simulated(decisions),
+            {"PolicySourceArn": role, "ActionNames": list(AWS_ACTIONS)},
+        )
+        rights = prerequisites.aws_rights(iam, "arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Dev_abc/alice")
+    assert not rights.ok and rights.required
+    assert rights.found == "denied iam:CreateRole, iam:PassRole" and role in rights.fix
+
+
+def test_role_rights_that_cannot_be_simulated_are_a_warning():
+    iam = boto3.client("iam", region_name="us-east-1")
+    with Stubber(iam) as stub:
+        stub.add_client_error(
+            "simulate_principal_policy", "AccessDenied", "not authorized to perform iam:SimulatePrincipalPolicy"
+        )
+        rights = prerequisites.aws_rights(iam, "arn:aws:iam::123456789012:user/alice")
+    assert not rights.ok and not rights.required and "iam:SimulatePrincipalPolicy" in rights.found
 
 
 def test_expired_aws_credentials_and_no_cli_are_both_said(aws_keys, path_with):
