@@ -32,6 +32,7 @@ CLUSTER_ONLY = {
     "--kubeconfig": "kubeconfig",
     "--context": "context",
     "--namespace": "namespace",
+    "--image": "image",
 }
 DEFAULT_BACKEND = {"aks": "aks", "eks": "eks"}  # any other cloud (byo): kubernetes
 # The local drill's options the cluster drill has no use for: its nodes are the cluster's, its

@@ -270,6 +270,8 @@ def test_local_drill_options_are_refused_with_a_stack_never_ignored(capsys):
 def test_cluster_options_need_a_stack(capsys):
     code, _, err = _run(capsys, "drill", "--node", "gpu-0", "--force")
     assert code == 2 and "--node, --force need(s) --stack" in err
+    code, _, err = _run(capsys, "drill", "--image", "registry.example.com/trainer:1")
+    assert code == 2 and "--image need(s) --stack" in err
 
 
 def test_teardown_of_a_stack_cleans_the_cluster_then_needs_the_pulumi_cli(api_server, kubeconfig, capsys, monkeypatch):
