@@ -385,6 +385,9 @@ def image_main(args: argparse.Namespace) -> int:
             raise InvalidInput(
                 [Problem("--stack", args.stack, "an aks or eks stack: a byo cluster has no registry of ours")]
             )
+        bad = [b for b in args.build_arg if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", b)]
+        if bad:
+            raise InvalidInput([Problem("--build-arg", b, "KEY=VALUE, e.g. TORCH_INDEX_URL=...") for b in bad])
         tag = args.tag or image.commit_tag()
         if not image.TAG.match(tag):
             raise InvalidInput([Problem("--tag", tag, "a Docker tag: letters, digits, '_', '.', '-', at most 128")])

@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import urllib3
 from kubernetes import client, config
@@ -24,6 +25,7 @@ from lab.stacks.automation import StackError
 from lab.stacks.outputs import kubeconfig_file
 from lab.submit.core import StackTarget
 from lab.vocab.errors import LabError
+from lab.vocab.problems import InvalidInput, Problem
 
 
 class KubeError(LabError):
@@ -109,6 +111,8 @@ def connect(path: str | None = None, context: str | None = None, *, probe: bool 
 def connect_to_stack(target: StackTarget | None, kubeconfig: str | None, context: str | None) -> Iterator[KubeApi]:
     """The Cluster of a stack (or, with no stack, of $KUBECONFIG): --kubeconfig, else the
     stack's kubeconfig, else $KUBECONFIG when the stack output cannot be read here."""
+    if kubeconfig and not Path(kubeconfig).expanduser().is_file():
+        raise InvalidInput([Problem("--kubeconfig", kubeconfig, "a kubeconfig file (there is no such file)")])
     if kubeconfig or target is None:
         yield connect(kubeconfig, context)
         return

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lab.ops.cli import confirm, connected, run_command, stack_target_of
+from lab.vocab.problems import InvalidInput, Problem
 
 if TYPE_CHECKING:
     from lab.stacks.outputs import StackOutputs
@@ -65,6 +66,14 @@ def _show(title: str, sweep: Any, found: list[Any], dry_run: bool) -> None:
 def _local(args: argparse.Namespace) -> int:
     from lab.ops.teardown import LocalTeardown
 
+    if args.workdir and not args.workdir.is_dir():
+        # Gone already (a second teardown changes nothing), or never there (a typo): say which
+        # could be, and leave the exit status to what was left, nothing.
+        print(
+            f"local run {args.workdir}: no such directory, nothing to tear down (without --workdir, "
+            "`elastic-lab teardown --local` tears down every run under runs/)"
+        )
+        return 0
     runs = [args.workdir] if args.workdir else sorted(p for p in Path("runs").glob("*") if (p / "nodes").is_dir())
     if not runs:
         print("no local run to tear down (runs/ holds none)")
@@ -84,8 +93,6 @@ def _local(args: argparse.Namespace) -> int:
 
 
 def _cloud_sweep(cloud: str, outputs: StackOutputs, args: argparse.Namespace) -> Any:
-    from lab.vocab.problems import InvalidInput, Problem
-
     keep = not args.delete_checkpoints
     if cloud == "aks":
         from lab.ops.teardown import AzureSweep

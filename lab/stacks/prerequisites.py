@@ -6,8 +6,9 @@ Automation API's `PulumiCommand` (the CLI and its version) and `LocalWorkspace.w
 backend login), azure-identity and azure-mgmt-resource (credentials, the subscription, the
 resource providers the stack creates resources of, the caller's permissions on the subscription
 against what the stack creates), boto3 (credentials, the account through STS, IAM's policy
-simulator for what the EKS stack creates), the `kubernetes` client (a byo cluster's API server). `up` runs the checks of its stack
-first and stops with every problem found, before anything starts.
+simulator for what the EKS stack creates), the `kubernetes` client (a byo cluster's API server).
+`up` runs the checks of its stack first and stops with every problem found, before anything
+starts.
 """
 
 from __future__ import annotations

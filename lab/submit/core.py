@@ -18,6 +18,7 @@ from lab.k8s.job_values import values_for
 from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
 from lab.k8s.schemas import CrdSchemaMissing, validate_objects
 from lab.plan.harness import run_program
+from lab.plan.stack_files import StackNotFound
 from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.errors import LabError
 from lab.vocab.job import JobSpec
@@ -69,6 +70,8 @@ def stack_target(stack: str) -> StackTarget:
     """Run the stack's program offline and read the platform's facts back."""
     try:
         plan = run_program(stack)
+    except StackNotFound:
+        raise  # a name that is no stack: refused input
     except FileNotFoundError as exc:
         raise SubmitError(str(exc)) from None
     platforms = [r for r in plan.resources if r.type == PLATFORM_TYPE]
