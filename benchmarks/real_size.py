@@ -27,15 +27,16 @@ import argparse
 import json
 import math
 import shutil
-import statistics
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.drill.checkpoint_cost import save_cost
 from lab.drill.run import DrillConfig, Progress, run_drill
 from lab.vocab import events
+from lab.vocab.checkpoint_interval import young_interval_s
 from lab.vocab.events import Event
 from lab.vocab.job import JobSpec
 
@@ -135,33 +136,25 @@ def recovery_parts(report: Any, recorded: list[dict[str, Any]]) -> dict[str, flo
 
 
 def checkpoint_costs(recorded: list[dict[str, Any]], every: int) -> dict[str, float]:
-    """Interval saves: what each blocked, how long it took, its bytes; the steps' time with no
-    save in flight and with one; a save's whole cost to training and the overhead at Young's
-    interval."""
-    saves = [e for e in recorded if e["event"] == Event.CHECKPOINT_SAVED and e.get("reason") == "interval"]
-    steps = [e for e in recorded if e["event"] == Event.STEP and "seconds" in e]
-    in_flight = []
-    for s in saves:  # a background save runs from its step until it reports
-        started = next((x["t"] for x in steps if x["step"] == s["step"]), None)
-        if started is not None:
-            in_flight.append((started, s["t"]))
-    busy = [x["seconds"] for x in steps if any(a < x["t"] <= b for a, b in in_flight)]
-    quiet = [x["seconds"] for x in steps if not any(a < x["t"] <= b for a, b in in_flight)]
-    blocked = statistics.median(s["blocking_s"] for s in saves) if saves else math.nan
-    step_s = statistics.median(quiet) if quiet else math.nan
-    slowed = sum(b - step_s for b in busy) / max(len(saves), 1) if busy else 0.0
-    cost = blocked + max(slowed, 0.0)
-    young = math.sqrt(2 * cost * MTBF_S) if cost > 0 else math.inf
+    """Interval saves (lab.drill.checkpoint_cost): what each blocked, how long it took, its
+    bytes; the steps' time with no save in flight and with one; a save's whole cost to training
+    and the overhead at Young's interval."""
+    cost = save_cost(recorded)
+    if cost is None:
+        nan = math.nan
+        return {"saves": 0, "bytes": 0, "blocked_s": nan, "save_s": nan, "step_s": nan, "step_s_during_save": nan,
+                "cost_s": 0.0, "young_interval_s": math.inf, "overhead_at_young_pct": 0.0}  # fmt: skip
+    young = young_interval_s(cost.cost_s, MTBF_S) if cost.cost_s > 0 else math.inf
     return {
-        "saves": len(saves),
-        "bytes": statistics.median(s.get("bytes", 0) for s in saves) if saves else 0,
-        "blocked_s": blocked,
-        "save_s": statistics.median(s["seconds"] for s in saves) if saves else math.nan,
-        "step_s": step_s,
-        "step_s_during_save": statistics.median(busy) if busy else math.nan,
-        "cost_s": cost,
+        "saves": cost.saves,
+        "bytes": cost.bytes,
+        "blocked_s": cost.blocked_s,
+        "save_s": cost.save_s,
+        "step_s": cost.step_s,
+        "step_s_during_save": cost.step_during_save_s if cost.step_during_save_s is not None else math.nan,
+        "cost_s": cost.cost_s,
         "young_interval_s": young,
-        "overhead_at_young_pct": 100 * cost / young if young < math.inf else 0.0,
+        "overhead_at_young_pct": 100 * cost.cost_s / young if young < math.inf else 0.0,
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent
+from lab.drill.checkpoint_cost import advice as interval_advice
 from lab.vocab.events import EXIT_DONE, EXIT_NOTICE, SAVE_NOTICE, Event
 
 
@@ -103,6 +104,9 @@ class DrillReport:
     # Checkpoint-like files the script wrote under a node's own directory (its working
     # directory): lost with the node, and ranks on other nodes never see them.
     node_local_checkpoints: list[str] = field(default_factory=list)
+    # What an interval save cost training, and the interval that calls for at each eviction band.
+    checkpoint_advice: dict[str, Any] | None = None
+    checkpoint_advice_text: str = ""
 
     @property
     def passed(self) -> bool:
@@ -208,6 +212,8 @@ class DrillReport:
         if self.loss_curve:
             first, last = self.loss_curve[0], self.loss_curve[-1]
             lines.append(f"  loss: {first[2]:.4f} at step {first[1]} -> {last[2]:.4f} at step {last[1]}")
+        if self.checkpoint_advice_text:
+            lines.append(self.checkpoint_advice_text)
         if self.convergence is not None:
             lines.append(self.convergence["summary"])
         if self.node_local_checkpoints:
@@ -248,6 +254,10 @@ def analyze(
         if e["t"] > run.first_step_t:
             report.joins.append(_per_step_join(run, e) if run.per_step else _elastic_join(run, e))
     report.loss_curve, report.world_timeline = _curves(run)
+    nodes = {e.get("node") for e in run.of(Event.NODE_ADDED) if e["t"] <= run.first_step_t}
+    found = interval_advice(run.events, len(nodes - {None}), checkpoint_every)
+    if found is not None:
+        report.checkpoint_advice, report.checkpoint_advice_text = found.to_dict(), found.summary()
     report.problems = _problems(run, report, checkpoint_every)
     return report
 
