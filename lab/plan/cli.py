@@ -32,6 +32,14 @@ def register(sub: Any) -> None:
         help="override a config key for this plan (e.g. --set gpuMaxNodes=5); repeatable",
     )
     p.add_argument("--prices", metavar="FILE", help="price table to use [lab/plan/prices.yaml]")
+    p.add_argument(
+        "--save-cost",
+        metavar="SECONDS",
+        type=float,
+        default=1.0,
+        help="what a checkpoint save costs training, for the checkpoint interval at each eviction band "
+        "(`elastic-lab drill` reports a job's) [1]",
+    )
     p.add_argument("--check", metavar="NAME", action="append", help="run only this check (repeatable)")
     p.add_argument("--show-secrets", action="store_true", help="print secret values (mock values offline)")
     p.set_defaults(func=run, stack_default=STACK_REQUIRED)
@@ -71,15 +79,19 @@ def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] 
     estimate = cost.estimate(plan, args.prices)
     api = arm.api_versions() if arm.checked_resources(plan) else None
     status = 1 if errors(findings_of(runs)) else 0
+    shown: dict[str, Any] = {"show_secrets": args.show_secrets, "api": api, "save_cost_s": args.save_cost}
     if args.json:
-        return status, display.json_dict(plan, runs, estimate, show_secrets=args.show_secrets, api=api), ""
-    return status, None, display.text(plan, runs, estimate, show_secrets=args.show_secrets, api=api)
+        return status, display.json_dict(plan, runs, estimate, **shown), ""
+    return status, None, display.text(plan, runs, estimate, **shown)
 
 
 def run(args: argparse.Namespace) -> int:
     from lab.plan.check_list import UnknownCheck, check_unknown
     from lab.plan.stack_files import list_stacks
 
+    if not args.save_cost > 0 or args.save_cost == float("inf"):
+        print(f"elastic-lab plan: --save-cost={args.save_cost:g} is invalid: expected seconds > 0", file=sys.stderr)
+        return 2
     try:
         check_unknown(args.check)  # before planning anything
     except UnknownCheck as exc:

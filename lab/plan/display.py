@@ -11,6 +11,7 @@ from lab.plan.check_list import CheckRun, findings_of
 from lab.plan.cost import CostEstimate
 from lab.plan.findings import errors
 from lab.plan.recording import SECRET_PLACEHOLDER, Plan, RecordedResource
+from lab.vocab.checkpoint_interval import duration, intervals
 from lab.vocab.layout import ROOT
 
 ROLE_NAMES = {
@@ -216,6 +217,46 @@ def checks_lines(runs: list[CheckRun], api: dict[str, dict[str, str]] | None = N
     return lines
 
 
+def eviction_rows(cost: CostEstimate | None, save_cost_s: float) -> list[dict[str, Any]]:
+    """Each spot pool at its largest: how often it loses a node at each monthly eviction band,
+    and Daly's checkpoint interval for a save that costs training `save_cost_s`."""
+    rows: list[dict[str, Any]] = []
+    for pool in cost.pools if cost else []:
+        if not pool.spot or pool.max_nodes < 1:
+            continue
+        for band in intervals(save_cost_s, pool.max_nodes):
+            rows.append(
+                {
+                    "pool": pool.pool,
+                    "nodes": pool.max_nodes,
+                    "band": band.band,
+                    "mtbf_s": round(band.mtbf_s, 1),
+                    "interval_s": round(band.interval_s, 1),
+                    "lost_share": round(band.lost_share, 5),
+                }
+            )
+    return rows
+
+
+def eviction_lines(cost: CostEstimate | None, save_cost_s: float) -> list[str]:
+    rows = eviction_rows(cost, save_cost_s)
+    if not rows:
+        return ["  (no spot pool in this plan)"]
+    lines = [
+        "  at each monthly eviction band: how often the pool at its largest loses a node / Daly's checkpoint "
+        f"interval for a save that costs training {save_cost_s:g} s (--save-cost; `elastic-lab drill` measures a "
+        "job's) (the share of time saves and redone work take)"
+    ]
+    for pool in dict.fromkeys(r["pool"] for r in rows):
+        mine = [r for r in rows if r["pool"] == pool]
+        cells = ", ".join(
+            f"{r['band']} {duration(r['mtbf_s'])} / {duration(r['interval_s'])} ({100 * r['lost_share']:.2f} %)"
+            for r in mine
+        )
+        lines.append(f"  {pool} at {mine[0]['nodes']} node(s): {cells}")
+    return lines
+
+
 def text(
     plan: Plan,
     runs: list[CheckRun],
@@ -223,6 +264,7 @@ def text(
     *,
     show_secrets: bool = False,
     api: dict[str, dict[str, str]] | None = None,
+    save_cost_s: float = 1.0,
 ) -> str:
     parts = [
         f"Plan of stack {plan.stack!r} (cloud: {plan.cloud}) — offline, under mocks: {len(plan.resources)} resources",
@@ -234,6 +276,9 @@ def text(
         "",
         "Hourly cost estimate:",
         *cost_lines(cost),
+        "",
+        "Evictions and checkpoints:",
+        *eviction_lines(cost, save_cost_s),
         "",
         "Checks:",
         *checks_lines(runs, api),
@@ -256,6 +301,7 @@ def json_dict(
     *,
     show_secrets: bool = False,
     api: dict[str, dict[str, str]] | None = None,
+    save_cost_s: float = 1.0,
 ) -> dict[str, Any]:
     base = plan.to_json_dict(show_secrets=show_secrets)
     resources = []
@@ -301,6 +347,7 @@ def json_dict(
         "outputs": base["outputs"],
         "secret_outputs": base["secret_outputs"],
         "cost": cost.to_dict() if cost else None,
+        "evictions": {"save_cost_s": save_cost_s, "rows": eviction_rows(cost, save_cost_s)},
         "checks": [{"name": r.name, "applied": r.applied, "findings": [f.to_dict() for f in r.findings]} for r in runs],
         "findings": [f.to_dict() for f in all_findings],
         "arm_api_versions": api,

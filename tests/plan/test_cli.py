@@ -161,3 +161,23 @@ def test_cloud_without_cluster_component_exit_2(capsys):
     code, out, err = _plan(capsys, "--set", "cloud=gke")
     assert code == 2 and out == "" and "Traceback" not in err
     assert "elastic-spot-lab:cloud='gke' is invalid: expected one of aks, eks, byo" in err
+
+
+def test_the_plan_gives_the_checkpoint_interval_at_each_eviction_band(capsys):
+    from lab.vocab.checkpoint_interval import daly_interval_s, job_mtbf_s
+
+    code, out, _ = _plan(capsys, "--stack", "eks-dev", "--json", "--save-cost", "1.4")
+    rows = json.loads(out)["evictions"]["rows"]
+    assert [r["band"] for r in rows] == ["<5%", "5-10%", "10-15%", "15-20%", ">20%"]
+    assert {r["pool"] for r in rows} == {"gpu-spot"} and rows[0]["nodes"] == 3
+    assert rows[2]["interval_s"] == pytest.approx(daly_interval_s(1.4, job_mtbf_s(0.125, 3)), abs=0.1)
+    code, out, _ = _plan(capsys, "--stack", "eks-dev")
+    assert "Evictions and checkpoints:" in out and "gpu-spot at 3 node(s): <5% " in out
+    code, out, _ = _plan(capsys, "--stack", "byo")
+    assert "(no spot pool in this plan)" in out
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "inf", "nan"])
+def test_a_save_cost_that_is_no_duration_is_refused(capsys, bad):
+    code, _, err = _plan(capsys, "--save-cost", bad)
+    assert code == 2 and "--save-cost" in err and "expected seconds > 0" in err
