@@ -26,6 +26,7 @@ TORCH_TABLES = {
     "torch.distributed.elastic.agent.server.local_elastic_agent": ("LocalElasticAgent._monitor_workers",),
     "torch.distributed.elastic.agent.server.api": ("SimpleElasticAgent._exit_barrier",),
     "torch.distributed.run": ("elastic_launch",),
+    "torch._logging._internal": ("TorchLogsFormatter.format",),
     "torch.distributed": ("destroy_process_group",),
     "torch.distributed.distributed_c10d": ("destroy_process_group",),
 }

@@ -85,6 +85,10 @@ POLL_KEY = "poll_interval"
 OUTAGE_KEY = "server_outage"
 DEFAULT_SERVER_OUTAGE_S = 60.0
 RECONNECT_EVERY_S = 1.0
+# How long an agent stopped by a signal tries to take its node out of the round.
+LEAVE_TIMEOUT_S = 3.0
+# The rendezvous handlers this agent made (torchrun makes one): a signal leaves their rounds.
+_HANDLERS: list[Any] = []
 # How long the participants of a round written back to an empty server are counted alive
 # without a heartbeat: the time the other agents take to reconnect.
 RESTORED_HEARTBEAT_GRACE_S = 5.0
@@ -303,6 +307,24 @@ def _handler_class() -> type[Any]:
                 )
             return info
 
+        def leave_round(self, signal_name: str) -> None:
+            """This agent was stopped by a signal (a spot notice, a drain, its pod deleted) and its
+            workers have exited, after their emergency save: take its node out of the round now,
+            so that the others form the next one without waiting for its heartbeats to expire.
+            Best effort: if the server does not answer in time, they expire as before."""
+            from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _RendezvousExitOp
+
+            started = time.monotonic()
+            try:
+                self._stop_heartbeats()
+                self._op_executor.run(_RendezvousExitOp(), started + LEAVE_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - its heartbeats stop either way and expire
+                log.warning("could not leave the round (%s: %s); its heartbeats will expire", type(exc).__name__, exc)
+                return
+            seconds = round(time.monotonic() - started, 3)
+            log.info("left round %s after %s (%.3f s)", self._round, signal_name, seconds)
+            events.emit(Event.RDZV_LEFT, round=self._round, signal=signal_name, seconds=seconds, source="agent")
+
         def shutdown(self) -> bool:
             """torch closes the rendezvous for good here; after a rendezvous error this agent's
             pod is retried and must find it open, so only the heartbeats stop."""
@@ -340,6 +362,7 @@ def _create_handler(
         keep_alive_max_attempt=attempts,
     )
     handler.server_outage_s = _server_outage_s(params)
+    _HANDLERS.append(handler)
     handler._store = RoundStore(handler._store, handler._rank0_present)
     poll = _seconds(params, POLL_KEY)
     if poll is not None:
@@ -519,6 +542,32 @@ def install() -> None:
     _forgive_failures_of_a_lost_round()
     _record_success_before_the_exit_barrier()
     _name_rendezvous_events_cheaply()
+    _format_exceptions_without_dynamo()
+
+
+def _format_exceptions_without_dynamo() -> None:
+    """torch's log formatter imports torch._dynamo (for one of its settings) to format any
+    record that carries an exception, and the agent logs one when its workers fail: on the
+    survivors of an eviction that import took 1.2-3.4 s of the recovery here, before the
+    agent even looked at the rendezvous. While dynamo is not loaded, the exception goes into
+    the record as text, which the formatter prints the same way."""
+    from torch._logging import _internal
+
+    formatter = _internal.TorchLogsFormatter
+    original: Callable[[logging.Formatter, logging.LogRecord], str] = formatter.format  # type: ignore[assignment]
+    if getattr(original, "without_dynamo", False):
+        return
+
+    @functools.wraps(original)
+    def format(self: logging.Formatter, record: logging.LogRecord) -> str:
+        if record.exc_info and "torch._dynamo" not in sys.modules:
+            if not record.exc_text:
+                record.exc_text = self.formatException(record.exc_info)
+            record.exc_info = None
+        return str(original(self, record))
+
+    format.without_dynamo = True  # type: ignore[attr-defined]
+    formatter.format = format  # type: ignore[method-assign]
 
 
 def _forgive_failures_of_a_lost_round() -> None:
@@ -734,6 +783,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run.main(args)
     except SignalException as exc:
+        # The agent stopped its workers (they saved on the notice) and left the rendezvous
+        # as it was: take this node out of the round for the others.
+        for handler in _HANDLERS:
+            handler.leave_round(exc.sigval.name)
         # torchrun exits 1 on SIGTERM; a spot notice must look retryable to the training
         # operator (restartPolicy: ExitCode retries 128-255), so exit 128 + signal.
         print(f"{PROG}: stopped by signal {exc.sigval.name}", file=sys.stderr)

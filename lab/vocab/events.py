@@ -46,6 +46,7 @@ class Event(StrEnum):
     RDZV_MEMBER_LOST = "rdzv_member_lost"
     RDZV_GAVE_UP = "rdzv_gave_up"
     RDZV_ROUND_ABANDONED = "rdzv_round_abandoned"  # its rank 0 left before it shared its address
+    RDZV_LEFT = "rdzv_left"  # stopped by a signal, its workers gone: it took its node out of the round
     WORKERS_CRASH_LOOP = "workers_crash_loop"  # its workers failed the same way in a row: it gives up
     # The local target (lab.local). Its start keeps the name earlier runs recorded.
     CLUSTER_STARTED = "cluster_started"  # the rendezvous server (or lighthouse) is up
@@ -126,6 +127,7 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.RDZV_MEMBER_LOST: frozenset({"nodes", "round"}),
     Event.RDZV_GAVE_UP: frozenset({"down_s"}),
     Event.RDZV_ROUND_ABANDONED: frozenset({"round", "waited_s"}),
+    Event.RDZV_LEFT: frozenset({"round", "signal", "seconds"}),
     Event.WORKERS_CRASH_LOOP: frozenset({"error", "attempts", "rank"}),
     Event.CLUSTER_STARTED: frozenset({"backend", "endpoint", "rdzv_id", "fault_tolerance"}),
     Event.NODE_ADDED: frozenset({"node", "k8s_node"}),

@@ -12,7 +12,7 @@ import pytest
 
 from lab.drill.run import DrillConfig, run_drill
 from lab.vocab import events
-from lab.vocab.events import unknown_fields
+from lab.vocab.events import Event, unknown_fields
 from lab.vocab.job import JobSpec
 
 pytestmark = pytest.mark.processes  # every drill starts etcd, agents and workers
@@ -150,6 +150,13 @@ def test_notice_on_the_first_node_with_a_c10d_store_loses_nothing(workdir):
     assert ev.node == "node-0" and ev.lost_steps == 0
     assert ev.emergency_save_s is not None and ev.emergency_save_s < 2.0
     assert ev.notice_to_exit_s is not None and ev.notice_to_exit_s < 30
+    # Its agent took node-0 out of the round once its workers had saved and exited: the others
+    # did not wait for its heartbeats to expire.
+    recorded = events.read(workdir / "events.jsonl")
+    left = [e for e in recorded if e["event"] == Event.RDZV_LEFT]
+    assert [(e["node"], e["signal"]) for e in left] == [("node-0", "SIGTERM")]
+    saved = next(e["t"] for e in recorded if e["event"] == Event.CHECKPOINT_SAVED and e.get("reason") == "notice")
+    assert left[0]["t"] >= saved
 
 
 USER_SCRIPT = textwrap.dedent("""

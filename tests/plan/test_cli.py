@@ -166,14 +166,14 @@ def test_cloud_without_cluster_component_exit_2(capsys):
 def test_the_plan_gives_the_checkpoint_interval_at_each_eviction_band(capsys):
     from lab.vocab.checkpoint_interval import daly_interval_s, job_mtbf_s
 
-    code, out, _ = _plan(capsys, "--stack", "eks-dev", "--json", "--save-cost", "1.4")
+    _, out, _ = _plan(capsys, "--stack", "eks-dev", "--json", "--save-cost", "1.4")
     rows = json.loads(out)["evictions"]["rows"]
     assert [r["band"] for r in rows] == ["<5%", "5-10%", "10-15%", "15-20%", ">20%"]
     assert {r["pool"] for r in rows} == {"gpu-spot"} and rows[0]["nodes"] == 3
     assert rows[2]["interval_s"] == pytest.approx(daly_interval_s(1.4, job_mtbf_s(0.125, 3)), abs=0.1)
-    code, out, _ = _plan(capsys, "--stack", "eks-dev")
+    _, out, _ = _plan(capsys, "--stack", "eks-dev")
     assert "Evictions and checkpoints:" in out and "gpu-spot at 3 node(s): <5% " in out
-    code, out, _ = _plan(capsys, "--stack", "byo")
+    _, out, _ = _plan(capsys, "--stack", "byo")
     assert "(no spot pool in this plan)" in out
 
 

@@ -302,3 +302,33 @@ def test_different_crashes_or_a_peers_failure_in_between_start_the_count_again(t
     _fail(agent, tmp_path, "ValueError: a", 6)
     _fail(agent, tmp_path, "ValueError: a", 7)
     assert agent._remaining_restarts == 100 and agent._lab_crash_streak.attempts == 2
+
+
+AGENT_LOGS_A_FAILURE = """
+import logging, sys
+import torch  # torch's logging handlers, as in the agent
+from lab.runtime import launch
+
+launch.install()
+try:
+    raise RuntimeError("process 0 terminated with exit code 1")
+except RuntimeError:
+    logging.getLogger("torch.distributed.elastic.multiprocessing.api").exception("failed (exitcode: 1)")
+print("dynamo loaded:", "torch._dynamo" in sys.modules)
+"""
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_an_agent_logs_its_workers_failure_without_importing_dynamo():
+    """torch's log formatter imports torch._dynamo for a record with an exception: seconds of an
+    eviction's recovery on the agents that saw their workers fail."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", AGENT_LOGS_A_FAILURE], capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "dynamo loaded: False" in done.stdout
+    assert (
+        "failed (exitcode: 1)" in done.stderr and "RuntimeError: process 0 terminated with exit code 1" in done.stderr
+    )
