@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import queue
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -58,9 +59,8 @@ def to_sdk_job(job: Mapping[str, Any]) -> Any:
 
     api = ApiClient()
     model = api.deserialize(sdk_utils.FakeResponse(dict(job)), SDK_MODEL)
-    back = api.sanitize_for_serialization(model)
-    if back != job:
-        lost = sorted(_differences(job, back))
+    lost = sorted(_differences(job, api.sanitize_for_serialization(model)))
+    if lost:
         raise JobError(
             "the kubeflow-training SDK's PyTorchJob model would change the rendered job at "
             + ", ".join(lost[:10])
@@ -76,8 +76,20 @@ def _differences(a: Any, b: Any, path: str = "") -> Iterator[str]:
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             yield from _differences(x, y, f"{path}[{i}]")
-    elif a != b:
+    elif a != b and not _same_quantity(path, a, b):
         yield path or "<root>"
+
+
+# Where a container's resource quantities are: the SDK's model types them as strings, so a
+# quantity rendered as a number (the chart's `nvidia.com/gpu: 1`) comes back as "1", which
+# Kubernetes reads as the same quantity.
+_QUANTITIES = re.compile(r"\.resources\.(limits|requests)\.[^\[\]]+$")  # the name may hold dots
+
+
+def _same_quantity(path: str, rendered: Any, sent: Any) -> bool:
+    """A resource quantity the SDK sends as the string of the number rendered."""
+    number = isinstance(rendered, int | float) and not isinstance(rendered, bool)
+    return number and isinstance(sent, str) and sent == str(rendered) and bool(_QUANTITIES.search(path))
 
 
 def _cause(exc: BaseException) -> ApiException | None:

@@ -279,3 +279,26 @@ def test_status_shows_how_a_worker_failed_from_its_termination_message(api_serve
     text = "\n".join(st.lines())
     assert "    ended: exit code 1 (Error)" in text
     assert "'/data/train.bin'; giving up" in text and "noise 3" not in text
+
+
+def test_a_gpu_job_is_submitted_with_its_gpu_count_as_the_sdk_sends_it(api_server, kube, rendered):
+    """The chart writes `nvidia.com/gpu: 1`; the SDK's model holds quantities as strings and
+    sends "1", the same quantity to Kubernetes: not a change of the job that was checked."""
+    _, objects = rendered
+    job = copy.deepcopy(objects[0])
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {"nvidia.com/gpu": 1}, "requests": {"cpu": 2, "memory": "8Gi"}}
+    assert jobs.submit(kube, [job], NS) == ["PyTorchJob/demo"]
+    stored = api_server.get("PyTorchJob", "demo", NS)["spec"]["pytorchReplicaSpecs"]["Worker"]
+    assert stored["template"]["spec"]["containers"][0]["resources"] == {
+        "limits": {"nvidia.com/gpu": "1"},
+        "requests": {"cpu": "2", "memory": "8Gi"},
+    }
+
+
+def test_only_resource_quantities_may_come_back_as_strings():
+    quantity = "spec.containers[0].resources.limits.nvidia.com/gpu"
+    assert list(jobs._differences({"q": 1}, {"q": "1"})) == ["q"]  # elsewhere a string is another value
+    assert jobs._same_quantity(quantity, 1, "1") and jobs._same_quantity(quantity.replace("limits", "requests"), 2, "2")
+    assert not jobs._same_quantity(quantity, 1, "2") and not jobs._same_quantity(quantity, True, "True")
+    assert not jobs._same_quantity("spec.elasticPolicy.maxRestarts", 1, "1")
