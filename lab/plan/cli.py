@@ -23,7 +23,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument("-s", "--stack", help=f"stack name: stacks/Pulumi.<stack>.yaml {STACK_DEFAULT}")
     p.add_argument("--all-stacks", action="store_true", help="plan every stacks/Pulumi.*.yaml in turn")
-    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="how to print the plan (--json is -o json) [text]",
+    )
+    p.add_argument("--json", action="store_const", dest="output", const="json", help=argparse.SUPPRESS)
     p.add_argument(
         "--set",
         metavar="KEY=VALUE",
@@ -80,7 +87,7 @@ def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] 
     api = arm.api_versions() if arm.checked_resources(plan) else None
     status = 1 if errors(findings_of(runs)) else 0
     shown: dict[str, Any] = {"show_secrets": args.show_secrets, "api": api, "save_cost_s": args.save_cost}
-    if args.json:
+    if args.output == "json":
         return status, display.json_dict(plan, runs, estimate, **shown), ""
     return status, None, display.text(plan, runs, estimate, **shown)
 
@@ -95,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         check_unknown(args.check)  # before planning anything
     except UnknownCheck as exc:
-        if args.json:
+        if args.output == "json":
             print(json.dumps({"ok": False, "error": f"--check: {exc}"}, indent=2))
         else:
             print(f"elastic-lab plan: --check: {exc}", file=sys.stderr)
@@ -106,12 +113,12 @@ def run(args: argparse.Namespace) -> int:
     for stack in stacks:
         status, doc, text = plan_one(stack, args)
         worst = max(worst, status)
-        if args.json:
+        if args.output == "json":
             docs.append(doc)
         else:
             print(text, file=sys.stdout if status != 2 else sys.stderr)
             if len(stacks) > 1:
                 print()
-    if args.json:
+    if args.output == "json":
         print(json.dumps(docs if args.all_stacks else docs[0], indent=2, sort_keys=False, default=str))
     return worst

@@ -181,3 +181,9 @@ def test_the_plan_gives_the_checkpoint_interval_at_each_eviction_band(capsys):
 def test_a_save_cost_that_is_no_duration_is_refused(capsys, bad):
     code, _, err = _plan(capsys, "--save-cost", bad)
     assert code == 2 and "--save-cost" in err and "expected seconds > 0" in err
+
+
+def test_output_json_is_the_same_as_json(capsys):
+    _, by_flag, _ = _plan(capsys, "--stack", "byo", "--json")
+    _, by_output, _ = _plan(capsys, "--stack", "byo", "-o", "json")
+    assert json.loads(by_flag)["stack"] == json.loads(by_output)["stack"] == "byo"
