@@ -56,6 +56,7 @@ import dataclasses
 import functools
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -68,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 from lab.runtime import events, spot_notice
 from lab.vocab.events import Event
-from lab.vocab.job import ENV_AGENT_EVENTS
+from lab.vocab.job import ENV_AGENT_EVENTS, EXIT_PEER_LOST
 
 PROG = "lab.runtime.launch"
 log = logging.getLogger(PROG)
@@ -85,6 +86,9 @@ POLL_KEY = "poll_interval"
 OUTAGE_KEY = "server_outage"
 DEFAULT_SERVER_OUTAGE_S = 60.0
 RECONNECT_EVERY_S = 1.0
+# A participant silent for this many keep-alive intervals, after a peer's connection closed
+# on this agent's workers, is the one that went (a live agent beats every interval).
+LOST_PEER_INTERVALS = 1.5
 # How long an agent stopped by a signal tries to take its node out of the round.
 LEAVE_TIMEOUT_S = 3.0
 # The rendezvous handlers this agent made (torchrun makes one): a signal leaves their rounds.
@@ -199,6 +203,36 @@ def _handler_class() -> type[Any]:
                 # finishing, and the next round could never form while that agent holds this one.
                 waiting = 0
             return waiting + len(self._lost_members())
+
+        def find_the_lost_peer(self) -> frozenset[object]:
+            """This agent's workers failed because a peer went (a closed connection): find
+            which participant before its heartbeats have fully expired. A live agent beats
+            every keep-alive interval, so one silent for 1.5 intervals is dropped from the
+            round, in the server's state too (the others' next round waits for that); tried
+            every 0.1 s for up to the usual keep-alive window. The lost participants, or none."""
+            holder: Any = self._state_holder  # torch's backend state holder: its settings and cache
+            normal = holder._settings
+            window = (normal.keep_alive_interval * normal.keep_alive_max_attempt).total_seconds()
+            short = dataclasses.replace(
+                normal, keep_alive_interval=normal.keep_alive_interval * LOST_PEER_INTERVALS, keep_alive_max_attempt=1
+            )
+            deadline = time.monotonic() + window
+            while True:
+                holder._settings = short
+                try:
+                    holder._last_sync_time = -math.inf  # read the server's state now
+                    holder.sync()
+                    if holder._dead_nodes:  # dropped here by the short window: write that back
+                        holder.mark_dirty()
+                        holder.sync()  # a lost race re-reads; the next turn tries again
+                except RendezvousConnectionError:
+                    return frozenset()  # the server is away: the usual path rides that out
+                finally:
+                    holder._settings = normal
+                lost = self._lost_members()
+                if lost or time.monotonic() >= deadline:
+                    return lost
+                time.sleep(0.1)
 
         def lost_members(self) -> frozenset[object]:
             """The lost participants of this agent's round, from a fresh read of the state."""
@@ -590,7 +624,10 @@ def _forgive_failures_of_a_lost_round() -> None:
         if result.state != WorkerState.FAILED:
             return result
         handler = worker_group.spec.rdzv_handler
-        if hasattr(handler, "lost_members") and handler.lost_members():
+        lost = hasattr(handler, "lost_members") and handler.lost_members()
+        if not lost and hasattr(handler, "find_the_lost_peer") and a_peer_failed(result.failures):
+            lost = handler.find_the_lost_peer()
+        if lost:
             log.warning(
                 "workers of a round that lost a participant exited (%s); a membership change, not a failure",
                 ", ".join(f"rank {r}: {f.exitcode}" for r, f in sorted(result.failures.items())),
@@ -624,6 +661,14 @@ class CrashStreak:
     attempts: int = 0
 
 
+def a_peer_failed(failures: Mapping[int, Any]) -> bool:
+    """Whether a worker failed because a peer went: our trainers' exit code for it, or a
+    script's exception that says so (a collective on a closed connection)."""
+    return any(f.exitcode == EXIT_PEER_LOST for f in failures.values()) or (
+        bool(failures) and failure_signature(failures) is None
+    )
+
+
 def failure_signature(failures: Mapping[int, Any]) -> tuple[str, int] | None:
     """(what the first worker to fail died of, its global rank), or None when that was the
     consequence of a peer's failure. The exception's message comes from the worker's error
@@ -634,6 +679,8 @@ def failure_signature(failures: Mapping[int, Any]) -> tuple[str, int] | None:
     # torch keeps the error file's structured message as it is, a dict with the text inside.
     text = first.message.get("message") if isinstance(first.message, dict) else first.message
     message = str(text or "").strip()
+    if first.exitcode == EXIT_PEER_LOST:
+        return None
     if not message or not os.path.isfile(first.error_file):
         # No error file: torch's own words name the worker's PID, a new one each attempt.
         signal = first.exitcode < 0

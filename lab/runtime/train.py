@@ -63,7 +63,14 @@ from lab.vocab.events import (
     SAVE_NOTICE,
     Event,
 )
-from lab.vocab.job import ENV_CHECKPOINT_DIR, ENV_CHECKPOINT_EVERY, ENV_CHECKPOINT_WRITES, ENV_NOTICE_S, ENV_PG_TIMEOUT
+from lab.vocab.job import (
+    ENV_CHECKPOINT_DIR,
+    ENV_CHECKPOINT_EVERY,
+    ENV_CHECKPOINT_WRITES,
+    ENV_NOTICE_S,
+    ENV_PG_TIMEOUT,
+    EXIT_PEER_LOST,
+)
 from lab.vocab.per_step import ENV_FAULT_TOLERANCE
 
 log = logging.getLogger("train")
@@ -531,7 +538,7 @@ class ElasticTraining:
             str(exc)[:300],
         )
         logging.shutdown()
-        os._exit(1)
+        os._exit(EXIT_PEER_LOST)
 
     def leave_on_notice(self) -> None:
         """Spot notice (or the agent restarting the group): save the last completed step and

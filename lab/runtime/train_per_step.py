@@ -50,7 +50,7 @@ from lab.runtime.snapshot import TrainingSnapshot
 from lab.runtime.spot_notice import SpotNotice
 from lab.runtime.workload import Workload, build_model, open_checkpoints
 from lab.vocab.events import EXIT_DONE, EXIT_NOTICE, SAVE_FINAL, SAVE_INTERVAL, SAVE_NOTICE, Event
-from lab.vocab.job import ENV_NODE
+from lab.vocab.job import ENV_NODE, EXIT_PEER_LOST
 from lab.vocab.per_step import (
     ENV_ADVERTISE,
     ENV_CHECKPOINT_PORT,
@@ -465,7 +465,7 @@ class PerStepTraining:
         """A worker of this very group is gone: the group is lost; the agent restarts it."""
         events.emit(Event.COLLECTIVE_FAILED, step=self.manager.current_step(), error=type(exc).__name__)
         logging.shutdown()
-        os._exit(1)
+        os._exit(EXIT_PEER_LOST)
 
     def _commit(self, flat: torch.Tensor, grads: list[torch.Tensor], covered: int) -> bool:
         """A notice saves either before this step's commit or after its update: should_commit

@@ -59,6 +59,9 @@ ENV_NOTICE_S = "LAB_NOTICE_S"
 ENV_EVENTS_FILE = "LAB_EVENTS_FILE"
 # The agent's module: torchrun with our rendezvous handler, exit codes and crash-loop rule.
 LAUNCH_MODULE = "lab.runtime.launch"
+# A worker's exit code when its collective failed because a peer went: its agent then looks
+# for the lost node at once (EX_TEMPFAIL: the job goes on without it).
+EXIT_PEER_LOST = 75
 # Where lab.runtime.launch writes torch's structured agent events (JSON lines), when set.
 ENV_AGENT_EVENTS = "LAB_AGENT_EVENTS"
 # Which node emitted an event: the local target's node name, a cluster's worker pod; and on

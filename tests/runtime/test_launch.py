@@ -332,3 +332,78 @@ def test_an_agent_logs_its_workers_failure_without_importing_dynamo():
     assert (
         "failed (exitcode: 1)" in done.stderr and "RuntimeError: process 0 terminated with exit code 1" in done.stderr
     )
+
+
+def _handler_in_a_round(heartbeat_ages_s: dict[str, float]):
+    """Our rendezvous handler whose completed round (7) is written in a store, its participants'
+    heartbeats the given seconds old; it is node "a"'s view."""
+    import pickle
+
+    from torch.distributed import HashStore
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+
+    store = HashStore()
+    backend = C10dRendezvousBackend(store, "t-lost-peer")
+    handler = launch._handler_class().from_backend(
+        "t-lost-peer", store, backend, 1, 3, "127.0.0.1", keep_alive_interval=0.5, keep_alive_max_attempt=3
+    )
+    state = _round_of(dict.fromkeys(heartbeat_ages_s, 0), heartbeat_age_s=0)
+    for node in list(state.last_heartbeats):
+        state.last_heartbeats[node] -= timedelta(seconds=heartbeat_ages_s[node.addr])
+    backend.set_state(pickle.dumps(state))
+    handler._state_holder.sync()
+    handler._round, handler._members = 7, frozenset(state.participants)
+    return handler, backend
+
+
+def test_a_closed_connection_finds_the_silent_peer_before_its_heartbeats_expire():
+    import pickle
+
+    handler, backend = _handler_in_a_round({"a": 0.1, "b": 0.2, "c": 0.9})  # c: silent 0.9 s, under 1.5 s
+    started = time.monotonic()
+    lost = handler.find_the_lost_peer()
+    assert [n.addr for n in lost] == ["c"] and time.monotonic() - started < 0.5
+    # written back: the other survivors' next round does not wait for c
+    assert sorted(n.addr for n in pickle.loads(backend.get_state()[0]).participants) == ["a", "b"]
+
+
+def test_live_peers_are_not_dropped_and_the_search_ends_with_the_usual_window():
+    """Every participant beats every 0.2 s (their agents): none is dropped, and the search
+    gives up after the keep-alive window (1.5 s), leaving the failure to the usual path."""
+    import pickle
+    import threading
+    from datetime import datetime
+
+    handler, backend = _handler_in_a_round({"a": 0.0, "b": 0.0, "c": 0.0})
+    beating = threading.Event()
+
+    def beat():
+        while not beating.wait(0.2):
+            bits, token = backend.get_state()
+            state = pickle.loads(bits)
+            for node in state.last_heartbeats:
+                state.last_heartbeats[node] = datetime.now(UTC)
+            backend.set_state(pickle.dumps(state), token)
+
+    beats = threading.Thread(target=beat, daemon=True)
+    beats.start()
+    try:
+        started = time.monotonic()
+        assert handler.find_the_lost_peer() == frozenset()
+        assert 1.4 < time.monotonic() - started < 3.0
+    finally:
+        beating.set()
+        beats.join()
+
+
+@pytest.mark.parametrize(
+    "exitcode,message,peer",
+    [
+        (launch.EXIT_PEER_LOST, None, True),  # our trainers' code for it
+        (1, "RuntimeError: Connection closed by peer [127.0.0.1]:5555", True),  # a script's gloo error
+        (1, "ValueError: shapes (3,) and (4,) not aligned", False),
+        (-9, None, False),
+    ],
+)
+def test_a_peer_failure_is_told_from_a_crash(tmp_path, exitcode, message, peer):
+    assert launch.a_peer_failed({0: _failure(tmp_path, 0, message, 1, exitcode=exitcode)}) is peer
