@@ -802,7 +802,7 @@ def start_warm_workers() -> None:
     from torch.distributed import run
     from torch.distributed.launcher.api import elastic_launch
 
-    from lab.runtime.warm import run_script, start_forkserver
+    from lab.runtime.warm import run_script, start_forkserver, wait_until_warm
 
     def launch(config: Any, entrypoint: Any) -> Any:
         if entrypoint != sys.executable:  # --no-python: a program of its own
@@ -812,6 +812,10 @@ def start_warm_workers() -> None:
 
     start_forkserver()  # before the agent starts threads or connects to the rendezvous
     run.elastic_launch = launch  # type: ignore[attr-defined,assignment]  # torchrun's own entry, replaced
+    # Joining a running job restarts every node's workers, and they wait for this node's: its
+    # forkserver's imports happen before it joins, while the others still train.
+    waited = wait_until_warm()
+    log.info("workers ready to fork after %.2f s", waited)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -92,6 +92,24 @@ def start_forkserver() -> None:
         server._preload_modules = list(PRELOAD)
 
 
+def _nothing() -> None:
+    """What the forkserver forks to show it is ready."""
+
+
+def wait_until_warm() -> float:
+    """Block until the forkserver has imported `PRELOAD` and forks: it forks one process that
+    does nothing. A node that joins a running job waits here before it tells the rendezvous,
+    so that the workers it asks every node to restart do not wait for its imports; the
+    seconds waited."""
+    import multiprocessing
+
+    started = time.monotonic()
+    ready = multiprocessing.get_context("forkserver").Process(target=_nothing, name="warm-check")
+    ready.start()
+    ready.join()
+    return time.monotonic() - started
+
+
 def script_argv(cmd_args: tuple[str, ...]) -> tuple[str | None, str, list[str]]:
     """(module or None, script path or module name, its arguments) from torchrun's
     `[-u] [-m] script args...` (what it would pass to a new Python)."""

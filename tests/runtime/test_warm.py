@@ -22,6 +22,7 @@ AGENT = textwrap.dedent("""
 
     warm.start_forkserver()
     warm.start_forkserver()  # a no-op the second time
+    waited = warm.wait_until_warm()  # the forkserver has imported its preload and forks
     from multiprocessing import forkserver
     server_pid = forkserver._forkserver._forkserver_pid
     ctx = multiprocessing.get_context("forkserver")
@@ -30,7 +31,7 @@ AGENT = textwrap.dedent("""
     proc.start()
     seen = queue.get(timeout=60)
     proc.join(60)
-    print(json.dumps({"agent": os.getpid(), "server": server_pid, "worker": seen,
+    print(json.dumps({"agent": os.getpid(), "server": server_pid, "worker": seen, "waited": waited,
                       "agent_has_dynamo": "torch._dynamo" in sys.modules}), flush=True)
     time.sleep(600)
 """)
@@ -51,6 +52,7 @@ def test_the_forkserver_is_a_fork_of_the_agent_and_dies_with_it(workdir, python)
         assert report["worker"]["ppid"] == report["server"]  # workers are forks of the forkserver
         # The forkserver preloaded what workers would import on every restart; the agent did not.
         assert report["worker"]["dynamo_imported"] and not report["agent_has_dynamo"]
+        assert isinstance(report["waited"], float) and report["waited"] > 0
         agent.send_signal(signal.SIGKILL)
         agent.wait(30)
         deadline = time.monotonic() + 15
