@@ -23,6 +23,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import sys
 import threading
@@ -80,6 +81,9 @@ def run_notebook(name: str, **params: object) -> tuple[nbformat.NotebookNode, Ce
     client = NotebookClient(
         nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
     )
+    # nbclient hands SIGINT and SIGTERM to its event loop while the kernel runs, and afterwards
+    # sets them to Python's defaults, not to what they were: give this process its own back.
+    held = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         client.execute()
     except CellExecutionError as exc:
@@ -87,6 +91,9 @@ def run_notebook(name: str, **params: object) -> tuple[nbformat.NotebookNode, Ce
         if not tails:
             return nb, exc
         return nb, CellExecutionError(f"{exc.traceback}\n{tails}", exc.ename, exc.evalue)
+    finally:
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
     return nb, None
 
 
