@@ -41,6 +41,11 @@ def participants_at(steps: list[dict[str, Any]], t: float) -> int | None:
     return before[-1] if before else None
 
 
+# Steps the survivors commit after an eviction in the quorum they had, that show the evicted
+# group was not in it (a step or two may still commit as the group goes).
+SAME_QUORUM_STEPS = 3
+
+
 def survivors_step(events: list[dict[str, Any]], t: float, node: str) -> dict[str, Any] | None:
     """The survivors' first committed step after an eviction at `t` of `node`'s group that
     the eviction no longer holds up: in a new quorum when the group was in theirs, else
@@ -50,11 +55,18 @@ def survivors_step(events: list[dict[str, Any]], t: float, node: str) -> dict[st
     victim = [e["quorum"] for e in marks if e.get("replica") == node]
     others = [e["quorum"] for e in marks if e.get("replica") != node]
     held_up = bool(victim and others and victim[-1] == others[-1])
+    same_quorum: list[dict[str, Any]] = []
     for s in events:
         if s["event"] != Event.STEP or s["t"] <= t or s.get("replica") == node:
             continue
         if not held_up or s.get("quorum") != others[-1]:
             return s
+        same_quorum.append(s)
+        if len(same_quorum) >= SAME_QUORUM_STEPS:
+            # The survivors go on committing in the quorum they had: the group was not in it
+            # after all (it was still joining it when it went: a quorum with a dead member
+            # commits nothing), so it held nothing up.
+            return same_quorum[0]
     return None
 
 
