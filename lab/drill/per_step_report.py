@@ -55,6 +55,9 @@ def survivors_step(events: list[dict[str, Any]], t: float, node: str) -> dict[st
     victim = [e["quorum"] for e in marks if e.get("replica") == node]
     others = [e["quorum"] for e in marks if e.get("replica") != node]
     held_up = bool(victim and others and victim[-1] == others[-1])
+    # A group that got a notice trains on to a step boundary: steps after `t` in the quorum
+    # it shares say nothing about whether it was in it.
+    victim_stepped = any(e["event"] == Event.STEP and e["t"] > t and e.get("replica") == node for e in events)
     same_quorum: list[dict[str, Any]] = []
     for s in events:
         if s["event"] != Event.STEP or s["t"] <= t or s.get("replica") == node:
@@ -62,7 +65,7 @@ def survivors_step(events: list[dict[str, Any]], t: float, node: str) -> dict[st
         if not held_up or s.get("quorum") != others[-1]:
             return s
         same_quorum.append(s)
-        if len(same_quorum) >= SAME_QUORUM_STEPS:
+        if len(same_quorum) >= SAME_QUORUM_STEPS and not victim_stepped:
             # The survivors go on committing in the quorum they had: the group was not in it
             # after all (it was still joining it when it went: a quorum with a dead member
             # commits nothing), so it held nothing up.

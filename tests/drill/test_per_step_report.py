@@ -28,3 +28,11 @@ def test_survivors_that_go_on_in_their_quorum_were_not_held_up():
 def test_survivors_stuck_in_the_quorum_with_the_dead_group_have_no_step_without_it():
     after = [_step(2.01, "a", 2, 11)]  # one in-flight commit, then nothing
     assert survivors_step(BEFORE + after, 2.0, "c") is None
+
+
+def test_a_group_on_notice_that_trains_on_holds_the_survivors_quorum_until_it_leaves():
+    """A notice: the group steps on to a boundary in the shared quorum, then leaves; the
+    survivors' first step without it is in the next quorum."""
+    shared = [_step(2.0 + i / 10, r, 2, 11 + i) for i in range(1, 5) for r in ("a", "c")]
+    after = [_step(3.0, "a", 3, 15)]
+    assert survivors_step(BEFORE + shared + after, 2.0, "c")["t"] == 3.0
