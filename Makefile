@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip --no-input
 # a long download shows itself; errors and warnings in full. (pip on some machines warns about
 # every missing local index folder: those lines go.)
 PIP_PROGRESS := { grep -E --line-buffered -v "is ignored: it is neither a file nor a directory|^ *(Requirement already|Using cached|Obtaining|Preparing|Checking|Getting requirements|Building|Created wheel|Stored in|Attempting|Found existing|Uninstalling|Successfully uninstalled|Collecting|Installing build)" || true; }
-# The index torch comes from. Empty: PyPI, whose torch 2.13.0 for Linux is the CUDA build
+# The index torch==2.13.0 comes from. Empty: PyPI, whose Linux wheel of it is the CUDA build
 # (several GB). A CPU-only machine: `make drill TORCH_INDEX=https://download.pytorch.org/whl/cpu`.
 TORCH_INDEX ?=
 # Every runtime dependency must import, or set-up fails here rather than in a test.
@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 	@echo "set-up 1/4: a virtual environment in $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	@# PyTorch first, pinned exactly (==2.13.0): a range pulls whatever is newest.
-	@echo "set-up 2/4: torch 2.13.0 from $(or $(TORCH_INDEX),PyPI) (on Linux, PyPI's is the CUDA build: several GB; see the README)"
+	@echo "set-up 2/4: torch==2.13.0 from $(or $(TORCH_INDEX),PyPI) (on Linux, PyPI's is the CUDA build: several GB; see the README)"
 	@$(PIP) install --progress-bar off "torch==2.13.0" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) 2>&1 | $(PIP_PROGRESS)
 	@echo "set-up 3/4: this project and its tools (Pulumi, Kubernetes, cloud SDKs, etcd, TorchFT, test tools)"
 	@$(PIP) install --progress-bar off -e ".[lab,infra,dev]" 2>&1 | $(PIP_PROGRESS)

@@ -45,10 +45,10 @@ class Measured:
     elastic_recovery_s: float = 1.96  # recovery.py, etcd-v2 hard-kill median, 2026-11-26
     elastic_notice_recovery_s: float = 1.40  # recovery.py, notice median
     elastic_join_stall_s: float = 1.83  # the drill's survivors' stall when a node joins
-    per_step_stall_s: float = 0.65  # fault_tolerance.py / the per-step drill, hard kill (tiny model)
-    per_step_join_stall_s: float = 0.15
-    per_step_overhead: float = 0.28  # per-step step time over elastic's at 3 groups (+28 %)
-    restart_s: float = 10.0  # restart-everything: the job's start and its checkpoint's load
+    per_step_stall_s: float = 0.65  # the per-step hard-kill drill of gpt-small on this CPU (accelerator.py)
+    per_step_join_stall_s: float = 0.15  # the same drill's survivors' stall at the join
+    per_step_overhead: float = 0.28  # per-step step time over elastic's at 3 groups (+28 %, fault_tolerance.py)
+    restart_s: float = 10.0  # restart-everything: the job's start and its checkpoint's load (a guess, not measured)
     save_cost_s: float = 1.376  # a real-size save's whole cost to training on one H200 (accelerator.py)
 
 
