@@ -6,7 +6,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-PIP    := $(BIN)/python -m pip --no-input
+# --no-compile: Python compiles what is imported when it is first imported; compiling every
+# module of every package at install (the Azure provider alone holds thousands) takes longer.
+PIP    := $(BIN)/python -m pip --no-input --no-compile
 # What set-up prints of pip's output: each download (name and size) and what was installed, so
 # a long download shows itself; errors and warnings in full. (pip on some machines warns about
 # every missing local index folder: those lines go.)
@@ -42,7 +44,7 @@ setup: $(STAMP)
 drill: $(STAMP)
 	$(BIN)/elastic-lab drill
 
-# The code checks, then every test: on three workers, in a new random order each run
+# The code checks, then every test: on four workers, in a new random order each run
 # (pytest-randomly prints "Using --randomly-seed=N" first; `--randomly-seed=N` replays that
 # order, `-p no:randomly` keeps the files' order), the slowest listed at the end. The type
 # checker runs beside the tests: it needs a core for about a minute, which the tests leave
