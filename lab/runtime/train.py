@@ -372,12 +372,14 @@ class ElasticTraining:
             self.peer_lost(exc)
         if self.sharded:
             self.checkpoints.wait_for_staging()  # a save in flight copies the state this step changes
+        computed = time.perf_counter()
         with self.notice.consistent:  # a notice saves either before this update or after it
             self.optimizer.step()
             self.step += 1
             self.sampler.advance(covered)
         self.loss = local_loss.item() / max(len(indices), 1)
         self.covered, self.local_loss, self.step_seconds = covered, local_loss.item(), time.perf_counter() - t0
+        self.phases = {"compute": computed - t0, "update": time.perf_counter() - computed}
         if not self.sharded:
             self._record_step(self.loss)
         if args.log_samples:
@@ -394,6 +396,7 @@ class ElasticTraining:
                 epoch=self.sampler.epoch,
                 position=self.sampler.position,
                 seconds=round(self.step_seconds, 5),
+                phases={name: round(seconds, 5) for name, seconds in self.phases.items()},
             )
 
     def agree_on_notice(self) -> None:

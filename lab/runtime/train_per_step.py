@@ -190,10 +190,18 @@ class PerStepTraining:
         self.quorum_seen = -1  # the quorum last logged
         self.quorum_of_last_step = -1
         self.healed_bytes = 0  # what load_user_state received in this step's quorum
+        self.healed_at, self.healed_step = 0.0, 0  # when it loaded that state, and its step
+        # (replica rank, participants) of the last committed step's quorum: the next step's
+        # batch is chosen for it while that step's own quorum runs (None: wait for the quorum).
+        self.expected_quorum: tuple[int | None, int] | None = None
         self.workload = Workload(args.model, args.dataset_size, args.seed)
         self.sharded = self.workload.sharded
         # FSDP2 within the group when it has several workers; a group of one holds the model whole.
         self.fsdp = self.sharded and args.parallel == "fsdp" and self.group_world > 1
+        # The quorum runs beside the step's compute, and may read the state for a peer on its
+        # own thread meanwhile: FSDP2's state hooks race a forward pass on another thread
+        # (torchft #343), so a sharded group waits for its quorum before its step.
+        self.async_quorum = not self.fsdp
 
     def run(self) -> int:
         self.start()
@@ -263,6 +271,7 @@ class PerStepTraining:
 
     def load_user_state(self, state: dict[str, Any]) -> None:
         self.healed_bytes = self._heal_bytes(state)
+        self.healed_at, self.healed_step = time.perf_counter(), self.manager.current_step()
         with torch.no_grad():
             for key, value in self.net.state_dict().items():
                 _local(value).copy_(state["model"][key])
@@ -344,10 +353,7 @@ class PerStepTraining:
             load_state_dict=self.load_user_state,
             state_dict=self.user_state,
             min_replica_size=int(os.environ.get(ENV_MIN_REPLICAS, "1")),
-            # The quorum (and any healing) completes before the step's data is chosen, and the
-            # state is read for a peer on this thread: FSDP2's state hooks race a forward pass
-            # on another thread (torchft #343).
-            use_async_quorum=False,
+            use_async_quorum=self.async_quorum,
             # RPCs, the heal's transfer and the commit lock that waits for it; the step's
             # collective has its own (short) timeout, see _cross_group.
             timeout=self.heal_timeout,
@@ -383,36 +389,64 @@ class PerStepTraining:
     # --------------------------------------------------------------------- train
     def train_step(self) -> None:
         """One step: a quorum, this worker's share of the step's batch, the gradients summed
-        within the group and across the quorum, and the update if the quorum commits."""
+        within the group and across the quorum, and the update if the quorum commits.
+
+        The quorum runs beside the step's compute (TorchFT's asynchronous quorum) wherever
+        the state may be read for a peer on another thread (not under FSDP2): the batch is
+        chosen for the quorum of the last committed step, the quorum is waited for once the
+        gradients are computed, and if it turned out otherwise (a group joined or left) the
+        gradients are computed again for the batch this quorum gives. A step after a
+        discarded one, or after a heal, waits for its quorum first (it is rarely the last)."""
         args, manager = self.args, self.manager
         t0 = time.perf_counter()
         self.healed_bytes = 0
-        manager.start_quorum()
-        if self.healed_bytes:  # the quorum copied the state from a peer (load_user_state ran)
-            events.emit(
-                Event.HEALED,
-                step=manager.current_step(),
-                seconds=round(time.perf_counter() - t0, 4),
-                bytes=self.healed_bytes,
-                replica=self.replica,
-            )
+        manager.start_quorum()  # the asynchronous quorum returns at once
+        guess = self.expected_quorum if self.async_quorum else None
+        if guess is None:
+            guess = (manager.participating_rank(), manager.num_participants())  # waits for the quorum
+        waited = time.perf_counter() - t0
+        indices, covered = self._batch(*guess)
+        computing = time.perf_counter()
+        flat, grads, local_loss = self._gradients(indices, covered)
+        computed = time.perf_counter()
+        replica_rank, participants = quorum = (manager.participating_rank(), manager.num_participants())
+        known = time.perf_counter()
+        waited += known - computed
+        if quorum != guess:  # the batch was another quorum's: this quorum's instead
+            indices, covered = self._batch(*quorum)
+            flat, grads, local_loss = self._gradients(indices, covered)
+        recomputed = time.perf_counter()
+        world = max(participants, 1) * self.group_world
+        set_lr(self.optimizer, scaled_lr(args.lr, world, args.lr_scaling))
+        self.last_quorum_size = participants
         # A new quorum (a group joined, and heals now, or one left): this step's collective
         # may wait for a heal's copy of the state, so it gets the heal's timeout.
         quorum_id = _quorum_id(manager)
         self.cross_group.step_timeout = self.heal_timeout if quorum_id != self.quorum_of_last_step else None
         self.quorum_of_last_step = quorum_id
-        participants = self.last_quorum_size = manager.num_participants()
-        replica_rank = manager.participating_rank()
-        world = max(participants, 1) * self.group_world
-        set_lr(self.optimizer, scaled_lr(args.lr, world, args.lr_scaling))
-        rank_in_step = (replica_rank or 0) * self.group_world + self.group_rank
-        indices, covered = self.sampler.peek(args.batch_size, rank_in_step, world)
-        if replica_rank is None:  # healing or spare: contributes nothing to this step
-            indices = indices[:0]
-        flat, grads, local_loss = self._gradients(indices, covered)
         self._reduce(flat)
-        if self._commit(flat, grads, covered):
-            self._record_step(indices, local_loss, participants, replica_rank, world, covered, t0)
+        reduced = time.perf_counter()
+        committed, covered = self._commit(flat, grads, covered, world)
+        if self.healed_bytes:  # the quorum copied the state from a peer (load_user_state ran)
+            events.emit(
+                Event.HEALED,
+                step=self.healed_step,
+                seconds=round(self.healed_at - t0, 4),
+                bytes=self.healed_bytes,
+                replica=self.replica,
+            )
+        # The next step's batch is chosen for this quorum while its own quorum runs, unless
+        # this one failed or healed this group (the next quorum then differs).
+        self.expected_quorum = quorum if committed and not self.healed_bytes else None
+        if committed:
+            phases = {
+                "quorum": waited,
+                "compute": computed - computing,
+                "recompute": recomputed - known if quorum != guess else 0.0,
+                "reduce": reduced - recomputed,
+                "commit": time.perf_counter() - reduced,
+            }
+            self._record_step(indices, local_loss, participants, replica_rank, world, covered, t0, phases)
         else:
             events.emit(
                 Event.STEP_DISCARDED,
@@ -422,6 +456,15 @@ class PerStepTraining:
                 quorum=_quorum_id(manager),
                 error=str(manager.errored())[:200] if manager.errored() else None,
             )
+
+    def _batch(self, replica_rank: int | None, participants: int) -> tuple[torch.Tensor, int]:
+        """This worker's sample indices of the step's global batch in a quorum where this group
+        has `replica_rank` among `participants` groups, and how many samples that batch covers
+        (none for this worker when the group sits the step out: healing, or a spare)."""
+        world = max(participants, 1) * self.group_world
+        rank_in_step = (replica_rank or 0) * self.group_world + self.group_rank
+        indices, covered = self.sampler.peek(self.args.batch_size, rank_in_step, world)
+        return (indices[:0] if replica_rank is None else indices), covered
 
     def _gradients(self, indices: torch.Tensor, covered: int) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
         """(the gradients as one flat tensor, the gradients, this worker's summed loss).
@@ -467,20 +510,24 @@ class PerStepTraining:
         logging.shutdown()
         os._exit(EXIT_PEER_LOST)
 
-    def _commit(self, flat: torch.Tensor, grads: list[torch.Tensor], covered: int) -> bool:
-        """A notice saves either before this step's commit or after its update: should_commit
-        moves the manager's step on, the update follows (the commit waits at most the
-        collective timeout)."""
+    def _commit(self, flat: torch.Tensor, grads: list[torch.Tensor], covered: int, world: int) -> tuple[bool, int]:
+        """Whether the step committed, and the samples it covered. A notice saves either before
+        this step's commit or after its update: should_commit moves the manager's step on, the
+        update follows (the commit waits at most the collective timeout). A group healed by an
+        asynchronous quorum loads its peer's state in should_commit, its sampler's position
+        included: the step's batch is counted from there."""
         if self.sharded:
             self.checkpoints.wait_for_staging()  # a save in flight copies the state this step changes
         with self.notice.consistent:
             committed = bool(self.manager.should_commit())
             if committed:
+                if self.healed_bytes and self.async_quorum:
+                    covered = self.sampler.peek(self.args.batch_size, 0, world)[1]
                 for p, g in zip(self.params, _unflatten(flat, grads), strict=True):
                     p.grad = _like(g, p)
                 self.optimizer.step()
                 self.sampler.advance(covered)
-        return committed
+        return committed, covered
 
     def _record_step(
         self,
@@ -491,8 +538,9 @@ class PerStepTraining:
         world: int,
         covered: int,
         t0: float,
+        phases: dict[str, float],
     ) -> None:
-        """The committed step's events, and its periodic checkpoint."""
+        """The committed step's events (with where its time went), and its periodic checkpoint."""
         step = self.manager.current_step()
         if self.args.log_samples and len(indices):
             events.emit(
@@ -517,6 +565,7 @@ class PerStepTraining:
                 epoch=self.sampler.epoch,
                 position=self.sampler.position,
                 seconds=round(time.perf_counter() - t0, 5),
+                phases={name: round(seconds, 5) for name, seconds in phases.items()},
             )
             if quorum != self.quorum_seen:
                 self.quorum_seen = quorum

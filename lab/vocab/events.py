@@ -108,6 +108,7 @@ FIELDS: Mapping[Event, frozenset[str]] = {
             "epoch",
             "position",
             "seconds",
+            "phases",  # {phase: seconds} of the step: where its time went
             "participants",
             "participating",
             "replica",

@@ -214,7 +214,10 @@ def test_the_cli_drill_of_a_hard_kill_and_a_join_reports_json_and_a_timeline(wor
     codes = report["node_exit_codes"]
     assert codes["node-2"] == -9 and all(codes[n] == 0 for n in ("node-0", "node-1", "node-3")), codes
     assert _undeclared(workdir) == []
-    loads = [e for e in events.read(workdir / "events.jsonl") if e["event"] == "checkpoint_loaded"]
+    recorded = events.read(workdir / "events.jsonl")
+    steps = [e for e in recorded if e["event"] == "step"]
+    assert steps and all(set(e["phases"]) == {"compute", "update"} for e in steps)  # where each step's time went
+    loads = [e for e in recorded if e["event"] == "checkpoint_loaded"]
     assert {(e["world_size_saved"], e["world_size"]) for e in loads} >= {(3, 2), (2, 3)}  # resharded both ways
     assert report["convergence"]["passed"], report["convergence"]["summary"]
     for name in ("timeline.png", "convergence.png"):

@@ -87,8 +87,24 @@ def _assert_the_survivors_trained_on(report, workdir, eviction: str, nproc: int 
     heals = {(e["replica"], e["step"]) for e in recorded if e["event"] == "healed" and e["step"] > 40}
     assert len(heals) == 1 and next(iter(heals))[0] == "node-3", sorted(heals)
     assert _checkpointed_steps(workdir) == [90, 120, 150]  # every 30 steps, the newest 3 kept
+    _assert_each_step_says_where_its_time_went(recorded, asynchronous=nproc == 1)
     assert [e for e in recorded if unknown_fields(e)] == []  # only the fields lab.vocab.events declares
     _assert_every_sample_of_an_epoch_was_trained_once(recorded)
+
+
+def _assert_each_step_says_where_its_time_went(recorded: list[dict], asynchronous: bool) -> None:
+    """Every committed step's phases. A group of one worker (a whole replica) chooses its batch
+    for the last committed step's quorum while its next quorum runs: the step after the new
+    group healed has one more participant, and its survivors computed that step again for the
+    batch of the bigger quorum (every sample still trained once, above). A group sharded by
+    FSDP2 waits for its quorum and never computes a step twice."""
+    steps = [e for e in recorded if e["event"] == "step"]
+    assert steps and all(set(e["phases"]) == {"quorum", "compute", "recompute", "reduce", "commit"} for e in steps)
+    recomputed = [e for e in steps if e["phases"]["recompute"] > 0]
+    if asynchronous:
+        assert any(e["replica"] in ("node-0", "node-1") and e["participants"] == 3 for e in recomputed), recomputed
+    else:
+        assert recomputed == []
 
 
 def _assert_every_sample_of_an_epoch_was_trained_once(recorded: list[dict]) -> None:
