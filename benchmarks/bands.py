@@ -1,23 +1,10 @@
 """Goodput and cost per million useful samples at each monthly eviction-rate band, for the
 stacks' GPU spot pools against the same pools on demand: a model fed with measured figures.
 
-Why a model: at the published bands (<5 % to >20 % of capacity reclaimed in a month) a job of
-three nodes loses one every 1-13 days, so a run of minutes on the local target sees no eviction;
-compressing the rate to minutes would inflate every recovery against the time between
-evictions. The model counts, per eviction of one of the job's N nodes (lab.vocab.checkpoint_interval
-for the rates and Daly's interval T for a save cost C):
-
-- elastic: the survivors' recovery R, the work redone since the last checkpoint (T/2 on a hard
-  kill, nothing on a notice), N-1 nodes training until the replacement arrives after D, and
-  the survivors' stall J when it joins;
-- per-step: the survivors' stall R, nothing redone, N-1 nodes until the replacement, its join
-  stall J; every step pays the mode's overhead;
-- restart-everything: all N stopped until capacity is back (D), a restart S, the work redone;
-and every mode pays C/T for its checkpoints. Cost per million useful samples is the hourly
-price of the GPU pool at N nodes plus the cluster's fixed part, over the useful samples an hour.
-
-The measured figures are the defaults (benchmarks/README.md, with their commands); D, the time a
-replacement GPU node takes to arrive, is a guess (minutes): pass your own.
+The model and its measured figures are lab.vocab.spot_goodput's (`elastic-lab plan --band`
+uses the same); D, the time a replacement GPU node takes to arrive, is a guess (minutes): pass
+your own. Cost per million useful samples is the hourly price of the GPU pool at N nodes plus
+the cluster's fixed part, over the useful samples an hour.
 
 Run: .venv/bin/python benchmarks/bands.py [--stacks aks-dev eks-dev] [--notice-share 0]
      [--replacement-s 300] [--plot benchmarks/bands.png] [--json bands.json]
@@ -33,39 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.vocab.checkpoint_interval import EVICTION_BANDS, daly_interval_s, job_mtbf_s
-
-MODES = ("elastic", "per-step", "restart-everything")
-
-
-@dataclass(frozen=True)
-class Measured:
-    """What each mode costs per eviction and per step (seconds), from the benchmarks."""
-
-    elastic_recovery_s: float = 1.96  # recovery.py, etcd-v2 hard-kill median, 2026-11-26
-    elastic_notice_recovery_s: float = 1.40  # recovery.py, notice median
-    elastic_join_stall_s: float = 1.83  # the drill's survivors' stall when a node joins
-    per_step_stall_s: float = 0.65  # the per-step hard-kill drill of gpt-small on this CPU (accelerator.py)
-    per_step_join_stall_s: float = 0.15  # the same drill's survivors' stall at the join
-    per_step_overhead: float = 0.28  # per-step step time over elastic's at 3 groups (+28 %, fault_tolerance.py)
-    restart_s: float = 10.0  # restart-everything: the job's start and its checkpoint's load (a guess, not measured)
-    save_cost_s: float = 1.376  # a real-size save's whole cost to training on one H200 (accelerator.py)
-
-
-def goodput(mode: str, nodes: int, mtbf_s: float, m: Measured, replacement_s: float, notice_share: float) -> float:
-    """Useful samples an hour over what N nodes would train with no eviction and no overhead."""
-    interval = daly_interval_s(m.save_cost_s, mtbf_s)
-    checkpoints = m.save_cost_s / (interval + m.save_cost_s)
-    redo = (1 - notice_share) * interval / 2
-    if mode == "elastic":
-        recovery = notice_share * m.elastic_notice_recovery_s + (1 - notice_share) * m.elastic_recovery_s
-        lost = recovery + redo + m.elastic_join_stall_s + replacement_s / nodes
-        return max(0.0, 1 - checkpoints - lost / mtbf_s)
-    if mode == "per-step":
-        lost = m.per_step_stall_s + m.per_step_join_stall_s + replacement_s / nodes
-        return max(0.0, (1 - checkpoints - lost / mtbf_s) / (1 + m.per_step_overhead))
-    lost = replacement_s + m.restart_s + redo  # restart-everything: every node waits
-    return max(0.0, 1 - checkpoints - lost / mtbf_s)
+from lab.vocab.checkpoint_interval import EVICTION_BANDS, job_mtbf_s
+from lab.vocab.spot_goodput import MODES, REPLACEMENT_S, MeasuredCosts, goodput
 
 
 @dataclass(frozen=True)
@@ -104,7 +60,7 @@ def samples_per_node_hour(step_s: float = 0.082, batch: int = 64) -> float:
     return batch / step_s * 3600
 
 
-def rows(pool: Pool, m: Measured, replacement_s: float, notice_share: float) -> list[dict[str, Any]]:
+def rows(pool: Pool, m: MeasuredCosts, replacement_s: float, notice_share: float) -> list[dict[str, Any]]:
     rate = samples_per_node_hour() * pool.nodes
     on_demand = (pool.on_demand_per_node * pool.nodes + pool.fixed_per_hour) / rate * 1e6
     out = []
@@ -119,7 +75,7 @@ def rows(pool: Pool, m: Measured, replacement_s: float, notice_share: float) -> 
     return out
 
 
-def sweep(pool: Pool, m: Measured, replacement_s: float, notice_share: float) -> dict[str, list[float]]:
+def sweep(pool: Pool, m: MeasuredCosts, replacement_s: float, notice_share: float) -> dict[str, list[float]]:
     """Cost per million samples from one eviction a month per node to one an hour."""
     rate = samples_per_node_hour() * pool.nodes
     per_node_mtbf_h = [10 ** (k / 10) for k in range(0, 47)]  # 1 h .. ~5 years
@@ -133,7 +89,7 @@ def sweep(pool: Pool, m: Measured, replacement_s: float, notice_share: float) ->
     return curves
 
 
-def plot(pools_: list[Pool], m: Measured, replacement_s: float, notice_share: float, path: Path) -> None:
+def plot(pools_: list[Pool], m: MeasuredCosts, replacement_s: float, notice_share: float, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -174,14 +130,16 @@ def table(all_rows: list[dict[str, Any]]) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--stacks", nargs="+", default=["aks-dev", "eks-dev"])
-    p.add_argument("--replacement-s", type=float, default=300.0, help="seconds a replacement GPU node takes [300]")
+    p.add_argument(
+        "--replacement-s", type=float, default=REPLACEMENT_S, help="seconds a replacement GPU node takes [300]"
+    )
     p.add_argument("--notice-share", type=float, default=0.0, help="share of evictions with a notice saved [0]")
     p.add_argument("--plot", type=Path, default=None)
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     if not 0 <= args.notice_share <= 1 or args.replacement_s < 0:
         p.error("--notice-share is a share between 0 and 1, --replacement-s seconds >= 0")
-    m = Measured()
+    m = MeasuredCosts()
     found = pools(args.stacks)
     all_rows = [r for pool in found for r in rows(pool, m, args.replacement_s, args.notice_share)]
     print(f"measured figures: {asdict(m)}; replacement {args.replacement_s:g} s, notice share {args.notice_share:g}")

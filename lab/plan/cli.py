@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any
 
+from lab.vocab.checkpoint_interval import EVICTION_BANDS
 from lab.vocab.current_stack import STACK_DEFAULT, STACK_REQUIRED
 
 
@@ -46,6 +47,12 @@ def register(sub: Any) -> None:
         default=1.0,
         help="what a checkpoint save costs training, for the checkpoint interval at each eviction band "
         "(`elastic-lab drill` reports a job's) [1]",
+    )
+    p.add_argument(
+        "--band",
+        choices=[name for name, _ in EVICTION_BANDS],
+        help="also show what spot saves against on demand at this monthly eviction band, per fault-tolerance "
+        "mode (goodput from measured drills)",
     )
     p.add_argument("--check", metavar="NAME", action="append", help="run only this check (repeatable)")
     p.add_argument("--show-secrets", action="store_true", help="print secret values (mock values offline)")
@@ -86,7 +93,12 @@ def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] 
     estimate = cost.estimate(plan, args.prices)
     api = arm.api_versions() if arm.checked_resources(plan) else None
     status = 1 if errors(findings_of(runs)) else 0
-    shown: dict[str, Any] = {"show_secrets": args.show_secrets, "api": api, "save_cost_s": args.save_cost}
+    shown: dict[str, Any] = {
+        "show_secrets": args.show_secrets,
+        "api": api,
+        "save_cost_s": args.save_cost,
+        "band": args.band,
+    }
     if args.output == "json":
         return status, display.json_dict(plan, runs, estimate, **shown), ""
     return status, None, display.text(plan, runs, estimate, **shown)

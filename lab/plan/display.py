@@ -11,6 +11,7 @@ from lab.plan.check_list import CheckRun, findings_of
 from lab.plan.cost import CostEstimate
 from lab.plan.findings import errors
 from lab.plan.recording import SECRET_PLACEHOLDER, Plan, RecordedResource
+from lab.plan.saving import saving_lines, saving_rows
 from lab.vocab.checkpoint_interval import duration, intervals
 from lab.vocab.layout import ROOT
 
@@ -265,6 +266,7 @@ def text(
     show_secrets: bool = False,
     api: dict[str, dict[str, str]] | None = None,
     save_cost_s: float = 1.0,
+    band: str | None = None,
 ) -> str:
     parts = [
         f"Plan of stack {plan.stack!r} (cloud: {plan.cloud}) — offline, under mocks: {len(plan.resources)} resources",
@@ -279,6 +281,7 @@ def text(
         "",
         "Evictions and checkpoints:",
         *eviction_lines(cost, save_cost_s),
+        *(saving_lines(cost, band) if band else []),
         "",
         "Checks:",
         *checks_lines(runs, api),
@@ -302,6 +305,7 @@ def json_dict(
     show_secrets: bool = False,
     api: dict[str, dict[str, str]] | None = None,
     save_cost_s: float = 1.0,
+    band: str | None = None,
 ) -> dict[str, Any]:
     base = plan.to_json_dict(show_secrets=show_secrets)
     resources = []
@@ -347,7 +351,11 @@ def json_dict(
         "outputs": base["outputs"],
         "secret_outputs": base["secret_outputs"],
         "cost": cost.to_dict() if cost else None,
-        "evictions": {"save_cost_s": save_cost_s, "rows": eviction_rows(cost, save_cost_s)},
+        "evictions": {
+            "save_cost_s": save_cost_s,
+            "rows": eviction_rows(cost, save_cost_s),
+            **({"band": band, "saving": saving_rows(cost, band)} if band else {}),
+        },
         "checks": [{"name": r.name, "applied": r.applied, "findings": [f.to_dict() for f in r.findings]} for r in runs],
         "findings": [f.to_dict() for f in all_findings],
         "arm_api_versions": api,

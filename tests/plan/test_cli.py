@@ -177,6 +177,39 @@ def test_the_plan_gives_the_checkpoint_interval_at_each_eviction_band(capsys):
     assert "(no spot pool in this plan)" in out
 
 
+def test_the_plan_shows_what_spot_saves_at_a_chosen_band(capsys):
+    """Per fault-tolerance mode at the band: goodput from the measured figures, the price of a
+    useful node-hour on spot against on demand, the saving; the same in text and JSON."""
+    from lab.vocab.checkpoint_interval import job_mtbf_s
+    from lab.vocab.spot_goodput import goodput
+
+    code, out, _ = _plan(capsys, "--stack", "eks-dev", "-o", "json", "--band", "10-15%")
+    doc = json.loads(out)
+    rows = doc["evictions"]["saving"]
+    assert code == 0 and doc["evictions"]["band"] == "10-15%"
+    assert [r["mode"] for r in rows] == ["elastic", "per-step", "restart-everything"]
+    by_mode = {r["mode"]: r for r in rows}
+    assert by_mode["elastic"]["goodput"] == pytest.approx(goodput("elastic", 3, job_mtbf_s(0.125, 3)), abs=1e-6)
+    on_demand = by_mode["elastic"]["on_demand_per_node_hour"]
+    for r in rows:  # spot is cheaper on demand at every mode here, and the saving is what the prices say
+        assert 0 < r["spot_per_useful_node_hour"] < on_demand
+        assert r["saving"] == pytest.approx(1 - r["spot_per_useful_node_hour"] / on_demand, abs=1e-3)
+    # Per-step pays its overhead at every step: it trains less of the time than elastic.
+    assert by_mode["per-step"]["goodput"] < by_mode["elastic"]["goodput"]
+    _, text, _ = _plan(capsys, "--stack", "eks-dev", "--band", "10-15%")
+    assert "at the 10-15% band, per fault-tolerance mode" in text
+    assert f"gpu-spot at 3 node(s), elastic: {100 * by_mode['elastic']['goodput']:.2f} % / " in text
+    _, without, _ = _plan(capsys, "--stack", "eks-dev", "-o", "json")
+    assert "saving" not in json.loads(without)["evictions"]  # only when a band is asked for
+
+
+def test_a_band_that_is_not_one_of_the_published_ones_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        _plan(capsys, "--band", "12%")
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "--band" in err and "'12%'" in err and "10-15%" in err
+
+
 @pytest.mark.parametrize("bad", ["0", "-1", "inf", "nan"])
 def test_a_save_cost_that_is_no_duration_is_refused(capsys, bad):
     code, _, err = _plan(capsys, "--save-cost", bad)

@@ -1,0 +1,72 @@
+"""What share of a spot job's time trains, per fault-tolerance mode, at an eviction rate: a
+model fed with measured figures, for `elastic-lab plan --band` and benchmarks/bands.py.
+
+At the published monthly bands a job of a few nodes loses one every few days to months, so no
+run of minutes sees an eviction at those rates. The model counts, per eviction of one of the
+job's N nodes (Daly's checkpoint interval T for a save that costs training C, and the job's
+mean time between evictions M from lab.vocab.checkpoint_interval):
+
+- elastic: the survivors' recovery R, the work redone since the last checkpoint (T/2 on a hard
+  kill, nothing on a notice), N-1 nodes training until the replacement arrives after D, and
+  the survivors' stall J when it joins;
+- per-step: the survivors' stall, nothing redone, N-1 nodes until the replacement, its join
+  stall; every step pays the mode's overhead;
+- restart-everything: all N stopped until capacity is back (D), a restart S, the work redone;
+
+and every mode pays C/(T+C) for its checkpoints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lab.vocab.checkpoint_interval import daly_interval_s
+
+MODES = ("elastic", "per-step", "restart-everything")
+
+# How long a replacement GPU spot node takes to arrive and join (provisioning, the driver, the
+# image): minutes. A guess, not a measurement: the clouds publish none.
+REPLACEMENT_S = 300.0
+
+
+@dataclass(frozen=True)
+class MeasuredCosts:
+    """What each mode loses per eviction and per step (seconds, or a share of a step), as
+    measured on the local target (benchmarks/README.md names each command)."""
+
+    elastic_recovery_s: float = 1.96  # benchmarks/recovery.py, etcd-v2, hard kill, median
+    elastic_notice_recovery_s: float = 1.40  # benchmarks/recovery.py, notice, median
+    elastic_join_stall_s: float = 1.03  # benchmarks/fault_tolerance.py, survivors' stall at a join, median
+    per_step_stall_s: float = 0.65  # the per-step hard-kill drill of gpt-small (benchmarks/real_size.py)
+    per_step_join_stall_s: float = 0.15  # the same drill's survivors' stall at the join
+    per_step_overhead: float = 0.051  # per-step step interval over elastic's at 3 groups (benchmarks/step_tax.py)
+    restart_s: float = 10.0  # restart-everything: the job's start and checkpoint load (a guess, not measured)
+    save_cost_s: float = 1.376  # a real-size save's whole cost to training on one H200 (benchmarks/accelerator.py)
+
+
+def goodput(
+    mode: str,
+    nodes: int,
+    mtbf_s: float,
+    costs: MeasuredCosts | None = None,
+    replacement_s: float = REPLACEMENT_S,
+    notice_share: float = 0.0,
+) -> float:
+    """The share of the time N nodes would train with no eviction and no overhead that `mode`
+    trains, when the job loses a node every `mtbf_s` seconds on average and `notice_share` of
+    the evictions come with a notice the job receives (`costs`: the measured figures by default)."""
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}: expected one of {', '.join(MODES)}")
+    costs = costs or MeasuredCosts()
+    interval = daly_interval_s(costs.save_cost_s, mtbf_s)
+    checkpoints = costs.save_cost_s / (interval + costs.save_cost_s)
+    redo = (1 - notice_share) * interval / 2
+    if mode == "elastic":
+        recovery = notice_share * costs.elastic_notice_recovery_s + (1 - notice_share) * costs.elastic_recovery_s
+        lost = recovery + redo + costs.elastic_join_stall_s + replacement_s / nodes
+        return max(0.0, 1 - checkpoints - lost / mtbf_s)
+    if mode == "per-step":
+        lost = costs.per_step_stall_s + costs.per_step_join_stall_s + replacement_s / nodes
+        return max(0.0, (1 - checkpoints - lost / mtbf_s) / (1 + costs.per_step_overhead))
+    lost = replacement_s + costs.restart_s + redo  # restart-everything: every node waits
+    return max(0.0, 1 - checkpoints - lost / mtbf_s)
