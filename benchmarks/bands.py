@@ -127,6 +127,21 @@ def table(all_rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def intervals_table(pool: Pool, m: MeasuredCosts, replacement_s: float, fixed_s: list[float]) -> str:
+    """Elastic's goodput when it saves at Daly's interval for the band against fixed intervals."""
+    from lab.vocab.checkpoint_interval import daly_interval_s, duration
+
+    head = "| band | Daly's interval: goodput | " + " | ".join(f"every {duration(f)}: goodput" for f in fixed_s)
+    lines = [head + " |", "|---" * (2 + len(fixed_s)) + "|"]
+    for band, share in EVICTION_BANDS:
+        mtbf = job_mtbf_s(share, pool.nodes)
+        daly = daly_interval_s(m.save_cost_s, mtbf)
+        cells = [f"{100 * goodput('elastic', pool.nodes, mtbf, m, replacement_s, interval_s=f):.3f} %" for f in fixed_s]
+        derived = goodput("elastic", pool.nodes, mtbf, m, replacement_s)
+        lines.append(f"| {band} | {duration(daly)}: {100 * derived:.3f} % | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--stacks", nargs="+", default=["aks-dev", "eks-dev"])
@@ -134,6 +149,14 @@ def main() -> int:
         "--replacement-s", type=float, default=REPLACEMENT_S, help="seconds a replacement GPU node takes [300]"
     )
     p.add_argument("--notice-share", type=float, default=0.0, help="share of evictions with a notice saved [0]")
+    p.add_argument(
+        "--fixed-intervals",
+        type=float,
+        nargs="+",
+        default=[3.85, 600.0, 21600.0],
+        help="fixed checkpoint intervals (seconds of work) to compare with Daly's: the demo's 50 steps of the "
+        "real-size model on one H200 (0.077 s each), 10 min, 6 h [3.85 600 21600]",
+    )
     p.add_argument("--plot", type=Path, default=None)
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
@@ -149,6 +172,9 @@ def main() -> int:
             f"{x.currency}/h a node, the rest of the cluster {x.fixed_per_hour:.3f} {x.currency}/h"
         )
     print(table(all_rows))
+    print(f"\nelastic on {found[0].stack} ({found[0].nodes} nodes): checkpoints at Daly's interval for the band "
+          f"against fixed ones, a save costing {m.save_cost_s:g} s")  # fmt: skip
+    print(intervals_table(found[0], m, args.replacement_s, args.fixed_intervals))
     if args.json:
         args.json.write_text(json.dumps(all_rows, indent=2))
     if args.plot:

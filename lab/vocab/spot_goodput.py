@@ -51,14 +51,18 @@ def goodput(
     costs: MeasuredCosts | None = None,
     replacement_s: float = REPLACEMENT_S,
     notice_share: float = 0.0,
+    interval_s: float | None = None,
 ) -> float:
     """The share of the time N nodes would train with no eviction and no overhead that `mode`
     trains, when the job loses a node every `mtbf_s` seconds on average and `notice_share` of
-    the evictions come with a notice the job receives (`costs`: the measured figures by default)."""
+    the evictions come with a notice the job receives (`costs`: the measured figures by default),
+    saving every `interval_s` seconds of work (Daly's interval for the rate by default)."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}: expected one of {', '.join(MODES)}")
     costs = costs or MeasuredCosts()
-    interval = daly_interval_s(costs.save_cost_s, mtbf_s)
+    interval = daly_interval_s(costs.save_cost_s, mtbf_s) if interval_s is None else interval_s
+    if not interval > 0:
+        raise ValueError(f"interval_s={interval_s!r}: expected seconds > 0")
     checkpoints = costs.save_cost_s / (interval + costs.save_cost_s)
     redo = (1 - notice_share) * interval / 2
     if mode == "elastic":
