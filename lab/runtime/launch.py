@@ -42,7 +42,9 @@ Why:
   did restart and finds the rendezvous closed exits 1 (on a cluster: a failed pod, which fails
   the PyTorchJob). Here agents whose workers succeeded say so in the rendezvous store before
   their exit barrier: the others then let their workers finish instead of restarting them for
-  a joining node, and an agent that finds the rendezvous closed exits 0.
+  a joining node, an agent that finds the rendezvous closed exits 0, and one that restarted its
+  workers a moment before the success was recorded stops waiting for a round at its next poll
+  and exits 0.
 - Workers start warm: from a forkserver that imported torch once (lab.runtime.warm), not as new
   Pythons that import it on every restart. `LAB_WARM_WORKERS=0` turns it off; a
   `--no-python` entrypoint always runs as torchrun runs it.
@@ -60,6 +62,7 @@ import math
 import os
 import re
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -151,6 +154,7 @@ def _handler_class() -> type[Any]:
         _round: int | None = None
         _members: frozenset[object] = frozenset()  # the round's node descriptors
         _lost_reported = False
+        waiting_thread: int | None = None  # the thread in next_rendezvous, while one is
 
         def _succeeded_key(self) -> str:
             return f"lab/{self.get_run_id()}/succeeded"
@@ -300,6 +304,24 @@ def _handler_class() -> type[Any]:
             return 0
 
         def next_rendezvous(self) -> RendezvousInfo:
+            self.waiting_thread = threading.get_ident()
+            try:
+                return self._next_round()
+            finally:
+                self.waiting_thread = None
+
+        def stop_waiting_if_the_job_is_done(self) -> None:
+            """Called at each poll while this agent waits for a round: the others' workers may
+            have finished the job meanwhile (an agent that restarted its workers for a joining
+            node just as another's finished), and that agent holds the round in its exit
+            barrier, so no round would form until its barrier times out (300 s)."""
+            if self.waiting_thread == threading.get_ident() and self.job_succeeded():
+                raise JobAlreadyDone(
+                    f"while this agent waited for a round of the rendezvous {self.get_run_id()!r}, "
+                    "the other agents' workers finished the job"
+                )
+
+        def _next_round(self) -> RendezvousInfo:
             self._round = None
             if self._peers_lost_marker is not None:
                 self._peers_lost_marker.unlink(missing_ok=True)  # the round it marked is over
@@ -406,12 +428,16 @@ def _create_handler(
 
 def _set_poll_interval(poll: float) -> None:
     """The rendezvous op loop sleeps `_delay(seconds=1)` between polls of the shared state;
-    make that sleep `poll` seconds. Other delays (jittered retries) are left as they are."""
+    make that sleep `poll` seconds, and stop waiting once the job is done. Other delays
+    (jittered retries) are left as they are."""
     from torch.distributed.elastic.rendezvous import dynamic_rendezvous, utils
 
     original = utils._delay
 
     def delay(seconds: float | tuple[float, float]) -> None:
+        if seconds == 1:  # a poll of the shared state
+            for handler in _HANDLERS:
+                handler.stop_waiting_if_the_job_is_done()
         original(seconds=poll if seconds == 1 else seconds)
 
     dynamic_rendezvous._delay = delay  # type: ignore[attr-defined]  # torch imports it there without re-exporting

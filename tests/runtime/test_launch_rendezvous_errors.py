@@ -336,6 +336,38 @@ def test_a_node_joining_a_finished_job_restarts_nobody_and_ends_cleanly(etcd, in
 
 
 @pytest.mark.timeout(90)
+def test_an_agent_that_restarted_as_the_job_finished_stops_waiting_for_a_round(etcd, installed):
+    """A node joins as the job ends: one agent restarts its workers for it a moment before the
+    other's workers finish (its own had just trained the last step), and rejoins the rendezvous,
+    where the other agent holds the round in its exit barrier. torch's agent waits there for
+    the barrier's 300 s; ours sees the job's success at its next poll and ends cleanly."""
+    a, b, late = _handlers(etcd, "t-restarted-at-the-end", 3)
+    outcome: list[BaseException | object] = []
+
+    def rejoin(handler) -> None:
+        try:
+            outcome.append(handler.next_rendezvous())
+        except BaseException as exc:  # noqa: BLE001 - what the rejoin ended with is the result
+            outcome.append(exc)
+
+    try:
+        assert [info.world_size for info in _meet([a, b])] == [2, 2]
+        threading.Thread(target=rejoin, args=(late,), daemon=True).start()
+        assert procs.wait_until(lambda: a.num_nodes_waiting() == 1, 10), "the newcomer never showed as waiting"
+        restarted = threading.Thread(target=rejoin, args=(a,), daemon=True)
+        restarted.start()
+        time.sleep(1.0)  # several polls: b holds the round, nobody can form the next
+        assert restarted.is_alive() and outcome == []
+        b.mark_succeeded()  # b's workers finished the job: its agent enters the exit barrier (and stays)
+        restarted.join(5)
+        assert not restarted.is_alive(), "the restarted agent still waits for a round of a finished job"
+        assert any(isinstance(o, launch.JobAlreadyDone) and "waited for a round" in str(o) for o in outcome), outcome
+    finally:
+        for h in (a, b, late):
+            h._stop_heartbeats()
+
+
+@pytest.mark.timeout(90)
 def test_a_rendezvous_that_meets_a_restarting_server_waits_for_it(etcd, installed):
     """Two agents restart their workers (a peer was lost) while etcd is down, and it comes back
     empty (its pod moved): the rendezvous waits for the server and the two meet again, instead
