@@ -10,7 +10,7 @@ Why:
   after keep_alive_interval x keep_alive_max_attempt, so at best 3 s, and every round change
   costs up to another second of polling. This launcher registers the same two backends with
   a handler that accepts fractional seconds (`keep_alive_interval=0.5`,
-  `last_call_timeout=0.5`) and an extra `poll_interval` key (default 1, torch's own).
+  `last_call_timeout=0.2`) and an extra `poll_interval` key (default 1, torch's own).
 - torch's agent asks the rendezvous server whether nodes are waiting on every monitor tick;
   one failed request (etcd restarting on an upgrade, its node drained) raises out of the
   agent and torchrun exits 1, which the training operator treats as a permanent failure.
