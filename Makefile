@@ -6,9 +6,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# --no-compile: Python compiles what is imported when it is first imported; compiling every
-# module of every package at install (the Azure provider alone holds thousands) takes longer.
-PIP    := $(BIN)/python -m pip --no-input --no-compile
+PIP    := $(BIN)/python -m pip --no-input
+# Installs skip compiling every module of every package (the Azure provider alone holds
+# thousands): Python compiles what is imported when it is first imported.
+INSTALL := $(PIP) install --no-compile --progress-bar off
 # What set-up prints of pip's output: each download (name and size) and what was installed, so
 # a long download shows itself; errors and warnings in full. (pip on some machines warns about
 # every missing local index folder: those lines go.)
@@ -30,9 +31,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	@# PyTorch first, pinned exactly (==2.13.0): a range pulls whatever is newest.
 	@echo "set-up 2/4: torch==2.13.0 from $(or $(TORCH_INDEX),PyPI) (on Linux, PyPI's is the CUDA build: several GB; see the README)"
-	@$(PIP) install --progress-bar off "torch==2.13.0" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) 2>&1 | $(PIP_PROGRESS)
+	@$(INSTALL) "torch==2.13.0" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) 2>&1 | $(PIP_PROGRESS)
 	@echo "set-up 3/4: this project and its tools (Pulumi, Kubernetes, cloud SDKs, etcd, TorchFT, test tools)"
-	@$(PIP) install --progress-bar off -e ".[lab,infra,dev]" 2>&1 | $(PIP_PROGRESS)
+	@$(INSTALL) -e ".[lab,infra,dev]" 2>&1 | $(PIP_PROGRESS)
 	@echo "set-up 4/4: every dependency imports"
 	$(BIN)/python -c "import torch; import importlib; [importlib.import_module(m) for m in '$(IMPORTS)'.split()]; \
 	  assert torch.__version__.startswith('2.13.0'), torch.__version__"
