@@ -223,6 +223,7 @@ def submit_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.ops import jobs
         from lab.submit.core import manifest_text, render_job
+        from lab.vocab.checkpoint_interval import interval_line
 
         target = stack_target_of(args.stack)
         job = render_job(job_spec(args, target), target, _sizing(args), CheckpointAccess(args.checkpoint_access))
@@ -239,6 +240,7 @@ def submit_main(args: argparse.Namespace) -> int:
         )
         print(f"created {', '.join(created)} in namespace {namespace} ({which})")
         print(job.notes.replace("<stack>", args.stack))
+        print(interval_line(cluster_spec.max_nodes, cluster_spec.checkpoint_every_steps))
         return 0
 
     return run_command("submit", body)

@@ -86,3 +86,15 @@ def duration(seconds: float) -> str:
     if seconds < 2 * 86400:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} d"
+
+
+def interval_line(nodes: int, every_steps: int, cost_s: float = 1.0) -> str:
+    """What a submitted job is told about its checkpoint interval: its own, in steps, and
+    Daly's at each eviction band for `nodes` and a save costing `cost_s` (unknown until the
+    job is drilled: the drill measures the save's cost and the step's time)."""
+    bands = ", ".join(f"{row.band} {duration(row.interval_s)}" for row in intervals(cost_s, nodes))
+    return (
+        f"checkpoints: every {every_steps} steps (--checkpoint-every); Daly's interval for {nodes} node(s) and a save "
+        f"costing {cost_s:g} s, at each monthly eviction band: {bands} (`elastic-lab drill` measures your job's save "
+        "and step and gives it in steps; `elastic-lab plan --save-cost` for another cost)"
+    )

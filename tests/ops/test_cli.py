@@ -37,6 +37,12 @@ def test_submit_creates_then_refuses_then_replaces(api_server, kubeconfig, capsy
     assert "created PyTorchJob/demo in namespace training" in out  # the stack's namespace, not the context's
     assert "Elastic PyTorchJob demo in namespace training: 2 to 3 worker pods" in out  # the chart's NOTES.txt
     assert "drill:   elastic-lab drill --stack byo --job demo" in out
+    # Its checkpoint interval against the one the evidence gives, at each eviction band.
+    from lab.vocab.checkpoint_interval import daly_interval_s, duration, job_mtbf_s
+
+    daly = duration(daly_interval_s(1.0, job_mtbf_s(0.125, 3)))
+    assert "checkpoints: every 50 steps (--checkpoint-every); Daly's interval for 3 node(s)" in out
+    assert f"10-15% {daly}," in out
     assert api_server.get("PyTorchJob", "demo", "training") is not None
     code, _, err = _run(capsys, *base)
     assert code == 1 and "PyTorchJob training/demo already exists" in err
