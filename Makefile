@@ -7,9 +7,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip --no-input
-# Installs compile every module once, here: without it (--no-compile) set-up was 75 s shorter
-# on a clean clone, but the tests' processes compiled what they imported (277 s more CPU in
-# all) and the whole run took longer.
+# Installs compile every module once, here: without it (--no-compile) set-up was about a
+# minute shorter on a clean clone, but the tests' processes compiled what they imported (277 s
+# more CPU in all) and the whole run took longer.
 INSTALL := $(PIP) install --progress-bar off
 # What set-up prints of pip's output: each download (name and size) and what was installed, so
 # a long download shows itself; errors and warnings in full. (pip on some machines warns about

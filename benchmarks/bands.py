@@ -39,14 +39,13 @@ def pools(stacks: list[str]) -> list[Pool]:
     """Each stack's GPU spot pool at its largest, priced by the offline plan's table."""
     from lab.plan import cost
     from lab.plan.harness import run_program
+    from lab.plan.saving import rest_of_the_cluster
 
     found = []
     for stack in stacks:
         estimate = cost.estimate(run_program(stack))
         gpu = next(p for p in estimate.pools if p.spot and p.price is not None)
-        fixed = float(estimate.control_plane.get("price") or 0.0) + sum(
-            (p.price or 0.0) * p.min_nodes for p in estimate.pools if p is not gpu
-        )
+        fixed = rest_of_the_cluster(estimate, gpu)
         found.append(
             Pool(
                 stack, gpu.vm_size, gpu.max_nodes, gpu.price, gpu.on_demand_price or math.nan, fixed, estimate.currency

@@ -7,9 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.plan.cost import CostEstimate
+from lab.plan.cost import CostEstimate, PoolCost
 from lab.vocab.checkpoint_interval import EVICTION_BANDS, job_mtbf_s
 from lab.vocab.spot_goodput import MODES, REPLACEMENT_S, MeasuredCosts, goodput
+
+
+def rest_of_the_cluster(cost: CostEstimate, pool: PoolCost) -> float:
+    """The hourly price of everything but `pool`: the control plane and the other pools at
+    their minimum."""
+    control = float(cost.control_plane.get("price") or 0.0)
+    return control + sum((p.price or 0.0) * p.min_nodes for p in cost.pools if p is not pool)
 
 
 def saving_rows(cost: CostEstimate | None, band: str, costs: MeasuredCosts | None = None) -> list[dict[str, Any]]:
@@ -19,13 +26,13 @@ def saving_rows(cost: CostEstimate | None, band: str, costs: MeasuredCosts | Non
     share = dict(EVICTION_BANDS)[band]
     costs = costs or MeasuredCosts()
     rows: list[dict[str, Any]] = []
-    for pool in cost.pools if cost else []:
+    if cost is None:
+        return rows
+    for pool in cost.pools:
         if not pool.spot or pool.max_nodes < 1 or pool.price is None or pool.on_demand_price is None:
             continue
         nodes = pool.max_nodes
-        fixed = float((cost.control_plane if cost else {}).get("price") or 0.0) + sum(
-            (p.price or 0.0) * p.min_nodes for p in (cost.pools if cost else []) if p is not pool
-        )
+        fixed = rest_of_the_cluster(cost, pool)
         on_demand = (pool.on_demand_price * nodes + fixed) / nodes
         mtbf = job_mtbf_s(share, nodes)
         for mode in MODES:

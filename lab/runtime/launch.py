@@ -154,7 +154,7 @@ def _handler_class() -> type[Any]:
         _round: int | None = None
         _members: frozenset[object] = frozenset()  # the round's node descriptors
         _lost_reported = False
-        waiting_thread: int | None = None  # the thread in next_rendezvous, while one is
+        waiting_thread: int | None = None  # the thread waiting in next_rendezvous (None: none)
 
         def _succeeded_key(self) -> str:
             return f"lab/{self.get_run_id()}/succeeded"
@@ -421,15 +421,14 @@ def _create_handler(
     _HANDLERS.append(handler)
     handler._store = RoundStore(handler._store, handler._rank0_present)
     poll = _seconds(params, POLL_KEY)
-    if poll is not None:
-        _set_poll_interval(poll.total_seconds())
+    _set_poll_interval(poll.total_seconds() if poll is not None else 1.0)  # torch's own: 1 s
     return handler
 
 
 def _set_poll_interval(poll: float) -> None:
     """The rendezvous op loop sleeps `_delay(seconds=1)` between polls of the shared state;
-    make that sleep `poll` seconds, and stop waiting once the job is done. Other delays
-    (jittered retries) are left as they are."""
+    make that sleep `poll` seconds, and stop waiting once the job is done (with or without a
+    poll interval of the job's own). Other delays (jittered retries) are left as they are."""
     from torch.distributed.elastic.rendezvous import dynamic_rendezvous, utils
 
     original = utils._delay
