@@ -4,7 +4,7 @@ EKS-like one, and the byo stack file's."""
 from __future__ import annotations
 
 from components.aks.args import AksClusterArgs
-from components.aks.node_pools import placement, pool_specs
+from components.aks.node_pools import gpu_rank_specs, placement, pool_specs
 from components.platform.settings import PlatformSettings
 from lab.vocab.job import CheckpointWrites
 from lab.vocab.platform_facts import PlatformFacts
@@ -14,7 +14,8 @@ from lab.vocab.pools import PoolPlacement, Taint
 # deployed AKS stack (its spot-notice handler installed) set as elastic-spot-lab:trainerImage.
 TRAINER_IMAGE = "eslacr636ed551d34ae649.azurecr.io/elastic-spot-lab/trainer:0.1.0"
 
-AKS_PLACEMENT = placement(pool_specs(AksClusterArgs(location="eastus", resource_group_name="rg", cluster_name="c")))
+_AKS_ARGS = AksClusterArgs(location="eastus", resource_group_name="rg", cluster_name="c")
+AKS_PLACEMENT = placement(pool_specs(_AKS_ARGS), gpu_rank_specs(_AKS_ARGS))
 EKS_PLACEMENT = PoolPlacement(
     gpu_labels={"elastic-spot-lab/pool": "gpu-spot", "eks.amazonaws.com/capacityType": "SPOT"},
     gpu_taints=(Taint("elastic-spot-lab/spot", "true"), Taint("nvidia.com/gpu", "present")),

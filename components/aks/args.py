@@ -15,6 +15,7 @@ from typing import Any
 
 from lab.vocab.azure_regions import AZURE_REGIONS
 from lab.vocab.azure_tags import tag_problems
+from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry
 from lab.vocab.checkpoint_location import AKS_KEPT, adoption_problems
 from lab.vocab.names import DNS_LABEL
 from lab.vocab.problems import InvalidInput, Problem, Problems
@@ -85,6 +86,7 @@ NODE_OS_UPGRADE_CHANNELS = ("None", "Unmanaged", "NodeImage", "SecurityPatch")
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _HH_MM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 MAX_POOL_NODES = 1000  # AKS limit per node pool
+AZURE_ZONES = ("1", "2", "3")
 
 
 def is_nvidia_gpu_size(size: str) -> bool:
@@ -148,6 +150,20 @@ class AksClusterArgs:
     gpu_max_nodes: int = field(default=3, metadata=_meta("gpuMaxNodes", "int", "GPU pool autoscaler maximum"))
     gpu_spot_max_price: float = field(
         default=-1.0, metadata=_meta("gpuSpotMaxPrice", "float", "spot max price in USD/h, -1 = up to on-demand")
+    )
+    gpu_zones: list[str] = field(
+        default_factory=list,
+        metadata=_meta("gpuZones", "list", 'availability zones of the GPU spot pool, e.g. ["1", "2"] [any zone]'),
+    )
+    # Further GPU capacity, tried in order when the ranks above it have none (lab/vocab/capacity.py).
+    gpu_fallback: list[dict[str, Any]] = field(
+        default_factory=list,
+        metadata=_meta(
+            "gpuFallback",
+            "list",
+            "GPU capacity tried after the GPU spot pool, in order: each {vmSize, capacity: spot | on-demand, "
+            "zones, name}; an on-demand rank only last",
+        ),
     )
     # Checkpoints: our own storage account, outside the node resource group.
     storage_account_name: str | None = field(
@@ -229,6 +245,23 @@ class AksClusterArgs:
     def workload_identity_subject(self) -> str:
         return f"system:serviceaccount:{self.training_namespace}:{self.training_service_account}"
 
+    def gpu_ranks(self) -> tuple[GpuRank, ...]:
+        """The GPU capacity in the order the autoscaler tries it: the GPU spot pool, then the
+        fallback ranks (valid args only)."""
+        first = GpuRank(1, self.gpu_pool_name, (self.gpu_vm_size,), True, tuple(str(z) for z in self.gpu_zones))
+        rest = [
+            rank_from_entry(
+                i,
+                entry,
+                sizes_key="vmSize",
+                default_name=default_rank_name(
+                    self.gpu_pool_name, i, entry.get("capacity", "spot") == "spot", limit=12
+                ),
+            )
+            for i, entry in enumerate(self.gpu_fallback, start=2)
+        ]
+        return (first, *rest)
+
     def replace(self, **changes: Any) -> AksClusterArgs:
         return dataclasses.replace(self, **changes)
 
@@ -249,6 +282,7 @@ class AksClusterArgs:
             _training_identity,
             _cpu_vm_sizes,
             _gpu_vm_size,
+            _gpu_ranks,
             _node_counts,
             _spot_price,
             _tags,
@@ -362,14 +396,81 @@ def _resource_groups(args: AksClusterArgs, found: _FieldProblems) -> None:
         )
 
 
+_POOL_NAME_RULE = "1-12 lower-case letters and digits, starting with a letter (AKS Linux pool name)"
+
+
 def _pool_names(args: AksClusterArgs, found: _FieldProblems) -> None:
     pools = ("system_pool_name", "cpu_pool_name", "gpu_pool_name")
     for p in pools:
         if (pname := found.text(p)) is not None and not _POOL_NAME.match(pname):
-            found.bad(p, "1-12 lower-case letters and digits, starting with a letter (AKS Linux pool name)")
+            found.bad(p, _POOL_NAME_RULE)
     names = [getattr(args, p) for p in pools]
     if len(set(names)) != len(names):
         found.bad("gpu_pool_name", "pool names that differ from each other: " + ", ".join(map(repr, names)))
+
+
+def gpu_size_expected(gpu: str) -> str | None:
+    """What a GPU pool's VM size should be instead, or None when `gpu` is one the image runs on."""
+    if _AMD_GPU.match(gpu):
+        return (
+            "an NVIDIA GPU VM size; this is an AMD GPU size, which the NVIDIA device plugin cannot serve "
+            "(e.g. Standard_NC4as_T4_v3)"
+        )
+    if not _NVIDIA_GPU.match(gpu):
+        return (
+            "an NVIDIA GPU VM size (N-series: Standard_NC*, Standard_ND*, Standard_NV*), "
+            "e.g. Standard_NC4as_T4_v3 or Standard_NC24ads_A100_v4"
+        )
+    if (old := next((name for pattern, name in _PRE_TURING if pattern.match(gpu)), None)) is not None:
+        return (
+            f"a GPU the trainer image can run: {gpu} has a {old}, and {TORCH_CUDA_BUILD} has no kernels for GPUs "
+            f"before {MIN_GPU_ARCHITECTURE} (e.g. Standard_NC4as_T4_v3, Standard_NV6ads_A10_v5, "
+            "Standard_NC24ads_A100_v4)"
+        )
+    if not any(pattern.match(gpu) for pattern, _ in NVIDIA_GPU_SIZES):
+        return (
+            "an NVIDIA GPU size Azure offers and the trainer image runs on: the NCasT4_v3 (T4), NVadsA10_v5 (A10), "
+            "NC_A100_v4, ND_A100_v4, NCads_H100_v5, ND_H100_v5 or ND_H200_v5 sizes, e.g. Standard_NC4as_T4_v3 "
+            "(a size Azure added since: add it to NVIDIA_GPU_SIZES in components/aks/args.py)"
+        )
+    return None
+
+
+def _gpu_ranks(args: AksClusterArgs, found: _FieldProblems) -> None:
+    """The GPU spot pool's zones and the fallback ranks: sizes, capacity, zones, distinct names."""
+    zones = args.gpu_zones
+    if not isinstance(zones, list) or any(str(z) not in AZURE_ZONES for z in zones):
+        found.bad("gpu_zones", "a list of availability zones from " + ", ".join(AZURE_ZONES) + " (empty: any zone)")
+
+    def size_problems(size: Any, key: str) -> list[Problem]:
+        if not isinstance(size, str):
+            return [Problem(key, size, "an NVIDIA GPU VM size such as Standard_NC8as_T4_v3")]
+        expected = gpu_size_expected(size)
+        return [Problem(key, size, expected)] if expected else []
+
+    def name_problem(name: Any) -> str | None:
+        return None if isinstance(name, str) and _POOL_NAME.match(name) else _POOL_NAME_RULE
+
+    ranks_found = fallback_problems(
+        args.gpu_fallback,
+        "gpu_fallback",
+        sizes_key="vmSize",
+        size_problems=size_problems,
+        name_problem=name_problem,
+        zones_allowed=AZURE_ZONES,
+    )
+    found.extend(ranks_found)
+    if ranks_found or not isinstance(args.gpu_pool_name, str):
+        return
+    names = [r.name for r in args.gpu_ranks()]
+    others = {args.system_pool_name, args.cpu_pool_name}
+    clash = sorted({n for n in names if names.count(n) > 1 or n in others})
+    if clash:
+        found.bad(
+            "gpu_fallback",
+            "ranks whose pool names differ from each other and from the system and CPU pools "
+            f"(set `name` on the rank): {', '.join(clash)} repeats",
+        )
 
 
 def _checkpoint_storage(args: AksClusterArgs, found: _FieldProblems) -> None:
@@ -416,34 +517,8 @@ def _cpu_vm_sizes(args: AksClusterArgs, found: _FieldProblems) -> None:
 
 
 def _gpu_vm_size(args: AksClusterArgs, found: _FieldProblems) -> None:
-    if (gpu := found.text("gpu_vm_size")) is None:
-        return
-    if _AMD_GPU.match(gpu):
-        found.bad(
-            "gpu_vm_size",
-            "an NVIDIA GPU VM size; this is an AMD GPU size, which the NVIDIA device plugin cannot serve "
-            "(e.g. Standard_NC4as_T4_v3)",
-        )
-    elif not _NVIDIA_GPU.match(gpu):
-        found.bad(
-            "gpu_vm_size",
-            "an NVIDIA GPU VM size (N-series: Standard_NC*, Standard_ND*, Standard_NV*), "
-            "e.g. Standard_NC4as_T4_v3 or Standard_NC24ads_A100_v4",
-        )
-    elif (old := next((name for pattern, name in _PRE_TURING if pattern.match(gpu)), None)) is not None:
-        found.bad(
-            "gpu_vm_size",
-            f"a GPU the trainer image can run: {gpu} has a {old}, and {TORCH_CUDA_BUILD} has no kernels for GPUs "
-            f"before {MIN_GPU_ARCHITECTURE} (e.g. Standard_NC4as_T4_v3, Standard_NV6ads_A10_v5, "
-            "Standard_NC24ads_A100_v4)",
-        )
-    elif not any(pattern.match(gpu) for pattern, _ in NVIDIA_GPU_SIZES):
-        found.bad(
-            "gpu_vm_size",
-            "an NVIDIA GPU size Azure offers and the trainer image runs on: the NCasT4_v3 (T4), NVadsA10_v5 (A10), "
-            "NC_A100_v4, ND_A100_v4, NCads_H100_v5, ND_H100_v5 or ND_H200_v5 sizes, e.g. Standard_NC4as_T4_v3 "
-            "(a size Azure added since: add it to NVIDIA_GPU_SIZES in components/aks/args.py)",
-        )
+    if (gpu := found.text("gpu_vm_size")) is not None and (expected := gpu_size_expected(gpu)) is not None:
+        found.bad("gpu_vm_size", expected)
 
 
 def _node_counts(args: AksClusterArgs, found: _FieldProblems) -> None:

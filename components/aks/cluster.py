@@ -39,9 +39,11 @@ from components.aks import node_pools
 from components.aks import registry as registry_mod
 from components.aks import storage as storage_mod
 from components.aks.args import AksClusterArgs
+from components.capacity import aks_scale_set, priority_expander
 from components.cluster_info import AzureBlobCheckpoint, ClusterInfo, TrainingIdentity
 from lab.vocab import pools as labels
 from lab.vocab.azure_tags import CLUSTER_TAG
+from lab.vocab.capacity import PROVISION_TIMEOUT_MIN
 from lab.vocab.names import AKS_CLUSTER_TYPE
 
 # Azure gives 30 s notice of a spot eviction (Scheduled Events, `Preempt`).
@@ -87,6 +89,7 @@ class AksCluster(pulumi.ComponentResource):
         super().__init__(AKS_CLUSTER_TYPE, name, None, opts)
         self.args = args
         self.pool_specs = node_pools.pool_specs(args)
+        self.gpu_rank_specs = node_pools.gpu_rank_specs(args)
         tags = {CLUSTER_TAG: args.cluster_name, **args.tags}
         # The subscription the checkpoint storage's role assignments are scoped to.
         client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
@@ -95,7 +98,8 @@ class AksCluster(pulumi.ComponentResource):
         rg_name = self.resource_group.name
         self.control_plane_identity = self._control_plane_identity(name, rg_name, tags)
         self.cluster = self._managed_cluster(name, rg_name, self.control_plane_identity, tags)
-        self.cpu_pool, self.gpu_pool = self._user_pools(name, rg_name, self.cluster)
+        self.cpu_pool, self.gpu_pools = self._user_pools(name, rg_name, self.cluster)
+        self.gpu_pool = self.gpu_pools[0]
         self.maintenance = maintenance_mod.maintenance_windows(
             f"{name}-maintenance", args, resource_group=rg_name, cluster=self.cluster, parent=self
         )
@@ -123,7 +127,14 @@ class AksCluster(pulumi.ComponentResource):
             parent=self,
         )
         self.kubeconfig = self._user_kubeconfig(rg_name, self.cluster)
-        self.k8s_provider = self._kubernetes_provider(name, self.kubeconfig, pools=[self.cpu_pool, self.gpu_pool])
+        self.k8s_provider = self._kubernetes_provider(name, self.kubeconfig, pools=[self.cpu_pool, *self.gpu_pools])
+        self.capacity_priorities = priority_expander(
+            f"{name}-gpu-priorities",
+            [node_pools.rank_of(spec) for spec in self.gpu_rank_specs],
+            pattern=aks_scale_set,
+            provider=self.k8s_provider,
+            parent=self,
+        )
 
         self.node_resource_group = self.cluster.node_resource_group.apply(lambda v: v or args.node_resource_group_name)
         self.pool_names = {role: spec.name for role, spec in self.pool_specs.items()}
@@ -198,14 +209,21 @@ class AksCluster(pulumi.ComponentResource):
                 upgrade_channel=args.upgrade_channel,
                 node_os_upgrade_channel=args.node_os_upgrade_channel,
             ),
+            # GPU capacity ranks: the priority expander scales up the highest-ranked pool that
+            # can take the pending workers (its ConfigMap is declared with the Kubernetes
+            # provider); a rank whose node never registers is given up on sooner than 15 min.
+            auto_scaler_profile=containerservice.ManagedClusterPropertiesAutoScalerProfileArgs(
+                expander=containerservice.Expander.PRIORITY,
+                max_node_provision_time=f"{PROVISION_TIMEOUT_MIN}m",
+            ),
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self),
         )
 
     def _user_pools(
         self, name: str, resource_group: pulumi.Input[str], cluster: containerservice.ManagedCluster
-    ) -> tuple[containerservice.AgentPool, containerservice.AgentPool]:
-        """The CPU pool, then the GPU spot pool after it."""
+    ) -> tuple[containerservice.AgentPool, list[containerservice.AgentPool]]:
+        """The CPU pool, then the GPU pool of each capacity rank, each after the one before."""
         cpu = node_pools.cpu_pool(
             f"{name}-{labels.POOL_CPU}",
             self.args,
@@ -214,16 +232,22 @@ class AksCluster(pulumi.ComponentResource):
             cluster=cluster,
             parent=self,
         )
-        gpu = node_pools.gpu_spot_pool(
-            f"{name}-{labels.POOL_GPU_SPOT}",
-            self.args,
-            self.pool_specs[labels.POOL_GPU_SPOT],
-            resource_group=resource_group,
-            cluster=cluster,
-            parent=self,
-            after=cpu,
-        )
-        return cpu, gpu
+        gpus: list[containerservice.AgentPool] = []
+        for spec in self.gpu_rank_specs:
+            # Rank 1 keeps the name the GPU spot pool always had (no replacement on upgrade).
+            suffix = "" if spec.rank == 1 else f"-rank{spec.rank}"
+            gpus.append(
+                node_pools.gpu_pool(
+                    f"{name}-{labels.POOL_GPU_SPOT}{suffix}",
+                    self.args,
+                    spec,
+                    resource_group=resource_group,
+                    cluster=cluster,
+                    parent=self,
+                    after=gpus[-1] if gpus else cpu,
+                )
+            )
+        return cpu, gpus
 
     def _training_identity(
         self, name: str, resource_group: pulumi.Input[str], issuer_url: pulumi.Input[str], tags: dict[str, str]
@@ -267,7 +291,7 @@ class AksCluster(pulumi.ComponentResource):
         return ClusterInfo(
             provider=self.k8s_provider,
             kubeconfig=self.kubeconfig,
-            placement=node_pools.placement(self.pool_specs),
+            placement=node_pools.placement(self.pool_specs, self.gpu_rank_specs),
             checkpoint=AzureBlobCheckpoint(
                 storage_account=self.storage_account.name,
                 container=self.storage_container.name,
@@ -299,7 +323,12 @@ class AksCluster(pulumi.ComponentResource):
             "oidcIssuerUrl": self.oidc_issuer_url,
             "poolNames": self.pool_names,
             "poolLabels": {role: dict(spec.node_labels) for role, spec in self.pool_specs.items()},
-            "gpuTaints": self.pool_specs[labels.POOL_GPU_SPOT].aks_taints,
+            "gpuTaints": [t.text() for t in node_pools.placement(self.pool_specs, self.gpu_rank_specs).gpu_taints],
+            "gpuRanks": [
+                {"rank": s.rank, "pool": s.name, "vmSize": s.vm_size, "capacity": node_pools.rank_of(s).capacity}
+                | ({"zones": list(s.zones)} if s.zones else {})
+                for s in self.gpu_rank_specs
+            ],
             "storageAccountName": self.storage_account.name,
             "storageContainerName": self.storage_container.name,
             "storageResourceGroup": self.resource_group.name,

@@ -23,6 +23,7 @@ from pulumi_azure_native import containerservice
 
 from components.aks.args import AksClusterArgs
 from lab.vocab import pools as labels
+from lab.vocab.capacity import RANK_LABEL, GpuRank
 from lab.vocab.pools import PoolPlacement, Taint
 
 # AKS labels and taints spot nodes itself; the pools declare both
@@ -48,6 +49,8 @@ class PoolSpec:
     max_nodes: int
     node_labels: dict[str, str]
     taints: tuple[Taint, ...]
+    rank: int = 0  # GPU capacity rank (1 = tried first); 0 for the CPU and system pools
+    zones: tuple[str, ...] = ()
 
     @property
     def aks_taints(self) -> list[str]:
@@ -55,13 +58,42 @@ class PoolSpec:
         return [t.text() for t in self.taints]
 
 
-def pool_specs(args: AksClusterArgs) -> dict[str, PoolSpec]:
-    """The three pools of the lab, keyed by role."""
-    gpu_labels = {
-        **labels.pool_labels(labels.POOL_GPU_SPOT, spot=True),
-        AKS_SPOT_LABEL: AKS_SPOT_VALUE,  # AKS sets it anyway; declared: no diff
+def gpu_rank_spec(args: AksClusterArgs, rank: GpuRank) -> PoolSpec:
+    """The pool of one GPU capacity rank: the workers' pool label and the GPU taint on every
+    rank; AKS's spot label and taint on spot ranks (AKS puts them there)."""
+    node_labels = {
+        **labels.pool_labels(labels.POOL_GPU_SPOT, spot=rank.spot),
         labels.NVIDIA_GPU_PRESENT_LABEL: "true",  # the device plugin's node affinity
+        RANK_LABEL: str(rank.rank),
     }
+    if rank.spot:
+        node_labels[AKS_SPOT_LABEL] = AKS_SPOT_VALUE  # AKS sets it anyway; declared: no diff
+    return PoolSpec(
+        labels.POOL_GPU_SPOT,
+        rank.name,
+        rank.sizes[0],
+        rank.spot,
+        args.gpu_min_nodes if rank.rank == 1 else 0,
+        args.gpu_max_nodes,
+        node_labels,
+        (labels.GPU_TAINT, AKS_SPOT_TAINT) if rank.spot else (labels.GPU_TAINT,),
+        rank=rank.rank,
+        zones=rank.zones,
+    )
+
+
+def rank_of(spec: PoolSpec) -> GpuRank:
+    """A GPU pool's capacity rank."""
+    return GpuRank(spec.rank, spec.name, (spec.vm_size,), spec.spot, spec.zones)
+
+
+def gpu_rank_specs(args: AksClusterArgs) -> tuple[PoolSpec, ...]:
+    """Every GPU capacity rank's pool, rank 1 (the GPU spot pool) first."""
+    return tuple(gpu_rank_spec(args, rank) for rank in args.gpu_ranks())
+
+
+def pool_specs(args: AksClusterArgs) -> dict[str, PoolSpec]:
+    """The system and CPU pools and rank 1 of the GPU capacity, keyed by role."""
     return {
         labels.POOL_SYSTEM: PoolSpec(
             labels.POOL_SYSTEM,
@@ -83,29 +115,21 @@ def pool_specs(args: AksClusterArgs) -> dict[str, PoolSpec]:
             labels.pool_labels(labels.POOL_CPU, spot=False),
             (),
         ),
-        labels.POOL_GPU_SPOT: PoolSpec(
-            labels.POOL_GPU_SPOT,
-            args.gpu_pool_name,
-            args.gpu_vm_size,
-            True,
-            args.gpu_min_nodes,
-            args.gpu_max_nodes,
-            gpu_labels,
-            (labels.GPU_TAINT, AKS_SPOT_TAINT),
-        ),
+        labels.POOL_GPU_SPOT: gpu_rank_specs(args)[0],
     }
 
 
-def placement(specs: dict[str, PoolSpec]) -> PoolPlacement:
-    """The pools as the platform selects and tolerates them: exactly the labels and taints
-    declared here, and the labels every spot node carries (AKS's own and our capacity label)."""
-    cpu, gpu = specs[labels.POOL_CPU], specs[labels.POOL_GPU_SPOT]
+def placement(specs: dict[str, PoolSpec], ranks: tuple[PoolSpec, ...]) -> PoolPlacement:
+    """The pools as the platform selects and tolerates them: the labels every GPU rank carries
+    and the taints any rank carries (workers land on whichever rank has capacity), and the
+    labels every spot node carries (AKS's own and our capacity label)."""
+    cpu = specs[labels.POOL_CPU]
     return PoolPlacement(
         cpu_labels=dict(cpu.node_labels),
         cpu_taints=cpu.taints,
-        gpu_labels=dict(gpu.node_labels),
-        gpu_taints=gpu.taints,
-        gpu_max_nodes=gpu.max_nodes,
+        gpu_labels=labels.common_labels([r.node_labels for r in ranks], leave_out=(RANK_LABEL,)),
+        gpu_taints=labels.all_taints([r.taints for r in ranks]),
+        gpu_max_nodes=max(r.max_nodes for r in ranks),
         spot_labels={AKS_SPOT_LABEL: AKS_SPOT_VALUE, labels.CAPACITY_LABEL: labels.CAPACITY_SPOT},
     )
 
@@ -209,7 +233,7 @@ def cpu_pool(
     )
 
 
-def gpu_spot_pool(
+def gpu_pool(
     name: str,
     args: AksClusterArgs,
     spec: PoolSpec,
@@ -219,8 +243,24 @@ def gpu_spot_pool(
     parent: pulumi.Resource,
     after: containerservice.AgentPool,
 ) -> containerservice.AgentPool:
-    """The spot GPU pool for elastic workers: Spot + Delete + max price, scales to zero.
-    Created after (deleted before) the CPU pool `after`: one pool operation at a time."""
+    """The GPU pool of one capacity rank for elastic workers; scales to zero. A spot rank is
+    Spot + Delete + max price; an on-demand rank is Regular. Created after (deleted before)
+    the pool `after`: one pool operation at a time."""
+    zones = {"availability_zones": list(spec.zones)} if spec.zones else {}
+    driver = containerservice.GPUProfileArgs(driver=containerservice.GPUDriver.INSTALL)
+    if not spec.spot:
+        return _autoscaled_user_pool(
+            name,
+            args,
+            spec,
+            resource_group=resource_group,
+            cluster=cluster,
+            parent=parent,
+            after=after,
+            scale_set_priority=containerservice.ScaleSetPriority.REGULAR,
+            gpu_profile=driver,
+            **zones,
+        )
     return _autoscaled_user_pool(
         name,
         args,
@@ -232,6 +272,7 @@ def gpu_spot_pool(
         scale_set_priority=containerservice.ScaleSetPriority.SPOT,  # immutable
         scale_set_eviction_policy=containerservice.ScaleSetEvictionPolicy.DELETE,
         spot_max_price=args.gpu_spot_max_price,  # -1: up to on-demand; immutable
-        gpu_profile=containerservice.GPUProfileArgs(driver=containerservice.GPUDriver.INSTALL),
+        gpu_profile=driver,
         # No upgrade_settings.max_surge: AKS rejects it on spot pools.
+        **zones,
     )

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.vocab.aws_tags import tag_problems
+from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry
 from lab.vocab.checkpoint_location import EKS_KEPT, adoption_problems
 from lab.vocab.names import DNS_LABEL
 from lab.vocab.problems import InvalidInput, Problem, Problems
@@ -170,6 +171,16 @@ class EksClusterArgs:
     gpu_disk_size_gb: int = field(default=100, metadata=_meta("gpuDiskSizeGb", "int", "GPU node disk in GiB"))
     gpu_min_nodes: int = field(default=0, metadata=_meta("gpuMinNodes", "int", "GPU group minimum (0: scale to zero)"))
     gpu_max_nodes: int = field(default=3, metadata=_meta("gpuMaxNodes", "int", "GPU group maximum"))
+    # Further GPU capacity, tried in order when the ranks above it have none (lab/vocab/capacity.py).
+    gpu_fallback: list[dict[str, Any]] = field(
+        default_factory=list,
+        metadata=_meta(
+            "gpuFallback",
+            "list",
+            "GPU capacity tried after the GPU spot group, in order: each {instanceTypes, capacity: spot | on-demand, "
+            "name}; an on-demand rank only last",
+        ),
+    )
     # Checkpoints: an S3 bucket mounted by Mountpoint for S3.
     checkpoint_bucket: str | None = field(
         default=None, metadata=_meta("checkpointBucket", "str", "checkpoint bucket name [generated, unique]")
@@ -230,6 +241,24 @@ class EksClusterArgs:
             return self.cluster_autoscaler_image_tag
         return f"v{CLUSTER_AUTOSCALER_CHARTS[self.kubernetes_version][1]}"
 
+    def gpu_ranks(self) -> tuple[GpuRank, ...]:
+        """The GPU capacity in the order the autoscaler tries it: the GPU spot group, then the
+        fallback ranks (valid args only). A group spans every zone of its subnets: its Auto
+        Scaling group tries each zone itself."""
+        first = GpuRank(1, self.gpu_group_name, tuple(self.gpu_instance_types), True)
+        rest = [
+            rank_from_entry(
+                i,
+                entry,
+                sizes_key="instanceTypes",
+                default_name=default_rank_name(
+                    self.gpu_group_name, i, entry.get("capacity", "spot") == "spot", limit=63, separator="-"
+                ),
+            )
+            for i, entry in enumerate(self.gpu_fallback, start=2)
+        ]
+        return (first, *rest)
+
     def replace(self, **changes: Any) -> EksClusterArgs:
         return dataclasses.replace(self, **changes)
 
@@ -246,6 +275,7 @@ class EksClusterArgs:
             _api_access,
             _cpu_instance_type,
             _gpu_instance_types,
+            _gpu_ranks,
             _gpu_ami_type,
             _gpu_disk_size,
             _group_sizes,
@@ -430,6 +460,21 @@ def _cpu_instance_type(args: EksClusterArgs, found: _FieldProblems) -> None:
         found.bad("cpu_instance_type", "a CPU instance type (this group runs no GPU work), e.g. m6i.xlarge")
 
 
+def gpu_type_expected(t: str) -> str | None:
+    """What a GPU instance type should be instead, or None when the image runs on `t`."""
+    if not _INSTANCE_TYPE.match(t) or t not in ec2_instance_types():
+        return f"EC2 instance types (botocore {botocore_version()}'s list) such as g4dn.xlarge"
+    if (old := _PRE_TURING_FAMILIES.get(instance_family(t) or "")) is not None:
+        return (
+            f"GPUs the trainer image can run: {t} has a {old}, and {TORCH_CUDA_BUILD} has no kernels for GPUs "
+            f"before {MIN_GPU_ARCHITECTURE} (g4dn, g5, g6, g6e, p4d, p5, ...)"
+        )
+    if not is_nvidia_instance(t):
+        what = "an accelerator CUDA cannot use" if is_accelerated_instance(t) else "no GPU"
+        return f"NVIDIA GPU instance types (g4dn, g5, g6, g6e, p4d, p5, ...); {t} has {what}"
+    return None
+
+
 def _gpu_instance_types(args: EksClusterArgs, found: _FieldProblems) -> None:
     gpus = found.strings("gpu_instance_types")
     if not gpus and isinstance(args.gpu_instance_types, list):
@@ -437,26 +482,46 @@ def _gpu_instance_types(args: EksClusterArgs, found: _FieldProblems) -> None:
     if len(set(gpus)) != len(gpus):
         found.bad("gpu_instance_types", "each instance type once")
     for t in gpus:
-        if not _INSTANCE_TYPE.match(t) or t not in ec2_instance_types():
-            found.bad(
-                "gpu_instance_types",
-                f"EC2 instance types (botocore {botocore_version()}'s list) such as g4dn.xlarge",
-                t,
-            )
-        elif (old := _PRE_TURING_FAMILIES.get(instance_family(t) or "")) is not None:
-            found.bad(
-                "gpu_instance_types",
-                f"GPUs the trainer image can run: {t} has a {old}, and {TORCH_CUDA_BUILD} has no kernels for GPUs "
-                f"before {MIN_GPU_ARCHITECTURE} (g4dn, g5, g6, g6e, p4d, p5, ...)",
-                t,
-            )
-        elif not is_nvidia_instance(t):
-            what = "an accelerator CUDA cannot use" if is_accelerated_instance(t) else "no GPU"
-            found.bad(
-                "gpu_instance_types",
-                f"NVIDIA GPU instance types (g4dn, g5, g6, g6e, p4d, p5, ...); {t} has {what}",
-                t,
-            )
+        if (expected := gpu_type_expected(t)) is not None:
+            found.bad("gpu_instance_types", expected, t)
+
+
+def _gpu_ranks(args: EksClusterArgs, found: _FieldProblems) -> None:
+    """The fallback ranks: instance types, capacity, distinct group names, and the autoscaler
+    that chooses between them."""
+
+    def types_problems(types: Any, key: str) -> list[Problem]:
+        if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+            return [Problem(key, types, "a non-empty list of NVIDIA GPU instance types, e.g. [g5.2xlarge]")]
+        if len(set(types)) != len(types):
+            return [Problem(key, types, "each instance type once")]
+        return [Problem(key, t, e) for t in types if (e := gpu_type_expected(t)) is not None]
+
+    def name_problem(name: Any) -> str | None:
+        ok = isinstance(name, str) and _GROUP_NAME.match(name)
+        return None if ok else "1-63 letters, digits, '-' or '_', starting with a letter or digit"
+
+    ranks_found = fallback_problems(
+        args.gpu_fallback,
+        "gpu_fallback",
+        sizes_key="instanceTypes",
+        size_problems=types_problems,
+        name_problem=name_problem,
+        zones_allowed=None,
+    )
+    found.extend(ranks_found)
+    if ranks_found or not args.gpu_fallback or not isinstance(args.gpu_group_name, str):
+        return
+    names = [r.name for r in args.gpu_ranks()]
+    clash = sorted({n for n in names if names.count(n) > 1 or n == args.cpu_group_name})
+    if clash:
+        found.bad(
+            "gpu_fallback",
+            "ranks whose group names differ from each other and from the CPU group "
+            f"(set `name` on the rank): {', '.join(clash)} repeats",
+        )
+    if args.cluster_autoscaler is False:
+        found.bad("gpu_fallback", "no fallback ranks while cluster_autoscaler is off: the autoscaler chooses the rank")
 
 
 def _gpu_ami_type(args: EksClusterArgs, found: _FieldProblems) -> None:
@@ -467,7 +532,9 @@ def _gpu_ami_type(args: EksClusterArgs, found: _FieldProblems) -> None:
     if ami not in GPU_AMI_TYPES:
         found.bad("gpu_ami_type", "an NVIDIA AMI type: " + ", ".join(GPU_AMI_TYPES))
         return
-    gpus = _string_list(args.gpu_instance_types) or []
+    gpus = list(_string_list(args.gpu_instance_types) or [])
+    for entry in args.gpu_fallback if isinstance(args.gpu_fallback, list) else []:
+        gpus += _string_list(entry.get("instanceTypes") if isinstance(entry, dict) else None) or []
     arm = [t for t in gpus if instance_family(t) in _ARM_GPU_FAMILIES]
     if arm and not args.gpu_is_arm:
         found.bad("gpu_ami_type", f"an ARM NVIDIA AMI type for Graviton instance types ({', '.join(arm)})")

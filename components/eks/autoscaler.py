@@ -17,6 +17,7 @@ import pulumi_kubernetes as k8s
 
 from components.eks import iam
 from components.eks.args import EksClusterArgs
+from lab.vocab.capacity import PROVISION_TIMEOUT_MIN
 from lab.vocab.versions import CLUSTER_AUTOSCALER_CHART, CLUSTER_AUTOSCALER_REPO
 
 NAMESPACE = "kube-system"
@@ -68,7 +69,11 @@ def values(args: EksClusterArgs, cpu_labels: Mapping[str, str], startup_taints: 
             # Spot GPU types of one group count as one pool; nodes with emptyDir scale down.
             "balance-similar-node-groups": True,
             "skip-nodes-with-local-storage": False,
-            "expander": "least-waste",
+            # GPU capacity ranks by the priority ConfigMap (components/capacity.py); within a
+            # rank, the group that wastes least. A node that never registers fails its scale-up
+            # sooner than the 15 min default, so the next rank is tried.
+            "expander": "priority,least-waste",
+            "max-node-provision-time": f"{PROVISION_TIMEOUT_MIN}m0s",
             # Taints new nodes lose once ready (Mountpoint's agent-not-ready): a new node with one
             # still counts as able to take the pending pods, so no extra node is added for them.
             **startup,

@@ -22,6 +22,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.capacity import eks_auto_scaling_group, priority_expander
 from components.cluster_info import ClusterInfo, S3Checkpoint, TrainingIdentity
 from components.eks import autoscaler as autoscaler_mod
 from components.eks import fis as fis_mod
@@ -96,6 +97,7 @@ class EksCluster(pulumi.ComponentResource):
         super().__init__(EKS_CLUSTER_TYPE, name, None, pulumi.ResourceOptions.merge(opts, scoped))
         self.args = args
         self.group_specs = node_groups.group_specs(args)
+        self.gpu_rank_specs = node_groups.gpu_rank_specs(args)
         tags = {CLUSTER_TAG: args.cluster_name, **args.tags}
 
         self.network = network.vpc(f"{name}-net", args, tags=tags, parent=self)
@@ -112,9 +114,10 @@ class EksCluster(pulumi.ComponentResource):
         self.cluster = self._eks_cluster(name, self.network, self.cluster_role, cluster_role_parts, tags)
         self._admin_access_entries(name, self.cluster, tags)
         self.vpc_cni = self._vpc_cni(name, self.cluster, tags)
-        self.cpu_group, self.gpu_group, self.template_tags = self._node_groups(
+        self.cpu_group, self.gpu_groups, self.template_tags = self._node_groups(
             name, self.cluster, self.network, self.node_role, node_role_parts, tags
         )
+        self.gpu_group = self.gpu_groups[0]
         self.bucket, self.bucket_settings = storage.checkpoint_bucket(
             f"{name}-checkpoints", args, tags=tags, parent=self
         )
@@ -150,12 +153,24 @@ class EksCluster(pulumi.ComponentResource):
         )
         self.kubeconfig = _exec_kubeconfig(self.cluster, args.region)
         self.k8s_provider = self._kubernetes_provider(
-            name, self.kubeconfig, after=[self.cpu_group, self.gpu_group, self.s3_csi_driver, self.vpc_cni]
+            name, self.kubeconfig, after=[self.cpu_group, *self.gpu_groups, self.s3_csi_driver, self.vpc_cni]
         )
         self.autoscaler = None
+        self.capacity_priorities = None
         if args.cluster_autoscaler:
+            self.capacity_priorities = priority_expander(
+                f"{name}-gpu-priorities",
+                [spec.gpu_rank() for spec in self.gpu_rank_specs],
+                pattern=eks_auto_scaling_group,
+                provider=self.k8s_provider,
+                parent=self,
+            )
             self.autoscaler = self._cluster_autoscaler(
-                name, self.cluster, self.k8s_provider, after=[self.pod_identity_agent, *self.template_tags], tags=tags
+                name,
+                self.cluster,
+                self.k8s_provider,
+                after=[self.pod_identity_agent, *self.template_tags, self.capacity_priorities],
+                tags=tags,
             )
 
         self.info = self._cluster_info()
@@ -216,11 +231,11 @@ class EksCluster(pulumi.ComponentResource):
         node_role: aws.iam.Role,
         node_role_parts: list[pulumi.Resource],
         tags: dict[str, str],
-    ) -> tuple[aws.eks.NodeGroup, aws.eks.NodeGroup, list[aws.autoscaling.Tag]]:
-        """The CPU group, then the GPU spot group after it: one node group operation at a time
-        keeps updates orderly, and the platform's control plane (etcd, the operator) has
-        somewhere to run first. Then the GPU group's node-template tags, which let Cluster
-        Autoscaler scale it up from zero."""
+    ) -> tuple[aws.eks.NodeGroup, list[aws.eks.NodeGroup], list[aws.autoscaling.Tag]]:
+        """The CPU group, then each GPU capacity rank's group after the one before: one node
+        group operation at a time keeps updates orderly, and the platform's control plane (etcd,
+        the operator) has somewhere to run first. Then each GPU group's node-template tags,
+        which let Cluster Autoscaler scale it up from zero."""
         cpu = node_groups.node_group(
             f"{name}-{labels.POOL_CPU}",
             self.group_specs[labels.POOL_CPU],
@@ -232,21 +247,25 @@ class EksCluster(pulumi.ComponentResource):
             parent=self,
             depends_on=node_role_parts,
         )
-        gpu = node_groups.node_group(
-            f"{name}-{labels.POOL_GPU_SPOT}",
-            self.group_specs[labels.POOL_GPU_SPOT],
-            self.args,
-            cluster=cluster,
-            node_role=node_role,
-            subnet_ids=vpc.private_subnet_ids,
-            tags=tags,
-            parent=self,
-            depends_on=[*node_role_parts, cpu],
-        )
-        template_tags = node_groups.autoscaler_template_tags(
-            f"{name}-{labels.POOL_GPU_SPOT}-template", gpu, self.group_specs[labels.POOL_GPU_SPOT], parent=self
-        )
-        return cpu, gpu, template_tags
+        gpus: list[aws.eks.NodeGroup] = []
+        template_tags: list[aws.autoscaling.Tag] = []
+        for spec in self.gpu_rank_specs:
+            # Rank 1 keeps the name the GPU spot group always had (no replacement on upgrade).
+            resource = f"{name}-{labels.POOL_GPU_SPOT}" + ("" if spec.rank == 1 else f"-rank{spec.rank}")
+            group = node_groups.node_group(
+                resource,
+                spec,
+                self.args,
+                cluster=cluster,
+                node_role=node_role,
+                subnet_ids=vpc.private_subnet_ids,
+                tags=tags,
+                parent=self,
+                depends_on=[*node_role_parts, gpus[-1] if gpus else cpu],
+            )
+            gpus.append(group)
+            template_tags += node_groups.autoscaler_template_tags(f"{resource}-template", group, spec, parent=self)
+        return cpu, gpus, template_tags
 
     def _vpc_cni(self, name: str, cluster: aws.eks.Cluster, tags: dict[str, str]) -> aws.eks.Addon:
         """The VPC CNI as a managed add-on with its network policy agent on: EKS enforces no
@@ -328,7 +347,7 @@ class EksCluster(pulumi.ComponentResource):
             self.args,
             cluster=cluster,
             cpu_labels=self.group_specs[labels.POOL_CPU].node_labels,
-            startup_taints=node_groups.startup_taint_keys(self.group_specs),
+            startup_taints=node_groups.startup_taint_keys([self.group_specs[labels.POOL_CPU], *self.gpu_rank_specs]),
             provider=provider,
             tags=tags,
             parent=self,
@@ -340,7 +359,7 @@ class EksCluster(pulumi.ComponentResource):
         return ClusterInfo(
             provider=self.k8s_provider,
             kubeconfig=self.kubeconfig,
-            placement=node_groups.placement(self.group_specs),
+            placement=node_groups.placement(self.group_specs, self.gpu_rank_specs),
             checkpoint=S3Checkpoint(bucket=self.bucket.bucket, region=self.args.region),
             eviction_notice_s=EVICTION_NOTICE_S,
             # The service account the training role is associated with (no annotation: Pod
@@ -363,7 +382,16 @@ class EksCluster(pulumi.ComponentResource):
             "vpcId": self.network.vpc_id,
             "nodeGroupNames": {role: spec.name for role, spec in self.group_specs.items()},
             "poolLabels": {role: dict(spec.node_labels) for role, spec in self.group_specs.items()},
-            "gpuTaints": [t.text() for t in self.group_specs[labels.POOL_GPU_SPOT].taints],
+            "gpuTaints": [t.text() for t in node_groups.placement(self.group_specs, self.gpu_rank_specs).gpu_taints],
+            "gpuRanks": [
+                {
+                    "rank": s.rank,
+                    "group": s.name,
+                    "instanceTypes": list(s.instance_types),
+                    "capacity": s.gpu_rank().capacity,
+                }
+                for s in self.gpu_rank_specs
+            ],
             "checkpointBucket": self.bucket.bucket,
             "fisTemplateId": self.fis_template.id,
             "fisRoleArn": self.fis_role.arn,

@@ -24,6 +24,7 @@ import pulumi_aws as aws
 
 from components.eks.args import ACCELERATOR_LABEL, EksClusterArgs, accelerator, instance_family
 from lab.vocab import pools as labels
+from lab.vocab.capacity import RANK_LABEL, GpuRank
 from lab.vocab.pools import PoolPlacement, Taint
 
 EKS_CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
@@ -47,6 +48,10 @@ class GroupSpec:
     # Taints a new node starts with and loses once it is ready (its agents remove them): on the
     # group, never in the autoscaler's scale-from-zero template, and known to the autoscaler.
     startup_taints: tuple[Taint, ...] = ()
+    rank: int = 0  # GPU capacity rank (1 = tried first); 0 for the CPU group
+
+    def gpu_rank(self) -> GpuRank:
+        return GpuRank(self.rank, self.name, self.instance_types, self.spot)
 
 
 def cpu_ami_type(instance_type: str) -> str:
@@ -56,7 +61,37 @@ def cpu_ami_type(instance_type: str) -> str:
     return "AL2023_ARM_64_STANDARD" if "g" in attributes else "AL2023_x86_64_STANDARD"
 
 
+def gpu_rank_spec(args: EksClusterArgs, rank: GpuRank) -> GroupSpec:
+    """The node group of one GPU capacity rank: the workers' pool label, the GPU taint and the
+    Mountpoint startup taint on every rank; our spot taint on spot ranks (EKS taints none)."""
+    return GroupSpec(
+        labels.POOL_GPU_SPOT,
+        rank.name,
+        rank.sizes,
+        args.gpu_ami_type,
+        rank.spot,
+        args.gpu_min_nodes if rank.rank == 1 else 0,
+        args.gpu_max_nodes,
+        {
+            **labels.pool_labels(labels.POOL_GPU_SPOT, spot=rank.spot),
+            labels.NVIDIA_GPU_PRESENT_LABEL: "true",
+            ACCELERATOR_LABEL: accelerator(rank.sizes),
+            RANK_LABEL: str(rank.rank),
+        },
+        (labels.SPOT_TAINT, labels.GPU_TAINT) if rank.spot else (labels.GPU_TAINT,),
+        # The jobs mount the checkpoint bucket on GPU nodes only.
+        startup_taints=(labels.MOUNTPOINT_STARTUP_TAINT,),
+        rank=rank.rank,
+    )
+
+
+def gpu_rank_specs(args: EksClusterArgs) -> tuple[GroupSpec, ...]:
+    """Every GPU capacity rank's node group, rank 1 (the GPU spot group) first."""
+    return tuple(gpu_rank_spec(args, rank) for rank in args.gpu_ranks())
+
+
 def group_specs(args: EksClusterArgs) -> dict[str, GroupSpec]:
+    """The CPU group and rank 1 of the GPU capacity, keyed by role."""
     return {
         labels.POOL_CPU: GroupSpec(
             labels.POOL_CPU,
@@ -69,39 +104,25 @@ def group_specs(args: EksClusterArgs) -> dict[str, GroupSpec]:
             labels.pool_labels(labels.POOL_CPU, spot=False),
             (),
         ),
-        labels.POOL_GPU_SPOT: GroupSpec(
-            labels.POOL_GPU_SPOT,
-            args.gpu_group_name,
-            tuple(args.gpu_instance_types),
-            args.gpu_ami_type,
-            True,
-            args.gpu_min_nodes,
-            args.gpu_max_nodes,
-            {
-                **labels.pool_labels(labels.POOL_GPU_SPOT, spot=True),
-                labels.NVIDIA_GPU_PRESENT_LABEL: "true",
-                ACCELERATOR_LABEL: accelerator(args.gpu_instance_types),
-            },
-            (labels.SPOT_TAINT, labels.GPU_TAINT),
-            # The jobs mount the checkpoint bucket on GPU nodes only.
-            startup_taints=(labels.MOUNTPOINT_STARTUP_TAINT,),
-        ),
+        labels.POOL_GPU_SPOT: gpu_rank_specs(args)[0],
     }
 
 
-def startup_taint_keys(specs: Mapping[str, GroupSpec]) -> list[str]:
+def startup_taint_keys(specs: Sequence[GroupSpec]) -> list[str]:
     """Every group's startup taints, for the autoscaler's `--startup-taint`."""
-    return sorted({t.key for spec in specs.values() for t in spec.startup_taints})
+    return sorted({t.key for spec in specs for t in spec.startup_taints})
 
 
-def placement(specs: Mapping[str, GroupSpec]) -> PoolPlacement:
-    cpu, gpu = specs[labels.POOL_CPU], specs[labels.POOL_GPU_SPOT]
+def placement(specs: Mapping[str, GroupSpec], ranks: Sequence[GroupSpec]) -> PoolPlacement:
+    """The groups as the platform selects and tolerates them: the labels every GPU rank carries
+    (the accelerator label differs by type) and the taints any rank carries."""
+    cpu = specs[labels.POOL_CPU]
     return PoolPlacement(
         cpu_labels=dict(cpu.node_labels),
         cpu_taints=cpu.taints,
-        gpu_labels=dict(gpu.node_labels),
-        gpu_taints=gpu.taints,
-        gpu_max_nodes=gpu.max_nodes,
+        gpu_labels=labels.common_labels([r.node_labels for r in ranks], leave_out=(RANK_LABEL, ACCELERATOR_LABEL)),
+        gpu_taints=labels.all_taints([r.taints for r in ranks]),
+        gpu_max_nodes=max(r.max_nodes for r in ranks),
         spot_labels={EKS_CAPACITY_LABEL: EKS_SPOT_VALUE, labels.CAPACITY_LABEL: labels.CAPACITY_SPOT},
     )
 
@@ -127,7 +148,7 @@ def node_group(
         capacity_type="SPOT" if spec.spot else "ON_DEMAND",
         instance_types=list(spec.instance_types),
         ami_type=spec.ami_type,
-        disk_size=args.gpu_disk_size_gb if spec.spot else None,
+        disk_size=args.gpu_disk_size_gb if spec.role == labels.POOL_GPU_SPOT else None,
         scaling_config=aws.eks.NodeGroupScalingConfigArgs(
             min_size=spec.min_nodes, max_size=spec.max_nodes, desired_size=spec.min_nodes
         ),

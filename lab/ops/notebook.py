@@ -374,6 +374,8 @@ def cost_chart(cost: Mapping[str, Any], title: str) -> Figure:
     if fixed:
         layers.append((str(cost["control_plane"].get("label", "cluster")), [float(fixed)] * len(COST_CASES)))
     for pool in cost.get("pools") or []:
+        if (pool.get("rank") or 0) > 1:  # a fallback GPU rank: in place of rank 1, not beside it
+            continue
         kind = "spot" if pool.get("spot") else "on-demand"
         label = f"pool {pool['pool']}: {pool['min_nodes']}..{pool['max_nodes']} x {pool['vm_size']} ({kind})"
         layers.append((label, [pool.get(key) for key, _ in COST_CASES]))

@@ -2,7 +2,8 @@
 
   guardrail:spot-pool         every spot pool: mode User, eviction Delete, AKS spot label and
                               taint declared, no maxSurge, max price -1 (warning otherwise)
-  guardrail:gpu-pool          the GPU pool: spot, autoscaled, can reach zero, GPU label/taint
+  guardrail:gpu-pool          every GPU pool (capacity rank): autoscaled, can reach zero, GPU
+                              label and taint (spot or not: lab/plan/capacity_checks.py)
   guardrail:on-demand-pools   system pools and our CPU/system-labelled pools are not spot
   guardrail:autoscaled-count  autoscaled pools ignore changes to `count`
   guardrail:cluster-features  Blob CSI driver, OIDC issuer and workload identity are on
@@ -110,7 +111,7 @@ def spot_pools(plan: Any) -> Iterator[Finding]:
 
 
 def gpu_pool(plan: Any) -> Iterator[Finding]:
-    """The GPU pool is spot, autoscaled, can reach zero, and carries the GPU label and taint."""
+    """Every GPU pool is autoscaled, can reach zero, and carries the GPU label and taint."""
     name = "guardrail:gpu-pool"
     gpu = [p for p in pools(plan) if p.role == labels.POOL_GPU_SPOT]
     if not gpu:
@@ -128,10 +129,6 @@ def gpu_pool(plan: Any) -> Iterator[Finding]:
         if pool.is_profile:
             yield Finding.error(
                 name, r, pool.path("name"), pool.name, "a separate AgentPool, not a profile inside the ManagedCluster"
-            )
-        if not pool.spot:
-            yield Finding.error(
-                name, r, pool.path("scaleSetPriority"), pool.get("scaleSetPriority"), "'Spot' (the GPU workers' pool)"
             )
         if pool.get("enableAutoScaling") is not True:
             yield Finding.error(

@@ -7,6 +7,10 @@ It gives the hourly cost with every pool at its minimum (idle: the GPU pool at z
 with the GPU pool on on-demand capacity instead of spot. Every price carries its source
 and, where the table has one, the query (Azure Retail Prices API, AWS CLI) that returns
 today's price. A spot group of several instance types is priced at its dearest type.
+
+GPU capacity ranks (lab/vocab/capacity.py) are alternatives, not additions: the totals count
+rank 1 (the GPU spot pool), and `ranks` gives each rank's cost at the GPU maximum and what
+the whole cluster costs an hour while the job runs on that rank instead.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 
 from lab.plan.aks_pools import MANAGED_CLUSTER, pools
 from lab.plan.yaml_files import read_mapping
+from lab.vocab.capacity import RANK_LABEL
 from lab.vocab.pools import POOL_LABEL
 from lab.vocab.problems import InvalidInput, Problem
 
@@ -41,6 +46,12 @@ class PoolCost:
     at_min: float | None = None
     at_max: float | None = None
     at_max_on_demand: float | None = None
+    rank: int | None = None  # GPU capacity rank (1 = tried first); None for other pools
+
+    @property
+    def fallback(self) -> bool:
+        """A GPU rank below the first: used only when the ranks above have no capacity."""
+        return self.rank is not None and self.rank > 1
 
     def priced(self) -> PoolCost:
         """This pool with its hourly costs at its minimum and maximum sizes, where priced."""
@@ -49,6 +60,21 @@ class PoolCost:
         if self.on_demand_price is not None:
             self.at_max_on_demand = round(self.on_demand_price * self.max_nodes, 4)
         return self
+
+
+@dataclass
+class RankCost:
+    """One GPU capacity rank at the GPU maximum: its hourly cost, and the whole cluster's while
+    the job runs there instead of on rank 1 (`extra`: the difference)."""
+
+    rank: int
+    pool: str
+    vm_size: str
+    capacity: str
+    nodes: int
+    at_max: float | None
+    cluster_at_max: float | None
+    extra: float | None
 
 
 @dataclass
@@ -63,6 +89,7 @@ class CostEstimate:
     hourly_max: float | None
     hourly_max_on_demand: float | None
     notes: list[str] = field(default_factory=list)
+    ranks: list[RankCost] = field(default_factory=list)
 
     @property
     def spot_saving(self) -> float | None:
@@ -127,7 +154,10 @@ def _aks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate | N
 
     costs: list[PoolCost] = []
     order = {"system": 0, "cpu": 1, "gpu-spot": 2}
-    for view in sorted(views, key=lambda v: (order.get(str(v.role), 9), v.name)):
+    for view in sorted(
+        views,
+        key=lambda v: (order.get(str(v.role), 9), _rank((v.get("nodeLabels") or {}).get(RANK_LABEL)) or 0, v.name),
+    ):
         size = str(view.get("vmSize"))
         autoscale = view.get("enableAutoScaling") is True
         lo = _count(view.get("minCount")) if autoscale else _count(view.get("count"))
@@ -139,6 +169,7 @@ def _aks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate | N
         if price is None:
             notes.append(f"no {'spot' if view.spot else 'on-demand'} price for {size}: pool {view.name} not counted")
         pc = PoolCost(view.name, view.role, size, view.spot, lo, hi, price, on_demand, source, entry.get("query"))
+        pc.rank = _rank((view.get("nodeLabels") or {}).get(RANK_LABEL))
         costs.append(pc.priced())
 
     return _totals(table, region, prices_path, control, costs, notes)
@@ -170,7 +201,10 @@ def _eks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate:
     }
     costs: list[PoolCost] = []
     order: dict[str | None, int] = {"cpu": 0, "gpu-spot": 1}
-    groups = sorted(plan.of_type(NODE_GROUP), key=lambda g: (order.get(_role(g), 9), g.name))
+    groups = sorted(
+        plan.of_type(NODE_GROUP),
+        key=lambda g: (order.get(_role(g), 9), _rank((g.inputs.get("labels") or {}).get(RANK_LABEL)) or 0, g.name),
+    )
     for g in groups:
         spot = g.inputs.get("capacityType") == "SPOT"
         types = [str(t) for t in g.inputs.get("instanceTypes") or []]
@@ -191,6 +225,7 @@ def _eks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate:
             source, query = entries[dearest].get("source", ""), entries[dearest].get("query")
             shown = dearest + (f" (+{len(types) - 1} more)" if len(types) > 1 else "")
         pc = PoolCost(name, _role(g), shown, spot, lo, hi, price, on_demand, source, query)
+        pc.rank = _rank((g.inputs.get("labels") or {}).get(RANK_LABEL))
         costs.append(pc.priced())
 
     return _totals(table, region, prices_path, control, costs, notes)
@@ -205,10 +240,11 @@ def _totals(
     notes: list[str],
 ) -> CostEstimate:
     """The estimate of priced pools and a control plane: hourly totals at the pools' minimum
-    and maximum sizes (None when any price is missing)."""
+    and maximum sizes (None when any price is missing), fallback GPU ranks left out; and each
+    GPU rank's cost in rank 1's place."""
 
     def total(attr: str) -> float | None:
-        values: list[float | None] = [getattr(c, attr) for c in costs]
+        values: list[float | None] = [getattr(c, attr) for c in costs if not c.fallback]
         priced = [v for v in values if v is not None]
         control_price: float | None = control["price"]
         if len(priced) < len(values) or control_price is None:
@@ -226,7 +262,27 @@ def _totals(
         hourly_max=total("at_max"),
         hourly_max_on_demand=total("at_max_on_demand"),
         notes=notes,
+        ranks=_rank_costs(costs, total("at_max")),
     )
+
+
+def _rank_costs(costs: list[PoolCost], hourly_max: float | None) -> list[RankCost]:
+    """Each GPU rank at the GPU maximum, in rank 1's place in the cluster's hourly maximum."""
+    gpu = sorted((c for c in costs if c.rank is not None), key=lambda c: c.rank or 0)
+    first = gpu[0] if gpu and gpu[0].rank == 1 else None
+    out = []
+    for c in gpu:
+        cluster = None
+        if hourly_max is not None and first is not None and first.at_max is not None and c.at_max is not None:
+            cluster = round(hourly_max - first.at_max + c.at_max, 4)
+        extra = None if cluster is None or hourly_max is None else round(cluster - hourly_max, 4)
+        capacity = "spot" if c.spot else "on-demand"
+        out.append(RankCost(c.rank or 0, c.pool, c.vm_size, capacity, c.max_nodes, c.at_max, cluster, extra))
+    return out
+
+
+def _rank(value: Any) -> int | None:
+    return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
 def _role(group: Any) -> str | None:

@@ -12,6 +12,7 @@ from lab.plan.cost import CostEstimate
 from lab.plan.findings import errors
 from lab.plan.recording import SECRET_PLACEHOLDER, Plan, RecordedResource
 from lab.plan.saving import saving_lines, saving_rows
+from lab.vocab.capacity import PROVISION_TIMEOUT_MIN
 from lab.vocab.checkpoint_interval import duration, intervals
 from lab.vocab.layout import ROOT
 
@@ -163,6 +164,8 @@ def cost_lines(cost: CostEstimate | None) -> list[str]:
         f"{'at max':>7} {'max on-demand':>13}",
     ]
     for p in cost.pools:
+        if p.fallback:
+            continue
         lines.append(
             f"  {p.pool:<9} {p.role or '-'!s:<9} {p.vm_size:<24} {'spot' if p.spot else 'on-demand':<9} "
             f"{f'{p.min_nodes}..{p.max_nodes}':>6} {money(p.price)} {money(p.at_min)} {money(p.at_max)} "
@@ -183,6 +186,7 @@ def cost_lines(cost: CostEstimate | None) -> list[str]:
             f"  full (every pool at its maximum): {money(cost.hourly_max).strip()} {cost.currency}/h on spot GPUs vs "
             f"{money(cost.hourly_max_on_demand).strip()} {cost.currency}/h on on-demand GPUs{saving}"
         )
+    lines += rank_lines(cost)
     sources: dict[str, tuple[str, str | None]] = {}
     for p in cost.pools:
         sources.setdefault(p.vm_size, (p.source, p.query))
@@ -194,6 +198,27 @@ def cost_lines(cost: CostEstimate | None) -> list[str]:
             lines.append(f"      query: {query}")
     for note in cost.notes:
         lines.append(f"  note: {note}")
+    return lines
+
+
+def rank_lines(cost: CostEstimate) -> list[str]:
+    """The GPU capacity ranks in the order the autoscaler tries them, each at the GPU maximum:
+    its cost, and the cluster's while the job runs there instead of on rank 1."""
+    if len(cost.ranks) < 2:
+        return []
+    lines = [
+        "  GPU capacity, tried in this order (the cluster autoscaler's priority expander: a rank is used when the "
+        "ranks above it have no capacity or quota, or their node has not arrived within "
+        f"{PROVISION_TIMEOUT_MIN} min):",
+        f"    {'rank':<4} {'pool':<13} {'vm size':<24} {'capacity':<9} {'nodes':>5} {'at max':>7} "
+        f"{'cluster at max':>14} {'vs rank 1':>9}",
+    ]
+    for r in cost.ranks:
+        extra = "" if r.rank == 1 else ("   n/a" if r.extra is None else f"{r.extra:+7.3f}")
+        lines.append(
+            f"    {r.rank:<4} {r.pool:<13} {r.vm_size:<24} {r.capacity:<9} {r.nodes:>5} {money(r.at_max)} "
+            f"{money(r.cluster_at_max):>14} {extra:>9}"
+        )
     return lines
 
 
@@ -223,7 +248,7 @@ def eviction_rows(cost: CostEstimate | None, save_cost_s: float) -> list[dict[st
     and Daly's checkpoint interval for a save that costs training `save_cost_s`."""
     rows: list[dict[str, Any]] = []
     for pool in cost.pools if cost else []:
-        if not pool.spot or pool.max_nodes < 1:
+        if not pool.spot or pool.max_nodes < 1 or pool.fallback:
             continue
         for band in intervals(save_cost_s, pool.max_nodes):
             rows.append(

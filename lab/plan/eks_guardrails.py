@@ -103,10 +103,9 @@ def gpu_group(plan: Any) -> Iterator[Finding]:
         yield Finding.error(name, "stack", "labels", None, f"a node group labelled {labels.POOL_LABEL}=gpu-spot")
     for g in groups:
         i = g.inputs
-        if i.get("capacityType") != "SPOT":
-            yield Finding.error(name, g, "capacityType", i.get("capacityType"), "'SPOT' (the workers' group)")
+        spot = i.get("capacityType") == "SPOT"  # rank 1 is (lab/plan/capacity_checks.py)
         types = i.get("instanceTypes") or []
-        if len(types) < 2:
+        if spot and len(types) < 2:
             yield Finding.warning(
                 name, g, "instanceTypes", types, "two or more instance types: one type's spot capacity often runs out"
             )
@@ -114,7 +113,7 @@ def gpu_group(plan: Any) -> Iterator[Finding]:
             yield Finding.error(name, g, "amiType", i.get("amiType"), "an NVIDIA AMI type: " + ", ".join(GPU_AMI_TYPES))
         taints = i.get("taints") or []
         keys = {t.get("key") for t in taints if t.get("effect") in ("NO_SCHEDULE", "NO_EXECUTE")}
-        for wanted in (labels.GPU_TAINT, labels.SPOT_TAINT):
+        for wanted in (labels.GPU_TAINT, labels.SPOT_TAINT) if spot else (labels.GPU_TAINT,):
             if wanted.key not in keys:
                 yield Finding.error(
                     name,
@@ -160,15 +159,13 @@ def gpu_group(plan: Any) -> Iterator[Finding]:
 def scale_from_zero(plan: Any) -> Iterator[Finding]:
     """A GPU group at zero has no node to read labels and taints from: its Auto Scaling group
     carries them as Cluster Autoscaler node-template tags (taints in Kubernetes effect spelling)."""
-    tags = {
-        (t.inputs.get("tag") or {}).get("key"): (t.inputs.get("tag") or {}).get("value") for t in plan.of_type(ASG_TAG)
-    }
     yield from autoscaler_chart_and_image_agree(plan)
     yield from startup_taints_known_to_the_autoscaler(plan)
     yield from mountpoint_release(plan)
     for g in gpu_groups(plan):
         if (g.inputs.get("scalingConfig") or {}).get("minSize") != 0:
             continue
+        tags = _asg_tags(plan, g)
         wanted = {f"{NODE_TEMPLATE}/label/{k}": v for k, v in (g.inputs.get("labels") or {}).items()}
         for t in g.inputs.get("taints") or []:
             key = f"{NODE_TEMPLATE}/taint/{t.get('key')}"
@@ -194,6 +191,21 @@ def scale_from_zero(plan: Any) -> Iterator[Finding]:
                     f"{value!r}: an aws.autoscaling.Tag on the group's Auto Scaling group, or Cluster Autoscaler "
                     "cannot tell that a new node would fit a pending GPU pod",
                 )
+
+
+def _asg_tags(plan: Any, group: Any) -> dict[Any, Any]:
+    """The tags on `group`'s Auto Scaling group (every tag where the plan does not know the
+    group's Auto Scaling group name)."""
+    asgs = {
+        a.get("name")
+        for r in (group.state or {}).get("resources") or []
+        for a in (r or {}).get("autoscalingGroups") or []
+    }
+    return {
+        (t.inputs.get("tag") or {}).get("key"): (t.inputs.get("tag") or {}).get("value")
+        for t in plan.of_type(ASG_TAG)
+        if not asgs or t.inputs.get("autoscalingGroupName") in asgs
+    }
 
 
 def autoscaler_chart_and_image_agree(plan: Any) -> Iterator[Finding]:
@@ -312,7 +324,7 @@ def fis_targets_gpu_spot(plan: Any) -> Iterator[Finding]:
     """FIS interrupts one running spot instance of the GPU group: chosen by the group's tag and
     its cluster's (group names repeat across stacks), never by listed ARNs, never all at once."""
     name = "guardrail:fis-targets-gpu-spot"
-    allowed = {str(g.inputs.get("nodeGroupName")) for g in gpu_groups(plan)}
+    allowed = {str(g.inputs.get("nodeGroupName")) for g in gpu_groups(plan) if g.inputs.get("capacityType") == "SPOT"}
     clusters = {str(c.inputs.get("name")) for c in plan.of_type(CLUSTER)}
     for t in plan.of_type(FIS_TEMPLATE):
         for i, target in enumerate(t.inputs.get("targets") or []):
@@ -328,7 +340,7 @@ def fis_targets_gpu_spot(plan: Any) -> Iterator[Finding]:
                     t,
                     f"{where}.resourceTags",
                     target.get("resourceTags"),
-                    f"{NODEGROUP_TAG} = the GPU spot group ({', '.join(sorted(allowed)) or 'none in the plan'})",
+                    f"{NODEGROUP_TAG} = a spot GPU group ({', '.join(sorted(allowed)) or 'none in the plan'})",
                 )
             if tags.get(FIS_CLUSTER_TAG) not in clusters:
                 yield Finding.error(

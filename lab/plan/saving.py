@@ -29,7 +29,7 @@ def saving_rows(cost: CostEstimate | None, band: str, costs: MeasuredCosts | Non
     if cost is None:
         return rows
     for pool in cost.pools:
-        if not pool.spot or pool.max_nodes < 1 or pool.price is None or pool.on_demand_price is None:
+        if not pool.spot or pool.fallback or pool.max_nodes < 1 or pool.price is None or pool.on_demand_price is None:
             continue
         nodes = pool.max_nodes
         fixed = rest_of_the_cluster(cost, pool)

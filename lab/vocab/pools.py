@@ -104,6 +104,25 @@ def required_affinity(labels: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+def common_labels(each: Iterable[Mapping[str, str]], *, leave_out: Iterable[str] = ()) -> dict[str, str]:
+    """The labels every one of `each` carries with the same value (less `leave_out`): what a pod
+    selects to land on any of several pools."""
+    maps = [dict(m) for m in each]
+    if not maps:
+        return {}
+    skip = set(leave_out)
+    return {k: v for k, v in maps[0].items() if k not in skip and all(m.get(k) == v for m in maps[1:])}
+
+
+def all_taints(each: Iterable[Iterable[Taint]]) -> tuple[Taint, ...]:
+    """Every taint any of several pools carries, once each, in first-seen order: what a pod
+    tolerates to land on any of them."""
+    out: list[Taint] = []
+    for taints in each:
+        out += [t for t in taints if t not in out]
+    return tuple(out)
+
+
 # ------------------------------------------------------------------ checking labels and taints
 def label_problems(key: str, labels: Any, *, required: bool = True) -> list[Problem]:
     """Problems of a mapping of node labels given as `key`."""

@@ -18,6 +18,7 @@ CLUSTER_CHECKS = [
     "arm-conformance",
     "guardrail:spot-pool",
     "guardrail:gpu-pool",
+    "guardrail:gpu-capacity-ranks",
     "guardrail:on-demand-pools",
     "guardrail:autoscaled-count",
     "guardrail:cluster-features",

@@ -17,6 +17,9 @@ from .conftest import CLUSTER_CHECKS
 MC = ("azure-native:containerservice:ManagedCluster", "aks")
 GPU = ("azure-native:containerservice:AgentPool", "aks-gpu-spot")
 CPU = ("azure-native:containerservice:AgentPool", "aks-cpu")
+RANK2 = ("azure-native:containerservice:AgentPool", "aks-gpu-spot-rank2")
+RANK3 = ("azure-native:containerservice:AgentPool", "aks-gpu-spot-rank3")
+PRIORITIES = ("kubernetes:core/v1:ConfigMap", "aks-gpu-priorities")
 SA = ("azure-native:storage:StorageAccount", "aks-checkpoints")
 
 
@@ -69,7 +72,22 @@ def _plain_kubeconfig(plan):
 
 
 def _no_gpu_pool(plan):
-    plan.resources = [r for r in plan.resources if r.name != "aks-gpu-spot"]
+    plan.resources = [r for r in plan.resources if not r.name.startswith("aks-gpu-spot")]
+
+
+def _priorities(text):
+    def mutate(plan):
+        plan.one(*PRIORITIES).inputs["data"]["priorities"] = text
+
+    return mutate
+
+
+def _no_priorities(plan):
+    plan.resources = [r for r in plan.resources if r.name != PRIORITIES[1]]
+
+
+def _untolerated_taint_on_rank3(plan):
+    plan.one(*RANK3).inputs["nodeTaints"].append("dedicated=batch:NoSchedule")
 
 
 def _no_cpu_pool(plan):
@@ -163,9 +181,60 @@ BROKEN = [
     ),
     (
         "gpu pool on-demand",
-        "guardrail:gpu-pool",
+        "guardrail:gpu-capacity-ranks",
         _set((*GPU, "scaleSetPriority"), "Regular"),
-        ["AgentPool 'aks-gpu-spot'", "scaleSetPriority='Regular'", "'Spot'"],
+        ["AgentPool 'aks-gpu-spot'", "capacity='on-demand'", "spot: rank 1"],
+    ),
+    (
+        "on-demand rank above a spot rank",
+        "guardrail:gpu-capacity-ranks",
+        _set((*RANK2, "scaleSetPriority"), "Regular"),
+        ["AgentPool 'aks-gpu-spot-rank2'", "an on-demand rank goes last"],
+    ),
+    (
+        "two pools of one rank",
+        "guardrail:gpu-capacity-ranks",
+        _set((*RANK3, "nodeLabels", "elastic-spot-lab/gpu-rank"), "2"),
+        ["AgentPool 'aks-gpu-spot-rank3'", "a rank of its own (gpuspot2 has rank 2)"],
+    ),
+    (
+        "ranks picked at random",
+        "guardrail:gpu-capacity-ranks",
+        _set((*MC, "autoScalerProfile", "expander"), "random"),
+        ["ManagedCluster 'aks'", "autoScalerProfile.expander='random'", "'priority'"],
+    ),
+    (
+        "the autoscaler waits 15 min for a node",
+        "guardrail:gpu-capacity-ranks",
+        _set((*MC, "autoScalerProfile", "maxNodeProvisionTime"), "15m"),
+        ["autoScalerProfile.maxNodeProvisionTime='15m'", "under 15 min"],
+    ),
+    (
+        "no priority expander ConfigMap",
+        "guardrail:gpu-capacity-ranks",
+        _no_priorities,
+        ["ConfigMap kube-system/cluster-autoscaler-priority-expander", "ranking the GPU pools"],
+    ),
+    (
+        "ranks out of order",
+        "guardrail:gpu-capacity-ranks",
+        _priorities("30:\n  - '^aks-gpuspot2-[0-9]+-vmss$'\n20:\n  - '^aks-gpuspot-[0-9]+-vmss$'\n"),
+        ["ConfigMap 'aks-gpu-priorities'", "a priority for 'aks-gpuspot2-12345678-vmss' (rank 2) below rank 1's"],
+    ),
+    (
+        "no catch-all priority",
+        "guardrail:gpu-capacity-ranks",
+        _priorities(
+            "30:\n  - '^aks-gpuspot-[0-9]+-vmss$'\n20:\n  - '^aks-gpuspot2-[0-9]+-vmss$'\n"
+            "10:\n  - '^aks-gpuondemand-[0-9]+-vmss$'\n"
+        ),
+        ["a catch-all pattern ('.*') below every GPU rank"],
+    ),
+    (
+        "a rank the workers do not tolerate",
+        "guardrail:gpu-capacity-ranks",
+        _untolerated_taint_on_rank3,
+        ["AgentPool 'aks-gpu-spot-rank3'", "dedicated=batch:NoSchedule keeps them off rank 3"],
     ),
     (
         "eviction deallocate",

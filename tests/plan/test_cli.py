@@ -62,7 +62,17 @@ def test_json_plan(capsys):
     assert doc["outputs"]["kubeconfig"] == "[secret]" and "kubeconfig" in doc["secret_outputs"]
     cost = doc["cost"]
     assert cost["currency"] == "USD" and cost["hourly_min"] < cost["hourly_max"] < cost["hourly_max_on_demand"]
-    assert {p["pool"] for p in cost["pools"]} == {"system", "cpu", "gpuspot"}
+    assert {p["pool"] for p in cost["pools"]} == {"system", "cpu", "gpuspot", "gpuspot2", "gpuondemand"}
+    # The GPU capacity ranks: each in rank 1's place; the totals count rank 1 only.
+    ranks = cost["ranks"]
+    assert [(r["rank"], r["pool"], r["capacity"]) for r in ranks] == [
+        (1, "gpuspot", "spot"),
+        (2, "gpuspot2", "spot"),
+        (3, "gpuondemand", "on-demand"),
+    ]
+    assert ranks[0]["cluster_at_max"] == cost["hourly_max"] and ranks[0]["extra"] == 0
+    assert ranks[2]["cluster_at_max"] == cost["hourly_max_on_demand"]  # the same T4s on demand
+    assert ranks[1]["extra"] == round(ranks[1]["at_max"] - ranks[0]["at_max"], 4) > 0
 
 
 def test_show_secrets(capsys):

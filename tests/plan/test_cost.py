@@ -127,7 +127,13 @@ def test_eks_prices_are_dated_and_sourced():
 def test_estimate_of_eks_dev(eks_plan):
     est = cost.estimate(eks_plan)
     assert est is not None and est.region == "us-east-1" and not est.notes
-    cpu, gpu = est.pools
+    cpu, gpu, *fallback = est.pools
+    assert [(f.pool, f.rank, f.spot, f.min_nodes) for f in fallback] == [
+        ("gpu-spot-2", 2, True, 0),
+        ("gpu-on-demand", 3, False, 0),
+    ]
+    # A fallback rank is priced too, and costs the cluster only in rank 1's place.
+    assert fallback[1].price == 0.526 and est.ranks[2].extra == round(3 * 0.526 - 3 * 0.42, 4)
     assert (cpu.pool, cpu.spot, cpu.min_nodes, cpu.max_nodes, cpu.price) == ("cpu", False, 1, 2, 0.192)
     # A group of several spot types is priced at its dearest (g5.xlarge in the table).
     assert (gpu.pool, gpu.spot, gpu.min_nodes, gpu.max_nodes) == ("gpu-spot", True, 0, 3)

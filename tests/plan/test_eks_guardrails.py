@@ -116,9 +116,9 @@ BROKEN = [
     ),
     (
         "GPU group on demand",
-        "guardrail:eks-gpu-group",
+        "guardrail:gpu-capacity-ranks",
         _inputs(GPU, capacityType="ON_DEMAND"),
-        ["NodeGroup 'eks-gpu-spot'", "capacityType='ON_DEMAND'", "'SPOT'"],
+        ["NodeGroup 'eks-gpu-spot'", "capacity='on-demand'", "spot: rank 1"],
     ),
     (
         "GPU group without the spot taint",
@@ -232,7 +232,11 @@ BROKEN = [
         "FIS aimed at the CPU group",
         "guardrail:fis-targets-gpu-spot",
         _fis_target(resourceTags=[{"key": "eks:nodegroup-name", "value": "cpu"}]),
-        ["ExperimentTemplate 'eks-spot-interruption'", "targets[0].resourceTags", "the GPU spot group (gpu-spot)"],
+        [
+            "ExperimentTemplate 'eks-spot-interruption'",
+            "targets[0].resourceTags",
+            "a spot GPU group (gpu-spot, gpu-spot-2)",
+        ],
     ),
     (
         "FIS on listed instances",

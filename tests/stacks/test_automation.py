@@ -118,7 +118,7 @@ def test_a_stack_failing_a_check_is_refused_before_the_cli_is_touched(monkeypatc
     monkeypatch.setattr(automation, "create_or_select_stack", untouchable)
     with pytest.raises(StackError, match=r"fails \d+ check\(s\) of `elastic-lab plan`; nothing was started") as err:
         stacks.run("up", "aks-dev", say=lambda line: None)
-    assert "[guardrail:gpu-pool]" in str(err.value) and "scaleSetPriority='Regular'" in str(err.value)
+    assert "[guardrail:gpu-capacity-ranks]" in str(err.value) and "expected spot: rank 1" in str(err.value)
 
 
 def test_without_the_pulumi_cli_the_message_says_so(monkeypatch):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import itertools
 
 import pulumi
 import pytest
+import yaml
 
 from components.aks import AksCluster, AksClusterArgs
 from components.aks.node_pools import AKS_SPOT_LABEL, AKS_SPOT_TAINT, CRITICAL_ADDONS_TAINT
@@ -20,6 +22,7 @@ from lab.plan.harness import run_program
 from lab.plan.mocks import MOCK_SUBSCRIPTION, PlanMocks
 from lab.vocab import pools as labels
 from lab.vocab.azure_tags import CLUSTER_TAG, tag_name_problem
+from lab.vocab.capacity import PRIORITY_CONFIGMAP, PROVISION_TIMEOUT_MIN, RANK_LABEL, rank_of_group
 from lab.vocab.names import AKS_CLUSTER_TYPE as COMPONENT_TYPE
 from lab.vocab.problems import InvalidInput
 
@@ -55,6 +58,7 @@ def test_component_and_children(plan):
         MAINTENANCE,
         REGISTRY,
         "pulumi:providers:kubernetes",
+        "kubernetes:core/v1:ConfigMap",  # the autoscaler's priorities over the GPU capacity ranks
     }
     # Every resource is parented to the component; nothing is left at the stack's root.
     assert all(r.parent == comp.urn for r in plan.resources if r is not comp)
@@ -107,6 +111,7 @@ def test_gpu_spot_pool(plan):
         labels.CAPACITY_LABEL: labels.CAPACITY_SPOT,
         AKS_SPOT_LABEL: "spot",
         labels.NVIDIA_GPU_PRESENT_LABEL: "true",
+        RANK_LABEL: "1",
     }
     assert i["nodeTaints"] == [
         "nvidia.com/gpu=present:NoSchedule",
@@ -275,11 +280,82 @@ def test_outputs(plan):
     assert not any("key" in k.lower() for k in o), "no account keys in outputs"
 
 
+def test_each_gpu_capacity_rank_is_a_pool_after_the_one_above(plan):
+    """aks-dev: the T4 spot pool, a larger T4 on spot, the T4 on demand; each pool created
+    after the one before (one agent-pool operation at a time), rank 1 under its old name."""
+    ranks = sorted(
+        (p for p in plan.of_type(POOL) if p.inputs["nodeLabels"].get(labels.POOL_LABEL) == labels.POOL_GPU_SPOT),
+        key=lambda p: int(p.inputs["nodeLabels"][RANK_LABEL]),
+    )
+    assert [(p.name, p.inputs["agentPoolName"], p.inputs["vmSize"], p.inputs["scaleSetPriority"]) for p in ranks] == [
+        ("aks-gpu-spot", "gpuspot", "Standard_NC4as_T4_v3", "Spot"),
+        ("aks-gpu-spot-rank2", "gpuspot2", "Standard_NC8as_T4_v3", "Spot"),
+        ("aks-gpu-spot-rank3", "gpuondemand", "Standard_NC4as_T4_v3", "Regular"),
+    ]
+    for above, below in itertools.pairwise(ranks):
+        assert plan.waits_for(below, above)
+    on_demand = ranks[-1].inputs
+    assert on_demand["nodeLabels"][labels.CAPACITY_LABEL] == labels.CAPACITY_ON_DEMAND
+    assert AKS_SPOT_LABEL not in on_demand["nodeLabels"] and "spotMaxPrice" not in on_demand
+    assert on_demand["nodeTaints"] == [labels.GPU_TAINT.text()]
+    assert (on_demand["minCount"], on_demand["maxCount"], on_demand["gpuProfile"]) == (0, 3, {"driver": "Install"})
+    assert "count" in ranks[-1].ignore_changes
+
+
+def test_the_autoscaler_tries_the_ranks_in_order(plan):
+    """The managed autoscaler uses the priority expander, whose ConfigMap ranks the pools' scale
+    sets (`aks-<pool>-<digits>-vmss`) highest first and every other pool lowest."""
+    profile = plan.one(MC, "aks").inputs["autoScalerProfile"]
+    assert profile == {"expander": "priority", "maxNodeProvisionTime": f"{PROVISION_TIMEOUT_MIN}m"}
+    config_map = plan.one("kubernetes:core/v1:ConfigMap", "aks-gpu-priorities")
+    assert (config_map.inputs["metadata"]["name"], config_map.inputs["metadata"]["namespace"]) == (
+        PRIORITY_CONFIGMAP,
+        "kube-system",
+    )
+    table = yaml.safe_load(config_map.inputs["data"]["priorities"])
+    assert [rank_of_group(table, f"aks-{pool}-12345678-vmss") for pool in ("gpuspot", "gpuspot2", "gpuondemand")] == [
+        30,
+        20,
+        10,
+    ]
+    assert rank_of_group(table, "aks-cpu-12345678-vmss") == 1
+    # Anchored: a pool whose name starts with another's is not taken for it.
+    assert rank_of_group({10: table[30]}, "aks-gpuspot2-12345678-vmss") is None
+
+
+@pytest.mark.parametrize(
+    ("fallback", "key", "expected"),
+    [
+        (
+            [{"vmSize": "Standard_NC4as_T4_v3", "capacity": "on-demand"}, {"vmSize": "Standard_NC8as_T4_v3"}],
+            "gpu_fallback[0].capacity",
+            "only the last rank may be on-demand",
+        ),
+        ([{"vmSize": "Standard_NC6s_v3"}], "gpu_fallback[0].vmSize", "has a V100"),
+        ([{"vmSize": "Standard_NC8as_T4_v3", "zones": ["4"]}], "gpu_fallback[0].zones", "zones from 1, 2, 3"),
+        ([{"vmSize": "Standard_NC8as_T4_v3", "name": "cpu"}], "gpu_fallback", "cpu repeats"),
+        ([{"size": "Standard_NC8as_T4_v3"}], "gpu_fallback[0].size", "one of capacity, name, vmSize, zones"),
+        ([{"vmSize": "Standard_NC8as_T4_v3", "capacity": "reserved"}], "gpu_fallback[0].capacity", "spot or on-demand"),
+        ("Standard_NC8as_T4_v3", "gpu_fallback", "a list of ranks"),
+    ],
+)
+def test_bad_fallback_ranks_are_refused_naming_the_rank(fallback, key, expected):
+    args = AksClusterArgs(location="eastus", resource_group_name="rg", cluster_name="c", gpu_fallback=fallback)
+    with pytest.raises(InvalidInput) as caught:
+        args.validate()
+    assert any(p.key == key and expected in p.expected for p in caught.value.problems), caught.value
+
+
 def test_cluster_info_for_the_platform():
     seen = {}
 
     def program():
-        args = AksClusterArgs(location="westeurope", resource_group_name="rg1", cluster_name="c1")
+        args = AksClusterArgs(
+            location="westeurope",
+            resource_group_name="rg1",
+            cluster_name="c1",
+            gpu_fallback=[{"vmSize": "Standard_NC4as_T4_v3", "capacity": "on-demand"}],
+        )
         cluster = AksCluster("aks", args)
         info = cluster.info
         seen["info"] = info
@@ -298,7 +374,13 @@ def test_cluster_info_for_the_platform():
     ]
     assert placement.cpu_taints == ()
     assert placement.cpu_labels == labels.pool_labels(labels.POOL_CPU, spot=False)
-    assert placement.gpu_labels == plan.one(POOL, "aks-gpu-spot").inputs["nodeLabels"]
+    # The last rank is on demand: workers select what every rank carries, the GPU
+    # taint and AKS's spot taint tolerated (a rank without the spot taint needs no toleration).
+    assert placement.gpu_labels == {labels.POOL_LABEL: labels.POOL_GPU_SPOT, labels.NVIDIA_GPU_PRESENT_LABEL: "true"}
+    for pool in plan.of_type(POOL):
+        if pool.inputs["nodeLabels"].get(labels.POOL_LABEL) == labels.POOL_GPU_SPOT:
+            assert placement.gpu_labels.items() <= pool.inputs["nodeLabels"].items()
+            assert set(pool.inputs["nodeTaints"]) <= {t.text() for t in placement.gpu_taints}
     # What every spot node carries: AKS's own label and ours; nothing preserved may select them.
     assert placement.spot_labels == {AKS_SPOT_LABEL: "spot", labels.CAPACITY_LABEL: labels.CAPACITY_SPOT}
     assert (info.identity.namespace, info.identity.service_account) == ("training", "trainer")

@@ -75,20 +75,45 @@ BAD_VALUES = [
     ("kubernetesVersion", "1.34", "one of 1.35 while clusterAutoscaler is on"),
     ("trainingNamespace", "Training", "DNS-1123"),
     ("gpuGroupName", "cpu", "a name other than cpuGroupName"),
+    ("clusterAutoscaler", "false", "no fallback ranks while clusterAutoscaler is off", None, "gpuFallback"),
+    (
+        "gpuFallback",
+        '[{"instanceTypes": ["g4dn.xlarge"], "capacity": "on-demand"}, {"instanceTypes": ["g5.xlarge"]}]',
+        "only the last rank may be on-demand",
+        "on-demand",
+    ),
+    ("gpuFallback", '[{"instanceTypes": ["p3.2xlarge"]}]', "p3.2xlarge has a V100", "p3.2xlarge"),
+    ("gpuFallback", '[{"instanceTypes": "g5.xlarge"}]', "a non-empty list of NVIDIA GPU instance types", "g5.xlarge"),
+    ("gpuFallback", '[{"instanceTypes": ["g5.xlarge"], "name": "cpu"}]', "cpu repeats", None),
+    (
+        "gpuFallback",
+        '[{"instanceTypes": ["g5.xlarge"], "zones": ["a"]}]',
+        "one of capacity, instanceTypes, name",
+        ["a"],
+    ),
     ("tags", '{"aws:owner": "me"}', "not starting with 'aws:'", "aws:owner"),
     ("location", "eastus", "'location' belongs to cloud aks"),
 ]
 
 
+def _case(bad):
+    """(key, value, expected, shown, named): `shown` defaults to the value as written (None: any
+    value), `named` (the key the problem names) to the key set."""
+    key, value, expected, *rest = bad
+    shown = rest[0] if rest else value
+    named = rest[1] if len(rest) > 1 else key
+    return key, value, expected, shown, named
+
+
 @pytest.mark.parametrize(
-    "key,value,expected,shown", [(*b, b[1])[:4] for b in BAD_VALUES], ids=[f"{b[0]}={b[1]}" for b in BAD_VALUES]
+    "key,value,expected,shown,named", [_case(b) for b in BAD_VALUES], ids=[f"{b[0]}={b[1]}" for b in BAD_VALUES]
 )
-def test_each_bad_value_is_named_with_key_value_and_expectation(key, value, expected, shown):
+def test_each_bad_value_is_named_with_key_value_and_expectation(key, value, expected, shown, named):
     with pytest.raises(InvalidInput) as info:
         _load(**{key: value})
-    problems = [p for p in info.value.problems if p.key.startswith(f"elastic-spot-lab:{key}")]
-    assert problems, f"no problem names {key}: {info.value}"
-    assert any(p.value == shown and expected in p.expected for p in problems), problems
+    problems = [p for p in info.value.problems if p.key.startswith(f"elastic-spot-lab:{named}")]
+    assert problems, f"no problem names {named}: {info.value}"
+    assert any(expected in p.expected and (shown is None or p.value == shown) for p in problems), problems
 
 
 def test_the_autoscaler_image_is_its_charts_release():
@@ -96,7 +121,8 @@ def test_the_autoscaler_image_is_its_charts_release():
     assert (args.autoscaler_chart_version, args.autoscaler_image_tag) == ("9.54.0", "v1.35.0")
     assert _load(clusterAutoscalerImageTag="v1.35.3").cluster.autoscaler_image_tag == "v1.35.3"  # a patch release
     # Without the stack's autoscaler, any supported minor is the user's choice.
-    assert _load(kubernetesVersion="1.34", clusterAutoscaler="false").cluster.kubernetes_version == "1.34"
+    no_ranks = _load(kubernetesVersion="1.34", clusterAutoscaler="false", gpuFallback="[]")
+    assert no_ranks.cluster.kubernetes_version == "1.34"
 
 
 def test_region_is_required():
@@ -132,4 +158,8 @@ def test_graviton_gpu_types_need_an_arm_ami():
     [problem] = info.value.problems
     assert problem.key == "elastic-spot-lab:gpuAmiType" and problem.value == "AL2023_x86_64_NVIDIA"
     assert "an ARM NVIDIA AMI type for Graviton instance types (g5g.xlarge)" in problem.expected
-    assert _load(gpuInstanceTypes='["g5g.xlarge"]', gpuAmiType="AL2023_ARM_64_NVIDIA").cluster.gpu_is_arm
+    arm = _load(gpuInstanceTypes='["g5g.xlarge"]', gpuAmiType="AL2023_ARM_64_NVIDIA", gpuFallback="[]")
+    assert arm.cluster.gpu_is_arm
+    # Every rank runs the group's AMI: a Graviton rank below an x86_64 one is refused.
+    with pytest.raises(InvalidInput, match="an x86_64 NVIDIA AMI type"):
+        _load(gpuInstanceTypes='["g5g.xlarge"]', gpuAmiType="AL2023_ARM_64_NVIDIA")

@@ -9,6 +9,7 @@ import yaml
 
 from lab.plan.harness import run_program
 from lab.plan.recording import Plan
+from lab.vocab.capacity import rank_of_group
 
 
 @pytest.fixture(scope="module")
@@ -16,11 +17,13 @@ def plan() -> Plan:
     return run_program("eks-dev")
 
 
-def _tags(plan: Plan, key: str) -> dict[str, str]:
+def _tags(plan: Plan, key: str, group: str = "eks-gpu-spot") -> dict[str, str]:
+    """The Cluster Autoscaler tags under `key` on the Auto Scaling group of node group `group`."""
+    asg = plan.one("aws:eks/nodeGroup:NodeGroup", group).state["resources"][0]["autoscalingGroups"][0]["name"]
     return {
         t.inputs["tag"]["key"].removeprefix(key): t.inputs["tag"]["value"]
         for t in plan.of_type("aws:autoscaling/tag:Tag")
-        if t.inputs["tag"]["key"].startswith(key)
+        if t.inputs["tag"]["key"].startswith(key) and t.inputs["autoscalingGroupName"] == asg
     }
 
 
@@ -57,6 +60,34 @@ def test_cluster_uses_access_entries_and_both_subnet_kinds(plan):
     assert trust["Statement"][0]["Principal"] == {"Service": "eks.amazonaws.com"}
 
 
+def test_each_gpu_capacity_rank_is_a_group_the_autoscaler_tries_in_order(plan):
+    """eks-dev: the xlarge spot group, the 2xlarge sizes on spot, g4dn.xlarge on demand; each
+    group after the one above; the priority ConfigMap ranks their Auto Scaling groups."""
+    groups = [
+        plan.one("aws:eks/nodeGroup:NodeGroup", n) for n in ("eks-gpu-spot", "eks-gpu-spot-rank2", "eks-gpu-spot-rank3")
+    ]
+    assert [
+        (g.inputs["nodeGroupName"], g.inputs["capacityType"], g.inputs["labels"]["elastic-spot-lab/gpu-rank"])
+        for g in groups
+    ] == [
+        ("gpu-spot", "SPOT", "1"),
+        ("gpu-spot-2", "SPOT", "2"),
+        ("gpu-on-demand", "ON_DEMAND", "3"),
+    ]
+    assert groups[1].inputs["instanceTypes"] == ["g4dn.2xlarge", "g5.2xlarge", "g6.2xlarge"]
+    assert groups[2].inputs["labels"]["elastic-spot-lab/capacity"] == "on-demand"
+    assert {t["key"] for t in groups[2].inputs["taints"]} == {"nvidia.com/gpu", "s3.csi.aws.com/agent-not-ready"}
+    assert plan.waits_for(groups[1], groups[0]) and plan.waits_for(groups[2], groups[1])
+    config_map = plan.one("kubernetes:core/v1:ConfigMap", "eks-gpu-priorities")
+    table = yaml.safe_load(config_map.inputs["data"]["priorities"])
+    asgs = [g.state["resources"][0]["autoscalingGroups"][0]["name"] for g in groups]
+    assert [rank_of_group(table, a) for a in asgs] == [30, 20, 10]
+    cpu = plan.one("aws:eks/nodeGroup:NodeGroup", "eks-cpu").state["resources"][0]["autoscalingGroups"][0]["name"]
+    assert rank_of_group(table, cpu) == 1
+    chart = plan.one("kubernetes:helm.sh/v4:Chart", "eks-cluster-autoscaler")
+    assert config_map.urn in chart.depends_on
+
+
 def test_node_groups(plan):
     cpu = plan.one("aws:eks/nodeGroup:NodeGroup", "eks-cpu")
     gpu = plan.one("aws:eks/nodeGroup:NodeGroup", "eks-gpu-spot")
@@ -83,20 +114,25 @@ def test_autoscaler_can_scale_the_gpu_group_from_zero(plan):
         "nvidia.com/gpu": "present:NoSchedule",
     }
     assert _tags(plan, template + "label/")["elastic-spot-lab/pool"] == "gpu-spot"
+    # Every rank's group scales from zero: the on-demand rank carries no spot taint.
+    assert _tags(plan, template + "taint/", "eks-gpu-spot-rank3") == {"nvidia.com/gpu": "present:NoSchedule"}
+    assert _tags(plan, template + "label/", "eks-gpu-spot-rank2")["elastic-spot-lab/gpu-rank"] == "2"
     asg = {t.inputs["autoscalingGroupName"] for t in plan.of_type("aws:autoscaling/tag:Tag")}
-    assert len(asg) == 1 and next(iter(asg)).startswith("eks-gpu-spot-")
+    assert len(asg) == 3 and all(a.startswith(("eks-gpu-spot-", "eks-gpu-on-demand-")) for a in asg)
     chart = plan.one("kubernetes:helm.sh/v4:Chart", "eks-cluster-autoscaler")
     values = chart.inputs["values"]
     assert values["autoDiscovery"] == {"clusterName": "esl-eks-dev"} and values["awsRegion"] == "us-east-1"
     assert values["image"]["tag"] == "v1.35.0" and values["nodeSelector"]["elastic-spot-lab/pool"] == "cpu"
     # The startup taint is no template's (above) but the autoscaler's to ignore on new nodes.
     assert values["extraArgs"]["startup-taint"] == "s3.csi.aws.com/agent-not-ready"
+    assert values["extraArgs"]["expander"] == "priority,least-waste"
+    assert values["extraArgs"]["max-node-provision-time"] == "10m0s"
     assoc = plan.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", "eks-cluster-autoscaler-identity")
     assert (assoc.inputs["namespace"], assoc.inputs["serviceAccount"]) == ("kube-system", "cluster-autoscaler")
 
 
 def test_no_autoscaler_when_the_stack_says_so():
-    plan = run_program("eks-dev", {"clusterAutoscaler": "false"})
+    plan = run_program("eks-dev", {"clusterAutoscaler": "false", "gpuFallback": "[]"})
     assert not [c for c in plan.of_type("kubernetes:helm.sh/v4:Chart") if "autoscaler" in c.name]
     assert plan.outputs["autoscaler"] == "none"
 
