@@ -15,8 +15,9 @@ from typing import Any
 
 from lab.vocab.azure_regions import AZURE_REGIONS
 from lab.vocab.azure_tags import tag_problems
-from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry
+from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, shape_problems
 from lab.vocab.checkpoint_location import AKS_KEPT, adoption_problems
+from lab.vocab.machine_shapes import AZURE as AZURE_SHAPES
 from lab.vocab.names import DNS_LABEL
 from lab.vocab.problems import InvalidInput, Problem, Problems
 from lab.vocab.versions import (
@@ -462,7 +463,10 @@ def _gpu_ranks(args: AksClusterArgs, found: _FieldProblems) -> None:
     found.extend(ranks_found)
     if ranks_found or not isinstance(args.gpu_pool_name, str):
         return
-    names = [r.name for r in args.gpu_ranks()]
+    ranks = args.gpu_ranks()
+    for rank, size, expected in shape_problems(ranks, AZURE_SHAPES):
+        found.add(f"gpu_fallback[{rank - 2}].vmSize", size, expected)
+    names = [r.name for r in ranks]
     others = {args.system_pool_name, args.cpu_pool_name}
     clash = sorted({n for n in names if names.count(n) > 1 or n in others})
     if clash:

@@ -10,6 +10,7 @@ from components.aks.storage import ROLE_STORAGE_ACCOUNT_CONTRIBUTOR, ROLE_STORAG
 from lab.plan.check_list import CheckRun, findings_of
 from lab.plan.cost import CostEstimate
 from lab.plan.findings import errors
+from lab.plan.quota_needs import quota_lines, stack_quota
 from lab.plan.recording import SECRET_PLACEHOLDER, Plan, RecordedResource
 from lab.plan.saving import saving_lines, saving_rows
 from lab.vocab.capacity import PROVISION_TIMEOUT_MIN
@@ -304,6 +305,9 @@ def text(
         "Hourly cost estimate:",
         *cost_lines(cost),
         "",
+        "Quota the stack needs:",
+        *quota_lines(stack_quota(plan)),
+        "",
         "Evictions and checkpoints:",
         *eviction_lines(cost, save_cost_s),
         *(saving_lines(cost, band) if band else []),
@@ -376,6 +380,7 @@ def json_dict(
         "outputs": base["outputs"],
         "secret_outputs": base["secret_outputs"],
         "cost": cost.to_dict() if cost else None,
+        "quota": quota.to_dict() if (quota := stack_quota(plan)) else None,
         "evictions": {
             "save_cost_s": save_cost_s,
             "rows": eviction_rows(cost, save_cost_s),

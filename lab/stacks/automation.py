@@ -23,9 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.plan.quota_needs import StackQuota
 from lab.stacks import kept_storage, prerequisites
 from lab.stacks.prerequisites import PULUMI_INSTALL
-from lab.vocab.errors import LabError
+from lab.vocab.errors import LabError, Refused
 from lab.vocab.layout import ROOT
 from lab.vocab.problems import InvalidInput
 
@@ -48,6 +49,7 @@ class Prechecked:
     errors: list[str]
     warnings: list[str]
     cost: list[str] = field(default_factory=list)  # the offline plan's hourly cost, as `plan` prints it
+    quota: StackQuota | None = None  # the vCPUs the plan needs of its cloud's quotas
 
 
 def precheck(stack: str) -> Prechecked:
@@ -57,6 +59,7 @@ def precheck(stack: str) -> Prechecked:
     from lab.plan.check_list import findings_of, run_checks
     from lab.plan.findings import ERROR
     from lab.plan.harness import run_program
+    from lab.plan.quota_needs import stack_quota
 
     plan = run_program(stack)
     findings = findings_of(run_checks(plan))
@@ -66,6 +69,7 @@ def precheck(stack: str) -> Prechecked:
         errors=[str(f) for f in findings if f.severity == ERROR],
         warnings=[str(f) for f in findings if f.severity != ERROR],
         cost=display.cost_lines(cost.estimate(plan, None)),
+        quota=stack_quota(plan),
     )
 
 
@@ -98,22 +102,45 @@ def configured_cloud(stack: str) -> str:
     return str(values.get(f"{PROJECT}:cloud", ""))
 
 
-def stack_prerequisites(cloud: str, stack: str) -> list[prerequisites.Prerequisite]:
-    """`elastic-lab check --stack <stack>`: every prerequisite of deploying it from here."""
+def stack_prerequisites(
+    cloud: str, stack: str, quota: StackQuota | None = None, *, with_quota: bool = True
+) -> list[prerequisites.Prerequisite]:
+    """`elastic-lab check --stack <stack>`: every prerequisite of deploying it from here, the
+    cloud's quota for what its plan needs included (`quota`, else planned here offline; none
+    when `with_quota` is False or the stack does not plan)."""
     from lab.plan.stack_files import read_stack_config
     from lab.vocab.names import PROJECT
+
+    if with_quota and quota is None and cloud in ("aks", "eks"):
+        quota = _planned_quota(stack)
 
     values, _ = read_stack_config(stack, ROOT)
     kubeconfig = values.get(f"{PROJECT}:kubeconfig")
     if kubeconfig and not os.path.isabs(str(kubeconfig)):
         kubeconfig = str(ROOT / str(kubeconfig))
-    return prerequisites.check(cloud, values, kubeconfig=str(kubeconfig) if kubeconfig else None)
+    return prerequisites.check(
+        cloud, values, kubeconfig=str(kubeconfig) if kubeconfig else None, quota=quota if with_quota else None
+    )
 
 
-def missing_prerequisites(cloud: str, stack: str) -> str | None:
+def _planned_quota(stack: str) -> StackQuota | None:
+    """The quota the stack's offline plan needs; None when it does not plan (its config says why
+    elsewhere)."""
+    from lab.plan.harness import run_program
+    from lab.plan.quota_needs import stack_quota
+
+    try:
+        return stack_quota(run_program(stack))
+    except (InvalidInput, Refused):
+        return None
+
+
+def missing_prerequisites(
+    cloud: str, stack: str, quota: StackQuota | None = None, *, with_quota: bool = True
+) -> str | None:
     """Every required prerequisite of `stack` that does not hold, one per line with its fix
     (None: all hold)."""
-    missing = prerequisites.problems(stack_prerequisites(cloud, stack))
+    missing = prerequisites.problems(stack_prerequisites(cloud, stack, quota, with_quota=with_quota))
     return "\n".join(f"  {p.line()}" for p in missing) if missing else None
 
 
@@ -205,7 +232,8 @@ def run(
             f"stack {stack!r} fails {len(pre.errors)} check(s) of `elastic-lab plan`; nothing was started:\n  - "
             + "\n  - ".join(pre.errors)
         )
-    missing = missing_prerequisites(pre.cloud, stack)
+    # The quota a destroy frees is no reason to keep it from starting.
+    missing = missing_prerequisites(pre.cloud, stack, pre.quota, with_quota=operation != "destroy")
     if missing:
         raise StackError(f"{operation} of stack {stack!r} ({pre.cloud}) cannot start here; missing:\n{missing}")
     selected = _stack(stack, create=operation == "up")

@@ -18,10 +18,13 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.plan.quota_needs import StackQuota
+from lab.stacks import quota as quota_checks
+from lab.stacks.prerequisite import Prerequisite as Prerequisite
+from lab.stacks.prerequisite import said as _said
 from lab.vocab.layout import ROOT
 from lab.vocab.names import PROJECT
 
@@ -63,30 +66,6 @@ AWS_ACTIONS = (
     "fis:CreateExperimentTemplate",
 )
 PASSPHRASE_ENV = ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
-
-
-@dataclass(frozen=True)
-class Prerequisite:
-    """One checked prerequisite: what it is, whether it holds, what was found, and (when it
-    does not hold) what to do. `required` False: only some commands need it (a warning)."""
-
-    name: str
-    ok: bool
-    found: str
-    fix: str = ""
-    required: bool = True
-
-    def line(self) -> str:
-        mark = "✓" if self.ok else ("✗" if self.required else "!")
-        text = f"{mark} {self.name}: {self.found}"
-        return text if self.ok or not self.fix else f"{text}\n    fix: {self.fix}"
-
-
-def _said(exc: BaseException, *, last: bool = True) -> str:
-    """The line of an exception's message that says what went wrong: SDK errors end with it,
-    azure-identity's start with it."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return (lines[-1] if last else lines[0]) if lines else type(exc).__name__
 
 
 # ----------------------------------------------------------------------------- Pulumi
@@ -139,9 +118,12 @@ def pulumi_login(command: Any, env: Mapping[str, str]) -> list[Prerequisite]:
 
 
 # ------------------------------------------------------------------------------ Azure
-def azure(stack_config: Mapping[str, Any], env: Mapping[str, str], **client_kwargs: Any) -> list[Prerequisite]:
-    """Credentials, the subscription the stack deploys to, and its resource providers.
-    `client_kwargs` go to the azure-mgmt clients (a `credential`, a `transport` in tests)."""
+def azure(
+    stack_config: Mapping[str, Any], env: Mapping[str, str], quota: StackQuota | None = None, **client_kwargs: Any
+) -> list[Prerequisite]:
+    """Credentials, the subscription the stack deploys to, its resource providers, and (given
+    the stack's `quota` needs) the compute quota of its region. `client_kwargs` go to the
+    azure-mgmt clients (a `credential`, a `transport` in tests)."""
     from azure.core.exceptions import AzureError, ClientAuthenticationError
     from azure.identity import CredentialUnavailableError, DefaultAzureCredential
     from azure.mgmt.resource.resources import ResourceManagementClient
@@ -204,6 +186,11 @@ def azure(stack_config: Mapping[str, Any], env: Mapping[str, str], **client_kwar
         )
     )
     out.append(azure_rights(resources, subscription))
+    if quota is not None and quota.needs:
+        from azure.mgmt.compute import ComputeManagementClient
+
+        compute = ComputeManagementClient(credential, subscription, **client_kwargs)
+        out += quota_checks.azure_quota(quota, compute, subscription)
     location = str(stack_config.get(f"{PROJECT}:location") or "")
     if location and aks_regions:
         out.append(
@@ -285,9 +272,10 @@ def chosen_subscription(stack_config: Mapping[str, Any], env: Mapping[str, str])
 
 
 # -------------------------------------------------------------------------------- AWS
-def aws(**client_kwargs: Any) -> list[Prerequisite]:
-    """Credentials and the account they belong to (STS), and the `aws` CLI the EKS
-    kubeconfig runs for its tokens. `client_kwargs` go to boto3's STS client."""
+def aws(quota: StackQuota | None = None, **client_kwargs: Any) -> list[Prerequisite]:
+    """Credentials and the account they belong to (STS), (given the stack's `quota` needs) its
+    EC2 vCPU quotas in the stack's region, and the `aws` CLI the EKS kubeconfig runs for its
+    tokens. `client_kwargs` go to boto3's clients (`sts`, `iam`, `service_quotas`: made ones)."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -303,6 +291,11 @@ def aws(**client_kwargs: Any) -> list[Prerequisite]:
             out.append(Prerequisite("AWS credentials", True, f"account {who['Account']} as {who['Arn']}"))
             iam = client_kwargs.pop("iam", None) or session.client("iam", **client_kwargs)
             out.append(aws_rights(iam, str(who["Arn"])))
+            if quota is not None and quota.needs:
+                service_quotas = client_kwargs.pop("service_quotas", None) or session.client(
+                    "service-quotas", region_name=quota.region, **client_kwargs
+                )
+                out += quota_checks.aws_quota(quota, service_quotas)
         except (BotoCoreError, ClientError) as exc:
             out.append(Prerequisite("AWS credentials", False, _said(exc), login))
     cli = shutil.which("aws")
@@ -384,9 +377,11 @@ def check(
     kubeconfig: str | None = None,
     env: Mapping[str, str] | None = None,
     cloud_checks: Mapping[str, Callable[[], Iterable[Prerequisite]]] | None = None,
+    quota: StackQuota | None = None,
 ) -> list[Prerequisite]:
-    """Every prerequisite of a stack of `cloud` (aks, eks, byo; None: every cloud's), in order.
-    `cloud_checks` replaces a cloud's checks (tests)."""
+    """Every prerequisite of a stack of `cloud` (aks, eks, byo; None: every cloud's), in order;
+    with `quota`, the stack's vCPU needs against its cloud's quotas. `cloud_checks` replaces a
+    cloud's checks (tests)."""
     env = os.environ if env is None else env
     config = dict(stack_config or {})
     found, command = pulumi_cli()
@@ -394,8 +389,8 @@ def check(
     if command is not None:
         out += pulumi_login(command, env)
     checks: dict[str, Callable[[], Iterable[Prerequisite]]] = {
-        "aks": lambda: azure(config, env),
-        "eks": aws,
+        "aks": lambda: azure(config, env, quota if quota and quota.cloud == "azure" else None),
+        "eks": lambda: aws(quota if quota and quota.cloud == "aws" else None),
         "byo": lambda: [cluster_reachable(kubeconfig)],
     }
     checks.update(cloud_checks or {})

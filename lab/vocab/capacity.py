@@ -15,6 +15,11 @@ the autoscaler's `max-node-provision-time`, which the stacks shorten from 15 min
 `PROVISION_TIMEOUT_MIN` so that a rank without capacity is skipped in minutes.
 Why not Karpenter / AKS node auto-provisioning: see docs/stacks.md ("GPU capacity ranks").
 
+What a rank may hold: the job is sized for rank 1, so every size of a lower rank has at least
+as much memory per GPU as the smallest of rank 1's and at least as many GPUs per node (a
+worker asking for rank 1's GPUs fits; more memory or GPUs only cost more). Sizes without a
+shape in lab/vocab/machine_shapes.py are not compared.
+
 Every rank carries the workers' pool label and the GPU taint; spot ranks also carry their
 cloud's spot label and taint. Workers select the labels every rank has and tolerate the taints
 any rank has, so they schedule on whichever rank the autoscaler brings.
@@ -26,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lab.vocab.machine_shapes import Shape
 from lab.vocab.names import PROJECT
 from lab.vocab.problems import Problem, Problems
 
@@ -160,3 +166,37 @@ def default_rank_name(base: str, rank: int, spot: bool, *, limit: int, separator
         return f"gpu{separator}on{separator}demand" if separator else "gpuondemand"
     tail = f"{separator}{rank}"
     return base[: limit - len(tail)] + tail
+
+
+def shape_problems(ranks: Sequence[GpuRank], shapes: Mapping[str, Shape]) -> list[tuple[int, str, str]]:
+    """(rank, size, what it should be) for each size of a lower rank smaller than rank 1 allows."""
+    first = [shapes[s] for s in ranks[0].sizes if s in shapes] if ranks else []
+    if not first:
+        return []
+    memory = min(s.gpu_memory_gib for s in first)
+    gpus = min(s.gpus for s in first)
+    out = []
+    for rank in ranks[1:]:
+        for size in rank.sizes:
+            shape = shapes.get(size)
+            if shape is None:
+                continue
+            if shape.gpu_memory_gib < memory:
+                out.append(
+                    (
+                        rank.rank,
+                        size,
+                        f"a size with at least {memory:g} GiB per GPU, as rank 1 has ({size} has "
+                        f"{shape.gpu_memory_gib:g}): the job is sized for rank 1",
+                    )
+                )
+            elif shape.gpus < gpus:
+                out.append(
+                    (
+                        rank.rank,
+                        size,
+                        f"a size with at least {gpus} GPUs per node, as rank 1 has ({size} has "
+                        f"{shape.gpus}): a worker asks for rank 1's GPUs",
+                    )
+                )
+    return out

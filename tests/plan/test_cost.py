@@ -145,7 +145,7 @@ def test_estimate_of_eks_dev(eks_plan):
 
 
 def test_eks_types_missing_from_the_table_are_reported(eks_plan):
-    plan = run_program("eks-dev", {"gpuInstanceTypes": '["g6e.xlarge", "g5.xlarge"]'})
+    plan = run_program("eks-dev", {"gpuInstanceTypes": '["g6e.xlarge", "g5.xlarge"]', "gpuFallback": "[]"})
     est = cost.estimate(plan)
     assert est is not None and est.hourly_max is None
     assert est.notes == ["no price for g6e.xlarge: node group gpu-spot not counted"]

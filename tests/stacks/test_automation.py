@@ -88,7 +88,7 @@ def _sts_answering() -> Any:
 def fake_stack(monkeypatch):
     """The Automation API's stack, on a machine that has every prerequisite (the tests that
     take one away put the real check back)."""
-    monkeypatch.setattr(stacks, "missing_prerequisites", lambda cloud, stack: None)
+    monkeypatch.setattr(stacks, "missing_prerequisites", lambda cloud, stack, quota=None, **kw: None)
     stack = FakeStack()
     selected = []
 
@@ -191,7 +191,8 @@ def test_without_the_aws_cli_nothing_starts(monkeypatch, fake_stack, tmp_path):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("PATH", str(tmp_path))  # no aws here
     monkeypatch.setattr(stacks, "missing_prerequisites", REAL_PREREQUISITES)
-    monkeypatch.setattr(prerequisites, "aws", lambda: REAL_AWS(sts=_sts_answering()))
+    # (no quota asked: that is tests/stacks/test_quota.py's)
+    monkeypatch.setattr(prerequisites, "aws", lambda quota=None: REAL_AWS(sts=_sts_answering()))
     with pytest.raises(StackError, match=r"up of stack 'eks-dev' \(eks\) cannot start here") as err:
         stacks.run("up", "eks-dev", say=lambda line: None)
     assert "✗ AWS CLI: not on PATH (the cluster's kubeconfig runs `aws eks get-token`)" in str(err.value)

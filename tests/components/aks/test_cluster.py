@@ -337,10 +337,18 @@ def test_the_autoscaler_tries_the_ranks_in_order(plan):
         ([{"size": "Standard_NC8as_T4_v3"}], "gpu_fallback[0].size", "one of capacity, name, vmSize, zones"),
         ([{"vmSize": "Standard_NC8as_T4_v3", "capacity": "reserved"}], "gpu_fallback[0].capacity", "spot or on-demand"),
         ("Standard_NC8as_T4_v3", "gpu_fallback", "a list of ranks"),
+        (
+            # After H100s (94 GiB per GPU), A100s and T4s: a job sized for 94 GiB fits in neither.
+            [{"vmSize": "Standard_NC24ads_A100_v4"}, {"vmSize": "Standard_NC4as_T4_v3", "capacity": "on-demand"}],
+            "gpu_fallback[1].vmSize",
+            "at least 94 GiB per GPU",
+        ),
     ],
 )
 def test_bad_fallback_ranks_are_refused_naming_the_rank(fallback, key, expected):
     args = AksClusterArgs(location="eastus", resource_group_name="rg", cluster_name="c", gpu_fallback=fallback)
+    if key == "gpu_fallback[1].vmSize":
+        args = args.replace(gpu_vm_size="Standard_NC40ads_H100_v5")  # 94 GiB per GPU
     with pytest.raises(InvalidInput) as caught:
         args.validate()
     assert any(p.key == key and expected in p.expected for p in caught.value.problems), caught.value

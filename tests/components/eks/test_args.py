@@ -163,3 +163,12 @@ def test_graviton_gpu_types_need_an_arm_ami():
     # Every rank runs the group's AMI: a Graviton rank below an x86_64 one is refused.
     with pytest.raises(InvalidInput, match="an x86_64 NVIDIA AMI type"):
         _load(gpuInstanceTypes='["g5g.xlarge"]', gpuAmiType="AL2023_ARM_64_NVIDIA")
+
+
+def test_a_fallback_rank_holds_what_rank_one_does():
+    """The job is sized for rank 1: L40S (48 GiB) first, then A10G (24 GiB) cannot hold it."""
+    with pytest.raises(InvalidInput) as info:
+        _load(gpuInstanceTypes='["g6e.xlarge"]', gpuFallback='[{"instanceTypes": ["g6e.2xlarge", "g5.2xlarge"]}]')
+    [problem] = info.value.problems
+    assert (problem.key, problem.value) == ("elastic-spot-lab:gpuFallback[0].instanceTypes", "g5.2xlarge")
+    assert "at least 48 GiB per GPU, as rank 1 has (g5.2xlarge has 24)" in problem.expected
