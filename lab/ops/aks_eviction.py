@@ -21,7 +21,7 @@ tests run the SDK's real URL building and error mapping against a recorded trans
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -135,10 +135,12 @@ class AksVmssEvictor:
     """Evicts AKS spot GPU nodes through their scale set's `simulateEviction` (an `Evictor`).
 
     `node_resource_group` and `gpu_pool_name` come from the stack's outputs (`nodeResourceGroup`
-    and `poolNames["gpu-spot"]`). Without `subscription_id` the node's providerID supplies it;
-    without `credential` azure-identity's DefaultAzureCredential is made on the first real call
-    (the Azure CLI's login, environment variables or a managed identity). `client_kwargs` go to
-    ComputeManagementClient (a `transport`, retry settings, ...).
+    and `poolNames["gpu-spot"]`); `spot_pool_names`, every spot GPU rank's pool (`gpuRanks`),
+    are the pools a node may be evicted from (default: the GPU spot pool alone). Without
+    `subscription_id` the node's providerID supplies it; without `credential` azure-identity's
+    DefaultAzureCredential is made on the first real call (the Azure CLI's login, environment
+    variables or a managed identity). `client_kwargs` go to ComputeManagementClient (a
+    `transport`, retry settings, ...).
     """
 
     name = "aks"
@@ -150,9 +152,11 @@ class AksVmssEvictor:
         subscription_id: str | None = None,
         credential: TokenCredential | None = None,
         client_kwargs: Mapping[str, Any] | None = None,
+        spot_pool_names: Sequence[str] = (),
     ) -> None:
         self.node_resource_group = node_resource_group
         self.gpu_pool_name = gpu_pool_name
+        self.spot_pool_names = tuple(spot_pool_names) or (gpu_pool_name,)
         self.subscription_id = subscription_id
         self._credential = credential
         self._client_kwargs = dict(client_kwargs or {})
@@ -201,10 +205,11 @@ class AksVmssEvictor:
             ),
         )
         pool = (scale_set.tags or {}).get(POOL_TAG)
-        if pool is None or not _same(pool, self.gpu_pool_name):
+        if pool is None or not any(_same(pool, name) for name in self.spot_pool_names):
+            shown = " or ".join(repr(n) for n in self.spot_pool_names)
             raise EvictionRefused(
                 f"node {node.name} is not in the GPU spot pool: its scale set {target.vmss} has "
-                f"{POOL_TAG}={pool!r}, the GPU spot pool is {self.gpu_pool_name!r}"
+                f"{POOL_TAG}={pool!r}, the GPU spot pool is {shown}"
             )
         profile = scale_set.virtual_machine_profile
         priority = getattr(profile, "priority", None) if profile is not None else None

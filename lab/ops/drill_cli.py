@@ -128,7 +128,9 @@ def _evictor(name: str, args: argparse.Namespace, target: Any, kube: Any) -> Any
         from lab.ops.aks_eviction import AksVmssEvictor
 
         return AksVmssEvictor(
-            node_resource_group=outputs.need("node_resource_group"), gpu_pool_name=outputs.gpu_pool("pool_names")
+            node_resource_group=outputs.need("node_resource_group"),
+            gpu_pool_name=outputs.gpu_pool("pool_names"),
+            spot_pool_names=outputs.spot_gpu_pools("pool_names"),
         )
     from lab.ops.eks_eviction import FisEvictor
 

@@ -39,6 +39,7 @@ _OUTPUT_FIELDS = {
     "etcdHost": "etcd_host",
     "checkpointClaim": "checkpoint_claim",
     "imageRegistry": "image_registry",
+    "gpuRanks": "gpu_ranks",
 }
 
 
@@ -70,6 +71,8 @@ class StackOutputs:
     # The registry the nodes pull the training image from (AKS: an ACR login server; EKS: an
     # ECR repository URL)
     image_registry: str | None = None
+    # The GPU capacity ranks in the order the autoscaler tries them: {rank, pool | group, capacity, ...}
+    gpu_ranks: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def from_outputs(cls, stack: str, outputs: Mapping[str, Any]) -> StackOutputs:
@@ -83,6 +86,8 @@ class StackOutputs:
                 value = json.dumps(value)  # a kubeconfig exported as an object
             elif attr in ("pool_names", "node_group_names"):
                 value = {str(k): str(v) for k, v in dict(value).items()}
+            elif attr == "gpu_ranks":
+                value = tuple(dict(r) for r in value if isinstance(r, Mapping))
             else:
                 value = str(value)
             values[attr] = value
@@ -95,6 +100,13 @@ class StackOutputs:
             name = next(k for k, v in _OUTPUT_FIELDS.items() if v == attr)
             raise StackError(f"stack {self.stack!r} has no `{name}` output: is it deployed (`elastic-lab up`)?")
         return str(value)
+
+    def spot_gpu_pools(self, names: str) -> tuple[str, ...]:
+        """Every spot GPU rank's pool (AKS) or group (EKS) name, rank 1 first; rank 1's alone
+        for a stack deployed before it exported its ranks."""
+        key = "pool" if names == "pool_names" else "group"
+        spot = tuple(str(r[key]) for r in self.gpu_ranks if r.get("capacity") == "spot" and r.get(key))
+        return spot or (self.gpu_pool(names),)
 
     def gpu_pool(self, names: str) -> str:
         """The GPU spot pool's name in `pool_names` or `node_group_names`."""

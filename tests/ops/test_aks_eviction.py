@@ -348,6 +348,16 @@ def test_check_reads_the_scale_set_and_accepts_a_spot_node_of_the_gpu_pool():
     assert credential.scopes == [("https://management.azure.com/.default",)]
 
 
+def test_a_spot_node_of_a_fallback_rank_may_be_evicted_and_no_other_pool():
+    """A job on a fallback spot rank (gpuRanks) is drilled there; the on-demand rank is no spot pool."""
+    transport = ArmTransport({GET_SCALE_SET: Answer(200, scale_set_body(pool="gpuspot2"))})
+    evictor(transport, spot_pool_names=(GPU_POOL, "gpuspot2")).check(gpu_node())
+    with pytest.raises(EvictionRefused, match=r"the GPU spot pool is 'gpuspot'$"):
+        evictor(transport).check(gpu_node())
+    with pytest.raises(EvictionRefused, match="the GPU spot pool is 'gpuspot' or 'gpuspot3'"):
+        evictor(transport, spot_pool_names=(GPU_POOL, "gpuspot3")).check(gpu_node())
+
+
 def test_evict_posts_simulate_eviction_and_reports_the_request_id():
     transport = ArmTransport({POST_EVICTION: Answer(204)})
     started = evictor(transport).evict(gpu_node())

@@ -45,8 +45,13 @@ def test_the_record_holds_what_each_stack_exports(stack, present, absent):
     assert record.platform_namespace == "training" and record.checkpoint_claim
     if stack == "aks-dev":
         assert record.gpu_pool("pool_names") == record.pool_names["gpu-spot"]
+        # The drills may evict from every spot rank, never from the on-demand one.
+        assert record.spot_gpu_pools("pool_names") == ("gpuspot", "gpuspot2")
     if stack == "eks-dev":
         assert record.gpu_pool("node_group_names") == record.node_group_names["gpu-spot"]
+        assert record.spot_gpu_pools("node_group_names") == ("gpu-spot", "gpu-spot-2")
+    if stack == "byo":
+        assert record.gpu_ranks == ()
 
 
 def test_the_kubeconfig_never_shows_in_the_record():
