@@ -1,5 +1,5 @@
 """The stack and the job on a cluster: `elastic-lab up | preview | destroy` and
-`elastic-lab submit | status | logs | delete` (the cluster drill is in lab.ops.drill_cli).
+`elastic-lab submit | status | logs | delete | scale` (the cluster drill is in lab.ops.drill_cli).
 
 A job is rendered from a JobSpec (the same flags as the local drill) and the stack's
 platform, checked (Kubernetes schema, PyTorchJob CRD v1.9.4, guardrails, sizing against the
@@ -147,6 +147,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ("status", "a job's conditions, world size, restarts, pods and their nodes", status_main),
         ("logs", "a job's worker logs", logs_main),
         ("delete", "delete a job and what was created with it", delete_main),
+        ("scale", "set a running job's number of nodes (Worker replicas) within its range", scale_main),
     ):
         q = subparsers.add_parser(name, help=helptext, description=helptext)
         _connection_arguments(q, stack_required=False)
@@ -159,6 +160,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         q.add_argument("--job", help="job name (the same as JOB)")
         if name == "status":
             q.add_argument("-o", "--output", choices=("text", "json"), default="text", help="how to print it [text]")
+        if name == "scale":
+            q.add_argument(
+                "--nodes",
+                type=int,
+                required=True,
+                metavar="N",
+                help="the job's new number of nodes: an elastic job's within minReplicas..maxReplicas",
+            )
         if name == "logs":
             q.add_argument("--worker", type=int, help="only this worker (replica index)")
             q.add_argument("-f", "--follow", action="store_true", help="stream the logs as they grow")
@@ -292,6 +301,18 @@ def status_main(args: argparse.Namespace) -> int:
         return 0
 
     return run_command("status", body)
+
+
+def scale_main(args: argparse.Namespace) -> int:
+    def body() -> int:
+        from lab.ops import jobs
+
+        name = the_job(args)
+        with connected(args, stack_target_of(args.stack)) as (kube, namespace):
+            print(jobs.scale(kube, name, namespace, args.nodes).line())
+        return 0
+
+    return run_command("scale", body)
 
 
 _DURATION = re.compile(r"^(\d+)(s|m|h)$")

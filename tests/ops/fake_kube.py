@@ -240,6 +240,8 @@ class FakeKube:
             return self._log(http, ns, name, query)
         if sub == "eviction" and method == "POST":
             return self._evict(http, ns, name)
+        if sub == "scale" and kind == "PyTorchJob":
+            return self._scale(http, method, f"{group}/{ns}/{plural}/{name}", body)
         with self.lock:
             if not name and method == "GET":
                 selector = (query.get("labelSelector") or [""])[0]
@@ -293,6 +295,31 @@ class FakeKube:
                             del self.objects[k]
                 return self._send(http, 200, copy.deepcopy(obj))
         return self._send(http, 405, _status(405, "MethodNotAllowed", f"{method} {path}"))
+
+    def _scale(self, http: BaseHTTPRequestHandler, method: str, key: str, body: Any) -> None:
+        """The PyTorchJob CRD's scale subresource: autoscaling/v1 Scale over
+        .spec.pytorchReplicaSpecs.Worker.replicas (GET, and PATCH of spec.replicas)."""
+        with self.lock:
+            obj = self.objects.get(key)
+            if obj is None:
+                return self._send(http, 404, _status(404, "NotFound", f"{key} not found"))
+            worker = obj.setdefault("spec", {}).setdefault("pytorchReplicaSpecs", {}).setdefault("Worker", {})
+            if method == "PATCH":
+                replicas = ((body or {}).get("spec") or {}).get("replicas")
+                if not isinstance(replicas, int) or replicas < 0:
+                    return self._send(http, 422, _status(422, "Invalid", f"spec.replicas: {replicas!r}"))
+                worker["replicas"] = replicas
+            elif method != "GET":
+                return self._send(http, 405, _status(405, "MethodNotAllowed", f"{method} scale"))
+            meta = obj.get("metadata") or {}
+            scale = {
+                "kind": "Scale",
+                "apiVersion": "autoscaling/v1",
+                "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+                "spec": {"replicas": worker.get("replicas", 0)},
+                "status": {"replicas": worker.get("replicas", 0)},
+            }
+        return self._send(http, 200, scale)
 
     @staticmethod
     def _field_ok(obj: dict[str, Any], selector: str) -> bool:

@@ -187,6 +187,10 @@ def test_status_logs_delete(api_server, kubeconfig, capsys):
     assert code == 2 and "--job='other' is invalid: expected the same job as JOB ('demo')" in err
     code, _, err = _run(capsys, "delete", *conn)
     assert code == 2 and "JOB=None is invalid: expected the job's name (as JOB or --job)" in err
+    code, out, _ = _run(capsys, "scale", *conn, "demo", "--nodes", "2")
+    assert code == 0 and "training/demo: Worker replicas 3 -> 2 (range 2..3)" in out
+    code, _, err = _run(capsys, "scale", *conn, "demo", "--nodes", "9")
+    assert code == 2 and "--nodes=9 is invalid: expected 2..3: the job's range" in err
     code, out, _ = _run(capsys, "delete", "-s", "byo", "--kubeconfig", kubeconfig, "demo")
     assert code == 0 and "deleted PyTorchJob/demo" in out
     code, _, err = _run(capsys, "status", *conn, "--job", "demo")

@@ -302,3 +302,48 @@ def test_only_resource_quantities_may_come_back_as_strings():
     assert jobs._same_quantity(quantity, 1, "1") and jobs._same_quantity(quantity.replace("limits", "requests"), 2, "2")
     assert not jobs._same_quantity(quantity, 1, "2") and not jobs._same_quantity(quantity, True, "True")
     assert not jobs._same_quantity("spec.elasticPolicy.maxRestarts", 1, "1")
+
+
+def test_scale_sets_the_worker_replicas_through_the_scale_subresource(api_server, kube, rendered):
+    """Within elasticPolicy minReplicas..maxReplicas (2..3 here), as `kubectl scale` would."""
+    _, objects = rendered
+    jobs.submit(kube, objects, NS)
+    job = api_server.get("PyTorchJob", "demo", NS)
+    start = job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"]
+    target = 2 if start != 2 else 3
+    scaled = jobs.scale(kube, "demo", NS, target)
+    assert (scaled.before, scaled.after, scaled.minimum, scaled.maximum) == (start, target, 2, 3)
+    assert api_server.calls("PATCH") == [f"PATCH /apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs/demo/scale"]
+    assert api_server.get("PyTorchJob", "demo", NS)["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == target
+    assert f"Worker replicas {start} -> {target} (range 2..3)" in scaled.line()
+    # The same size again changes nothing and sends nothing.
+    jobs.scale(kube, "demo", NS, target)
+    assert len(api_server.calls("PATCH")) == 1
+
+
+@pytest.mark.parametrize("nodes", [1, 4, 0])
+def test_scale_outside_the_jobs_range_is_refused_before_anything_changes(api_server, kube, rendered, nodes):
+    from lab.vocab.problems import InvalidInput
+
+    _, objects = rendered
+    jobs.submit(kube, objects, NS)
+    with pytest.raises(InvalidInput, match=r"--nodes=\d is invalid: expected 2\.\.3: the job's range \(elasticPolicy"):
+        jobs.scale(kube, "demo", NS, nodes)
+    assert api_server.calls("PATCH") == []
+
+
+def test_scale_of_a_per_step_job_keeps_its_quorum_minimum(api_server, kube, rendered_per_step):
+    _, objects = rendered_per_step
+    jobs.submit(kube, objects, NS)
+    minimum = jobs.status(kube, "demo", NS).min_replicas
+    scaled = jobs.scale(kube, "demo", NS, minimum + 3)
+    assert scaled.fault_tolerance == "per-step" and scaled.maximum is None and scaled.after == minimum + 3
+    from lab.vocab.problems import InvalidInput
+
+    with pytest.raises(InvalidInput, match="or more: the job's range"):
+        jobs.scale(kube, "demo", NS, minimum - 1)
+
+
+def test_scale_of_a_missing_job(kube):
+    with pytest.raises(JobError, match="no PyTorchJob training/nope"):
+        jobs.scale(kube, "nope", NS, 2)
