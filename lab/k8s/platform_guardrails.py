@@ -871,6 +871,42 @@ def worker_failures_surface(objects: Objects, ctx: GuardrailContext) -> list[Vio
     return out
 
 
+def job_autoscaler_fits(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
+    """An elastic job's HPA (elasticPolicy.metrics) has room to move (minReplicas below
+    maxReplicas), and each Utilization target is of a resource the workers request: the HPA
+    computes utilisation against the request, and without one it never scales."""
+    out = []
+    for job in pytorchjobs(objects):
+        policy = job["spec"].get("elasticPolicy") or {}
+        metrics = policy.get("metrics") or []
+        if not metrics:
+            continue
+        where = f"{object_id(job)} elasticPolicy"
+        low, high = policy.get("minReplicas"), policy.get("maxReplicas")
+        if not (isinstance(low, int) and isinstance(high, int) and low < high):
+            out.append(Violation(where, "minReplicas..maxReplicas", f"{low}..{high}", "minReplicas below maxReplicas"))
+        requested: set[str] = set()
+        for _, spec in worker_pod_specs(job):
+            for c in spec.get("containers") or []:
+                if c.get("name") == "pytorch":
+                    requested |= set(((c.get("resources") or {}).get("requests") or {}).keys())
+        for i, metric in enumerate(metrics):
+            resource = metric.get("resource") or {}
+            target = resource.get("target") or {}
+            utilization = metric.get("type") == "Resource" and target.get("type") == "Utilization"
+            if utilization and resource.get("name") not in requested:
+                out.append(
+                    Violation(
+                        where,
+                        f"metrics[{i}].resource.name",
+                        resource.get("name"),
+                        f"a resource the workers request ({', '.join(sorted(requested)) or 'none'}): "
+                        "utilisation is measured against the request",
+                    )
+                )
+    return out
+
+
 # The guardrails, in the order they run and are reported.
 GUARDRAILS = [
     Guardrail("etcd-not-on-spot", etcd_not_on_spot),
@@ -887,6 +923,7 @@ GUARDRAILS = [
     Guardrail("disruption-budgets-satisfiable", disruption_budgets_satisfiable),
     Guardrail("notice-handler-on-spot-nodes", notice_handler_on_spot_nodes),
     Guardrail("worker-failures-surface", worker_failures_surface),
+    Guardrail("job-autoscaler-fits", job_autoscaler_fits),
 ]
 
 

@@ -72,6 +72,13 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
     size.add_argument("--memory", help="memory request per worker pod, e.g. 16Gi [the chart's]")
     size.add_argument("--gpus", type=int, help="GPUs per worker pod [the platform's GPUs per node]")
     size.add_argument("--replicas", type=int, help="worker pods to create [--max-nodes]")
+    size.add_argument(
+        "--autoscale-cpu",
+        type=int,
+        metavar="PERCENT",
+        help="an HPA that adds and removes nodes between --min-nodes and --max-nodes to hold the workers' CPU "
+        "use at PERCENT of their request (elastic jobs; the operator makes it from elasticPolicy.metrics) [none]",
+    )
     job.add_argument(
         "--checkpoint-access",
         choices=[a.value for a in CheckpointAccess],
@@ -199,7 +206,9 @@ def job_spec(args: argparse.Namespace, target: Any) -> JobSpec:
 def _sizing(args: argparse.Namespace) -> Any:
     from lab.submit.core import JobSizing
 
-    return JobSizing(cpu=args.cpu, memory=args.memory, gpus=args.gpus, replicas=args.replicas)
+    return JobSizing(
+        cpu=args.cpu, memory=args.memory, gpus=args.gpus, replicas=args.replicas, autoscale_cpu=args.autoscale_cpu
+    )
 
 
 def _fail(command: str, exc: BaseException, code: int) -> int:

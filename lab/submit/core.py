@@ -103,6 +103,9 @@ class JobSizing:
     memory: str | None = None  # memory request per worker pod ("16Gi")
     gpus: int | None = None  # GPUs per worker pod (nvidia.com/gpu)
     replicas: int | None = None  # worker pods to create, between min and max nodes
+    # An HPA over the Worker replicas (elastic jobs): the workers' average CPU utilisation, in
+    # percent of their CPU request, that it holds them at by adding or removing nodes.
+    autoscale_cpu: int | None = None
 
     def problems(self, spec: JobSpec, facts: PlatformFacts) -> Problems:
         """Every way this sizing (and the job's node counts) cannot fit the stack's pools,
@@ -126,6 +129,22 @@ class JobSizing:
                 self.replicas,
                 f"between --min-nodes ({spec.min_nodes}) and --max-nodes ({spec.max_nodes})",
             )
+        if self.autoscale_cpu is not None:
+            if isinstance(self.autoscale_cpu, bool) or not 1 <= self.autoscale_cpu <= 100:
+                found.add("--autoscale-cpu", self.autoscale_cpu, "a CPU utilisation in percent, 1..100")
+            elif spec.per_step_mode:
+                found.add(
+                    "--autoscale-cpu",
+                    self.autoscale_cpu,
+                    "no HPA for a per-step job (the training operator makes one from an elasticPolicy only): "
+                    "`elastic-lab scale` sets its size",
+                )
+            elif spec.min_nodes == spec.max_nodes:
+                found.add(
+                    "--autoscale-cpu",
+                    self.autoscale_cpu,
+                    f"--min-nodes below --max-nodes (both {spec.max_nodes}): the HPA has no room to move",
+                )
         pool_max = facts.pools.gpu_max_nodes
         if pool_max is not None:
             if spec.min_nodes > pool_max:
@@ -158,6 +177,16 @@ class JobSizing:
             values["gpusPerNode"] = self.gpus
         if self.replicas is not None:
             values["replicas"] = self.replicas
+        if self.autoscale_cpu is not None:
+            values["metrics"] = [cpu_utilization(self.autoscale_cpu)]
+
+
+def cpu_utilization(percent: int) -> dict[str, Any]:
+    """An autoscaling/v2 MetricSpec: the pods' average CPU use at `percent` of their request."""
+    return {
+        "type": "Resource",
+        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": percent}},
+    }
 
 
 @dataclass(frozen=True)

@@ -191,6 +191,23 @@ def policy_admits_a_namespace(objs: Objects) -> None:
     spec_of("NetworkPolicy", "etcd-rendezvous")(objs)["ingress"][0]["from"].append({"namespaceSelector": {}})
 
 
+def hpa_on_memory_nobody_requests(objs: Objects) -> None:
+    pytorch_resources(objs)["requests"].pop("memory", None)
+    policy(objs)["metrics"] = [
+        {
+            "type": "Resource",
+            "resource": {"name": "memory", "target": {"type": "Utilization", "averageUtilization": 70}},
+        }
+    ]
+
+
+def hpa_without_room(objs: Objects) -> None:
+    policy(objs)["minReplicas"] = policy(objs)["maxReplicas"]
+    policy(objs)["metrics"] = [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}
+    ]
+
+
 def checkpoint_mounted_elsewhere(objs: Objects) -> None:
     pytorch(objs)["volumeMounts"][0]["mountPath"] = "/mnt/elsewhere"
 
@@ -549,6 +566,17 @@ BROKEN: dict[str, Broken] = {
         "worker-failures-surface",
         put(pytorch, "command", ["torchrun"]),
         "command=['torchrun']: expected the agent `python -m lab.runtime.launch`",
+    ),
+    # an elastic job's HPA can move and measures what the workers request
+    "autoscaler/unrequested-resource": Broken(
+        "job-autoscaler-fits",
+        hpa_on_memory_nobody_requests,
+        "metrics[0].resource.name='memory': expected a resource the workers request",
+    ),
+    "autoscaler/no-room": Broken(
+        "job-autoscaler-fits",
+        hpa_without_room,
+        "minReplicas..maxReplicas='3..3': expected minReplicas below maxReplicas",
     ),
     # workers can write to the checkpoint volume they mount
     "writable/no-fs-group": Broken(

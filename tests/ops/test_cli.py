@@ -125,6 +125,17 @@ def test_submit_dry_run_shows_the_per_step_job(capsys):
             "--max-nodes=50 is invalid: expected <= 3, the GPU spot pool's maximum: the job starts --max-nodes pods",
         ),
         ("aks-dev", ["--image", "UPPER/Case:latest"], "--image='UPPER/Case:latest' is invalid: expected a container"),
+        ("byo", ["--autoscale-cpu", "0"], "--autoscale-cpu=0 is invalid: expected a CPU utilisation in percent"),
+        (
+            "byo",
+            ["--autoscale-cpu", "70", "--fault-tolerance", "per-step"],
+            "--autoscale-cpu=70 is invalid: expected no HPA for a per-step job",
+        ),
+        (
+            "byo",
+            ["--autoscale-cpu", "70", "--min-nodes", "3", "--max-nodes", "3"],
+            "expected --min-nodes below --max-nodes (both 3): the HPA has no room to move",
+        ),
     ],
     ids=[
         "min-above-pool",
@@ -135,6 +146,9 @@ def test_submit_dry_run_shows_the_per_step_job(capsys):
         "replicas",
         "max-above-pool",
         "image-reference",
+        "autoscale-percent",
+        "autoscale-per-step",
+        "autoscale-no-room",
     ],
 )
 def test_sizing_is_checked_against_the_stack_before_anything_starts(capsys, stack, flags, message):
@@ -324,3 +338,17 @@ def test_submit_names_its_job_with_job_as_status_logs_and_delete_do(capsys):
     by_job = capsys.readouterr().out
     assert main([*argv, "--name", "my-run"]) == 0
     assert "name: my-run" in by_job and by_job.count("my-run") == capsys.readouterr().out.count("my-run")
+
+
+def test_an_hpa_lands_in_the_elastic_policy_as_kubeflow_documents_it(capsys):
+    """`--autoscale-cpu`: elasticPolicy.metrics, from which the training operator makes an HPA
+    over the job's scale subresource; the rendered job passes the CRD and the guardrails."""
+    code, out, err = _run(capsys, *AKS_DRY_RUN, "--cpu", "6", "--autoscale-cpu", "70")
+    assert code == 0, err
+    job = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "PyTorchJob")
+    assert job["spec"]["elasticPolicy"]["metrics"] == [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}
+    ]
+    code, out, err = _run(capsys, *AKS_DRY_RUN)
+    job = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "PyTorchJob")
+    assert code == 0 and "metrics" not in job["spec"]["elasticPolicy"]

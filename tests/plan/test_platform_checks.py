@@ -45,6 +45,7 @@ PLATFORM_CHECKS = {
     "guardrail:disruption-budgets-satisfiable",
     "guardrail:notice-handler-on-spot-nodes",
     "guardrail:worker-failures-surface",
+    "guardrail:job-autoscaler-fits",
     "platform:trainer-image",
 }
 
