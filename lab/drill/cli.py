@@ -37,6 +37,7 @@ OPTIONS = {
     "notice_s": "--notice",
     "evict_at_step": "--evict-at-step",
     "victim": "--victim",
+    "scale_to": "--scale-to",
 }
 
 
@@ -78,10 +79,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ev = p.add_argument_group("fault")
     ev.add_argument(
         "--fault",
-        choices=["node", "rendezvous-restart"],
+        choices=["node", "rendezvous-restart", "scale"],
         default="node",
         help="node: evict a node; rendezvous-restart: stop the rendezvous server for --outage seconds "
-        "and start it again (etcd keeps its data), then evict a node and add one as usual [node]",
+        "and start it again (etcd keeps its data), then evict a node and add one as usual; scale: no fault, "
+        "the job is scaled to each of --scale-to's node counts in turn, as `elastic-lab scale` does [node]",
+    )
+    ev.add_argument(
+        "--scale-to",
+        type=_node_counts,
+        default=(),
+        metavar="N[,N...]",
+        help="scale: the node counts to scale the job to after warm-up, in turn, e.g. 4,2 (nodes join, or the "
+        "newest leave with a grace to save and go)",
     )
     ev.add_argument("--outage", type=float, default=3.0, help="rendezvous-restart: seconds the server is down [3]")
     ev.add_argument(
@@ -139,6 +149,14 @@ def _add_new(found: Problems, problems: Iterable[Problem]) -> None:
     """Add the problems of options that have none yet: one problem per option."""
     flagged = {p.key for p in found}
     found.extend(p for p in problems if p.key not in flagged)
+
+
+def _node_counts(text: str) -> tuple[int, ...]:
+    """`4,2` -> (4, 2)."""
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is invalid: expected node counts such as 4,2") from None
 
 
 def _option_problems(args: argparse.Namespace) -> Problems:
@@ -236,6 +254,7 @@ def build(args: argparse.Namespace) -> DrillConfig:
         evict_at_step=evict_at,
         target_steps=target if steps_ok else None,
         victim=args.victim,
+        scale_to=args.scale_to,
     )
     if args.nodes < 1:
         drill = [p for p in drill if p.key != "victim"]  # no index fits no nodes: --nodes says it
@@ -262,6 +281,7 @@ def build(args: argparse.Namespace) -> DrillConfig:
         timeout_s=args.timeout,
         etcd_binary=args.etcd_binary,
         baselines=args.baselines,
+        scale_to=args.scale_to,
     )
 
 
@@ -285,7 +305,12 @@ def main(args: argparse.Namespace) -> int:
             f"Eviction drill: {cfg.nodes} nodes ({cfg.spec.min_nodes}..{cfg.spec.max_nodes}), "
             f"{cfg.spec.rdzv_backend.value} rendezvous, "
             + (f"rendezvous restart ({cfg.outage_s:g} s down), then " if cfg.fault == "rendezvous-restart" else "")
-            + f"{cfg.eviction} eviction, workdir {cfg.workdir}",
+            + (
+                f"scaled to {', then '.join(map(str, cfg.scale_to))} node(s)"
+                if cfg.fault == "scale"
+                else f"{cfg.eviction} eviction"
+            )
+            + f", workdir {cfg.workdir}",
             file=sys.stderr,
         )
     try:

@@ -44,12 +44,14 @@ def plot_timeline(report: DrillReport, path: str | Path) -> Path:
         world_ax.set_ylabel("world size")
         world_ax.set_ylim(0, max(p[1] for p in report.world_timeline) + 1)
     for ax in axes:
-        for i, ev in enumerate(report.evictions):
-            ax.axvline(
-                ev.t - report.t0, color="tab:red", linewidth=1.2, label=f"eviction ({ev.kind})" if i == 0 else None
-            )
+        labelled: set[str] = set()
+        for ev in report.evictions:
+            # A scale-in's leave is no reclaim: marked apart.
+            what, color = ("scale-in", "tab:purple") if ev.cause == "scale-in" else (f"eviction ({ev.kind})", "tab:red")
+            ax.axvline(ev.t - report.t0, color=color, linewidth=1.2, label=what if what not in labelled else None)
+            labelled.add(what)
             if ev.recovery_s is not None:
-                ax.axvspan(ev.t - report.t0, ev.t - report.t0 + ev.recovery_s, color="tab:red", alpha=0.12)
+                ax.axvspan(ev.t - report.t0, ev.t - report.t0 + ev.recovery_s, color=color, alpha=0.12)
         for i, o in enumerate(report.outages):
             if o.down_s is not None:
                 ax.axvspan(
@@ -68,7 +70,8 @@ def plot_timeline(report: DrillReport, path: str | Path) -> Path:
     if report.evictions or report.joins or report.outages:
         axes[0].legend(loc="upper left", fontsize=8)
     axes[-1].set_xlabel("seconds since the drill started")
-    title = "eviction drill: " + ("passed" if report.passed else "FAILED")
+    kind = "scaling drill" if report.scaling else "eviction drill"
+    title = f"{kind}: " + ("passed" if report.passed else "FAILED")
     recov = [f"{e.recovery_s:.1f}s" for e in report.evictions if e.recovery_s is not None]
     if recov:
         title += f" | recovery {', '.join(recov)}"

@@ -48,6 +48,8 @@ class Eviction:
     groups_before: int | None = None
     groups_after: int | None = None
     discarded_steps: int | None = None
+    # Why the node went, when not a spot reclaim: "scale-in" (the job was made smaller).
+    cause: str | None = None
 
 
 @dataclass
@@ -79,6 +81,19 @@ class Join:
 
 
 @dataclass
+class Scaling:
+    """The job asked at `t` to run at `to_nodes` nodes (from `from_nodes`): the first step at
+    that size `reached_s` later (per-step: in a quorum of that many groups), `world_after` its
+    world size; None when it never trained at it."""
+
+    t: float
+    from_nodes: int
+    to_nodes: int
+    reached_s: float | None = None
+    world_after: int | None = None
+
+
+@dataclass
 class DrillReport:
     target_steps: int | None
     checkpoint_every: int
@@ -91,6 +106,7 @@ class DrillReport:
     evictions: list[Eviction] = field(default_factory=list)
     outages: list[RendezvousOutage] = field(default_factory=list)
     joins: list[Join] = field(default_factory=list)
+    scaling: list[Scaling] = field(default_factory=list)
     node_exit_codes: dict[str, int | None] = field(default_factory=dict)
     loss_curve: list[tuple[float, int, float, int]] = field(default_factory=list)  # (s, step, loss, world)
     world_timeline: list[tuple[float, int]] = field(default_factory=list)  # (s, world size) from agents or steps
@@ -144,10 +160,18 @@ class DrillReport:
             )
             stall = f"stalled at most {o.stall_s:.2f} s" if o.stall_s is not None else "did not step again"
             lines.append(f"    training {stall}; worker restarts {o.restarts}, lost {o.lost_steps} step(s)")
+        for sc in self.scaling:
+            reached = (
+                f"training at world {sc.world_after} {sc.reached_s:.2f} s later"
+                if sc.reached_s is not None
+                else "NEVER trained at that size"
+            )
+            lines.append(f"  scaled {sc.from_nodes} -> {sc.to_nodes} node(s) at {sc.t - self.t0:.1f} s: {reached}")
         for ev in self.evictions:
+            what = f"{ev.node} left (scale-in, SIGTERM with a grace)" if ev.cause == "scale-in" else None
             lines.append(
-                f"  eviction of {ev.node} ({ev.kind}) at {ev.t - self.t0:.1f} s:"
-                f" world {ev.world_before} -> {ev.world_after}"
+                (f"  {what}" if what else f"  eviction of {ev.node} ({ev.kind})")
+                + f" at {ev.t - self.t0:.1f} s: world {ev.world_before} -> {ev.world_after}"
             )
             if ev.lead_s is not None:
                 lines.append(
@@ -253,6 +277,7 @@ def analyze(
     for e in run.of(Event.NODE_ADDED):
         if e["t"] > run.first_step_t:
             report.joins.append(_per_step_join(run, e) if run.per_step else _elastic_join(run, e))
+    report.scaling = [_scaling(run, e) for e in run.of(Event.SCALE)]
     report.loss_curve, report.world_timeline = _curves(run)
     nodes = {e.get("node") for e in run.of(Event.NODE_ADDED) if e["t"] <= run.first_step_t}
     found = interval_advice(run.events, len(nodes - {None}), checkpoint_every)
@@ -393,9 +418,27 @@ def _done(e: Record) -> bool:
 
 # ------------------------------------------------------------------------ evictions
 def _requested(ev: Eviction, e: Record) -> Eviction:
-    """A cluster drill's eviction: how it was asked for, and the cloud's lead time."""
+    """A cluster drill's eviction: how it was asked for, and the cloud's lead time; and why."""
     ev.backend, ev.lead_s, ev.first_sign = e.get("backend"), e.get("lead_s"), e.get("first_sign")
+    ev.cause = e.get("cause")
     return ev
+
+
+def _scaling(run: Timeline, e: Record) -> Scaling:
+    """The first step after a scale request at its size: in a quorum of that many groups in
+    per-step mode, at that many nodes' world size otherwise (the world size per node as it was
+    when the job was asked)."""
+    sc = Scaling(t=e["t"], from_nodes=int(e.get("from_nodes") or 0), to_nodes=int(e["nodes"]))
+    before = run.world_at(e["t"])
+    per_node = before // sc.from_nodes if before and sc.from_nodes else 1
+    for s in run.steps:
+        if s["t"] <= e["t"]:
+            continue
+        size = s.get("participants") if run.per_step else int(s.get("world_size") or 0) // max(per_node, 1)
+        if size == sc.to_nodes:
+            sc.reached_s, sc.world_after = s["t"] - e["t"], s.get("world_size")
+            break
+    return sc
 
 
 def _per_step_eviction(run: Timeline, e: Record) -> Eviction:
@@ -566,6 +609,9 @@ def _problems(run: Timeline, report: DrillReport, checkpoint_every: int) -> list
     failed = [e for e in run.of(Event.K8S_JOB) if e.get("condition") == "Failed"]
     if failed:
         found.append(f"the PyTorchJob failed: {failed[-1].get('reason', '')} {failed[-1].get('message', '')}".rstrip())
+    for sc in report.scaling:
+        if sc.reached_s is None:
+            found.append(f"the job never trained at {sc.to_nodes} node(s) after it was scaled to them")
     for ev in report.evictions:
         if ev.lost_steps is not None and ev.lost_steps > checkpoint_every:
             found.append(

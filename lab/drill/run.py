@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from collections.abc import Callable
@@ -21,7 +22,10 @@ from lab.vocab.events import EXIT_DONE, Event
 from lab.vocab.job import JobSpec
 from lab.vocab.problems import InvalidInput, Problem, Problems
 
-FAULTS = ("node", "rendezvous-restart")
+FAULTS = ("node", "rendezvous-restart", "scale")
+# A scale-in's grace: the node's workers save and leave within it (a pod deleted by a scale-in gets
+# its terminationGracePeriodSeconds; the platform keeps it under the eviction notice).
+SCALE_IN_GRACE_S = 25.0
 EVICTIONS = ("hard", "notice", "silent")
 
 
@@ -34,7 +38,11 @@ class DrillConfig:
       is stopped for `outage_s` seconds and started again at the same address (etcd keeps its
       data), as an etcd pod restarts on an upgrade; then a node is evicted and one added as
       usual, to show the restarted server still runs the rendezvous. With
-      `outage_keeps_data=False` etcd comes back empty, as a rescheduled etcd pod does.
+      `outage_keeps_data=False` etcd comes back empty, as a rescheduled etcd pod does. Or
+      "scale": no fault; after warm-up the job is made to run at each of `scale_to` nodes in
+      turn, as `elastic-lab scale` does on a cluster: nodes added (joins), or the newest ones
+      told to leave (SIGTERM with SCALE_IN_GRACE_S to save and go, as a deleted pod), each size
+      held until the job trains at it.
     target_steps: the step the job must reach (None for a script without our events).
     eviction: "hard" (SIGKILL), "notice" (SIGTERM, SIGKILL after notice_s) or "silent"
       (SIGSTOP: the node vanishes with its sockets open, as a VM taken back without a word).
@@ -62,6 +70,7 @@ class DrillConfig:
     agent_log_level: str = "INFO"
     etcd_binary: str | None = None
     baselines: int = 0
+    scale_to: tuple[int, ...] = ()
 
     def validate(self) -> None:
         """Every bad value at once (InvalidInput), before anything is started."""
@@ -75,6 +84,7 @@ class DrillConfig:
             evict_at_step=self.evict_at_step,
             target_steps=self.target_steps,
             victim=self.victim,
+            scale_to=self.scale_to,
         )
         if self.baselines and self.target_steps is None:
             problems.append(
@@ -99,6 +109,7 @@ def drill_problems(
     evict_at_step: int,
     target_steps: int | None,
     victim: int,
+    scale_to: tuple[int, ...] = (),
 ) -> list[Problem]:
     """The drill's own bad values; those measured against the job's node range only when
     there is a valid `spec`."""
@@ -117,7 +128,7 @@ def drill_problems(
         found.add("nodes", nodes, f"at most max_nodes={spec.max_nodes}")
     elif nodes < spec.min_nodes:
         found.add("nodes", nodes, f"at least min_nodes={spec.min_nodes}")
-    elif nodes - 1 < spec.min_nodes:
+    elif fault != "scale" and nodes - 1 < spec.min_nodes:
         found.add(
             "nodes", nodes, f"at least {spec.min_nodes + 1}: evicting one must leave min_nodes={spec.min_nodes} running"
         )
@@ -129,7 +140,30 @@ def drill_problems(
         found.add("evict_at_step", evict_at_step, f"1..{target_steps - 1} (before the job ends)")
     if not -nodes <= victim < nodes:
         found.add("victim", victim, f"a node index in {-nodes}..{nodes - 1}")
+    found.extend(_scale_problems(spec, fault, nodes, scale_to))
     return found.items
+
+
+def _scale_problems(spec: JobSpec | None, fault: str, nodes: int, scale_to: tuple[int, ...]) -> list[Problem]:
+    """A scale drill's sizes: one or more, each within the job's node range and other than the
+    size before it."""
+    if fault != "scale":
+        return [Problem("scale_to", list(scale_to), "none without fault 'scale'")] if scale_to else []
+    if not scale_to:
+        return [Problem("scale_to", [], "one or more node counts to scale the job to, in turn")]
+    low, high = (spec.min_nodes, spec.max_nodes) if spec is not None else (1, None)
+    sizes = [nodes, *scale_to]
+    bad = [n for before, n in itertools.pairwise(sizes) if n == before or n < low or (high is not None and n > high)]
+    if bad:
+        where = f"{low}..{high}" if high is not None else f"{low} or more"
+        return [
+            Problem(
+                "scale_to",
+                list(scale_to),
+                f"node counts in the job's range {where}, each other than the one before it (starting from {nodes})",
+            )
+        ]
+    return []
 
 
 class Progress:
@@ -259,9 +293,12 @@ class _Drill:
                 warm = self.warm_up()
                 if warm and cfg.fault == "rendezvous-restart" and local.alive_nodes and not self.done():
                     warm = self.restart_the_rendezvous()
-                victim = started[cfg.victim]
-                if warm and victim.alive:
-                    self.evict(victim)
+                if cfg.fault == "scale":
+                    for size in cfg.scale_to if warm else ():
+                        if not self.scale(size):
+                            break
+                elif warm and started[cfg.victim].alive:
+                    self.evict(started[cfg.victim])
                     if cfg.scale_out_after_s is not None:
                         self.scale_out(cfg.scale_out_after_s)
                 timed_out = self.train_to_the_end()
@@ -366,6 +403,36 @@ class _Drill:
             self.local.add_node()
             self.progress.say("node added (scale-out)", len(self.local.alive_nodes), force=True)
 
+    def scale(self, size: int) -> bool:
+        """Make the job run at `size` nodes, as `elastic-lab scale` does on a cluster: add nodes,
+        or tell the newest ones to leave (a scale-in's grace to save and go); then wait until it
+        trains at that size and let it train there a moment. False when it never did."""
+        local, spec = self.local, self.cfg.spec
+        alive = local.alive_nodes
+        local.record(Event.SCALE, nodes=size, from_nodes=len(alive))
+        if size > len(alive):
+            for _ in range(size - len(alive)):
+                local.add_node()
+        else:
+            for node in sorted(alive, key=lambda n: n.started_at)[size:]:
+                local.evict(node, SCALE_IN_GRACE_S, cause="scale-in")
+        self.progress.say(f"scaled to {size} node(s)", len(local.alive_nodes), force=True)
+        progress = self.progress
+        wanted = size if spec.per_step_mode else size * spec.nproc_per_node
+
+        def trains_at_size() -> bool:
+            reached = progress.groups if spec.per_step_mode else progress.world
+            leaving = [n for n in local.nodes if n.eviction and n.running]
+            return reached == wanted and not leaving
+
+        if self.cfg.target_steps is None:
+            trains = self.wait_for(f"scaling to {size}", lambda: _workers_at_full_size(local, size), self.remaining())
+        else:
+            trains = self.wait_for(f"scaling to {size}", trains_at_size, self.remaining())
+        if trains:
+            self.hold(f"training at {size}", 2.0)
+        return trains and self.going_on()
+
     def train_to_the_end(self) -> bool:
         """Wait for every node to finish; True when the drill's time ran out first."""
         local = self.local
@@ -412,7 +479,10 @@ class _Drill:
         report.node_local_checkpoints = _node_local_checkpoints(local)
         if report.node_local_checkpoints and report.problems:
             report.problems.append(node_local_warning(report.node_local_checkpoints))
-        if not any(e["event"] == Event.EVICT for e in recorded) and stopped is None and not self.server_died:
+        if cfg.fault == "scale":
+            if not report.scaling and stopped is None and not self.server_died:
+                report.problems.append("no scaling happened: the job ended or failed during warm-up")
+        elif not any(e["event"] == Event.EVICT for e in recorded) and stopped is None and not self.server_died:
             report.problems.append("no eviction happened: the job ended or failed during warm-up")
         return report
 

@@ -422,18 +422,24 @@ class LocalTarget:
         self.record(Event.NODE_ADDED, node=name, pid=proc.pid)
         return node
 
-    def evict(self, node: Node, notice_s: float | None = None, *, silent: bool = False) -> None:
+    def evict(
+        self, node: Node, notice_s: float | None = None, *, silent: bool = False, cause: str | None = None
+    ) -> None:
         """Evict a node like a spot reclaim: with a notice (SIGTERM to its whole tree, then
         SIGKILL when the notice runs out), hard (SIGKILL, no warning: on loopback its sockets
         close at once, so peers learn of it in milliseconds) or silent (SIGSTOP of the whole
         tree, as a VM that vanishes: its sockets stay open and nothing more is said; the tree
-        is killed SILENT_KILL_S later, or when the target closes)."""
+        is killed SILENT_KILL_S later, or when the target closes). `cause` says why, when not a
+        spot reclaim ("scale-in": the job was made smaller, as a pod deleted with its grace
+        period)."""
         if not node.alive:
             raise LocalTargetError(f"node={node.name!r} is not running: expected a live node to evict")
         if silent and notice_s is not None:
             raise LocalTargetError(f"notice_s={notice_s!r} is invalid: expected none for a silent eviction")
         node.eviction = "silent" if silent else "hard" if notice_s is None else "notice"
-        self.record(Event.EVICT, node=node.name, kind=node.eviction, notice_s=notice_s)
+        self.record(
+            Event.EVICT, node=node.name, kind=node.eviction, notice_s=notice_s, **({"cause": cause} if cause else {})
+        )
         if node.eviction == "hard":
             procs.signal_tree(node.proc.pid, signal.SIGKILL)
             return

@@ -52,6 +52,7 @@ class Event(StrEnum):
     CLUSTER_STARTED = "cluster_started"  # the rendezvous server (or lighthouse) is up
     NODE_ADDED = "node_added"
     EVICT = "evict"
+    SCALE = "scale"  # the job asked to run at another number of nodes (a scale-out or scale-in)
     NOTICE_EXPIRED = "notice_expired"  # a node given a notice was killed when it ran out
     VANISHED_KILLED = "vanished_killed"  # a silently evicted node's processes were killed
     RDZV_DOWN = "rdzv_down"
@@ -135,8 +136,9 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     # On a cluster `t` is the first sign of the disruption the drill saw, and `requested_t` when it asked the
     # cloud (`backend`) for it: `lead_s` apart (lab.ops.disruption).
     Event.EVICT: frozenset(
-        {"node", "kind", "notice_s", "k8s_node", "detail", "backend", "requested_t", "lead_s", "first_sign"}
+        {"node", "kind", "notice_s", "k8s_node", "detail", "backend", "requested_t", "lead_s", "first_sign", "cause"}
     ),
+    Event.SCALE: frozenset({"nodes", "from_nodes"}),
     Event.NOTICE_EXPIRED: frozenset({"node"}),
     Event.VANISHED_KILLED: frozenset({"node"}),
     Event.RDZV_DOWN: frozenset({"backend"}),

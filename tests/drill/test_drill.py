@@ -237,6 +237,12 @@ def test_the_cli_drill_of_a_hard_kill_and_a_join_reports_json_and_a_timeline(wor
             ["--fault", "rendezvous-restart", "--outage", "0"],
             "--outage=0.0 is invalid: expected a finite number of seconds > 0",
         ),
+        (["--fault", "scale"], "--scale-to=[] is invalid: expected one or more node counts to scale the job to"),
+        (
+            ["--fault", "scale", "--scale-to", "4,9", "--max-nodes", "4"],
+            "--scale-to=[4, 9] is invalid: expected node counts in the job's range 2..4",
+        ),
+        (["--scale-to", "4"], "--scale-to=[4] is invalid: expected none without fault 'scale'"),
     ],
 )
 def test_bad_drill_input_is_a_clear_error_and_starts_nothing(workdir, capsys, argv, message):
@@ -247,6 +253,15 @@ def test_bad_drill_input_is_a_clear_error_and_starts_nothing(workdir, capsys, ar
     err = capsys.readouterr().err
     assert message in err, err
     assert not (workdir / "events.jsonl").exists()
+
+
+def test_scale_sizes_that_are_not_numbers_are_named(workdir, capsys):
+    from lab import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["drill", "--workdir", str(workdir), "--fault", "scale", "--scale-to", "four"])
+    assert exit_.value.code == 2
+    assert "argument --scale-to: 'four' is invalid: expected node counts such as 4,2" in capsys.readouterr().err
 
 
 def test_missing_etcd_binary_is_a_clear_error(workdir):
