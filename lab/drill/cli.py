@@ -129,6 +129,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="add a node back this many seconds after recovery; negative: never [2]",
     )
     ev.add_argument(
+        "--replacement-from",
+        type=_rank_and_capacity,
+        default=None,
+        metavar="RANK[:CAPACITY]",
+        help="a capacity fault: the node added back stands for GPU capacity rank RANK (spot, or on-demand), "
+        "e.g. 3:on-demand; with a long --scale-out-after (no spot capacity until the autoscaler gave up on rank "
+        "1), the report shows the job at reduced size meanwhile and its goodput [rank 1, spot]",
+    )
+    ev.add_argument(
         "--baselines",
         type=int,
         default=0,
@@ -157,6 +166,17 @@ def _node_counts(text: str) -> tuple[int, ...]:
         return tuple(int(part) for part in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is invalid: expected node counts such as 4,2") from None
+
+
+def _rank_and_capacity(text: str) -> tuple[int, str]:
+    """`3:on-demand` -> (3, "on-demand"); `2` -> (2, "spot")."""
+    rank, _, capacity = text.partition(":")
+    capacity = capacity or "spot"
+    if not rank.isdigit() or int(rank) < 1 or capacity not in ("spot", "on-demand"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is invalid: expected a rank >= 1, then :spot or :on-demand, e.g. 3:on-demand"
+        )
+    return int(rank), capacity
 
 
 def _option_problems(args: argparse.Namespace) -> Problems:
@@ -282,6 +302,8 @@ def build(args: argparse.Namespace) -> DrillConfig:
         etcd_binary=args.etcd_binary,
         baselines=args.baselines,
         scale_to=args.scale_to,
+        replacement_rank=args.replacement_from[0] if args.replacement_from else None,
+        replacement_capacity=args.replacement_from[1] if args.replacement_from else None,
     )
 
 

@@ -62,9 +62,8 @@ def plot_timeline(report: DrillReport, path: str | Path) -> Path:
                     label="rendezvous server down" if i == 0 else None,
                 )
         for i, j in enumerate(report.joins):
-            ax.axvline(
-                j.t - report.t0, color="tab:green", linestyle="--", linewidth=1, label="node added" if i == 0 else None
-            )
+            added = "node added" + (f" (rank {j.rank}, {j.capacity})" if j.rank is not None else "")
+            ax.axvline(j.t - report.t0, color="tab:green", linestyle="--", linewidth=1, label=added if i == 0 else None)
             if j.join_s is not None:
                 ax.axvspan(j.t - report.t0, j.t - report.t0 + j.join_s, color="tab:green", alpha=0.10)
     if report.evictions or report.joins or report.outages:

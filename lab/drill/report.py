@@ -78,6 +78,27 @@ class Join:
     # Per-step mode: its workers started (the Python, torch and the agent already up) -> its
     # first committed step in a quorum: what joining costs beyond starting the processes.
     from_workers_s: float | None = None
+    # The GPU capacity it stands for, where the drill said (a fallback rank in a capacity drill).
+    rank: int | None = None
+    capacity: str | None = None
+
+
+@dataclass
+class ReducedSize:
+    """From an eviction until its replacement trained (or the job ended): how long the job ran
+    smaller, what it trained then, and its goodput against the rate at full size before the
+    eviction (samples trained in the window / what the full size trains in as long)."""
+
+    node: str  # the evicted node
+    seconds: float
+    world: int | None  # the world size it trained at meanwhile
+    steps: int
+    samples_per_s: float | None
+    full_samples_per_s: float | None
+    goodput: float | None
+    replaced_after_s: float | None = None  # eviction -> the replacement node added
+    replacement_rank: int | None = None
+    replacement_capacity: str | None = None
 
 
 @dataclass
@@ -107,6 +128,7 @@ class DrillReport:
     outages: list[RendezvousOutage] = field(default_factory=list)
     joins: list[Join] = field(default_factory=list)
     scaling: list[Scaling] = field(default_factory=list)
+    reduced: list[ReducedSize] = field(default_factory=list)
     node_exit_codes: dict[str, int | None] = field(default_factory=dict)
     loss_curve: list[tuple[float, int, float, int]] = field(default_factory=list)  # (s, step, loss, world)
     world_timeline: list[tuple[float, int]] = field(default_factory=list)  # (s, world size) from agents or steps
@@ -227,11 +249,31 @@ class DrillReport:
                 )
         for j in self.joins:
             js = f"{j.join_s:.2f} s" if j.join_s is not None else "did not join"
+            came = f" (rank {j.rank}, {j.capacity})" if j.rank is not None else ""
             lines.append(
-                f"  node {j.node} added at {j.t - self.t0:.1f} s: world {j.world_before} -> {j.world_after},"
+                f"  node {j.node} added{came} at {j.t - self.t0:.1f} s: world {j.world_before} -> {j.world_after},"
                 f" joined in {js}, lost {j.lost_steps} step(s)"
                 + (f", survivors stalled at most {j.stall_s:.2f} s" if j.stall_s is not None else "")
                 + (f" (in a quorum {j.from_workers_s:.2f} s after its workers started)" if j.from_workers_s else "")
+            )
+        for r in self.reduced:
+            came = (
+                f"until its replacement (rank {r.replacement_rank}, {r.replacement_capacity}, added "
+                f"{r.replaced_after_s:.1f} s after the eviction) trained"
+                if r.replacement_rank is not None and r.replaced_after_s is not None
+                else "until it was replaced"
+                if r.replaced_after_s is not None
+                else "to the end (no replacement)"
+            )
+            rate = (
+                f"{r.samples_per_s:.0f} samples/s against {r.full_samples_per_s:.0f} at full size: goodput "
+                f"{100 * r.goodput:.0f} %"
+                if r.goodput is not None and r.samples_per_s is not None and r.full_samples_per_s
+                else "its rate not measured"
+            )
+            lines.append(
+                f"  at reduced size after losing {r.node}: {r.seconds:.1f} s {came}; {r.steps} step(s) at world "
+                f"{r.world}, {rate}"
             )
         if self.loss_curve:
             first, last = self.loss_curve[0], self.loss_curve[-1]
@@ -278,6 +320,8 @@ def analyze(
         if e["t"] > run.first_step_t:
             report.joins.append(_per_step_join(run, e) if run.per_step else _elastic_join(run, e))
     report.scaling = [_scaling(run, e) for e in run.of(Event.SCALE)]
+    if run.emits:
+        report.reduced = [_reduced(run, e, report.joins) for e in run.of(Event.EVICT) if e.get("cause") != "scale-in"]
     report.loss_curve, report.world_timeline = _curves(run)
     nodes = {e.get("node") for e in run.of(Event.NODE_ADDED) if e["t"] <= run.first_step_t}
     found = interval_advice(run.events, len(nodes - {None}), checkpoint_every)
@@ -530,9 +574,53 @@ def _outage(run: Timeline, down: Record) -> RendezvousOutage:
     return o
 
 
+# ----------------------------------------------------------------- reduced size
+FULL_RATE_WINDOW_S = 10.0  # the full-size rate is measured over this much training before the eviction
+
+
+def _samples_per_s(steps: list[Record]) -> float | None:
+    """Samples per second over consecutive steps (each step's samples over the time since the
+    one before it)."""
+    if len(steps) < 2:
+        return None
+    seconds = steps[-1]["t"] - steps[0]["t"]
+    samples = sum(int(s.get("samples") or 0) for s in steps[1:])
+    return samples / seconds if seconds > 0 and samples else None
+
+
+def _reduced(run: Timeline, e: Record, joins: list[Join]) -> ReducedSize:
+    """The job between an eviction and the first step of its replacement's larger world."""
+    t = e["t"]
+    join = next((j for j in joins if j.t > t), None)
+    end = (
+        join.t + join.join_s
+        if join is not None and join.join_s is not None
+        else (run.steps[-1]["t"] if run.steps else t)
+    )
+    during = [s for s in run.steps if t < s["t"] <= end]
+    # Steps of the smaller world, from the step before the window (a rate needs a start).
+    before = [s for s in run.steps if t - FULL_RATE_WINDOW_S <= s["t"] <= t]
+    trained = sum(int(s.get("samples") or 0) for s in during)
+    full = _samples_per_s(before)
+    seconds = max(end - t, 0.0)
+    smaller = [s for s in during if join is None or s["t"] < join.t + (join.join_s or 0)]
+    r = ReducedSize(
+        node=e["node"],
+        seconds=seconds,
+        world=int(smaller[-1]["world_size"]) if smaller and smaller[-1].get("world_size") else None,
+        steps=len({s["step"] for s in during}),
+        samples_per_s=trained / seconds if seconds > 0 else None,
+        full_samples_per_s=full,
+        goodput=(trained / (full * seconds)) if full and seconds > 0 else None,
+    )
+    if join is not None:
+        r.replaced_after_s, r.replacement_rank, r.replacement_capacity = join.t - t, join.rank, join.capacity
+    return r
+
+
 # ---------------------------------------------------------------------------- joins
 def _per_step_join(run: Timeline, e: Record) -> Join:
-    j = Join(node=e["node"], t=e["t"])
+    j = Join(node=e["node"], t=e["t"], rank=e.get("rank"), capacity=e.get("capacity"))
     per_step_report.join_figures(j, run.events)
     return j
 
@@ -541,7 +629,9 @@ def _elastic_join(run: Timeline, e: Record) -> Join:
     """The first step at a larger world size after the node came (a round that broke up on
     the way, e.g. a member that missed its heartbeats on a loaded machine, does not end the
     join); without steps of ours, the agents' first rendezvous at a larger world size."""
-    j = Join(node=e["node"], t=e["t"], world_before=run.world_at(e["t"]))
+    j = Join(
+        node=e["node"], t=e["t"], world_before=run.world_at(e["t"]), rank=e.get("rank"), capacity=e.get("capacity")
+    )
     before = j.world_before
     s = next((s for s in run.steps if s["t"] > e["t"] and before is not None and s["world_size"] > before), None)
     rounds = [r for r in run.rounds if r["t"] > e["t"] and (s is None or r["t"] <= s["t"])]

@@ -49,6 +49,10 @@ class DrillConfig:
     evict_at_step: evict once rank 0 reports this step; scripts without our events are
       evicted `evict_after_s` seconds after every node's workers started at full size instead.
     scale_out_after_s: add a node back this many seconds after the job recovered (None: never).
+    replacement_rank, replacement_capacity: the GPU capacity the node added back stands for:
+      a capacity fault is a replacement that comes late (a long `scale_out_after_s`: no spot
+      capacity at rank 1 until the autoscaler gave up on it) from a fallback rank; the report
+      shows the job at reduced size meanwhile and its goodput.
     baselines: after the drill, run the same job this many times more without any fault, each
       drawing samples in another order, and compare the losses (lab.drill.convergence).
     """
@@ -71,6 +75,8 @@ class DrillConfig:
     etcd_binary: str | None = None
     baselines: int = 0
     scale_to: tuple[int, ...] = ()
+    replacement_rank: int | None = None
+    replacement_capacity: str | None = None
 
     def validate(self) -> None:
         """Every bad value at once (InvalidInput), before anything is started."""
@@ -400,8 +406,10 @@ class _Drill:
         local = self.local
         self.wait_for("recovered", lambda: len(local.alive_nodes) < local.spec.max_nodes, self.remaining())
         if self.going_on() and len(local.alive_nodes) < local.spec.max_nodes:
-            self.local.add_node()
-            self.progress.say("node added (scale-out)", len(self.local.alive_nodes), force=True)
+            cfg = self.cfg
+            self.local.add_node(rank=cfg.replacement_rank, capacity=cfg.replacement_capacity)
+            rank = f" from rank {cfg.replacement_rank}" if cfg.replacement_rank else ""
+            self.progress.say(f"node added{rank} (scale-out)", len(self.local.alive_nodes), force=True)
 
     def scale(self, size: int) -> bool:
         """Make the job run at `size` nodes, as `elastic-lab scale` does on a cluster: add nodes,

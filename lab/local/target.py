@@ -370,7 +370,9 @@ class LocalTarget:
         workers = self.spec.max_nodes * self.spec.nproc_per_node
         return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
 
-    def add_node(self) -> Node:
+    def add_node(self, *, rank: int | None = None, capacity: str | None = None) -> Node:
+        """A node more; `rank` and `capacity` say which GPU capacity it stands for (a fallback
+        rank's, in a capacity drill), recorded with it."""
         if self._closed:
             raise LocalTargetError("the local target is closed")
         if len(self.alive_nodes) >= self.spec.max_nodes:
@@ -419,7 +421,8 @@ class LocalTarget:
         node = Node(name, proc, log_path, time.time())
         self._guard(proc)
         self.nodes.append(node)
-        self.record(Event.NODE_ADDED, node=name, pid=proc.pid)
+        where = {k: v for k, v in (("rank", rank), ("capacity", capacity)) if v is not None}
+        self.record(Event.NODE_ADDED, node=name, pid=proc.pid, **where)
         return node
 
     def evict(

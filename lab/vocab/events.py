@@ -132,7 +132,8 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.RDZV_LEFT: frozenset({"round", "signal", "seconds"}),
     Event.WORKERS_CRASH_LOOP: frozenset({"error", "attempts", "rank"}),
     Event.CLUSTER_STARTED: frozenset({"backend", "endpoint", "rdzv_id", "fault_tolerance"}),
-    Event.NODE_ADDED: frozenset({"node", "k8s_node"}),
+    # rank, capacity: the GPU capacity rank it came from, where the drill says (a fallback rank).
+    Event.NODE_ADDED: frozenset({"node", "k8s_node", "rank", "capacity"}),
     # On a cluster `t` is the first sign of the disruption the drill saw, and `requested_t` when it asked the
     # cloud (`backend`) for it: `lead_s` apart (lab.ops.disruption).
     Event.EVICT: frozenset(

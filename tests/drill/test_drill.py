@@ -255,13 +255,16 @@ def test_bad_drill_input_is_a_clear_error_and_starts_nothing(workdir, capsys, ar
     assert not (workdir / "events.jsonl").exists()
 
 
-def test_scale_sizes_that_are_not_numbers_are_named(workdir, capsys):
+def test_scale_sizes_and_replacement_ranks_that_do_not_parse_are_named(workdir, capsys):
     from lab import cli
 
     with pytest.raises(SystemExit) as exit_:
         cli.main(["drill", "--workdir", str(workdir), "--fault", "scale", "--scale-to", "four"])
     assert exit_.value.code == 2
     assert "argument --scale-to: 'four' is invalid: expected node counts such as 4,2" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["drill", "--workdir", str(workdir), "--replacement-from", "0:reserved"])
+    assert "'0:reserved' is invalid: expected a rank >= 1, then :spot or :on-demand" in capsys.readouterr().err
 
 
 def test_missing_etcd_binary_is_a_clear_error(workdir):

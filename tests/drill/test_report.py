@@ -363,3 +363,39 @@ def test_checkpoints_on_node_local_paths_are_named():
     summary = report.summary()
     assert "WARNING: the script wrote checkpoint-like files on node-local paths (node-0/snapshot.pt" in summary
     assert "and 2 more" in summary and "$LAB_CHECKPOINT_DIR" in summary
+
+
+def test_a_late_replacement_from_a_fallback_rank_shows_the_job_at_reduced_size_and_its_goodput():
+    """A capacity fault: 3 nodes at 30 samples/step, 10 steps/s; node c lost at 10 s; the job
+    trains on 2 nodes (20 samples/step) after a 1 s stall; the replacement, from rank 3 on
+    demand, is added 5 s later and trains at world 3 from 16 s."""
+    recorded = [
+        *({"t": 0.0, "event": "node_added", "node": n} for n in "abc"),
+        *(
+            {"t": 1.0 + i / 10, "event": "step", "step": i, "world_size": 3, "samples": 30, "loss": 1.0}
+            for i in range(90)
+        ),
+        {"t": 10.0, "event": "evict", "node": "c", "kind": "hard"},
+        *(
+            {"t": 11.0 + i / 10, "event": "step", "step": 90 + i, "world_size": 2, "samples": 20, "loss": 1.0}
+            for i in range(50)
+        ),
+        {"t": 15.0, "event": "node_added", "node": "d", "rank": 3, "capacity": "on-demand"},
+        *(
+            {"t": 16.0 + i / 10, "event": "step", "step": 140 + i, "world_size": 3, "samples": 30, "loss": 1.0}
+            for i in range(20)
+        ),
+    ]
+    report = analyze(recorded, [], target_steps=None, checkpoint_every=10, node_exit_codes={})
+    (join,) = report.joins
+    assert (join.rank, join.capacity, join.world_after) == (3, "on-demand", 3)
+    (reduced,) = report.reduced
+    assert reduced.node == "c" and reduced.world == 2 and round(reduced.seconds, 2) == 6.0
+    assert round(reduced.replaced_after_s, 2) == 5.0 and reduced.replacement_rank == 3
+    assert round(reduced.full_samples_per_s) == 300
+    # 50 steps of 20 samples and the replacement's first step of 30, in 6 s: 1030 of 1800.
+    assert reduced.steps == 51 and round(reduced.goodput, 3) == round(1030 / 1800, 3)
+    summary = report.summary()
+    assert "node d added (rank 3, on-demand)" in summary
+    assert "at reduced size after losing c: 6.0 s until its replacement (rank 3, on-demand, added 5.0 s" in summary
+    assert "goodput 57 %" in summary
