@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ev.add_argument(
         "--scale-to",
         type=_node_counts,
-        default=(),
+        default=None,
         metavar="N[,N...]",
         help="scale: the node counts to scale the job to after warm-up, in turn, e.g. 4,2 (nodes join, or the "
         "newest leave with a grace to save and go)",
@@ -274,7 +274,7 @@ def build(args: argparse.Namespace) -> DrillConfig:
         evict_at_step=evict_at,
         target_steps=target if steps_ok else None,
         victim=args.victim,
-        scale_to=args.scale_to,
+        scale_to=args.scale_to or (),
     )
     if args.nodes < 1:
         drill = [p for p in drill if p.key != "victim"]  # no index fits no nodes: --nodes says it
@@ -301,7 +301,7 @@ def build(args: argparse.Namespace) -> DrillConfig:
         timeout_s=args.timeout,
         etcd_binary=args.etcd_binary,
         baselines=args.baselines,
-        scale_to=args.scale_to,
+        scale_to=args.scale_to or (),
         replacement_rank=args.replacement_from[0] if args.replacement_from else None,
         replacement_capacity=args.replacement_from[1] if args.replacement_from else None,
     )
