@@ -27,6 +27,7 @@ any rank has, so they schedule on whichever rank the autoscaler brings.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -91,10 +92,9 @@ def priorities_text(table: Mapping[int, Sequence[str]]) -> str:
 
 
 def rank_of_group(table: Mapping[int, Sequence[str]], group_id: str) -> int | None:
-    """Which priority a node group id gets from the table (the highest it matches)."""
-    import re
-
-    matched = [p for p, patterns in table.items() if any(re.fullmatch(x, group_id) for x in patterns)]
+    """Which priority a node group id gets from the table: the highest whose pattern is found in
+    it anywhere, as the autoscaler matches them (unanchored: anchor a pattern to match whole ids)."""
+    matched = [p for p, patterns in table.items() if any(re.search(x, group_id) for x in patterns)]
     return max(matched) if matched else None
 
 

@@ -30,6 +30,12 @@ def test_rank_one_gets_the_highest_priority_and_every_other_group_the_lowest():
     assert [rank_of_group(table, g) for g in ("x-gpuspot", "x-gpuspot2", "x-gpuondemand", "x-cpu")] == [30, 20, 10, 1]
 
 
+def test_patterns_match_anywhere_in_the_id_as_the_autoscaler_matches_them():
+    """Go's FindStringIndex: an unanchored pool name is found in a longer one's scale set."""
+    assert rank_of_group({10: ["gpuspot"]}, "aks-gpuspot2-12345678-vmss") == 10
+    assert rank_of_group({10: ["^aks-gpuspot-[0-9]+-vmss$"]}, "aks-gpuspot2-12345678-vmss") is None
+
+
 def test_a_pattern_with_quotes_survives_the_text():
     table = {5: ["it's"], 1: [".*"]}
     assert yaml.safe_load(priorities_text(table)) == table
