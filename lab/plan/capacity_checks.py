@@ -23,6 +23,7 @@ from lab.plan.aks_pools import MANAGED_CLUSTER, pools
 from lab.plan.findings import Finding
 from lab.vocab import pools as labels
 from lab.vocab.capacity import PRIORITY_CONFIGMAP, PRIORITY_NAMESPACE, PROVISION_TIMEOUT_MIN, RANK_LABEL, rank_of_group
+from lab.vocab.pools import Effect
 
 CHECK = "guardrail:gpu-capacity-ranks"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -72,7 +73,14 @@ def _aks_pools(plan: Any) -> list[RankedPool]:
     return out
 
 
-_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+# EKS's taint effects in Kubernetes' spelling; a startup taint (Mountpoint's) leaves the node
+# before any worker runs there: workers need not tolerate it.
+_EFFECTS: dict[Any, Effect] = {
+    "NO_SCHEDULE": "NoSchedule",
+    "NO_EXECUTE": "NoExecute",
+    "PREFER_NO_SCHEDULE": "PreferNoSchedule",
+}
+_STARTUP_KEYS = {labels.MOUNTPOINT_STARTUP_TAINT.key}
 
 
 def _eks_groups(plan: Any) -> list[RankedPool]:
@@ -83,7 +91,7 @@ def _eks_groups(plan: Any) -> list[RankedPool]:
             continue
         name = str(g.inputs.get("nodeGroupName") or g.name)
         taints = tuple(
-            labels.Taint(t.get("key", ""), t.get("value", "") or "", _EFFECTS.get(t.get("effect"), "NoSchedule")).text()  # type: ignore[arg-type]
+            labels.Taint(t.get("key", ""), t.get("value", "") or "", _EFFECTS.get(t.get("effect"), "NoSchedule")).text()
             for t in g.inputs.get("taints") or []
             if t.get("key") not in _STARTUP_KEYS
         )
@@ -100,9 +108,6 @@ def _eks_groups(plan: Any) -> list[RankedPool]:
             )
         )
     return out
-
-
-_STARTUP_KEYS = {labels.MOUNTPOINT_STARTUP_TAINT.key}
 
 
 def gpu_pools(plan: Any) -> list[RankedPool]:
