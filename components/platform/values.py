@@ -40,13 +40,14 @@ def etcd_values(settings: PlatformSettings, pools: PoolPlacement) -> dict[str, A
 
 
 def notice_handler_values(settings: PlatformSettings, pools: PoolPlacement) -> dict[str, Any]:
-    """Values for charts/spot-notice-handler: a pod on every GPU spot node (its labels, exactly
-    its taints tolerated), from the project's image, with the preserved priority (a handler
-    preempted by inference would miss the notice it is there for)."""
+    """Values for charts/spot-notice-handler: a pod on every GPU spot node (the GPU pools'
+    labels and the spot labels: not on an on-demand GPU rank, which gets no notice; their taints
+    tolerated), from the project's image, with the preserved priority (a handler preempted by
+    inference would miss the notice it is there for)."""
     repository, tag = settings.notice_handler_image_parts
     return {
         "image": {"repository": repository, "tag": tag},
-        "nodeSelector": exactly(pools.gpu_labels, chart_default(NOTICE_CHART, "nodeSelector")),
+        "nodeSelector": exactly(pools.spot_gpu_labels, chart_default(NOTICE_CHART, "nodeSelector")),
         "tolerations": [t.toleration() for t in pools.gpu_taints],
         "priorityClassName": settings.priorities.preserved.name,
     }

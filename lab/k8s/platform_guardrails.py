@@ -808,14 +808,15 @@ def notice_handler_on_spot_nodes(objects: Objects, ctx: GuardrailContext) -> lis
         spec = (pod_template(obj) or {}).get("spec") or {}
         where = object_id(obj)
         selector = dict(spec.get("nodeSelector") or {})
-        foreign = {k: v for k, v in selector.items() if pools.gpu_labels.get(k) != v}
-        if not pins_to(spec, pools.gpu_labels) or foreign:
+        wanted = pools.spot_gpu_labels
+        foreign = {k: v for k, v in selector.items() if wanted.get(k) != v}
+        if not pins_to(spec, wanted) or foreign:
             out.append(
                 Violation(
                     where,
                     "nodeSelector",
                     selector,
-                    f"the GPU spot pool's labels {dict(pools.gpu_labels)} and nothing else",
+                    f"the GPU spot pool's labels {wanted} and nothing else",
                 )
             )
         out += _untolerated(spec, where, pools.gpu_taints, "the GPU spot pool's", "it lands on no GPU node")

@@ -243,6 +243,12 @@ class PoolPlacement:
             found.add("pools.gpuSpot.taints", [t.text() for t in self.gpu_taints], "one taint per key")
         found.raise_if_any()
 
+    @property
+    def spot_gpu_labels(self) -> dict[str, str]:
+        """What selects the spot GPU nodes alone (the GPU ranks' common labels and the spot
+        labels): where a GPU capacity list ends in an on-demand rank, its nodes lack these."""
+        return {**self.gpu_labels, **self.spot_labels}
+
     @classmethod
     def from_mapping(cls, pools: Any) -> PoolPlacement:
         """From config: {cpu: {labels, taints}, gpuSpot: {labels, taints, spotLabels}}; keys

@@ -385,6 +385,12 @@ def test_cluster_info_for_the_platform():
     # The last rank is on demand: workers select what every rank carries, the GPU
     # taint and AKS's spot taint tolerated (a rank without the spot taint needs no toleration).
     assert placement.gpu_labels == {labels.POOL_LABEL: labels.POOL_GPU_SPOT, labels.NVIDIA_GPU_PRESENT_LABEL: "true"}
+    # ... and the spot-notice handler only the spot ranks' nodes (an on-demand VM gets no notice).
+    assert placement.spot_gpu_labels == {
+        **placement.gpu_labels,
+        AKS_SPOT_LABEL: "spot",
+        labels.CAPACITY_LABEL: labels.CAPACITY_SPOT,
+    }
     for pool in plan.of_type(POOL):
         if pool.inputs["nodeLabels"].get(labels.POOL_LABEL) == labels.POOL_GPU_SPOT:
             assert placement.gpu_labels.items() <= pool.inputs["nodeLabels"].items()

@@ -489,7 +489,7 @@ def test_aks_gets_the_notice_handler_on_its_gpu_spot_nodes(aks):
     assert chart.inputs["chart"] == "charts/spot-notice-handler"
     assert chart.inputs["namespace"] == "training"
     values = chart.inputs["values"]
-    assert values["nodeSelector"] == dict(AKS_PLACEMENT.gpu_labels)
+    assert values["nodeSelector"] == dict(AKS_PLACEMENT.gpu_labels) == AKS_PLACEMENT.spot_gpu_labels
     assert values["tolerations"] == [t.toleration() for t in AKS_PLACEMENT.gpu_taints]
     assert values["priorityClassName"] == "elastic-preserved"
     repo, tag = values["image"]["repository"], values["image"]["tag"]
@@ -549,8 +549,8 @@ def test_byo_with_the_handler_passes_the_offline_checks(crd):
     assert [str(i) for i in report.items] == []
     [daemonset] = [o for o in report.objects if o["kind"] == "DaemonSet"]
     pod = daemonset["spec"]["template"]["spec"]
-    # Exactly the byo GPU pool's labels: the chart's AKS default is gone.
-    assert pod["nodeSelector"] == dict(BYO_PLACEMENT.gpu_labels)
+    # Exactly the byo GPU pool's labels and its spot label: the chart's AKS default is gone.
+    assert pod["nodeSelector"] == {**BYO_PLACEMENT.gpu_labels, **BYO_PLACEMENT.spot_labels}
 
 
 def test_handler_off_the_spot_nodes_fails_the_plan_check(monkeypatch, aks):
