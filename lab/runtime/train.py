@@ -377,13 +377,15 @@ class ElasticTraining:
             self.optimizer.step()
             self.step += 1
             self.sampler.advance(covered)
+            if args.log_samples:  # with the update: a notice's save after it never leaves them out
+                events.emit(
+                    Event.SAMPLES, step=self.step, epoch=self.sampler.epoch_of_last_step, indices=indices.tolist()
+                )
         self.loss = local_loss.item() / max(len(indices), 1)
         self.covered, self.local_loss, self.step_seconds = covered, local_loss.item(), time.perf_counter() - t0
         self.phases = {"compute": computed - t0, "update": time.perf_counter() - computed}
         if not self.sharded:
             self._record_step(self.loss)
-        if args.log_samples:
-            events.emit(Event.SAMPLES, step=self.step, epoch=self.sampler.epoch_of_last_step, indices=indices.tolist())
 
     def _record_step(self, loss: float) -> None:
         if self.rank == 0:

@@ -426,7 +426,7 @@ class PerStepTraining:
         self.quorum_of_last_step = quorum_id
         self._reduce(flat)
         reduced = time.perf_counter()
-        committed, covered = self._commit(flat, grads, covered, world)
+        committed, covered = self._commit(flat, grads, covered, world, indices)
         if self.healed_bytes:  # the quorum copied the state from a peer (load_user_state ran)
             events.emit(
                 Event.HEALED,
@@ -510,12 +510,15 @@ class PerStepTraining:
         logging.shutdown()
         os._exit(EXIT_PEER_LOST)
 
-    def _commit(self, flat: torch.Tensor, grads: list[torch.Tensor], covered: int, world: int) -> tuple[bool, int]:
+    def _commit(
+        self, flat: torch.Tensor, grads: list[torch.Tensor], covered: int, world: int, indices: torch.Tensor
+    ) -> tuple[bool, int]:
         """Whether the step committed, and the samples it covered. A notice saves either before
         this step's commit or after its update: should_commit moves the manager's step on, the
         update follows (the commit waits at most the collective timeout). A group healed by an
         asynchronous quorum loads its peer's state in should_commit, its sampler's position
-        included: the step's batch is counted from there."""
+        included: the step's batch is counted from there. The step's samples (--log-samples)
+        are logged with the update: a notice's save after it never leaves them out."""
         if self.sharded:
             self.checkpoints.wait_for_staging()  # a save in flight copies the state this step changes
         with self.notice.consistent:
@@ -527,6 +530,14 @@ class PerStepTraining:
                     p.grad = _like(g, p)
                 self.optimizer.step()
                 self.sampler.advance(covered)
+                if self.args.log_samples and len(indices):
+                    events.emit(
+                        Event.SAMPLES,
+                        step=self.manager.current_step(),
+                        epoch=self.sampler.epoch_of_last_step,
+                        indices=indices.tolist(),
+                        replica=self.replica,
+                    )
         return committed, covered
 
     def _record_step(
@@ -542,14 +553,6 @@ class PerStepTraining:
     ) -> None:
         """The committed step's events (with where its time went), and its periodic checkpoint."""
         step = self.manager.current_step()
-        if self.args.log_samples and len(indices):
-            events.emit(
-                Event.SAMPLES,
-                step=step,
-                epoch=self.sampler.epoch_of_last_step,
-                indices=indices.tolist(),
-                replica=self.replica,
-            )
         if self.group_rank == 0:
             quorum = _quorum_id(self.manager)
             events.emit(
