@@ -15,7 +15,7 @@ from typing import Any
 
 from lab.vocab.azure_regions import AZURE_REGIONS
 from lab.vocab.azure_tags import tag_problems
-from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, shape_problems
+from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, rank_list_problems
 from lab.vocab.checkpoint_location import AKS_KEPT, adoption_problems
 from lab.vocab.machine_shapes import AZURE as AZURE_SHAPES
 from lab.vocab.names import DNS_LABEL
@@ -463,18 +463,15 @@ def _gpu_ranks(args: AksClusterArgs, found: _FieldProblems) -> None:
     found.extend(ranks_found)
     if ranks_found or not isinstance(args.gpu_pool_name, str):
         return
-    ranks = args.gpu_ranks()
-    for rank, size, expected in shape_problems(ranks, AZURE_SHAPES):
-        found.add(f"gpu_fallback[{rank - 2}].vmSize", size, expected)
-    names = [r.name for r in ranks]
-    others = {args.system_pool_name, args.cpu_pool_name}
-    clash = sorted({n for n in names if names.count(n) > 1 or n in others})
-    if clash:
-        found.bad(
-            "gpu_fallback",
-            "ranks whose pool names differ from each other and from the system and CPU pools "
-            f"(set `name` on the rank): {', '.join(clash)} repeats",
+    found.extend(
+        rank_list_problems(
+            args.gpu_ranks(),
+            AZURE_SHAPES,
+            key="gpu_fallback",
+            sizes_key="vmSize",
+            other_pools={args.system_pool_name, args.cpu_pool_name},
         )
+    )
 
 
 def _checkpoint_storage(args: AksClusterArgs, found: _FieldProblems) -> None:

@@ -246,21 +246,16 @@ def gpu_pool(
     """The GPU pool of one capacity rank for elastic workers; scales to zero. A spot rank is
     Spot + Delete + max price; an on-demand rank is Regular. Created after (deleted before)
     the pool `after`: one pool operation at a time."""
-    zones = {"availability_zones": list(spec.zones)} if spec.zones else {}
-    driver = containerservice.GPUProfileArgs(driver=containerservice.GPUDriver.INSTALL)
-    if not spec.spot:
-        return _autoscaled_user_pool(
-            name,
-            args,
-            spec,
-            resource_group=resource_group,
-            cluster=cluster,
-            parent=parent,
-            after=after,
-            scale_set_priority=containerservice.ScaleSetPriority.REGULAR,
-            gpu_profile=driver,
-            **zones,
-        )
+    capacity: dict[str, object] = (
+        {
+            "scale_set_priority": containerservice.ScaleSetPriority.SPOT,  # immutable
+            "scale_set_eviction_policy": containerservice.ScaleSetEvictionPolicy.DELETE,
+            "spot_max_price": args.gpu_spot_max_price,  # -1: up to on-demand; immutable
+            # No upgrade_settings.max_surge: AKS rejects it on spot pools.
+        }
+        if spec.spot
+        else {"scale_set_priority": containerservice.ScaleSetPriority.REGULAR}
+    )
     return _autoscaled_user_pool(
         name,
         args,
@@ -269,10 +264,7 @@ def gpu_pool(
         cluster=cluster,
         parent=parent,
         after=after,
-        scale_set_priority=containerservice.ScaleSetPriority.SPOT,  # immutable
-        scale_set_eviction_policy=containerservice.ScaleSetEvictionPolicy.DELETE,
-        spot_max_price=args.gpu_spot_max_price,  # -1: up to on-demand; immutable
-        gpu_profile=driver,
-        # No upgrade_settings.max_surge: AKS rejects it on spot pools.
-        **zones,
+        gpu_profile=containerservice.GPUProfileArgs(driver=containerservice.GPUDriver.INSTALL),
+        **capacity,
+        **({"availability_zones": list(spec.zones)} if spec.zones else {}),
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.vocab.aws_tags import tag_problems
-from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, shape_problems
+from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, rank_list_problems
 from lab.vocab.checkpoint_location import EKS_KEPT, adoption_problems
 from lab.vocab.machine_shapes import AWS as AWS_SHAPES
 from lab.vocab.names import DNS_LABEL
@@ -513,17 +513,15 @@ def _gpu_ranks(args: EksClusterArgs, found: _FieldProblems) -> None:
     found.extend(ranks_found)
     if ranks_found or not args.gpu_fallback or not isinstance(args.gpu_group_name, str):
         return
-    ranks = args.gpu_ranks()
-    for rank, size, expected in shape_problems(ranks, AWS_SHAPES):
-        found.add(f"gpu_fallback[{rank - 2}].instanceTypes", size, expected)
-    names = [r.name for r in ranks]
-    clash = sorted({n for n in names if names.count(n) > 1 or n == args.cpu_group_name})
-    if clash:
-        found.bad(
-            "gpu_fallback",
-            "ranks whose group names differ from each other and from the CPU group "
-            f"(set `name` on the rank): {', '.join(clash)} repeats",
+    found.extend(
+        rank_list_problems(
+            args.gpu_ranks(),
+            AWS_SHAPES,
+            key="gpu_fallback",
+            sizes_key="instanceTypes",
+            other_pools={args.cpu_group_name},
         )
+    )
     if args.cluster_autoscaler is False:
         found.bad("gpu_fallback", "no fallback ranks while cluster_autoscaler is off: the autoscaler chooses the rank")
 

@@ -236,23 +236,9 @@ class EksCluster(pulumi.ComponentResource):
         group operation at a time keeps updates orderly, and the platform's control plane (etcd,
         the operator) has somewhere to run first. Then each GPU group's node-template tags,
         which let Cluster Autoscaler scale it up from zero."""
-        cpu = node_groups.node_group(
-            f"{name}-{labels.POOL_CPU}",
-            self.group_specs[labels.POOL_CPU],
-            self.args,
-            cluster=cluster,
-            node_role=node_role,
-            subnet_ids=vpc.private_subnet_ids,
-            tags=tags,
-            parent=self,
-            depends_on=node_role_parts,
-        )
-        gpus: list[aws.eks.NodeGroup] = []
-        template_tags: list[aws.autoscaling.Tag] = []
-        for spec in self.gpu_rank_specs:
-            # Rank 1 keeps the name the GPU spot group always had (no replacement on upgrade).
-            resource = f"{name}-{labels.POOL_GPU_SPOT}" + ("" if spec.rank == 1 else f"-rank{spec.rank}")
-            group = node_groups.node_group(
+
+        def group(resource: str, spec: node_groups.GroupSpec, after: list[pulumi.Resource]) -> aws.eks.NodeGroup:
+            return node_groups.node_group(
                 resource,
                 spec,
                 self.args,
@@ -261,10 +247,17 @@ class EksCluster(pulumi.ComponentResource):
                 subnet_ids=vpc.private_subnet_ids,
                 tags=tags,
                 parent=self,
-                depends_on=[*node_role_parts, gpus[-1] if gpus else cpu],
+                depends_on=[*node_role_parts, *after],
             )
-            gpus.append(group)
-            template_tags += node_groups.autoscaler_template_tags(f"{resource}-template", group, spec, parent=self)
+
+        cpu = group(f"{name}-{labels.POOL_CPU}", self.group_specs[labels.POOL_CPU], [])
+        gpus: list[aws.eks.NodeGroup] = []
+        template_tags: list[aws.autoscaling.Tag] = []
+        for spec in self.gpu_rank_specs:
+            # Rank 1 keeps the name the GPU spot group always had (no replacement on upgrade).
+            resource = f"{name}-{labels.POOL_GPU_SPOT}" + ("" if spec.rank == 1 else f"-rank{spec.rank}")
+            gpus.append(group(resource, spec, [gpus[-1] if gpus else cpu]))
+            template_tags += node_groups.autoscaler_template_tags(f"{resource}-template", gpus[-1], spec, parent=self)
         return cpu, gpus, template_tags
 
     def _vpc_cni(self, name: str, cluster: aws.eks.Cluster, tags: dict[str, str]) -> aws.eks.Addon:

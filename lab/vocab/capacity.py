@@ -200,3 +200,23 @@ def shape_problems(ranks: Sequence[GpuRank], shapes: Mapping[str, Shape]) -> lis
                     )
                 )
     return out
+
+
+def rank_list_problems(
+    ranks: Sequence[GpuRank], shapes: Mapping[str, Shape], *, key: str, sizes_key: str, other_pools: set[str]
+) -> list[Problem]:
+    """Problems of a valid list of ranks taken together: a lower rank's size smaller than rank
+    1 allows (`key[i].sizes_key`), and pool names that repeat or clash with `other_pools`."""
+    found = Problems()
+    for rank, size, expected in shape_problems(ranks, shapes):
+        found.add(f"{key}[{rank - 2}].{sizes_key}", size, expected)
+    names = [r.name for r in ranks]
+    clash = sorted({n for n in names if names.count(n) > 1 or n in other_pools})
+    if clash:
+        found.add(
+            key,
+            [r.name for r in ranks[1:]],
+            "ranks whose pool names differ from each other and from the other pools "
+            f"({', '.join(sorted(other_pools))}; set `name` on the rank): {', '.join(clash)} repeats",
+        )
+    return found.items
