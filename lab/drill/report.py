@@ -37,6 +37,9 @@ class Eviction:
     # that was there already) and -> the evicted node gone from the Ready nodes.
     replacement_node_s: float | None = None
     node_gone_s: float | None = None
+    # ... and the GPU capacity rank that node came from, where its labels say (a fallback rank).
+    replacement_rank: int | None = None
+    replacement_capacity: str | None = None
     # A cluster only: the eviction requested through `backend` reached the job `lead_s` later,
     # seen first as `first_sign` (lab.ops.disruption); `t` and every figure count from there.
     backend: str | None = None
@@ -219,7 +222,12 @@ class DrillReport:
             if ev.node_gone_s is not None:
                 lines.append(f"    the node left the Ready nodes after {ev.node_gone_s:.1f} s")
             if ev.replacement_node_s is not None:
-                lines.append(f"    a GPU node was Ready {ev.replacement_node_s:.1f} s after the eviction")
+                rank = (
+                    f" (rank {ev.replacement_rank}, {ev.replacement_capacity})"
+                    if ev.replacement_rank is not None
+                    else ""
+                )
+                lines.append(f"    a GPU node was Ready {ev.replacement_node_s:.1f} s after the eviction{rank}")
             if ev.detected_s is not None:
                 lines.append(f"    an agent saw it leave the round after {ev.detected_s:.2f} s")
             if ev.rendezvous_s is not None:
@@ -546,6 +554,8 @@ def _cluster_figures(run: Timeline, e: Record, ev: Eviction) -> None:
     """On a cluster: the next GPU node Ready, and the evicted node gone from the Ready ones."""
     ready = next((x for x in run.of(Event.K8S_NODE_READY) if x["t"] > e["t"]), None)
     ev.replacement_node_s = ready["t"] - e["t"] if ready else None
+    if ready:
+        ev.replacement_rank, ev.replacement_capacity = ready.get("rank"), ready.get("capacity")
     gone = run.first(Event.K8S_NODE_GONE, e["t"], k8s_node=e.get("k8s_node"))
     ev.node_gone_s = gone["t"] - e["t"] if gone else None
 

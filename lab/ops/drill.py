@@ -33,7 +33,9 @@ from lab.ops import disruption, jobs
 from lab.ops.eviction import EvictionError, EvictionRefused, EvictionStarted, Evictor, Node, pool_refusal
 from lab.ops.kube import KubeApi, KubeError, api_error
 from lab.vocab import events
+from lab.vocab.capacity import RANK_LABEL
 from lab.vocab.events import Event
+from lab.vocab.pools import CAPACITY_LABEL
 
 
 class DrillRefused(KubeError):
@@ -67,6 +69,8 @@ class _Seen:
     followed: set[str] = field(default_factory=set)  # pod uids whose log is followed
     exit_codes: dict[str, int | None] = field(default_factory=dict)  # pod name -> last exit code
     ready_nodes: set[str] = field(default_factory=set)
+    # Each GPU node's capacity rank and capacity, from its labels (lab/vocab/capacity.py).
+    node_ranks: dict[str, dict[str, Any]] = field(default_factory=dict)
     nodes_before: set[str] = field(default_factory=set)  # nodes the job ran on before the eviction
     conditions: tuple[str, ...] = ()
 
@@ -119,6 +123,8 @@ class ClusterDrill:
             for kind, reason, message in new:
                 self.emit(Event.K8S_JOB, condition=kind, reason=reason, message=message[:200])
             self.seen.conditions = conditions
+        # The nodes first: a pod seen on a new node is added with that node's capacity rank.
+        self._poll_nodes()
         listed = set()
         for pod in jobs.job_pods(self.kube, self.cfg.job, self.cfg.namespace):
             uid, state = pod.metadata.uid, jobs.pod_state(pod)
@@ -135,7 +141,8 @@ class ClusterDrill:
                     and (before is None or before[1] != "Running")
                     and state.node not in self.seen.nodes_before
                 ):
-                    self.emit(Event.NODE_ADDED, node=state.name, k8s_node=state.node)
+                    where = self.seen.node_ranks.get(state.node or "", {})
+                    self.emit(Event.NODE_ADDED, node=state.name, k8s_node=state.node, **where)
             code = _exit_code(pod)
             if code is not None:
                 self.seen.exit_codes[state.name] = code
@@ -148,7 +155,6 @@ class ClusterDrill:
             if phase != "Deleted":
                 self.seen.pods[uid] = (name, "Deleted", node)
                 self.emit(Event.K8S_POD, pod=name, phase="Deleted", k8s_node=node, uid=uid)
-        self._poll_nodes()
 
     def _poll_nodes(self) -> None:
         selector = ",".join(f"{k}={v}" for k, v in sorted(self.cfg.gpu_labels.items()))
@@ -156,9 +162,17 @@ class ClusterDrill:
             nodes = self.kube.core.list_node(label_selector=selector).items
         except ApiException as exc:
             raise api_error(exc, "listing the GPU pool's nodes") from None
-        ready = {n.metadata.name for n in nodes if Node.from_k8s(n).ready}
+        seen = [Node.from_k8s(n) for n in nodes]
+        ready = {n.name for n in seen if n.ready}
+        for n in seen:
+            rank = n.labels.get(RANK_LABEL, "")
+            capacity = n.labels.get(CAPACITY_LABEL)
+            self.seen.node_ranks[n.name] = {
+                **({"rank": int(rank)} if rank.isdigit() else {}),
+                **({"capacity": capacity} if capacity else {}),
+            }
         for name in sorted(ready - self.seen.ready_nodes):
-            self.emit(Event.K8S_NODE_READY, k8s_node=name)
+            self.emit(Event.K8S_NODE_READY, k8s_node=name, **self.seen.node_ranks.get(name, {}))
         for name in sorted(self.seen.ready_nodes - ready):
             self.emit(Event.K8S_NODE_GONE, k8s_node=name)
         self.seen.ready_nodes = ready

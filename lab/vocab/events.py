@@ -147,7 +147,7 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.K8S_SUBMITTED: frozenset({"objects"}),
     Event.K8S_JOB: frozenset({"condition", "reason", "message"}),
     Event.K8S_POD: frozenset({"pod", "phase", "k8s_node", "uid"}),
-    Event.K8S_NODE_READY: frozenset({"k8s_node"}),
+    Event.K8S_NODE_READY: frozenset({"k8s_node", "rank", "capacity"}),
     Event.K8S_NODE_GONE: frozenset({"k8s_node"}),
     Event.LOG_LOST: frozenset({"pod", "error"}),
 }

@@ -20,6 +20,7 @@ from lab.ops.drain import KubernetesDrainEvictor
 from lab.ops.drill import ClusterDrill, ClusterDrillConfig, DrillRefused
 from lab.ops.eviction import EvictionRefused, EvictionStarted
 from lab.ops.jobs import JOB_NAME_LABEL, REPLICA_INDEX_LABEL
+from lab.vocab.capacity import RANK_LABEL
 from lab.vocab.pools import CAPACITY_LABEL, POOL_LABEL
 
 from .fake_kube import node, pod
@@ -31,8 +32,18 @@ GPU = {POOL_LABEL: "gpu-spot", CAPACITY_LABEL: "spot"}
 class SimulatedJob:
     """The operator and three workers of PyTorchJob `demo`, driven by what the API server holds."""
 
-    def __init__(self, api_server, *, recover: bool = True, step_dt: float = 0.01, per_step: bool = False):
+    def __init__(
+        self,
+        api_server,
+        *,
+        recover: bool = True,
+        step_dt: float = 0.01,
+        per_step: bool = False,
+        replacement_labels: dict[str, str] | None = None,
+    ):
         self.api_server, self.recover, self.dt, self.per_step = api_server, recover, step_dt, per_step
+        # The labels of the node that replaces the evicted one (a fallback rank's, say).
+        self.replacement_labels = replacement_labels or GPU
         self.stop = threading.Event()
         self.step = 0
 
@@ -91,7 +102,7 @@ class SimulatedJob:
         if not self.recover:
             return
         self._train(pods[:2], self.step + 20, 2, 2)
-        self.api_server.put(node("gpu-3", GPU, "azure:///vmss/3"))
+        self.api_server.put(node("gpu-3", self.replacement_labels, "azure:///vmss/3"))
         pods[2] = self._start_worker(2, "gpu-3")
         self._train(pods[:2], self.step + 20, 2, 2)  # the new pod starts and joins the next round
         self._train(pods, 100, 3, 3)
@@ -158,6 +169,26 @@ def test_the_drill_evicts_a_gpu_node_and_measures_recovery(api_server, kube, ren
         "node_added",
         "step",
     }
+
+
+def test_a_replacement_from_a_fallback_rank_is_named_with_the_time_at_reduced_size(
+    api_server, kube, rendered, simulated, tmp_path
+):
+    """No spot capacity at rank 1: the autoscaler brings a node of rank 3, on demand; the report
+    says where the replacement came from and what the job trained at reduced size meanwhile."""
+    simulated(replacement_labels={POOL_LABEL: "gpu-spot", CAPACITY_LABEL: "on-demand", RANK_LABEL: "3"})
+    cfg = _config(tmp_path, KubernetesDrainEvictor(kube, drain_timeout_s=5), rendered)
+    report = ClusterDrill(cfg, kube).run()
+    assert report.passed, report.summary()
+    (ev,) = report.evictions
+    assert (ev.replacement_rank, ev.replacement_capacity) == (3, "on-demand")
+    (join,) = report.joins
+    assert (join.rank, join.capacity) == (3, "on-demand")
+    (reduced,) = report.reduced
+    assert reduced.world == 2 and reduced.replacement_rank == 3 and reduced.steps > 0
+    summary = report.summary()
+    assert "a GPU node was Ready" in summary and "after the eviction (rank 3, on-demand)" in summary
+    assert "until its replacement (rank 3, on-demand" in summary
 
 
 def test_a_per_step_job_is_measured_by_the_survivors_stall(api_server, kube, rendered, simulated, tmp_path):
