@@ -123,8 +123,6 @@ class ClusterDrill:
             for kind, reason, message in new:
                 self.emit(Event.K8S_JOB, condition=kind, reason=reason, message=message[:200])
             self.seen.conditions = conditions
-        # The nodes first: a pod seen on a new node is added with that node's capacity rank.
-        self._poll_nodes()
         listed = set()
         for pod in jobs.job_pods(self.kube, self.cfg.job, self.cfg.namespace):
             uid, state = pod.metadata.uid, jobs.pod_state(pod)
@@ -141,8 +139,7 @@ class ClusterDrill:
                     and (before is None or before[1] != "Running")
                     and state.node not in self.seen.nodes_before
                 ):
-                    where = self.seen.node_ranks.get(state.node or "", {})
-                    self.emit(Event.NODE_ADDED, node=state.name, k8s_node=state.node, **where)
+                    self.emit(Event.NODE_ADDED, node=state.name, k8s_node=state.node, **self._rank_of(state.node))
             code = _exit_code(pod)
             if code is not None:
                 self.seen.exit_codes[state.name] = code
@@ -155,6 +152,17 @@ class ClusterDrill:
             if phase != "Deleted":
                 self.seen.pods[uid] = (name, "Deleted", node)
                 self.emit(Event.K8S_POD, pod=name, phase="Deleted", k8s_node=node, uid=uid)
+        self._poll_nodes()
+
+    def _rank_of(self, node: str | None) -> dict[str, Any]:
+        """The capacity rank and capacity of a GPU node, from its labels (read when the node is
+        newer than the last look at the pool)."""
+        if node and node not in self.seen.node_ranks:
+            try:
+                self.seen.node_ranks[node] = _rank_fields(Node.from_k8s(self.kube.core.read_node(node)))
+            except ApiException:
+                return {}
+        return self.seen.node_ranks.get(node or "", {})
 
     def _poll_nodes(self) -> None:
         selector = ",".join(f"{k}={v}" for k, v in sorted(self.cfg.gpu_labels.items()))
@@ -165,12 +173,7 @@ class ClusterDrill:
         seen = [Node.from_k8s(n) for n in nodes]
         ready = {n.name for n in seen if n.ready}
         for n in seen:
-            rank = n.labels.get(RANK_LABEL, "")
-            capacity = n.labels.get(CAPACITY_LABEL)
-            self.seen.node_ranks[n.name] = {
-                **({"rank": int(rank)} if rank.isdigit() else {}),
-                **({"capacity": capacity} if capacity else {}),
-            }
+            self.seen.node_ranks[n.name] = _rank_fields(n)
         for name in sorted(ready - self.seen.ready_nodes):
             self.emit(Event.K8S_NODE_READY, k8s_node=name, **self.seen.node_ranks.get(name, {}))
         for name in sorted(self.seen.ready_nodes - ready):
@@ -356,3 +359,10 @@ def _exit_code(pod: Any) -> int | None:
         if terminated is not None:
             return int(terminated.exit_code)
     return None
+
+
+def _rank_fields(node: Node) -> dict[str, Any]:
+    """A GPU node's capacity rank and capacity, as its labels give them (lab/vocab/capacity.py)."""
+    rank = node.labels.get(RANK_LABEL, "")
+    capacity = node.labels.get(CAPACITY_LABEL)
+    return {**({"rank": int(rank)} if rank.isdigit() else {}), **({"capacity": capacity} if capacity else {})}

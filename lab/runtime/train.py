@@ -370,6 +370,11 @@ class ElasticTraining:
             (local_loss * (self.world_size / covered)).backward()  # type: ignore[no-untyped-call]
         except RuntimeError as exc:  # a collective failed: a peer vanished or timed out
             self.peer_lost(exc)
+        if args.log_samples:
+            # Where these samples' gradients entered the all-reduce: every rank's updates with
+            # them, this one's too unless a notice saves it just before (its peers' checkpoints
+            # hold the step). A step a restart redoes is logged again after its `resume`.
+            events.emit(Event.SAMPLES, step=self.step + 1, epoch=self.sampler.epoch, indices=indices.tolist())
         if self.sharded:
             self.checkpoints.wait_for_staging()  # a save in flight copies the state this step changes
         computed = time.perf_counter()
@@ -377,10 +382,6 @@ class ElasticTraining:
             self.optimizer.step()
             self.step += 1
             self.sampler.advance(covered)
-            if args.log_samples:  # with the update: a notice's save after it never leaves them out
-                events.emit(
-                    Event.SAMPLES, step=self.step, epoch=self.sampler.epoch_of_last_step, indices=indices.tolist()
-                )
         self.loss = local_loss.item() / max(len(indices), 1)
         self.covered, self.local_loss, self.step_seconds = covered, local_loss.item(), time.perf_counter() - t0
         self.phases = {"compute": computed - t0, "update": time.perf_counter() - computed}
