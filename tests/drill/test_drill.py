@@ -545,6 +545,6 @@ def test_a_snapshot_on_a_node_local_path_is_named(workdir):
     """The tutorials' default snapshot path is relative: each node writes its own, which goes
     with the node, and the survivors resume from different epochs (their collectives then no
     longer match). The drill names the files, whatever became of the run."""
-    report = run_drill(_tutorial_drill(workdir, "snapshot.pt", timeout_s=45))
+    report = run_drill(_tutorial_drill(workdir, "snapshot.pt", timeout_s=25))
     assert any(p.endswith("/snapshot.pt") for p in report.node_local_checkpoints), report.summary()
     assert "node-local paths" in report.summary()
