@@ -100,6 +100,9 @@ def test_a_fallback_rank_without_quota_is_a_warning_naming_the_rank(aks_quota):
     assert any("rank 2 gpuspot2" in p.found for p in short)  # 24 spot vCPUs, 20 allowed
     assert any("Azure lists no usage 'standardNCASv3_T4Family'" in p.found for p in short)
     assert prerequisites.problems(short) == []
+    # A usage Azure does not list (a family name the table has wrong) is said, never a stop.
+    unlisted = _azure(aks_quota, [_usage("lowPriorityCores", 100), _usage("cores", 350)])
+    assert [p.required for p in unlisted if "Azure lists no usage 'standardDSv5Family'" in p.found] == [False]
 
 
 def _aws(quota, values: dict[str, float | None]) -> list[prerequisites.Prerequisite]:
