@@ -48,7 +48,11 @@ def test_a_job_scaled_out_then_in_while_it_trains_trains_every_sample_once(workd
     leaves = report.evictions
     assert [ev.cause for ev in leaves] == ["scale-in", "scale-in"]
     assert {ev.node for ev in leaves} == {"node-2", "node-3"}  # the newest two: node-3 joined last
-    assert all(ev.lost_steps == 0 and ev.emergency_save_s is not None for ev in leaves), report.summary()
+    assert all(ev.lost_steps == 0 for ev in leaves), report.summary()
+    # Two nodes leave at once: the second's worker may see the first's sockets close before it
+    # takes its notice, and leave through the collective's failure instead (its peers' saves hold
+    # the step): at least one emergency save, no step lost either way.
+    assert any(ev.emergency_save_s is not None for ev in leaves), report.summary()
     summary = report.summary()
     assert "scaled 3 -> 4 node(s)" in summary and "node-3 left (scale-in, SIGTERM with a grace)" in summary
     recorded = events.read(workdir / "events.jsonl")
