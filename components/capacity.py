@@ -38,7 +38,6 @@ def priority_expander(
     pattern: Callable[[str], str],
     provider: k8s.Provider,
     parent: pulumi.Resource,
-    depends_on: Sequence[pulumi.Resource] = (),
 ) -> k8s.core.v1.ConfigMap:
     """The priority expander's ConfigMap: rank 1 highest, every other node group lowest."""
     table = expander_priorities(ranks, pattern)
@@ -50,5 +49,5 @@ def priority_expander(
             labels={"app.kubernetes.io/part-of": PROJECT},
         ),
         data={"priorities": priorities_text(table)},
-        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=list(depends_on)),
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider),
     )

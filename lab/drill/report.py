@@ -602,6 +602,7 @@ def _reduced(run: Timeline, e: Record, joins: list[Join]) -> ReducedSize:
     """The job between an eviction and the first step of its replacement's larger world."""
     t = e["t"]
     join = next((j for j in joins if j.t > t), None)
+    replaced = join is not None and join.join_s is not None
     end = (
         join.t + join.join_s
         if join is not None and join.join_s is not None
@@ -613,7 +614,7 @@ def _reduced(run: Timeline, e: Record, joins: list[Join]) -> ReducedSize:
     trained = sum(int(s.get("samples") or 0) for s in during)
     full = _samples_per_s(before)
     seconds = max(end - t, 0.0)
-    smaller = [s for s in during if join is None or s["t"] < join.t + (join.join_s or 0)]
+    smaller = during[:-1] if replaced else during  # the window ends with the larger world's first step
     r = ReducedSize(
         node=e["node"],
         seconds=seconds,

@@ -33,7 +33,7 @@ from lab.ops import disruption, jobs
 from lab.ops.eviction import EvictionError, EvictionRefused, EvictionStarted, Evictor, Node, pool_refusal
 from lab.ops.kube import KubeApi, KubeError, api_error
 from lab.vocab import events
-from lab.vocab.capacity import RANK_LABEL
+from lab.vocab.capacity import rank_in
 from lab.vocab.events import Event
 from lab.vocab.pools import CAPACITY_LABEL
 
@@ -363,6 +363,5 @@ def _exit_code(pod: Any) -> int | None:
 
 def _rank_fields(node: Node) -> dict[str, Any]:
     """A GPU node's capacity rank and capacity, as its labels give them (lab/vocab/capacity.py)."""
-    rank = node.labels.get(RANK_LABEL, "")
-    capacity = node.labels.get(CAPACITY_LABEL)
-    return {**({"rank": int(rank)} if rank.isdigit() else {}), **({"capacity": capacity} if capacity else {})}
+    rank, capacity = rank_in(node.labels), node.labels.get(CAPACITY_LABEL)
+    return {**({"rank": rank} if rank is not None else {}), **({"capacity": capacity} if capacity else {})}

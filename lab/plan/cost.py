@@ -21,7 +21,7 @@ from typing import Any
 
 from lab.plan.aks_pools import MANAGED_CLUSTER, pools
 from lab.plan.yaml_files import read_mapping
-from lab.vocab.capacity import RANK_LABEL
+from lab.vocab.capacity import rank_in
 from lab.vocab.pools import POOL_LABEL
 from lab.vocab.problems import InvalidInput, Problem
 
@@ -113,7 +113,8 @@ def load_prices(path: Path | str | None = None) -> dict[str, Any]:
     return doc
 
 
-def _count(value: Any) -> int:
+def node_count(value: Any) -> int:
+    """A recorded node count (0 where the plan holds none)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
@@ -156,12 +157,12 @@ def _aks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate | N
     order = {"system": 0, "cpu": 1, "gpu-spot": 2}
     for view in sorted(
         views,
-        key=lambda v: (order.get(str(v.role), 9), _rank((v.get("nodeLabels") or {}).get(RANK_LABEL)) or 0, v.name),
+        key=lambda v: (order.get(str(v.role), 9), rank_in(v.get("nodeLabels")) or 0, v.name),
     ):
         size = str(view.get("vmSize"))
         autoscale = view.get("enableAutoScaling") is True
-        lo = _count(view.get("minCount")) if autoscale else _count(view.get("count"))
-        hi = _count(view.get("maxCount")) if autoscale else _count(view.get("count"))
+        lo = node_count(view.get("minCount")) if autoscale else node_count(view.get("count"))
+        hi = node_count(view.get("maxCount")) if autoscale else node_count(view.get("count"))
         entry = region_prices.get(size) or {}
         on_demand = entry.get("on_demand")
         price = entry.get("spot") if view.spot else on_demand
@@ -169,7 +170,7 @@ def _aks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate | N
         if price is None:
             notes.append(f"no {'spot' if view.spot else 'on-demand'} price for {size}: pool {view.name} not counted")
         pc = PoolCost(view.name, view.role, size, view.spot, lo, hi, price, on_demand, source, entry.get("query"))
-        pc.rank = _rank((view.get("nodeLabels") or {}).get(RANK_LABEL))
+        pc.rank = rank_in(view.get("nodeLabels"))
         costs.append(pc.priced())
 
     return _totals(table, region, prices_path, control, costs, notes)
@@ -203,13 +204,13 @@ def _eks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate:
     order: dict[str | None, int] = {"cpu": 0, "gpu-spot": 1}
     groups = sorted(
         plan.of_type(NODE_GROUP),
-        key=lambda g: (order.get(_role(g), 9), _rank((g.inputs.get("labels") or {}).get(RANK_LABEL)) or 0, g.name),
+        key=lambda g: (order.get(_role(g), 9), rank_in(g.inputs.get("labels")) or 0, g.name),
     )
     for g in groups:
         spot = g.inputs.get("capacityType") == "SPOT"
         types = [str(t) for t in g.inputs.get("instanceTypes") or []]
         scaling = g.inputs.get("scalingConfig") or {}
-        lo, hi = _count(scaling.get("minSize")), _count(scaling.get("maxSize"))
+        lo, hi = node_count(scaling.get("minSize")), node_count(scaling.get("maxSize"))
         entries = {t: region_prices.get(t) or {} for t in types}
         missing = [t for t, e in entries.items() if "on_demand" not in e or (spot and "spot" not in e)]
         name = str(g.inputs.get("nodeGroupName") or g.name)
@@ -225,7 +226,7 @@ def _eks_estimate(plan: Any, prices_path: Path | str | None) -> CostEstimate:
             source, query = entries[dearest].get("source", ""), entries[dearest].get("query")
             shown = dearest + (f" (+{len(types) - 1} more)" if len(types) > 1 else "")
         pc = PoolCost(name, _role(g), shown, spot, lo, hi, price, on_demand, source, query)
-        pc.rank = _rank((g.inputs.get("labels") or {}).get(RANK_LABEL))
+        pc.rank = rank_in(g.inputs.get("labels"))
         costs.append(pc.priced())
 
     return _totals(table, region, prices_path, control, costs, notes)
@@ -279,10 +280,6 @@ def _rank_costs(costs: list[PoolCost], hourly_max: float | None) -> list[RankCos
         capacity = "spot" if c.spot else "on-demand"
         out.append(RankCost(c.rank or 0, c.pool, c.vm_size, capacity, c.max_nodes, c.at_max, cluster, extra))
     return out
-
-
-def _rank(value: Any) -> int | None:
-    return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
 def _role(group: Any) -> str | None:

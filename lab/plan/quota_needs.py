@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.plan.aks_pools import MANAGED_CLUSTER, pools
-from lab.vocab.capacity import RANK_LABEL
+from lab.plan.cost import node_count
+from lab.vocab.capacity import rank_in
 from lab.vocab.pools import POOL_LABEL
 from lab.vocab.quota import PoolDemand, QuotaNeed, aws_needs, azure_needs, unknown_sizes
 
@@ -44,15 +45,6 @@ class StackQuota:
         }
 
 
-def _rank(labels: Any) -> int | None:
-    value = (labels or {}).get(RANK_LABEL)
-    return int(value) if isinstance(value, str) and value.isdigit() else None
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def stack_quota(plan: Any) -> StackQuota | None:
     """The plan's quota needs; None for a plan with no cloud node pools (byo)."""
     if plan.of_type(NODE_GROUP):
@@ -65,8 +57,8 @@ def stack_quota(plan: Any) -> StackQuota | None:
                     str(g.inputs.get("nodeGroupName") or g.name),
                     tuple(str(t) for t in g.inputs.get("instanceTypes") or []),
                     g.inputs.get("capacityType") == "SPOT",
-                    _count((g.inputs.get("scalingConfig") or {}).get("maxSize")),
-                    _rank(node_labels) if node_labels.get(POOL_LABEL) else None,
+                    node_count((g.inputs.get("scalingConfig") or {}).get("maxSize")),
+                    rank_in(node_labels) if node_labels.get(POOL_LABEL) else None,
                 )
             )
         return StackQuota("aws", region, aws_needs(demands, region), unknown_sizes(demands, "aws"))
@@ -79,8 +71,8 @@ def stack_quota(plan: Any) -> StackQuota | None:
             view.name,
             (str(view.get("vmSize")),),
             view.spot,
-            _count(view.get("maxCount") if view.get("enableAutoScaling") is True else view.get("count")),
-            _rank(view.get("nodeLabels")),
+            node_count(view.get("maxCount") if view.get("enableAutoScaling") is True else view.get("count")),
+            rank_in(view.get("nodeLabels")),
         )
         for view in views
     ]

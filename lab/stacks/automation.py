@@ -131,7 +131,7 @@ def _planned_quota(stack: str) -> StackQuota | None:
 
     try:
         return stack_quota(run_program(stack))
-    except (InvalidInput, Refused):
+    except Refused:  # an invalid config (InvalidInput) among them
         return None
 
 

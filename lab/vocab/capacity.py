@@ -51,6 +51,12 @@ MAX_RANKS = 6
 OTHER_GROUPS_PRIORITY = 1
 
 
+def rank_in(labels: Mapping[str, Any] | None) -> int | None:
+    """The capacity rank a pool's or node's labels give (None: not a GPU rank's)."""
+    value = (labels or {}).get(RANK_LABEL)
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
 @dataclass(frozen=True)
 class GpuRank:
     """One rank of GPU capacity: its place (1 = tried first), its pool or node group name, the
