@@ -633,9 +633,12 @@ def _forgive_failures_of_a_lost_round() -> None:
     """torch's agent counts any failed worker against max_restarts, and checks for a
     membership change only while its workers are healthy. When a node vanishes, the first
     survivor to notice stops its workers, and the other survivors' collectives fail at once:
-    a race decides whether they see a failure or the change. Here a failure seen while this
-    agent's round has lost a participant is reported healthy, so the agent takes the
-    membership-change path (restart without counting) on the same tick."""
+    a race decides whether they see a failure or the change. A join races the same way: the
+    first agent to see the new node waiting stops its workers for the next round, and the
+    others' workers fail on the closed connections before their agents look. Here a failure
+    seen while this agent's round has lost a participant, or one caused by a peer while a node
+    waits to join, is reported healthy, so the agent takes the membership-change path
+    (restart without counting) on the same tick."""
     from torch.distributed.elastic.agent.server.api import RunResult, WorkerState
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
 
@@ -650,11 +653,15 @@ def _forgive_failures_of_a_lost_round() -> None:
             return result
         handler = worker_group.spec.rdzv_handler
         lost = hasattr(handler, "lost_members") and handler.lost_members()
-        if not lost and hasattr(handler, "find_the_lost_peer") and a_peer_failed(result.failures):
+        by_a_peer = a_peer_failed(result.failures)
+        # torch restarts the group for a waiting node on the same tick once this is healthy.
+        joining = not lost and by_a_peer and handler.num_nodes_waiting() > 0
+        if not lost and not joining and by_a_peer and hasattr(handler, "find_the_lost_peer"):
             lost = handler.find_the_lost_peer()
-        if lost:
+        if lost or joining:
             log.warning(
-                "workers of a round that lost a participant exited (%s); a membership change, not a failure",
+                "workers of a round that %s exited (%s); a membership change, not a failure",
+                "lost a participant" if lost else "a node waits to join",
                 ", ".join(f"rank {r}: {f.exitcode}" for r, f in sorted(result.failures.items())),
             )
             self._lab_crash_streak = CrashStreak()

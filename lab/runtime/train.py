@@ -357,6 +357,13 @@ class ElasticTraining:
         args = self.args
         indices, covered = self.sampler.peek(args.batch_size, self.rank, self.world_size)
         batch = self.workload.batch(self.data, indices, self.device)
+        if args.log_samples:
+            # Logged before these samples' gradients can enter the all-reduce: an all-reduce can
+            # complete on some ranks and fail on others (a peer left in the middle of it), and a
+            # rank whose backward failed still contributed its gradients to the ranks whose
+            # update went through. A step that no rank completed is redone after a `resume` from
+            # before it, which is how a reader of the log tells the two apart.
+            events.emit(Event.SAMPLES, step=self.step + 1, epoch=self.sampler.epoch, indices=indices.tolist())
         t0 = time.perf_counter()
         if args.step_time:
             time.sleep(args.step_time)  # what an accelerator would spend on a real model
@@ -370,11 +377,6 @@ class ElasticTraining:
             (local_loss * (self.world_size / covered)).backward()  # type: ignore[no-untyped-call]
         except RuntimeError as exc:  # a collective failed: a peer vanished or timed out
             self.peer_lost(exc)
-        if args.log_samples:
-            # Where these samples' gradients entered the all-reduce: every rank's updates with
-            # them, this one's too unless a notice saves it just before (its peers' checkpoints
-            # hold the step). A step a restart redoes is logged again after its `resume`.
-            events.emit(Event.SAMPLES, step=self.step + 1, epoch=self.sampler.epoch, indices=indices.tolist())
         if self.sharded:
             self.checkpoints.wait_for_staging()  # a save in flight copies the state this step changes
         computed = time.perf_counter()

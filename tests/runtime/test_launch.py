@@ -105,14 +105,18 @@ def test_the_agent_event_handler_is_selected_on_torchruns_command_line(monkeypat
 
 
 class _Handler:
-    def __init__(self, lost):
+    def __init__(self, lost, waiting=0):
         self.lost = frozenset(lost)
+        self.waiting = waiting
 
     def lost_members(self):
         return self.lost
 
+    def num_nodes_waiting(self):
+        return self.waiting
 
-def _monitored(monkeypatch, state, lost):
+
+def _monitored(monkeypatch, state, lost, waiting=0, exitcode=1):
     """The agent's monitor as lab.runtime.launch wraps it, around a monitor that reports `state`."""
     from types import SimpleNamespace
 
@@ -120,10 +124,10 @@ def _monitored(monkeypatch, state, lost):
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
     from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 
-    failures = {0: ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file="/nonexistent")}
+    failures = {0: ProcessFailure(local_rank=0, pid=1, exitcode=exitcode, error_file="/nonexistent")}
     monkeypatch.setattr(LocalElasticAgent, "_monitor_workers", lambda self, group: RunResult(state, failures=failures))
     launch._forgive_failures_of_a_lost_round()
-    group = SimpleNamespace(spec=SimpleNamespace(rdzv_handler=_Handler(lost)))
+    group = SimpleNamespace(spec=SimpleNamespace(rdzv_handler=_Handler(lost, waiting)))
     return LocalElasticAgent._monitor_workers(_Budget(100), group)
 
 
@@ -131,6 +135,22 @@ def test_workers_failing_in_a_round_that_lost_a_node_are_a_membership_change(mon
     from torch.distributed.elastic.agent.server.api import WorkerState
 
     assert _monitored(monkeypatch, WorkerState.FAILED, {"node-2"}).state == WorkerState.HEALTHY
+
+
+def test_workers_a_peer_failed_while_a_node_waits_to_join_are_a_membership_change(monkeypatch):
+    """Another agent stopped its workers for a joining node first: this agent's workers failed on
+    the closed connections (our trainers' exit code for a lost peer). Not a failure; a crash of
+    the worker's own while a node waits still is."""
+    from torch.distributed.elastic.agent.server.api import WorkerState
+
+    from lab.vocab.job import EXIT_PEER_LOST
+
+    joined = _monitored(monkeypatch, WorkerState.FAILED, (), waiting=1, exitcode=EXIT_PEER_LOST)
+    assert joined.state == WorkerState.HEALTHY
+    alone = _monitored(monkeypatch, WorkerState.FAILED, (), waiting=0, exitcode=EXIT_PEER_LOST)
+    assert alone.state == WorkerState.FAILED  # nobody lost, nobody joining: counted
+    crashed = _monitored(monkeypatch, WorkerState.FAILED, (), waiting=1, exitcode=1)
+    assert crashed.state == WorkerState.FAILED  # its own failure (exit code 1, no peer's error)
 
 
 @pytest.mark.parametrize("state_name,lost", [("FAILED", ()), ("SUCCEEDED", {"node-2"}), ("HEALTHY", {"node-2"})])
