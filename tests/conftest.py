@@ -81,10 +81,16 @@ def _differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that starts a process of its own carries the `processes` mark (`make
     test-fast` leaves them out): those with a work directory to watch for survivors (`workdir`)
-    or a Python to run (`python`), and those marked by hand."""
+    or a Python to run (`python`), and those marked by hand.
+
+    Those tests run first, in the order pytest-randomly shuffled them (a stable sort keeps
+    it, so a seed still replays its order): they take seconds to a minute each, and one that
+    started last would keep a worker busy long after the others ran out of tests, while the
+    in-process tests after them fill every worker to the end."""
     for item in items:
         if {"workdir", "python"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.processes)
+    items.sort(key=lambda item: item.get_closest_marker("processes") is None)
 
 
 @pytest.fixture(autouse=True)

@@ -359,21 +359,31 @@ def api_server():
 @pytest.mark.timeout(600)
 def test_step3_submits_to_a_cloud_stack_and_a_second_run_replaces_the_job(api_server, tmp_path, work_root):
     """aks-dev's job, created through a kubeconfig of a loopback API server: the image given, the
-    job long enough; run again, the notebook replaces it rather than failing on its name."""
+    job long enough. The job of an earlier run is there: the notebook replaces it rather than
+    failing on its name. (A first run, with no job yet: the cloud path's test below.)"""
     kubeconfig = str(api_server.kubeconfig(tmp_path))
     image = "eslacr.azurecr.io/elastic-spot-lab/trainer:abc123"
+    earlier = {"image": "eslacr.azurecr.io/elastic-spot-lab/trainer:earlier", "name": "pytorch"}
+    template = {"spec": {"containers": [earlier]}}
+    api_server.put(
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "elastic-demo", "namespace": "training"},
+            "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 3, "template": template}}},
+        }
+    )
     params = {"target": "aks-dev", "work_root": str(work_root), "image": image, "kubeconfig": kubeconfig}
     submit = (
         f"elastic-lab submit --stack aks-dev --name elastic-demo --replace --image {image} --kubeconfig {kubeconfig}"
     )
-    for _ in range(2):
-        nb = execute("Step3_run_the_job", **params, watch_s=1)
-        assert commands(nb) == [f"{submit} --dry-run {CLOUD_ARGS}", f"{submit} {CLOUD_ARGS}"]
-        out = text_of(nb)
-        assert "created PyTorchJob/elastic-demo in namespace training" in out
-        assert "after 1 s not every worker of elastic-demo runs" in out  # no node here: it waits for Step 4
+    nb = execute("Step3_run_the_job", **params, watch_s=1)
+    assert commands(nb) == [f"{submit} --dry-run {CLOUD_ARGS}", f"{submit} {CLOUD_ARGS}"]
+    out = text_of(nb)
+    assert "created PyTorchJob/elastic-demo in namespace training" in out
+    assert "after 1 s not every worker of elastic-demo runs" in out  # no node here: it waits for Step 4
     deletes = [path for method, path, *_ in api_server.requests if method == "DELETE" and "pytorchjobs" in path]
-    assert len(deletes) == 1  # the second run replaced the first run's job
+    assert len(deletes) == 1  # the earlier run's job, replaced
     job = api_server.get("PyTorchJob", "elastic-demo", "training")
     worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert worker["image"] == image
