@@ -53,7 +53,10 @@ drill: $(STAMP)
 
 # The code checks, then every test: on four workers, in a new random order each run
 # (pytest-randomly prints "Using --randomly-seed=N" first; `--randomly-seed=N` replays that
-# order, `-p no:randomly` keeps the files' order), the slowest listed at the end. The type
+# order, `-p no:randomly` keeps the files' order), the slowest listed at the end. Tests go to
+# the workers one at a time as each frees up (`--maxschedchunk 1`; xdist's default hands each
+# worker a quarter of its share at once, in order, so one worker got every test that starts
+# processes, which run first). The type
 # checker runs beside the tests: it needs a core for about a minute, which the tests leave
 # idle while their drills wait; its findings are printed after the tests' and fail the run.
 test: $(STAMP)
@@ -62,7 +65,7 @@ test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	@mkdir -p build
 	$(BIN)/mypy > build/mypy.log 2>&1 & types=$$!; \
-	$(BIN)/python -m pytest -n 4 --durations=20 && tests=0 || tests=$$?; \
+	$(BIN)/python -m pytest -n 4 --maxschedchunk 1 --durations=20 && tests=0 || tests=$$?; \
 	wait $$types && typed=0 || typed=$$?; \
 	echo "mypy:"; cat build/mypy.log; \
 	exit $$(( tests ? tests : typed ))
@@ -70,7 +73,7 @@ test: $(STAMP)
 # The tests that start no process (no etcd, agents, workers, kernels or CLI runs): the
 # edit loop. The others carry the `processes` mark (tests/conftest.py).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -m "not processes"
+	$(BIN)/python -m pytest -n 2 --maxschedchunk 1 -m "not processes"
 
 # ruff (format and lint, 120 columns), mypy (all of lab/ and components/) and the layer
 # contracts of the layers (docs/architecture.md) (import-linter; its contracts are in pyproject.toml).
