@@ -55,8 +55,8 @@ drill: $(STAMP)
 # (pytest-randomly prints "Using --randomly-seed=N" first; `--randomly-seed=N` replays that
 # order, `-p no:randomly` keeps the files' order), the slowest listed at the end. Tests go to
 # the workers one at a time as each frees up (`--maxschedchunk 1`; xdist's default hands each
-# worker a quarter of its share at once, in order, so one worker got every test that starts
-# processes, which run first). The type
+# worker a quarter of its share at once, in order: slow tests in a row all went to one worker).
+# The type
 # checker runs beside the tests: it needs a core for about a minute, which the tests leave
 # idle while their drills wait; its findings are printed after the tests' and fail the run.
 test: $(STAMP)
