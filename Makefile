@@ -53,19 +53,20 @@ drill: $(STAMP)
 
 # The code checks, then every test: on four workers, in a new random order each run
 # (pytest-randomly prints "Using --randomly-seed=N" first; `--randomly-seed=N` replays that
-# order, `-p no:randomly` keeps the files' order), the slowest listed at the end. Tests go to
-# the workers one at a time as each frees up (`--maxschedchunk 1`; xdist's default hands each
-# worker a quarter of its share at once, in order: slow tests in a row all went to one worker).
-# The type
-# checker runs beside the tests: it needs a core for about a minute, which the tests leave
-# idle while their drills wait; its findings are printed after the tests' and fail the run.
+# order, `-p no:randomly` keeps the files' order), the slowest listed at the end. xdist hands
+# each worker runs of consecutive tests, so a file's drills mostly run one after another on one
+# worker: every test that starts processes spread over all four at once (`--maxschedchunk 1`)
+# used 17% more CPU (fixtures built on every worker, drills slowing one another) and a node
+# added in a drill then took 17 s to start. The type checker runs beside the tests: it needs a
+# core for about a minute, which the tests leave idle while their drills wait; its findings
+# are printed after the tests' and fail the run.
 test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	@mkdir -p build
 	$(BIN)/mypy > build/mypy.log 2>&1 & types=$$!; \
-	$(BIN)/python -m pytest -n 4 --maxschedchunk 1 --durations=20 && tests=0 || tests=$$?; \
+	$(BIN)/python -m pytest -n 4 --durations=20 && tests=0 || tests=$$?; \
 	wait $$types && typed=0 || typed=$$?; \
 	echo "mypy:"; cat build/mypy.log; \
 	exit $$(( tests ? tests : typed ))
@@ -73,7 +74,7 @@ test: $(STAMP)
 # The tests that start no process (no etcd, agents, workers, kernels or CLI runs): the
 # edit loop. The others carry the `processes` mark (tests/conftest.py).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --maxschedchunk 1 -m "not processes"
+	$(BIN)/python -m pytest -n 2 -m "not processes"
 
 # ruff (format and lint, 120 columns), mypy (all of lab/ and components/) and the layer
 # contracts of the layers (docs/architecture.md) (import-linter; its contracts are in pyproject.toml).

@@ -81,40 +81,10 @@ def _differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that starts a process of its own carries the `processes` mark (`make
     test-fast` leaves them out): those with a work directory to watch for survivors (`workdir`)
-    or a Python to run (`python`), and those marked by hand.
-
-    Those tests are then spread evenly over the first SPREAD of the run, each kind in the order
-    pytest-randomly shuffled it (so a seed still replays the order): they take seconds to a
-    minute each, and one that started last would keep a worker busy long after the others ran
-    out of tests, while all of them at once (first) slowed one another down by half on two cores."""
+    or a Python to run (`python`), and those marked by hand."""
     for item in items:
         if {"workdir", "python"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.processes)
-    items[:] = spread_out(
-        [i for i in items if i.get_closest_marker("processes")],
-        [i for i in items if i.get_closest_marker("processes") is None],
-    )
-
-
-# The share of the run's positions the tests that start processes are spread over.
-SPREAD = 0.85
-
-
-def spread_out(heavy: list[Any], light: list[Any]) -> list[Any]:
-    """`heavy` and `light` merged, each in its own order, the heavy ones at even intervals
-    over the first SPREAD of the positions."""
-    span = max(len(heavy), int((len(heavy) + len(light)) * SPREAD))
-    out: list[Any] = []
-    taken_heavy = taken_light = 0
-    while taken_heavy < len(heavy) or taken_light < len(light):
-        due = taken_heavy < len(heavy) and len(out) >= taken_heavy * span / len(heavy)
-        if due or taken_light == len(light):
-            out.append(heavy[taken_heavy])
-            taken_heavy += 1
-        else:
-            out.append(light[taken_light])
-            taken_light += 1
-    return out
 
 
 @pytest.fixture(autouse=True)
