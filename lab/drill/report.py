@@ -602,19 +602,16 @@ def _reduced(run: Timeline, e: Record, joins: list[Join]) -> ReducedSize:
     """The job between an eviction and the first step of its replacement's larger world."""
     t = e["t"]
     join = next((j for j in joins if j.t > t), None)
-    replaced = join is not None and join.join_s is not None
-    end = (
-        join.t + join.join_s
-        if join is not None and join.join_s is not None
-        else (run.steps[-1]["t"] if run.steps else t)
-    )
+    # The window ends with the larger world's first step, or with the run.
+    larger_from = join.t + join.join_s if join is not None and join.join_s is not None else None
+    end = larger_from if larger_from is not None else (run.steps[-1]["t"] if run.steps else t)
     during = [s for s in run.steps if t < s["t"] <= end]
-    # Steps of the smaller world, from the step before the window (a rate needs a start).
+    # The full size's rate, from the steps just before the eviction.
     before = [s for s in run.steps if t - FULL_RATE_WINDOW_S <= s["t"] <= t]
     trained = sum(int(s.get("samples") or 0) for s in during)
     full = _samples_per_s(before)
     seconds = max(end - t, 0.0)
-    smaller = during[:-1] if replaced else during  # the window ends with the larger world's first step
+    smaller = during[:-1] if larger_from is not None else during  # without the larger world's step
     r = ReducedSize(
         node=e["node"],
         seconds=seconds,
