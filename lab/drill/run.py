@@ -464,11 +464,18 @@ class _Drill:
         report.duration_s = time.monotonic() - self.t_start
         errors = _errors(local)
         ending = last_unrecovered(errors, agents)
+        who = "the drill"
+        if stopped is None and not report.passed:
+            # The agents give up on a crash loop too (lab.runtime.launch): when theirs came
+            # before the drill's next look, the error files still say what it was.
+            steps = [(e["t"], e["step"]) for e in recorded if e["event"] == Event.STEP]
+            if looping := crash_loop(errors, steps):
+                stopped, who = _CrashLoop(*looping), "its agents"
         if stopped is not None:
             # The drill's own words carry the traceback and its meaning: the agents' shorter
             # note of the same crash loop goes.
             report.problems = [p for p in report.problems if not p.startswith("workers crash loop on ")]
-            report.problems.insert(0, "the drill stopped the job: " + describe(stopped.error, stopped.attempts))
+            report.problems.insert(0, f"{who} stopped the job: " + describe(stopped.error, stopped.attempts))
         elif ending is not None and not report.passed:
             report.problems.append("a worker failed: " + describe(ending))
         elif errors and timed_out:

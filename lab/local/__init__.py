@@ -3,6 +3,7 @@ spot nodes and a real rendezvous server (etcd v2 API, a standalone c10d store, o
 lighthouse in per-step mode).
 
   target.py     LocalTarget: the server and the nodes, added and evicted while the job runs
+  node_forker.py   starts each node as a fork of one process that imported torch once
   etcd.py, lighthouse.py   the local rendezvous servers
   procs.py      process plumbing: free ports, whole-tree signals, no orphans
   watchdog.py   stops a run's processes when the process that started them dies

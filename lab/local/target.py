@@ -24,9 +24,9 @@ from typing import Any
 from lab.local import procs
 from lab.local.etcd import EtcdServer, find_etcd
 from lab.local.lighthouse import Lighthouse, find_lighthouse
+from lab.local.node_forker import ForkedNode, ForkerError, NodeForker
 from lab.local.procs import ServerError
 from lab.runtime.events import emit
-from lab.runtime.warm import die_with_parent
 from lab.vocab import events
 from lab.vocab.errors import Refused
 from lab.vocab.events import Event, Source
@@ -44,6 +44,8 @@ TORCHELASTIC_LOGS = "torchelastic"
 AGENT_EVENTS = "agent-events.jsonl"
 # The longest temp dir path under which multiprocessing's sockets still fit.
 MAX_TMP_PATH = 60
+# Under the nodes' directory: what the node forker (lab.local.node_forker) printed.
+FORKER_LOG = "forker.log"
 
 
 def _raise_on_sigterm(signum: int, frame: object) -> None:
@@ -57,7 +59,7 @@ class LocalTargetError(Refused, RuntimeError):
 @dataclass
 class Node:
     name: str
-    proc: subprocess.Popen[bytes]
+    proc: ForkedNode
     log_path: Path
     started_at: float
     eviction: str | None = None  # "notice" | "hard" | "silent"
@@ -98,6 +100,7 @@ class LocalTarget:
         self._etcd: EtcdServer | None = None
         self._lighthouse: Lighthouse | None = None
         self._watchdog: subprocess.Popen[bytes] | None = None
+        self._forker: NodeForker | None = None
         self.tmp_dir: Path | None = None
         self._rdzv_stopped = False
         self._store: subprocess.Popen[bytes] | None = None
@@ -162,6 +165,10 @@ class LocalTarget:
         procs.set_subreaper(True)
         self.tmp_dir = self._make_tmp_dir()
         self._start_watchdog()
+        # The nodes' forker imports torch while the rendezvous server starts.
+        self._forker = NodeForker(self._shared_env(), self.tmp_dir, self.workdir / "nodes" / FORKER_LOG)
+        self._forker.start()
+        self._guard(self._forker.proc)
         # SIGTERM to the launcher (a CI timeout, `kill`) must stop everything it started,
         # as Ctrl-C does: turn it into an exception so close() runs.
         if threading.current_thread() is threading.main_thread():
@@ -245,6 +252,8 @@ class LocalTarget:
                 node.proc.wait(5)
             except subprocess.TimeoutExpired:
                 pass
+        if self._forker:
+            self._forker.close()
         if self._etcd:
             self._etcd.stop()
         if self._lighthouse:
@@ -285,7 +294,7 @@ class LocalTarget:
             start_new_session=True,
         )
 
-    def _guard(self, proc: subprocess.Popen[bytes] | None) -> None:
+    def _guard(self, proc: subprocess.Popen[bytes] | ForkedNode | None) -> None:
         """Hand a process-group leader we started (start_new_session) to the watchdog."""
         if proc is None or self._watchdog is None or self._watchdog.stdin is None:
             return
@@ -370,6 +379,18 @@ class LocalTarget:
         workers = self.spec.max_nodes * self.spec.nproc_per_node
         return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
 
+    def _shared_env(self) -> dict[str, str]:
+        """The environment every node shares (each adds its name and event log)."""
+        return {
+            **os.environ,
+            **self._threads(),
+            **self.spec.worker_env(),
+            **self.extra_env,
+            ENV_EVENTS_FILE: str(self.events_file),
+            "PYTHONUNBUFFERED": "1",
+            "TMPDIR": str(self.tmp_dir),
+        }
+
     def add_node(self, *, rank: int | None = None, capacity: str | None = None) -> Node:
         """A node more; `rank` and `capacity` say which GPU capacity it stands for (a fallback
         rank's, in a capacity drill), recorded with it."""
@@ -388,16 +409,10 @@ class LocalTarget:
         home = self.node_dir(name)
         home.mkdir(parents=True, exist_ok=True)
         env = {
-            **os.environ,
-            **self._threads(),
-            **self.spec.worker_env(),
-            **self.extra_env,
+            **self._shared_env(),
             ENV_NODE: name,
             **({ENV_REPLICA_GROUP: name, ENV_ADVERTISE: "127.0.0.1"} if self.spec.per_step_mode else {}),
             ENV_AGENT_EVENTS: str(home / AGENT_EVENTS),
-            ENV_EVENTS_FILE: str(self.events_file),
-            "PYTHONUNBUFFERED": "1",
-            "TMPDIR": str(self.tmp_dir),
         }
         cmd = [
             *self.spec.launcher(sys.executable),
@@ -405,19 +420,15 @@ class LocalTarget:
             f"--log-dir={home / TORCHELASTIC_LOGS}",
             *self.spec.entrypoint(),
         ]
-        with open(log_path, "ab") as out:
-            # die_with_parent: the node dies with the drill, even when the drill is SIGKILLed
-            # (its forkserver and workers die with it in turn, see lab.runtime.warm).
-            proc = subprocess.Popen(
-                cmd,
-                cwd=home,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
+        # A fork of the forker, in a session of its own: it dies with the forker, which dies
+        # with this process, even when this process is SIGKILLed (its forkserver and workers
+        # die with it in turn, see lab.runtime.warm).
+        if self._forker is None:
+            raise LocalTargetError("the local target was not started: expected start() or `with` first")
+        try:
+            proc = self._forker.fork(cmd, env, home, log_path)
+        except ForkerError as exc:
+            raise LocalTargetError(f"{name} did not start: {exc}") from None
         node = Node(name, proc, log_path, time.time())
         self._guard(proc)
         self.nodes.append(node)

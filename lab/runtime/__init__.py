@@ -4,6 +4,7 @@ python-etcd and the kubernetes client, beside the vocabulary (lab.vocab).
   launch.py          the agent command on every target: torchrun with fractional-second
                      rendezvous settings, a rendezvous that rides out its server restarting
   warm.py, warm_server.py   workers forked from a server that imported torch once
+  preload.py         what it imports for them (and the local target's node forker)
   train.py           the demo elastic training script (DDP, torch.optim)
   train_per_step.py  its per-step fault-tolerant mode (TorchFT)
   checkpoint.py      checkpoints that survive a kill at any moment

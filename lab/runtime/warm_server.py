@@ -1,5 +1,5 @@
 """Imported by lab.runtime.warm's forkserver, and only there: it dies with its agent, and imports
-once what every worker would otherwise import on each restart."""
+once what every worker would otherwise import on each restart (lab.runtime.preload)."""
 
 import signal
 
@@ -11,12 +11,4 @@ die_with_parent()
 # with the agent instead (die_with_parent). Workers set SIGTERM back (lab.runtime.warm.run_script).
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
-import torch  # noqa: E402
-import torch._dynamo  # noqa: E402 - first used by torch.optim and DistributedDataParallel
-import torch.distributed  # noqa: E402
-import torch.nn.parallel  # noqa: E402
-import torch.optim  # noqa: E402
-import torchft.manager  # noqa: E402 - the per-step mode's manager (lab.runtime.train_per_step)
-import torchft.process_group  # noqa: E402, F401
-
-__all__ = ["torch"]
+import lab.runtime.preload  # noqa: E402, F401

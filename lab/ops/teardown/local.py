@@ -192,7 +192,10 @@ class LocalTeardown:
             env = proc.info["environ"] or {}
             argv = proc.info["cmdline"] or []
             if events_file and _real(env.get(ENV_EVENTS_FILE)) == events_file:
-                node = env.get(ENV_NODE)
+                # A node forked by the node forker shows the environment the nodes share: its
+                # name is in the events.
+                recorded = proc.pid in nodes and recorded_then(proc.pid, nodes[proc.pid][0])
+                node = env.get(ENV_NODE) or (nodes[proc.pid][1] if recorded else None)
                 roots[proc.pid] = (
                     proc,
                     f"runs for this work directory (${ENV_EVENTS_FILE}){f', node {node}' if node else ''}",
