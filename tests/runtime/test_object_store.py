@@ -144,7 +144,7 @@ def test_ranks_save_to_s3_and_load_resharded_from_it(workdir, python):
         results = []
         for nproc, args in ((2, ("save", location, "4", "2")), (1, ("load", location))):
             proc = subprocess.run(
-                [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(JOB), *args],
+                [python, "-m", "lab.runtime.launch", "--standalone", f"--nproc-per-node={nproc}", str(JOB), *args],
                 capture_output=True,
                 text=True,
                 timeout=180,

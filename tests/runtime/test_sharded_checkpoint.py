@@ -1,5 +1,6 @@
 """Sharded checkpoints (lab.runtime.sharded_checkpoint): what counts as committed, what is
-pruned, a load into other world sizes, and a kill in the middle of an asynchronous save."""
+pruned, a load into other world sizes, and a kill in the middle of an asynchronous save. The
+jobs run under the agent every target runs (torchrun through lab.runtime.launch)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def test_nothing_committed_prunes_nothing(tmp_path):
 
 def _run(python: str, nproc: int, *args: str, env: dict | None = None, timeout: float = 120) -> list[dict]:
     proc = subprocess.run(
-        [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(JOB), *args],
+        [python, "-m", "lab.runtime.launch", "--standalone", f"--nproc-per-node={nproc}", str(JOB), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -111,7 +112,7 @@ def test_a_kill_during_an_asynchronous_save_leaves_the_previous_checkpoint_loada
         [
             python,
             "-m",
-            "torch.distributed.run",
+            "lab.runtime.launch",
             "--standalone",
             "--nproc-per-node=2",
             str(JOB),
@@ -126,7 +127,7 @@ def test_a_kill_during_an_asynchronous_save_leaves_the_previous_checkpoint_loada
     )
 
     def signal_all(sig: int) -> None:
-        """torchrun and its workers (which torch starts in sessions of their own)."""
+        """The agent, its forkserver and its workers (which run in sessions of their own)."""
         root = psutil.Process(proc.pid)
         for p in [root, *root.children(recursive=True)]:
             try:

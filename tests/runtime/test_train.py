@@ -1,4 +1,7 @@
-"""lab.runtime.train under real torchrun: resume, data position, sharding across a world-size change."""
+"""lab.runtime.train under real torchrun: resume, data position, sharding across a world-size
+change. The agent is the one every target runs (torchrun through lab.runtime.launch, workers
+forked warm), and once plain torchrun (`python -m torch.distributed.run`, a new Python per
+worker), as a user's own image may run the script."""
 
 import collections
 import os
@@ -9,7 +12,7 @@ from lab.runtime.demo import GlobalSampler
 from lab.vocab import events
 
 
-def _torchrun(workdir, nproc, *train_args, env_extra=None):
+def _torchrun(workdir, nproc, *train_args, env_extra=None, agent="lab.runtime.launch"):
     env = {
         **os.environ,
         "LAB_EVENTS_FILE": str(workdir / "events.jsonl"),
@@ -19,7 +22,7 @@ def _torchrun(workdir, nproc, *train_args, env_extra=None):
     cmd = [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        agent,
         "--standalone",
         f"--nproc-per-node={nproc}",
         "-m",
@@ -89,7 +92,7 @@ def test_each_rank_resumes_its_own_rng_stream(workdir):
 
 
 def test_learning_rate_scales_with_world_size(workdir):
-    run = _torchrun(workdir, 2, "--steps", "2", "--lr", "0.1", "--lr-scaling", "linear")
+    run = _torchrun(workdir, 2, "--steps", "2", "--lr", "0.1", "--lr-scaling", "linear", agent="torch.distributed.run")
     assert run.returncode == 0, run.stderr[-2000:]
     fresh = [e for e in events.read(workdir / "events.jsonl") if e["event"] == "fresh"]
     assert {round(e["lr"], 6) for e in fresh} == {0.2}
