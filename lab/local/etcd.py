@@ -79,10 +79,24 @@ class EtcdServer:
         return f"{self.host}:{self.client_port}"
 
     def start(self, timeout: float = 20.0) -> EtcdServer:
-        """Start on free loopback ports; a server started before comes back on its own ports
-        with its data (as an etcd pod restarts behind its Service)."""
-        if not self.client_port:
-            self.client_port, self.peer_port = free_port(self.host), free_port(self.host)
+        """Start on free loopback ports (others, when another process took them first); a
+        server started before comes back on its own ports with its data (as an etcd pod
+        restarts behind its Service)."""
+        fresh = not self.client_port
+        self.log_path = self.workdir / "etcd.log"
+        for _ in range(procs.PORT_TRIES if fresh else 1):
+            if fresh:
+                self.client_port, self.peer_port = free_port(self.host), free_port(self.host)
+            since = procs.log_size(self.log_path)
+            proc = self._start(timeout)
+            if proc.poll() is None:
+                return self
+            if not (fresh and procs.lost_the_port(self.log_path, since)):
+                break
+        raise ServerError(f"etcd exited with code {proc.returncode} at start (log: {self.log_path})")
+
+    def _start(self, timeout: float) -> subprocess.Popen[bytes]:
+        """Start on the ports chosen; the process, running (answering v2 writes) or exited."""
         data = self.data_dir
         data.mkdir(mode=0o700, parents=True, exist_ok=True)  # etcd warns about wider access
         client, peer = f"http://{self.host}:{self.client_port}", f"http://{self.host}:{self.peer_port}"
@@ -106,14 +120,11 @@ class EtcdServer:
             "--log-level",
             "warn",
         ]
-        self.log_path = self.workdir / "etcd.log"
         self.proc = proc = procs.start_server(cmd, self.log_path)
         if not wait_until(lambda: proc.poll() is not None or self.v2_ready(), timeout):
             self.stop()
             raise ServerError(f"etcd did not answer v2 writes within {timeout:g} s (log: {self.log_path})")
-        if proc.poll() is not None:
-            raise ServerError(f"etcd exited with code {proc.returncode} at start (log: {self.log_path})")
-        return self
+        return proc
 
     def v2_ready(self) -> bool:
         req = urllib.request.Request(

@@ -51,16 +51,28 @@ class Lighthouse:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 20.0) -> Lighthouse:
-        """Start on a free loopback port, or on the port it had before."""
-        self.port = self.port or procs.free_port(self.host)
+        """Start on a free loopback port (another, when another process took it first), or on
+        the port it had before."""
+        fresh = not self.port
+        for _ in range(procs.PORT_TRIES if fresh else 1):
+            if fresh:
+                self.port = procs.free_port(self.host)
+            since = procs.log_size(self.log_path)
+            proc = self._start(timeout)
+            if proc.poll() is None:
+                return self
+            if not (fresh and procs.lost_the_port(self.log_path, since)):
+                break
+        raise ServerError(f"the lighthouse exited with code {proc.returncode} (log: {self.log_path})")
+
+    def _start(self, timeout: float) -> subprocess.Popen[bytes]:
+        """Start on the port chosen; the process, running (answering) or exited."""
         cmd = [self.binary, *self.settings.lighthouse_args(self.min_replicas, bind=self.endpoint)]
         self.proc = proc = procs.start_server(cmd, self.log_path)
         if not procs.wait_until(lambda: proc.poll() is not None or self.ready(), timeout):
             self.stop()
             raise ServerError(f"the lighthouse did not answer within {timeout:g} s (log: {self.log_path})")
-        if proc.poll() is not None:
-            raise ServerError(f"the lighthouse exited with code {proc.returncode} (log: {self.log_path})")
-        return self
+        return proc
 
     def ready(self) -> bool:
         """Its status page answers."""

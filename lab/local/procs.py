@@ -45,6 +45,30 @@ def set_subreaper(on: bool) -> None:
         pass
 
 
+# How many free ports a server started on a fresh port tries: between the pick (the port is
+# free) and the server's bind, another process on the machine may take it.
+PORT_TRIES = 3
+
+
+def log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def lost_the_port(log_path: Path, since: int) -> bool:
+    """Whether a server that exited at start wrote, after byte `since` of its log, that its
+    address was taken (another process bound the free port picked for it first)."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(since)
+            text = log.read().decode(errors="replace").lower()
+    except OSError:
+        return False
+    return "address already in use" in text or "eaddrinuse" in text
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))

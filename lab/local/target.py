@@ -208,19 +208,32 @@ class LocalTarget:
         return "lighthouse" if self.spec.per_step_mode else self.spec.rdzv_backend.value
 
     def _start_store(self) -> str:
-        port = self._store_port = self._store_port or procs.free_port()
+        """Start the c10d store on a free port (another, when another process took it first),
+        or on the port it had before; its endpoint."""
+        fresh = not self._store_port
         log_path = self.workdir / "c10d-store.log"
+        for _ in range(procs.PORT_TRIES if fresh else 1):
+            if fresh:
+                self._store_port = procs.free_port()
+            since = procs.log_size(log_path)
+            store, ready = self._start_store_once(log_path)
+            if ready and store.poll() is None:
+                return f"127.0.0.1:{self._store_port}"
+            if not (fresh and store.poll() is not None and procs.lost_the_port(log_path, since)):
+                break
+        raise LocalTargetError(f"the c10d store did not start (log: {log_path})")
+
+    def _start_store_once(self, log_path: Path) -> tuple[subprocess.Popen[bytes], bool]:
+        """The store on the port chosen, and whether it said it listens within 30 s."""
         self._store = store = procs.start_server(
-            [sys.executable, "-m", "lab.runtime.store", "--port", str(port)], log_path
+            [sys.executable, "-m", "lab.runtime.store", "--port", str(self._store_port)], log_path
         )
         self._guard(store)
         started = log_path.read_text().count("listening")
         ready = procs.wait_until(
             lambda: store.poll() is not None or log_path.read_text().count("listening") > started, 30
         )
-        if not ready or store.poll() is not None:
-            raise LocalTargetError(f"the c10d store did not start (log: {log_path})")
-        return f"127.0.0.1:{port}"
+        return store, ready
 
     def close(self) -> None:
         """Stop every node tree, the rendezvous server, and any straggler we adopted. A
