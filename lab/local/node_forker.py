@@ -263,21 +263,24 @@ class NodeForker:
         self._reader.start()
 
     def _read(self, stream: IO[bytes]) -> None:
-        for line in stream:
-            message = json.loads(line)
-            if "ready" in message:
-                self._ready.set()
-            elif "exited" in message:
-                with self._changed:
-                    self._codes[int(message["exited"])] = int(message["code"])
-                    self._changed.notify_all()
-            else:
-                self._replies.put(message)
-        with self._changed:
-            self._gone = True
-            self._changed.notify_all()
-        self._ready.set()
-        self._replies.put({"refused": "the forker is gone"})
+        """The forker's messages, until it is gone (or says something unreadable)."""
+        try:
+            for line in stream:
+                message = json.loads(line)
+                if "ready" in message:
+                    self._ready.set()
+                elif "exited" in message:
+                    with self._changed:
+                        self._codes[int(message["exited"])] = int(message["code"])
+                        self._changed.notify_all()
+                else:
+                    self._replies.put(message)
+        finally:
+            with self._changed:
+                self._gone = True
+                self._changed.notify_all()
+            self._ready.set()
+            self._replies.put({"refused": "the forker is gone"})
 
     def _problem(self, what: str) -> ForkerError:
         tail = self.log_path.read_text(errors="replace").splitlines()[-10:] if self.log_path.exists() else []
