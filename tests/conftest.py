@@ -85,6 +85,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if {"workdir", "python"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.processes)
+    items[:] = long_tests_first_in_each_share(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+def long_tests_first_in_each_share(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """The same tests in pytest-randomly's order, but for the `long` ones: each worker's share
+    starts with some of them. `--dist worksteal` hands worker i the i-th share (the remaining
+    tests split evenly among the workers left) and moves queued tests by count, not by cost:
+    a long test late in a share ran last, the other workers long done."""
+    long = [item for item in items if item.get_closest_marker("long")]
+    if workers < 2 or not long:
+        return items
+    rest = iter([item for item in items if not item.get_closest_marker("long")])
+    buckets = [long[k::workers] for k in range(workers)]
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for k in range(workers):
+        size = left // (workers - k)  # what xdist's work stealing sends each idle worker first
+        share = buckets[k] + [next(rest) for _ in range(size - len(buckets[k]))]
+        ordered += share
+        left -= size
+    return ordered + list(rest)  # none, unless a share is smaller than its long tests
 
 
 @pytest.fixture(autouse=True)

@@ -106,6 +106,7 @@ def test_ci_runs_the_readmes_test_command():
 
 @pytest.mark.processes
 @pytest.mark.timeout(400)
+@pytest.mark.long
 def test_the_readmes_drill_runs_as_written(tmp_path):
     """`make drill`, as make would run it here (set up already), from another directory so
     its run directory lands there."""

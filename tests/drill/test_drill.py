@@ -101,6 +101,7 @@ OUTAGE_RUNS = {
 
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("name", OUTAGE_RUNS)
+@pytest.mark.long
 def test_the_job_rides_out_a_rendezvous_server_restart(workdir, name):
     """The rendezvous server (etcd with its data or empty, as a moved pod comes back; a store
     always restarts empty) is down for 3 s while 3 nodes train: training goes on, no worker
@@ -187,6 +188,7 @@ def test_drill_of_a_script_without_our_events_reports_what_the_agents_saw(workdi
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.long
 def test_the_cli_drill_of_a_hard_kill_and_a_join_reports_json_and_a_timeline(workdir):
     """`elastic-lab drill` of a small GPT sharded by FSDP2: 3 nodes on etcd v2, one SIGKILLed,
     one added back. The job reaches its target step, loses at most a checkpoint interval

@@ -137,6 +137,7 @@ SURVIVOR_RUNS = {"hard": ("tiny", 1), "notice": ("gpt-small", 2), "silent": ("ti
 
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("eviction", list(SURVIVOR_RUNS))
+@pytest.mark.long
 def test_the_survivors_train_on_through_an_eviction_and_a_join(workdir, eviction):
     """3 replica groups, one SIGKILLed, given a notice or vanished, one added back."""
     model, nproc = SURVIVOR_RUNS[eviction]

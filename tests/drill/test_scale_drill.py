@@ -26,6 +26,7 @@ def _spec(workdir) -> JobSpec:
 
 
 @pytest.mark.processes
+@pytest.mark.long
 def test_a_job_scaled_out_then_in_while_it_trains_trains_every_sample_once(workdir):
     cfg = DrillConfig(
         spec=_spec(workdir),

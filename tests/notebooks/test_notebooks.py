@@ -204,6 +204,7 @@ def test_step1_shows_the_offline_plan_and_its_cost_as_a_chart():
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.long
 def test_step2_shows_the_contract_and_drills_a_script_of_its_own(work_root):
     nb = execute("Step2_make_it_elastic", target="local", work_root=str(work_root))
     out = text_of(nb)
@@ -235,6 +236,7 @@ def test_step3_trains_the_demo_job_on_three_nodes_and_plots_the_loss(work_root):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.long
 def test_step4_evicts_a_node_silently_and_recovers(work_root):
     nb = execute("Step4_evict_and_recover", target="local", work_root=str(work_root))
     out = text_of(nb)
@@ -391,6 +393,7 @@ def test_step3_submits_to_a_cloud_stack_and_a_second_run_replaces_the_job(api_se
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.long
 def test_the_cloud_path_in_sequence_submits_evicts_a_node_of_that_job_and_lists_its_teardown(
     api_server, tmp_path, work_root
 ):

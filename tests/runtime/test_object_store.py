@@ -114,6 +114,7 @@ def test_a_directory_is_written_through_a_temporary_name_or_once(tmp_path):
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.long
 def test_ranks_save_to_s3_and_load_resharded_from_it(workdir, python):
     """Two FSDP2 ranks save straight to S3 (moto's server on loopback, reached the way a pod
     reaches S3: boto3's default credentials and endpoint), one rank loads it back."""

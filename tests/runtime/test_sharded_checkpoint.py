@@ -87,6 +87,7 @@ def _run(python: str, nproc: int, *args: str, env: dict | None = None, timeout: 
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.long
 def test_a_checkpoint_saved_by_two_ranks_loads_into_one_and_into_three(workdir, python):
     """FSDP2 shards of a model and its AdamW state, saved asynchronously at world size 2, load
     resharded at world sizes 1 and 3: the same full state, the same progress."""
