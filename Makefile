@@ -61,6 +61,7 @@ drill: $(STAMP)
 # order, `-p no:randomly` keeps the files' order), the slowest listed at the end. Each worker
 # starts on a quarter of that order and a worker left idle takes half of a busy one's queue
 # (`--dist worksteal`): 418 s against 460 s with xdist's default, same seed, on a clean clone.
+# The tests marked `long` start each share (tests/conftest.py): 437 s against 534 s, same seed.
 # A file's drills still run mostly one after another on one worker: every test that starts
 # processes spread over all four at once (`--maxschedchunk 1`) used 17% more CPU (fixtures
 # built on every worker, drills slowing one another). The type checker runs beside the tests:
