@@ -82,18 +82,16 @@ class EtcdServer:
         """Start on free loopback ports (others, when another process took them first); a
         server started before comes back on its own ports with its data (as an etcd pod
         restarts behind its Service)."""
-        fresh = not self.client_port
         self.log_path = self.workdir / "etcd.log"
-        for _ in range(procs.PORT_TRIES if fresh else 1):
-            if fresh:
-                self.client_port, self.peer_port = free_port(self.host), free_port(self.host)
-            since = procs.log_size(self.log_path)
-            proc = self._start(timeout)
-            if proc.poll() is None:
-                return self
-            if not (fresh and procs.lost_the_port(self.log_path, since)):
-                break
+        proc = procs.start_on_free_ports(
+            not self.client_port, self._pick_ports, lambda: self._start(timeout), self.log_path
+        )
+        if proc.poll() is None:
+            return self
         raise ServerError(f"etcd exited with code {proc.returncode} at start (log: {self.log_path})")
+
+    def _pick_ports(self) -> None:
+        self.client_port, self.peer_port = free_port(self.host), free_port(self.host)
 
     def _start(self, timeout: float) -> subprocess.Popen[bytes]:
         """Start on the ports chosen; the process, running (answering v2 writes) or exited."""

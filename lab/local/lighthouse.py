@@ -53,17 +53,13 @@ class Lighthouse:
     def start(self, timeout: float = 20.0) -> Lighthouse:
         """Start on a free loopback port (another, when another process took it first), or on
         the port it had before."""
-        fresh = not self.port
-        for _ in range(procs.PORT_TRIES if fresh else 1):
-            if fresh:
-                self.port = procs.free_port(self.host)
-            since = procs.log_size(self.log_path)
-            proc = self._start(timeout)
-            if proc.poll() is None:
-                return self
-            if not (fresh and procs.lost_the_port(self.log_path, since)):
-                break
+        proc = procs.start_on_free_ports(not self.port, self._pick_port, lambda: self._start(timeout), self.log_path)
+        if proc.poll() is None:
+            return self
         raise ServerError(f"the lighthouse exited with code {proc.returncode} (log: {self.log_path})")
+
+    def _pick_port(self) -> None:
+        self.port = procs.free_port(self.host)
 
     def _start(self, timeout: float) -> subprocess.Popen[bytes]:
         """Start on the port chosen; the process, running (answering) or exited."""

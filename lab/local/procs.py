@@ -69,6 +69,23 @@ def lost_the_port(log_path: Path, since: int) -> bool:
     return "address already in use" in text or "eaddrinuse" in text
 
 
+def start_on_free_ports(
+    fresh: bool, pick: Callable[[], None], start: Callable[[], subprocess.Popen[bytes]], log_path: Path
+) -> subprocess.Popen[bytes]:
+    """`start()` a server (after `pick()` chose free ports for it, when `fresh`), again on
+    other ports while it exits saying in its log that its address was taken (up to
+    PORT_TRIES times; a restart on its own ports is tried once); the last process, running or
+    exited."""
+    for _ in range(PORT_TRIES if fresh else 1):
+        if fresh:
+            pick()
+        since = log_size(log_path)
+        proc = start()
+        if proc.poll() is None or not (fresh and lost_the_port(log_path, since)):
+            break
+    return proc
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
