@@ -251,7 +251,9 @@ def _handler_class() -> type[Any]:
                 # Closed: the job is over (an agent whose workers finished closes it), and the
                 # nodes leaving now are done, not lost; a restart would train nothing.
                 return frozenset()
-            lost = self._members - set(state.participants)
+            # A member on the wait list left only to rejoin (its agent restarts for a node that
+            # joins): it is not lost.
+            lost = self._members - set(state.participants) - set(state.wait_list)
             if lost and not self._lost_reported:
                 self._lost_reported = True
                 # Before the agent stops the workers: sharded workers then leave at once
@@ -418,10 +420,16 @@ def _create_handler(
         keep_alive_max_attempt=attempts,
     )
     handler.server_outage_s = _server_outage_s(params)
+    _restoring(handler, backend)
     _HANDLERS.append(handler)
     handler._store = RoundStore(handler._store, handler._rank0_present)
     poll = _seconds(params, POLL_KEY)
-    _set_poll_interval(poll.total_seconds() if poll is not None else 1.0)  # torch's own: 1 s
+    poll_s = poll.total_seconds() if poll is not None else 1.0  # torch's own: 1 s
+    # torch's state holder answers reads within `cache_duration` (1 s) of the last from its
+    # cache, whatever the poll: the monitor's check for nodes waiting to join and a waiting
+    # agent's look for an open round would see the server's state up to a second late.
+    handler._state_holder._cache_duration = poll_s
+    _set_poll_interval(poll_s)
     return handler
 
 
@@ -498,12 +506,47 @@ def _outage_gave_up(down_s: float) -> None:
     events.emit(Event.RDZV_GAVE_UP, down_s=round(down_s, 3), source="agent")
 
 
+class _RestoringBackend:
+    """torch's rendezvous backend, except that a server with no state at all, asked by an
+    agent that is in a round (the server came back empty), first gets that agent's view of the
+    round written back. torch's state holder takes "no state" for an empty round: whichever read
+    reached the restarted server first (the monitor's, the heartbeat thread's) would report
+    every participant gone and restart every worker."""
+
+    def __init__(self, backend: Any, handler: Any) -> None:
+        self.backend, self._handler = backend, handler
+
+    @property
+    def name(self) -> str:
+        return str(self.backend.name)
+
+    def get_state(self) -> Any:
+        got = self.backend.get_state()
+        if got is None:
+            # Read again whether this agent wrote the round back or another did meanwhile.
+            _restore_round(self._handler, self.backend)
+            got = self.backend.get_state()
+        return got
+
+    def set_state(self, state: bytes, token: Any = None) -> Any:
+        got = self.backend.set_state(state, token)
+        if got is None:
+            _restore_round(self._handler, self.backend)
+            current = self.backend.get_state()
+            got = None if current is None else (*current, False)  # not this write: the restored round
+        return got
+
+
+def _restoring(handler: Any, backend: Any) -> None:
+    handler._state_holder._backend = _RestoringBackend(backend, handler)
+
+
 def _use_backend(handler: Any, backend: Any, store: Any) -> None:
     """Make `handler` talk to the server through `backend` and `store` from now on. The state's
     version token is dropped: a server that restarted empty has no such version, and writes
     made against it would fail for good; without one the next write re-reads the state."""
     _restore_round(handler, backend)
-    handler._state_holder._backend = backend
+    _restoring(handler, backend)
     from lab.runtime.round_store import RoundStore
 
     handler._state_holder._token = None

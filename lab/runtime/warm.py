@@ -30,6 +30,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1
@@ -162,6 +163,33 @@ def _let_gloo_drain_on_destroy() -> None:
     torch.distributed.destroy_process_group = wrapped
 
 
+# How long a worker of rank > 0 waits for rank 0's store server to listen (then torch's own
+# connection retries take over).
+STORE_WAIT_S = 10.0
+STORE_PROBE_EVERY_S = 0.005
+
+
+def wait_for_the_store_server(environ: Mapping[str, str] | None = None, timeout_s: float = STORE_WAIT_S) -> float:
+    """A worker of rank > 0 whose process group's store is served by the rank-0 worker
+    (torchrun without a shared agent store) waits here until that server accepts connections;
+    the seconds waited. Every worker of a round starts at once, and torch's store client backs
+    off 0.25-0.75 s (500 ms +- 50 %) after a refused connection, so without this wait every
+    restart of the workers (a recovery, a node joining) paid that for the milliseconds rank 0
+    takes to listen. Probes are plain connections, closed at once (the server drops them)."""
+    env = os.environ if environ is None else environ
+    host, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT")
+    if env.get("RANK", "0") == "0" or env.get("TORCHELASTIC_USE_AGENT_STORE") == "True" or not host or not port:
+        return 0.0
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        try:
+            with socket.create_connection((host, int(port)), timeout=1.0):
+                break
+        except OSError:
+            time.sleep(STORE_PROBE_EVERY_S)
+    return time.monotonic() - started
+
+
 def run_script(*cmd_args: str) -> None:
     """Run the training script in this (forked, warm) worker as `__main__`, as `python -u`
     would: unbuffered output, `sys.argv`, the script's directory first on `sys.path`. A
@@ -177,6 +205,7 @@ def run_script(*cmd_args: str) -> None:
         if reconfigure is not None:
             reconfigure(write_through=True)
     module, target, args = script_argv(cmd_args)
+    wait_for_the_store_server()
     sys.argv = [target, *args]
     try:
         if module is not None:

@@ -140,7 +140,12 @@ class RendezvousTimeouts:
     close_s: float = 10  # wait for the round to close after it completed
     keep_alive_interval_s: float = 0.5  # heartbeat period of each agent
     keep_alive_max_attempt: int = 3  # missed heartbeats before a node is declared dead
-    poll_interval_s: float = 0.25  # how often a waiting agent re-reads the rendezvous state
+    # How often an agent reads the rendezvous state afresh: while training (nodes waiting to
+    # join, participants lost) and while waiting for a round to form. torch serves every read
+    # within a second of the last one from its cache, so a node that joined was seen up to 1 s
+    # late and an agent that rejoins after a restart could find the round's last call over and
+    # be left out of it (a second restart for everyone); the launcher caches this long instead.
+    poll_interval_s: float = 0.1
     server_outage_s: float = 60  # training goes on this long while the rendezvous server is unreachable
 
     @classmethod
@@ -185,6 +190,13 @@ class RendezvousTimeouts:
                 prefix + "keep_alive_interval_s",
                 self.keep_alive_interval_s,
                 ">= 0.25 s (and poll_interval_s >= 0.05 s): faster heartbeats overload the store",
+            )
+        if self.poll_interval_s >= self.last_call_s:
+            out.add(
+                prefix + "poll_interval_s",
+                self.poll_interval_s,
+                f"< last_call_s ({self.last_call_s:g}): an agent that reads the state less often than the "
+                "last call lasts can miss the round it rejoins",
             )
         return out.items
 

@@ -56,6 +56,22 @@ def test_launcher_builds_a_handler_with_the_fractional_settings(etcd, installed,
     assert slept == [t.poll_interval_s]
 
 
+def test_an_agent_sees_a_node_waiting_to_join_within_a_poll_interval(etcd, installed):
+    """torch answers a read within a second of the last from its cache; the launcher's
+    handlers read the server again once `poll_interval_s` has passed."""
+    spec = JobSpec()
+    params = _params(etcd.endpoint, spec.rdzv_conf())
+    training, joining = get_rendezvous_handler(params), get_rendezvous_handler(params)
+    assert training.num_nodes_waiting() == 0  # read now, and cached
+    holder = joining._state_holder
+    holder.sync()
+    holder.state.wait_list.add(joining._this_node)
+    holder.mark_dirty()
+    assert holder.sync() is True  # written
+    time.sleep(spec.rdzv_timeouts.poll_interval_s)
+    assert training.num_nodes_waiting() == 1
+
+
 def test_bad_fractional_value_is_a_clear_error(etcd, installed):
     conf = {**JobSpec().rdzv_conf(), "keep_alive_interval": "fast"}
     with pytest.raises(ValueError, match="rdzv-conf keep_alive_interval='fast' is invalid: expected seconds"):
@@ -385,6 +401,65 @@ def test_a_closed_connection_finds_the_silent_peer_before_its_heartbeats_expire(
     assert [n.addr for n in lost] == ["c"] and time.monotonic() - started < 0.5
     # written back: the other survivors' next round does not wait for c
     assert sorted(n.addr for n in pickle.loads(backend.get_state()[0]).participants) == ["a", "b"]
+
+
+def test_any_read_that_meets_a_server_come_back_empty_writes_the_round_back_first():
+    """Whichever read reaches the restarted server first (the monitor's, the heartbeat
+    thread's through the old client) restores the round: torch's holder would take the
+    missing state for an empty round, every participant lost."""
+    import math
+    import pickle
+
+    handler, backend = _handler_in_a_round({"a": 0.1, "b": 0.1, "c": 0.1})
+    launch._restoring(handler, backend)  # as the launcher builds its handlers
+    backend._store.set(backend._key, backend._NULL_SENTINEL)  # the store restarted empty (torch's "no state")
+    assert backend.get_state() is None
+    handler._state_holder._last_sync_time = -math.inf
+    handler._state_holder.sync()
+    assert sorted(n.addr for n in handler._state_holder.state.participants) == ["a", "b", "c"]
+    assert sorted(n.addr for n in pickle.loads(backend.get_state()[0]).participants) == ["a", "b", "c"]
+    assert handler.lost_members() == frozenset()
+
+
+def test_a_round_another_agent_wrote_back_first_is_read_not_taken_for_empty():
+    """Two agents reach the empty server together: this one reads nothing, the other writes
+    the round back before this one tries: this one reads that round."""
+    import pickle
+
+    handler, backend = _handler_in_a_round({"a": 0.1, "b": 0.1, "c": 0.1})
+    written = backend.get_state()
+
+    class RacedServer:
+        name = "c10d"
+        reads = 0
+
+        def get_state(self):
+            self.reads += 1
+            return None if self.reads == 1 else written  # the other agent wrote in between
+
+        def set_state(self, state, token=None):
+            raise AssertionError("this agent must not write over the other's round")
+
+    launch._restoring(handler, RacedServer())
+    got = handler._state_holder._backend.get_state()
+    assert got is written and sorted(n.addr for n in pickle.loads(got[0]).participants) == ["a", "b", "c"]
+
+
+def test_a_member_that_left_to_rejoin_is_waiting_not_lost():
+    """An agent restarting for a node that joins leaves its round and waits for the next
+    one: the others' closed connection must not report it lost."""
+    import pickle
+
+    handler, backend = _handler_in_a_round({"a": 0.1, "b": 0.1, "c": 0.1})
+    bits, token = backend.get_state()
+    state = pickle.loads(bits)
+    rejoining = next(n for n in state.participants if n.addr == "c")
+    del state.participants[rejoining]
+    state.wait_list.add(rejoining)
+    backend.set_state(pickle.dumps(state), token)
+    handler._state_holder._cache_duration = 0  # every read goes to the server
+    assert handler.num_nodes_waiting() == 1 and rejoining not in handler._state_holder.state.participants
+    assert handler.lost_members() == frozenset()
 
 
 def test_live_peers_are_not_dropped_and_the_search_ends_with_the_usual_window():

@@ -62,10 +62,10 @@ def test_an_unreachable_server_is_ridden_out_then_given_up(etcd, installed):
     handler = get_rendezvous_handler(params)
     assert handler.server_outage_s == 1.5
     # etcd requests give up after seconds, not torch's 60: the agent's loop waits on them.
-    assert handler._state_holder._backend._client.read_timeout == launch.ETCD_READ_TIMEOUT_S
+    assert handler._state_holder._backend.backend._client.read_timeout == launch.ETCD_READ_TIMEOUT_S
     assert handler.num_nodes_waiting() == 0
     etcd.stop()
-    time.sleep(1.1)  # past the handler's one-second cache of the state
+    time.sleep(1.1)  # past the handler's cache of the state (poll_interval)
     assert handler.num_nodes_waiting() == 0  # down: ridden out
     assert handler._unreachable_since is not None
     etcd.start()  # back on the same port, with its data

@@ -106,3 +106,51 @@ def test_a_warm_worker_lets_gloo_threads_drain_when_the_script_destroys_its_grou
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["drains"] and seen["same"] and not seen["initialized"]
     assert seen["took_s"] >= GLOO_DRAIN_S
+
+
+def _store_env(port, rank="1", **extra):
+    return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": rank, **extra}
+
+
+def test_a_worker_of_rank_above_0_waits_for_rank_0s_store_to_listen():
+    """Rank 0 starts listening a moment after the others start: they wait for it here rather
+    than in torch's store client, which backs off 0.25-0.75 s after a refused connection."""
+    import socket
+    import threading
+
+    from lab.runtime.warm import wait_for_the_store_server
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))  # bound, not yet listening: connections are refused
+    port = server.getsockname()[1]
+    listening = threading.Event()
+
+    def listen_later():
+        time.sleep(0.3)
+        listening.set()
+        server.listen()
+
+    later = threading.Thread(target=listen_later)
+    later.start()
+    try:
+        waited = wait_for_the_store_server(_store_env(port), timeout_s=30)
+        assert listening.is_set() and waited >= 0.25
+    finally:
+        later.join()
+        server.close()
+
+
+def test_rank_0_a_shared_agent_store_or_no_store_address_do_not_wait():
+    import socket
+
+    from lab.runtime.warm import wait_for_the_store_server
+
+    with socket.socket() as refused:  # bound, never listening
+        refused.bind(("127.0.0.1", 0))
+        port = refused.getsockname()[1]
+        assert wait_for_the_store_server(_store_env(port, rank="0"), timeout_s=30) == 0.0
+        shared = _store_env(port, TORCHELASTIC_USE_AGENT_STORE="True")
+        assert wait_for_the_store_server(shared, timeout_s=30) == 0.0
+        assert wait_for_the_store_server({"RANK": "1"}, timeout_s=30) == 0.0
+        # a server that never comes: the wait ends with its timeout (torch's own retries go on)
+        assert 0.2 <= wait_for_the_store_server(_store_env(port), timeout_s=0.2) < 30

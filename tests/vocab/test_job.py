@@ -70,6 +70,10 @@ def test_c10d_agents_never_host_the_store():
             {"rdzv_timeouts": {"keep_alive_interval_s": 0.2, "keep_alive_max_attempt": 10}},
             "keep_alive_interval_s=0.2 is invalid: expected >= 0.25 s",
         ),
+        (
+            {"rdzv_timeouts": {"poll_interval_s": 0.5}},
+            "rdzv_timeouts.poll_interval_s=0.5 is invalid: expected < last_call_s (0.2)",
+        ),
         ({"rdzv_timeouts": {"join": 5}}, "rdzv_timeouts.join=5 is invalid: expected a known field"),
         ({"nodes": 3}, "nodes=3 is invalid: expected a known field"),
     ],
