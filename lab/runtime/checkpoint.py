@@ -144,6 +144,10 @@ class CheckpointStore:
         found = [(int(m.group(1)), name) for name in names if (m := _POINTER.match(name))]
         return sorted(found, reverse=True)
 
+    def steps(self) -> list[int]:
+        """Steps with a checkpoint pointer (verified or not), newest first."""
+        return [step for step, _ in self._pointers()]
+
     def latest(self, map_location: Any = "cpu") -> str | None:
         """Name of the newest valid checkpoint's pointer; torn or corrupt ones are skipped
         with a warning. The verified state is kept for a following `load` of that name.

@@ -34,6 +34,8 @@ import argparse
 import logging
 import os
 import socket
+import sys
+import threading
 import time
 from datetime import timedelta
 from http.server import ThreadingHTTPServer
@@ -63,6 +65,8 @@ from lab.vocab.per_step import (
 )
 
 log = logging.getLogger("train")
+# How often a group waiting for its first quorum looks for the job's last checkpoint.
+JOB_END_LOOK_EVERY_S = 0.5
 
 
 def _seconds(name: str, default: float) -> timedelta:
@@ -211,8 +215,13 @@ class PerStepTraining:
             self.notice.cooperate(max(self.args.notice_seconds - 3, 1), on_timeout=self.notice_not_saved)
         else:
             self.notice.on_notice = self.leave_on_notice
+        first_quorum = threading.Event()
+        threading.Thread(
+            target=self.leave_if_the_job_ends_first, args=(first_quorum,), name="job-end", daemon=True
+        ).start()
         while self.manager.current_step() < self.args.steps:
             self.train_step()
+            first_quorum.set()
             if self.sharded:
                 self.report_save()
                 self.agree_on_notice()
@@ -683,6 +692,29 @@ class PerStepTraining:
             notice_to_exit_s=round(self.notice.seconds_since(), 4),
             replica=self.replica,
         )
+
+    def newest_checkpoint_step(self) -> int | None:
+        steps = self.checkpoints.steps() if self.sharded else self.store.steps()
+        return steps[0] if steps else None
+
+    def leave_if_the_job_ends_first(self, first_quorum: threading.Event) -> None:
+        """A group that starts as the others finish (a replacement node that came a moment
+        late) would wait for a quorum that never forms (fewer than min_nodes groups are left)
+        until TorchFT's quorum timeout, 15 minutes, holding its node and the job open. Until
+        its first quorum it looks for the job's last checkpoint; once that is written the job
+        is done, and it exits 0 having trained nothing."""
+        while not first_quorum.wait(JOB_END_LOOK_EVERY_S):
+            try:
+                newest = self.newest_checkpoint_step()
+            except Exception as exc:  # noqa: BLE001 - storage that fails now is the training's business
+                log.debug("could not list the checkpoints: %s", exc)
+                continue
+            if newest is not None and newest >= self.args.steps:
+                log.info("the job ended (checkpoint of step %d) before this group's first quorum: done", newest)
+                events.emit(Event.EXIT, reason=EXIT_DONE, step=newest, replica=self.replica, peak_rss_mb=_peak_rss_mb())
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
 
     def finish(self) -> None:
         if self.sharded:

@@ -1,0 +1,75 @@
+"""The per-step training script (lab.runtime.train_per_step) on the local target."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from lab.local import LocalTarget
+from lab.vocab.job import JobSpec
+
+
+@pytest.mark.timeout(120)
+def test_a_group_that_starts_after_the_job_ended_exits_done_instead_of_waiting_for_a_quorum(workdir):
+    """A replacement node a moment late: the others have finished, so no quorum of min_nodes
+    groups will form again. It leaves once it finds the job's last checkpoint (TorchFT would
+    have it wait 15 minutes, its quorum timeout)."""
+    spec = JobSpec(
+        name="late",
+        min_nodes=2,
+        max_nodes=3,
+        fault_tolerance="per-step",
+        checkpoint_dir=str(workdir / "ckpt"),
+        checkpoint_every_steps=10,
+        script_args=("--steps", "20", "--step-time", "0.01"),
+    )
+    with LocalTarget(spec, workdir / "run") as local:
+        first = [local.add_node(), local.add_node()]
+        assert local.wait(60), "the job of two groups did not finish"
+        assert [n.proc.poll() for n in first] == [0, 0]
+        late = local.add_node()
+        assert local.wait(60), "the group that came late still waits for a quorum"
+        assert late.proc.poll() == 0
+        exits = [
+            e
+            for line in local.events_file.read_text().splitlines()
+            if (e := json.loads(line))["event"] == "exit" and e.get("node") == late.name
+        ]
+        assert [(e["reason"], e["step"]) for e in exits] == [("done", 20)]
+
+
+# A group waiting for its first quorum, as the job's last checkpoint is written meanwhile.
+WAITING_GROUP = """
+import threading, time
+from types import SimpleNamespace
+from lab.runtime.train_per_step import PerStepTraining
+
+class Store:
+    looks = 0
+    def steps(self):
+        Store.looks += 1
+        return [20] if Store.looks >= 3 else [10]  # the others save step 20 and end meanwhile
+
+group = SimpleNamespace(sharded=False, store=Store(), args=SimpleNamespace(steps=20), replica="late")
+group.newest_checkpoint_step = lambda: PerStepTraining.newest_checkpoint_step(group)
+first_quorum = threading.Event()  # never comes
+threading.Thread(target=PerStepTraining.leave_if_the_job_ends_first, args=(group, first_quorum), daemon=True).start()
+time.sleep(60)
+raise SystemExit(3)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_group_still_waiting_for_its_first_quorum_leaves_once_the_last_checkpoint_is_written(tmp_path, python):
+    from lab.vocab.job import ENV_EVENTS_FILE
+
+    events_file = tmp_path / "events.jsonl"
+    done = subprocess.run(
+        [python, "-c", WAITING_GROUP], env={**os.environ, ENV_EVENTS_FILE: str(events_file)}, timeout=50, check=False
+    )
+    assert done.returncode == 0
+    (exit_event,) = [json.loads(line) for line in events_file.read_text().splitlines()]
+    assert (exit_event["event"], exit_event["reason"], exit_event["step"]) == ("exit", "done", 20)
