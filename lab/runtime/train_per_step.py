@@ -694,7 +694,7 @@ class PerStepTraining:
         )
 
     def newest_checkpoint_step(self) -> int | None:
-        steps = self.checkpoints.steps() if self.sharded else self.store.steps()
+        steps = self.checkpoints.steps.steps() if self.sharded else self.store.steps()
         return steps[0] if steps else None
 
     def leave_if_the_job_ends_first(self, first_quorum: threading.Event) -> None:
