@@ -73,3 +73,14 @@ def test_a_group_still_waiting_for_its_first_quorum_leaves_once_the_last_checkpo
     assert done.returncode == 0
     (exit_event,) = [json.loads(line) for line in events_file.read_text().splitlines()]
     assert (exit_event["event"], exit_event["reason"], exit_event["step"]) == ("exit", "done", 20)
+
+
+def test_the_newest_checkpoint_step_is_read_from_either_kind_of_checkpoints():
+    from types import SimpleNamespace
+
+    from lab.runtime.train_per_step import PerStepTraining
+
+    whole = SimpleNamespace(sharded=False, store=SimpleNamespace(steps=lambda: [30, 20]))
+    sharded = SimpleNamespace(sharded=True, checkpoints=SimpleNamespace(steps=SimpleNamespace(steps=lambda: [40])))
+    empty = SimpleNamespace(sharded=False, store=SimpleNamespace(steps=lambda: []))
+    assert [PerStepTraining.newest_checkpoint_step(g) for g in (whole, sharded, empty)] == [30, 40, None]
