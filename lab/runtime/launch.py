@@ -544,8 +544,8 @@ def _restoring(handler: Any, backend: Any) -> None:
 def _use_backend(handler: Any, backend: Any, store: Any) -> None:
     """Make `handler` talk to the server through `backend` and `store` from now on. The state's
     version token is dropped: a server that restarted empty has no such version, and writes
-    made against it would fail for good; without one the next write re-reads the state."""
-    _restore_round(handler, backend)
+    made against it would fail for good; without one the next write re-reads the state. A
+    server that came back empty gets the round back at the first read (`_RestoringBackend`)."""
     _restoring(handler, backend)
     from lab.runtime.round_store import RoundStore
 

@@ -36,7 +36,9 @@ class MeasuredCosts:
 
     elastic_recovery_s: float = 1.30  # benchmarks/recovery.py, etcd-v2, hard kill, median
     elastic_notice_recovery_s: float = 0.86  # benchmarks/recovery.py, etcd-v2, notice, median
-    elastic_join_stall_s: float = 0.44  # benchmarks/fault_tolerance.py, survivors' stall at a join, median
+    elastic_join_stall_s: float = (
+        0.44  # benchmarks/fault_tolerance.py, survivors' stall at a join, median of the 3 evictions' medians
+    )
     per_step_stall_s: float = 0.65  # the per-step hard-kill drill of gpt-small (benchmarks/real_size.py)
     per_step_join_stall_s: float = 0.15  # the same drill's survivors' stall at the join
     per_step_overhead: float = 0.051  # per-step step interval over elastic's at 3 groups (benchmarks/step_tax.py)

@@ -14,9 +14,9 @@ from lab.vocab.job import JobSpec
 
 @pytest.mark.timeout(120)
 def test_a_group_that_starts_after_the_job_ended_exits_done_instead_of_waiting_for_a_quorum(workdir):
-    """A replacement node a moment late: the others have finished, so no quorum of min_nodes
-    groups will form again. It leaves once it finds the job's last checkpoint (TorchFT would
-    have it wait 15 minutes, its quorum timeout)."""
+    """A replacement node after the others finished: it resumes from the job's last checkpoint,
+    has no step left to train and exits done without asking for a quorum (none of min_nodes
+    groups would form again). One that starts a moment before the end: the test below."""
     spec = JobSpec(
         name="late",
         min_nodes=2,
