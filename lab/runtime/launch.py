@@ -529,6 +529,14 @@ class _RestoringBackend:
         return got
 
     def set_state(self, state: bytes, token: Any = None) -> Any:
+        if not token:
+            # A write with no version creates the state (torch's backends write it only where
+            # there is none). After a reconnect the holder has no version, and a write left
+            # pending by the outage (a heartbeat) holds a view from before it, whose heartbeats
+            # have all expired: created from that view, the round would lose every participant
+            # at the next read, on every agent. The round goes back first, with fresh
+            # heartbeats; this write then fails as against any state, and the holder reads it.
+            _restore_round(self._handler, self.backend)
         got = self.backend.set_state(state, token)
         if got is None:
             _restore_round(self._handler, self.backend)

@@ -421,6 +421,30 @@ def test_any_read_that_meets_a_server_come_back_empty_writes_the_round_back_firs
     assert handler.lost_members() == frozenset()
 
 
+def test_a_heartbeat_left_unwritten_by_the_outage_does_not_recreate_the_round_from_a_stale_view():
+    """The heartbeat thread's write failed when the server went down, so the holder is still
+    dirty when the agent reconnects, with no version token: torch's backends create the state
+    from such a write. Its view dates from before the outage: every participant's heartbeat has
+    expired, so every agent would drop them all, move to a new round and never see a node that
+    vanishes later. The round is written back first, with fresh heartbeats, and read."""
+    import pickle
+    from datetime import datetime
+
+    handler, backend = _handler_in_a_round({"a": 0.1, "b": 0.1, "c": 0.1})
+    launch._restoring(handler, backend)
+    backend._store.set(backend._key, backend._NULL_SENTINEL)  # the store restarted empty
+    holder = handler._state_holder
+    for node in holder.state.last_heartbeats:  # the outage lasted 6 s
+        holder.state.last_heartbeats[node] -= timedelta(seconds=6)
+    holder._token = None  # as after a reconnect
+    holder.mark_dirty()  # a heartbeat written during the outage
+    holder.sync()
+    assert holder.state.round == 7 and sorted(n.addr for n in holder.state.participants) == ["a", "b", "c"]
+    on_server = pickle.loads(backend.get_state()[0])
+    assert on_server.round == 7 and all(beat > datetime.now(UTC) for beat in on_server.last_heartbeats.values())
+    assert handler.lost_members() == frozenset()
+
+
 def test_a_round_another_agent_wrote_back_first_is_read_not_taken_for_empty():
     """Two agents reach the empty server together: this one reads nothing, the other writes
     the round back before this one tries: this one reads that round."""
