@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1
+UNIX_PATH_MAX = 108  # a Unix socket's path, its terminating NUL included (Linux's sun_path)
 
 # What the forkserver imports once (multiprocessing takes module names).
 PRELOAD = ["lab.runtime.warm_server"]
@@ -66,8 +67,14 @@ def start_forkserver() -> None:
         if server._forkserver_pid is not None:
             return
         resource_tracker.ensure_running()  # what ensure_running starts first, for its children
-        listener = socket.socket(socket.AF_UNIX)
         address = connection.arbitrary_address("AF_UNIX")  # type: ignore[attr-defined]
+        if len(os.fsencode(address)) >= UNIX_PATH_MAX:
+            raise OSError(
+                f"TMPDIR={os.environ.get('TMPDIR', '')!r} is too long for the worker forkserver's Unix "
+                f"socket ({address!r} is {len(os.fsencode(address))} bytes, at most {UNIX_PATH_MAX - 1}): "
+                "set TMPDIR to a directory of a shorter path"
+            )
+        listener = socket.socket(socket.AF_UNIX)
         listener.bind(address)
         if not util.is_abstract_socket_namespace(address):
             os.chmod(address, 0o600)

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -66,13 +69,21 @@ def forker(tmp_path_factory):
 @pytest.fixture
 def node_home(tmp_path):
     (tmp_path / "probe.py").write_text(PROBE)
-    (tmp_path / "tmp").mkdir()
-    return tmp_path
+    # The node's TMPDIR, short as the local target makes it (a Unix socket's path is at most
+    # 107 bytes, and pytest's directories grow with their count): a link to it marks it here.
+    short = Path(tempfile.mkdtemp(prefix="nf-"))
+    (tmp_path / "tmp").symlink_to(short)
+    yield tmp_path
+    shutil.rmtree(short, ignore_errors=True)
+
+
+def _tmp(node_home) -> str:
+    return os.readlink(node_home / "tmp")
 
 
 def _env(node_home, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "DROPPED"}
-    return {**env, "SHARED": "yes", "TMPDIR": str(node_home / "tmp"), **extra}
+    return {**env, "SHARED": "yes", "TMPDIR": _tmp(node_home), **extra}
 
 
 def test_a_node_runs_the_agent_in_its_own_place_with_its_own_environment(forker, node_home):
@@ -86,7 +97,7 @@ def test_a_node_runs_the_agent_in_its_own_place_with_its_own_environment(forker,
         "only_here": "1",
         "shared": "yes",
         "dropped": None,  # the forker's, not the node's
-        "tmp": str(node_home / "tmp"),
+        "tmp": _tmp(node_home),
     }
 
 

@@ -65,6 +65,21 @@ def test_the_forkserver_is_a_fork_of_the_agent_and_dies_with_it(workdir, python)
             agent.wait(30)
 
 
+def test_a_temporary_directory_too_long_for_the_forkservers_socket_is_named(tmp_path, python):
+    """multiprocessing would fail with a bare "AF_UNIX path too long"."""
+    long_dir = tmp_path / ("t" * 100)
+    long_dir.mkdir()
+    done = subprocess.run(
+        [python, "-c", "from lab.runtime import warm; warm.start_forkserver()"],
+        env={**os.environ, "TMPDIR": str(long_dir)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert f"TMPDIR={str(long_dir)!r} is too long" in done.stderr and "at most 107" in done.stderr
+
+
 # A user's script as the DDP tutorials write it: destroy_process_group imported at the top.
 DESTROYS = textwrap.dedent("""
     import json, time
