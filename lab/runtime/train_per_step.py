@@ -37,6 +37,8 @@ import socket
 import sys
 import threading
 import time
+from collections import deque
+from collections.abc import Sequence
 from datetime import timedelta
 from http.server import ThreadingHTTPServer
 from typing import Any, NoReturn
@@ -128,6 +130,23 @@ def _transport(host: str, timeout: timedelta) -> Any:
     return Transport(timeout=timeout, num_chunks=HEAL_CHUNKS)
 
 
+# A step's cross-group collective, when the job leaves its timeout to be derived: this many
+# times the slowest of the last `COLLECTIVE_SAMPLES` measured, and never under the floor. A
+# collective's time includes waiting for the slowest group to finish its compute, so a busy
+# machine or a slow network raises the timeout with it.
+COLLECTIVE_TIMEOUT_FACTOR = 10
+COLLECTIVE_TIMEOUT_FLOOR_S = 0.5
+COLLECTIVE_SAMPLES = 32
+
+
+def derived_collective_timeout(recent_s: Sequence[float], heal: timedelta) -> timedelta:
+    """The timeout of a step's cross-group collective from the durations of recent ones
+    (seconds); before any was measured, the heal's (a bound on moving the whole state)."""
+    if not recent_s:
+        return heal
+    return timedelta(seconds=max(COLLECTIVE_TIMEOUT_FLOOR_S, COLLECTIVE_TIMEOUT_FACTOR * max(recent_s)))
+
+
 def _cross_group(collective_timeout: timedelta) -> Any:
     """TorchFT's reconfigurable gloo group, whose collectives take `step_timeout` when it is
     set (the step that heals a group) and the group's own short timeout otherwise."""
@@ -188,7 +207,11 @@ class PerStepTraining:
         self.restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
         self.replica = os.environ.get(ENV_REPLICA_GROUP) or os.environ.get(ENV_NODE) or socket.gethostname()
         self.advertise = os.environ.get(ENV_ADVERTISE, "")
-        self.collective_timeout = _seconds(ENV_COLLECTIVE_TIMEOUT, 1.0)
+        # The job's timeout of a step's cross-group collective; None: derived from the
+        # durations of the recent ones (`reduce_seconds`).
+        configured = float(os.environ.get(ENV_COLLECTIVE_TIMEOUT) or 0)
+        self.collective_timeout = timedelta(seconds=configured) if configured > 0 else None
+        self.reduce_seconds: deque[float] = deque(maxlen=COLLECTIVE_SAMPLES)
         self.writer = f"{self.replica.replace('-', '_')}.r{self.group_rank}.{os.getpid()}"
         self.last_quorum_size = 0  # replica groups in the quorum of the step in flight
         self.quorum_seen = -1  # the quorum last logged
@@ -354,9 +377,11 @@ class PerStepTraining:
 
         advertise, timeout = self.advertise, self.collective_timeout
         self.heal_timeout = heal_timeout(
-            self._state_bytes(), timeout.total_seconds(), float(os.environ.get(ENV_HEAL_TIMEOUT) or 0)
+            self._state_bytes(),
+            timeout.total_seconds() if timeout else 0.0,
+            float(os.environ.get(ENV_HEAL_TIMEOUT) or 0),
         )
-        self.cross_group = _cross_group(timeout)
+        self.cross_group = _cross_group(timeout or self.heal_timeout)
         self.manager = Manager(
             pg=self.cross_group,
             load_state_dict=self.load_user_state,
@@ -431,7 +456,8 @@ class PerStepTraining:
         # A new quorum (a group joined, and heals now, or one left): this step's collective
         # may wait for a heal's copy of the state, so it gets the heal's timeout.
         quorum_id = _quorum_id(manager)
-        self.cross_group.step_timeout = self.heal_timeout if quorum_id != self.quorum_of_last_step else None
+        new_quorum = quorum_id != self.quorum_of_last_step
+        self.cross_group.step_timeout = self.heal_timeout if new_quorum else self._collective_timeout()
         self.quorum_of_last_step = quorum_id
         self._reduce(flat)
         reduced = time.perf_counter()
@@ -456,6 +482,8 @@ class PerStepTraining:
                 "commit": time.perf_counter() - reduced,
             }
             self._record_step(indices, local_loss, participants, replica_rank, world, covered, t0, phases)
+            if not new_quorum:  # a new quorum's collective may include a heal: not a sample
+                self.reduce_seconds.append(phases["reduce"])
         else:
             events.emit(
                 Event.STEP_DISCARDED,
@@ -465,6 +493,12 @@ class PerStepTraining:
                 quorum=_quorum_id(manager),
                 error=str(manager.errored())[:200] if manager.errored() else None,
             )
+
+    def _collective_timeout(self) -> timedelta | None:
+        """A step's cross-group collective timeout (None: the group's own, the job's setting)."""
+        if self.collective_timeout is not None:
+            return None
+        return derived_collective_timeout(self.reduce_seconds, self.heal_timeout)
 
     def _batch(self, replica_rank: int | None, participants: int) -> tuple[torch.Tensor, int]:
         """This worker's sample indices of the step's global batch in a quorum where this group

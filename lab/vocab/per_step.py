@@ -38,6 +38,13 @@ MANAGER_PORT = 29511
 CHECKPOINT_PORT = 29512
 
 
+# The settings whose 0 means "derived while the job runs", and from what.
+DERIVED_WHEN_0 = {
+    "heal_timeout_s": "from the state's size",
+    "collective_timeout_s": "from the measured collectives",
+}
+
+
 @dataclass(frozen=True)
 class PerStepSettings:
     """Timings of the per-step mode, in seconds. Defaults are tuned for fast recovery; TorchFT's
@@ -52,8 +59,12 @@ class PerStepSettings:
       or healed, a moment late) is followed by quorums of whoever asks first, and the groups
       take turns sitting a step out and healing, for good.
     quorum_tick_s: how often the lighthouse re-checks a pending quorum.
-    collective_timeout_s: a step's cross-group collective (and weight transfer) fails after
-      this: how fast a vanished group (sockets left open) costs the survivors a step.
+    collective_timeout_s: a step's cross-group collective fails after this: how fast a
+      vanished group (sockets left open) costs the survivors a step. 0 (the default) derives
+      it while the job runs: 10 times the slowest of the last 32 steps' collectives, at least
+      0.5 s (the heal's timeout until one was measured), so that a small model on a fast
+      network loses a vanished group in about half a second and a large one, whose
+      collective takes seconds over the network, is not failed by a fixed timeout.
     quorum_timeout_s: how long a group waits for a quorum of min_nodes groups (on a cluster
       that includes GPU nodes being provisioned: minutes), and how long training waits out a
       lighthouse that cannot be reached (it restarts on an upgrade, its pod moves).
@@ -69,7 +80,7 @@ class PerStepSettings:
     heartbeat_timeout_s: float = 0.5
     join_timeout_s: float = 10.0
     quorum_tick_s: float = 0.1
-    collective_timeout_s: float = 1.0
+    collective_timeout_s: float = 0.0
     quorum_timeout_s: float = 900.0
     connect_timeout_s: float = 10.0
     lighthouse_retry_s: float = 1.0
@@ -92,18 +103,18 @@ class PerStepSettings:
         out = Problems()
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name == "heal_timeout_s":
+            if f.name in DERIVED_WHEN_0:
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                    out.add(prefix + f.name, value, "a number of seconds >= 0 (0: derived from the state's size)")
+                    out.add(prefix + f.name, value, f"a number of seconds >= 0 (0: derived {DERIVED_WHEN_0[f.name]})")
             elif isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 out.add(prefix + f.name, value, "a number of seconds > 0")
         if out.items:
             return out.items
-        if self.collective_timeout_s < 0.5:
+        if 0 < self.collective_timeout_s < 0.5:
             out.add(
                 prefix + "collective_timeout_s",
                 self.collective_timeout_s,
-                ">= 0.5 s: a step's collective must have time to complete",
+                "0 (derived from the measured collectives) or >= 0.5 s: a step's collective must have time to complete",
             )
         if self.heartbeat_timeout_s < 0.2:
             out.add(

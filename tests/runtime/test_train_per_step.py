@@ -84,3 +84,19 @@ def test_the_newest_checkpoint_step_is_read_from_either_kind_of_checkpoints():
     sharded = SimpleNamespace(sharded=True, checkpoints=SimpleNamespace(steps=SimpleNamespace(steps=lambda: [40])))
     empty = SimpleNamespace(sharded=False, store=SimpleNamespace(steps=lambda: []))
     assert [PerStepTraining.newest_checkpoint_step(g) for g in (whole, sharded, empty)] == [30, 40, None]
+
+
+def test_a_steps_collective_timeout_follows_the_slowest_recent_collective():
+    from collections import deque
+    from datetime import timedelta
+
+    from lab.runtime.train_per_step import COLLECTIVE_SAMPLES, derived_collective_timeout
+
+    heal = timedelta(seconds=12)
+    assert derived_collective_timeout([], heal) == heal  # nothing measured yet: the heal's bound
+    recent: deque[float] = deque([0.004, 0.003, 0.041], maxlen=COLLECTIVE_SAMPLES)
+    assert derived_collective_timeout(recent, heal) == timedelta(seconds=0.5)  # a small model: the floor
+    recent.append(0.9)  # a large model's all-reduce over a network, or a busy machine
+    assert derived_collective_timeout(recent, heal) == timedelta(seconds=9)
+    recent.extend([0.004] * COLLECTIVE_SAMPLES)  # the slow one is forgotten after 32 steps
+    assert derived_collective_timeout(recent, heal) == timedelta(seconds=0.5)

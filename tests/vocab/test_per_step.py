@@ -6,6 +6,7 @@ import pytest
 
 from lab.vocab.job import FaultTolerance, JobSpec
 from lab.vocab.per_step import (
+    ENV_COLLECTIVE_TIMEOUT,
     ENV_FAULT_TOLERANCE,
     ENV_LIGHTHOUSE,
     ENV_MIN_REPLICAS,
@@ -72,6 +73,7 @@ def test_per_step_settings_come_from_a_mapping_and_bad_ones_are_named():
                 "join_timeout_s": 0.2,
                 "quorum_tick_s": 0.5,
                 "lighthouse_retry_s": 0.01,
+                "collective_timeout_s": 0.3,
                 "bogus": 1,
             },
         )
@@ -83,5 +85,17 @@ def test_per_step_settings_come_from_a_mapping_and_bad_ones_are_named():
         "per_step.heartbeat_timeout_s=0.1 is invalid: expected >= 0.2 s",
         "per_step.quorum_tick_s=0.5 is invalid: expected <= join_timeout_s (0.2)",
         "per_step.lighthouse_retry_s=0.01 is invalid: expected seconds in [0.1, quorum_timeout_s (900)]",
+        "per_step.collective_timeout_s=0.3 is invalid: expected 0 (derived from the measured collectives) or >= 0.5 s",
     ):
         assert expected in text, text
+
+
+def test_the_collective_timeout_is_derived_unless_the_job_sets_one():
+    assert PerStepSettings().collective_timeout_s == 0  # derived while the job runs
+    env = JobSpec(fault_tolerance="per-step").worker_env()
+    assert env[ENV_COLLECTIVE_TIMEOUT] == "0"
+    env = JobSpec(fault_tolerance="per-step", per_step={"collective_timeout_s": 2.5}).worker_env()
+    assert env[ENV_COLLECTIVE_TIMEOUT] == "2.5"
+    assert PerStepSettings(collective_timeout_s=0.5).problems() == []
+    (problem,) = PerStepSettings(collective_timeout_s=-1).problems()
+    assert "expected a number of seconds >= 0 (0: derived from the measured collectives)" in str(problem)
