@@ -149,7 +149,8 @@ def derived_collective_timeout(recent_s: Sequence[float], heal: timedelta) -> ti
 
 def _cross_group(collective_timeout: timedelta) -> Any:
     """TorchFT's reconfigurable gloo group, whose collectives take `step_timeout` when it is
-    set (the step that heals a group) and the group's own short timeout otherwise."""
+    set (the step that heals a group, or a timeout derived from the recent collectives) and
+    `collective_timeout` otherwise."""
     from torchft.process_group import ProcessGroupGloo
 
     class StepTimeoutGloo(ProcessGroupGloo):  # type: ignore[misc]  # torchft ships no type information
