@@ -542,7 +542,9 @@ def test_a_tutorial_style_script_ends_as_under_torchrun(workdir):
     codes = report.node_exit_codes
     assert codes.pop("node-2") == -9 and set(codes.values()) == {0}, codes
     assert "node-3" in codes  # the node added back ended cleanly too
-    assert report.duration_s < 100, report.summary()
+    # A worker deadlocked at the end would hold its agent in the exit barrier (300 s): the
+    # drill's own timeout (150 s) would end it first, and it would not have passed.
+    assert not any("timed out" in p or "timeout" in p for p in report.problems), report.summary()
 
 
 @pytest.mark.timeout(200)
