@@ -51,14 +51,19 @@ class PerStepSettings:
     own (`torchft_defaults()`) take 5 s to drop a dead group and 60 s to fail a collective with
     a vanished one.
 
-    heartbeat_timeout_s: the lighthouse drops a group whose heartbeats stop this long.
+    heartbeat_timeout_s: the lighthouse drops a group whose heartbeats stop this long. A
+      group's manager heartbeats every 0.1 s (TorchFT's interval), so the default, 0.2 s, drops
+      a killed group within 0.1-0.2 s and a live one only when two heartbeats in a row come
+      late: raise it where a group's CPUs are saturated or the lighthouse is far away (a
+      group dropped by mistake sits a step out and heals from a peer).
     join_timeout_s: once enough groups asked for a quorum, how long the lighthouse waits for
       the other live ones before issuing it. A group that is gone stops heartbeating and is
       not waited for; this covers live groups only, so it must be longer than a step (heal
       included): with a shorter one, a quorum that once formed without a group (it joined,
       or healed, a moment late) is followed by quorums of whoever asks first, and the groups
       take turns sitting a step out and healing, for good.
-    quorum_tick_s: how often the lighthouse re-checks a pending quorum.
+    quorum_tick_s: how often the lighthouse re-checks a pending quorum (a dead group's
+      heartbeats expire between two checks: the survivors' quorum waits for the next one).
     collective_timeout_s: a step's cross-group collective fails after this: how fast a
       vanished group (sockets left open) costs the survivors a step. 0 (the default) derives
       it while the job runs: 10 times the slowest of the last 32 steps' collectives, at least
@@ -77,9 +82,9 @@ class PerStepSettings:
       from the size of the state (lab.runtime.train_per_step.heal_timeout).
     """
 
-    heartbeat_timeout_s: float = 0.5
+    heartbeat_timeout_s: float = 0.2
     join_timeout_s: float = 10.0
-    quorum_tick_s: float = 0.1
+    quorum_tick_s: float = 0.02
     collective_timeout_s: float = 0.0
     quorum_timeout_s: float = 900.0
     connect_timeout_s: float = 10.0

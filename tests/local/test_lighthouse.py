@@ -29,7 +29,7 @@ def test_it_restarts_on_its_own_port_on_loopback_only(workdir):
         lh.start()
         assert lh.port == port and lh.proc is not first and lh.ready()
         assert f"--bind=127.0.0.1:{port}" in psutil.Process(lh.proc.pid).cmdline()
-        assert "--heartbeat_timeout_ms=500" in psutil.Process(lh.proc.pid).cmdline()
+        assert "--heartbeat_timeout_ms=200" in psutil.Process(lh.proc.pid).cmdline()
     finally:
         lh.stop()
     assert lh.proc.poll() is not None

@@ -30,8 +30,8 @@ def test_lighthouse_flags_are_in_milliseconds():
         "--bind=127.0.0.1:29510",
         "--min_replicas=2",
         "--join_timeout_ms=10000",
-        "--quorum_tick_ms=100",
-        "--heartbeat_timeout_ms=500",
+        "--quorum_tick_ms=20",
+        "--heartbeat_timeout_ms=200",
     ]
 
 
