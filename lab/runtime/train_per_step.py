@@ -149,8 +149,8 @@ def derived_collective_timeout(recent_s: Sequence[float], heal: timedelta) -> ti
 
 def _cross_group(collective_timeout: timedelta) -> Any:
     """TorchFT's reconfigurable gloo group, whose collectives take `step_timeout` when it is
-    set (the step that heals a group, or a timeout derived from the recent collectives) and
-    `collective_timeout` otherwise."""
+    set (every step sets it: the heal's, the job's or one derived from the recent collectives)
+    and `collective_timeout` otherwise."""
     from torchft.process_group import ProcessGroupGloo
 
     class StepTimeoutGloo(ProcessGroupGloo):  # type: ignore[misc]  # torchft ships no type information
@@ -458,7 +458,11 @@ class PerStepTraining:
         # may wait for a heal's copy of the state, so it gets the heal's timeout.
         quorum_id = _quorum_id(manager)
         new_quorum = quorum_id != self.quorum_of_last_step
-        self.cross_group.step_timeout = self.heal_timeout if new_quorum else self._collective_timeout()
+        self.cross_group.step_timeout = (
+            self.heal_timeout
+            if new_quorum
+            else self.collective_timeout or derived_collective_timeout(self.reduce_seconds, self.heal_timeout)
+        )
         self.quorum_of_last_step = quorum_id
         self._reduce(flat)
         reduced = time.perf_counter()
@@ -494,12 +498,6 @@ class PerStepTraining:
                 quorum=_quorum_id(manager),
                 error=str(manager.errored())[:200] if manager.errored() else None,
             )
-
-    def _collective_timeout(self) -> timedelta | None:
-        """A step's cross-group collective timeout (None: the group's own, the job's setting)."""
-        if self.collective_timeout is not None:
-            return None
-        return derived_collective_timeout(self.reduce_seconds, self.heal_timeout)
 
     def _batch(self, replica_rank: int | None, participants: int) -> tuple[torch.Tensor, int]:
         """This worker's sample indices of the step's global batch in a quorum where this group

@@ -68,10 +68,10 @@ def start_forkserver() -> None:
             return
         resource_tracker.ensure_running()  # what ensure_running starts first, for its children
         address = connection.arbitrary_address("AF_UNIX")  # type: ignore[attr-defined]
-        if len(os.fsencode(address)) >= UNIX_PATH_MAX:
+        if (length := len(os.fsencode(address))) >= UNIX_PATH_MAX:
             raise OSError(
                 f"TMPDIR={os.environ.get('TMPDIR', '')!r} is too long for the worker forkserver's Unix "
-                f"socket ({address!r} is {len(os.fsencode(address))} bytes, at most {UNIX_PATH_MAX - 1}): "
+                f"socket ({address!r} is {length} bytes, at most {UNIX_PATH_MAX - 1}): "
                 "set TMPDIR to a directory of a shorter path"
             )
         listener = socket.socket(socket.AF_UNIX)

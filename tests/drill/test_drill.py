@@ -536,15 +536,14 @@ def test_a_tutorial_style_script_ends_as_under_torchrun(workdir):
     worker deadlocked in gloo's destructor at the end: lab.runtime.warm lets gloo drain.)"""
     cfg = dataclasses.replace(_tutorial_drill(workdir, str(workdir / "ckpt" / "snapshot.pt")), scale_out_after_s=1.0)
     report = run_drill(cfg)
+    # A worker deadlocked at the end would hold its agent in the exit barrier (300 s): the
+    # drill's own timeout (150 s) ends it first, a problem of the report, which then fails.
     assert report.finished and report.passed, report.summary()
     assert report.evictions and report.evictions[0].restarted_s is not None
     assert report.node_local_checkpoints == []
     codes = report.node_exit_codes
     assert codes.pop("node-2") == -9 and set(codes.values()) == {0}, codes
     assert "node-3" in codes  # the node added back ended cleanly too
-    # A worker deadlocked at the end would hold its agent in the exit barrier (300 s): the
-    # drill's own timeout (150 s) would end it first, and it would not have passed.
-    assert not any("timed out" in p or "timeout" in p for p in report.problems), report.summary()
 
 
 @pytest.mark.timeout(200)
