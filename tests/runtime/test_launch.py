@@ -90,11 +90,13 @@ def test_agent_events_go_to_the_file_torchrun_is_told_of(tmp_path, monkeypatch):
     record_agent_events(str(path))
     assert dict(os.environ) == environ  # the caller's environment is left alone
     event = torch_events.Event("torchelastic.worker.status.START", torch_events.EventSource.WORKER, metadata={"x": 1})
+    before = time.time()
     torch_events.record(event, EVENT_LOG_HANDLER)
+    after = time.time()
     (line,) = path.read_text().splitlines()
     rec = json.loads(line)
     assert rec["torch"]["name"] == "torchelastic.worker.status.START" and rec["torch"]["metadata"] == {"x": 1}
-    assert abs(rec["t"] - time.time()) < 60
+    assert before - 1e-4 <= rec["t"] <= after + 1e-4  # Unix seconds to 0.1 ms, stamped when recorded
 
 
 @pytest.mark.parametrize(
@@ -392,13 +394,35 @@ def _handler_in_a_round(heartbeat_ages_s: dict[str, float]):
     return handler, backend
 
 
-def test_a_closed_connection_finds_the_silent_peer_before_its_heartbeats_expire():
+class _SearchClock:
+    """lab.runtime.launch's clock, for the lost-peer search: its time moves only when the search
+    sleeps between turns (it sleeps for real too, so heartbeats go on), so a test counts turns
+    instead of timing them."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+        self.slept.append(seconds)
+        self.now += seconds
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def test_a_closed_connection_finds_the_silent_peer_before_its_heartbeats_expire(monkeypatch):
     import pickle
 
     handler, backend = _handler_in_a_round({"a": 0.1, "b": 0.2, "c": 0.9})  # c: silent 0.9 s, under 1.5 s
-    started = time.monotonic()
+    clock = _SearchClock()
+    monkeypatch.setattr(launch, "time", clock)
     lost = handler.find_the_lost_peer()
-    assert [n.addr for n in lost] == ["c"] and time.monotonic() - started < 0.5
+    assert [n.addr for n in lost] == ["c"] and clock.slept == [], "found on the first read, without a wait"
     # written back: the other survivors' next round does not wait for c
     assert sorted(n.addr for n in pickle.loads(backend.get_state()[0]).participants) == ["a", "b"]
 
@@ -486,7 +510,7 @@ def test_a_member_that_left_to_rejoin_is_waiting_not_lost():
     assert handler.lost_members() == frozenset()
 
 
-def test_live_peers_are_not_dropped_and_the_search_ends_with_the_usual_window():
+def test_live_peers_are_not_dropped_and_the_search_ends_with_the_usual_window(monkeypatch):
     """Every participant beats every 0.2 s (their agents): none is dropped, and the search
     gives up after the keep-alive window (1.5 s), leaving the failure to the usual path."""
     import pickle
@@ -506,10 +530,13 @@ def test_live_peers_are_not_dropped_and_the_search_ends_with_the_usual_window():
 
     beats = threading.Thread(target=beat, daemon=True)
     beats.start()
+    clock = _SearchClock()
+    monkeypatch.setattr(launch, "time", clock)
     try:
-        started = time.monotonic()
         assert handler.find_the_lost_peer() == frozenset()
-        assert 1.4 < time.monotonic() - started < 3.0
+        # Looked until the window (3 keep-alives of 0.5 s) was over, and no turn longer.
+        window = 1.5
+        assert sum(clock.slept) >= window > sum(clock.slept[:-1]), clock.slept
     finally:
         beating.set()
         beats.join()

@@ -199,13 +199,11 @@ def test_a_round_whose_rank0_vanishes_before_sharing_its_address_is_left(etcd, i
             results[i] = exc
 
     threads = [threading.Thread(target=join, args=(i,), daemon=True) for i in range(3)]
-    started = time.monotonic()
     try:
         for t in threads:
             t.start()
         for t in threads:
-            t.join(60)
-        took = time.monotonic() - started
+            t.join(60)  # far short of the store's 300 s that torch's agents would wait
         assert len(vanished) == 1, "no round's rank 0 vanished: the drill did not happen"
         gone = handlers.index(vanished[0])
         assert isinstance(results[gone], Vanished)
@@ -214,7 +212,6 @@ def test_a_round_whose_rank0_vanishes_before_sharing_its_address_is_left(etcd, i
         assert sorted(r.rank for r in survivors) == [0, 1] and {r.world_size for r in survivors} == {2}
         stores = {(r.bootstrap_store_info.master_addr, r.bootstrap_store_info.master_port) for r in survivors}
         assert len(stores) == 1, f"the survivors must meet at one address: {stores}"
-        assert took < 30, f"the survivors met again after {took:.1f} s"
     finally:
         for h in handlers:
             h._stop_heartbeats()

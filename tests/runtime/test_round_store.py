@@ -4,7 +4,6 @@ waiting, with RoundLost, once its round has no one left to write it."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -23,16 +22,17 @@ def tcp_store():
 def test_a_key_written_later_is_read_when_it_comes(tcp_store):
     # The PrefixStore's C++ side does not keep the Python object alive: the test does, as the
     # rendezvous handler does (its _store).
-    inner = RoundStore(tcp_store, lambda: True)
+    asked = []
+    inner = RoundStore(tcp_store, lambda: asked.append(1) or True)
     store = dist.PrefixStore("round-3", inner)
     writer = threading.Timer(0.3, lambda: store.set("master_addr", "10.0.0.7"))
     writer.start()
-    started = time.monotonic()
     try:
+        # Past the store's own timeout (5 s) the read would fail with LookupError.
         assert store.get("master_addr") == b"10.0.0.7"
     finally:
         writer.cancel()
-    assert 0.25 < time.monotonic() - started < 3
+    assert asked, "the key came before the read looked: nothing was waited for"
 
 
 def test_the_wait_ends_once_its_round_lost_the_writer(tcp_store):
@@ -41,10 +41,9 @@ def test_the_wait_ends_once_its_round_lost_the_writer(tcp_store):
     inner = RoundStore(tcp_store, writer_alive.is_set)
     store = dist.PrefixStore("round-3", inner)
     threading.Timer(0.3, writer_alive.clear).start()
-    started = time.monotonic()
+    # RoundLost, not the LookupError of the store's own timeout (5 s).
     with pytest.raises(RoundLost, match="master_addr"):
         store.get("master_addr")
-    assert time.monotonic() - started < 2, "the store's own timeout is 5 s: the wait must end long before"
 
 
 def test_a_key_never_written_times_out_as_the_store_would(tcp_store):

@@ -103,6 +103,7 @@ class _ImdsHandler(BaseHTTPRequestHandler):
                 fake.failures -= 1
                 return _send(self, fake.failure_status, {"error": "injected"})
             if url.path == "/metadata/scheduledevents":
+                fake.served.append((time.time(), fake.incarnation))
                 return _send(self, 200, {"DocumentIncarnation": fake.incarnation, "Events": fake.events})
             if url.path == "/metadata/instance/compute/name" and query.get("format") == ["text"]:
                 return _send(self, 200, fake.vm_name, "text/plain")
@@ -118,6 +119,7 @@ class FakeImds(_Server):
         self.events: list[dict[str, Any]] = []
         self.incarnation = 1
         self.requests: list[tuple[float, str, str | None]] = []
+        self.served: list[tuple[float, int]] = []  # each events document answered: when, its incarnation
         self.rejected = 0
         self.failures = 0
         self.failure_status = 500
@@ -125,7 +127,7 @@ class FakeImds(_Server):
         super().__init__()
 
     def publish(self, *events: dict[str, Any]) -> float:
-        """Serve `events` from now on; returns the time they appeared."""
+        """Serve `events` from now on (a new incarnation); returns the time they appeared."""
         with self.lock:
             self.events = list(events)
             self.incarnation += 1
@@ -135,6 +137,11 @@ class FakeImds(_Server):
     def fail_next(self, n: int, status: int = 500) -> None:
         with self.lock:
             self.failures, self.failure_status = n, status
+
+    def answered_with_current(self, before: float) -> int:
+        """How many polls were answered with the current events document before `before`."""
+        with self.lock:
+            return sum(1 for t, incarnation in self.served if incarnation == self.incarnation and t < before)
 
     def polls(self) -> int:
         with self.lock:
@@ -214,6 +221,7 @@ class _KubeHandler(BaseHTTPRequestHandler):
             and parts[6] == "eviction"
         ):
             key = f"{parts[3]}/{parts[5]}"
+            self.server_state.meet_other_evictions()
             time.sleep(self.server_state.eviction_delay_s)
             status = self.server_state.next_eviction_status(key)
             if status == 429:
@@ -253,7 +261,22 @@ class FakeKube(_Server):
         self.eviction_script: dict[str, list[int]] = {}  # "ns/name" -> statuses to answer, in order, then 201
         self.list_failures = 0
         self.eviction_delay_s = 0.0  # how long the server takes to answer an eviction
+        # Set, an eviction is answered only once this many are waiting for their answers at
+        # once (or, after 10 s, never together: `evictions_met` tells which).
+        self.evictions_together: threading.Barrier | None = None
+        self.evictions_met: bool | None = None
         super().__init__()
+
+    def meet_other_evictions(self) -> None:
+        if self.evictions_together is None:
+            return
+        try:
+            self.evictions_together.wait(timeout=10)
+            met = True
+        except threading.BrokenBarrierError:
+            met = False
+        with self.lock:
+            self.evictions_met = met if self.evictions_met is None else self.evictions_met and met
 
     def record(self, method: str, path: str, body: Any, headers: Any) -> None:
         with self.lock:

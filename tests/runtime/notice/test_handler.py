@@ -3,6 +3,7 @@ how soon, and what it leaves alone."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from tests.runtime.notice.conftest import NODE, VM
@@ -11,17 +12,19 @@ from tests.runtime.notice.fakes import event, wait_for
 EVICTABLE = {"/api/v1/namespaces/training/pods/train-0/eviction", "/api/v1/namespaces/training/pods/train-1/eviction"}
 
 
-def test_preempt_cordons_and_evicts_every_pod_within_a_second(start):
+def test_preempt_cordons_and_evicts_every_pod_on_the_poll_that_first_sees_it(start):
     run = start()
     not_before = time.time() + 30
     published = run.imds.publish(event("e-1", VM, "Preempt", not_before))
-    assert wait_for(lambda: len(run.kube.evictions()) >= 2, timeout=3)
+    assert wait_for(lambda: len(run.kube.evictions()) >= 2)
     evictions = run.kube.evictions()
     patches = run.kube.of("PATCH")
 
     latency = max(c["t"] for c in evictions) - published
     print(f"event -> last eviction asked: {latency * 1000:.0f} ms")
-    assert latency < 1.0
+    # Acted on at once: the first answer that carried the event was the only one before the
+    # cordon (the next poll waits for the drain), not the event seen again and again first.
+    assert run.imds.answered_with_current(before=patches[0]["t"]) == 1
 
     # Cordon first, as kubectl cordon sends it.
     assert [c["path"] for c in patches] == [f"/api/v1/nodes/{NODE}"]
@@ -62,12 +65,12 @@ def test_event_without_not_before_uses_each_pods_own_grace(start):
 
 def test_evictions_are_asked_at_once_not_one_after_the_other(start):
     run = start()
-    run.kube.eviction_delay_s = 0.5  # each answer takes half a second
+    # The server answers neither eviction until both are asked: a handler that waits for
+    # one answer before asking the next breaks the meeting.
+    run.kube.evictions_together = threading.Barrier(2)
     run.imds.publish(event("e-1", VM, "Preempt", time.time() + 30))
-    assert wait_for(lambda: len(run.kube.evictions()) >= 2)
-    arrivals = sorted(c["t"] for c in run.kube.evictions())
-    assert arrivals[-1] - arrivals[0] < 0.25, arrivals
-    assert wait_for(lambda: run.events("drained"))
+    assert wait_for(lambda: run.events("drained"), timeout=30)
+    assert len(run.kube.evictions()) == 2 and run.kube.evictions_met is True
 
 
 def test_events_not_for_this_vm_or_not_acted_on_cause_no_call(start):
@@ -125,8 +128,8 @@ def test_refusals_stop_at_the_deadline(start):
     run.imds.publish(event("e-1", VM, "Preempt", time.time() + 2))  # NotBefore within 2 s
     assert wait_for(lambda: run.events("drained"), timeout=4)
     [drained] = run.events("drained")
+    # Without the deadline train-0 would be asked 100 times, then evicted.
     assert drained["outcomes"] == {"evicted": 1, "refused until deadline": 1}
-    assert drained["seconds"] < 2.5
     assert 2 <= len([c for c in run.kube.evictions() if "train-0" in c["path"]]) <= 12
 
 
