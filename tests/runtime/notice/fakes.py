@@ -222,7 +222,6 @@ class _KubeHandler(BaseHTTPRequestHandler):
         ):
             key = f"{parts[3]}/{parts[5]}"
             self.server_state.meet_other_evictions()
-            time.sleep(self.server_state.eviction_delay_s)
             status = self.server_state.next_eviction_status(key)
             if status == 429:
                 return _send(
@@ -260,7 +259,6 @@ class FakeKube(_Server):
         self.calls: list[dict[str, Any]] = []
         self.eviction_script: dict[str, list[int]] = {}  # "ns/name" -> statuses to answer, in order, then 201
         self.list_failures = 0
-        self.eviction_delay_s = 0.0  # how long the server takes to answer an eviction
         # Set, an eviction is answered only once this many are waiting for their answers at
         # once (or, after 10 s, never together: `evictions_met` tells which).
         self.evictions_together: threading.Barrier | None = None
