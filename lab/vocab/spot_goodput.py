@@ -39,8 +39,8 @@ class MeasuredCosts:
     elastic_join_stall_s: float = (
         0.44  # benchmarks/fault_tolerance.py, survivors' stall at a join, median of the 3 evictions' medians
     )
-    per_step_stall_s: float = 0.65  # the per-step hard-kill drill of gpt-small (benchmarks/real_size.py)
-    per_step_join_stall_s: float = 0.15  # the same drill's survivors' stall at the join
+    per_step_stall_s: float = 0.30  # the per-step hard-kill drill of gpt-small, median of 3 (benchmarks/real_size.py)
+    per_step_join_stall_s: float = 0.17  # the same drills' survivors' stall at the join, median of 3
     per_step_overhead: float = 0.032  # per-step step interval over elastic's at 3 groups (benchmarks/step_tax.py)
     restart_s: float = 10.0  # restart-everything: the job's start and checkpoint load (a guess, not measured)
     save_cost_s: float = 1.376  # a real-size save's whole cost to training on one H200 (benchmarks/accelerator.py)
