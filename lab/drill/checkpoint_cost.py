@@ -74,6 +74,7 @@ class IntervalAdvice:
     nodes: int
     every_steps: int
     bands: list[BandInterval]
+    derived: bool = False  # every_steps: the longest interval the job chose while it ran
 
     @property
     def every_s(self) -> float:
@@ -90,13 +91,20 @@ class IntervalAdvice:
         )
         return (
             f"  checkpoints: a save costs training {self.cost.cost_s:.3f} s (median of {self.cost.saves}, "
-            f"{self.cost.blocked_s:.3f} s blocked); every {self.every_steps} steps is {duration(self.every_s)} here\n"
-            f"    interval for {self.nodes} node(s) at each monthly eviction band (Daly): {rows}"
+            f"{self.cost.blocked_s:.3f} s blocked); "
+            + (
+                f"derived while it ran, at most every {self.every_steps} steps ({duration(self.every_s)} here)\n"
+                if self.derived
+                else f"every {self.every_steps} steps is {duration(self.every_s)} here\n"
+            )
+            + f"    interval for {self.nodes} node(s) at each monthly eviction band (Daly): {rows}"
         )
 
 
-def advice(events: Iterable[Mapping[str, Any]], nodes: int, every_steps: int) -> IntervalAdvice | None:
+def advice(
+    events: Iterable[Mapping[str, Any]], nodes: int, every_steps: int, derived: bool = False
+) -> IntervalAdvice | None:
     cost = save_cost(events)
     if cost is None or cost.cost_s <= 0 or nodes < 1:
         return None
-    return IntervalAdvice(cost, nodes, every_steps, intervals(cost.cost_s, nodes, cost.step_s))
+    return IntervalAdvice(cost, nodes, every_steps, intervals(cost.cost_s, nodes, cost.step_s), derived)

@@ -10,6 +10,7 @@ from typing import Any
 from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent
 from lab.drill.checkpoint_cost import advice as interval_advice
+from lab.vocab.checkpoint_interval import FIRST_SAVE_AFTER
 from lab.vocab.events import EXIT_DONE, EXIT_NOTICE, SAVE_NOTICE, Event
 
 
@@ -120,7 +121,7 @@ class Scaling:
 @dataclass
 class DrillReport:
     target_steps: int | None
-    checkpoint_every: int
+    checkpoint_every: int  # derived while the job ran: the longest interval it chose
     final_step: int | None
     finished: bool
     emits_events: bool
@@ -147,6 +148,7 @@ class DrillReport:
     node_local_checkpoints: list[str] = field(default_factory=list)
     # What an interval save cost training, and the interval that calls for at each eviction band.
     checkpoint_advice: dict[str, Any] | None = None
+    checkpoint_derived: bool = False  # the job derived its interval (checkpoint_every 0)
     checkpoint_advice_text: str = ""
 
     @property
@@ -237,7 +239,8 @@ class DrillReport:
             if ev.lost_steps is not None and self.fault_tolerance != "per-step":
                 lines.append(
                     f"    lost work: {ev.lost_steps} step(s) (last step {ev.last_step_before},"
-                    f" resumed from {ev.resumed_from}; checkpoint interval {self.checkpoint_every})"
+                    f" resumed from {ev.resumed_from}; checkpoint interval {self.checkpoint_every}"
+                    f"{' at most, derived' if self.checkpoint_derived else ''})"
                 )
             if ev.emergency_save_s is not None:
                 saved = f"{ev.emergency_save_s:.3f} s"
@@ -320,7 +323,13 @@ def analyze(
     """The drill's figures from its events (ours) and the agents' (torch's), read in order:
     what the run was, each eviction, rendezvous outage and join, the curves, the problems."""
     run = Timeline(events, agent_events)
+    derived = checkpoint_every == 0
+    if derived:
+        # The longest interval the job chose, and the first save's distance from a start.
+        chosen = [int(e["steps"]) for e in run.of(Event.CHECKPOINT_INTERVAL) if "steps" in e]
+        checkpoint_every = max([FIRST_SAVE_AFTER, *chosen])
     report = _overview(run, target_steps, checkpoint_every, node_exit_codes)
+    report.checkpoint_derived = derived
     for e in run.of(Event.EVICT):
         report.evictions.append(_per_step_eviction(run, e) if run.per_step else _elastic_eviction(run, e))
     report.outages = [_outage(run, down) for down in run.of(Event.RDZV_DOWN)]
@@ -332,7 +341,7 @@ def analyze(
         report.reduced = [_reduced(run, e, report.joins) for e in run.of(Event.EVICT) if e.get("cause") != "scale-in"]
     report.loss_curve, report.world_timeline = _curves(run)
     nodes = {e.get("node") for e in run.of(Event.NODE_ADDED) if e["t"] <= run.first_step_t}
-    found = interval_advice(run.events, len(nodes - {None}), checkpoint_every)
+    found = interval_advice(run.events, len(nodes - {None}), checkpoint_every, derived=derived)
     if found is not None:
         report.checkpoint_advice, report.checkpoint_advice_text = found.to_dict(), found.summary()
     report.problems = _problems(run, report, checkpoint_every)

@@ -41,6 +41,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from lab.runtime import events
 from lab.runtime.checkpoint import CheckpointStore, Loaded
+from lab.runtime.checkpoint_pacer import CheckpointPacer, nodes_lost
 from lab.runtime.demo import (
     GlobalSampler,
     pick_device,
@@ -54,6 +55,7 @@ from lab.runtime.sharded_checkpoint import Progress, SaveStats, ShardedCheckpoin
 from lab.runtime.snapshot import TrainingSnapshot
 from lab.runtime.spot_notice import SpotNotice
 from lab.runtime.workload import MODELS, PARALLEL, TINY, Workload, build_model, open_checkpoints
+from lab.vocab.checkpoint_interval import EVICTION_BANDS
 from lab.vocab.events import (
     EXIT_DONE,
     EXIT_NOTICE,
@@ -67,6 +69,7 @@ from lab.vocab.job import (
     ENV_CHECKPOINT_DIR,
     ENV_CHECKPOINT_EVERY,
     ENV_CHECKPOINT_WRITES,
+    ENV_EVICTION_BAND,
     ENV_NOTICE_S,
     ENV_PG_TIMEOUT,
     EXIT_PEER_LOST,
@@ -121,7 +124,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--checkpoint-every",
         type=int,
         default=int(env(ENV_CHECKPOINT_EVERY, "50")),
-        help="steps between periodic checkpoints",
+        help="steps between periodic checkpoints; 0: derived while the job runs (elastic mode: Daly's "
+        "interval from the measured save cost and the eviction rate, lab.runtime.checkpoint_pacer)",
+    )
+    p.add_argument(
+        "--eviction-band",
+        choices=[name for name, _ in EVICTION_BANDS],
+        default=env(ENV_EVICTION_BAND, "10-15%"),
+        help="the monthly eviction-rate band a derived interval starts from, until the job has seen two evictions",
     )
     p.add_argument(
         "--checkpoint-writes", default=env(ENV_CHECKPOINT_WRITES, "rename"), choices=["rename", "write-once"]
@@ -180,9 +190,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.dataset_size = 8192 if tiny else 2048
     if args.lr is None:
         args.lr = 0.05 if tiny else 3e-4
-    for name in ("steps", "batch_size", "dataset_size", "checkpoint_every"):
+    for name in ("steps", "batch_size", "dataset_size"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}={getattr(args, name)} is invalid: expected >= 1")
+    if args.checkpoint_every < 0 or (args.checkpoint_every == 0 and args.fault_tolerance == "per-step"):
+        p.error(f"--checkpoint-every={args.checkpoint_every} is invalid: expected >= 1, or 0 (derived) in elastic mode")
     if not args.notice_seconds > 0:
         p.error(f"--notice-seconds={args.notice_seconds} is invalid: expected seconds > 0")
     return args
@@ -203,6 +215,9 @@ class ElasticTraining:
         self.sampler = GlobalSampler(args.dataset_size, args.order_seed)
         self.workload = Workload(args.model, args.dataset_size, args.seed)
         self.sharded = self.workload.sharded  # checkpoints of shards, saved by every rank together
+        # What the job has seen, carried in its checkpoints: nodes lost, seconds trained.
+        self.evictions, self.trained_before_s, self.started_at = 0, 0.0, time.monotonic()
+        self.pacer: CheckpointPacer | None = None
 
     def run(self) -> int:
         self.start()
@@ -217,7 +232,12 @@ class ElasticTraining:
             if self.sharded:
                 self.agree_on_notice()
                 self.report_save()
-            if self.step % self.args.checkpoint_every == 0:
+            if self.pacer is not None:
+                self.pacer.step_done(self.step_seconds)
+                if self.pacer.due(self.step):
+                    self.save_interval()
+                    self.next_interval()
+            elif self.step % self.args.checkpoint_every == 0:
                 self.save_interval()
         self.finish()
         return 0
@@ -254,6 +274,11 @@ class ElasticTraining:
         """Rank 0 picks the checkpoint and every rank loads that one: on storage with cached
         listings, ranks choosing for themselves could resume at different steps."""
         loaded = self._resume_sharded() if self.sharded else self._resume_whole()
+        if self.args.checkpoint_every == 0:
+            nodes = max(self.world_size // int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
+            self.pacer = CheckpointPacer(
+                self.args.eviction_band, nodes, self.step, self.evictions, self.trained_before_s
+            )
         events.emit(
             Event.RESUME if loaded else Event.FRESH,
             step=self.step,
@@ -296,6 +321,7 @@ class ElasticTraining:
         snapshot.apply(self.net, self.optimizer)
         set_lr(self.optimizer, self.lr)
         self.step = snapshot.step
+        self._carry(snapshot.world_size, snapshot.evictions, snapshot.trained_s)
         self.sampler = snapshot.sampler(self.args.dataset_size, self.args.order_seed)
         events.emit(
             Event.CHECKPOINT_LOADED,
@@ -316,6 +342,7 @@ class ElasticTraining:
             progress = self.checkpoints.load(step, self.net, self.optimizer)
             set_lr(self.optimizer, self.lr)
             self.step = progress.step
+            self._carry(progress.world_size, progress.evictions, progress.trained_s)
             self.sampler = GlobalSampler(
                 self.args.dataset_size, self.args.order_seed, progress.epoch, progress.position
             )
@@ -340,6 +367,19 @@ class ElasticTraining:
             device=self.device,
         )
         return step is not None
+
+    def _carry(self, saved_world: int, evictions: int, trained_s: float) -> None:
+        """The checkpoint's counts of what the job has seen, with the nodes lost since it was
+        taken (fewer ranks now than then)."""
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        self.evictions = evictions + (nodes_lost(saved_world, self.world_size, local) if saved_world else 0)
+        self.trained_before_s = trained_s
+
+    def trained_s(self) -> float:
+        """The job's seconds of training: as its checkpoint counted them, and since this worker started."""
+        if self.pacer is not None:
+            return self.pacer.trained_s()
+        return self.trained_before_s + (time.monotonic() - self.started_at)
 
     # ---------------------------------------------------------------------- 3. wrap
     def wrap(self) -> None:
@@ -449,10 +489,19 @@ class ElasticTraining:
         """A background save that committed (or failed) since the last step: its event."""
         stats = self.checkpoints.finished()
         if stats is not None:
+            if self.pacer is not None and stats.reason == SAVE_INTERVAL and stats.error is None:
+                self.pacer.save_done(stats.blocking_s)
             self._emit_saved(stats)
 
     def _progress(self) -> Progress:
-        return Progress(self.step, self.sampler.epoch, self.sampler.position, self.world_size)
+        return Progress(
+            self.step,
+            self.sampler.epoch,
+            self.sampler.position,
+            self.world_size,
+            evictions=self.evictions,
+            trained_s=round(self.trained_s()),
+        )
 
     def save_interval(self) -> None:
         """Every rank is at this step: gather their RNG states so each resumes its own (whole
@@ -463,6 +512,8 @@ class ElasticTraining:
                 self.checkpoints.save(self._progress(), self.net, self.optimizer, reason=SAVE_INTERVAL)
             except RuntimeError as exc:
                 self.peer_lost(exc)
+            if self.pacer is not None:
+                self.pacer.save_started()
             return
         try:
             states = self._gather_rng()
@@ -477,6 +528,40 @@ class ElasticTraining:
                 self.args.steps,
                 self.loss,
                 self.world_size,
+            )
+
+    def next_interval(self) -> None:
+        """A derived interval: the ranks agree on the figures (the largest of each) and all set
+        the same next save."""
+        assert self.pacer is not None
+        figures = torch.tensor(self.pacer.proposal(), dtype=torch.float64, device=self.device)
+        try:
+            dist.all_reduce(figures, op=dist.ReduceOp.MAX)
+        except RuntimeError as exc:
+            self.peer_lost(exc)
+        chosen = self.pacer.decide(self.step, figures.tolist())
+        if self.rank == 0:
+            events.emit(
+                Event.CHECKPOINT_INTERVAL,
+                step=self.step,
+                steps=chosen.steps,
+                next_step=self.pacer.next_save,
+                step_s=round(chosen.step_s, 5),
+                cost_s=round(chosen.cost_s, 4),
+                mtbf_s=round(chosen.mtbf_s, 1),
+                source=chosen.source,
+                evictions=chosen.evictions,
+                trained_s=round(chosen.trained_s, 1),
+            )
+            log.info(
+                "step %d: next checkpoint in %d steps (a save costs %.3g s, a step %.3g s, a node lost "
+                "every %.0f s: %s)",
+                self.step,
+                chosen.steps,
+                chosen.cost_s,
+                chosen.step_s,
+                chosen.mtbf_s,
+                chosen.source,
             )
 
     def _emit_saved(self, stats: SaveStats) -> None:
@@ -514,10 +599,14 @@ class ElasticTraining:
             step=self.step,
             world_size=self.world_size,
             rng_by_rank=rng_by_rank or {self.rank: rng_state(self.device)},
+            evictions=self.evictions,
+            trained_s=self.trained_s(),
         )
         saved = self.store.save(snapshot.to_payload(), self.step, self.writer)
         # seconds: writing the files; blocking_s: all the training loop waited (with the RNG gather)
         blocking = time.perf_counter() - started if started is not None else saved.seconds
+        if self.pacer is not None and reason == SAVE_INTERVAL:
+            self.pacer.save_done(blocking)
         events.emit(
             Event.CHECKPOINT_SAVED,
             step=self.step,

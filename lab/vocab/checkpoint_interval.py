@@ -38,6 +38,30 @@ def job_mtbf_s(monthly_share: float, nodes: int) -> float:
     return node_mtbf_s(monthly_share) / nodes
 
 
+def band_share(band: str) -> float:
+    """The monthly share of nodes evicted taken for `band` (one of EVICTION_BANDS' names)."""
+    for name, share in EVICTION_BANDS:
+        if name == band:
+            return share
+    raise ValueError(f"band={band!r} is invalid: expected one of {', '.join(name for name, _ in EVICTION_BANDS)}")
+
+
+# Evictions a job must have seen before their rate replaces its band's: one is no rate.
+OBSERVED_AFTER = 2
+# A derived interval's first save, this many steps after a start: it times a step and a save.
+FIRST_SAVE_AFTER = 10
+
+
+def estimated_mtbf_s(band_mtbf_s: float, trained_s: float, evictions: int) -> tuple[float, str]:
+    """The job's mean time between evictions, and where it comes from: its band's until it has
+    seen OBSERVED_AFTER evictions ("band"), then the rate it has seen: its seconds of training
+    over its evictions ("observed"). A job whose nodes go every few minutes in a band that says
+    months then saves every few minutes, and one that sees its band's rate keeps its interval."""
+    if evictions >= OBSERVED_AFTER and trained_s > 0:
+        return trained_s / evictions, "observed"
+    return band_mtbf_s, "band"
+
+
 def young_interval_s(cost_s: float, mtbf_s: float) -> float:
     return math.sqrt(2 * cost_s * mtbf_s)
 
@@ -50,6 +74,13 @@ def daly_interval_s(cost_s: float, mtbf_s: float) -> float:
         return mtbf_s
     ratio = cost_s / (2 * mtbf_s)
     return math.sqrt(2 * cost_s * mtbf_s) * (1 + math.sqrt(ratio) / 3 + ratio / 9) - cost_s
+
+
+def interval_steps(cost_s: float, step_s: float, mtbf_s: float) -> int:
+    """Daly's interval in whole steps (at least 1) of `step_s` seconds."""
+    if not step_s > 0:
+        raise ValueError(f"step_s={step_s!r} is invalid: expected the seconds a step takes, > 0")
+    return max(1, round(daly_interval_s(cost_s, mtbf_s) / step_s))
 
 
 def lost_share(cost_s: float, interval_s: float, mtbf_s: float, recovery_s: float = 0.0) -> float:
@@ -93,8 +124,13 @@ def interval_line(nodes: int, every_steps: int, cost_s: float = 1.0) -> str:
     Daly's at each eviction band for `nodes` and a save costing `cost_s` (unknown until the
     job is drilled: the drill measures the save's cost and the step's time)."""
     bands = ", ".join(f"{row.band} {duration(row.interval_s)}" for row in intervals(cost_s, nodes))
+    own = (
+        "derived while the job runs from its measured saves and evictions (--checkpoint-every 0)"
+        if every_steps == 0
+        else f"every {every_steps} steps (--checkpoint-every)"
+    )
     return (
-        f"checkpoints: every {every_steps} steps (--checkpoint-every); Daly's interval for {nodes} node(s) and a save "
+        f"checkpoints: {own}; Daly's interval for {nodes} node(s) and a save "
         f"costing {cost_s:g} s, at each monthly eviction band: {bands} (`elastic-lab drill` measures your job's save "
         "and step and gives it in steps; `elastic-lab plan --save-cost` for another cost)"
     )

@@ -33,6 +33,7 @@ class Event(StrEnum):
     RESUME = "resume"  # training resumes from a checkpoint
     CHECKPOINT_LOADED = "checkpoint_loaded"
     CHECKPOINT_SAVED = "checkpoint_saved"
+    CHECKPOINT_INTERVAL = "checkpoint_interval"  # a derived interval: the next save, and what it came from
     STEP = "step"  # an optimizer step completed (rank 0; per-step mode: each group's rank 0)
     SAMPLES = "samples"  # the sample indices of a step (--log-samples)
     COLLECTIVE_FAILED = "collective_failed"  # a peer vanished mid-step
@@ -99,6 +100,11 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     # sharded: every rank wrote its shards (bytes: rank 0's); else one rank wrote the whole state.
     Event.CHECKPOINT_SAVED: frozenset(
         {"step", "reason", "seconds", "blocking_s", "bytes", "path", "already", "replica", "sharded"}
+    ),
+    # steps to the next save (`next_step`) from a step of `step_s`, a save costing `cost_s` and a mean
+    # time between evictions `mtbf_s` (`source`: the band's, or "observed" from `evictions` in `trained_s`).
+    Event.CHECKPOINT_INTERVAL: frozenset(
+        {"step", "steps", "next_step", "step_s", "cost_s", "mtbf_s", "source", "evictions", "trained_s"}
     ),
     Event.STEP: frozenset(
         {

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 from lab.vocab import checkpoint_location
+from lab.vocab.checkpoint_interval import EVICTION_BANDS
 from lab.vocab.names import DNS_1035_LABEL, IMAGE_REFERENCE
 from lab.vocab.per_step import ENV_FAULT_TOLERANCE, LIGHTHOUSE_PORT, PerStepSettings
 from lab.vocab.problems import InvalidInput, Problem, Problems
@@ -51,7 +52,9 @@ class CheckpointWrites(StrEnum):
 
 # Environment contract between a launcher and the training script (any script may read it).
 ENV_CHECKPOINT_DIR = "LAB_CHECKPOINT_DIR"
-ENV_CHECKPOINT_EVERY = "LAB_CHECKPOINT_EVERY"
+ENV_CHECKPOINT_EVERY = "LAB_CHECKPOINT_EVERY"  # 0: derived while the job runs (elastic mode)
+# The monthly eviction-rate band the derived checkpoint interval starts from (lab.vocab.checkpoint_interval).
+ENV_EVICTION_BAND = "LAB_EVICTION_BAND"
 ENV_CHECKPOINT_WRITES = "LAB_CHECKPOINT_WRITES"
 ENV_PG_TIMEOUT = "LAB_PG_TIMEOUT_S"
 # How long a spot notice gives before the node goes (the cloud's: Azure 30 s, AWS 120 s).
@@ -241,6 +244,9 @@ class JobSpec:
         and a node joining can cost one to an agent whose workers fail before it sees the
         newcomer, so this is the job's eviction budget.
       checkpoint_dir / checkpoint_every_steps / checkpoint_writes: checkpoint storage.
+        checkpoint_every_steps 0 (elastic mode): the interval is derived while the job runs,
+        Daly's from what its saves cost and how often it loses a node: the rate of
+        `eviction_band` [10-15%] until the job has seen two evictions, then the rate it saw.
       pg_timeout_s: process-group timeout: how fast a vanished peer is noticed [15].
       rdzv_timeouts: see RendezvousTimeouts.
       monitor_interval_s: how often agents poll their workers [0.1].
@@ -264,6 +270,7 @@ class JobSpec:
     max_restarts: int = 100
     checkpoint_dir: str = "/checkpoints"
     checkpoint_every_steps: int = 50
+    eviction_band: str = "10-15%"
     checkpoint_writes: CheckpointWrites = CheckpointWrites.RENAME
     pg_timeout_s: float = 15.0
     rdzv_timeouts: RendezvousTimeouts = field(default_factory=RendezvousTimeouts)
@@ -326,11 +333,23 @@ class JobSpec:
         if (self.module is None) == (self.script is None):
             out.add("module/script", (self.module, self.script), "exactly one of module or script")
         counts_ok = True
-        for key in ("min_nodes", "max_nodes", "nproc_per_node", "checkpoint_every_steps"):
+        for key in ("min_nodes", "max_nodes", "nproc_per_node"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 out.add(key, value, "a whole number >= 1")
                 counts_ok = counts_ok and key not in ("min_nodes", "max_nodes")
+        every = self.checkpoint_every_steps
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            out.add("checkpoint_every_steps", every, "a whole number >= 1, or 0: derived while the job runs")
+        elif every == 0 and self.fault_tolerance is FaultTolerance.PER_STEP:
+            out.add(
+                "checkpoint_every_steps",
+                every,
+                "a whole number >= 1 in per-step mode (the interval is derived in elastic mode only)",
+            )
+        bands = [name for name, _ in EVICTION_BANDS]
+        if self.eviction_band not in bands:
+            out.add("eviction_band", self.eviction_band, "one of " + ", ".join(bands))
         if counts_ok and self.max_nodes < self.min_nodes:
             out.add("min_nodes", self.min_nodes, f"<= max_nodes ({self.max_nodes})")
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
@@ -405,6 +424,7 @@ class JobSpec:
         env = {
             ENV_CHECKPOINT_DIR: self.checkpoint_dir,
             ENV_CHECKPOINT_EVERY: str(self.checkpoint_every_steps),
+            ENV_EVICTION_BAND: str(self.eviction_band),
             ENV_CHECKPOINT_WRITES: self.checkpoint_writes.value,
             ENV_PG_TIMEOUT: f"{self.pg_timeout_s:g}",
             ENV_FAULT_TOLERANCE: self.fault_tolerance.value,

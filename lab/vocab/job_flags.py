@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from lab.vocab.checkpoint_interval import EVICTION_BANDS
 from lab.vocab.job import FaultTolerance, JobSpec, RdzvBackend, RendezvousTimeouts
 from lab.vocab.per_step import PerStepSettings
 from lab.vocab.problems import InvalidInput, Problem, Problems
@@ -26,6 +27,7 @@ OPTIONS = {
     "rdzv_timeouts.join_s": "--join-timeout",
     "max_restarts": "--max-restarts",
     "checkpoint_every_steps": "--checkpoint-every",
+    "eviction_band": "--eviction-band",
     "pg_timeout_s": "--pg-timeout",
     "fault_tolerance": "--fault-tolerance",
     "image": "--image",
@@ -95,7 +97,17 @@ def add_job_arguments(group: argparse._ArgumentGroup, *, name_as_job: bool = Fal
         "--checkpoint-every",
         type=int,
         default=d["checkpoint_every_steps"].default,
-        help=f"steps between checkpoints [{d['checkpoint_every_steps'].default}]",
+        help="steps between checkpoints; 0: derived while the job runs (elastic mode), Daly's interval from "
+        "what its saves cost and how often it loses a node (--eviction-band until it has seen two evictions) "
+        f"[{d['checkpoint_every_steps'].default}]",
+    )
+    group.add_argument(
+        "--eviction-band",
+        default=d["eviction_band"].default,
+        metavar="{" + ",".join(name for name, _ in EVICTION_BANDS) + "}",
+        # argparse expands % in help texts
+        help="the GPU pool's monthly eviction-rate band, for --checkpoint-every 0 "
+        + f"[{d['eviction_band'].default}]".replace("%", "%%"),
     )
     group.add_argument(
         "--pg-timeout",
@@ -123,6 +135,7 @@ def job_fields(args: argparse.Namespace) -> dict[str, Any]:
         "rdzv_timeouts": _timeouts(args),
         "max_restarts": args.max_restarts,
         "checkpoint_every_steps": args.checkpoint_every,
+        "eviction_band": args.eviction_band,
         "pg_timeout_s": args.pg_timeout,
         "fault_tolerance": args.fault_tolerance,
         "per_step": PER_STEP_SETTINGS[args.rdzv_settings](),

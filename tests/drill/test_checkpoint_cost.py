@@ -60,3 +60,15 @@ def test_the_drill_report_gives_the_interval():
     report = analyze(events, [], target_steps=40, checkpoint_every=20, node_exit_codes={})
     assert report.checkpoint_advice is not None and report.checkpoint_advice["nodes"] == 3
     assert "interval for 3 node(s) at each monthly eviction band" in report.summary()
+
+
+def test_a_derived_interval_is_reported_as_the_longest_the_job_chose():
+    events = [{"t": 100.0, "event": "node_added", "node": n} for n in ("a", "b", "c")] + _job(slow=0.3)
+    chose = {"event": "checkpoint_interval", "next_step": 0, "source": "band"}
+    events += [{"t": 101.0, "step": 10, "steps": 20, **chose}, {"t": 103.0, "step": 30, "steps": 35, **chose}]
+    report = analyze(events, [], target_steps=40, checkpoint_every=0, node_exit_codes={})
+    assert report.checkpoint_derived and report.checkpoint_every == 35
+    assert "derived while it ran, at most every 35 steps (3.5 s here)" in report.summary()
+    # before any interval was chosen, the first save's distance from a start bounds the work lost
+    early = analyze(events[:-2], [], target_steps=40, checkpoint_every=0, node_exit_codes={})
+    assert early.checkpoint_every == 10

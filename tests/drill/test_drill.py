@@ -13,6 +13,7 @@ import pytest
 
 from lab.drill.run import DrillConfig, run_drill
 from lab.vocab import events
+from lab.vocab.checkpoint_interval import FIRST_SAVE_AFTER
 from lab.vocab.events import Event, unknown_fields
 from lab.vocab.job import JobSpec
 
@@ -163,6 +164,44 @@ def test_notice_on_the_first_node_with_a_c10d_store_loses_nothing(workdir):
     assert [(e["node"], e["signal"]) for e in left] == [("node-0", "SIGTERM")]
     saved = next(e["t"] for e in recorded if e["event"] == Event.CHECKPOINT_SAVED and e.get("reason") == "notice")
     assert left[0]["t"] >= saved
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.long
+def test_a_derived_checkpoint_interval_saves_where_the_job_chose_and_counts_the_eviction(workdir):
+    """`checkpoint_every_steps: 0` with sharded checkpoints: each start saves a few steps in, then
+    where the ranks agreed (Daly's interval from the save they measured and the band's rate);
+    a hard kill is counted in the checkpoints, so the decisions after it carry the eviction."""
+    cfg = DrillConfig(
+        spec=_spec(
+            workdir,
+            checkpoint_every_steps=0,
+            eviction_band=">20%",
+            script_args=("--model", "gpt-small", "--steps", "120", "--step-time", "0.05"),
+        ),
+        workdir=workdir,
+        nodes=3,
+        target_steps=120,
+        eviction="hard",
+        evict_at_step=40,
+        scale_out_after_s=0.5,
+        timeout_s=150,
+    )
+    report = run_drill(cfg)
+    assert report.passed, report.summary()
+    recorded = events.read(workdir / "events.jsonl")
+    chosen = [e for e in recorded if e["event"] == Event.CHECKPOINT_INTERVAL]
+    saved = sorted({e["step"] for e in recorded if e["event"] == Event.CHECKPOINT_SAVED and e["reason"] == "interval"})
+    assert chosen and chosen[0]["step"] == FIRST_SAVE_AFTER and chosen[0]["evictions"] == 0, chosen
+    # every interval save is one the ranks chose (a start's first or a decided next step), and each
+    # save set the next one
+    assert saved == sorted({e["step"] for e in chosen}), (saved, chosen)
+    assert all(e["source"] == "band" and e["next_step"] == e["step"] + e["steps"] for e in chosen)
+    (ev,) = report.evictions
+    after = [e for e in chosen if e["t"] > ev.t]
+    assert after and all(e["evictions"] == 1 for e in after), after
+    assert report.checkpoint_derived and ev.lost_steps is not None and ev.lost_steps <= report.checkpoint_every
+    assert _undeclared(workdir) == []
 
 
 USER_SCRIPT = textwrap.dedent("""

@@ -54,3 +54,25 @@ def test_durations_read_as_people_say_them():
         "3.0 h",
         "3.0 d",
     ]
+
+
+def test_a_band_is_found_by_its_name_and_a_wrong_name_is_refused_with_the_names():
+    assert ci.band_share("10-15%") == 0.125
+    with pytest.raises(ValueError, match=r"band='12%' is invalid: expected one of <5%, 5-10%, 10-15%, 15-20%, >20%"):
+        ci.band_share("12%")
+
+
+def test_the_band_stands_until_two_evictions_then_the_rate_the_job_saw():
+    band = ci.job_mtbf_s(0.125, 3)
+    assert ci.estimated_mtbf_s(band, trained_s=600.0, evictions=0) == (band, "band")
+    assert ci.estimated_mtbf_s(band, trained_s=600.0, evictions=1) == (band, "band")  # one is no rate
+    assert ci.estimated_mtbf_s(band, trained_s=600.0, evictions=3) == (200.0, "observed")
+    # a job that saw fewer evictions than its band says gets the longer interval too
+    assert ci.estimated_mtbf_s(60.0, trained_s=6000.0, evictions=2) == (3000.0, "observed")
+
+
+def test_the_interval_in_steps_is_dalys_rounded_and_at_least_one():
+    assert ci.interval_steps(1.0, 0.5, 3600.0) == round(ci.daly_interval_s(1.0, 3600.0) / 0.5)
+    assert ci.interval_steps(5.0, 100.0, 60.0) == 1
+    with pytest.raises(ValueError, match="step_s=0"):
+        ci.interval_steps(1.0, 0, 3600.0)

@@ -76,6 +76,18 @@ def test_c10d_agents_never_host_the_store():
         ),
         ({"rdzv_timeouts": {"join": 5}}, "rdzv_timeouts.join=5 is invalid: expected a known field"),
         ({"nodes": 3}, "nodes=3 is invalid: expected a known field"),
+        (
+            {"checkpoint_every_steps": -1},
+            "checkpoint_every_steps=-1 is invalid: expected a whole number >= 1, or 0: derived while the job runs",
+        ),
+        (
+            {"checkpoint_every_steps": 0, "fault_tolerance": "per-step"},
+            "checkpoint_every_steps=0 is invalid: expected a whole number >= 1 in per-step mode",
+        ),
+        (
+            {"eviction_band": "12%"},
+            "eviction_band='12%' is invalid: expected one of <5%, 5-10%, 10-15%, 15-20%, >20%",
+        ),
     ],
 )
 def test_bad_values_get_clear_errors(values, message):
@@ -133,3 +145,9 @@ def test_unknown_fields_and_bad_values_come_together():
         "rdzv_timeouts.close_s",
         "rdzv_timeouts.join",
     ]
+
+
+def test_a_derived_checkpoint_interval_reaches_the_workers_with_its_band():
+    env = JobSpec(checkpoint_every_steps=0, eviction_band=">20%").train_env()
+    assert (env["LAB_CHECKPOINT_EVERY"], env["LAB_EVICTION_BAND"]) == ("0", ">20%")
+    assert JobSpec().train_env()["LAB_EVICTION_BAND"] == "10-15%"

@@ -50,7 +50,7 @@ def test_a_bad_job_option_is_reported_under_its_own_name_once():
     add_job_arguments(parser.add_argument_group("job"))
     assert job_spec(parser.parse_args([]), module="lab.runtime.train").pg_timeout_s == 15
 
-    flags = "--pg-timeout nan --join-timeout inf --min-nodes 0 --checkpoint-every 0 --backend etcd"
+    flags = "--pg-timeout nan --join-timeout inf --min-nodes 0 --checkpoint-every -1 --backend etcd"
     with pytest.raises(InvalidInput) as caught:
         job_spec(parser.parse_args(flags.split()), module="lab.runtime.train")
     keys = [p.key for p in caught.value.problems]
