@@ -8,7 +8,7 @@ Goodput = useful samples (those in the steps of the final model's history) per s
 wall time from the first step to the end.
 
 Run: .venv/bin/python benchmarks/goodput.py [--evict-every 15] [--evictions 4] [--capacity-back 8]
-     [--modes elastic per-step restart-everything]
+     [--modes elastic per-step restart-everything] [--checkpoint-every 50 (0: derived)] [--model tiny]
 """
 
 from __future__ import annotations
@@ -43,7 +43,14 @@ def evict_if_alive(local: LocalTarget, node) -> None:
 
 
 def drive(
-    mode: str, workdir: Path, steps: int, evict_every: float, max_evictions: int, capacity_back: float, every: int
+    mode: str,
+    workdir: Path,
+    steps: int,
+    evict_every: float,
+    max_evictions: int,
+    capacity_back: float,
+    every: int,
+    model: str = "tiny",
 ) -> dict:
     elastic = mode in ("elastic", "per-step")
     spec = JobSpec(
@@ -53,7 +60,7 @@ def drive(
         fault_tolerance="per-step" if mode == "per-step" else "elastic",
         checkpoint_dir=str(workdir / "ckpt"),
         checkpoint_every_steps=every,
-        script_args=("--steps", str(steps), "--step-time", "0.05"),
+        script_args=("--model", model, "--steps", str(steps), "--step-time", "0.05"),
     )
     with LocalTarget(spec, workdir) as local:
         for _ in range(3):
@@ -86,8 +93,20 @@ def drive(
             if not local.alive_nodes and not pending_returns:
                 raise RuntimeError(f"{mode}: every node is gone and none is coming back")
             time.sleep(0.05)
-    samples, wall = useful_samples(local.events())
-    return {"mode": mode, "evictions": evictions, "samples": samples, "wall_s": wall, "goodput": samples / wall}
+    recorded = local.events()
+    samples, wall = useful_samples(recorded)
+    # A derived interval (--checkpoint-every 0): the decisions where what it knew changed, and the last.
+    chosen = [e for e in recorded if e["event"] == Event.CHECKPOINT_INTERVAL]
+    turns = [e for i, e in enumerate(chosen) if i == 0 or e["evictions"] != chosen[i - 1]["evictions"]]
+    intervals = [
+        f"step {e['step']}: {e['steps']} steps ({e['source']}, {e['evictions']} eviction(s), "
+        f"a node lost every {e['mtbf_s']:.0f} s; a save {e['cost_s']:.3f} s, a step {e['step_s']:.3f} s)"
+        for e in turns + chosen[-1:]
+    ]
+    if chosen:
+        intervals.append(f"{len(chosen)} decisions, {sum(1 for e in chosen if e['source'] == 'observed')} observed")
+    result = {"mode": mode, "evictions": evictions, "samples": samples, "wall_s": wall, "goodput": samples / wall}
+    return result | {"intervals": intervals}
 
 
 def main() -> int:
@@ -101,14 +120,27 @@ def main() -> int:
         default=8.0,
         help="seconds until a replacement node is available after an eviction (default 8)",
     )
-    p.add_argument("--checkpoint-every", type=int, default=50)
+    p.add_argument("--checkpoint-every", type=int, default=50, help="steps; 0: derived while the job runs (elastic)")
+    p.add_argument(
+        "--model",
+        choices=("tiny", "gpt-small"),
+        default="tiny",
+        help="the demo's model: tiny (whole checkpoints) or gpt-small (sharded) [tiny]",
+    )
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     args = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-goodput-"))
     results = {}
     for mode in args.modes:
         r = drive(
-            mode, root / mode, args.steps, args.evict_every, args.evictions, args.capacity_back, args.checkpoint_every
+            mode,
+            root / mode,
+            args.steps,
+            args.evict_every,
+            args.evictions,
+            args.capacity_back,
+            args.checkpoint_every,
+            args.model,
         )
         results[mode] = r
         print(
@@ -116,9 +148,11 @@ def main() -> int:
             f"= {r['goodput']:.0f} samples/s",
             flush=True,
         )
+        for line in r["intervals"]:
+            print(f"  checkpoint interval: {line}", flush=True)
     schedule = (
         f"{args.evictions} evictions, one every {args.evict_every:g} s, capacity back after "
-        f"{args.capacity_back:g} s, checkpoint every {args.checkpoint_every} steps"
+        f"{args.capacity_back:g} s, checkpoint every {args.checkpoint_every or 'derived'} steps, model {args.model}"
     )
     if "restart-everything" in results:
         base = results["restart-everything"]["goodput"]

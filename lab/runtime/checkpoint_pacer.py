@@ -1,10 +1,12 @@
 """When an elastic job saves its next interval checkpoint, with `--checkpoint-every 0`.
 
 Daly's interval (lab.vocab.checkpoint_interval) from what the job measures as it runs: the
-median of its recent steps, what its last save cost training (what the save blocked, plus
-what the steps it overlapped took above that median), and its mean time between evictions:
-its band's until it has seen two evictions, then its own seconds of training over them. Both
-counts travel in the checkpoints, so a restarted worker goes on from them.
+median of its recent steps; what a save costs training: what the save itself held training
+up, plus how much longer the steps until the next save took than the steps of this start
+before its first save (a save's writes and copies slow the steps beside it, on a busy CPU by
+more than it blocks); and its mean time between evictions: its band's until it has seen two
+evictions, then its own seconds over them (both counted across the job's restarts by
+lab.runtime.job_history).
 
 The first interval save comes a few steps after the job (or a restarted group) starts, to
 measure a save; until one is measured a save is taken to cost one step. Every rank must save
@@ -41,8 +43,8 @@ class Interval:
 
 
 class CheckpointPacer:
-    """See the module's docstring. `evictions` and `trained_s`: what the job had seen when
-    this worker started (its checkpoint's counts, plus a node lost since)."""
+    """See the module's docstring. `evictions` and `trained_s`: what the job had lived through
+    when this worker started (lab.runtime.job_history)."""
 
     def __init__(
         self,
@@ -59,9 +61,11 @@ class CheckpointPacer:
         self.clock = clock
         self.started = clock()
         self.next_save = start_step + FIRST_SAVE_AFTER
-        self.quiet: deque[float] = deque(maxlen=STEPS_KEPT)
+        self.before_saves: list[float] = []  # this start's steps before its first save
+        self.recent: deque[float] = deque(maxlen=STEPS_KEPT)
         self.cost_s = 0.0  # the last measured save's; 0: none yet
-        self._busy: list[float] | None = None  # steps taken while a background save runs
+        self._since_save: list[float] | None = None  # steps since the last save began
+        self._held_s = 0.0  # what the last save held training up itself
 
     def trained_s(self) -> float:
         """The job's seconds of training: before this worker started, and since."""
@@ -71,21 +75,28 @@ class CheckpointPacer:
         return step >= self.next_save
 
     def step_done(self, seconds: float) -> None:
-        (self.quiet if self._busy is None else self._busy).append(seconds)
+        self.recent.append(seconds)
+        (self.before_saves if self._since_save is None else self._since_save).append(seconds)
 
     def save_started(self) -> None:
-        """A background save began: the steps until it commits are slowed by it."""
-        self._busy = []
+        """A save begins: the previous one's cost is complete (what it held training up, and
+        what the steps since it took above this start's steps before any save)."""
+        if self._since_save is not None:
+            base = self.base_step_s()
+            self.cost_s = self._held_s + sum(max(s - base, 0.0) for s in self._since_save)
+        self._since_save, self._held_s = [], 0.0
 
-    def save_done(self, blocked_s: float) -> None:
-        """A save finished, having blocked training `blocked_s`: its whole cost is that plus
-        what the steps it overlapped took above the median step."""
-        busy, self._busy = self._busy or [], None
-        step_s = self.step_s()
-        self.cost_s = blocked_s + sum(max(s - step_s, 0.0) for s in busy)
+    def save_held(self, seconds: float) -> None:
+        """The save that began held the training loop up this long itself."""
+        self._held_s += seconds
+
+    def base_step_s(self) -> float:
+        """A step with no save about: this start's before its first save."""
+        return statistics.median(self.before_saves) if self.before_saves else self.step_s()
 
     def step_s(self) -> float:
-        return statistics.median(self.quiet) if self.quiet else 0.0
+        """A step as training goes, saves included."""
+        return statistics.median(self.recent) if self.recent else 0.0
 
     def proposal(self) -> list[float]:
         """This rank's figures, to agree on (the largest of each)."""
@@ -100,10 +111,3 @@ class CheckpointPacer:
         steps = interval_steps(cost, step_s, mtbf)
         self.next_save = step + steps
         return Interval(steps, step_s, cost, mtbf, source, int(evictions), trained_s)
-
-
-def nodes_lost(saved_world: int, world: int, local_world: int) -> int:
-    """Nodes the job lost between a checkpoint taken at `saved_world` ranks and a start at
-    `world`, with `local_world` ranks a node (a node added back since counts as none lost)."""
-    per_node = max(local_world, 1)
-    return max(0, -(-saved_world // per_node) - -(-world // per_node))

@@ -76,9 +76,6 @@ class Progress:
     position: int
     world_size: int
     batches_committed: int = 0  # the per-step mode's TorchFT manager count
-    # What the job has seen so far, for its derived checkpoint interval: nodes lost, whole seconds trained.
-    evictions: int = 0
-    trained_s: int = 0
 
     def as_state(self) -> dict[str, int]:
         return asdict(self)
@@ -274,18 +271,12 @@ class ShardedCheckpoints:
         """Load step `step` into the (sharded) model and optimizer, resharded to this world
         size, and return its progress."""
         model_state, optim_state = get_state_dict(model, optimizer)
-        reader = _reader(self.store, step)
-        # Only the progress fields the checkpoint holds: one written before a field was added
-        # loads with that field's default (DCP refuses a key the checkpoint lacks).
-        saved = {
-            key.partition(".")[2] for key in reader.read_metadata().state_dict_metadata if key.startswith("progress.")
-        }
         state: dict[str, Any] = {
             "model": model_state,
             "optim": optim_state,
-            "progress": dict.fromkeys((k for k in Progress.__dataclass_fields__ if k in saved), 0),
+            "progress": dict.fromkeys(Progress.__dataclass_fields__, 0),
         }
-        dcp_load(state, storage_reader=reader, process_group=self.group)
+        dcp_load(state, storage_reader=_reader(self.store, step), process_group=self.group)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         return Progress.from_state(state["progress"])
 

@@ -27,9 +27,6 @@ class TrainingSnapshot:
     world_size: int  # workers when it was taken (the elastic mode's RNG streams are per rank)
     rng_by_rank: dict[int, dict[str, Any]] = field(default_factory=dict)  # each rank's RNG state, when gathered
     batches_committed: int = 0  # the per-step mode's TorchFT manager count
-    # What the job has seen so far, for its derived checkpoint interval: nodes lost, seconds trained.
-    evictions: int = 0
-    trained_s: float = 0.0
 
     @classmethod
     def capture(
@@ -42,8 +39,6 @@ class TrainingSnapshot:
         world_size: int,
         rng_by_rank: dict[int, dict[str, Any]] | None = None,
         batches_committed: int = 0,
-        evictions: int = 0,
-        trained_s: float = 0.0,
     ) -> TrainingSnapshot:
         return cls(
             model=model.state_dict(),
@@ -54,8 +49,6 @@ class TrainingSnapshot:
             world_size=world_size,
             rng_by_rank=dict(rng_by_rank or {}),
             batches_committed=batches_committed,
-            evictions=evictions,
-            trained_s=trained_s,
         )
 
     def apply(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
@@ -78,8 +71,6 @@ class TrainingSnapshot:
             "world_size": self.world_size,
             "rng_by_rank": self.rng_by_rank,
             "batches_committed": self.batches_committed,
-            "evictions": self.evictions,
-            "trained_s": self.trained_s,
         }
 
     @classmethod
@@ -93,6 +84,4 @@ class TrainingSnapshot:
             world_size=int(payload.get("world_size", 0)),
             rng_by_rank=dict(payload.get("rng_by_rank") or {}),
             batches_committed=int(payload.get("batches_committed", 0)),
-            evictions=int(payload.get("evictions", 0)),
-            trained_s=float(payload.get("trained_s", 0.0)),
         )

@@ -6,7 +6,8 @@ Read `ElasticTraining.run` top to bottom:
      world size; a GPT is sharded over the ranks by FSDP2 here (`--parallel fsdp`);
   2. resume from the newest valid checkpoint (rank 0 picks it for everyone);
   3. wrap the model in DistributedDataParallel (unless FSDP2 shards it);
-  4. train: a `torch.optim` step per batch, checkpoints on a timer of steps, an emergency
+  4. train: a `torch.optim` step per batch, checkpoints on a timer of steps (or at an interval
+     derived while the job runs, lab.runtime.checkpoint_pacer), an emergency
      checkpoint on a spot notice (SIGTERM, even while a collective waits on a vanished peer),
      and a save of the last completed step when a peer's loss fails a collective;
   5. finish: a final checkpoint, then exit.
@@ -39,9 +40,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from lab.runtime import events
+from lab.runtime import events, job_history
 from lab.runtime.checkpoint import CheckpointStore, Loaded
-from lab.runtime.checkpoint_pacer import CheckpointPacer, nodes_lost
+from lab.runtime.checkpoint_pacer import CheckpointPacer
 from lab.runtime.demo import (
     GlobalSampler,
     pick_device,
@@ -51,6 +52,7 @@ from lab.runtime.demo import (
     scaled_lr,
     set_lr,
 )
+from lab.runtime.object_store import open_store
 from lab.runtime.sharded_checkpoint import Progress, SaveStats, ShardedCheckpoints
 from lab.runtime.snapshot import TrainingSnapshot
 from lab.runtime.spot_notice import SpotNotice
@@ -73,6 +75,7 @@ from lab.vocab.job import (
     ENV_NOTICE_S,
     ENV_PG_TIMEOUT,
     EXIT_PEER_LOST,
+    CheckpointWrites,
 )
 from lab.vocab.per_step import ENV_FAULT_TOLERANCE
 
@@ -215,9 +218,7 @@ class ElasticTraining:
         self.sampler = GlobalSampler(args.dataset_size, args.order_seed)
         self.workload = Workload(args.model, args.dataset_size, args.seed)
         self.sharded = self.workload.sharded  # checkpoints of shards, saved by every rank together
-        # What the job has seen, carried in its checkpoints: nodes lost, seconds trained.
-        self.evictions, self.trained_before_s, self.started_at = 0, 0.0, time.monotonic()
-        self.pacer: CheckpointPacer | None = None
+        self.pacer: CheckpointPacer | None = None  # a derived checkpoint interval (--checkpoint-every 0)
 
     def run(self) -> int:
         self.start()
@@ -235,7 +236,10 @@ class ElasticTraining:
             if self.pacer is not None:
                 self.pacer.step_done(self.step_seconds)
                 if self.pacer.due(self.step):
+                    self.pacer.save_started()
+                    began = time.perf_counter()
                     self.save_interval()
+                    self.pacer.save_held(time.perf_counter() - began)
                     self.next_interval()
             elif self.step % self.args.checkpoint_every == 0:
                 self.save_interval()
@@ -276,9 +280,8 @@ class ElasticTraining:
         loaded = self._resume_sharded() if self.sharded else self._resume_whole()
         if self.args.checkpoint_every == 0:
             nodes = max(self.world_size // int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
-            self.pacer = CheckpointPacer(
-                self.args.eviction_band, nodes, self.step, self.evictions, self.trained_before_s
-            )
+            seen = self._record_start(nodes, loaded)
+            self.pacer = CheckpointPacer(self.args.eviction_band, nodes, self.step, seen.evictions, seen.trained_s)
         events.emit(
             Event.RESUME if loaded else Event.FRESH,
             step=self.step,
@@ -321,7 +324,6 @@ class ElasticTraining:
         snapshot.apply(self.net, self.optimizer)
         set_lr(self.optimizer, self.lr)
         self.step = snapshot.step
-        self._carry(snapshot.world_size, snapshot.evictions, snapshot.trained_s)
         self.sampler = snapshot.sampler(self.args.dataset_size, self.args.order_seed)
         events.emit(
             Event.CHECKPOINT_LOADED,
@@ -342,7 +344,6 @@ class ElasticTraining:
             progress = self.checkpoints.load(step, self.net, self.optimizer)
             set_lr(self.optimizer, self.lr)
             self.step = progress.step
-            self._carry(progress.world_size, progress.evictions, progress.trained_s)
             self.sampler = GlobalSampler(
                 self.args.dataset_size, self.args.order_seed, progress.epoch, progress.position
             )
@@ -368,18 +369,18 @@ class ElasticTraining:
         )
         return step is not None
 
-    def _carry(self, saved_world: int, evictions: int, trained_s: float) -> None:
-        """The checkpoint's counts of what the job has seen, with the nodes lost since it was
-        taken (fewer ranks now than then)."""
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        self.evictions = evictions + (nodes_lost(saved_world, self.world_size, local) if saved_world else 0)
-        self.trained_before_s = trained_s
-
-    def trained_s(self) -> float:
-        """The job's seconds of training: as its checkpoint counted them, and since this worker started."""
-        if self.pacer is not None:
-            return self.pacer.trained_s()
-        return self.trained_before_s + (time.monotonic() - self.started_at)
+    def _record_start(self, nodes: int, resumed: bool) -> job_history.Start:
+        """What the job has lived through (rank 0 keeps the record; the ranks agree on the
+        counts at each save). Storage that refuses the record costs the counts, not the job."""
+        if self.rank != 0:
+            return job_history.Start(time.time(), nodes, 0, 0.0)
+        try:
+            return job_history.record_start(
+                open_store(self.args.checkpoint_dir, CheckpointWrites(self.args.checkpoint_writes)), nodes, resumed
+            )
+        except OSError as exc:
+            log.warning("the job's history beside its checkpoints could not be kept (%s): counting from now", exc)
+            return job_history.Start(time.time(), nodes, 0, 0.0)
 
     # ---------------------------------------------------------------------- 3. wrap
     def wrap(self) -> None:
@@ -489,19 +490,10 @@ class ElasticTraining:
         """A background save that committed (or failed) since the last step: its event."""
         stats = self.checkpoints.finished()
         if stats is not None:
-            if self.pacer is not None and stats.reason == SAVE_INTERVAL and stats.error is None:
-                self.pacer.save_done(stats.blocking_s)
             self._emit_saved(stats)
 
     def _progress(self) -> Progress:
-        return Progress(
-            self.step,
-            self.sampler.epoch,
-            self.sampler.position,
-            self.world_size,
-            evictions=self.evictions,
-            trained_s=round(self.trained_s()),
-        )
+        return Progress(self.step, self.sampler.epoch, self.sampler.position, self.world_size)
 
     def save_interval(self) -> None:
         """Every rank is at this step: gather their RNG states so each resumes its own (whole
@@ -512,8 +504,6 @@ class ElasticTraining:
                 self.checkpoints.save(self._progress(), self.net, self.optimizer, reason=SAVE_INTERVAL)
             except RuntimeError as exc:
                 self.peer_lost(exc)
-            if self.pacer is not None:
-                self.pacer.save_started()
             return
         try:
             states = self._gather_rng()
@@ -599,14 +589,10 @@ class ElasticTraining:
             step=self.step,
             world_size=self.world_size,
             rng_by_rank=rng_by_rank or {self.rank: rng_state(self.device)},
-            evictions=self.evictions,
-            trained_s=self.trained_s(),
         )
         saved = self.store.save(snapshot.to_payload(), self.step, self.writer)
         # seconds: writing the files; blocking_s: all the training loop waited (with the RNG gather)
         blocking = time.perf_counter() - started if started is not None else saved.seconds
-        if self.pacer is not None and reason == SAVE_INTERVAL:
-            self.pacer.save_done(blocking)
         events.emit(
             Event.CHECKPOINT_SAVED,
             step=self.step,

@@ -42,14 +42,6 @@ def checksums(model, optimizer):
     return round(total, 6), round(moments, 6)
 
 
-class _OlderProgress(Progress):
-    """Progress as a version that knew only the fields named in PROGRESS_FIELDS saved it."""
-
-    def as_state(self) -> dict[str, int]:
-        kept = os.environ["PROGRESS_FIELDS"].split(",")
-        return {k: v for k, v in super().as_state().items() if k in kept}
-
-
 def main() -> None:
     mode, directory = sys.argv[1], sys.argv[2]
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
@@ -66,7 +58,6 @@ def main() -> None:
         step, skipped = checkpoints.choose()
         progress = checkpoints.load(step, model, optimizer)
         out.update(step=progress.step, saved_world=progress.world_size, skipped=skipped)
-        out.update(evictions=progress.evictions, trained_s=progress.trained_s)
         out["model"], out["moments"] = checksums(model, optimizer)
     else:
         steps, every = int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 1
@@ -79,9 +70,7 @@ def main() -> None:
             optimizer.step()
             optimizer.zero_grad()
             if step % every == 0:
-                kind = _OlderProgress if os.environ.get("PROGRESS_FIELDS") else Progress
-                progress = kind(step, 0, step, world, evictions=1, trained_s=step)
-                stats = checkpoints.save(progress, model, optimizer, reason="interval")
+                stats = checkpoints.save(Progress(step, 0, step, world), model, optimizer, reason="interval")
                 blocked.append(stats.blocking_s)
                 _say({"rank": rank, "saving": step})
                 time.sleep(float(os.environ.get("PAUSE_AFTER_SAVE", "0")))

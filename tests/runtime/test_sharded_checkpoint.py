@@ -88,20 +88,6 @@ def _run(python: str, nproc: int, *args: str, env: dict | None = None, timeout: 
 
 @pytest.mark.timeout(240)
 @pytest.mark.long
-def test_a_checkpoint_without_the_newer_progress_fields_loads_with_their_defaults(workdir, python):
-    """A checkpoint written before the job counted its evictions and training time resumes:
-    those start from 0, the rest as saved (the fields it has are read, the others defaulted)."""
-    ckpt = str(workdir / "ckpt")
-    _run(python, 2, "save", ckpt, "2", "2", env={"PROGRESS_FIELDS": "step,epoch,position,world_size"})
-    (loaded,) = _run(python, 1, "load", ckpt)
-    assert (loaded["step"], loaded["saved_world"], loaded["evictions"], loaded["trained_s"]) == (2, 2, 0, 0)
-    _run(python, 2, "save", str(workdir / "new"), "2", "2")
-    (loaded,) = _run(python, 1, "load", str(workdir / "new"))
-    assert (loaded["evictions"], loaded["trained_s"]) == (1, 2)
-
-
-@pytest.mark.timeout(240)
-@pytest.mark.long
 def test_a_checkpoint_saved_by_two_ranks_loads_into_one_and_into_three(workdir, python):
     """FSDP2 shards of a model and its AdamW state, saved asynchronously at world size 2, load
     resharded at world sizes 1 and 3: the same full state, the same progress."""
