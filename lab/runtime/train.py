@@ -378,7 +378,7 @@ class ElasticTraining:
             return job_history.record_start(
                 open_store(self.args.checkpoint_dir, CheckpointWrites(self.args.checkpoint_writes)), nodes, resumed
             )
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - any store's error (a file system's, S3's, Azure's)
             log.warning("the job's history beside its checkpoints could not be kept (%s): counting from now", exc)
             return job_history.Start(time.time(), nodes, 0, 0.0)
 
