@@ -89,15 +89,15 @@ class IntervalAdvice:
             + (f" ({b.interval_steps:,} steps)" if b.interval_steps is not None else "")
             for b in self.bands
         )
+        own = (
+            f"derived while it ran, at most every {self.every_steps} steps ({duration(self.every_s)} here)"
+            if self.derived
+            else f"every {self.every_steps} steps is {duration(self.every_s)} here"
+        )
         return (
             f"  checkpoints: a save costs training {self.cost.cost_s:.3f} s (median of {self.cost.saves}, "
-            f"{self.cost.blocked_s:.3f} s blocked); "
-            + (
-                f"derived while it ran, at most every {self.every_steps} steps ({duration(self.every_s)} here)\n"
-                if self.derived
-                else f"every {self.every_steps} steps is {duration(self.every_s)} here\n"
-            )
-            + f"    interval for {self.nodes} node(s) at each monthly eviction band (Daly): {rows}"
+            f"{self.cost.blocked_s:.3f} s blocked); {own}\n"
+            f"    interval for {self.nodes} node(s) at each monthly eviction band (Daly): {rows}"
         )
 
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from lab.runtime.object_store import ObjectStore
 
 PREFIX = "job-history/"
+RECORD = "start.json"
 KEEP = 5
 
 
@@ -31,9 +32,6 @@ class Start:
     nodes: int
     evictions: int  # nodes lost since the job's first start
     trained_s: float  # seconds from the job's first start to this one
-
-
-RECORD = "start.json"
 
 
 def _key(t: float) -> str:
@@ -49,8 +47,8 @@ def _records(store: ObjectStore) -> list[str]:
 def record_start(store: ObjectStore, nodes: int, resumed: bool, now: float | None = None) -> Start:
     """This start's record, written after the newest one (if the job resumed)."""
     now = time.time() if now is None else now
-    keys = _records(store) if resumed else []
-    previous = _read(store, keys[-1]) if keys else None
+    keys = _records(store)
+    previous = _read(store, keys[-1]) if keys and resumed else None
     if previous is None:
         start = Start(now, nodes, 0, 0.0)
     else:
@@ -60,8 +58,9 @@ def record_start(store: ObjectStore, nodes: int, resumed: bool, now: float | Non
             previous.evictions + max(0, previous.nodes - nodes),
             previous.trained_s + max(0.0, now - previous.t),
         )
-    store.put(_key(now), json.dumps(asdict(start)).encode())
-    for old in _records(store)[:-KEEP]:
+    key = _key(now)
+    store.put(key, json.dumps(asdict(start)).encode())
+    for old in [*keys, key][:-KEEP]:
         store.delete_prefix(old.rpartition("/")[0])
     return start
 
