@@ -754,4 +754,11 @@ def _unfinished(run: Timeline, report: DrillReport) -> str:
         )
     if run.emits and target:
         return f"the job did not finish: final step {report.final_step}, expected {target}"
+    succeeded = sorted({a.node for a in run.agent_events if a.kind == "group_succeeded"})
+    if succeeded and stuck:
+        codes = ", ".join(f"{n} ({c})" for n, c in sorted(stuck.items()))
+        return (
+            f"workers finished the job (on {', '.join(succeeded)}), but these nodes did not exit cleanly"
+            f" (exit code): {codes}"
+        )
     return "the job did not finish: no node's worker group completed successfully"

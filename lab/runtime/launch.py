@@ -155,6 +155,8 @@ def _handler_class() -> type[Any]:
         _members: frozenset[object] = frozenset()  # the round's node descriptors
         _lost_reported = False
         waiting_thread: int | None = None  # the thread waiting in next_rendezvous (None: none)
+        # The last round this agent's workers ran in: its store and size, for its exit barrier.
+        _last_round: RendezvousInfo | None = None
 
         def _succeeded_key(self) -> str:
             return f"lab/{self.get_run_id()}/succeeded"
@@ -318,10 +320,28 @@ def _handler_class() -> type[Any]:
             node just as another's finished), and that agent holds the round in its exit
             barrier, so no round would form until its barrier times out (300 s)."""
             if self.waiting_thread == threading.get_ident() and self.job_succeeded():
+                self._check_in_to_the_exit_barrier()
                 raise JobAlreadyDone(
                     f"while this agent waited for a round of the rendezvous {self.get_run_id()!r}, "
                     "the other agents' workers finished the job"
                 )
+
+        def _check_in_to_the_exit_barrier(self) -> None:
+            """This agent leaves a finished job without running its workers to the end (it
+            stopped them for a node that joined as the others' finished). An agent whose
+            workers finished waits in torch's exit barrier for every agent of its round: count
+            this one in, without waiting, or that agent waits out the barrier's timeout (300 s)
+            for one that has gone."""
+            from torch.distributed.elastic.agent.server.api import _TERMINAL_STATE_SYNC_ID
+            from torch.distributed.elastic.utils.store import _barrier_nonblocking
+
+            last, self._last_round = self._last_round, None
+            if last is None:
+                return  # a newcomer: no round of its own to leave
+            try:
+                _barrier_nonblocking(last.store, last.world_size, _TERMINAL_STATE_SYNC_ID)
+            except Exception as exc:  # noqa: BLE001 - the other agent's barrier then times out, as torch's would
+                log.warning("could not check in to the finished round's exit barrier (%s)", exc)
 
         def _next_round(self) -> RendezvousInfo:
             self._round = None
@@ -350,6 +370,7 @@ def _handler_class() -> type[Any]:
                     raise
                 except RendezvousClosedError:
                     if self.job_succeeded():
+                        self._check_in_to_the_exit_barrier()
                         raise JobAlreadyDone(
                             f"the rendezvous {self.get_run_id()!r} closed: the other agents' workers finished the job"
                         ) from None
@@ -358,6 +379,7 @@ def _handler_class() -> type[Any]:
             self._server_back()
             state = self._state_holder.state
             self._round, self._members, self._lost_reported = state.round, frozenset(state.participants), False
+            self._last_round = info
             store = info.bootstrap_store_info
             if store is not None:
                 self._peers_lost_marker = spot_notice.peers_lost_marker(

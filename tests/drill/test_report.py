@@ -51,6 +51,23 @@ def test_a_job_whose_survivors_never_restart_is_not_finished():
     assert "emergency save: not visible to the drill" in summary and "not made" not in summary
 
 
+def test_a_job_whose_workers_finished_but_a_node_hung_names_that_node():
+    """One agent's workers finished; the other node was still up when the drill's time ran out
+    (an agent held in its exit barrier, a worker that never exits): the report says which."""
+    recorded = [{"t": 100.0, "event": "node_added", "node": n} for n in ("a", "b")]
+    agents = _agents(
+        *((101.0, n, "rendezvous", 2, 0) for n in "ab"),
+        *((102.0, n, "started", 2, 0) for n in "ab"),
+        (120.0, "a", "group_succeeded", None, 0),
+    )
+    report = analyze(recorded, agents, target_steps=None, checkpoint_every=10, node_exit_codes={"a": 0, "b": -9})
+    assert not report.finished and not report.passed
+    assert (
+        "workers finished the job (on a), but these nodes did not exit cleanly (exit code): b (-9)"
+        in (report.problems[0])
+    )
+
+
 def test_a_notice_that_finds_its_step_saved_says_so():
     base = {"world_size": 2, "loss": 1.0}
     recorded = [

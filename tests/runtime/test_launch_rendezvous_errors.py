@@ -337,9 +337,20 @@ def test_an_agent_that_restarted_as_the_job_finished_stops_waiting_for_a_round(e
     """A node joins as the job ends: one agent restarts its workers for it a moment before the
     other's workers finish (its own had just trained the last step), and rejoins the rendezvous,
     where the other agent holds the round in its exit barrier. torch's agent waits there for
-    the barrier's 300 s; ours sees the job's success at its next poll and ends cleanly."""
+    the barrier's 300 s; ours sees the job's success at its next poll and ends cleanly, and
+    checks in to that barrier as it goes: the other agent, which waits there for every agent
+    of its round, ends too instead of waiting out the barrier's timeout."""
+    from torch.distributed.elastic.agent.server.api import _TERMINAL_STATE_SYNC_ID
+    from torch.distributed.elastic.utils import store as store_util
+
     a, b, late = _handlers(etcd, "t-restarted-at-the-end", 3)
     outcome: list[BaseException | object] = []
+    barrier_passed = threading.Event()
+
+    def exit_barrier(info) -> None:
+        """torch's agent's exit barrier, on the round's store, as its agent enters it."""
+        store_util.barrier(info.store, info.world_size, _TERMINAL_STATE_SYNC_ID, barrier_timeout=60)
+        barrier_passed.set()
 
     def rejoin(handler) -> None:
         try:
@@ -348,17 +359,20 @@ def test_an_agent_that_restarted_as_the_job_finished_stops_waiting_for_a_round(e
             outcome.append(exc)
 
     try:
-        assert [info.world_size for info in _meet([a, b])] == [2, 2]
+        infos = _meet([a, b])
+        assert [info.world_size for info in infos] == [2, 2]
         threading.Thread(target=rejoin, args=(late,), daemon=True).start()
         assert procs.wait_until(lambda: a.num_nodes_waiting() == 1, 10), "the newcomer never showed as waiting"
         restarted = threading.Thread(target=rejoin, args=(a,), daemon=True)
         restarted.start()
         time.sleep(1.0)  # several polls: b holds the round, nobody can form the next
         assert restarted.is_alive() and outcome == []
-        b.mark_succeeded()  # b's workers finished the job: its agent enters the exit barrier (and stays)
+        b.mark_succeeded()  # b's workers finished the job: its agent enters the exit barrier
+        threading.Thread(target=exit_barrier, args=(infos[1],), daemon=True).start()
         restarted.join(5)
         assert not restarted.is_alive(), "the restarted agent still waits for a round of a finished job"
         assert any(isinstance(o, launch.JobAlreadyDone) and "waited for a round" in str(o) for o in outcome), outcome
+        assert barrier_passed.wait(10), "b's agent still waits in its exit barrier for the agent that left"
     finally:
         for h in (a, b, late):
             h._stop_heartbeats()
