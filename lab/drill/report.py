@@ -119,6 +119,20 @@ class Scaling:
 
 
 @dataclass
+class StillRunning:
+    """A process of a node that still ran when the drill's time was up, and where it was."""
+
+    node: str
+    role: str  # "agent" or "worker"
+    pid: int
+    where: str
+    stacks: str  # the file with every thread's stack
+
+    def problem(self) -> str:
+        return f"{self.node}'s {self.role} (pid {self.pid}) was in {self.where}; every thread's stack: {self.stacks}"
+
+
+@dataclass
 class DrillReport:
     target_steps: int | None
     checkpoint_every: int  # derived while the job ran: the longest interval it chose
@@ -150,6 +164,8 @@ class DrillReport:
     checkpoint_advice: dict[str, Any] | None = None
     checkpoint_derived: bool = False  # the job derived its interval (checkpoint_every 0)
     checkpoint_advice_text: str = ""
+    # The processes that still ran when the drill's time was up (it then killed them).
+    still_running: list[StillRunning] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:

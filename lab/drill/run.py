@@ -14,8 +14,10 @@ from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent, read_agent_events
 from lab.drill.convergence import Curve, compare
 from lab.drill.diagnosis import WorkerError, crash_loop, describe, worker_errors
-from lab.drill.report import DrillReport, analyze, node_local_warning
+from lab.drill.report import DrillReport, StillRunning, analyze, node_local_warning
+from lab.drill.stacks import where
 from lab.local import LocalTarget
+from lab.local.stack_dumps import StackDump
 from lab.local.target import AGENT_EVENTS, TORCHELASTIC_LOGS, Node
 from lab.vocab import events
 from lab.vocab.events import EXIT_DONE, Event
@@ -286,6 +288,7 @@ class _Drill:
         self.seen: list[dict[str, Any]] = []
         self.diagnosed_at = 0.0
         self.server_died: list[str] = []
+        self.stacks: list[StackDump] = []  # of the processes still running when the time ran out
         self.t_start = time.monotonic()
 
     def run(self) -> DrillReport:
@@ -447,6 +450,9 @@ class _Drill:
         local.wait(self.remaining(), on_tick=lambda: self.pump("training"))
         self.pump("finished")
         self.progress.say("finished" if not local.alive_nodes else "timed out", len(local.alive_nodes), force=True)
+        if local.alive_nodes:
+            # Before the nodes are killed: where their agents and workers were.
+            self.stacks = local.stacks()
         return bool(local.alive_nodes)
 
     # ------------------------------------------------------------------------ the report
@@ -489,7 +495,14 @@ class _Drill:
             {"node": e.node, "attempt": e.attempt, "message": e.message, "hint": e.hint} for e in errors
         ]
         if timed_out:
-            report.problems.insert(0, f"the drill timed out after {cfg.timeout_s:g} s; remaining nodes were killed")
+            report.still_running = [
+                StillRunning(d.node, d.role, d.pid, where(d.text) or "no Python frame", str(d.path))
+                for d in self.stacks
+            ]
+            report.problems[:0] = [
+                f"the drill timed out after {cfg.timeout_s:g} s; remaining nodes were killed",
+                *(p.problem() for p in report.still_running),
+            ]
         report.problems[:0] = self.server_died
         report.node_local_checkpoints = _node_local_checkpoints(local)
         if report.node_local_checkpoints and report.problems:

@@ -26,12 +26,14 @@ from lab.local.etcd import EtcdServer, find_etcd
 from lab.local.lighthouse import Lighthouse, find_lighthouse
 from lab.local.node_forker import ForkedNode, ForkerError, NodeForker
 from lab.local.procs import ServerError
+from lab.local.stack_dumps import StackDump, ask_for_stacks
 from lab.runtime.events import emit
 from lab.vocab import events
 from lab.vocab.errors import Refused
 from lab.vocab.events import Event, Source
 from lab.vocab.job import ENV_AGENT_EVENTS, ENV_EVENTS_FILE, ENV_NODE, JobSpec, RdzvBackend
 from lab.vocab.per_step import ENV_ADVERTISE, ENV_REPLICA_GROUP
+from lab.vocab.stack_dumps import ENV_STACK_DUMPS
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,8 @@ SILENT_KILL_S = 30.0
 TORCHELASTIC_LOGS = "torchelastic"
 # Under each node's directory: torch's structured agent events, as JSON lines (lab.runtime.launch).
 AGENT_EVENTS = "agent-events.jsonl"
+# Under each node's directory: where its agent and workers write their stacks when asked.
+STACK_DUMPS = "stacks"
 # The longest temp dir path under which multiprocessing's sockets still fit.
 MAX_TMP_PATH = 60
 # Under the nodes' directory: what the node forker (lab.local.node_forker) printed.
@@ -426,6 +430,7 @@ class LocalTarget:
             ENV_NODE: name,
             **({ENV_REPLICA_GROUP: name, ENV_ADVERTISE: "127.0.0.1"} if self.spec.per_step_mode else {}),
             ENV_AGENT_EVENTS: str(home / AGENT_EVENTS),
+            ENV_STACK_DUMPS: str(home / STACK_DUMPS),
         }
         cmd = [
             *self.spec.launcher(sys.executable),
@@ -486,6 +491,16 @@ class LocalTarget:
         node._killer = threading.Timer(seconds, kill)
         node._killer.daemon = True
         node._killer.start()
+
+    def stacks(self, wait_s: float = 2.0) -> list[StackDump]:
+        """Where every running node's agent and workers are: each writes its threads' Python
+        stacks when asked (a silently evicted node's processes, stopped, cannot)."""
+        return [
+            dump
+            for node in self.nodes
+            if node.alive
+            for dump in ask_for_stacks(node.name, node.proc.pid, self.node_dir(node.name) / STACK_DUMPS, wait_s)
+        ]
 
     def wait(self, timeout: float, poll: float = 0.2, on_tick: Callable[[], None] | None = None) -> bool:
         """Wait until no node is running; False when the timeout ran out first."""

@@ -71,8 +71,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lab.runtime import events, spot_notice
+from lab.runtime.stack_dumps import dump_stacks_on_request
 from lab.vocab.events import Event
 from lab.vocab.job import ENV_AGENT_EVENTS, EXIT_PEER_LOST
+from lab.vocab.stack_dumps import AGENT
 
 PROG = "lab.runtime.launch"
 log = logging.getLogger(PROG)
@@ -930,6 +932,7 @@ def main(argv: list[str] | None = None) -> int:
     from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError
 
     install()
+    dump_stacks_on_request(AGENT)
     args = list(sys.argv[1:] if argv is None else argv)
     if os.environ.get(ENV_AGENT_EVENTS):
         record_agent_events(os.environ[ENV_AGENT_EVENTS])

@@ -33,6 +33,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from lab.runtime.stack_dumps import dump_stacks_on_request
+from lab.vocab.stack_dumps import WORKER
+
 _PR_SET_PDEATHSIG = 1
 UNIX_PATH_MAX = 108  # a Unix socket's path, its terminating NUL included (Linux's sun_path)
 
@@ -206,6 +209,7 @@ def run_script(*cmd_args: str) -> None:
     IN_WARM_WORKER = True
     die_with_parent()  # multiprocessing's children otherwise outlive a killed forkserver
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the forkserver ignores it (lab.runtime.warm_server)
+    dump_stacks_on_request(WORKER)
     _let_gloo_drain_on_destroy()
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)

@@ -230,6 +230,49 @@ def test_drill_of_a_script_without_our_events_reports_what_the_agents_saw(workdi
     assert "workers running again at the new world size" in report.summary()
 
 
+HANGING_SCRIPT = textwrap.dedent("""
+    import time, torch, torch.distributed as dist
+    from datetime import timedelta
+
+    def wait_for_ever():
+        while True:
+            time.sleep(1)
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=600))
+    for i in range(40):
+        dist.all_reduce(torch.ones(1))
+        time.sleep(0.1)
+    if dist.get_rank() == 0:
+        dist.barrier()  # the others never come
+    else:
+        wait_for_ever()
+""")
+
+
+@pytest.mark.timeout(90)
+def test_a_drill_that_times_out_says_where_each_process_still_running_was(workdir):
+    """A script that hangs at its end (rank 0 in a barrier the others never reach): when the
+    drill's time is up it asks every process still running for its stacks before killing it,
+    and names where each was."""
+    script = workdir / "hangs.py"
+    script.write_text(HANGING_SCRIPT)
+    report = run_drill(_script_drill(workdir, script, (), timeout_s=25))
+    assert not report.passed and report.problems[0].startswith("the drill timed out after 25 s"), report.summary()
+    running = report.still_running
+    workers = [p for p in running if p.role == "worker"]
+    agents = [p for p in running if p.role == "agent"]
+    assert sorted({p.node for p in agents}) == sorted({p.node for p in workers}) == ["node-0", "node-1"], running
+    assert sum("barrier (torch/distributed/" in p.where for p in workers) == 1, workers
+    assert sum(p.where.startswith("wait_for_ever (") for p in workers) == 1, workers
+    # the barrier's rank says which line of the script it waits at
+    (waiting,) = [p for p in workers if "barrier" in p.where]
+    assert waiting.where.endswith("called from hangs.py:14 in <module>"), waiting.where
+    # the agents watch their workers, in torch's agent loop
+    assert all(p.where.startswith("_invoke_run (torch/distributed/elastic/agent/") for p in agents), agents
+    for p in running:
+        assert p.problem() in report.problems and Path(p.stacks).is_file()
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.long
 def test_the_cli_drill_of_a_hard_kill_and_a_join_reports_json_and_a_timeline(workdir):

@@ -1,0 +1,55 @@
+"""lab.runtime.stack_dumps, in processes of their own (registering a signal handler here would
+change the test runner)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+from lab.local import procs
+from lab.vocab.stack_dumps import DUMP_SIGNAL, ENV_STACK_DUMPS, WORKER, dump_file_name
+
+SLEEPER = textwrap.dedent("""
+    import signal, sys, time
+    from lab.runtime.stack_dumps import dump_stacks_on_request
+
+    def napping_in_place():
+        time.sleep(60)
+
+    print(dump_stacks_on_request("worker"), signal.getsignal(signal.SIGUSR2), flush=True)
+    napping_in_place()
+""")
+
+
+def _start(workdir, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", SLEEPER], env=env, cwd=workdir, stdout=subprocess.PIPE, text=True)
+
+
+def test_a_process_asked_writes_every_threads_stack_to_its_own_file(workdir):
+    dumps = workdir / "stacks"
+    env = {**dict(os.environ), ENV_STACK_DUMPS: str(dumps)}
+    proc = _start(workdir, env)
+    try:
+        said = proc.stdout.readline().split()
+        path = dumps / dump_file_name(WORKER, proc.pid)
+        assert said[0] == str(path) and path.read_text() == ""
+        proc.send_signal(DUMP_SIGNAL)
+        assert procs.wait_until(lambda: "napping_in_place" in path.read_text(), 10), path.read_text()
+        assert proc.poll() is None  # dumping does not end it
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_without_a_directory_nothing_is_registered(workdir):
+    env = {k: v for k, v in os.environ.items() if k != ENV_STACK_DUMPS}
+    proc = _start(workdir, env)
+    try:
+        assert proc.stdout.readline().split() == ["None", str(signal.Handlers.SIG_DFL)]
+        assert not (workdir / "stacks").exists()
+    finally:
+        proc.kill()
+        proc.wait()
