@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from lab.drill.run import DrillConfig, run_drill
+from lab.drill.stacks import main_thread, threads
 from lab.vocab import events
 from lab.vocab.checkpoint_interval import FIRST_SAVE_AFTER
 from lab.vocab.events import Event, unknown_fields
@@ -194,8 +195,11 @@ def test_a_derived_checkpoint_interval_saves_where_the_job_chose_and_counts_the_
     saved = sorted({e["step"] for e in recorded if e["event"] == Event.CHECKPOINT_SAVED and e["reason"] == "interval"})
     assert chosen and chosen[0]["step"] == FIRST_SAVE_AFTER and chosen[0]["evictions"] == 0, chosen
     # every interval save is one the ranks chose (a start's first or a decided next step), and each
-    # save set the next one
-    assert saved == sorted({e["step"] for e in chosen}), (saved, chosen)
+    # save set the next one; a save still being written when a node joined gave way to the join's
+    # own save (its workers then exited)
+    exited = {e["pid"] for e in recorded if e["event"] == Event.EXIT}
+    assert set(saved) <= {e["step"] for e in chosen}, (saved, chosen)
+    assert all(e["step"] in saved or e["pid"] in exited for e in chosen), (saved, chosen)
     assert all(e["source"] == "band" and e["next_step"] == e["step"] + e["steps"] for e in chosen)
     (ev,) = report.evictions
     after = [e for e in chosen if e["t"] > ev.t]
@@ -267,8 +271,10 @@ def test_a_drill_that_times_out_says_where_each_process_still_running_was(workdi
     # the barrier's rank says which line of the script it waits at
     (waiting,) = [p for p in workers if "barrier" in p.where]
     assert waiting.where.endswith("called from hangs.py:14 in <module>"), waiting.where
-    # the agents watch their workers, in torch's agent loop
-    assert all(p.where.startswith("_invoke_run (torch/distributed/elastic/agent/") for p in agents), agents
+    # the agents watch their workers, in torch's agent loop (at a sleep, or asking the rendezvous)
+    for p in agents:
+        main = main_thread(threads(Path(p.stacks).read_text()))
+        assert main and any(f.function == "_invoke_run" for f in main), p
     for p in running:
         assert p.problem() in report.problems and Path(p.stacks).is_file()
 

@@ -18,6 +18,7 @@ NODE = textwrap.dedent("""
     from lab.runtime.stack_dumps import dump_stacks_on_request
 
     def agent_loop():
+        open(sys.argv[1] + ".up", "w").close()
         while True:
             time.sleep(0.05)
 
@@ -26,7 +27,6 @@ NODE = textwrap.dedent("""
         subprocess.Popen([sys.executable, __file__, "worker"])
     elif sys.argv[1] == "worker":
         subprocess.Popen([sys.executable, __file__, "helper"], env={**os.environ, "LAB_STACK_DUMPS": ""})
-    print("up", flush=True)
     agent_loop()
 """)
 
@@ -44,9 +44,13 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _registered(workdir, count: int) -> bool:
+    """`count` processes registered and in their loop (the helper never registers)."""
     from lab.local import procs
 
-    return procs.wait_until(lambda: len(list((workdir / "stacks").glob("*.txt"))) == count, 20)
+    def up() -> bool:
+        return len(list((workdir / "stacks").glob("*.txt"))) == count and (workdir / "worker.up").exists()
+
+    return procs.wait_until(lambda: up() and (workdir / "agent.up").exists(), 20)
 
 
 def test_every_registered_process_of_the_tree_answers(workdir):

@@ -16,11 +16,11 @@ SLEEPER = textwrap.dedent("""
     import signal, sys, time
     from lab.runtime.stack_dumps import dump_stacks_on_request
 
-    def napping_in_place():
+    def napping_in_place(registered):
+        print(registered, signal.getsignal(signal.SIGUSR2), flush=True)
         time.sleep(60)
 
-    print(dump_stacks_on_request("worker"), signal.getsignal(signal.SIGUSR2), flush=True)
-    napping_in_place()
+    napping_in_place(dump_stacks_on_request("worker"))
 """)
 
 
