@@ -7,7 +7,14 @@ Same schedule, same model.
 Goodput = useful samples (those in the steps of the final model's history) per second of
 wall time from the first step to the end.
 
+The schedule: one eviction every `--evict-every` seconds from the first step, `--evictions` of
+them; or, with `--band`, evictions at random times drawn (`--seed`) as a Poisson process at that
+monthly band's rate for the job's 3 nodes, sped up `--speedup` times (a run of minutes sees no
+eviction at the band's own rate), the same draws for every mode. A replacement node is available
+`--capacity-back` seconds after each eviction either way: a node's start is not sped up.
+
 Run: .venv/bin/python benchmarks/goodput.py [--evict-every 15] [--evictions 4] [--capacity-back 8]
+     [--band 10-15% --speedup 430000 --seed 1]
      [--modes elastic per-step restart-everything] [--checkpoint-every 50 (0: derived)] [--model tiny]
 """
 
@@ -21,8 +28,10 @@ from pathlib import Path
 
 from lab.local import LocalTarget, LocalTargetError
 from lab.vocab import events
+from lab.vocab.checkpoint_interval import EVICTION_BANDS, band_share, job_mtbf_s
 from lab.vocab.events import Event
 from lab.vocab.job import JobSpec
+from lab.vocab.spot_goodput import eviction_times
 
 MODES = ("elastic", "per-step", "restart-everything")
 
@@ -46,12 +55,13 @@ def drive(
     mode: str,
     workdir: Path,
     steps: int,
-    evict_every: float,
-    max_evictions: int,
+    schedule: list[float],
     capacity_back: float,
     every: int,
     model: str = "tiny",
 ) -> dict:
+    """Run the job in `mode`, a node evicted (hard) at each of `schedule`'s times (seconds from
+    the first step) while one is up: its goodput."""
     elastic = mode in ("elastic", "per-step")
     spec = JobSpec(
         name="goodput",
@@ -66,7 +76,8 @@ def drive(
         for _ in range(3):
             local.add_node()
         tail, seen = events.Tail(local.events_file), []
-        evictions, pending_returns, next_evict = 0, [], None
+        evictions, pending_returns, due = 0, [], list(schedule)
+        first_step: float | None = None
         while True:
             seen.extend(tail.poll())
             now = time.time()
@@ -74,9 +85,12 @@ def drive(
                 if not local.wait(60):
                     raise RuntimeError("nodes did not exit after the job finished")
                 break
-            if next_evict is None and any(e["event"] == Event.STEP for e in seen):
-                next_evict = now + evict_every
-            if next_evict is not None and now >= next_evict and evictions < max_evictions and local.alive_nodes:
+            if first_step is None and any(e["event"] == Event.STEP for e in seen):
+                first_step = now
+            if first_step is not None and due and now >= first_step + due[0]:
+                due.pop(0)
+                if not local.alive_nodes:
+                    continue  # every node already gone: this eviction finds none
                 evict_if_alive(local, local.alive_nodes[-1])  # hard kill: the spot node is gone
                 evictions += 1
                 if elastic:
@@ -86,7 +100,6 @@ def drive(
                         evict_if_alive(local, node)
                     local.spec = local.spec.replace(rdzv_id=f"goodput-restart-{evictions}")
                     pending_returns += [now + capacity_back] * 3
-                next_evict = now + evict_every
             for t in [t for t in pending_returns if t <= now]:
                 pending_returns.remove(t)
                 local.add_node()
@@ -127,8 +140,35 @@ def main() -> int:
         default="tiny",
         help="the demo's model: tiny (whole checkpoints) or gpt-small (sharded) [tiny]",
     )
+    p.add_argument(
+        "--band",
+        choices=[name for name, _ in EVICTION_BANDS],
+        help="evictions drawn at this monthly band's rate for 3 nodes, sped up --speedup times",
+    )
+    p.add_argument("--speedup", type=float, help="with --band: how many times faster than the band's own rate")
+    p.add_argument("--seed", type=int, default=1, help="with --band: the draw of the schedule (default 1)")
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     args = p.parse_args()
+    if args.band is None and args.speedup is not None:
+        p.error(f"--speedup {args.speedup:g} is invalid without --band: expected --band too")
+    if args.band is not None and args.speedup is None:
+        p.error(
+            f"--band {args.band} needs --speedup: expected a factor > 0 (the band's own rate evicts nothing in a run)"
+        )
+    if args.band is not None and not args.speedup > 0:
+        p.error(f"--speedup {args.speedup:g} is invalid: expected a factor > 0")
+    if args.band is None:
+        schedule = [args.evict_every * (i + 1) for i in range(args.evictions)]
+        described = f"{args.evictions} evictions, one every {args.evict_every:g} s"
+    else:
+        mean_s = job_mtbf_s(band_share(args.band), 3) / args.speedup
+        # Far past any run's end: the job's last steps meet whatever the draw holds.
+        schedule = eviction_times(mean_s, args.seed, horizon_s=3600.0)
+        described = (
+            f"band {args.band} sped up {args.speedup:g}x: a node lost every {mean_s:.1f} s on average"
+            f" (seed {args.seed})"
+        )
+        print(f"{described}; evictions due at {', '.join(f'{t:.1f}' for t in schedule[:12])} ... s", flush=True)
     root = Path(tempfile.mkdtemp(prefix="bench-goodput-"))
     results = {}
     for mode in args.modes:
@@ -136,8 +176,7 @@ def main() -> int:
             mode,
             root / mode,
             args.steps,
-            args.evict_every,
-            args.evictions,
+            schedule,
             args.capacity_back,
             args.checkpoint_every,
             args.model,
@@ -150,14 +189,14 @@ def main() -> int:
         )
         for line in r["intervals"]:
             print(f"  checkpoint interval: {line}", flush=True)
-    schedule = (
-        f"{args.evictions} evictions, one every {args.evict_every:g} s, capacity back after "
-        f"{args.capacity_back:g} s, checkpoint every {args.checkpoint_every or 'derived'} steps, model {args.model}"
+    said = (
+        f"{described}, capacity back after {args.capacity_back:g} s, checkpoint every "
+        f"{args.checkpoint_every or 'derived'} steps, model {args.model}"
     )
     if "restart-everything" in results:
         base = results["restart-everything"]["goodput"]
         for mode in (m for m in results if m != "restart-everything"):
-            print(f"goodput ratio {mode} / restart-everything: {results[mode]['goodput'] / base:.2f} ({schedule})")
+            print(f"goodput ratio {mode} / restart-everything: {results[mode]['goodput'] / base:.2f} ({said})")
     return 0
 
 

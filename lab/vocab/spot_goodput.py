@@ -18,6 +18,7 @@ and every mode pays C/(T+C) for its checkpoints.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from lab.vocab.checkpoint_interval import daly_interval_s
@@ -76,3 +77,19 @@ def goodput(
         return max(0.0, (1 - checkpoints - lost / mtbf_s) / (1 + costs.per_step_overhead))
     lost = replacement_s + costs.restart_s + redo  # restart-everything: every node waits
     return max(0.0, 1 - checkpoints - lost / mtbf_s)
+
+
+def eviction_times(mean_s: float, seed: int, horizon_s: float) -> list[float]:
+    """When a job's nodes are evicted, in seconds from its start up to `horizon_s`: a Poisson
+    process (the model's own assumption) with `mean_s` between evictions on average, drawn from
+    `seed`, so that every mode of a comparison meets the same schedule."""
+    if not mean_s > 0:
+        raise ValueError(f"mean_s={mean_s!r} is invalid: expected seconds > 0")
+    if not horizon_s >= 0:
+        raise ValueError(f"horizon_s={horizon_s!r} is invalid: expected seconds >= 0")
+    draw, times, t = random.Random(seed), [], 0.0
+    while True:
+        t += draw.expovariate(1.0 / mean_s)
+        if t > horizon_s:
+            return times
+        times.append(t)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from lab.vocab.checkpoint_interval import EVICTION_BANDS, daly_interval_s, job_mtbf_s
-from lab.vocab.spot_goodput import MODES, MeasuredCosts, goodput
+from lab.vocab.spot_goodput import MODES, MeasuredCosts, eviction_times, goodput
 
 COSTS = MeasuredCosts()
 
@@ -51,3 +53,28 @@ def test_daly_interval_trains_more_than_fixed_ones_around_it(band_share):
 def test_an_interval_that_is_no_duration_is_named():
     with pytest.raises(ValueError, match="interval_s=0: expected seconds > 0"):
         goodput("elastic", 3, 3600.0, interval_s=0)
+
+
+def test_an_eviction_schedule_is_the_same_for_a_seed_and_another_for_another_seed():
+    first = eviction_times(15.0, seed=1, horizon_s=600)
+    assert first == eviction_times(15.0, seed=1, horizon_s=600)
+    assert first != eviction_times(15.0, seed=2, horizon_s=600)
+    assert first == sorted(first) and first[0] > 0 and first[-1] <= 600
+    # a shorter horizon is the same schedule, cut
+    assert eviction_times(15.0, seed=1, horizon_s=100) == [t for t in first if t <= 100]
+
+
+def test_an_eviction_schedule_keeps_its_mean():
+    """Exponential gaps: over many evictions their mean is the one asked for, and their spread
+    is the Poisson process's (as many gaps shorter than a third of the mean as one would expect)."""
+    times = eviction_times(10.0, seed=7, horizon_s=200_000)
+    gaps = [b - a for a, b in zip([0.0, *times], times, strict=False)]
+    assert sum(gaps) / len(gaps) == pytest.approx(10.0, rel=0.05)
+    short = sum(g < 10.0 / 3 for g in gaps) / len(gaps)
+    assert short == pytest.approx(1 - math.exp(-1 / 3), abs=0.02)
+
+
+@pytest.mark.parametrize(("mean_s", "horizon_s", "bad"), [(0.0, 10.0, "mean_s=0.0"), (5.0, -1.0, "horizon_s=-1.0")])
+def test_an_eviction_schedule_refuses_what_cannot_be_drawn(mean_s, horizon_s, bad):
+    with pytest.raises(ValueError, match=bad):
+        eviction_times(mean_s, seed=1, horizon_s=horizon_s)
