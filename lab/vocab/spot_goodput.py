@@ -87,7 +87,8 @@ def eviction_times(mean_s: float, seed: int, horizon_s: float) -> list[float]:
         raise ValueError(f"mean_s={mean_s!r} is invalid: expected seconds > 0")
     if not horizon_s >= 0:
         raise ValueError(f"horizon_s={horizon_s!r} is invalid: expected seconds >= 0")
-    draw, times, t = random.Random(seed), [], 0.0
+    draw, t = random.Random(seed), 0.0
+    times: list[float] = []
     while True:
         t += draw.expovariate(1.0 / mean_s)
         if t > horizon_s:
