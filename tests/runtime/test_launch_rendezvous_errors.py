@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 
@@ -30,7 +31,7 @@ def etcd(workdir):
     server.stop()
 
 
-def _agent(spec: JobSpec, workdir, name: str) -> subprocess.Popen:
+def _agent(spec: JobSpec, workdir, name: str, *torchrun_args: str) -> subprocess.Popen:
     env = {
         **os.environ,
         **spec.worker_env(),
@@ -39,7 +40,12 @@ def _agent(spec: JobSpec, workdir, name: str) -> subprocess.Popen:
     }
     with open(workdir / f"{name}.log", "ab") as out:
         return subprocess.Popen(
-            [*spec.launcher(sys.executable), *spec.torchrun_args(local_addr="127.0.0.1"), *spec.entrypoint()],
+            [
+                *spec.launcher(sys.executable),
+                *spec.torchrun_args(local_addr="127.0.0.1"),
+                *torchrun_args,
+                *spec.entrypoint(),
+            ],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -110,6 +116,48 @@ def test_join_timeout_exits_retryable_and_leaves_the_rendezvous_open(etcd, workd
     # Their agents recorded the job's success before closing the rendezvous, for a late agent.
     (reader,) = _handlers(etcd, spec.rdzv_id, 1)
     assert reader.job_succeeded()
+
+
+# Node "a"'s worker ends as soon as the test says so; every other node's trains until stopped.
+FINISHING_AS_A_NODE_JOINS = textwrap.dedent("""
+    import os, pathlib, time
+    import torch.distributed as dist
+
+    marks, node = pathlib.Path(__file__).parent, os.environ["LAB_NODE"]
+    dist.init_process_group("gloo")
+    (marks / f"running-{node}").touch()
+    while node != "a" or not (marks / "finish").exists():
+        time.sleep(0.01)
+    (marks / "finished").touch()
+""")
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.long
+def test_every_agent_ends_when_the_job_finishes_as_a_node_joins(etcd, workdir):
+    """Agents a and b train; a's workers finish the job while its agent has not looked yet (it
+    looks every 20 s here), a node joins, b stops its workers for it and waits for a round, and
+    a's agent then finds its workers done and enters torch's exit barrier. b leaves for good,
+    counted in that barrier, and the newcomer too: every agent ends with 0 when a's agent looks,
+    instead of a's waiting out the barrier's 300 s for b."""
+    script = workdir / "finishing.py"
+    script.write_text(FINISHING_AS_A_NODE_JOINS)
+    spec = JobSpec(min_nodes=2, max_nodes=3, rdzv_endpoint=etcd.endpoint, module=None, script=str(script))
+    agents = {"a": _agent(spec, workdir, "a", "--monitor-interval=20"), "b": _agent(spec, workdir, "b")}
+    try:
+        assert procs.wait_until(lambda: len(list(workdir.glob("running-*"))) == 2, 60), "the workers did not start"
+        (workdir / "finish").touch()
+        assert procs.wait_until(lambda: (workdir / "finished").exists(), 10)
+        agents["late"] = _agent(spec, workdir, "late")
+        # a's agent looks within 20 s of its workers' start; the barrier would hold it 300 s
+        ended = procs.wait_until(lambda: all(p.poll() is not None for p in agents.values()), 60)
+        codes = {name: p.poll() for name, p in agents.items()}
+        assert ended and codes == {"a": 0, "b": 0, "late": 0}, codes
+        said = (workdir / "b.log").read_text()
+        assert "the other agents' workers finished the job; nothing left to do" in said, said[-3000:]
+    finally:
+        for p in agents.values():
+            procs.stop(p)
 
 
 @pytest.mark.timeout(90)
