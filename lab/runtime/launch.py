@@ -132,6 +132,7 @@ def _handler_class() -> type[Any]:
     """torch's dynamic-rendezvous handler, made to ride out an unreachable server and to
     leave the rendezvous open when this agent gives up on it (defined lazily: torch is
     imported only when a rendezvous is built, so its type is Any to the callers)."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.rendezvous.api import (
         RendezvousClosedError,
         RendezvousConnectionError,
@@ -167,6 +168,8 @@ def _handler_class() -> type[Any]:
             """Record that this agent's workers finished the job, before the rendezvous closes."""
             try:
                 self._store.set(self._succeeded_key(), "1")
+            except SignalException:
+                raise  # the agent's stop (SIGTERM), raised wherever its main thread was: never swallowed
             except Exception as exc:  # noqa: BLE001 - the job is done either way; only late agents lose
                 log.warning("could not record the job's success in the rendezvous store (%s)", exc)
 
@@ -174,6 +177,8 @@ def _handler_class() -> type[Any]:
             """Whether an agent of this run recorded that its workers finished the job."""
             try:
                 return bool(self._store.check([self._succeeded_key()]))
+            except SignalException:
+                raise
             except Exception:  # noqa: BLE001 - unknown: not known to have succeeded
                 return False
 
@@ -342,6 +347,8 @@ def _handler_class() -> type[Any]:
                 return  # a newcomer: no round of its own to leave
             try:
                 _barrier_nonblocking(last.store, last.world_size, _TERMINAL_STATE_SYNC_ID)
+            except SignalException:
+                raise
             except Exception as exc:  # noqa: BLE001 - the other agent's barrier then times out, as torch's would
                 log.warning("could not check in to the finished round's exit barrier (%s)", exc)
 
@@ -613,6 +620,7 @@ def _restore_round(handler: Any, backend: Any) -> None:
 
 def _reconnect_etcd(handler: Any, params: RendezvousParameters) -> None:
     """Point `handler` at a new etcd client, once the server answers it."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
     from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import create_backend
 
@@ -623,6 +631,8 @@ def _reconnect_etcd(handler: Any, params: RendezvousParameters) -> None:
                 answer.read()
         backend, store = create_backend(params)
         backend.get_state()
+    except SignalException:
+        raise  # the agent's stop, not an unreachable server
     except Exception as exc:  # the client raises etcd, urllib3 and socket errors alike
         raise RendezvousConnectionError(f"etcd at {params.endpoint} is unreachable") from exc
     _use_backend(handler, backend, store)

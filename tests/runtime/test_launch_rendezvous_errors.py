@@ -5,11 +5,13 @@ rendezvous open for its restarted pod."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import types
 
 import pytest
 from torch.distributed.elastic.rendezvous import RendezvousParameters
@@ -455,3 +457,36 @@ def test_a_rendezvous_that_meets_a_restarting_server_waits_for_it(etcd, installe
     finally:
         for h in (a, b):
             h._stop_heartbeats()
+
+
+@pytest.mark.timeout(60)
+def test_the_agents_stop_is_never_taken_for_a_rendezvous_store_error(etcd, installed, monkeypatch):
+    """torch's agent learns of its SIGTERM (a spot notice, a scale-in, its pod deleted) as a
+    SignalException raised wherever its main thread was, in our requests to the rendezvous
+    store among them: their error handling lets it through. Swallowed, it left a node told to
+    leave training on in the job."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    def stopped(*args, **kwargs):
+        raise SignalException("Process 1 got signal: 15", sigval=signal.SIGTERM)
+
+    (handler,) = _handlers(etcd, "t-stopped", 1)
+    try:
+        for request in ("check", "set", "add"):
+            monkeypatch.setattr(handler._store, request, stopped)
+        with pytest.raises(SignalException):
+            handler.job_succeeded()
+        with pytest.raises(SignalException):
+            handler.mark_succeeded()
+        handler._last_round = types.SimpleNamespace(store=handler._store, world_size=2)  # a round to leave
+        with pytest.raises(SignalException):
+            handler._check_in_to_the_exit_barrier()
+        # reconnecting to a server that seemed away: the stop, not "unreachable"
+        monkeypatch.setattr(launch.urllib.request, "urlopen", stopped)
+        params = RendezvousParameters(
+            backend="etcd-v2", endpoint=etcd.endpoint, run_id="t-stopped", min_nodes=1, max_nodes=1
+        )
+        with pytest.raises(SignalException):
+            launch._reconnect_etcd(handler, params)
+    finally:
+        handler._stop_heartbeats()
