@@ -61,6 +61,7 @@ import logging
 import math
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -683,6 +684,7 @@ def install() -> None:
         )
     table["etcd-v2"] = _etcd_v2
     table["c10d"] = _c10d
+    _remember_the_agents_stop()
     _forgive_failures_of_a_lost_round()
     _record_success_before_the_exit_barrier()
     _name_rendezvous_events_cheaply()
@@ -714,6 +716,43 @@ def _format_exceptions_without_dynamo() -> None:
     formatter.format = format  # type: ignore[method-assign]
 
 
+# The signal that told this agent to stop (SIGTERM: a spot notice, a scale-in, its pod
+# deleted), once torch's handler has seen it; None before.
+_STOP: signal.Signals | None = None
+
+
+def _remember_the_agents_stop() -> None:
+    """torch's agent stops on a SignalException its signal handler raises wherever the main
+    thread is, and code of any library on the way may catch it as any other error (a rendezvous
+    request's handling, an etcd client's): the agent then trains on, in a job it was told to
+    leave. The handler also remembers the signal here, and the agent's next look at its workers
+    raises it again (`_raise_a_swallowed_stop`)."""
+    from torch.distributed.elastic.multiprocessing import api
+
+    original = api._terminate_process_handler
+    if getattr(original, "remembers_the_stop", False):
+        return
+
+    @functools.wraps(original)
+    def handler(signum: int, frame: Any) -> None:
+        global _STOP
+        _STOP = signal.Signals(signum)
+        original(signum, frame)
+
+    handler.remembers_the_stop = True  # type: ignore[attr-defined]
+    api._terminate_process_handler = handler  # torch registers it by this name at each start of workers
+
+
+def _raise_a_swallowed_stop() -> None:
+    """The stop torch's handler raised, again: it never reached the agent's loop."""
+    if _STOP is None:
+        return
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    log.warning("this agent's %s was lost on its way up; stopping now", _STOP.name)
+    raise SignalException(f"Process {os.getpid()} got signal: {_STOP}", sigval=_STOP)
+
+
 def _forgive_failures_of_a_lost_round() -> None:
     """torch's agent counts any failed worker against max_restarts, and checks for a
     membership change only while its workers are healthy. When a node vanishes, the first
@@ -733,6 +772,7 @@ def _forgive_failures_of_a_lost_round() -> None:
 
     @functools.wraps(monitor)
     def monitor_workers(self, worker_group):  # type: ignore[no-untyped-def]
+        _raise_a_swallowed_stop()
         result = monitor(self, worker_group)
         if result.state != WorkerState.FAILED:
             return result

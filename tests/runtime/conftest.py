@@ -23,6 +23,10 @@ def installed(monkeypatch):
     monkeypatch.setattr(LocalElasticAgent, "_monitor_workers", LocalElasticAgent._monitor_workers)
     monkeypatch.setattr(SimpleElasticAgent, "_exit_barrier", SimpleElasticAgent._exit_barrier)
     monkeypatch.setattr(dynamic_rendezvous, "get_method_name", dynamic_rendezvous.get_method_name)
+    from torch.distributed.elastic.multiprocessing import api
+
+    monkeypatch.setattr(api, "_terminate_process_handler", api._terminate_process_handler)
+    monkeypatch.setattr(launch, "_STOP", None)
     from torch._logging._internal import TorchLogsFormatter
 
     monkeypatch.setattr(TorchLogsFormatter, "format", TorchLogsFormatter.format)

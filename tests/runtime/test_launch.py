@@ -171,6 +171,28 @@ def test_workers_a_peer_failed_while_a_node_waits_to_join_are_a_membership_chang
     assert crashed.state == WorkerState.FAILED  # its own failure (exit code 1, no peer's error)
 
 
+def test_a_stop_lost_on_its_way_up_is_raised_again_at_the_next_look_at_the_workers(monkeypatch):
+    """torch's handler raises the agent's SIGTERM as a SignalException wherever the main thread
+    is; caught on the way as any other error, the agent would train on in a job it was told to
+    leave. The handler remembers the signal, and the next look at the workers stops the agent."""
+    import signal
+
+    from torch.distributed.elastic.agent.server.api import WorkerState
+    from torch.distributed.elastic.multiprocessing import api
+
+    monkeypatch.setattr(api, "_terminate_process_handler", api._terminate_process_handler)
+    monkeypatch.setattr(launch, "_STOP", None)
+    launch._remember_the_agents_stop()
+    launch._remember_the_agents_stop()  # once only
+    assert _monitored(monkeypatch, WorkerState.HEALTHY, ()).state == WorkerState.HEALTHY  # no stop yet
+    with pytest.raises(api.SignalException):
+        # what the agent's SIGTERM runs (called here: no signal is sent to the test runner)
+        api._terminate_process_handler(signal.SIGTERM, None)
+    with pytest.raises(api.SignalException) as raised:
+        _monitored(monkeypatch, WorkerState.HEALTHY, ())
+    assert raised.value.sigval == signal.SIGTERM
+
+
 @pytest.mark.parametrize("state_name,lost", [("FAILED", ()), ("SUCCEEDED", {"node-2"}), ("HEALTHY", {"node-2"})])
 def test_other_results_pass_through_the_monitor(monkeypatch, state_name, lost):
     """A failure with every participant present is a failure; other states are untouched."""
