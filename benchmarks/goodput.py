@@ -28,7 +28,7 @@ from pathlib import Path
 
 from lab.local import LocalTarget, LocalTargetError
 from lab.vocab import events
-from lab.vocab.checkpoint_interval import EVICTION_BANDS, band_share, job_mtbf_s
+from lab.vocab.checkpoint_interval import BAND_NAMES, band_share, job_mtbf_s
 from lab.vocab.events import Event
 from lab.vocab.job import JobSpec
 from lab.vocab.spot_goodput import eviction_times
@@ -142,7 +142,7 @@ def main() -> int:
     )
     p.add_argument(
         "--band",
-        choices=[name for name, _ in EVICTION_BANDS],
+        choices=BAND_NAMES,
         help="evictions drawn at this monthly band's rate for 3 nodes, sped up --speedup times",
     )
     p.add_argument("--speedup", type=float, help="with --band: how many times faster than the band's own rate")

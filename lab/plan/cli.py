@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from lab.vocab.checkpoint_interval import EVICTION_BANDS
+from lab.vocab.checkpoint_interval import BAND_NAMES
 from lab.vocab.current_stack import STACK_DEFAULT, STACK_REQUIRED
 
 
@@ -50,7 +50,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--band",
-        choices=[name for name, _ in EVICTION_BANDS],
+        choices=BAND_NAMES,
         help="also show what spot saves against on demand at this monthly eviction band, per fault-tolerance "
         "mode (goodput from measured drills)",
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from lab.plan.cost import CostEstimate, PoolCost
-from lab.vocab.checkpoint_interval import EVICTION_BANDS, job_mtbf_s
+from lab.vocab.checkpoint_interval import band_share, job_mtbf_s
 from lab.vocab.spot_goodput import MODES, REPLACEMENT_S, MeasuredCosts, goodput
 
 
@@ -23,7 +23,7 @@ def saving_rows(cost: CostEstimate | None, band: str, costs: MeasuredCosts | Non
     """Per spot pool with prices and per mode: goodput at `band`, the price of a useful
     node-hour on spot and on demand (the cluster's fixed part shared over the pool's nodes),
     and the saving."""
-    share = dict(EVICTION_BANDS)[band]
+    share = band_share(band)
     costs = costs or MeasuredCosts()
     rows: list[dict[str, Any]] = []
     if cost is None:

@@ -57,7 +57,7 @@ from lab.runtime.sharded_checkpoint import Progress, SaveStats, ShardedCheckpoin
 from lab.runtime.snapshot import TrainingSnapshot
 from lab.runtime.spot_notice import SpotNotice
 from lab.runtime.workload import MODELS, PARALLEL, TINY, Workload, build_model, open_checkpoints
-from lab.vocab.checkpoint_interval import EVICTION_BANDS
+from lab.vocab.checkpoint_interval import BAND_NAMES
 from lab.vocab.events import (
     EXIT_DONE,
     EXIT_NOTICE,
@@ -132,7 +132,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--eviction-band",
-        choices=[name for name, _ in EVICTION_BANDS],
+        choices=BAND_NAMES,
         default=env(ENV_EVICTION_BAND, "10-15%"),
         help="the monthly eviction-rate band a derived interval starts from, until the job has seen two evictions",
     )

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 MONTH_S = 30 * 24 * 3600.0
 # (name, the share of nodes evicted in a month taken for it)
 EVICTION_BANDS = (("<5%", 0.025), ("5-10%", 0.075), ("10-15%", 0.125), ("15-20%", 0.175), (">20%", 0.25))
+BAND_NAMES = tuple(name for name, _ in EVICTION_BANDS)
 
 
 def node_mtbf_s(monthly_share: float) -> float:
@@ -43,7 +44,7 @@ def band_share(band: str) -> float:
     for name, share in EVICTION_BANDS:
         if name == band:
             return share
-    raise ValueError(f"band={band!r} is invalid: expected one of {', '.join(name for name, _ in EVICTION_BANDS)}")
+    raise ValueError(f"band={band!r} is invalid: expected one of {', '.join(BAND_NAMES)}")
 
 
 # Evictions a job must have seen before their rate replaces its band's: one is no rate.

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 from lab.vocab import checkpoint_location
-from lab.vocab.checkpoint_interval import EVICTION_BANDS
+from lab.vocab.checkpoint_interval import BAND_NAMES
 from lab.vocab.names import DNS_1035_LABEL, IMAGE_REFERENCE
 from lab.vocab.per_step import ENV_FAULT_TOLERANCE, LIGHTHOUSE_PORT, PerStepSettings
 from lab.vocab.problems import InvalidInput, Problem, Problems
@@ -347,9 +347,8 @@ class JobSpec:
                 every,
                 "a whole number >= 1 in per-step mode (the interval is derived in elastic mode only)",
             )
-        bands = [name for name, _ in EVICTION_BANDS]
-        if self.eviction_band not in bands:
-            out.add("eviction_band", self.eviction_band, "one of " + ", ".join(bands))
+        if self.eviction_band not in BAND_NAMES:
+            out.add("eviction_band", self.eviction_band, "one of " + ", ".join(BAND_NAMES))
         if counts_ok and self.max_nodes < self.min_nodes:
             out.add("min_nodes", self.min_nodes, f"<= max_nodes ({self.max_nodes})")
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:

@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from lab.vocab.checkpoint_interval import EVICTION_BANDS
+from lab.vocab.checkpoint_interval import BAND_NAMES
 from lab.vocab.job import FaultTolerance, JobSpec, RdzvBackend, RendezvousTimeouts
 from lab.vocab.per_step import PerStepSettings
 from lab.vocab.problems import InvalidInput, Problem, Problems
@@ -104,7 +104,7 @@ def add_job_arguments(group: argparse._ArgumentGroup, *, name_as_job: bool = Fal
     group.add_argument(
         "--eviction-band",
         default=d["eviction_band"].default,
-        metavar="{" + ",".join(name for name, _ in EVICTION_BANDS) + "}",
+        metavar="{" + ",".join(BAND_NAMES) + "}",
         # argparse expands % in help texts
         help="the GPU pool's monthly eviction-rate band, for --checkpoint-every 0 "
         + f"[{d['eviction_band'].default}]".replace("%", "%%"),
