@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import sysconfig
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ class Frame:
         return f"{self.function} ({path}:{self.line})"
 
 
+@functools.cache
 def _library_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     return tuple(sorted({paths["stdlib"], paths["platstdlib"]}))
