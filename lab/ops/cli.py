@@ -400,7 +400,14 @@ def check_main(args: argparse.Namespace) -> int:
             return 1 if missing else 0
         for item in found:
             print(item.line())
-        print(f"{len(missing)} missing" if missing else "everything needed is here")
+        unchecked = [p for p in found if not p.checked]
+        said = [f"{len(missing)} missing" if missing else "everything needed is here"]
+        if unchecked:
+            said.append(f"{len(unchecked)} not checked until what they need works")
+        later = prerequisites.later_needs(found)
+        if later:
+            said.append(f"{len(later)} needed later ({', '.join(p.name for p in later)})")
+        print("; ".join(said))
         return 1 if missing else 0
 
     return run_command("check", body)

@@ -136,11 +136,19 @@ def _planned_quota(stack: str) -> StackQuota | None:
 
 
 def missing_prerequisites(
-    cloud: str, stack: str, quota: StackQuota | None = None, *, with_quota: bool = True
+    cloud: str,
+    stack: str,
+    quota: StackQuota | None = None,
+    *,
+    with_quota: bool = True,
+    say: Callable[[str], None] | None = None,
 ) -> str | None:
     """Every required prerequisite of `stack` that does not hold, one per line with its fix
-    (None: all hold)."""
-    missing = prerequisites.problems(stack_prerequisites(cloud, stack, quota, with_quota=with_quota))
+    (None: all hold). Given `say`, what a later step needs and is missing is said as a warning."""
+    found = stack_prerequisites(cloud, stack, quota, with_quota=with_quota)
+    for later in prerequisites.later_needs(found) if say is not None else []:
+        say(f"warning: {later.line()}")
+    missing = prerequisites.problems(found)
     return "\n".join(f"  {p.line()}" for p in missing) if missing else None
 
 
@@ -233,7 +241,9 @@ def run(
             + "\n  - ".join(pre.errors)
         )
     # The quota a destroy frees is no reason to keep it from starting.
-    missing = missing_prerequisites(pre.cloud, stack, pre.quota, with_quota=operation != "destroy")
+    missing = missing_prerequisites(
+        pre.cloud, stack, pre.quota, with_quota=operation != "destroy", say=say if operation == "up" else None
+    )
     if missing:
         raise StackError(f"{operation} of stack {stack!r} ({pre.cloud}) cannot start here; missing:\n{missing}")
     selected = _stack(stack, create=operation == "up")

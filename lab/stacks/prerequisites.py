@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from lab.plan.quota_needs import StackQuota
 from lab.stacks import quota as quota_checks
 from lab.stacks.prerequisite import Prerequisite as Prerequisite
+from lab.stacks.prerequisite import not_checked
 from lab.stacks.prerequisite import said as _said
 from lab.vocab.layout import ROOT
 from lab.vocab.names import PROJECT
@@ -117,6 +119,10 @@ def pulumi_login(command: Any, env: Mapping[str, str]) -> list[Prerequisite]:
     return out
 
 
+def _quota_names(quota: StackQuota | None) -> list[str]:
+    return [need.check_name for need in quota.needs] if quota is not None else []
+
+
 # ------------------------------------------------------------------------------ Azure
 def azure(
     stack_config: Mapping[str, Any], env: Mapping[str, str], quota: StackQuota | None = None, **client_kwargs: Any
@@ -133,10 +139,17 @@ def azure(
         logging.getLogger("azure.identity").setLevel(logging.ERROR)  # its report is said once, below
         credential = DefaultAzureCredential()
     login = "`az login` (or AZURE_CLIENT_ID, AZURE_TENANT_ID and AZURE_CLIENT_SECRET, or a managed identity)"
+    # What each early stop leaves unchecked, in the order the checks run.
+    later = ["Azure resource providers", "Azure role rights", *_quota_names(quota)]
+    if stack_config.get(f"{PROJECT}:location"):
+        later.append("AKS in the stack's location")
     try:
         credential.get_token("https://management.azure.com/.default")
     except (CredentialUnavailableError, ClientAuthenticationError) as exc:
-        return [Prerequisite("Azure credentials", False, _said(exc, last=False), login)]
+        return [
+            Prerequisite("Azure credentials", False, _said(exc, last=False), login),
+            *not_checked(["Azure subscription", *later], "Azure credentials"),
+        ]
     out = [Prerequisite("Azure credentials", True, "a token for Azure Resource Manager")]
     subscription, source = chosen_subscription(stack_config, env)
     if subscription is None:
@@ -148,6 +161,7 @@ def azure(
                 "none chosen (no ARM_SUBSCRIPTION_ID, no azure-native:subscriptionId, no `az account set` default)",
                 "set ARM_SUBSCRIPTION_ID (or `pulumi config set azure-native:subscriptionId <id>`)",
             ),
+            *not_checked(later, "an Azure subscription"),
         ]
     out.append(Prerequisite("Azure subscription", True, f"{subscription} (from {source})"))
     resources = ResourceManagementClient(credential, subscription, **client_kwargs)
@@ -174,7 +188,7 @@ def azure(
                     "Contributor and User Access Administrator on it to create the stack",
                 )
             )
-            return out
+            return out + not_checked(later[1:], f"subscription {subscription} can be read")
         if state != "Registered":
             unregistered.append(f"{namespace} ({state})")
     out.append(
@@ -282,8 +296,10 @@ def aws(quota: StackQuota | None = None, **client_kwargs: Any) -> list[Prerequis
     out = []
     session = boto3.session.Session()
     login = "`aws configure` or `aws sso login`, or set AWS_PROFILE"
+    later = ["AWS role rights", *_quota_names(quota)]
     if session.get_credentials() is None:
         out.append(Prerequisite("AWS credentials", False, "none found in boto3's credential chain", login))
+        out += not_checked(later, "AWS credentials")
     else:
         try:
             sts = client_kwargs.pop("sts", None) or session.client("sts", **client_kwargs)
@@ -297,7 +313,9 @@ def aws(quota: StackQuota | None = None, **client_kwargs: Any) -> list[Prerequis
                 )
                 out += quota_checks.aws_quota(quota, service_quotas)
         except (BotoCoreError, ClientError) as exc:
+            checked = {p.name for p in out}
             out.append(Prerequisite("AWS credentials", False, _said(exc), login))
+            out += not_checked([name for name in later if name not in checked], "AWS credentials")
     cli = shutil.which("aws")
     out.append(
         Prerequisite(
@@ -357,14 +375,45 @@ def cluster_reachable(kubeconfig: str | None, context: str | None = None) -> Pre
     return Prerequisite("cluster API server", True, f"Kubernetes {version.git_version}")
 
 
-def docker() -> Prerequisite:
-    """Docker, for building and pushing the training image (only that needs it)."""
-    found = shutil.which("docker")
+def docker(run: Callable[..., Any] = subprocess.run) -> Prerequisite:
+    """Docker, for building and pushing the training image (only `elastic-lab image` needs it):
+    the CLI and a daemon it reaches (`docker version` asks the daemon for its version, through
+    whatever DOCKER_HOST or context the CLI uses, and fails when none answers)."""
+    name = "Docker (for `elastic-lab image`)"
+    fix = f"install Docker to build the image here ({DOCKER_INSTALL}), or build it elsewhere"
+    cli = shutil.which("docker")
+    if cli is None:
+        return Prerequisite(name, False, "not on PATH", fix, required=False)
+    try:
+        answer = run([cli, "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Prerequisite(name, False, f"{cli}: no answer from its daemon ({exc})", _DOCKER_DAEMON, required=False)
+    version = str(answer.stdout).strip()
+    if answer.returncode != 0 or not version:
+        return Prerequisite(
+            name,
+            False,
+            f"{cli}, but no daemon: {_said(str(answer.stderr) or 'no server version')}",
+            _DOCKER_DAEMON,
+            required=False,
+        )
+    return Prerequisite(name, True, f"{cli}, daemon {version}")
+
+
+_DOCKER_DAEMON = (
+    "start the Docker daemon (`sudo systemctl start docker`, or Docker Desktop), or point DOCKER_HOST or "
+    "`docker context use` at one"
+)
+
+
+def azure_cli() -> Prerequisite:
+    """The Azure CLI `elastic-lab image` logs Docker in to the stack's ACR with (`az acr login`)."""
+    found = shutil.which("az")
     return Prerequisite(
-        "Docker (for the training image)",
+        "Azure CLI (for `elastic-lab image`)",
         found is not None,
-        found or "not on PATH",
-        f"install Docker to build the image here ({DOCKER_INSTALL}), or build it elsewhere",
+        found or "not on PATH: `elastic-lab image` logs Docker in to the ACR with `az acr login`",
+        "install it (https://learn.microsoft.com/cli/azure/install-azure-cli) and `az login`",
         required=False,
     )
 
@@ -386,8 +435,9 @@ def check(
     config = dict(stack_config or {})
     found, command = pulumi_cli()
     out = [found]
-    if command is not None:
-        out += pulumi_login(command, env)
+    out += (
+        pulumi_login(command, env) if command is not None else not_checked(["Pulumi backend login"], "the Pulumi CLI")
+    )
     checks: dict[str, Callable[[], Iterable[Prerequisite]]] = {
         "aks": lambda: azure(config, env, quota if quota and quota.cloud == "azure" else None),
         "eks": lambda: aws(quota if quota and quota.cloud == "aws" else None),
@@ -397,10 +447,20 @@ def check(
     for name in [cloud] if cloud else ["aks", "eks"]:
         if name in checks:
             out += list(checks[name]())
-    out.append(docker())
+    if cloud in ("aks", "eks", None):
+        out.append(docker())
+    if cloud in ("aks", None):
+        out.append(azure_cli())
     return out
 
 
 def problems(found: Iterable[Prerequisite]) -> list[Prerequisite]:
-    """The required prerequisites that do not hold."""
-    return [p for p in found if p.required and not p.ok]
+    """The required prerequisites that do not hold (one not checked is not among them: what
+    kept it from being checked is)."""
+    return [p for p in found if p.required and p.checked and not p.ok]
+
+
+def later_needs(found: Iterable[Prerequisite]) -> list[Prerequisite]:
+    """What a later step needs and does not have yet (Docker, the Azure CLI for `image`): not a
+    reason to stop `up`, but better said before a billed cluster exists than after."""
+    return [p for p in found if not p.required and p.checked and not p.ok]

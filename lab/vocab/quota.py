@@ -70,6 +70,11 @@ class QuotaNeed:
     def title(self) -> str:
         return self.name if self.name == self.quota else f"{self.name} ({self.quota})"
 
+    @property
+    def check_name(self) -> str:
+        """How `elastic-lab check` names the check of this need."""
+        return f"quota {self.title} ({self.region})"
+
     def request(self, limit: int | None = None, subscription: str | None = None) -> str:
         """How to ask for a limit of `limit` vCPUs (default: what the stack needs)."""
         value = self.vcpus if limit is None else limit

@@ -331,3 +331,19 @@ def test_the_command_line_asks_unless_told_yes(fake_stack, monkeypatch, capsys, 
     assert [name for name, _ in fake_stack.calls] == calls
     if code:
         assert "(not a terminal: pass --yes)" in capsys.readouterr().err
+
+
+def test_up_says_what_the_image_step_will_miss_before_the_cluster_is_billed(fake_stack, monkeypatch):
+    found = [
+        prerequisites.Prerequisite("Pulumi CLI", True, "version 3.200.0"),
+        prerequisites.Prerequisite("Azure CLI (for `elastic-lab image`)", False, "not on PATH", "install it", False),
+        prerequisites.Prerequisite("Azure role rights", False, "not checked until x works", checked=False),
+    ]
+    monkeypatch.setattr(stacks, "missing_prerequisites", REAL_PREREQUISITES)
+    monkeypatch.setattr(stacks, "stack_prerequisites", lambda cloud, stack, quota=None, **kw: found)
+    said: list[str] = []
+    stacks.run("up", "aks-dev", say=said.append, confirm=lambda question: True)
+    warning = said.index("warning: ! Azure CLI (for `elastic-lab image`): not on PATH\n    fix: install it")
+    assert warning < next(i for i, line in enumerate(said) if line.startswith("preview of up"))
+    assert not any("Azure role rights" in line for line in said)
+    assert [c[0] for c in fake_stack.calls][-1] == "up"

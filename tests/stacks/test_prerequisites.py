@@ -15,7 +15,9 @@ from azure.identity import CredentialUnavailableError
 from botocore.stub import Stubber
 
 from lab.stacks import prerequisites
+from lab.plan.quota_needs import StackQuota
 from lab.stacks.prerequisites import AWS_ACTIONS, AZURE_PROVIDERS, Prerequisite
+from lab.vocab.quota import QuotaNeed
 from tests.ops.test_aks_eviction import Answer, ArmTransport, FakeCredential, arm_error
 
 SUB = "00000000-0000-0000-0000-0000000000aa"
@@ -202,7 +204,9 @@ def test_a_subscription_the_credentials_cannot_see_is_said():
         }
     )
     found = prerequisites.azure({}, {"AZURE_SUBSCRIPTION_ID": SUB}, credential=FakeCredential(), transport=transport)
-    assert not found[-1].ok and "could not be found" in found[-1].found and "`az account list`" in found[-1].fix
+    unreadable = found[-2]
+    assert not unreadable.ok and "could not be found" in unreadable.found and "`az account list`" in unreadable.fix
+    assert found[-1].line() == f"? Azure role rights: not checked until subscription {SUB} can be read works"
 
 
 def test_the_azure_cli_default_subscription_is_used_when_none_is_chosen(tmp_path):
@@ -217,8 +221,14 @@ def test_the_azure_cli_default_subscription_is_used_when_none_is_chosen(tmp_path
 
 def test_no_subscription_at_all_is_a_problem(tmp_path):
     found = prerequisites.azure({}, {"AZURE_CONFIG_DIR": str(tmp_path)}, credential=FakeCredential())
-    assert [(p.name, p.ok) for p in found] == [("Azure credentials", True), ("Azure subscription", False)]
-    assert "ARM_SUBSCRIPTION_ID" in found[-1].fix
+    assert [(p.name, p.ok, p.checked) for p in found] == [
+        ("Azure credentials", True, True),
+        ("Azure subscription", False, True),
+        ("Azure resource providers", False, False),
+        ("Azure role rights", False, False),
+    ]
+    assert "ARM_SUBSCRIPTION_ID" in found[1].fix
+    assert prerequisites.problems(found) == [found[1]]  # what was not checked is not a problem of its own
 
 
 def test_azure_without_credentials_says_az_login():
@@ -226,9 +236,24 @@ def test_azure_without_credentials_says_az_login():
         def get_token(self, *scopes, **kwargs):
             raise CredentialUnavailableError("DefaultAzureCredential failed to retrieve a token.\nmore detail")
 
-    (found,) = prerequisites.azure({}, {}, credential=NoCredential())
+    need = QuotaNeed("azure", "lowPriorityCores", "Total Regional Spot vCPUs", "eastus", 12, ("gpu",))
+    config = {"elastic-spot-lab:location": "eastus"}
+    found, *unchecked = prerequisites.azure(
+        config, {}, StackQuota("azure", "eastus", [need]), credential=NoCredential()
+    )
     assert not found.ok and found.found == "DefaultAzureCredential failed to retrieve a token."
     assert found.fix.startswith("`az login`")
+    # Everything the credentials would have let it check is listed, as not checked yet.
+    assert [(p.name, p.checked, p.found) for p in unchecked] == [
+        (name, False, "not checked until Azure credentials works")
+        for name in (
+            "Azure subscription",
+            "Azure resource providers",
+            "Azure role rights",
+            "quota Total Regional Spot vCPUs (lowPriorityCores) (eastus)",
+            "AKS in the stack's location",
+        )
+    ]
 
 
 @pytest.fixture
@@ -312,8 +337,12 @@ def test_expired_aws_credentials_and_no_cli_are_both_said(aws_keys, path_with):
             "get_caller_identity", "ExpiredToken", "The security token included in the request is expired"
         )
         found = prerequisites.aws(sts=sts)
-    assert [(p.name, p.ok) for p in found] == [("AWS credentials", False), ("AWS CLI", False)]
-    assert "expired" in found[0].found and "aws eks get-token" in found[1].found
+    assert [(p.name, p.ok, p.checked) for p in found] == [
+        ("AWS credentials", False, True),
+        ("AWS role rights", False, False),
+        ("AWS CLI", False, True),
+    ]
+    assert "expired" in found[0].found and "aws eks get-token" in found[2].found
     assert "not-a-real-secret" not in " ".join(p.line() for p in found)
 
 
@@ -337,7 +366,13 @@ def test_every_problem_is_said_at_once(path_with):
     )
     missing = prerequisites.problems(found)
     assert [p.name for p in missing] == ["Pulumi CLI", "Azure credentials"]
-    assert found[-1].name.startswith("Docker") and not found[-1].required  # a warning only
+    assert found[1].line() == "? Pulumi backend login: not checked until the Pulumi CLI works"
+    # What only `elastic-lab image` needs is a warning: the Docker CLI and the Azure CLI it runs.
+    assert [(p.name, p.required) for p in found[-2:]] == [
+        ("Docker (for `elastic-lab image`)", False),
+        ("Azure CLI (for `elastic-lab image`)", False),
+    ]
+    assert [p.name for p in prerequisites.later_needs(found)] == [p.name for p in found[-2:]]
 
 
 def test_the_command_line_prints_them_as_json_and_fails_while_one_is_missing(path_with, capsys):
@@ -349,3 +384,49 @@ def test_the_command_line_prints_them_as_json_and_fails_while_one_is_missing(pat
     found = {p["name"]: p for p in doc["prerequisites"]}
     assert found["Pulumi CLI"]["ok"] is False and found["Pulumi CLI"]["fix"].startswith("install it")
     assert "cluster API server" in found
+
+
+def fake_docker(bin_dir: Path, *, daemon: bool) -> None:
+    """A `docker` CLI answering `version --format {{.Server.Version}}` as the real one does with
+    and without a daemon (the client's part printed, the server's error on stderr, exit 1)."""
+    answer = (
+        "echo 28.2.2"
+        if daemon
+        else "echo 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
+        "Is the docker daemon running?' >&2; exit 1"
+    )
+    script = bin_dir / "docker"
+    script.write_text(
+        f'#!/bin/sh\ncase "$*" in\n  "version --format {{{{.Server.Version}}}}") {answer} ;;\n'
+        '  *) echo "unexpected: $*" >&2; exit 3 ;;\nesac\n'
+    )
+    script.chmod(0o755)
+
+
+def test_docker_without_a_daemon_is_not_called_ready(path_with):
+    fake_docker(path_with, daemon=False)
+    found = prerequisites.docker()
+    assert not found.ok and not found.required
+    assert "no daemon: Cannot connect to the Docker daemon" in found.found and "start the Docker daemon" in found.fix
+    fake_docker(path_with, daemon=True)
+    found = prerequisites.docker()
+    assert found.ok and found.found == f"{path_with / 'docker'}, daemon 28.2.2"
+
+
+def test_the_azure_cli_image_runs_is_checked_for_aks_stacks_only(path_with):
+    aks = prerequisites.check("aks", {}, env={}, cloud_checks={"aks": lambda: []})
+    eks = prerequisites.check("eks", {}, env={}, cloud_checks={"eks": lambda: []})
+    assert "Azure CLI (for `elastic-lab image`)" in [p.name for p in aks]
+    assert "Azure CLI (for `elastic-lab image`)" not in [p.name for p in eks]
+    (path_with / "az").write_text("#!/bin/sh\n")
+    (path_with / "az").chmod(0o755)
+    assert prerequisites.azure_cli().ok
+
+
+def test_the_command_line_counts_what_it_could_not_check_and_what_comes_later(path_with, capsys):
+    from lab.cli import main
+
+    assert main(["check", "--stack", "byo"]) == 1
+    out = capsys.readouterr().out
+    assert "? Pulumi backend login: not checked until the Pulumi CLI works" in out
+    assert out.rstrip().splitlines()[-1].startswith("2 missing; 1 not checked until what they need works")
