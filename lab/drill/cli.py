@@ -145,7 +145,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "order) and check that the drilled run's loss ends where theirs does; 0: no check [0]",
     )
     out = p.add_argument_group("output")
-    out.add_argument("--workdir", type=Path, help="where logs, events, checkpoints go [runs/drill-<time>]")
+    out.add_argument(
+        "--workdir",
+        help="where logs, events, checkpoints go: a new or empty folder, held by this drill while it runs "
+        "[runs/drill-<time>]",
+    )
+    out.add_argument(
+        "--resume",
+        action="store_true",
+        help="--workdir holds an earlier drill: its job resumes from the checkpoints there, and that run's "
+        "records are moved into <workdir>/earlier-<n>/ so the report is this run's alone",
+    )
     out.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     out.add_argument("--plot", type=Path, help="timeline PNG [<workdir>/timeline.png]")
     out.add_argument("--timeout", type=float, default=240.0, help="give up after this many seconds [240]")
@@ -203,7 +213,36 @@ def _option_problems(args: argparse.Namespace) -> Problems:
         found.add("--nodes", args.nodes, f"at most {MAX_LOCAL_NODES} (every node runs on this machine)")
     if args.plot is not None and (why := _plot_path_problem(args.plot)):
         found.add("--plot", str(args.plot), why)
+    if args.workdir is not None and (why := _workdir_problem(args.workdir, args.resume)):
+        found.add("--workdir", args.workdir, why)
+    elif args.resume and args.workdir is None:
+        found.add("--resume", True, "with --workdir: the folder of the earlier drill to resume")
     return found
+
+
+def _workdir_problem(given: str, resume: bool) -> str | None:
+    """What keeps `given` from being this drill's work folder: an empty name (the folder one is
+    in), a file, a folder another run holds, or one holding files (an earlier drill's, unless
+    resumed)."""
+    from lab.local import workdir
+
+    path = Path(given)
+    if not given.strip():
+        return "a folder's path (an empty one would be the current folder); leave --workdir out for runs/drill-<time>"
+    if path.exists() and not path.is_dir():
+        return "a folder, not a file"
+    pid = workdir.holder(path)
+    if pid is not None:
+        return f"a folder no run is using (a local run holds this one: {'pid ' + str(pid) if pid else 'no pid said'})"
+    entries = workdir.other_entries(path)
+    if resume:
+        return None if workdir.is_earlier_run(path) else "with --resume, the folder of an earlier drill"
+    if workdir.is_earlier_run(path):
+        return "a new or empty folder: this one holds an earlier drill (--resume continues it from its checkpoints)"
+    if entries:
+        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        return f"a new or empty folder (this one holds {len(entries)} other entries: {shown})"
+    return None
 
 
 def _plot_path_problem(path: Path) -> str | None:
@@ -257,7 +296,7 @@ def build(args: argparse.Namespace) -> DrillConfig:
         target = args.steps
     # The default workdir is created only once every value is valid; until then a stand-in
     # gives the job its checkpoint_dir (only its presence is checked).
-    checkpoints = (args.workdir or Path("runs") / "drill") / "checkpoints"
+    checkpoints = Path(args.workdir or Path("runs") / "drill") / "checkpoints"
     spec: JobSpec | None = None
     try:
         spec = job_spec(args, checkpoint_dir=str(checkpoints.absolute()), **script_kw)
@@ -281,7 +320,7 @@ def build(args: argparse.Namespace) -> DrillConfig:
     _add_new(found, (Problem(OPTIONS.get(p.key, p.key), p.value, p.expected) for p in drill))
     if found or spec is None:
         raise InvalidInput(found.items)
-    workdir = args.workdir or _new_workdir()
+    workdir = Path(args.workdir) if args.workdir is not None else _new_workdir()
     if args.workdir is None:
         spec = spec.replace(checkpoint_dir=str((workdir / "checkpoints").absolute()))
     return DrillConfig(
@@ -321,6 +360,12 @@ def main(args: argparse.Namespace) -> int:
     except InvalidInput as exc:
         print(f"elastic-lab drill: {exc}", file=sys.stderr)
         return 2
+    if args.resume:
+        from lab.local.workdir import set_aside
+
+        aside = set_aside(cfg.workdir)
+        if aside is not None and not args.quiet:
+            print(f"the earlier drill's records moved to {aside}; its checkpoints stay", file=sys.stderr)
     log = io.StringIO() if args.quiet else sys.stderr
     if not args.quiet:
         print(

@@ -27,6 +27,7 @@ from lab.local.lighthouse import Lighthouse, find_lighthouse
 from lab.local.node_forker import ForkedNode, ForkerError, NodeForker
 from lab.local.procs import ServerError
 from lab.local.stack_dumps import StackDump, ask_for_stacks
+from lab.local.workdir import EVENTS_FILE, NODES_DIR, WorkdirLock
 from lab.runtime.events import emit
 from lab.vocab import events
 from lab.vocab.errors import Refused
@@ -100,7 +101,7 @@ class LocalTarget:
         self.spec = spec
         self.extra_env = dict(env or {})
         self.nodes: list[Node] = []
-        self.events_file = self.workdir / "events.jsonl"
+        self.events_file = self.workdir / EVENTS_FILE
         self._etcd: EtcdServer | None = None
         self._lighthouse: Lighthouse | None = None
         self._watchdog: subprocess.Popen[bytes] | None = None
@@ -111,8 +112,19 @@ class LocalTarget:
         self._store_port = 0
         self._next_id = 0
         self._closed = False
-        # Validate everything before starting anything.
+        self._started = False
+        # Validate everything before starting anything; the work directory is held from here
+        # until close() (another run on it is refused), and let go if a later check fails.
         self._check_workdir()
+        self._workdir_lock = WorkdirLock(self.workdir)
+        self._workdir_lock.acquire()
+        try:
+            self._check_inputs(spec, etcd_binary)
+        except BaseException:
+            self._workdir_lock.release()
+            raise
+
+    def _check_inputs(self, spec: JobSpec, etcd_binary: str | None) -> None:
         self._check_checkpoint_dir(Path(spec.checkpoint_dir))
         if spec.script and not Path(spec.script).is_file():
             raise LocalTargetError(f"script={spec.script!r} does not exist: expected a Python file to run on each node")
@@ -136,7 +148,7 @@ class LocalTarget:
     def _check_workdir(self) -> None:
         try:
             self.workdir.mkdir(parents=True, exist_ok=True)
-            (self.workdir / "nodes").mkdir(exist_ok=True)
+            (self.workdir / NODES_DIR).mkdir(exist_ok=True)
         except OSError as exc:
             raise LocalTargetError(
                 f"workdir={str(self.workdir)!r} cannot be created ({exc.strerror}): expected a writable directory"
@@ -164,13 +176,14 @@ class LocalTarget:
         self.close()
 
     def start(self) -> None:
+        self._started = True
         # While it runs, the caller adopts what its nodes orphan; close() gives that back.
         self._was_subreaper = procs.is_subreaper()
         procs.set_subreaper(True)
         self.tmp_dir = self._make_tmp_dir()
         self._start_watchdog()
         # The nodes' forker imports torch while the rendezvous server starts.
-        self._forker = NodeForker(self._shared_env(), self.tmp_dir, self.workdir / "nodes" / FORKER_LOG)
+        self._forker = NodeForker(self._shared_env(), self.tmp_dir, self.workdir / NODES_DIR / FORKER_LOG)
         self._forker.start()
         self._guard(self._forker.proc)
         # SIGTERM to the launcher (a CI timeout, `kill`) must stop everything it started,
@@ -246,11 +259,15 @@ class LocalTarget:
         if self._closed:
             return
         self._closed = True
+        if not self._started:  # nothing runs: only the work directory to let go
+            self._workdir_lock.release()
+            return
         in_main = threading.current_thread() is threading.main_thread()
         held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)} if in_main else {}
         try:
             self._stop_everything()
         finally:
+            self._workdir_lock.release()
             for sig, handler in held.items():
                 signal.signal(sig, handler)
             if getattr(self, "_old_sigterm", None) is not None:
@@ -380,7 +397,7 @@ class LocalTarget:
     # --------------------------------------------------------------------- nodes
     def node_dir(self, name: str) -> Path:
         """Where node `name` runs (its working directory)."""
-        return self.workdir / "nodes" / name
+        return self.workdir / NODES_DIR / name
 
     @property
     def alive_nodes(self) -> list[Node]:
@@ -419,7 +436,7 @@ class LocalTarget:
             )
         name = f"node-{self._next_id}"
         self._next_id += 1
-        log_path = self.workdir / "nodes" / f"{name}.log"
+        log_path = self.workdir / NODES_DIR / f"{name}.log"
         # The node's own directory, as a machine of its own would have: the script's relative
         # paths and torchelastic's error files land there, never in the caller's directory;
         # temporary files in the target's temp dir, removed when it closes.

@@ -53,6 +53,7 @@ LOCAL_ONLY = (
     "baselines",
     "timeout",
     "quiet",
+    "resume",
 )
 
 

@@ -146,8 +146,9 @@ def missing_prerequisites(
     """Every required prerequisite of `stack` that does not hold, one per line with its fix
     (None: all hold). Given `say`, what a later step needs and is missing is said as a warning."""
     found = stack_prerequisites(cloud, stack, quota, with_quota=with_quota)
-    for later in prerequisites.later_needs(found) if say is not None else []:
-        say(f"warning: {later.line()}")
+    if say is not None:
+        for later in prerequisites.later_needs(found):
+            say(f"warning: {later.line()}")
     missing = prerequisites.problems(found)
     return "\n".join(f"  {p.line()}" for p in missing) if missing else None
 

@@ -390,10 +390,11 @@ def docker(run: Callable[..., Any] = subprocess.run) -> Prerequisite:
         return Prerequisite(name, False, f"{cli}: no answer from its daemon ({exc})", _DOCKER_DAEMON, required=False)
     version = str(answer.stdout).strip()
     if answer.returncode != 0 or not version:
+        why = [line.strip() for line in str(answer.stderr).splitlines() if line.strip()] or ["no server version"]
         return Prerequisite(
             name,
             False,
-            f"{cli}, but no daemon: {_said(str(answer.stderr) or 'no server version')}",
+            f"{cli}, but no daemon: {why[-1]}",
             _DOCKER_DAEMON,
             required=False,
         )

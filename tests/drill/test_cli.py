@@ -182,3 +182,91 @@ def test_a_failed_plot_keeps_the_report_and_the_summary(monkeypatch, capsys):
     assert "the timeline could not be drawn" in err and "OSError: disk full" in err
     (report,) = Path("runs").glob("drill-*/report.json")
     assert json.loads(report.read_text()) == {"passed": False}
+
+
+def _earlier_drill(folder: Path) -> Path:
+    """A folder as a drill leaves it: its events, nodes' logs, report and checkpoints."""
+    (folder / "nodes").mkdir(parents=True)
+    (folder / "nodes" / "node-0.log").write_text("an earlier run\n")
+    (folder / "events.jsonl").write_text('{"event": "step", "step": 100}\n')
+    (folder / "report.json").write_text("{}")
+    (folder / "checkpoints").mkdir()
+    (folder / "checkpoints" / "step-100").write_text("state")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["--workdir", ""], "--workdir='' is invalid: expected a folder's path (an empty one would be the current"),
+        (["--workdir", " "], "--workdir=' ' is invalid: expected a folder's path"),
+        (["--workdir", "a-file"], "--workdir='a-file' is invalid: expected a folder, not a file"),
+        (
+            ["--workdir", "busy"],
+            "--workdir='busy' is invalid: expected a new or empty folder (this one holds 3 other "
+            "entries: README.md, lab, pyproject.toml)",
+        ),
+        (
+            ["--workdir", "earlier"],
+            "--workdir='earlier' is invalid: expected a new or empty folder: this one holds an "
+            "earlier drill (--resume continues it from its checkpoints)",
+        ),
+        (
+            ["--workdir", "busy", "--resume"],
+            "--workdir='busy' is invalid: expected with --resume, the folder of an earlier drill",
+        ),
+        (["--resume"], "--resume=True is invalid: expected with --workdir"),
+    ],
+)
+def test_a_work_folder_that_would_mix_runs_is_refused_before_anything_is_written(tmp_path, argv, shown):
+    (tmp_path / "a-file").write_text("x")
+    for name in ("README.md", "pyproject.toml", "lab"):
+        (tmp_path / "busy").mkdir(exist_ok=True)
+        (tmp_path / "busy" / name).write_text("x")
+    _earlier_drill(tmp_path / "earlier")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    key = "--resume" if argv == ["--resume"] else "--workdir"
+    assert problems(*argv)[key].startswith(shown)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written, not even runs/
+
+
+def test_a_work_folder_another_run_holds_is_refused_naming_its_pid(tmp_path):
+    from lab.local.workdir import WorkdirLock
+
+    (tmp_path / "held").mkdir()
+    lock = WorkdirLock(tmp_path / "held")
+    lock.acquire()
+    try:
+        assert problems("--workdir", "held")["--workdir"] == (
+            f"--workdir='held' is invalid: expected a folder no run is using (a local run holds this one: "
+            f"pid {os.getpid()})"
+        )
+    finally:
+        lock.release()
+    assert drill_cli.build(parse("--workdir", "held")).workdir == tmp_path / "held"  # let go: free again
+
+
+def test_an_earlier_drill_resumes_on_request_with_its_records_set_aside(tmp_path, monkeypatch, capsys):
+    import lab.drill.run
+
+    earlier = _earlier_drill(tmp_path / "earlier")
+    seen = {}
+
+    def drill(cfg, progress):
+        seen["entries"] = sorted(p.name for p in cfg.workdir.iterdir())
+        seen["checkpoint_dir"] = cfg.spec.checkpoint_dir
+        return _Report()
+
+    monkeypatch.setattr(lab.drill.run, "run_drill", drill)
+    monkeypatch.setattr("lab.drill.plot.plot_timeline", lambda report, path: path)
+    assert drill_cli.main(parse("--workdir", "earlier", "--resume")) == 1  # the stand-in report did not pass
+    # The job found its checkpoints where they were, and nothing of the earlier run's records.
+    assert seen == {"entries": ["checkpoints", "earlier-1"], "checkpoint_dir": str(earlier / "checkpoints")}
+    assert (earlier / "earlier-1" / "events.jsonl").read_text() == '{"event": "step", "step": 100}\n'
+    assert (earlier / "earlier-1" / "nodes" / "node-0.log").is_file()
+    assert (
+        f"the earlier drill's records moved to {earlier / 'earlier-1'}; its checkpoints stay" in capsys.readouterr().err
+    )
+    # Resumed again: the second run's records go to a folder of their own.
+    assert drill_cli.main(parse("--workdir", "earlier", "--resume", "--quiet")) == 1
+    assert sorted(p.name for p in earlier.iterdir()) == ["checkpoints", "earlier-1", "earlier-2", "report.json"]

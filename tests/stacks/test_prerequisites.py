@@ -14,8 +14,8 @@ import pytest
 from azure.identity import CredentialUnavailableError
 from botocore.stub import Stubber
 
-from lab.stacks import prerequisites
 from lab.plan.quota_needs import StackQuota
+from lab.stacks import prerequisites
 from lab.stacks.prerequisites import AWS_ACTIONS, AZURE_PROVIDERS, Prerequisite
 from lab.vocab.quota import QuotaNeed
 from tests.ops.test_aks_eviction import Answer, ArmTransport, FakeCredential, arm_error

@@ -36,11 +36,12 @@ in, never a stack trace (and never a secret).
 
 from __future__ import annotations
 
+from lab.local.workdir import EVENTS_FILE
 from lab.ops.teardown.aws import AwsSweep
 from lab.ops.teardown.azure import AzureSweep
 from lab.ops.teardown.base import Leftover, Sweep, TeardownError
 from lab.ops.teardown.kubernetes import KubernetesSweep
-from lab.ops.teardown.local import EVENTS_FILE, STORE_LOG, TMP_PREFIX, LocalTeardown
+from lab.ops.teardown.local import STORE_LOG, TMP_PREFIX, LocalTeardown
 
 __all__ = [
     "EVENTS_FILE",

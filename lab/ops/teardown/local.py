@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from lab.local.workdir import EVENTS_FILE, NODES_DIR
 from lab.ops.eviction import ApiCall
 from lab.vocab import events
 from lab.vocab.job import ENV_EVENTS_FILE, ENV_NODE
@@ -32,9 +33,8 @@ from lab.vocab.events import Event
 
 PROCESS = "process"
 DIRECTORY = "directory"
-# How lab.local.LocalTarget lays out a work directory and records what it starts.
-EVENTS_FILE = "events.jsonl"  # LocalTarget.events_file
-NODES_DIR = "nodes"
+# How lab.local.LocalTarget lays out a work directory (EVENTS_FILE, NODES_DIR: lab.local.workdir)
+# and records what it starts.
 TMP_DIR = "tmp"  # the nodes' TMPDIR, when its path is short enough
 TMP_PREFIX = "elastic-lab-"  # else tempfile.mkdtemp(prefix=...) in the system's temp dir
 ETCD_DATA_DIR = "etcd-data"
