@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -137,9 +138,12 @@ def parse_value(key: str, kind: str, raw: Any) -> Any:
         try:
             if isinstance(raw, bool):
                 raise ValueError
-            return float(str(raw).strip())
+            number = float(str(raw).strip())
         except ValueError:
             raise fail("a number") from None
+        if not math.isfinite(number):  # no cloud API takes one (and Pulumi cannot serialise it)
+            raise fail("a finite number")
+        return number
     if kind == "bool":
         text = str(raw).strip().lower()
         if text in _TRUE:
@@ -293,6 +297,22 @@ def _cloud_problem(cloud: Any) -> Problem | None:
     return Problem(qualified("cloud"), cloud, "one of " + ", ".join(CLOUDS))
 
 
+def _platform_problems(
+    problems: list[Problem], raw_platform: Mapping[str, Any], found: Problems, prefix: str
+) -> list[Problem]:
+    """The platform's problems under the stack's keys. The Kubernetes version it was handed
+    (the stack's own `kubernetesVersion`, where `platform` sets none) is that key's, said once:
+    the cluster's check may have said it already."""
+    out = []
+    for problem in problems:
+        if problem.key == "platform.kubernetesVersion" and "kubernetesVersion" not in raw_platform:
+            problem = Problem("kubernetesVersion", problem.value, problem.expected)
+            if any(p.key == f"{prefix}kubernetesVersion" for p in found):
+                continue
+        out.append(problem.under(prefix))
+    return out
+
+
 def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -> StackConfig:
     """Read and check our namespace of config: every problem at once, before anything else.
 
@@ -377,7 +397,7 @@ def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -
             trainer_image=trainer_image,
         )
     except InvalidInput as exc:
-        found.extend(p.under(prefix) for p in exc.problems)
+        found.extend(_platform_problems(exc.problems, raw_platform, found, prefix))
     if found or cluster is None or platform is None:  # a built cloud without problems has both
         raise InvalidInput(found.items, f"stack config in stack {stack!r}")
     return StackConfig(stack=stack, cloud=str(cloud), kubernetes_version=version, cluster=cluster, platform=platform)

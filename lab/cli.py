@@ -49,13 +49,18 @@ def _use_current_stack(args: argparse.Namespace) -> str | None:
     wants = getattr(args, "stack_default", None)
     if not wants or getattr(args, "stack", None) or getattr(args, "all_stacks", False):
         return None
+    from lab.plan.stack_files import StackNotFound, list_stacks, stack_file
+
     found = current_stack()
     if found is not None:
+        try:
+            stack_file(found.name, source=found.source)  # a stale choice is named with where it was made
+        except StackNotFound as exc:
+            return f"elastic-lab {args.command}: {exc}"
         args.stack = found.name
         return None
     if wants != STACK_REQUIRED:
         return None
-    from lab.plan.stack_files import list_stacks
 
     return (
         f"elastic-lab {args.command}: no stack: give -s STACK, or choose one for every command with "

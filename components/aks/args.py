@@ -406,8 +406,17 @@ def _pool_names(args: AksClusterArgs, found: _FieldProblems) -> None:
         if (pname := found.text(p)) is not None and not _POOL_NAME.match(pname):
             found.bad(p, _POOL_NAME_RULE)
     names = [getattr(args, p) for p in pools]
-    if len(set(names)) != len(names):
-        found.bad("gpu_pool_name", "pool names that differ from each other: " + ", ".join(map(repr, names)))
+    if len(set(names)) == len(names):
+        return
+    said = "pool names that differ from each other: " + ", ".join(
+        f"{p}={n!r}" for p, n in zip(pools, names, strict=True)
+    )
+    # Blame the names the stack chose, not the defaults they ran into (a later one when both
+    # are chosen or both defaults).
+    clashing = [p for p in pools if names.count(getattr(args, p)) > 1]
+    chosen = [p for p in clashing if getattr(args, p) != AksClusterArgs.__dataclass_fields__[p].default]
+    for p in chosen or clashing[-1:]:
+        found.bad(p, said)
 
 
 def gpu_size_expected(gpu: str) -> str | None:
@@ -461,8 +470,9 @@ def _gpu_ranks(args: AksClusterArgs, found: _FieldProblems) -> None:
         zones_allowed=AZURE_ZONES,
     )
     found.extend(ranks_found)
-    if ranks_found or not isinstance(args.gpu_pool_name, str):
-        return
+    pools = {args.system_pool_name, args.cpu_pool_name, args.gpu_pool_name}
+    if ranks_found or not isinstance(args.gpu_pool_name, str) or len(pools) < 3:
+        return  # the pools' own names clash: _pool_names says so, once
     found.extend(
         rank_list_problems(
             args.gpu_ranks(),

@@ -599,8 +599,8 @@ def _cluster_autoscaler(args: EksClusterArgs, found: _FieldProblems) -> None:
     if tag is not None and (not isinstance(tag, str) or not re.match(r"^v1\.\d+\.\d+$", tag)):
         found.bad("cluster_autoscaler_image_tag", "a Cluster Autoscaler release tag such as v1.35.0")
         return
-    if args.cluster_autoscaler is not True or not isinstance(args.kubernetes_version, str):
-        return
+    if args.cluster_autoscaler is not True or any(p.key == "kubernetes_version" for p in found):
+        return  # a version that is no version is said once, by _kubernetes_version
     chart = CLUSTER_AUTOSCALER_CHARTS.get(args.kubernetes_version)
     if chart is None:
         found.bad(

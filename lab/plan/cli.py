@@ -119,6 +119,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"elastic-lab plan: --check: {exc}", file=sys.stderr)
         return exc.exit_code
+    if args.all_stacks and args.stack:
+        print(
+            f"elastic-lab plan: -s {args.stack} and --all-stacks: give one (--all-stacks plans every stack)",
+            file=sys.stderr,
+        )
+        return 2
     stacks = list_stacks() if args.all_stacks else [args.stack]
     worst = 0
     docs = []

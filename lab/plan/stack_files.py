@@ -3,7 +3,9 @@ to a program: full keys, string values (JSON for structures)."""
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +21,30 @@ class StackNotFound(Refused, FileNotFoundError):
     """No stack file for the stack name given; the message lists the stacks there are."""
 
 
-def stack_file(stack: str, root: Path = ROOT) -> Path:
+def stack_file(stack: str, root: Path = ROOT, *, source: str = "") -> Path:
+    """The stack's file, `stacks/Pulumi.<stack>.yaml`. StackNotFound says what is there
+    instead (nothing, a folder, a link to nothing), the stacks there are, the nearest name, and
+    where the name came from (`source`: e.g. `$ELASTIC_LAB_STACK`) when it was not typed."""
     path = root / "stacks" / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
-        have = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (root / "stacks").glob("Pulumi.*.yaml"))
-        raise StackNotFound(f"stack {stack!r} has no config file {path} (stacks here: {', '.join(have) or 'none'})")
-    return path
+    if path.is_file():
+        return path
+    if path.is_dir():
+        what = f": {path} is a folder, not a stack file"
+    elif path.is_symlink():
+        what = f": {path} is a link to {os.readlink(path)}, which does not exist"
+    else:
+        what = f" has no config file {path}"
+    have = list_stacks(root)
+    near = difflib.get_close_matches(stack, have, n=1)
+    said = [f"stacks here: {', '.join(have) or 'none'}", *([f"did you mean {near[0]!r}?"] if near else [])]
+    named = f" (from {source})" if source else ""
+    raise StackNotFound(f"stack {stack!r}{named}{what} ({'; '.join(said)})")
 
 
 def list_stacks(root: Path = ROOT) -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (root / "stacks").glob("Pulumi.*.yaml"))
+    """The stacks with a stack file (a folder or a link to nothing named like one is none)."""
+    found = (p for p in (root / "stacks").glob("Pulumi.*.yaml") if p.is_file())
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in found)
 
 
 def config_string(value: Any) -> str:

@@ -206,7 +206,7 @@ def test_the_cluster_drill_attaches_to_the_named_job_and_takes_no_local_option(t
         3600.0,
         True,
     )
-    assert args.workdir == Path("runs/x") and args.image is None and not args.replace
+    assert args.workdir == "runs/x" and args.image is None and not args.replace
     assert local_only_given(drill_parser, args) == []  # the cluster drill refuses local-only options
     with_kubeconfig = parser.parse_args(
         cli_args(cluster_drill_args("byo", "j", evict_at_step=1, deadline_s=60, kubeconfig="k.yaml"))

@@ -126,6 +126,11 @@ CONFIG_VALUES = {
         "elastic-spot-lab:kubernetesVersion=1.99",
         "elastic-spot-lab:kubernetesVersion='1.99' is invalid: expected 1.30 to 1.37",
     ),
+    "a-spot-price-of-infinity": (
+        "aks-dev",
+        "elastic-spot-lab:gpuSpotMaxPrice=inf",
+        "elastic-spot-lab:gpuSpotMaxPrice='inf' is invalid: expected a finite number",
+    ),
 }
 
 
@@ -173,3 +178,60 @@ def test_the_price_check_reads_the_table_given(capsys, tmp_path):
     assert main([*argv, "--prices", str(tmp_path / "prices.yaml")]) == 0
     out, _ = capsys.readouterr()
     assert "WARNING [cost:priced]" not in out and "0 error(s), 1 warning(s)" in out  # the trainer image's alone
+
+
+# (stack, config override, the one problem said): a bad value is said once, under the key set.
+ONE_PROBLEM = {
+    "aks-version": ("aks-dev", "kubernetesVersion=abc", "elastic-spot-lab:kubernetesVersion='abc' is invalid"),
+    "eks-version": ("eks-dev", "kubernetesVersion=abc", "elastic-spot-lab:kubernetesVersion='abc' is invalid"),
+    "byo-version": ("byo", "kubernetesVersion=abc", "elastic-spot-lab:kubernetesVersion='abc' is invalid"),
+    "system-pool-named-as-the-gpu-pool": (
+        "aks-dev",
+        "systemPoolName=gpuspot",
+        "elastic-spot-lab:systemPoolName='gpuspot' is invalid: expected pool names that differ from each other: "
+        "systemPoolName='gpuspot', cpuPoolName='cpu', gpuPoolName='gpuspot'",
+    ),
+    "cpu-pool-named-as-the-system-pool": (
+        "aks-dev",
+        "cpuPoolName=system",
+        "elastic-spot-lab:cpuPoolName='system' is invalid: expected pool names that differ",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", ONE_PROBLEM)
+def test_one_bad_value_is_one_problem_under_the_key_that_was_set(capsys, case):
+    stack, override, said = ONE_PROBLEM[case]
+    err = _refused(capsys, ["plan", "--stack", stack, "--set", override])
+    assert "(1 problem(s))" in err, err
+    (line,) = [line for line in err.splitlines() if line.startswith("  - ")]
+    assert line.startswith(f"  - {said}")
+
+
+def test_a_stack_and_all_stacks_together_are_refused(capsys):
+    err = _refused(capsys, ["plan", "-s", "aks-dev", "--all-stacks"])
+    assert err == "elastic-lab plan: -s aks-dev and --all-stacks: give one (--all-stacks plans every stack)\n"
+
+
+def test_a_current_stack_with_no_file_is_named_with_where_it_was_chosen(capsys, monkeypatch):
+    monkeypatch.setenv("ELASTIC_LAB_STACK", "aks-dve")
+    err = _refused(capsys, ["plan"])
+    assert err.startswith("elastic-lab plan: stack 'aks-dve' (from $ELASTIC_LAB_STACK) has no config file")
+    assert "did you mean 'aks-dev'?" in err
+
+
+def test_a_folder_or_a_dangling_link_is_no_stack(stack_file):
+    from lab.plan.stack_files import StackNotFound, list_stacks
+    from lab.plan.stack_files import stack_file as find
+
+    root = stack_file.root
+    stack_file("aks-dev", b"config: {}\n")
+    (root / "stacks" / "Pulumi.a-folder.yaml").mkdir()
+    (root / "stacks" / "Pulumi.gone.yaml").symlink_to(root / "nowhere.yaml")
+    assert list_stacks(root) == ["aks-dev"]
+    with pytest.raises(StackNotFound, match=r"Pulumi\.a-folder\.yaml is a folder, not a stack file"):
+        find("a-folder", root)
+    with pytest.raises(StackNotFound, match=r"Pulumi\.gone\.yaml is a link to .*nowhere\.yaml, which does not exist"):
+        find("gone", root)
+    with pytest.raises(StackNotFound, match=r"\(stacks here: aks-dev; did you mean 'aks-dev'\?\)"):
+        find("aks-deev", root)
