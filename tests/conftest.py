@@ -17,6 +17,7 @@ import pytest
 
 from lab.k8s.schemas import CrdSchemaMissing, crd_path
 from lab.local import procs
+from tests.patience import within
 
 # Tables of torch's that the launcher writes (lab.runtime.launch): module -> attribute paths.
 TORCH_TABLES = {
@@ -109,6 +110,21 @@ def long_tests_first_in_each_share(items: list[pytest.Item], workers: int) -> li
     return ordered + list(rest)  # none, unless a share is smaller than its long tests
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+    """Each test's time limit (its `timeout` mark, else the ini's) stretched to the machine's
+    load as the test starts (tests/patience.py), ahead of pytest-timeout, which reads the
+    closest mark when it arms its timer."""
+    mark = item.get_closest_marker("timeout")
+    limit = (mark.args[0] if mark.args else mark.kwargs.get("timeout")) if mark else None
+    if limit is None:
+        limit = item.config.getini("timeout")
+    if limit:
+        kwargs = {k: v for k, v in (mark.kwargs if mark else {}).items() if k != "timeout"}
+        item.add_marker(pytest.mark.timeout(within(float(limit)), **kwargs), append=False)
+    yield
+
+
 @pytest.fixture(autouse=True)
 def no_current_stack(tmp_path_factory, monkeypatch):
     """No test sees the stack a developer chose (`elastic-lab stack select`, $ELASTIC_LAB_STACK)."""
@@ -175,7 +191,7 @@ def workdir(tmp_path):
 def assert_nothing_survives(path: Path) -> None:
     """No process that mentions `path` (in its command line or environment) is alive, and no
     child of the test runner either; what is, is killed and named."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + within(10)
     while time.monotonic() < deadline and _ours(str(path)):
         time.sleep(0.2)
     left = _ours(str(path))
@@ -183,8 +199,8 @@ def assert_nothing_survives(path: Path) -> None:
         p.kill()
     assert not left, f"processes survived the test: {[(p.pid, p.name()) for p in left]}"
     # A stopped agent's forkserver and resource tracker see it go and exit on their own; on a
-    # loaded machine that takes a moment. What is still there after 10 s survived.
-    deadline = time.monotonic() + 10
+    # loaded machine that takes a moment. What is still there after 10 s (stretched) survived.
+    deadline = time.monotonic() + within(10)
     while time.monotonic() < deadline and _live_children():
         time.sleep(0.2)
     survivors = _live_children()
