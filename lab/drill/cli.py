@@ -349,6 +349,7 @@ def build(args: argparse.Namespace) -> DrillConfig:
 def main(args: argparse.Namespace) -> int:
     from lab.drill.plot import plot_convergence, plot_timeline
     from lab.drill.run import Progress, run_drill
+    from lab.local.target import Stopped
 
     # `kill -USR1 <pid>` prints where every thread of a drill that seems stuck is (when stderr
     # is a real file: not under a test's captured output).
@@ -388,6 +389,13 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("elastic-lab drill: interrupted; every process it started was stopped", file=sys.stderr)
         return 130
+    except Stopped as stopped:
+        print(
+            f"elastic-lab drill: stopped by SIGTERM; every process it started was stopped; what it recorded is in "
+            f"{cfg.workdir}",
+            file=sys.stderr,
+        )
+        return int(stopped.code or 143)
     report_path = cfg.workdir / "report.json"
     report_path.write_text(report.to_json())  # before the plot: a failed plot loses nothing
     png = args.plot or cfg.workdir / "timeline.png"

@@ -214,7 +214,7 @@ class DrillReport:
             what = f"{ev.node} left (scale-in, SIGTERM with a grace)" if ev.cause == "scale-in" else None
             lines.append(
                 (f"  {what}" if what else f"  eviction of {ev.node} ({ev.kind})")
-                + f" at {ev.t - self.t0:.1f} s: world {ev.world_before} -> {ev.world_after}"
+                + f" at {ev.t - self.t0:.1f} s: {world_change(ev.world_before, ev.world_after)}"
             )
             if ev.lead_s is not None:
                 lines.append(
@@ -275,11 +275,11 @@ class DrillReport:
                     f" went before it committed); training resumed from {kept}, the newest committed checkpoint"
                 )
         for j in self.joins:
-            js = f"{j.join_s:.2f} s" if j.join_s is not None else "did not join"
+            js = f"joined in {j.join_s:.2f} s" if j.join_s is not None else "did NOT join"
             came = f" (rank {j.rank}, {j.capacity})" if j.rank is not None else ""
             lines.append(
-                f"  node {j.node} added{came} at {j.t - self.t0:.1f} s: world {j.world_before} -> {j.world_after},"
-                f" joined in {js}, lost {j.lost_steps} step(s)"
+                f"  node {j.node} added{came} at {j.t - self.t0:.1f} s: {world_change(j.world_before, j.world_after)},"
+                f" {js}, lost {j.lost_steps} step(s)"
                 + (f", survivors stalled at most {j.stall_s:.2f} s" if j.stall_s is not None else "")
                 + (f" (in a quorum {j.from_workers_s:.2f} s after its workers started)" if j.from_workers_s else "")
             )
@@ -294,7 +294,7 @@ class DrillReport:
             )
             rate = (
                 f"{r.samples_per_s:.0f} samples/s against {r.full_samples_per_s:.0f} at full size: goodput "
-                f"{100 * r.goodput:.0f} %"
+                f"{100 * r.goodput:.0f} % over those {r.seconds:.1f} s"
                 if r.goodput is not None and r.samples_per_s is not None and r.full_samples_per_s
                 else "its rate not measured"
             )
@@ -314,6 +314,17 @@ class DrillReport:
         for p in self.problems:
             lines.append(f"  PROBLEM: {p}")
         return "\n".join(lines)
+
+
+def world_change(before: int | None, after: int | None) -> str:
+    """`world 3 -> 2`, in words where a size was not seen (no step at it, or none yet)."""
+    if before is None and after is None:
+        return "world size not seen before or after"
+    if after is None:
+        return f"world {before} -> no new size seen"
+    if before is None:
+        return f"world (not seen before) -> {after}"
+    return f"world {before} -> {after}"
 
 
 def node_local_warning(paths: list[str]) -> str:

@@ -53,8 +53,14 @@ MAX_TMP_PATH = 60
 FORKER_LOG = "forker.log"
 
 
+class Stopped(SystemExit):
+    """SIGTERM reached the process running a local target (a CI timeout, `kill`): raised where
+    it was, so that close() stops everything; the process then exits 128 + the signal, as a
+    process killed by it would."""
+
+
 def _raise_on_sigterm(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+    raise Stopped(128 + signum)
 
 
 class LocalTargetError(Refused, RuntimeError):

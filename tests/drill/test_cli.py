@@ -270,3 +270,18 @@ def test_an_earlier_drill_resumes_on_request_with_its_records_set_aside(tmp_path
     # Resumed again: the second run's records go to a folder of their own.
     assert drill_cli.main(parse("--workdir", "earlier", "--resume", "--quiet")) == 1
     assert sorted(p.name for p in earlier.iterdir()) == ["checkpoints", "earlier-1", "earlier-2", "report.json"]
+
+
+def test_a_drill_stopped_by_sigterm_says_so_and_exits_as_the_signal_would(monkeypatch, capsys):
+    import lab.drill.run
+    from lab.local.target import Stopped
+
+    def stopped(cfg, progress):
+        raise Stopped(143)  # what the local target's SIGTERM handler raises where the drill was
+
+    monkeypatch.setattr(lab.drill.run, "run_drill", stopped)
+    args = parse("--quiet")
+    assert drill_cli.main(args) == 143
+    err = capsys.readouterr().err
+    assert "elastic-lab drill: stopped by SIGTERM; every process it started was stopped" in err
+    assert "what it recorded is in " in err and "/runs/drill-" in err

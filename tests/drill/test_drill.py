@@ -17,6 +17,7 @@ from lab.vocab import events
 from lab.vocab.checkpoint_interval import FIRST_SAVE_AFTER
 from lab.vocab.events import Event, unknown_fields
 from lab.vocab.job import JobSpec
+from tests.patience import within
 
 pytestmark = pytest.mark.processes  # every drill starts etcd, agents and workers
 
@@ -399,15 +400,18 @@ def test_sigterm_to_the_drill_stops_everything_it_started(workdir):
     proc = subprocess.Popen(
         [sys.executable, "-m", "lab.cli", "drill", "--workdir", str(workdir), "--quiet"],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + within(60)
     events_file = workdir / "events.jsonl"
     while time.monotonic() < deadline and "node_added" not in (events_file.read_text() if events_file.exists() else ""):
         time.sleep(0.2)
     time.sleep(2)  # agents and workers are starting
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(30) != 0
+    _, err = proc.communicate(timeout=within(30))
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert f"stopped by SIGTERM; every process it started was stopped; what it recorded is in {workdir}" in err
     # the workdir fixture asserts that no etcd, agent or worker process survived
 
 

@@ -189,6 +189,7 @@ def test_a_cluster_job_that_never_recovers_fails_with_the_reason():
     assert ev.recovery_s is None and ev.world_before == 3
     assert "the job did not finish: final step 60, expected 200" in report.problems
     assert "recovery: NONE, no step at a new world size after it" in report.summary()
+    assert "eviction of demo-worker-2 (aks) at 16.5 s: world 3 -> no new size seen" in report.summary()
 
 
 def test_a_job_that_loses_its_rendezvous_server_says_so():
@@ -415,4 +416,17 @@ def test_a_late_replacement_from_a_fallback_rank_shows_the_job_at_reduced_size_a
     summary = report.summary()
     assert "node d added (rank 3, on-demand)" in summary
     assert "at reduced size after losing c: 6.0 s until its replacement (rank 3, on-demand, added 5.0 s" in summary
-    assert "goodput 57 %" in summary
+    assert "goodput 57 % over those 6.0 s" in summary
+
+
+def test_a_node_that_never_joined_is_said_so_in_plain_words():
+    recorded = [
+        *({"t": 0.0, "event": "node_added", "node": n} for n in "ab"),
+        *({"t": 1.0 + i / 10, "event": "step", "step": i, "world_size": 2, "loss": 1.0} for i in range(1, 30)),
+        {"t": 2.0, "event": "node_added", "node": "c"},
+    ]
+    report = analyze(recorded, [], target_steps=None, checkpoint_every=10, node_exit_codes={})
+    (join,) = report.joins
+    assert join.join_s is None and join.world_after is None
+    line = next(line for line in report.summary().splitlines() if "node c added" in line)
+    assert line.startswith("  node c added at 2.0 s: world 2 -> no new size seen, did NOT join, lost")
