@@ -227,7 +227,7 @@ def rank_lines(cost: CostEstimate) -> list[str]:
     lines.append(
         "  A worker placed on a fallback rank keeps that node, and its price, until the job ends or the worker is "
         "moved (a spot rank's node also ends at its eviction): the cluster autoscaler removes no GPU node whose GPU "
-        "a worker holds, and moves no worker back to rank 1."
+        "a worker holds, and moves no worker back to rank 1 (`elastic-lab rebalance JOB` does, when rank 1 has room)."
     )
     return lines + kept_fallback_lines(cost)
 

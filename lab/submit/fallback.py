@@ -19,6 +19,7 @@ def on_demand_notice(target: StackTarget, spec: JobSpec) -> list[str]:
     return [
         f"note: when no spot GPU rank of stack {target.stack!r} has capacity, this job's workers land on its "
         "on-demand rank, and the cluster autoscaler removes no GPU node whose GPU a worker holds "
-        f"(`elastic-lab plan -s {target.stack}` prices every rank):",
+        f"(`elastic-lab rebalance {spec.name} -s {target.stack}` moves them back when rank 1 has room; "
+        f"`elastic-lab plan -s {target.stack}` prices every rank):",
         *kept_fallback_lines(cost, spec.max_nodes),
     ]
