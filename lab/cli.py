@@ -14,12 +14,12 @@ import sys
 from lab.drill import cli as drill_cli
 from lab.ops import cli as cluster_cli
 from lab.ops import drill_cli as cluster_drill_cli
-from lab.ops import stack_cli, teardown_cli
+from lab.ops import rebalance_cli, stack_cli, teardown_cli
 from lab.plan import cli as plan_cli
 from lab.vocab.current_stack import STACK_REQUIRED, current_stack
 from lab.vocab.names import PROJECT
 
-SUBCOMMANDS = (drill_cli, plan_cli, cluster_cli, stack_cli, teardown_cli)
+SUBCOMMANDS = (drill_cli, plan_cli, cluster_cli, rebalance_cli, stack_cli, teardown_cli)
 
 
 def _version() -> str:

@@ -6,6 +6,7 @@ azure-mgmt, boto3).
   eviction.py        what every eviction backend offers; aks_eviction.py (VMSS simulateEviction),
                      eks_eviction.py (AWS FIS), drain.py (a Kubernetes drain, any cluster)
   drill.py           the eviction drill on a cluster
+  rebalance.py       a job's workers moved off its fallback GPU ranks, back to rank 1
   teardown/          what `pulumi destroy` cannot see, found and deleted
-  cli.py, drill_cli.py, teardown_cli.py   their commands (`elastic-lab up|submit|...`)
+  cli.py, drill_cli.py, rebalance_cli.py, teardown_cli.py   their commands (`elastic-lab up|submit|...`)
 """

@@ -241,13 +241,17 @@ def submit_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.ops import jobs
         from lab.submit.core import manifest_text, render_job
+        from lab.submit.fallback import on_demand_notice
         from lab.vocab.checkpoint_interval import interval_line
 
         target = stack_target_of(args.stack)
         job = render_job(job_spec(args, target), target, _sizing(args), CheckpointAccess(args.checkpoint_access))
         cluster_spec = job.spec
+        notice = on_demand_notice(target, cluster_spec)
         if args.dry_run:
             sys.stdout.write(manifest_text(cluster_spec, target, job.objects))
+            if notice:  # on stderr: stdout stays the YAML alone
+                print("\n".join(notice), file=sys.stderr)
             return 0
         with connected(args, target) as (kube, namespace):
             created = jobs.submit(kube, job.objects, namespace, replace=args.replace)
@@ -259,6 +263,8 @@ def submit_main(args: argparse.Namespace) -> int:
         print(f"created {', '.join(created)} in namespace {namespace} ({which})")
         print(job.notes.replace("<stack>", args.stack))
         print(interval_line(cluster_spec.max_nodes, cluster_spec.checkpoint_every_steps))
+        if notice:
+            print("\n".join(notice))
         return 0
 
     return run_command("submit", body)

@@ -11,9 +11,12 @@ while an experiment started from it runs (the experiment keeps its own copy and 
 `cleanup()` may be called as soon as the experiment started; the template is kept until then
 so that the FIS console still shows where a running drill's experiment came from. With
 `target_instance=False` the stack's template is started as is, and the instance FIS chose is
-read back from the experiment's resolved targets. The one-off template's instance ARN takes
-its partition and account from the FIS role's ARN (a role acts in the account its
-single-account experiments run in), so no STS request is needed.
+read back from the experiment's resolved targets. Either way `evict()` returns only once the
+experiment runs: FIS accepts a start and may fail the experiment afterwards (a role that may
+not interrupt the instance, a target that resolves to nothing), and a drill that did not look
+would wait for an eviction that never comes until its deadline. The one-off template's
+instance ARN takes its partition and account from the FIS role's ARN (a role acts in the
+account its single-account experiments run in), so no STS request is needed.
 
 `check(node)` reads the instance from EC2 and refuses one that is not a spot instance of this
 cluster's GPU node group, whatever the node's labels say. Every AWS error becomes an
@@ -151,7 +154,8 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
     and `role_arn` are the stack's outputs. `clients` maps a service name ("ec2", "fis") to a
     botocore client to use instead of one made from the session (tests attach a Stubber);
     `client_token` makes the idempotency tokens (uuid4 by default); `sleep` and `clock` pace
-    `wait_started`. Used as a context manager, it deletes its one-off templates on exit.
+    `wait_started`, which `evict` calls (up to `start_timeout_s`, a look every `poll_s`).
+    Used as a context manager, it deletes its one-off templates on exit.
     """
 
     name = "eks"
@@ -197,8 +201,9 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
 
     def calls(self, node: Node) -> list[ApiCall]:
         """Every request a drill with this backend makes, in order, with the values known
-        before any is made (the others in <angle brackets>): check(), evict(),
-        wait_started() and, for a one-off template, cleanup(). Makes no request."""
+        before any is made (the others in <angle brackets>): check(), evict() (its
+        get_experiment repeats until the experiment runs) and, for a one-off template,
+        cleanup(). Makes no request."""
         _, instance_id = parse_provider_id(node.provider_id)
         ec2, fis = "aws ec2", "aws fis"
         first = [ApiCall(ec2, "describe_instances", {"InstanceIds": [instance_id]}, reads_only=True)]
@@ -284,9 +289,10 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
             )
 
     def evict(self, node: Node) -> EvictionStarted:
-        """Start the spot interruption; see the module docstring for the two modes. With
-        target_instance=False it also waits (up to start_timeout_s) for the experiment to
-        run, since FIS reports the instance it chose only once its targets are resolved."""
+        """Start the spot interruption and wait (up to start_timeout_s) until the experiment
+        runs; see the module docstring for the two modes. EvictionError with FIS's reason
+        when the experiment failed or never ran. The EvictionStarted's time is when FIS
+        accepted the start (the drill's request time), not when this wait saw it run."""
         _, instance_id = parse_provider_id(node.provider_id)
         if self.target_instance:
             return self._evict_instance(node, instance_id)
@@ -314,8 +320,11 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
             if status not in STARTING_STATES:
                 raise EvictionError(self._failure(experiment_id, reply["experiment"]))
             if self._clock() >= deadline:
+                # Not stopped here: it may still run, and interrupt the instance, after this gives up.
                 raise EvictionError(
-                    f"FIS experiment {experiment_id} is still {status} after {timeout:g} s ({state.get('reason', '')})"
+                    f"FIS experiment {experiment_id} is still {status} after {timeout:g} s"
+                    f" ({state.get('reason') or 'no reason given'}); it may still start: stop it with"
+                    f" `aws fis stop-experiment --id {experiment_id}` and look at it in the FIS console"
                 )
             self._sleep(self.poll_s)
 
@@ -401,19 +410,20 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
         one_off = created["experimentTemplate"]["id"]
         # Remembered before starting it: a failed start still leaves a template to delete.
         self.one_off_templates.append(one_off)
-        experiment = self._start(one_off)
+        experiment, accepted_at, status = self._run(one_off)
         notice = action["parameters"][DURATION_PARAMETER]
         return EvictionStarted(
             node=node.name,
             backend=self.name,
-            detail=f"experiment {experiment} (one-off template {one_off} aimed at {instance_id}, {notice} notice)",
+            at=accepted_at,
+            detail=f"experiment {experiment} {status} (one-off template {one_off} aimed at {instance_id},"
+            f" {notice} notice)",
         )
 
     def _evict_any(self, node: Node, instance_id: str) -> EvictionStarted:
         """The stack's template as is: FIS picks one running instance of the group, which
         is known once the experiment runs (its targets are resolved by then)."""
-        experiment = self._start(self.template_id)
-        self.wait_started(experiment)
+        experiment, accepted_at, _ = self._run(self.template_id)
         chosen = self._resolved_instances(experiment)
         if not chosen:
             which = "FIS did not say which instance it interrupts"
@@ -424,10 +434,20 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
         return EvictionStarted(
             node=node.name,
             backend=self.name,
+            at=accepted_at,
             detail=f"experiment {experiment} of the stack's template {self.template_id}: {which}",
         )
 
     # ------------------------------------------------------------------ helpers
+
+    def _run(self, template_id: str) -> tuple[str, float, str]:
+        """Start an experiment of the template and wait until it runs: its id, when FIS
+        accepted the start (unix seconds) and the state it reached (running or completed)."""
+        experiment_id = self._start(template_id)
+        # Wall-clock time, as the drill stamps its events (lab/ops/drill.py): the request's
+        # time, from which the drill looks for the disruption's first sign (lab/ops/disruption.py).
+        accepted_at = time.time()
+        return experiment_id, accepted_at, self.wait_started(experiment_id)
 
     def _start(self, template_id: str) -> str:
         # Only the stack's own template can be missing because the stack is not deployed.

@@ -11,6 +11,16 @@ today's price. A spot group of several instance types is priced at its dearest t
 GPU capacity ranks (lab/vocab/capacity.py) are alternatives, not additions: the totals count
 rank 1 (the GPU spot pool), and `ranks` gives each rank's cost at the GPU maximum and what
 the whole cluster costs an hour while the job runs on that rank instead.
+
+A worker placed on a fallback rank stays there: the cluster autoscaler removes a GPU node only
+when less than half of its GPUs are requested (`--scale-down-gpu-utilization-threshold`, 0.5:
+"utilization calculation only cares about gpu resource for accelerator node", its FAQ), so a
+node whose GPU a worker holds is never a candidate, and nothing in it moves a running pod to a
+node of a higher priority (the priority expander picks only which pool to scale up). So each
+fallback rank also carries what it costs over rank 1 for as long as it is kept: a node an
+hour, and the rank at its maximum for a week. The on-demand rank is kept until the job ends
+or the worker is moved (`elastic-lab rebalance`, lab/ops/rebalance.py); a spot rank's node also
+ends at its eviction.
 """
 
 from __future__ import annotations
@@ -26,6 +36,11 @@ from lab.vocab.pools import POOL_LABEL
 from lab.vocab.problems import InvalidInput, Problem
 
 PRICES = Path(__file__).with_name("prices.yaml")
+# What a kept fallback node is priced over: a week of a job's life.
+HOURS_PER_WEEK = 24 * 7
+# Until when a worker keeps a fallback rank's node (RankCost.kept_until).
+KEPT_ON_DEMAND = "until the job ends or the worker is moved"
+KEPT_SPOT = "until the job ends, the worker is moved or the node is evicted"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
 AWS_PROVIDER = "pulumi:providers:aws"
@@ -65,7 +80,9 @@ class PoolCost:
 @dataclass
 class RankCost:
     """One GPU capacity rank at the GPU maximum: its hourly cost, and the whole cluster's while
-    the job runs there instead of on rank 1 (`extra`: the difference)."""
+    the job runs there instead of on rank 1 (`extra`: the difference). A rank below the first
+    also says how long a worker keeps its node there (`kept_until`) and what that costs over
+    rank 1: a node an hour (`extra_per_node`) and the rank at its maximum for a week."""
 
     rank: int
     pool: str
@@ -75,6 +92,9 @@ class RankCost:
     at_max: float | None
     cluster_at_max: float | None
     extra: float | None
+    extra_per_node: float | None = None
+    extra_per_week: float | None = None
+    kept_until: str | None = None
 
 
 @dataclass
@@ -96,6 +116,12 @@ class CostEstimate:
         if not self.hourly_max or not self.hourly_max_on_demand:
             return None
         return 1 - self.hourly_max / self.hourly_max_on_demand
+
+    @property
+    def on_demand_rank(self) -> RankCost | None:
+        """The on-demand GPU rank (the last, when a stack has one): the fallback kept for the
+        job's whole life."""
+        return next((r for r in self.ranks if r.rank > 1 and r.capacity == "on-demand"), None)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -268,7 +294,8 @@ def _totals(
 
 
 def _rank_costs(costs: list[PoolCost], hourly_max: float | None) -> list[RankCost]:
-    """Each GPU rank at the GPU maximum, in rank 1's place in the cluster's hourly maximum."""
+    """Each GPU rank at the GPU maximum, in rank 1's place in the cluster's hourly maximum;
+    a fallback rank also with what keeping it costs over rank 1 (see the module docstring)."""
     gpu = sorted((c for c in costs if c.rank is not None), key=lambda c: c.rank or 0)
     first = gpu[0] if gpu and gpu[0].rank == 1 else None
     out = []
@@ -278,7 +305,14 @@ def _rank_costs(costs: list[PoolCost], hourly_max: float | None) -> list[RankCos
             cluster = round(hourly_max - first.at_max + c.at_max, 4)
         extra = None if cluster is None or hourly_max is None else round(cluster - hourly_max, 4)
         capacity = "spot" if c.spot else "on-demand"
-        out.append(RankCost(c.rank or 0, c.pool, c.vm_size, capacity, c.max_nodes, c.at_max, cluster, extra))
+        rank = RankCost(c.rank or 0, c.pool, c.vm_size, capacity, c.max_nodes, c.at_max, cluster, extra)
+        if c.fallback:
+            rank.kept_until = KEPT_SPOT if c.spot else KEPT_ON_DEMAND
+            if first is not None and first.price is not None and c.price is not None:
+                rank.extra_per_node = round(c.price - first.price, 4)
+            if extra is not None:
+                rank.extra_per_week = round(extra * HOURS_PER_WEEK, 2)
+        out.append(rank)
     return out
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from components.aks.storage import ROLE_STORAGE_ACCOUNT_CONTRIBUTOR, ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR
 from lab.plan.check_list import CheckRun, findings_of
-from lab.plan.cost import CostEstimate
+from lab.plan.cost import HOURS_PER_WEEK, CostEstimate
 from lab.plan.findings import errors
 from lab.plan.quota_needs import quota_lines, stack_quota
 from lab.plan.recording import SECRET_PLACEHOLDER, Plan, RecordedResource
@@ -204,7 +204,9 @@ def cost_lines(cost: CostEstimate | None) -> list[str]:
 
 def rank_lines(cost: CostEstimate) -> list[str]:
     """The GPU capacity ranks in the order the autoscaler tries them, each at the GPU maximum:
-    its cost, and the cluster's while the job runs there instead of on rank 1."""
+    its cost, the cluster's while the job runs there instead of on rank 1, and that difference
+    for a week; then how long a worker keeps a fallback rank's node, and what the on-demand
+    rank costs for that long."""
     if len(cost.ranks) < 2:
         return []
     lines = [
@@ -212,15 +214,40 @@ def rank_lines(cost: CostEstimate) -> list[str]:
         "ranks above it have no capacity or quota, or their node has not arrived within "
         f"{PROVISION_TIMEOUT_MIN} min):",
         f"    {'rank':<4} {'pool':<13} {'vm size':<24} {'capacity':<9} {'nodes':>5} {'at max':>7} "
-        f"{'cluster at max':>14} {'vs rank 1':>9}",
+        f"{'cluster at max':>14} {'vs rank 1':>9} {'a week':>8}",
     ]
     for r in cost.ranks:
-        extra = "" if r.rank == 1 else ("   n/a" if r.extra is None else f"{r.extra:+7.3f}")
+        first = r.rank == 1
+        extra = "" if first else ("   n/a" if r.extra is None else f"{r.extra:+7.3f}")
+        week = "" if first else ("n/a" if r.extra_per_week is None else f"{r.extra_per_week:+.2f}")
         lines.append(
             f"    {r.rank:<4} {r.pool:<13} {r.vm_size:<24} {r.capacity:<9} {r.nodes:>5} {money(r.at_max)} "
-            f"{money(r.cluster_at_max):>14} {extra:>9}"
+            f"{money(r.cluster_at_max):>14} {extra:>9} {week:>8}".rstrip()
         )
-    return lines
+    lines.append(
+        "  A worker placed on a fallback rank keeps that node, and its price, until the job ends or the worker is "
+        "moved (a spot rank's node also ends at its eviction): the cluster autoscaler removes no GPU node whose GPU "
+        "a worker holds, and moves no worker back to rank 1 (`elastic-lab rebalance JOB` does, when rank 1 has room)."
+    )
+    return lines + kept_fallback_lines(cost)
+
+
+def kept_fallback_lines(cost: CostEstimate | None, workers: int | None = None) -> list[str]:
+    """What the on-demand GPU rank costs over rank 1 while workers keep its nodes: a worker an
+    hour, `workers` (default: the rank's maximum) an hour and a week. Empty without one."""
+    rank = cost.on_demand_rank if cost else None
+    if cost is None or rank is None:
+        return []
+    kept = rank.nodes if workers is None else min(workers, rank.nodes)
+    where = f"The on-demand rank {rank.rank} ({rank.pool}, {rank.vm_size})"
+    if rank.extra_per_node is None:
+        return [f"  {where}, kept {rank.kept_until}: not priced (a price is missing from the table)."]
+    per_hour = rank.extra_per_node * kept
+    return [
+        f"  {where}, kept {rank.kept_until}, costs over rank 1: +{rank.extra_per_node:.3f} {cost.currency}/h a "
+        f"worker, +{per_hour:.3f} {cost.currency}/h at {kept} worker(s), +{per_hour * HOURS_PER_WEEK:.2f} "
+        f"{cost.currency} a week of the job's life."
+    ]
 
 
 def checks_lines(runs: list[CheckRun], api: dict[str, dict[str, str]] | None = None) -> list[str]:

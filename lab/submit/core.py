@@ -17,6 +17,7 @@ from lab.k8s.helm import render_release, to_yaml
 from lab.k8s.job_values import values_for
 from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
 from lab.k8s.schemas import CrdSchemaMissing, validate_objects
+from lab.plan.cost import CostEstimate, estimate
 from lab.plan.harness import run_program
 from lab.plan.stack_files import StackNotFound
 from lab.vocab.checkpoint_location import CheckpointAccess
@@ -42,6 +43,7 @@ class StackTarget:
     kubeconfig_path: str | None  # byo: from the stack config
     inference_priority_class: str = "elastic-inference"
     trainer_image: str | None = None  # the stack's elastic-spot-lab:trainerImage: the jobs' default image
+    cost: CostEstimate | None = None  # the stack's pools and GPU ranks, priced (lab.plan.cost)
 
     def image_for(self, given: str | None) -> str:
         """The image a job runs: the one given, else the stack's trainer image (InvalidInput
@@ -87,6 +89,7 @@ def stack_target(stack: str) -> StackTarget:
         kubeconfig_path=((byo.outputs or {}).get("kubeconfigPath") if byo else None),
         inference_priority_class=str((outputs.get("priorityClasses") or {}).get("inference", "elastic-inference")),
         trainer_image=plan.config.get(f"{PROJECT}:trainerImage") or None,
+        cost=estimate(plan),
     )
 
 

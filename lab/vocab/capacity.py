@@ -46,6 +46,12 @@ PRIORITY_NAMESPACE = "kube-system"
 # is backed off (the autoscaler's default is 15 min). GPU nodes take several minutes to boot
 # and install their driver, so this is not shorter.
 PROVISION_TIMEOUT_MIN = 10
+# Moving a worker back to rank 1 (`elastic-lab rebalance`): how long rank 1 may take to find
+# room for it (a node that counts as failed after the provision time, then its GPU advertised
+# and the worker's image pulled), and how long the moved worker may take to run again (its
+# grace to save and leave, the operator's recreation, the container's start).
+REBALANCE_PROBE_TIMEOUT_S = PROVISION_TIMEOUT_MIN * 60 + 300.0
+REBALANCE_MOVE_TIMEOUT_S = 600.0
 MAX_RANKS = 6
 # Priority of every node group no rank names (the CPU pool): the lowest.
 OTHER_GROUPS_PRIORITY = 1

@@ -50,6 +50,35 @@ def test_submit_creates_then_refuses_then_replaces(api_server, kubeconfig, capsy
     assert code == 0, err
 
 
+def _on_demand_note(workers: int) -> str:
+    """What submit says of aks-dev's on-demand rank for `workers` workers, from the price table."""
+    from lab.plan.cost import load_prices
+
+    t4 = load_prices()["azure"]["vm"]["eastus"]["Standard_NC4as_T4_v3"]
+    per_worker = t4["on_demand"] - t4["spot"]
+    return (
+        "The on-demand rank 3 (gpuondemand, Standard_NC4as_T4_v3), kept until the job ends or the worker is moved, "
+        f"costs over rank 1: +{per_worker:.3f} USD/h a worker, +{workers * per_worker:.3f} USD/h at {workers} "
+        f"worker(s), +{workers * per_worker * 24 * 7:.2f} USD a week of the job's life."
+    )
+
+
+def test_submit_prices_the_on_demand_rank_for_the_job_s_whole_life(api_server, kubeconfig, capsys):
+    """A job that can land on the stack's on-demand GPU rank is told that a worker there keeps
+    its node until the job ends or it is moved, and what that costs for its workers."""
+    sized = ("--min-nodes", "1", "--max-nodes", "2")
+    code, out, err = _run(capsys, *AKS_DRY_RUN, *sized)
+    assert code == 0, err
+    assert "this job's workers land on its on-demand rank" in err and _on_demand_note(2) in err
+    assert all(d["kind"] for d in yaml.safe_load_all(out) if d)  # stdout stays the YAML alone
+    code, out, err = _run(capsys, "submit", "--stack", "aks-dev", "--image", TRAINER_IMAGE, "--kubeconfig", kubeconfig)
+    assert code == 0, err
+    assert "created PyTorchJob/" in out and _on_demand_note(3) in out
+    # No on-demand rank (byo has no GPU ranks of ours): nothing said.
+    code, out, err = _run(capsys, "submit", "--stack", "byo", "--dry-run", "--image", TRAINER_IMAGE)
+    assert code == 0 and "on-demand" not in err
+
+
 def test_submit_a_per_step_job_creates_its_lighthouse(api_server, kubeconfig, capsys):
     base = ("submit", "--stack", "byo", "--kubeconfig", kubeconfig, "--name", "demo", "--fault-tolerance", "per-step")
     code, out, err = _run(capsys, *base)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -185,13 +186,19 @@ def _created(template_id: str = ONE_OFF) -> dict[str, Any]:
     return {"experimentTemplate": {"id": template_id, "creationTime": NOW}}
 
 
-def _queue_targeted_evict(fis_stub: Stubber, *, role: str = STACK_ROLE, account: str = ACCOUNT) -> None:
-    """The three requests of a targeted evict(NODE), in order."""
+def _queue_targeted_start(fis_stub: Stubber, *, role: str = STACK_ROLE, account: str = ACCOUNT) -> None:
+    """The first three requests of a targeted evict(NODE), up to the experiment's start."""
     fis_stub.add_response("get_experiment_template", _stack_template(), {"id": TEMPLATE})
     fis_stub.add_response("create_experiment_template", _created(), _one_off_request(role=role, account=account))
     fis_stub.add_response(
-        "start_experiment", _experiment("initiating"), {"experimentTemplateId": ONE_OFF, "clientToken": "token-2"}
+        "start_experiment", _experiment("pending"), {"experimentTemplateId": ONE_OFF, "clientToken": "token-2"}
     )
+
+
+def _queue_targeted_evict(fis_stub: Stubber, *, role: str = STACK_ROLE, account: str = ACCOUNT) -> None:
+    """The requests of a targeted evict(NODE) whose experiment runs at the first look."""
+    _queue_targeted_start(fis_stub, role=role, account=account)
+    fis_stub.add_response("get_experiment", _experiment("running"), {"id": EXPERIMENT})
 
 
 # ------------------------------------------------------------------ provider ids
@@ -399,11 +406,9 @@ def test_calls_are_the_requests_a_targeted_drill_makes(make, ec2, fis):
     evictor = make()
     ec2[1].add_response("describe_instances", _instance(), {"InstanceIds": [IID]})
     _queue_targeted_evict(fis[1])
-    fis[1].add_response("get_experiment", _experiment("running"), {"id": EXPERIMENT})
     fis[1].add_response("delete_experiment_template", _created(), {"id": ONE_OFF})
     evictor.check(NODE)
     evictor.evict(NODE)
-    evictor.wait_started(evictor.experiment_ids[-1])
     evictor.cleanup()
     assert made == [c.operation for c in evictor.calls(NODE)]
 
@@ -514,6 +519,73 @@ def test_a_template_without_a_spot_interruption_action_is_refused(make, fis):
     )
     with pytest.raises(EvictionError, match="has no aws:ec2:send-spot-instance-interruptions action"):
         make().evict(NODE)
+
+
+# ------------------------------------------------------------------ evict(): the experiment must run
+
+
+def _record_times(fis_client: Any) -> dict[str, list[float]]:
+    """When (time.time()) FIS accepted start_experiment (botocore's after-call event) and when
+    each get_experiment began (before-parameter-build: the Stubber answers at before-call)."""
+    times: dict[str, list[float]] = {"accepted": [], "looked": []}
+    fis_client.meta.events.register("after-call.fis.StartExperiment", lambda **_: times["accepted"].append(time.time()))
+    fis_client.meta.events.register(
+        "before-parameter-build.fis.GetExperiment", lambda **_: times["looked"].append(time.time())
+    )
+    return times
+
+
+def test_targeted_evict_returns_once_the_experiment_runs(make, fis):
+    """pending -> initiating -> running: evict() looks until the interruption went out, and
+    dates the eviction from FIS's acceptance of the start, before its first look."""
+    slept: list[float] = []
+    evictor = make(poll_s=2.0, sleep=slept.append)
+    times = _record_times(fis[0])
+    _queue_targeted_start(fis[1])
+    fis[1].add_response("get_experiment", _experiment("pending"), {"id": EXPERIMENT})
+    fis[1].add_response("get_experiment", _experiment("initiating"), {"id": EXPERIMENT})
+    fis[1].add_response("get_experiment", _experiment("running"), {"id": EXPERIMENT})
+    started = evictor.evict(NODE)
+    fis[1].assert_no_pending_responses()
+    assert slept == [2.0, 2.0]
+    assert started.detail.startswith(f"experiment {EXPERIMENT} running ")
+    (accepted,), looks = times["accepted"], times["looked"]
+    assert len(looks) == 3
+    assert accepted <= started.at <= looks[0]
+
+
+def test_targeted_evict_raises_with_fis_reason_when_the_experiment_fails(make, fis):
+    reason = "Target resolution returned empty set"
+    evictor = make(sleep=lambda _: None)
+    _queue_targeted_start(fis[1])
+    fis[1].add_response("get_experiment", _experiment("pending"), {"id": EXPERIMENT})
+    fis[1].add_response(
+        "get_experiment",
+        _experiment("failed", reason, {"code": "TargetResolutionFailed", "location": "drill-node-instance"}),
+        {"id": EXPERIMENT},
+    )
+    with pytest.raises(EvictionError) as raised:
+        evictor.evict(NODE)
+    message = str(raised.value)
+    assert f"FIS experiment {EXPERIMENT} failed: {reason}" in message
+    assert "error TargetResolutionFailed at drill-node-instance" in message
+    # The one-off template is still the drill's to delete.
+    assert evictor.one_off_templates == [ONE_OFF]
+
+
+def test_targeted_evict_gives_up_on_an_experiment_that_stays_pending(make, fis):
+    now = iter([100.0, 150.0, 230.0])  # the deadline (start_timeout_s=120 from 100) passes at the second look
+    slept: list[float] = []
+    evictor = make(clock=lambda: next(now), sleep=slept.append, poll_s=2.0)
+    _queue_targeted_start(fis[1])
+    fis[1].add_response("get_experiment", _experiment("pending", "Experiment is pending"), {"id": EXPERIMENT})
+    fis[1].add_response("get_experiment", _experiment("pending", "Experiment is pending"), {"id": EXPERIMENT})
+    with pytest.raises(EvictionError) as raised:
+        evictor.evict(NODE)
+    message = str(raised.value)
+    assert f"FIS experiment {EXPERIMENT} is still pending after 120 s (Experiment is pending)" in message
+    assert f"aws fis stop-experiment --id {EXPERIMENT}" in message
+    assert slept == [2.0]
 
 
 def test_leftover_templates_are_found_by_their_tags_across_pages(make, fis):
@@ -790,10 +862,13 @@ def test_the_whole_targeted_flow_on_moto(monkeypatch):
 
         evictor = FisEvictor(REGION, CLUSTER, GPU_GROUP, template, clients={"ec2": ec2, "fis": fis}, poll_s=0)
         evictor.check(node)
-        started = evictor.evict(node)
-        assert evictor.wait_started(evictor.experiment_ids[0]) in ("running", "completed")
+        started = evictor.evict(node)  # returns once moto's experiment runs (or completed)
         (one_off,) = evictor.one_off_templates
         assert started.detail.startswith(f"experiment {evictor.experiment_ids[0]} ")
+        assert fis.get_experiment(id=evictor.experiment_ids[0])["experiment"]["state"]["status"] in (
+            "running",
+            "completed",
+        )
 
         made = fis.get_experiment_template(id=one_off)["experimentTemplate"]
         assert made["targets"]["drill-node-instance"]["resourceArns"] == [

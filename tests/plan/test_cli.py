@@ -75,6 +75,36 @@ def test_json_plan(capsys):
     assert ranks[1]["extra"] == round(ranks[1]["at_max"] - ranks[0]["at_max"], 4) > 0
 
 
+def test_plan_prices_the_on_demand_rank_for_the_job_s_whole_life(capsys):
+    """A worker on the on-demand rank keeps its node until the job ends or it is moved: the
+    text says so with that rank's cost over rank 1 a worker, at its maximum and for a week,
+    from the price table; the JSON gives the same figures per rank."""
+    from lab.plan.cost import load_prices
+
+    t4 = load_prices()["azure"]["vm"]["eastus"]["Standard_NC4as_T4_v3"]
+    per_worker = t4["on_demand"] - t4["spot"]
+    code, out, _ = _plan(capsys, "--stack", "aks-dev")
+    assert code == 0
+    assert (
+        "A worker placed on a fallback rank keeps that node, and its price, until the job ends or the worker is "
+        "moved (a spot rank's node also ends at its eviction)"
+    ) in out
+    assert (
+        "The on-demand rank 3 (gpuondemand, Standard_NC4as_T4_v3), kept until the job ends or the worker is moved, "
+        f"costs over rank 1: +{per_worker:.3f} USD/h a worker, +{3 * per_worker:.3f} USD/h at 3 worker(s), "
+        f"+{3 * per_worker * 24 * 7:.2f} USD a week of the job's life."
+    ) in out
+    code, out, _ = _plan(capsys, "--stack", "aks-dev", "--json")
+    ranks = json.loads(out)["cost"]["ranks"]
+    assert [(r["rank"], r["kept_until"]) for r in ranks] == [
+        (1, None),
+        (2, "until the job ends, the worker is moved or the node is evicted"),
+        (3, "until the job ends or the worker is moved"),
+    ]
+    assert ranks[2]["extra_per_node"] == round(per_worker, 4)
+    assert ranks[2]["extra_per_week"] == round(ranks[2]["extra"] * 24 * 7, 2)
+
+
 def test_show_secrets(capsys):
     _, out, _ = _plan(capsys, "--json", "--show-secrets")
     assert json.loads(out)["outputs"]["kubeconfig"].startswith("apiVersion: v1")

@@ -87,6 +87,29 @@ def test_estimate_of_aks_dev(aks_plan):
     assert est.notes == []
 
 
+def test_a_fallback_rank_is_priced_for_as_long_as_a_worker_keeps_it(aks_plan):
+    """The cluster autoscaler keeps a GPU node whose GPU a worker holds: each fallback rank says
+    until when, and what it costs over rank 1 a node-hour and, at its maximum, a week."""
+    est = cost.estimate(aks_plan)
+    prices = cost.load_prices()["azure"]["vm"]["eastus"]
+    t4, t4_large = prices["Standard_NC4as_T4_v3"], prices["Standard_NC8as_T4_v3"]
+    first, spot, on_demand = est.ranks
+    assert (first.kept_until, first.extra_per_node, first.extra_per_week) == (None, None, None)
+    assert spot.kept_until == "until the job ends, the worker is moved or the node is evicted"
+    assert spot.extra_per_node == round(t4_large["spot"] - t4["spot"], 4)
+    assert on_demand.capacity == "on-demand" and est.on_demand_rank is on_demand
+    assert on_demand.kept_until == "until the job ends or the worker is moved"
+    assert on_demand.extra_per_node == round(t4["on_demand"] - t4["spot"], 4)
+    assert on_demand.extra_per_week == round(3 * (t4["on_demand"] - t4["spot"]) * 24 * 7, 2)
+    assert on_demand.extra_per_week == round(on_demand.extra * 24 * 7, 2)
+
+
+def test_a_stack_without_an_on_demand_rank_has_none_to_keep():
+    plan = run_program("aks-dev", {"gpuFallback": '[{"vmSize": "Standard_NC8as_T4_v3"}]'})
+    est = cost.estimate(plan)
+    assert [r.capacity for r in est.ranks] == ["spot", "spot"] and est.on_demand_rank is None
+
+
 def test_estimate_follows_the_plan_not_the_config():
     plan = run_program("aks-dev", {"gpuMaxNodes": 5, "skuTier": "Standard"})
     est = cost.estimate(plan)
