@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from lab.runtime.process_title import set_title
 from lab.runtime.warm import die_with_parent
 from lab.vocab.job import LAUNCH_MODULE
 
@@ -173,6 +174,7 @@ def _exit_code(code: object) -> int:
 
 def main() -> None:
     die_with_parent()
+    set_title("node forker")
     # The protocol on descriptors of its own: nothing an import prints can reach it.
     inp, out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)

@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lab.runtime import events, spot_notice
+from lab.runtime.process_title import set_title, where
 from lab.runtime.stack_dumps import dump_stacks_on_request
 from lab.vocab.events import Event
 from lab.vocab.job import ENV_AGENT_EVENTS, EXIT_PEER_LOST
@@ -984,6 +985,7 @@ def main(argv: list[str] | None = None) -> int:
     install()
     dump_stacks_on_request(AGENT)
     args = list(sys.argv[1:] if argv is None else argv)
+    set_title(f"agent{where()} " + " ".join(args))
     if os.environ.get(ENV_AGENT_EVENTS):
         record_agent_events(os.environ[ENV_AGENT_EVENTS])
         args = with_event_log_handler(args)

@@ -33,6 +33,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from lab.runtime.process_title import set_title, where
 from lab.runtime.stack_dumps import dump_stacks_on_request
 from lab.vocab.stack_dumps import WORKER
 
@@ -88,6 +89,7 @@ def start_forkserver() -> None:
         if pid == 0:  # the forkserver
             code = 1
             try:
+                set_title(f"worker forkserver{where()}")
                 os.close(alive_w)
                 forkserver.main(listener.fileno(), alive_r, PRELOAD)
                 code = 0
@@ -216,6 +218,8 @@ def run_script(*cmd_args: str) -> None:
         if reconfigure is not None:
             reconfigure(write_through=True)
     module, target, args = script_argv(cmd_args)
+    rank = f" rank {os.environ['RANK']}/{os.environ.get('WORLD_SIZE', '?')}" if "RANK" in os.environ else ""
+    set_title(f"worker{rank}{where()} " + " ".join([target, *args]))
     wait_for_the_store_server()
     sys.argv = [target, *args]
     try:

@@ -47,8 +47,9 @@ def test_the_forkserver_is_a_fork_of_the_agent_and_dies_with_it(workdir, python)
     try:
         report = json.loads(agent.stdout.readline())
         server = psutil.Process(report["server"])
-        # A fork of the agent (its command line), not the new Python multiprocessing starts.
-        assert server.ppid() == report["agent"] and server.cmdline() == psutil.Process(agent.pid).cmdline()
+        # A fork of the agent, not the new Python multiprocessing starts, named for `ps`.
+        assert server.ppid() == report["agent"]
+        assert [part for part in server.cmdline() if part] == ["elastic-lab worker forkserver"]
         assert report["worker"]["ppid"] == report["server"]  # workers are forks of the forkserver
         # The forkserver preloaded what workers would import on every restart; the agent did not.
         assert report["worker"]["dynamo_imported"] and not report["agent_has_dynamo"]
@@ -90,7 +91,8 @@ DESTROYS = textwrap.dedent("""
     dist.all_reduce(__import__("torch").ones(3))
     started = time.monotonic()
     destroy_process_group()
-    print(json.dumps({{"drains": getattr(destroy_process_group, "drains_gloo", False),
+    title = open("/proc/self/cmdline").read().strip("\\0")
+    print(json.dumps({{"title": title, "drains": getattr(destroy_process_group, "drains_gloo", False),
                        "same": destroy_process_group is dist.destroy_process_group,
                        "took_s": time.monotonic() - started,
                        "initialized": dist.is_initialized()}}), flush=True)
@@ -112,14 +114,17 @@ def test_a_warm_worker_lets_gloo_threads_drain_when_the_script_destroys_its_grou
     script = tmp_path / "destroys.py"
     script.write_text(DESTROYS.format(port=port))
     out = subprocess.run(
-        [python, "-c", f"from lab.runtime.warm import run_script; run_script({str(script)!r})"],
+        [python, "-c", f"from lab.runtime.warm import run_script; run_script({str(script)!r}, '--epochs', '2')"],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LAB_NODE": "node-7"},
     )
     assert out.returncode == 0, out.stderr[-2000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["drains"] and seen["same"] and not seen["initialized"]
+    # `ps` tells the worker from its agent and forkserver: its rank, node and script.
+    assert seen["title"] == f"elastic-lab worker rank 0/1 [node-7] {script} --epochs 2"
     assert seen["took_s"] >= GLOO_DRAIN_S
 
 
