@@ -142,10 +142,13 @@ class EksCluster(pulumi.ComponentResource):
         )
         # The training image's repository: `elastic-lab image` pushes there; the nodes' role
         # pulls with AmazonEC2ContainerRegistryReadOnly. Tags are immutable: a job names an image
-        # that cannot change under it.
+        # that cannot change under it. ECR refuses to delete a repository that holds images
+        # (RepositoryNotEmptyException) unless forced: without force_delete, `pulumi destroy` stops
+        # at the first pushed image and deletes nothing after it (the control plane, the NAT).
         self.registry = aws.ecr.Repository(
             f"{name}-trainer-images",
             name=f"{args.cluster_name}/trainer",
+            force_delete=True,
             image_tag_mutability="IMMUTABLE",
             image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
             tags=tags,

@@ -108,6 +108,8 @@ class PlanMocks(pulumi.runtime.Mocks):
     # ------------------------------------------------------------------ resources
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         if args.typ not in KEPT_TYPES:
+            if args.resource_id:
+                self.imported.append((args.typ, args.resource_id))
             return self._new_resource(args)
         if self.cloud is None:
             rid, state = self._new_resource(args)

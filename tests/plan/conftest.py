@@ -56,6 +56,9 @@ EKS_CHECKS = [
     "guardrail:eks-network-policy",
     "guardrail:bucket-not-public",
     "guardrail:eks-checkpoints-kept",
+    "guardrail:bucket-lifecycle",
+    "guardrail:eks-registry-force-delete",
+    "guardrail:eks-s3-endpoint",
     "guardrail:fis-targets-gpu-spot",
 ]
 
