@@ -52,6 +52,7 @@ CHECKS: list[CheckSuite] = [
     single("guardrail:eks-scale-from-zero", eks_guardrails.scale_from_zero, eks_guardrails.is_eks),
     single("guardrail:eks-group-operations", eks_guardrails.group_operations, eks_guardrails.is_eks),
     single("guardrail:eks-network-policy", eks_guardrails.network_policy_enforced, eks_guardrails.is_eks),
+    single("guardrail:eks-metrics-server", eks_guardrails.metrics_server, eks_guardrails.is_eks),
     single("guardrail:bucket-not-public", eks_guardrails.bucket_not_public, eks_guardrails.has_bucket),
     single("guardrail:eks-checkpoints-kept", eks_guardrails.checkpoints_kept, eks_guardrails.has_bucket),
     single("guardrail:bucket-lifecycle", eks_guardrails.bucket_lifecycle, eks_guardrails.has_bucket),

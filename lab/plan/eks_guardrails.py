@@ -10,6 +10,8 @@
                                   autoscaler's chart and image agree; the Mountpoint add-on is a
                                   pinned release that lets nodes scale down (>= 2.5.0)
   guardrail:eks-network-policy    the VPC CNI add-on enforces NetworkPolicies (off by default on EKS)
+  guardrail:eks-metrics-server    the metrics-server add-on, a pinned release: the resource metrics
+                                  API a job's HPA (`submit --autoscale-cpu`) reads
   guardrail:bucket-not-public     every bucket has a public access block with all four settings
   guardrail:fis-targets-gpu-spot  every FIS target is one running spot instance of the GPU group,
                                   chosen by its node-group tag, never listed ARNs
@@ -44,6 +46,8 @@ from lab.vocab.names import PROJECT
 from lab.vocab.versions import (
     CLUSTER_AUTOSCALER_CHART,
     CLUSTER_AUTOSCALER_CHARTS,
+    METRICS_SERVER_ADDON,
+    METRICS_SERVER_MIN,
     MOUNTPOINT_S3_CSI_ADDON,
     MOUNTPOINT_S3_CSI_MIN,
     add_on_release,
@@ -282,20 +286,42 @@ def mountpoint_release(plan: Any) -> Iterator[Finding]:
     """The Mountpoint S3 CSI add-on is a pinned release of at least MOUNTPOINT_S3_CSI_MIN: an
     unpinned add-on is whatever EKS defaults to, and before 2.5.0 its pods keep nodes from
     scaling down."""
-    minimum = "v" + ".".join(map(str, MOUNTPOINT_S3_CSI_MIN))
+    why = "older ones keep GPU nodes from scaling down"
+    yield from _pinned_releases(
+        plan, "guardrail:eks-scale-from-zero", MOUNTPOINT_S3_CSI_ADDON, MOUNTPOINT_S3_CSI_MIN, why
+    )
+
+
+def _pinned_releases(plan: Any, check: str, name: str, minimum: tuple[int, int, int], why: str) -> Iterator[Finding]:
+    """Each add-on `name` is a pinned release of at least `minimum` (`why` says what an older
+    or unpinned one does)."""
     for addon in plan.of_type(ADDON):
-        if addon.inputs.get("addonName") != MOUNTPOINT_S3_CSI_ADDON:
+        if addon.inputs.get("addonName") != name:
             continue
         version = addon.inputs.get("addonVersion")
         release = add_on_release(version)
-        if release is None or release < MOUNTPOINT_S3_CSI_MIN:
+        if release is None or release < minimum:
+            at_least = "v" + ".".join(map(str, minimum))
+            yield Finding.error(check, addon, "addonVersion", version, f"a pinned release, {at_least} or newer ({why})")
+
+
+def metrics_server(plan: Any) -> Iterator[Finding]:
+    """Each cluster runs metrics-server (the metrics-server add-on, a pinned release of at least
+    METRICS_SERVER_MIN): without the resource metrics API it serves, the HPA that `submit
+    --autoscale-cpu` asks the training operator for never reads a metric and never scales."""
+    name = "guardrail:eks-metrics-server"
+    if not [a for a in plan.of_type(ADDON) if a.inputs.get("addonName") == METRICS_SERVER_ADDON]:
+        for cluster in plan.of_type(CLUSTER):
             yield Finding.error(
-                "guardrail:eks-scale-from-zero",
-                addon,
-                "addonVersion",
-                version,
-                f"a pinned release, {minimum} or newer (older ones keep GPU nodes from scaling down)",
+                name,
+                cluster,
+                "addons",
+                None,
+                f"the {METRICS_SERVER_ADDON} add-on: EKS serves no metrics.k8s.io API otherwise, and a job's HPA "
+                "never reads the workers' CPU",
             )
+    why = "older lines are upstream's for Kubernetes before 1.31"
+    yield from _pinned_releases(plan, name, METRICS_SERVER_ADDON, METRICS_SERVER_MIN, why)
 
 
 def network_policy_enforced(plan: Any) -> Iterator[Finding]:

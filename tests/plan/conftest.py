@@ -54,6 +54,7 @@ EKS_CHECKS = [
     "guardrail:eks-scale-from-zero",
     "guardrail:eks-group-operations",
     "guardrail:eks-network-policy",
+    "guardrail:eks-metrics-server",
     "guardrail:bucket-not-public",
     "guardrail:eks-checkpoints-kept",
     "guardrail:bucket-lifecycle",

@@ -220,6 +220,24 @@ BROKEN = [
         ["addonVersion='v2.4.1-eksbuild.1'", "keep GPU nodes from scaling down"],
     ),
     (
+        "no metrics-server for a job's HPA",
+        "guardrail:eks-metrics-server",
+        _without(("aws:eks/addon:Addon", "eks-metrics-server")),
+        ["Cluster 'eks'", "addons=None", "the metrics-server add-on", "never reads the workers' CPU"],
+    ),
+    (
+        "metrics-server left to EKS's default",
+        "guardrail:eks-metrics-server",
+        lambda plan: plan.one("aws:eks/addon:Addon", "eks-metrics-server").inputs.pop("addonVersion"),
+        ["Addon 'eks-metrics-server'", "addonVersion=None", "a pinned release, v0.8.0 or newer"],
+    ),
+    (
+        "metrics-server of the line before Kubernetes 1.31",
+        "guardrail:eks-metrics-server",
+        _inputs(("aws:eks/addon:Addon", "eks-metrics-server"), addonVersion="v0.7.2-eksbuild.1"),
+        ["addonVersion='v0.7.2-eksbuild.1'", "upstream's for Kubernetes before 1.31"],
+    ),
+    (
         "NetworkPolicies not enforced (no VPC CNI add-on)",
         "guardrail:eks-network-policy",
         lambda plan: plan.resources.remove(plan.one("aws:eks/addon:Addon", "eks-vpc-cni")),

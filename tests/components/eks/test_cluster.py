@@ -316,3 +316,24 @@ def test_the_image_repository_is_deleted_with_its_images(plan):
     """`pulumi destroy` of a repository holding the pushed image: ECR refuses unless forced."""
     (repo,) = plan.of_type("aws:ecr/repository:Repository")
     assert repo.inputs["forceDelete"] is True
+
+
+def test_metrics_server_serves_the_hpa_of_an_autoscaled_job(plan):
+    """EKS serves no metrics.k8s.io without it: the metrics-server add-on, the newest release EKS
+    lists for the Kubernetes version (pinned), created once the CPU group (where it runs: it
+    tolerates neither GPU taint) is there."""
+    addon = plan.one("aws:eks/addon:Addon", "eks-metrics-server")
+    assert addon.inputs["addonName"] == "metrics-server"
+    assert addon.inputs["addonVersion"] == "v0.8.0-eksbuild.2"  # the newest release EKS lists (mocked)
+    assert plan.waits_for(addon, plan.one("aws:eks/nodeGroup:NodeGroup", "eks-cpu"))
+    cpu = plan.one("aws:eks/nodeGroup:NodeGroup", "eks-cpu")
+    assert not cpu.inputs.get("taints")
+    assert all(g.inputs.get("taints") for g in plan.of_type("aws:eks/nodeGroup:NodeGroup") if g is not cpu)
+
+
+def test_a_metrics_server_release_older_than_0_8_is_refused(monkeypatch):
+    from lab.plan import mocks
+
+    monkeypatch.setattr(mocks, "MOCK_METRICS_SERVER_RELEASE", "v0.7.2-eksbuild.1")
+    with pytest.raises(Exception, match=r"metrics-server.*v0\.7\.2-eksbuild\.1.*v0\.8\.0 or newer"):
+        run_program("eks-dev", {})
