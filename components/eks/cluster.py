@@ -2,8 +2,8 @@
 
 Children (all parented to the component): a VPC over two or more zones (or an existing one);
 the cluster and node IAM roles; the EKS cluster (API access entries, the creator and the
-listed principals as admins); the `eks-pod-identity-agent` and `aws-mountpoint-s3-csi-driver`
-add-ons; the CPU node group (on-demand) and the GPU node group (spot, tainted, scales to
+listed principals as admins); the `eks-pod-identity-agent`, `aws-mountpoint-s3-csi-driver` and
+`metrics-server` add-ons; the CPU node group (on-demand) and the GPU node group (spot, tainted, scales to
 zero) with Cluster Autoscaler's node-template tags; the checkpoint bucket and the driver's Pod
 Identity role; the FIS spot-interruption template of the eviction drill; a Kubernetes
 provider for the cluster and Cluster Autoscaler.
@@ -32,7 +32,13 @@ from lab.vocab import pools as labels
 from lab.vocab.aws_tags import CLUSTER_TAG
 from lab.vocab.names import EKS_CLUSTER_TYPE
 from lab.vocab.problems import InvalidInput, Problem
-from lab.vocab.versions import MOUNTPOINT_S3_CSI_ADDON, MOUNTPOINT_S3_CSI_MIN, add_on_release
+from lab.vocab.versions import (
+    METRICS_SERVER_ADDON,
+    METRICS_SERVER_MIN,
+    MOUNTPOINT_S3_CSI_ADDON,
+    MOUNTPOINT_S3_CSI_MIN,
+    add_on_release,
+)
 
 VPC_CNI_ADDON = "vpc-cni"
 # The VPC CNI's own setting for its network policy agent (add-on configuration schema).
@@ -127,6 +133,7 @@ class EksCluster(pulumi.ComponentResource):
         self.pod_identity_agent, self.s3_csi_driver = self._storage_addons(
             name, self.cluster, self.driver_role, driver_role_parts, after=self.cpu_group, tags=tags
         )
+        self.metrics_server = self._metrics_server(name, self.cluster, after=self.cpu_group, tags=tags)
         self.training_role, self.training_identity = storage.training_role(
             f"{name}-training-role",
             self.bucket,
@@ -142,10 +149,13 @@ class EksCluster(pulumi.ComponentResource):
         )
         # The training image's repository: `elastic-lab image` pushes there; the nodes' role
         # pulls with AmazonEC2ContainerRegistryReadOnly. Tags are immutable: a job names an image
-        # that cannot change under it.
+        # that cannot change under it. ECR refuses to delete a repository that holds images
+        # (RepositoryNotEmptyException) unless forced: without force_delete, `pulumi destroy` stops
+        # at the first pushed image and deletes nothing after it (the control plane, the NAT).
         self.registry = aws.ecr.Repository(
             f"{name}-trainer-images",
             name=f"{args.cluster_name}/trainer",
+            force_delete=True,
             image_tag_mutability="IMMUTABLE",
             image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
             tags=tags,
@@ -293,19 +303,13 @@ class EksCluster(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[after]),
         )
-        newest = aws.eks.get_addon_version_output(
-            addon_name=MOUNTPOINT_S3_CSI_ADDON,
-            kubernetes_version=self.args.kubernetes_version,
-            most_recent=True,
-            opts=pulumi.InvokeOutputOptions(parent=self),
-        )
         s3_csi_driver = aws.eks.Addon(
             f"{name}-s3-csi-driver",
             cluster_name=cluster.name,
             addon_name=MOUNTPOINT_S3_CSI_ADDON,
             # A pinned release (an add-on left to EKS's default may predate 2.5.0, whose pods
             # block scale-down); a newer one is taken only by a later `up`.
-            addon_version=newest.version.apply(mountpoint_release),
+            addon_version=self._newest_release(MOUNTPOINT_S3_CSI_ADDON).apply(mountpoint_release),
             pod_identity_associations=[
                 {"role_arn": driver_role.arn, "service_account": storage.S3_CSI_SERVICE_ACCOUNT}
             ],
@@ -315,6 +319,31 @@ class EksCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[after, pod_identity_agent, *driver_role_parts]),
         )
         return pod_identity_agent, s3_csi_driver
+
+    def _newest_release(self, addon: str) -> pulumi.Output[str]:
+        """The newest release of an EKS add-on for the stack's Kubernetes version."""
+        return aws.eks.get_addon_version_output(
+            addon_name=addon,
+            kubernetes_version=self.args.kubernetes_version,
+            most_recent=True,
+            opts=pulumi.InvokeOutputOptions(parent=self),
+        ).version
+
+    def _metrics_server(
+        self, name: str, cluster: aws.eks.Cluster, *, after: pulumi.Resource, tags: dict[str, str]
+    ) -> aws.eks.Addon:
+        """metrics-server, EKS's community add-on: the resource metrics API (metrics.k8s.io)
+        without which the HPA of `submit --autoscale-cpu` never reads a metric (EKS installs
+        none by default). A pinned release, after `after` (the CPU group): its Deployment runs
+        there, as it tolerates neither taint of the GPU groups, the only other nodes."""
+        return aws.eks.Addon(
+            f"{name}-metrics-server",
+            cluster_name=cluster.name,
+            addon_name=METRICS_SERVER_ADDON,
+            addon_version=self._newest_release(METRICS_SERVER_ADDON).apply(metrics_server_release),
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[after]),
+        )
 
     def _kubernetes_provider(
         self, name: str, kubeconfig: pulumi.Output[str], *, after: list[pulumi.Resource]
@@ -396,16 +425,28 @@ class EksCluster(pulumi.ComponentResource):
 
 def mountpoint_release(version: str) -> str:
     """`version` (`v2.7.0-eksbuild.1`) when it is at least MOUNTPOINT_S3_CSI_MIN."""
+    return _release_at_least(
+        MOUNTPOINT_S3_CSI_ADDON, version, MOUNTPOINT_S3_CSI_MIN, "older releases keep GPU nodes from scaling down"
+    )
+
+
+def metrics_server_release(version: str) -> str:
+    """`version` (`v0.8.0-eksbuild.2`) when it is at least METRICS_SERVER_MIN."""
+    return _release_at_least(
+        METRICS_SERVER_ADDON, version, METRICS_SERVER_MIN, "older lines are upstream's for Kubernetes before 1.31"
+    )
+
+
+def _release_at_least(addon: str, version: str, minimum: tuple[int, int, int], why: str) -> str:
+    """`version` of add-on `addon` when it is at least `minimum`; InvalidInput saying `why` not."""
     release = add_on_release(version)
-    if release is None or release < MOUNTPOINT_S3_CSI_MIN:
-        minimum = ".".join(map(str, MOUNTPOINT_S3_CSI_MIN))
+    if release is None or release < minimum:
         raise InvalidInput(
             [
                 Problem(
-                    f"the {MOUNTPOINT_S3_CSI_ADDON} add-on's newest release for this Kubernetes version",
+                    f"the {addon} add-on's newest release for this Kubernetes version",
                     version,
-                    f"v{minimum} or newer (older releases keep GPU nodes from scaling down): choose a newer "
-                    "kubernetesVersion",
+                    f"v{'.'.join(map(str, minimum))} or newer ({why}): choose a newer kubernetesVersion",
                 )
             ]
         )

@@ -4,6 +4,9 @@ one NAT gateway, over `availability_zone_count` zones.
 Subnets carry the tags the AWS Load Balancer Controller and the in-tree service controller look
 for (`kubernetes.io/role/elb` on public subnets, `kubernetes.io/role/internal-elb` on private).
 One NAT gateway keeps the lab cheap; a zone outage cuts the nodes' egress (say so, not hide it).
+S3 is reached through a gateway endpoint on the private route table instead: it costs nothing,
+while the NAT bills each GB it carries ($0.045 in us-east-1), and the largest transfers are S3's
+(ECR serves image layers from S3; the checkpoints live in the stack's bucket, in its region).
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ import pulumi_aws as aws
 
 from components.eks.args import EksClusterArgs
 
+# EC2's VpcEndpointType for S3 and DynamoDB's route-table endpoints (no hourly or per-GB charge).
+GATEWAY_ENDPOINT = "Gateway"
+
 
 @dataclass(frozen=True)
 class Network:
@@ -29,6 +35,11 @@ def subnet_cidrs(vpc_cidr: str, zones: int) -> tuple[list[str], list[str]]:
     """(private, public) CIDRs: the VPC split into 16 blocks; private ones first."""
     blocks = list(ipaddress.ip_network(vpc_cidr).subnets(prefixlen_diff=4))
     return [str(b) for b in blocks[:zones]], [str(b) for b in blocks[zones : 2 * zones]]
+
+
+def s3_service(region: str) -> str:
+    """The VPC endpoint service name of S3 in `region`."""
+    return f"com.amazonaws.{region}.s3"
 
 
 def vpc(name: str, args: EksClusterArgs, *, tags: Mapping[str, str], parent: pulumi.Resource) -> Network:
@@ -88,6 +99,15 @@ def vpc(name: str, args: EksClusterArgs, *, tags: Mapping[str, str], parent: pul
         route_table_id=private_rt.id,
         destination_cidr_block="0.0.0.0/0",
         nat_gateway_id=nat.id,
+        opts=here,
+    )
+    aws.ec2.VpcEndpoint(
+        f"{name}-s3",
+        vpc_id=net.id,
+        service_name=s3_service(args.region),
+        vpc_endpoint_type=GATEWAY_ENDPOINT,
+        route_table_ids=[private_rt.id],
+        tags=dict(tags),
         opts=here,
     )
     for i, cidr in enumerate(private_cidrs):

@@ -4,7 +4,10 @@ the jobs' own S3 clients with a Pod Identity role of their own, limited the same
 
 The bucket is versioned (a checkpoint deleted or overwritten by mistake can be recovered),
 encrypted (SSE-S3), closed to the public, and kept on `pulumi destroy` unless the stack says
-otherwise. Mountpoint cannot rename: jobs write each checkpoint once (write-once mode).
+otherwise. Its lifecycle expires what versioning keeps once it is NONCURRENT_DAYS old, and the
+parts of multipart uploads never completed (a save a spot eviction cut short): S3 bills both
+until they are deleted, and nothing else deletes them. Mountpoint cannot rename: jobs write each
+checkpoint once (write-once mode).
 """
 
 from __future__ import annotations
@@ -19,6 +22,13 @@ from components.eks.args import EksClusterArgs
 
 # The Mountpoint driver's node service account (the add-on creates it).
 S3_CSI_SERVICE_ACCOUNT = "s3-csi-driver-sa"
+# How long a pruned or overwritten checkpoint stays recoverable. Jobs prune every save but the
+# newest few, and each pruned save becomes a noncurrent version (1.36 GB at real size), billed
+# until it expires: three days cover a weekend to notice a mistaken deletion, and bound what
+# versioning costs to three days of saves instead of every save ever made.
+NONCURRENT_DAYS = 3
+# An upload not completed after this long is one whose writer is gone (S3's smallest value).
+ABORT_UPLOADS_AFTER_DAYS = 1
 
 
 def bucket_policy(bucket_arn: str) -> str:
@@ -40,7 +50,7 @@ def bucket_policy(bucket_arn: str) -> str:
 def checkpoint_bucket(
     name: str, args: EksClusterArgs, *, tags: Mapping[str, str], parent: pulumi.Resource
 ) -> tuple[aws.s3.Bucket, list[pulumi.Resource]]:
-    """The bucket and its settings (versioning, encryption, public access block)."""
+    """The bucket and its settings (versioning, encryption, public access block, lifecycle)."""
     keep = args.keeps_checkpoints
     # A bucket a destroy kept is taken back (with its settings) under the same parent and name.
     adopted = args.adopt_checkpoints.get("bucket")
@@ -74,8 +84,37 @@ def checkpoint_bucket(
             restrict_public_buckets=True,
             opts=here,
         ),
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-lifecycle",
+            bucket=bucket.id,
+            rules=[checkpoint_lifecycle_rule()],
+            # Kept with a kept bucket (its versions stay bounded while the stack is down), but
+            # never imported with it: a bucket kept before the stack had a lifecycle has none to
+            # import, and S3's PutBucketLifecycleConfiguration replaces the bucket's whole
+            # configuration, so creating it over a kept one is the same as taking it back.
+            opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=keep),
+        ),
     ]
     return bucket, settings
+
+
+def checkpoint_lifecycle_rule() -> aws.s3.BucketLifecycleConfigurationRuleArgs:
+    """Over the whole bucket (an empty filter): noncurrent versions expire after
+    NONCURRENT_DAYS, incomplete multipart uploads are aborted after ABORT_UPLOADS_AFTER_DAYS, and
+    a delete marker left with no version behind it is removed (S3 keeps it otherwise, and every
+    listing of versions walks it)."""
+    return aws.s3.BucketLifecycleConfigurationRuleArgs(
+        id="expire-old-checkpoint-versions",
+        status="Enabled",
+        filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(),
+        noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+            noncurrent_days=NONCURRENT_DAYS
+        ),
+        abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+            days_after_initiation=ABORT_UPLOADS_AFTER_DAYS
+        ),
+        expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(expired_object_delete_marker=True),
+    )
 
 
 def training_role(

@@ -12,6 +12,7 @@ Refusals come back as `JobError` with the server's reason, not as matched text.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import queue
 import re
@@ -28,6 +29,7 @@ from lab.ops.kube import KubeApi, KubeError, api_error
 from lab.vocab.job import ENV_CHECKPOINT_EVERY, FaultTolerance
 from lab.vocab.names import PROJECT
 from lab.vocab.per_step import ENV_MIN_REPLICAS
+from lab.vocab.problems import InvalidInput, Problem
 
 # Labels the training operator puts on a job's pods.
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
@@ -37,6 +39,9 @@ REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 JOB_LABEL = f"{PROJECT}/job"
 PYTORCHJOB = "PyTorchJob"
 SDK_MODEL = "KubeflowOrgV1PyTorchJob"
+# The resource metrics API: metrics-server serves it, and an HPA on CPU reads nothing else. EKS
+# runs it as the metrics-server add-on (components/eks/cluster.py); AKS has it built in.
+METRICS_API_GROUP = "metrics.k8s.io"
 
 
 class JobError(KubeError):
@@ -58,7 +63,17 @@ def to_sdk_job(job: Mapping[str, Any]) -> Any:
     from kubeflow.training.utils import utils as sdk_utils
 
     api = ApiClient()
-    model = api.deserialize(sdk_utils.FakeResponse(dict(job)), SDK_MODEL)
+    # The SDK types elasticPolicy.metrics as K8sIoApiAutoscalingV2MetricSpec, a model it does not
+    # ship (kubeflow-training 1.9.4): deserializing an HPA's metrics raises AttributeError. They
+    # go through the kubernetes client's own autoscaling/v2 MetricSpec, which the SDK serializes
+    # as it does its own models; the round trip below still checks them.
+    body = copy.deepcopy(dict(job))
+    metrics = ((body.get("spec") or {}).get("elasticPolicy") or {}).pop("metrics", None)
+    model = api.deserialize(sdk_utils.FakeResponse(body), SDK_MODEL)
+    if metrics is not None and model.spec.elastic_policy is not None:
+        model.spec.elastic_policy.metrics = client.ApiClient().deserialize(
+            sdk_utils.FakeResponse(metrics), "list[V2MetricSpec]"
+        )
     lost = sorted(_differences(job, api.sanitize_for_serialization(model)))
     if lost:
         raise JobError(
@@ -129,6 +144,7 @@ def submit(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str, 
     job = jobs[0]
     name = job["metadata"]["name"]
     model = to_sdk_job(job)  # before anything is created
+    require_metrics_api(kube, job)
     if job_exists(kube, name, namespace):
         if not replace:
             raise JobError(
@@ -154,6 +170,39 @@ def submit(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str, 
         _remove(kube, created, namespace)
         raise
     return [f"{o['kind']}/{o['metadata']['name']}" for o in [*created, job]]
+
+
+def serves_metrics_api(kube: KubeApi) -> bool:
+    """Whether the cluster serves the resource metrics API. The API server's discovery (GET
+    /apis) lists an aggregated group such as metrics-server's only while its APIService is
+    Available."""
+    try:
+        groups = client.ApisApi(kube.api).get_api_versions(_request_timeout=15)
+    except ApiException as exc:
+        raise api_error(exc, "listing the cluster's API groups") from None
+    return any(group.name == METRICS_API_GROUP for group in groups.groups or [])
+
+
+def require_metrics_api(kube: KubeApi, job: Mapping[str, Any]) -> None:
+    """Refuse a PyTorchJob that asks for an HPA (`elasticPolicy.metrics`, from `submit
+    --autoscale-cpu`) on a cluster without the resource metrics API: the operator would make
+    the HPA, and it would never read a metric and never scale."""
+    metrics = ((job.get("spec") or {}).get("elasticPolicy") or {}).get("metrics")
+    if not metrics or serves_metrics_api(kube):
+        return
+    target = ((metrics[0].get("resource") or {}).get("target") or {}).get("averageUtilization")
+    raise InvalidInput(
+        [
+            Problem(
+                "--autoscale-cpu",
+                target,
+                f"a cluster that serves the {METRICS_API_GROUP} API (metrics-server), which an HPA reads the "
+                f"workers' CPU from: {kube.source} lists no such API group. On an EKS stack `elastic-lab up` "
+                "installs the metrics-server add-on; AKS has it built in; on another cluster install "
+                "metrics-server, or submit without --autoscale-cpu",
+            )
+        ]
+    )
 
 
 def _owned_by_the_job(kube: KubeApi, objects: Sequence[Mapping[str, Any]], name: str, namespace: str) -> None:

@@ -6,7 +6,8 @@ on the cluster, the jobs, LoadBalancer Services and (with --delete-checkpoints) 
 claims are deleted while the controllers that clean up after them still run; `pulumi destroy`;
 then the cloud is swept for what the controllers made outside Pulumi's state (Azure: tagged
 resource groups, disks and public IPs in the node resource group; AWS: load balancers, target
-groups, ENIs, volumes, security groups of the cluster). Those leftovers are what makes a destroy
+groups, ENIs, volumes, security groups of the cluster, and the stack's image repository with its
+images, which ECR refuses to delete unforced). Those leftovers are what makes a destroy
 fail: when it does, the sweep runs first and the destroy once more. Checkpoint storage is kept unless
 --delete-checkpoints. `--dry-run` lists what would be deleted and the calls, deleting nothing;
 without --yes a person confirms. A second run finds nothing and changes nothing.
@@ -120,6 +121,7 @@ def _cloud_sweep(cloud: str, outputs: StackOutputs, args: argparse.Namespace) ->
             outputs.vpc_id,
             keep_checkpoints=keep,
             checkpoint_bucket=outputs.checkpoint_bucket,
+            image_registry=outputs.image_registry,
         )
     return None
 

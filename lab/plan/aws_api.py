@@ -793,6 +793,31 @@ def _s3_rule(rule: Any, where: str) -> Any:
     }
 
 
+def _s3_lifecycle_request(inputs: dict[str, Any]) -> dict[str, Any]:
+    """`rules` go in LifecycleConfiguration.Rules; a rule filter's `and.tags` map is the
+    request's list of Tag objects."""
+    request = _nest("LifecycleConfiguration", ("bucket", "expectedBucketOwner", "transitionDefaultMinimumObjectSize"))(
+        inputs
+    )
+    rules = inputs.get("rules")
+    if isinstance(rules, list):
+        rules = [_Moved(_lifecycle_rule(rule, where), where) for where, rule in _indexed(rules, "rules")]
+    request["LifecycleConfiguration"].value["rules"] = _Moved(rules, "rules")
+    return request
+
+
+def _lifecycle_rule(rule: Any, where: str) -> Any:
+    conjunction: Any = (rule.get("filter") or {}).get("and") if isinstance(rule, dict) else None
+    tags = conjunction.get("tags") if isinstance(conjunction, dict) else None
+    if not isinstance(tags, dict):
+        return rule
+    path = _join(where, "filter.and.tags")
+    listed = _Moved(
+        [{"Key": _Moved(k, _join(path, k)), "Value": _Moved(v, _join(path, k))} for k, v in tags.items()], path
+    )
+    return {**rule, "filter": {**rule["filter"], "and": {**conjunction, "tags": listed}}}
+
+
 _S3_NAME_RULE = "S3 bucket naming rules"
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
 _BUCKET_PREFIX = re.compile(r"[a-z0-9][a-z0-9.-]*")
@@ -1027,6 +1052,14 @@ TARGETS: dict[str, AwsTarget] = {
     "aws:s3/bucketVersioningV2:BucketVersioningV2": _S3_VERSIONING,
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": _S3_ENCRYPTION,
     "aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2": _S3_ENCRYPTION,
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": AwsTarget(
+        "s3",
+        "PutBucketLifecycleConfiguration",
+        renames={"rules.id": "ID"},
+        pulumi_only=("timeouts",),
+        provider_required=("rules.id", "rules.noncurrentVersionExpiration.noncurrentDays"),
+        reshape=_s3_lifecycle_request,
+    ),
     "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": AwsTarget(
         "s3",
         "PutPublicAccessBlock",
@@ -1075,6 +1108,14 @@ TARGETS: dict[str, AwsTarget] = {
         "declare aws:ec2/route:Route resources",
     ),
     "aws:ec2/routeTableAssociation:RouteTableAssociation": AwsTarget("ec2", "AssociateRouteTable"),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": AwsTarget(
+        "ec2",
+        "CreateVpcEndpoint",
+        renames={"policy": "PolicyDocument"},
+        pulumi_only=("autoAccept",),
+        json_inputs=("policy",),
+        note="autoAccept is AcceptVpcEndpointConnections' (the service owner's); tags go in TagSpecifications",
+    ),
     "aws:ec2/route:Route": AwsTarget(
         "ec2",
         "CreateRoute",

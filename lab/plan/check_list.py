@@ -52,8 +52,12 @@ CHECKS: list[CheckSuite] = [
     single("guardrail:eks-scale-from-zero", eks_guardrails.scale_from_zero, eks_guardrails.is_eks),
     single("guardrail:eks-group-operations", eks_guardrails.group_operations, eks_guardrails.is_eks),
     single("guardrail:eks-network-policy", eks_guardrails.network_policy_enforced, eks_guardrails.is_eks),
+    single("guardrail:eks-metrics-server", eks_guardrails.metrics_server, eks_guardrails.is_eks),
     single("guardrail:bucket-not-public", eks_guardrails.bucket_not_public, eks_guardrails.has_bucket),
     single("guardrail:eks-checkpoints-kept", eks_guardrails.checkpoints_kept, eks_guardrails.has_bucket),
+    single("guardrail:bucket-lifecycle", eks_guardrails.bucket_lifecycle, eks_guardrails.has_bucket),
+    single("guardrail:eks-registry-force-delete", eks_guardrails.registry_force_deleted, eks_guardrails.has_registry),
+    single("guardrail:eks-s3-endpoint", eks_guardrails.s3_gateway_endpoint, eks_guardrails.has_nat_routes),
     single("guardrail:fis-targets-gpu-spot", eks_guardrails.fis_targets_gpu_spot, eks_guardrails.has_fis),
     platform_checks.SUITE,
 ]

@@ -10,12 +10,20 @@
                                   autoscaler's chart and image agree; the Mountpoint add-on is a
                                   pinned release that lets nodes scale down (>= 2.5.0)
   guardrail:eks-network-policy    the VPC CNI add-on enforces NetworkPolicies (off by default on EKS)
+  guardrail:eks-metrics-server    the metrics-server add-on, a pinned release: the resource metrics
+                                  API a job's HPA (`submit --autoscale-cpu`) reads
   guardrail:bucket-not-public     every bucket has a public access block with all four settings
   guardrail:fis-targets-gpu-spot  every FIS target is one running spot instance of the GPU group,
                                   chosen by its node-group tag, never listed ARNs
   guardrail:eks-group-operations  the node groups of a cluster are created one after the other
   guardrail:eks-checkpoints-kept  `pulumi destroy` leaves the checkpoint bucket (and does not
                                   empty it), unless the stack lets it go
+  guardrail:bucket-lifecycle      a versioned bucket expires its noncurrent versions and aborts
+                                  incomplete multipart uploads (S3 bills both until deleted)
+  guardrail:eks-registry-force-delete  an ECR repository the stack creates is deleted with its
+                                  images (ECR refuses otherwise, and the destroy stops there)
+  guardrail:eks-s3-endpoint       every route table that sends the internet through a NAT gateway
+                                  reaches S3 through a gateway endpoint (free) instead
 
 Each finding names resource, property, value and what was expected.
 """
@@ -30,6 +38,7 @@ from components.eks.args import ACCELERATOR_LABEL, GPU_AMI_TYPES
 from components.eks.cluster import VPC_CNI_ADDON
 from components.eks.fis import CLUSTER_TAG as FIS_CLUSTER_TAG
 from components.eks.fis import NODEGROUP_TAG, SPOT_INTERRUPTION
+from components.eks.network import GATEWAY_ENDPOINT, s3_service
 from components.eks.node_groups import NODE_TEMPLATE
 from lab.plan.findings import Finding
 from lab.vocab import pools as labels
@@ -37,6 +46,8 @@ from lab.vocab.names import PROJECT
 from lab.vocab.versions import (
     CLUSTER_AUTOSCALER_CHART,
     CLUSTER_AUTOSCALER_CHARTS,
+    METRICS_SERVER_ADDON,
+    METRICS_SERVER_MIN,
     MOUNTPOINT_S3_CSI_ADDON,
     MOUNTPOINT_S3_CSI_MIN,
     add_on_release,
@@ -50,6 +61,13 @@ ASG_TAG = "aws:autoscaling/tag:Tag"
 HELM_CHART = "kubernetes:helm.sh/v4:Chart"
 ADDON = "aws:eks/addon:Addon"
 CLUSTER = "aws:eks/cluster:Cluster"
+ECR = "aws:ecr/repository:Repository"
+VERSIONING = "aws:s3/bucketVersioning:BucketVersioning"
+LIFECYCLE = "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration"
+ROUTE = "aws:ec2/route:Route"
+ROUTE_TABLE = "aws:ec2/routeTable:RouteTable"
+VPC_ENDPOINT = "aws:ec2/vpcEndpoint:VpcEndpoint"
+AWS_PROVIDER = "pulumi:providers:aws"
 # Taints a node loses once its agents are ready: never in a scale-from-zero template (no pod
 # tolerates them, so none would fit), always among the autoscaler's `--startup-taint`s.
 STARTUP_TAINT_KEYS = frozenset({labels.MOUNTPOINT_STARTUP_TAINT.key})
@@ -67,6 +85,14 @@ def has_bucket(plan: Any) -> bool:
 
 def has_fis(plan: Any) -> bool:
     return bool(plan.of_type(FIS_TEMPLATE))
+
+
+def has_registry(plan: Any) -> bool:
+    return bool(plan.of_type(ECR))
+
+
+def has_nat_routes(plan: Any) -> bool:
+    return bool(_nat_routes(plan))
 
 
 def _role(group: Any) -> str | None:
@@ -260,20 +286,42 @@ def mountpoint_release(plan: Any) -> Iterator[Finding]:
     """The Mountpoint S3 CSI add-on is a pinned release of at least MOUNTPOINT_S3_CSI_MIN: an
     unpinned add-on is whatever EKS defaults to, and before 2.5.0 its pods keep nodes from
     scaling down."""
-    minimum = "v" + ".".join(map(str, MOUNTPOINT_S3_CSI_MIN))
+    why = "older ones keep GPU nodes from scaling down"
+    yield from _pinned_releases(
+        plan, "guardrail:eks-scale-from-zero", MOUNTPOINT_S3_CSI_ADDON, MOUNTPOINT_S3_CSI_MIN, why
+    )
+
+
+def _pinned_releases(plan: Any, check: str, name: str, minimum: tuple[int, int, int], why: str) -> Iterator[Finding]:
+    """Each add-on `name` is a pinned release of at least `minimum` (`why` says what an older
+    or unpinned one does)."""
     for addon in plan.of_type(ADDON):
-        if addon.inputs.get("addonName") != MOUNTPOINT_S3_CSI_ADDON:
+        if addon.inputs.get("addonName") != name:
             continue
         version = addon.inputs.get("addonVersion")
         release = add_on_release(version)
-        if release is None or release < MOUNTPOINT_S3_CSI_MIN:
+        if release is None or release < minimum:
+            at_least = "v" + ".".join(map(str, minimum))
+            yield Finding.error(check, addon, "addonVersion", version, f"a pinned release, {at_least} or newer ({why})")
+
+
+def metrics_server(plan: Any) -> Iterator[Finding]:
+    """Each cluster runs metrics-server (the metrics-server add-on, a pinned release of at least
+    METRICS_SERVER_MIN): without the resource metrics API it serves, the HPA that `submit
+    --autoscale-cpu` asks the training operator for never reads a metric and never scales."""
+    name = "guardrail:eks-metrics-server"
+    if not [a for a in plan.of_type(ADDON) if a.inputs.get("addonName") == METRICS_SERVER_ADDON]:
+        for cluster in plan.of_type(CLUSTER):
             yield Finding.error(
-                "guardrail:eks-scale-from-zero",
-                addon,
-                "addonVersion",
-                version,
-                f"a pinned release, {minimum} or newer (older ones keep GPU nodes from scaling down)",
+                name,
+                cluster,
+                "addons",
+                None,
+                f"the {METRICS_SERVER_ADDON} add-on: EKS serves no metrics.k8s.io API otherwise, and a job's HPA "
+                "never reads the workers' CPU",
             )
+    why = "older lines are upstream's for Kubernetes before 1.31"
+    yield from _pinned_releases(plan, name, METRICS_SERVER_ADDON, METRICS_SERVER_MIN, why)
 
 
 def network_policy_enforced(plan: Any) -> Iterator[Finding]:
@@ -403,3 +451,129 @@ def checkpoints_kept(plan: Any) -> Iterator[Finding]:
             yield Finding.error(
                 "guardrail:eks-checkpoints-kept", b, "forceDestroy", True, "False: it empties the bucket on delete"
             )
+
+
+def _reference(resource: Any, name: str) -> str:
+    """What input `name` of `resource` names: the resources its value came from (their URNs: an
+    id unknown at preview still names them), else the value itself."""
+    urns = resource.property_dependencies.get(name)
+    return " ".join(sorted(urns)) if urns else str(resource.inputs.get(name))
+
+
+def bucket_lifecycle(plan: Any) -> Iterator[Finding]:
+    """A versioned bucket keeps every overwritten or deleted object as a noncurrent version, and
+    S3 bills it until it is deleted: a lifecycle rule over the whole bucket expires them. The
+    same configuration aborts multipart uploads never completed (a save cut short by an
+    eviction), whose parts are billed too and never listed as objects."""
+    name = "guardrail:bucket-lifecycle"
+    rules_of: dict[str, list[Any]] = {}
+    for config in plan.of_type(LIFECYCLE):
+        rules_of.setdefault(_reference(config, "bucket"), []).extend(config.inputs.get("rules") or [])
+    for versioning in plan.of_type(VERSIONING):
+        if (versioning.inputs.get("versioningConfiguration") or {}).get("status") != "Enabled":
+            continue
+        bucket = versioning.inputs.get("bucket")
+        rules = [
+            r
+            for r in rules_of.get(_reference(versioning, "bucket"), [])
+            if r.get("status") == "Enabled" and _whole_bucket(r)
+        ]
+        if not any((r.get("noncurrentVersionExpiration") or {}).get("noncurrentDays") for r in rules):
+            yield Finding.error(
+                name,
+                versioning,
+                "lifecycle.noncurrentVersionExpiration",
+                None,
+                f"an aws.s3.BucketLifecycleConfiguration of bucket {bucket} with an enabled rule over the whole "
+                "bucket that expires noncurrent versions (noncurrent_days): without it every pruned or "
+                "overwritten checkpoint stays billed, for ever",
+            )
+        if not any((r.get("abortIncompleteMultipartUpload") or {}).get("daysAfterInitiation") for r in rules):
+            yield Finding.error(
+                name,
+                versioning,
+                "lifecycle.abortIncompleteMultipartUpload",
+                None,
+                f"an enabled rule over the whole bucket {bucket} that aborts incomplete multipart uploads "
+                "(days_after_initiation): the parts of a save cut short stay billed otherwise",
+            )
+
+
+def _whole_bucket(rule: dict[str, Any]) -> bool:
+    """The rule applies to every object: no prefix, and a filter (if any) that selects nothing out."""
+    return not rule.get("prefix") and not any(v not in (None, "") for v in (rule.get("filter") or {}).values())
+
+
+def registry_force_deleted(plan: Any) -> Iterator[Finding]:
+    """Every ECR repository the stack creates (not one it imports) is one `elastic-lab image`
+    pushes to, and ECR refuses to delete a repository holding images unless forced
+    (RepositoryNotEmptyException): `pulumi destroy` would stop there and start no further
+    deletes, leaving the control plane, the NAT gateway and the CPU nodes billing."""
+    imported = {str(rid) for typ, rid in plan.imported if typ == ECR}
+    for repository in plan.of_type(ECR):
+        if str(repository.id) in imported:
+            continue
+        if repository.inputs.get("forceDelete") is not True:
+            yield Finding.error(
+                "guardrail:eks-registry-force-delete",
+                repository,
+                "forceDelete",
+                repository.inputs.get("forceDelete"),
+                "True: the repository holds the pushed training image, and ECR refuses to delete it otherwise "
+                "(RepositoryNotEmptyException), which stops `pulumi destroy` with the cluster still billing",
+            )
+
+
+def _nat_routes(plan: Any) -> list[Any]:
+    """The routes that send a route table's traffic through a NAT gateway."""
+    return [r for r in plan.of_type(ROUTE) if r.inputs.get("natGatewayId")]
+
+
+def _region(plan: Any, resource: Any) -> str | None:
+    """The region a resource is made in: its own `region` input, else its provider's (a
+    recorded provider reference is "<urn>::<id>"; the policy pack's is the URN)."""
+    if resource.inputs.get("region"):
+        return str(resource.inputs["region"])
+    reference = str(resource.provider or "")
+    provider = plan.by_urn(reference) or plan.by_urn(reference.rsplit("::", 1)[0])
+    if provider is not None and provider.type == AWS_PROVIDER and provider.inputs.get("region"):
+        return str(provider.inputs["region"])
+    return None
+
+
+def _serves(endpoint: Any, route: Any, table: Any, service: str | None) -> bool:
+    """`endpoint` is an S3 gateway endpoint (of `service`, where the region is known) of the
+    VPC of `table`, on the route table of `route`."""
+    inputs = endpoint.inputs
+    if inputs.get("vpcEndpointType") != GATEWAY_ENDPOINT:
+        return False
+    if not (inputs.get("serviceName") == service if service else str(inputs.get("serviceName")).endswith(".s3")):
+        return False
+    if table is not None and _reference(endpoint, "vpcId") != _reference(table, "vpcId"):
+        return False
+    on_tables = set(endpoint.property_dependencies.get("routeTableIds") or [])
+    listed = {str(t) for t in inputs.get("routeTableIds") or []}
+    return bool(set(route.property_dependencies.get("routeTableId") or []) & on_tables) or (
+        not on_tables and str(route.inputs.get("routeTableId")) in listed
+    )
+
+
+def s3_gateway_endpoint(plan: Any) -> Iterator[Finding]:
+    """A private subnet's route table that sends the internet through a NAT gateway also sends
+    S3 through a gateway endpoint of its VPC: the endpoint is free, the NAT bills every GB it
+    carries, and ECR's image layers and the checkpoints are S3 traffic."""
+    for route in _nat_routes(plan):
+        table = next((plan.by_urn(u) for u in route.property_dependencies.get("routeTableId") or []), None)
+        where = table or route
+        service = s3_service(region) if (region := _region(plan, where)) else None
+        if any(_serves(e, route, table, service) for e in plan.of_type(VPC_ENDPOINT)):
+            continue
+        yield Finding.error(
+            "guardrail:eks-s3-endpoint",
+            where,
+            "s3GatewayEndpoint",
+            None,
+            f"an aws.ec2.VpcEndpoint of type {GATEWAY_ENDPOINT} for {service or 'S3'} in its VPC on this route table: "
+            "the table sends the internet through a NAT gateway, which bills each GB of image layers (ECR serves "
+            "them from S3) and checkpoints; a gateway endpoint carries them for free",
+        )

@@ -18,7 +18,7 @@ from typing import Any
 import pulumi
 
 from lab.vocab.checkpoint_location import KEPT_ROLES
-from lab.vocab.versions import MOUNTPOINT_S3_CSI_ADDON
+from lab.vocab.versions import METRICS_SERVER_ADDON, MOUNTPOINT_S3_CSI_ADDON
 
 MOCK_SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
 MOCK_TENANT = "00000000-0000-4000-8000-0000000000aa"
@@ -27,6 +27,8 @@ MOCK_ACCOUNT = "123456789012"
 # What EKS's DescribeAddonVersions answers for the Mountpoint driver's newest release (the driver's
 # tags reach v2.7.0); a test that models an older answer sets `mountpoint_release`.
 MOCK_MOUNTPOINT_RELEASE = "v2.7.0-eksbuild.1"
+# ... and for metrics-server's community add-on.
+MOCK_METRICS_SERVER_RELEASE = "v0.8.0-eksbuild.2"
 # What a destroy keeps and a cloud refuses to create twice: the checkpoint storage.
 KEPT_TYPES = frozenset(KEPT_ROLES)
 
@@ -108,6 +110,8 @@ class PlanMocks(pulumi.runtime.Mocks):
     # ------------------------------------------------------------------ resources
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         if args.typ not in KEPT_TYPES:
+            if args.resource_id:
+                self.imported.append((args.typ, args.resource_id))
             return self._new_resource(args)
         if self.cloud is None:
             rid, state = self._new_resource(args)
@@ -308,7 +312,11 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "userId": "AIDAMOCK",
             }, []
         if token == "aws:eks/getAddonVersion:getAddonVersion":
-            version = self.mountpoint_release if a.get("addonName") == MOUNTPOINT_S3_CSI_ADDON else "v1.0.0-eksbuild.1"
+            newest = {
+                MOUNTPOINT_S3_CSI_ADDON: self.mountpoint_release,
+                METRICS_SERVER_ADDON: MOCK_METRICS_SERVER_RELEASE,
+            }
+            version = newest.get(str(a.get("addonName")), "v1.0.0-eksbuild.1")
             return {
                 "addonName": a.get("addonName"),
                 "kubernetesVersion": a.get("kubernetesVersion"),

@@ -15,7 +15,7 @@ from typing import Any
 
 from components.aks.registry import ROLE_ACR_PULL
 from lab.plan.aks_pools import MANAGED_CLUSTER
-from lab.plan.eks_guardrails import NODE_GROUP
+from lab.plan.eks_guardrails import ECR, NODE_GROUP
 from lab.plan.findings import Finding
 from lab.vocab.names import PLATFORM_TYPE
 from lab.vocab.platform_facts import NOTICE_HANDLER_WAITS
@@ -23,7 +23,6 @@ from lab.vocab.platform_facts import NOTICE_HANDLER_WAITS
 CHECK = "guardrail:image-registry"
 TRAINER_IMAGE_CHECK = "platform:trainer-image"
 ACR = "azure-native:containerregistry:Registry"
-ECR = "aws:ecr/repository:Repository"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 ECR_READ = (

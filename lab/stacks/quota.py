@@ -6,7 +6,8 @@ Azure: azure-mgmt-compute's `usage.list(location)`, each usage's limit less what
 what other instances of the account already use is not subtracted (its CloudWatch `AWS/Usage`
 metric is). A short quota of rank 1 or of a CPU pool is a required prerequisite (`up` stops
 with it, naming the quota, region, amount and the request to file); a fallback rank's is a
-warning: that rank cannot be used until it is raised.
+warning: that rank cannot be used until it is raised. A quota that cannot be read (the caller
+may not read it, or the API failed) is a warning on both clouds, naming the permission to grant.
 """
 
 from __future__ import annotations
@@ -65,6 +66,11 @@ def azure_quota(quota: StackQuota, compute: Any, subscription: str) -> list[Prer
     return out
 
 
+# What `aws_quota` calls: a caller without them gets a warning naming them, as Azure's unreadable
+# usages are (the quota is then the caller's to check, never a reason to refuse `up`).
+_QUOTA_READS = ("servicequotas:GetServiceQuota", "servicequotas:GetAWSDefaultServiceQuota")
+
+
 def aws_quota(quota: StackQuota, service_quotas: Any) -> list[Prerequisite]:
     """Each need against its EC2 quota's value (`service_quotas`: a boto3 service-quotas client)."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -89,9 +95,10 @@ def aws_quota(quota: StackQuota, service_quotas: Any) -> list[Prerequisite]:
                 _prerequisite(
                     need,
                     False,
-                    f"cannot read it: {value}",
-                    "allow servicequotas:GetServiceQuota (and GetAWSDefaultServiceQuota), or check it in the "
-                    f"Service Quotas console; {need.vcpus} vCPUs are needed",
+                    f"cannot read it: {value}: not checked",
+                    f"allow {' and '.join(_QUOTA_READS)}, or check it in the Service Quotas console; "
+                    f"{need.vcpus} vCPUs are needed",
+                    required=False,
                 )
             )
             continue

@@ -48,6 +48,12 @@ CLUSTER_AUTOSCALER_REPO = "https://kubernetes.github.io/autoscaler"
 # refuses one older than this.
 MOUNTPOINT_S3_CSI_ADDON = "aws-mountpoint-s3-csi-driver"
 MOUNTPOINT_S3_CSI_MIN = (2, 5, 0)
+# metrics-server's EKS add-on (EKS stack; AKS runs metrics-server itself): the resource metrics API
+# (metrics.k8s.io) that an HPA on CPU reads (`submit --autoscale-cpu`). Upstream's 0.8 line is the
+# one for Kubernetes 1.31 and newer (its compatibility matrix); the stack installs the newest
+# add-on release for its Kubernetes minor and refuses one older than this.
+METRICS_SERVER_ADDON = "metrics-server"
+METRICS_SERVER_MIN = (0, 8, 0)
 
 
 def add_on_release(version: object) -> tuple[int, int, int] | None:

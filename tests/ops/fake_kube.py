@@ -4,9 +4,11 @@ It keeps objects in memory by their REST path and answers the verbs the project'
 code uses, with the API server's own status codes and `Status` bodies: 201 on create, 409
 AlreadyExists, 404 NotFound, 200 list with label selectors (equality only), strategic/merge
 patches applied as JSON merges, DELETE with 200 and the object, pod logs (plain text,
-`follow=true` streams until the pod's log is closed), and the Eviction subresource (201, or
-429 while `refuse_evictions` names the pod, as a PodDisruptionBudget would). Everything it was
-asked is kept in `requests` as (method, path, query, body).
+`follow=true` streams until the pod's log is closed), the Eviction subresource (201, or
+429 while `refuse_evictions` names the pod, as a PodDisruptionBudget would), and the API group
+discovery (`GET /apis`: the groups it serves, plus the aggregated `api_groups` a test adds, as
+the aggregator lists an APIService's group while it is Available). Everything it was asked is
+kept in `requests` as (method, path, query, body).
 
 The real `kubernetes` client and the kubeflow-training SDK talk to it through a kubeconfig
 that `kubeconfig()` writes, so their URL building, serialisation and error handling run for
@@ -74,6 +76,7 @@ class FakeKube:
         self.log_queries: list[dict[str, list[str]]] = []  # each log request's query, as sent
         self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
         self.refuse_evictions: set[str] = set()
+        self.api_groups: list[str] = []  # aggregated "group/version"s discovery lists (metrics.k8s.io/v1beta1)
         self.on_request: Callable[[str, str], None] | None = None
         self.lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
@@ -228,6 +231,8 @@ class FakeKube:
                     "platform": "linux/amd64",
                 },
             )
+        if path == "apis" and method == "GET":
+            return self._send(http, 200, self._group_list())
         route = self._route(path)
         if route is None:
             return self._send(
@@ -295,6 +300,16 @@ class FakeKube:
                             del self.objects[k]
                 return self._send(http, 200, copy.deepcopy(obj))
         return self._send(http, 405, _status(405, "MethodNotAllowed", f"{method} {path}"))
+
+    def _group_list(self) -> dict[str, Any]:
+        """An APIGroupList of every group/version served under /apis."""
+        served = [g.removeprefix("apis/") for g, _ in [*_NAMESPACED, *_CLUSTER] if g.startswith("apis/")]
+        groups = []
+        for group_version in dict.fromkeys([*served, *self.api_groups]):
+            name, _, version = group_version.partition("/")
+            entry = {"groupVersion": group_version, "version": version}
+            groups.append({"name": name, "versions": [entry], "preferredVersion": entry})
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
     def _scale(self, http: BaseHTTPRequestHandler, method: str, key: str, body: Any) -> None:
         """The PyTorchJob CRD's scale subresource: autoscaling/v1 Scale over

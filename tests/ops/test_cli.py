@@ -79,6 +79,21 @@ def test_submit_prices_the_on_demand_rank_for_the_job_s_whole_life(api_server, k
     assert code == 0 and "on-demand" not in err
 
 
+def test_submit_with_an_hpa_needs_the_metrics_api(api_server, kubeconfig, capsys):
+    """`--autoscale-cpu` on a cluster whose discovery lists no metrics.k8s.io: exit 2, nothing
+    created; once metrics-server serves it (EKS's add-on, AKS's built-in one), the job goes in."""
+    base = ("submit", "--stack", "byo", "--kubeconfig", kubeconfig, "--name", "demo", "--autoscale-cpu", "70")
+    code, _, err = _run(capsys, *base)
+    assert code == 2
+    assert "--autoscale-cpu=70 is invalid: expected a cluster that serves the metrics.k8s.io API" in err
+    assert api_server.calls("POST") == []
+    api_server.api_groups.append("metrics.k8s.io/v1beta1")
+    code, out, err = _run(capsys, *base)
+    assert code == 0, err
+    assert "created PyTorchJob/demo" in out
+    assert api_server.get("PyTorchJob", "demo", "training")["spec"]["elasticPolicy"]["metrics"]
+
+
 def test_submit_a_per_step_job_creates_its_lighthouse(api_server, kubeconfig, capsys):
     base = ("submit", "--stack", "byo", "--kubeconfig", kubeconfig, "--name", "demo", "--fault-tolerance", "per-step")
     code, out, err = _run(capsys, *base)

@@ -11,6 +11,7 @@ import pytest
 from lab.ops import jobs
 from lab.ops.jobs import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, JobError
 from lab.ops.kube import KubeError, connect
+from lab.vocab.problems import InvalidInput
 
 from .fake_kube import pod
 
@@ -30,6 +31,46 @@ def test_submit_creates_the_pytorchjob_through_the_sdk(api_server, kube, rendere
     stored = api_server.get("PyTorchJob", "demo", NS)
     assert stored["spec"]["elasticPolicy"] == objects[0]["spec"]["elasticPolicy"]
     assert stored["spec"]["pytorchReplicaSpecs"] == objects[0]["spec"]["pytorchReplicaSpecs"]
+
+
+@pytest.fixture(scope="module")
+def autoscaled(byo_target):
+    """The default (elastic) job with `--autoscale-cpu 70`: an HPA in its elasticPolicy."""
+    from lab.submit.core import JobSizing, render_job
+    from lab.vocab.job import JobSpec
+
+    objects = render_job(JobSpec(name="demo"), byo_target, JobSizing(autoscale_cpu=70)).objects
+    (job,) = [o for o in objects if o["kind"] == "PyTorchJob"]
+    assert job["spec"]["elasticPolicy"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 70
+    return objects
+
+
+def test_an_autoscaled_job_is_refused_on_a_cluster_without_the_metrics_api(api_server, kube, autoscaled):
+    """Without metrics-server the operator's HPA would never read a metric: refused with what to
+    do, before anything is created (discovery lists no metrics.k8s.io group)."""
+    with pytest.raises(InvalidInput) as refused:
+        jobs.submit(kube, autoscaled, NS)
+    message = str(refused.value)
+    assert message.startswith("--autoscale-cpu=70 is invalid: expected a cluster that serves the metrics.k8s.io API")
+    assert "`elastic-lab up` installs the metrics-server add-on; AKS has it built in" in message
+    assert refused.value.exit_code == 2
+    assert "GET /apis" in api_server.calls("GET") and api_server.calls("POST") == []
+
+
+def test_an_autoscaled_job_is_created_where_metrics_server_serves_its_api(api_server, kube, autoscaled):
+    """An EKS stack with its metrics-server add-on, or AKS (built in): the group is listed."""
+    api_server.api_groups.append("metrics.k8s.io/v1beta1")
+    assert jobs.serves_metrics_api(kube)
+    assert jobs.submit(kube, autoscaled, NS) == ["PyTorchJob/demo"]
+    # Through the SDK, whose own model for an HPA's metrics is missing: sent exactly as rendered.
+    (rendered_job,) = [o for o in autoscaled if o["kind"] == "PyTorchJob"]
+    stored = api_server.get("PyTorchJob", "demo", NS)["spec"]["elasticPolicy"]["metrics"]
+    assert stored == rendered_job["spec"]["elasticPolicy"]["metrics"]
+
+
+def test_a_job_without_an_hpa_does_not_ask_for_the_metrics_api(api_server, kube, rendered):
+    jobs.submit(kube, rendered[1], NS)
+    assert "GET /apis" not in api_server.calls("GET")
 
 
 def test_submit_creates_the_c10d_store_before_the_job(api_server, kube, rendered_c10d):

@@ -18,6 +18,7 @@ every deletion is asserted exactly, and a second run finds nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -791,6 +792,8 @@ REGION = "us-east-1"
 EKS_CLUSTER = "esl-eks-dev"
 OTHER_CLUSTER = "esl-other"
 BUCKET = "esl-eks-dev-ckpt-20260101"
+REPOSITORY = f"{EKS_CLUSTER}/trainer"
+REGISTRY = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/{REPOSITORY}"
 AWS_KEY_ID, AWS_SECRET = "AKIATESTTESTTEST0000", "testing-secret-do-not-print"
 
 
@@ -836,7 +839,7 @@ def _tags(resource_type: str, **tags: str) -> list[dict[str, Any]]:
 def _aws_world(session: boto3.session.Session) -> dict[str, Any]:
     """An EKS stack's VPC after its cluster is gone, with what its controllers left and what
     must stay; returns the ids by role."""
-    ec2, elb, elbv2, s3 = (session.client(s) for s in ("ec2", "elb", "elbv2", "s3"))
+    ec2, elb, elbv2, s3, ecr = (session.client(s) for s in ("ec2", "elb", "elbv2", "s3", "ecr"))
     ids: dict[str, Any] = {}
     vpc = ids["vpc"] = ec2.create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
     other_vpc = ec2.create_vpc(CidrBlock="10.50.0.0/16")["Vpc"]["VpcId"]
@@ -945,12 +948,43 @@ def _aws_world(session: boto3.session.Session) -> dict[str, Any]:
         s3.put_object(Bucket=BUCKET, Key="ckpt/latest.pt", Body=body)
     s3.delete_object(Bucket=BUCKET, Key="ckpt/latest.pt")
     s3.create_bucket(Bucket="someone-elses-bucket")
+
+    # The stack's image repository, with the training image pushed; another cluster's.
+    for name, cluster in ((REPOSITORY, EKS_CLUSTER), (f"{OTHER_CLUSTER}/trainer", OTHER_CLUSTER)):
+        ecr.create_repository(
+            repositoryName=name,
+            imageTagMutability="IMMUTABLE",
+            tags=[{"Key": "elastic-spot-lab-cluster", "Value": cluster}],
+        )
+        ecr.put_image(repositoryName=name, imageManifest=_MANIFEST, imageTag="0a1b2c3")
     return ids
 
 
+# A Docker image manifest as `docker push` uploads it (moto takes its digest from the text).
+_MANIFEST = json.dumps(
+    {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {
+            "mediaType": "application/vnd.docker.container.image.v1+json",
+            "size": 7023,
+            "digest": "sha256:" + "a" * 64,
+        },
+        "layers": [
+            {
+                "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                "size": 32654,
+                "digest": "sha256:" + "b" * 64,
+            }
+        ],
+    }
+)
+
+
 def _aws_sweep(session: boto3.session.Session, recorder: Recorder, **kwargs: Any) -> AwsSweep:
-    clients = recorder.attach({s: session.client(s) for s in ("elbv2", "elb", "ec2", "s3")})
+    clients = recorder.attach({s: session.client(s) for s in ("elbv2", "elb", "ec2", "ecr", "s3")})
     vpc = kwargs.pop("vpc_id")
+    kwargs.setdefault("image_registry", REGISTRY)
     return AwsSweep(REGION, EKS_CLUSTER, vpc, clients=clients, checkpoint_bucket=BUCKET, poll_s=0, **kwargs)
 
 
@@ -965,6 +999,7 @@ def _expected_aws(ids: Mapping[str, Any], keep: bool) -> tuple[list[tuple[str, s
         ("volume", ids["volume"]),
         ("security-group", ids["lbc_sg"]),
         ("security-group", ids["elb_sg"]),
+        ("repository", REPOSITORY),
     ]
     deletes: list[tuple[str, str, Any]] = [
         ("elb", "DeleteLoadBalancer", {"LoadBalancerName": ids["clb"]}),
@@ -976,6 +1011,8 @@ def _expected_aws(ids: Mapping[str, Any], keep: bool) -> tuple[list[tuple[str, s
         ("ec2", "DeleteVolume", {"VolumeId": ids["volume"]}),
         ("ec2", "DeleteSecurityGroup", {"GroupId": ids["lbc_sg"]}),
         ("ec2", "DeleteSecurityGroup", {"GroupId": ids["elb_sg"]}),
+        # With its images: a plain delete of a repository holding one is refused.
+        ("ecr", "DeleteRepository", {"repositoryName": REPOSITORY, "force": True}),
     ]
     if not keep:
         found.append(("bucket", BUCKET))
@@ -1054,12 +1091,58 @@ def test_aws_delete_of_what_is_already_gone_is_done(aws):
     found = sweep.find()
     sweep.delete(found)
     again = sweep.delete(found)
-    gone = {"network-interface", "volume", "security-group", "bucket", "target-group"}
+    gone = {"network-interface", "volume", "security-group", "repository", "bucket", "target-group"}
     # elbv2's and elb's DeleteLoadBalancer succeed for a balancer that is not there, as AWS's do.
     assert again == [
         f"{kind} {id_}" + (" (already gone)" if kind in gone else "")
         for kind, id_ in sorted([(i.kind, i.id) for i in found], key=lambda k: AwsSweep.ORDER.index(k[0]))
     ]
+
+
+def test_aws_a_destroy_stopped_by_a_pushed_image_deletes_the_repository_with_force(aws, capsys):
+    """A stack made before its repository was force-deleted keeps force_delete false in its
+    state: pulumi_aws's delete (ECR DeleteRepository unforced, here moto's) of the repository
+    holding the pushed image fails with RepositoryNotEmptyException and the destroy stops.
+    Teardown then sweeps: the repository goes with its images, and the second destroy's delete
+    finds it gone (RepositoryNotFoundException, which pulumi_aws counts as deleted)."""
+    from lab.ops.teardown_cli import destroy_and_sweep
+    from lab.stacks.automation import StackError
+
+    ids = _aws_world(aws)
+    ecr = aws.client("ecr")
+    recorder = Recorder()
+    sweep = _aws_sweep(aws, recorder, vpc_id=ids["vpc"])
+    said: list[str] = []
+
+    def destroy() -> None:
+        try:
+            ecr.delete_repository(repositoryName=REPOSITORY)
+        except ecr.exceptions.RepositoryNotFoundException:
+            said.append("already gone")
+        except ecr.exceptions.RepositoryNotEmptyException as exc:
+            said.append("not empty")
+            message = f"deleting ECR Repository ({REPOSITORY}): not empty, consider using force_delete: {exc}"
+            raise StackError(message) from exc
+
+    destroy_and_sweep(destroy, sweep, "eks")
+    assert said == ["not empty", "already gone"]
+    assert ("ecr", "DeleteRepository", {"repositoryName": REPOSITORY, "force": True}) in recorder.deletes()
+    with pytest.raises(ecr.exceptions.RepositoryNotFoundException):
+        ecr.describe_repositories(repositoryNames=[REPOSITORY])
+    # Another cluster's repository, pushed to as well, is still there with its image.
+    assert len(ecr.list_images(repositoryName=f"{OTHER_CLUSTER}/trainer")["imageIds"]) == 1
+    out, err = capsys.readouterr()
+    assert "RepositoryNotEmptyException" in err and "destroying again" in err
+    assert f"- repository {REPOSITORY} (the training image's repository" in out
+
+
+def test_aws_another_clusters_repository_is_never_deleted(aws):
+    _aws_world(aws)
+    registry = REGISTRY.replace(REPOSITORY, f"{OTHER_CLUSTER}/trainer")
+    sweep = _aws_sweep(aws, Recorder(), vpc_id=None, image_registry=registry)
+    assert "repository" not in {i.kind for i in sweep.find()}
+    [kept] = [i for i in sweep.kept if i.kind == "repository"]
+    assert kept.id == f"{OTHER_CLUSTER}/trainer" and "not this stack's" in kept.reason
 
 
 @pytest.fixture
@@ -1163,8 +1246,14 @@ def test_aws_calls_make_no_client():
             pytest.fail("a client was made")
 
     sweep = AwsSweep(
-        REGION, EKS_CLUSTER, "vpc-1", keep_checkpoints=False, checkpoint_bucket=BUCKET, session=NoSession()
-    )  # type: ignore[arg-type]
+        REGION,
+        EKS_CLUSTER,
+        "vpc-1",
+        keep_checkpoints=False,
+        checkpoint_bucket=BUCKET,
+        image_registry=REGISTRY,
+        session=NoSession(),  # type: ignore[arg-type]
+    )
     listed = sweep.calls()
     assert [(c.api, c.operation) for c in listed if c.reads_only] == [
         ("aws elbv2", "describe_load_balancers"),
@@ -1176,6 +1265,8 @@ def test_aws_calls_make_no_client():
         ("aws ec2", "describe_network_interfaces"),
         ("aws ec2", "describe_volumes"),
         ("aws ec2", "describe_security_groups"),
+        ("aws ecr", "describe_repositories"),
+        ("aws ecr", "list_tags_for_resource"),
         ("aws s3", "get_bucket_tagging"),
         ("aws s3", "list_object_versions"),
     ]
@@ -1186,6 +1277,7 @@ def test_aws_calls_make_no_client():
         "delete_network_interface",
         "delete_volume",
         "delete_security_group",
+        "delete_repository",
         "delete_objects",
         "delete_bucket",
     ]
@@ -1193,6 +1285,7 @@ def test_aws_calls_make_no_client():
         ApiCall("aws ec2", "describe_network_interfaces", {"Filters": [{"Name": "vpc-id", "Values": ["vpc-1"]}]}, True)
         in listed
     )
+    assert ApiCall("aws ecr", "delete_repository", {"repositoryName": REPOSITORY, "force": True}) in listed
 
 
 # ====================================================================== the local target

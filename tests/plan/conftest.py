@@ -54,8 +54,12 @@ EKS_CHECKS = [
     "guardrail:eks-scale-from-zero",
     "guardrail:eks-group-operations",
     "guardrail:eks-network-policy",
+    "guardrail:eks-metrics-server",
     "guardrail:bucket-not-public",
     "guardrail:eks-checkpoints-kept",
+    "guardrail:bucket-lifecycle",
+    "guardrail:eks-registry-force-delete",
+    "guardrail:eks-s3-endpoint",
     "guardrail:fis-targets-gpu-spot",
 ]
 

@@ -149,6 +149,25 @@ VALID: dict[str, dict[str, Any]] = {
     "aws:s3/bucketVersioningV2:BucketVersioningV2": VERSIONING,
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": ENCRYPTION,
     "aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2": ENCRYPTION,
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": {
+        "bucket": "esl-eks-dev-ckpt-cdd2c713",
+        "rules": [
+            {
+                "abortIncompleteMultipartUpload": {"daysAfterInitiation": 1},
+                "expiration": {"expiredObjectDeleteMarker": True},
+                "filter": {},
+                "id": "expire-old-checkpoint-versions",
+                "noncurrentVersionExpiration": {"noncurrentDays": 3},
+                "status": "Enabled",
+            },
+            {
+                "filter": {"and": {"prefix": "scratch/", "tags": {"kind": "scratch"}}},
+                "expiration": {"days": 7},
+                "id": "expire-scratch",
+                "status": "Enabled",
+            },
+        ],
+    },
     "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": {
         "blockPublicAcls": True,
         "blockPublicPolicy": True,
@@ -181,6 +200,13 @@ VALID: dict[str, dict[str, Any]] = {
     "aws:ec2/routeTableAssociation:RouteTableAssociation": {
         "routeTableId": "rtb-1e90c6bc1e90c6bc",
         "subnetId": "subnet-3cf7c5413cf7c541",
+    },
+    "aws:ec2/vpcEndpoint:VpcEndpoint": {
+        "routeTableIds": ["rtb-5a81a9965a81a996"],
+        "serviceName": "com.amazonaws.us-east-1.s3",
+        "tags": TAGS,
+        "vpcEndpointType": "Gateway",
+        "vpcId": "vpc-fd12ea78fd12ea78",
     },
     "aws:ec2/route:Route": {
         "destinationCidrBlock": "0.0.0.0/0",
@@ -261,8 +287,45 @@ ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 POLICY = "aws:iam/policy:Policy"
 NOT_JSON = '{"Version": "2012-10-17", "Statement": [}'
 
+LIFECYCLE = "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration"
+ENDPOINT = "aws:ec2/vpcEndpoint:VpcEndpoint"
+
 # (type, change to its valid inputs, the one error's path, a fragment of what it expects)
 BROKEN = {
+    "lifecycle rule status in lower case": (
+        LIFECYCLE,
+        _set("rules[0].status", "enabled"),
+        "rules[0].status",
+        "Enabled",
+    ),
+    "noncurrent days as a string": (
+        LIFECYCLE,
+        _set("rules[0].noncurrentVersionExpiration.noncurrentDays", "3"),
+        "rules[0].noncurrentVersionExpiration.noncurrentDays",
+        "an integer",
+    ),
+    "noncurrent expiry without its days": (
+        LIFECYCLE,
+        _set("rules[0].noncurrentVersionExpiration", {"newerNoncurrentVersions": 2}),
+        "rules[0].noncurrentVersionExpiration.noncurrentDays",
+        "noncurrentDays is required",
+    ),
+    "lifecycle rule without its id": (LIFECYCLE, _drop("rules[0].id"), "rules[0].id", "id is required"),
+    "abort after an unknown member": (
+        LIFECYCLE,
+        _set("rules[0].abortIncompleteMultipartUpload", {"daysAfterInitation": 1}),
+        "rules[0].abortIncompleteMultipartUpload.daysAfterInitation",
+        "did you mean daysAfterInitiation",
+    ),
+    "lifecycle rule with a tag filter value not a string": (
+        LIFECYCLE,
+        _set("rules[1].filter.and.tags.kind", 7),
+        "rules[1].filter.and.tags.kind",
+        "a string",
+    ),
+    "endpoint type in lower case": (ENDPOINT, _set("vpcEndpointType", "gateway"), "vpcEndpointType", "Gateway"),
+    "endpoint without its VPC": (ENDPOINT, _drop("vpcId"), "vpcId", "VpcId is required"),
+    "endpoint route tables not a list": (ENDPOINT, _set("routeTableIds", "rtb-1"), "routeTableIds", "a list"),
     "unknown property": (NG, _rename("capacityType", "capacityTyp"), "capacityTyp", "did you mean capacityType"),
     "capacity type not in the enum": (NG, _set("capacityType", "SPOTTY"), "capacityType", "ON_DEMAND, SPOT"),
     "AMI type not in the enum": (NG, _set("amiType", "AL2_x86_64_GPUX"), "amiType", "AL2023_x86_64_NVIDIA"),

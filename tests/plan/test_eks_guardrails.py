@@ -15,6 +15,9 @@ CPU = ("aws:eks/nodeGroup:NodeGroup", "eks-cpu")
 BUCKET = ("aws:s3/bucket:Bucket", "eks-checkpoints")
 BLOCK = ("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "eks-checkpoints-public-access")
 FIS = ("aws:fis/experimentTemplate:ExperimentTemplate", "eks-spot-interruption")
+ECR = ("aws:ecr/repository:Repository", "eks-trainer-images")
+LIFECYCLE = ("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "eks-checkpoints-lifecycle")
+S3_ENDPOINT = ("aws:ec2/vpcEndpoint:VpcEndpoint", "eks-net-s3")
 
 
 def _errors(plan, check):
@@ -85,6 +88,36 @@ def _fis_target(**changes):
         plan.one(*FIS).inputs["targets"][0].update(changes)
 
     return mutate
+
+
+def _without(where):
+    def mutate(plan):
+        plan.resources.remove(plan.one(*where))
+
+    return mutate
+
+
+def _lifecycle_rule(**changes):
+    def mutate(plan):
+        rule = plan.one(*LIFECYCLE).inputs["rules"][0]
+        rule.update(changes)
+        for key in [k for k, v in changes.items() if v is None]:
+            del rule[key]
+
+    return mutate
+
+
+def _endpoint_on_the_public_table(plan):
+    public = plan.one("aws:ec2/routeTable:RouteTable", "eks-net-public")
+    endpoint = plan.one(*S3_ENDPOINT)
+    endpoint.inputs["routeTableIds"] = [public.id]
+    endpoint.property_dependencies["routeTableIds"] = [public.urn]
+
+
+def _endpoint_in_another_vpc(plan):
+    endpoint = plan.one(*S3_ENDPOINT)
+    endpoint.inputs["vpcId"] = "vpc-0123456789abcdef0"
+    endpoint.property_dependencies.pop("vpcId")
 
 
 def _no_ecr_read(plan):
@@ -187,6 +220,24 @@ BROKEN = [
         ["addonVersion='v2.4.1-eksbuild.1'", "keep GPU nodes from scaling down"],
     ),
     (
+        "no metrics-server for a job's HPA",
+        "guardrail:eks-metrics-server",
+        _without(("aws:eks/addon:Addon", "eks-metrics-server")),
+        ["Cluster 'eks'", "addons=None", "the metrics-server add-on", "never reads the workers' CPU"],
+    ),
+    (
+        "metrics-server left to EKS's default",
+        "guardrail:eks-metrics-server",
+        lambda plan: plan.one("aws:eks/addon:Addon", "eks-metrics-server").inputs.pop("addonVersion"),
+        ["Addon 'eks-metrics-server'", "addonVersion=None", "a pinned release, v0.8.0 or newer"],
+    ),
+    (
+        "metrics-server of the line before Kubernetes 1.31",
+        "guardrail:eks-metrics-server",
+        _inputs(("aws:eks/addon:Addon", "eks-metrics-server"), addonVersion="v0.7.2-eksbuild.1"),
+        ["addonVersion='v0.7.2-eksbuild.1'", "upstream's for Kubernetes before 1.31"],
+    ),
+    (
         "NetworkPolicies not enforced (no VPC CNI add-on)",
         "guardrail:eks-network-policy",
         lambda plan: plan.resources.remove(plan.one("aws:eks/addon:Addon", "eks-vpc-cni")),
@@ -221,6 +272,83 @@ BROKEN = [
         "guardrail:eks-checkpoints-kept",
         _inputs(BUCKET, forceDestroy=True),
         ["forceDestroy=True", "empties the bucket"],
+    ),
+    (
+        "image repository that destroy cannot delete once an image is pushed",
+        "guardrail:eks-registry-force-delete",
+        _inputs(ECR, forceDelete=False),
+        ["Repository 'eks-trainer-images'", "forceDelete=False", "RepositoryNotEmptyException"],
+    ),
+    (
+        "image repository without force delete",
+        "guardrail:eks-registry-force-delete",
+        lambda plan: plan.one(*ECR).inputs.pop("forceDelete"),
+        ["forceDelete=None", "stops `pulumi destroy`"],
+    ),
+    (
+        "versioned bucket without a lifecycle",
+        "guardrail:bucket-lifecycle",
+        _without(LIFECYCLE),
+        ["BucketVersioning 'eks-checkpoints-versioning'", "lifecycle.noncurrentVersionExpiration=None", "for ever"],
+    ),
+    (
+        "lifecycle that never expires noncurrent versions",
+        "guardrail:bucket-lifecycle",
+        _lifecycle_rule(noncurrentVersionExpiration=None),
+        ["lifecycle.noncurrentVersionExpiration=None", "noncurrent_days"],
+    ),
+    (
+        "lifecycle that leaves incomplete uploads",
+        "guardrail:bucket-lifecycle",
+        _lifecycle_rule(abortIncompleteMultipartUpload=None),
+        ["lifecycle.abortIncompleteMultipartUpload=None", "days_after_initiation"],
+    ),
+    (
+        "lifecycle rule over one prefix only",
+        "guardrail:bucket-lifecycle",
+        _lifecycle_rule(filter={"prefix": "jobs/"}),
+        ["lifecycle.noncurrentVersionExpiration=None", "over the whole bucket"],
+    ),
+    (
+        "lifecycle rule disabled",
+        "guardrail:bucket-lifecycle",
+        _lifecycle_rule(status="Disabled"),
+        ["lifecycle.noncurrentVersionExpiration=None"],
+    ),
+    (
+        "private subnets reach S3 through the NAT",
+        "guardrail:eks-s3-endpoint",
+        _without(S3_ENDPOINT),
+        [
+            "RouteTable 'eks-net-private'",
+            "s3GatewayEndpoint=None",
+            "of type Gateway for com.amazonaws.us-east-1.s3 in its VPC on this route table",
+            "bills each GB",
+        ],
+    ),
+    (
+        "S3 endpoint on the public route table only",
+        "guardrail:eks-s3-endpoint",
+        _endpoint_on_the_public_table,
+        ["RouteTable 'eks-net-private'", "s3GatewayEndpoint=None"],
+    ),
+    (
+        "S3 endpoint of another region",
+        "guardrail:eks-s3-endpoint",
+        _inputs(S3_ENDPOINT, serviceName="com.amazonaws.eu-west-1.s3"),
+        ["s3GatewayEndpoint=None", "com.amazonaws.us-east-1.s3"],
+    ),
+    (
+        "S3 endpoint of another VPC",
+        "guardrail:eks-s3-endpoint",
+        _endpoint_in_another_vpc,
+        ["RouteTable 'eks-net-private'", "s3GatewayEndpoint=None"],
+    ),
+    (
+        "interface endpoint instead of a gateway",
+        "guardrail:eks-s3-endpoint",
+        _inputs(S3_ENDPOINT, vpcEndpointType="Interface"),
+        ["s3GatewayEndpoint=None", "of type Gateway"],
     ),
     (
         "FIS aimed at the GPU group of every cluster with that name",
@@ -305,3 +433,18 @@ def test_the_autoscalers_chart_and_image_agree(broken_eks_plan, case, check, mut
     mutate(broken_eks_plan)
     found = _errors(broken_eks_plan, check)
     assert any(all(f in str(x) for f in fragments) for x in found), [str(x) for x in found]
+
+
+def test_an_imported_repository_is_the_owners_to_force(broken_eks_plan):
+    """A repository the stack takes back (imported) keeps the deletion its owner chose."""
+    repository = broken_eks_plan.one(*ECR)
+    repository.inputs["forceDelete"] = False
+    broken_eks_plan.imported.append((repository.type, repository.id))
+    assert _errors(broken_eks_plan, "guardrail:eks-registry-force-delete") == []
+
+
+def test_an_unversioned_bucket_needs_no_noncurrent_expiry(broken_eks_plan):
+    _without(LIFECYCLE)(broken_eks_plan)
+    versioning = broken_eks_plan.one("aws:s3/bucketVersioning:BucketVersioning")
+    versioning.inputs["versioningConfiguration"] = {"status": "Suspended"}
+    assert _errors(broken_eks_plan, "guardrail:bucket-lifecycle") == []

@@ -168,3 +168,36 @@ def test_up_stops_at_a_short_quota_before_the_pulumi_cli(monkeypatch, aks_quota)
     # A destroy is never held back by quota.
     assert stacks.missing_prerequisites("aks", "aks-dev", aks_quota, with_quota=False) is None
     assert seen["quota"] is None
+
+
+def test_aws_quota_the_caller_may_not_read_is_a_warning_naming_the_permission(eks_quota):
+    """Service Quotas answers AccessDeniedException (its model's error for a caller without the
+    permission) to a read, or to the default's read after NoSuchResourceException: each quota is
+    said unchecked, with the permissions to grant, and nothing stops `up` (as on Azure)."""
+    client = boto3.client("service-quotas", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    denied = "User: arn:aws:iam::123456789012:user/dev is not authorized to perform: servicequotas:GetServiceQuota"
+    with Stubber(client) as stub:
+        codes = list(dict.fromkeys(n.quota for n in eks_quota.needs))
+        for code in codes[:-1]:
+            stub.add_client_error(
+                "get_service_quota",
+                "AccessDeniedException",
+                denied,
+                400,
+                expected_params={"ServiceCode": "ec2", "QuotaCode": code},
+            )
+        params = {"ServiceCode": "ec2", "QuotaCode": codes[-1]}
+        stub.add_client_error("get_service_quota", "NoSuchResourceException", expected_params=params)
+        stub.add_client_error(
+            "get_aws_default_service_quota", "AccessDeniedException", denied, 400, expected_params=params
+        )
+        found = aws_quota(eks_quota, client)
+        stub.assert_no_pending_responses()
+    assert len(found) == len(eks_quota.needs)
+    assert not any(p.ok for p in found)
+    assert prerequisites.problems(found) == []
+    for p in found:
+        assert p.found.startswith("cannot read it: ") and "AccessDeniedException" in p.found, p.found
+        assert p.found.endswith(": not checked")
+        assert "allow servicequotas:GetServiceQuota and servicequotas:GetAWSDefaultServiceQuota" in p.fix
+        assert p.line().startswith("! quota ")

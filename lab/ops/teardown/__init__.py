@@ -16,7 +16,9 @@ the tags the controllers put on them, and only those:
   provider's load balancers;
 - `AwsSweep`: load balancers (elbv2 and classic), target groups, available ENIs, available
   EBS volumes of PVCs and the controllers' security groups, in the stack's VPC and tagged for
-  its cluster; the checkpoint bucket only when asked;
+  its cluster; the stack's image repository with its images (Pulumi made it, but ECR refuses to
+  delete it unforced once an image is pushed, which stops `pulumi destroy`); the checkpoint
+  bucket only when asked;
 - `LocalTeardown`: the processes a local run (lab.local.LocalTarget) started for a work
   directory, then the directory.
 

@@ -1,5 +1,6 @@
 """Teardown on AWS: load balancers, target groups, ENIs, PVC volumes and controller security
-groups tagged for the stack's cluster in its VPC; the checkpoint bucket only when asked."""
+groups tagged for the stack's cluster in its VPC; the stack's image repository with its images;
+the checkpoint bucket only when asked."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ TARGET_GROUP = "target-group"
 NETWORK_INTERFACE = "network-interface"
 VOLUME = "volume"
 SECURITY_GROUP = "security-group"
+REPOSITORY = "repository"
 BUCKET = "bucket"
 
 # Our stack's tag, the Kubernetes cluster tag (the key names the cluster), and the tags the
@@ -61,6 +63,7 @@ _AWS_GONE = {
     NETWORK_INTERFACE: ("InvalidNetworkInterfaceID.NotFound",),
     VOLUME: ("InvalidVolume.NotFound",),
     SECURITY_GROUP: ("InvalidGroup.NotFound",),
+    REPOSITORY: ("RepositoryNotFoundException",),
     BUCKET: ("NoSuchBucket",),
 }
 # Error codes meaning "not yet": something being deleted still uses it.
@@ -91,16 +94,30 @@ class AwsSweep:
     also when it is the VPC CNI's (description `aws-K8S-...`) in the stack's VPC. Load
     balancers, target groups, ENIs and security groups must be in the stack's VPC. Only EBS
     volumes of PVCs that are `available` and ENIs that are `available` are deleted. The
-    checkpoint bucket is deleted (emptied of every version first) only with
-    `keep_checkpoints=False` and when it carries the stack's cluster tag.
+    stack's image repository (`image_registry`, the stack's imageRegistry output: an ECR
+    repository URL) is deleted with its images (DeleteRepository with force) when it carries the
+    stack's cluster tag: ECR refuses a plain delete of a repository holding images
+    (RepositoryNotEmptyException), so a `pulumi destroy` of a stack made without force_delete
+    fails there, and once the sweep took it, the destroy's own delete finds it gone, which
+    pulumi_aws counts as deleted. The checkpoint bucket is deleted (emptied of every version
+    first) only with `keep_checkpoints=False` and when it carries the stack's cluster tag.
 
-    `clients` maps a service name (elbv2, elb, ec2, s3) to a botocore client used instead of
+    `clients` maps a service name (elbv2, elb, ec2, ecr, s3) to a botocore client used instead of
     one of the lazily made session (tests hand in stubbed or moto clients). A security group
     or target group still used by a load balancer being deleted is retried every `poll_s`
     for up to `busy_timeout_s`."""
 
     name = "aws"
-    ORDER = (CLASSIC_LOAD_BALANCER, LOAD_BALANCER, TARGET_GROUP, NETWORK_INTERFACE, VOLUME, SECURITY_GROUP, BUCKET)
+    ORDER = (
+        CLASSIC_LOAD_BALANCER,
+        LOAD_BALANCER,
+        TARGET_GROUP,
+        NETWORK_INTERFACE,
+        VOLUME,
+        SECURITY_GROUP,
+        REPOSITORY,
+        BUCKET,
+    )
 
     def __init__(
         self,
@@ -111,6 +128,7 @@ class AwsSweep:
         keep_checkpoints: bool = True,
         *,
         checkpoint_bucket: str | None = None,
+        image_registry: str | None = None,
         session: boto3.session.Session | None = None,
         busy_timeout_s: float = 300.0,
         poll_s: float = 10.0,
@@ -122,6 +140,8 @@ class AwsSweep:
         self.vpc_id = vpc_id
         self.keep_checkpoints = keep_checkpoints
         self.checkpoint_bucket = checkpoint_bucket
+        # The repository's name: the URL's path (<account>.dkr.ecr.<region>.amazonaws.com/<name>).
+        self.repository = (image_registry or "").partition("/")[2] or None
         self.busy_timeout_s = busy_timeout_s
         self.poll_s = poll_s
         self._session = session
@@ -143,6 +163,7 @@ class AwsSweep:
         found += self._find_volumes()
         if self.vpc_id:
             found += self._find_security_groups()
+        found += self._find_repository()
         found += self._find_bucket()
         self._found = found
         return found
@@ -186,6 +207,10 @@ class AwsSweep:
         out.append(ApiCall("aws ec2", "describe_volumes", {"Filters": self._volume_filter()}, reads_only=True))
         if self.vpc_id:
             out.append(ApiCall("aws ec2", "describe_security_groups", {"Filters": vpc}, reads_only=True))
+        if self.repository:
+            named = {"repositoryNames": [self.repository]}
+            out.append(ApiCall("aws ecr", "describe_repositories", named, reads_only=True))
+            out.append(ApiCall("aws ecr", "list_tags_for_resource", {"resourceArn": "<its ARN>"}, reads_only=True))
         if self.checkpoint_bucket and not self.keep_checkpoints:
             out.append(ApiCall("aws s3", "get_bucket_tagging", {"Bucket": self.checkpoint_bucket}, reads_only=True))
         placeholders = {
@@ -196,6 +221,8 @@ class AwsSweep:
             VOLUME: "<each volume found>",
             SECURITY_GROUP: "<each security group found>",
         }
+        if self.repository:
+            placeholders[REPOSITORY] = self.repository
         for kind, placeholder in placeholders.items():
             out += [self._delete_call(item) for item in _planned(self._found, kind, placeholder)]
         buckets = [] if self.keep_checkpoints or not self.checkpoint_bucket else [self.checkpoint_bucket]
@@ -336,6 +363,39 @@ class AwsSweep:
             )
         return found
 
+    def _find_repository(self) -> list[Leftover]:
+        """The stack's image repository, when it is still there and tagged for this cluster."""
+        if not self.repository:
+            return []
+        gone = _AWS_GONE[REPOSITORY]
+        reply = self._request("ecr", "describe_repositories", gone=gone, repositoryNames=[self.repository])
+        if reply is GONE or not reply.get("repositories"):
+            return []
+        arn = reply["repositories"][0]["repositoryArn"]
+        listed = self._request("ecr", "list_tags_for_resource", gone=gone, resourceArn=arn)
+        if listed is GONE:
+            return []
+        owner = _aws_tags(listed.get("tags")).get(AWS_CLUSTER_TAG)
+        if owner != self.cluster_name:
+            self.kept.append(
+                Leftover(
+                    REPOSITORY,
+                    self.repository,
+                    self.region,
+                    f"it carries {AWS_CLUSTER_TAG}={owner!r}, not {self.cluster_name!r}: not this stack's to delete",
+                )
+            )
+            return []
+        return [
+            Leftover(
+                REPOSITORY,
+                self.repository,
+                self.region,
+                f"the training image's repository, tagged {AWS_CLUSTER_TAG}={self.cluster_name}: deleted with its "
+                "images (ECR refuses to delete a repository holding images otherwise)",
+            )
+        ]
+
     def _find_bucket(self) -> list[Leftover]:
         bucket = self.checkpoint_bucket
         if not bucket:
@@ -404,6 +464,8 @@ class AwsSweep:
             return ApiCall("aws ec2", "delete_volume", {"VolumeId": item.id})
         if item.kind == SECURITY_GROUP:
             return ApiCall("aws ec2", "delete_security_group", {"GroupId": item.id})
+        if item.kind == REPOSITORY:
+            return ApiCall("aws ecr", "delete_repository", {"repositoryName": item.id, "force": True})
         raise TeardownError(f"the aws sweep deletes {', '.join(self.ORDER)}, not {item.kind}")
 
     def _pages(self, service: str, operation: str, key: str | None, *, gone: Sequence[str] = (), **params: Any) -> Any:

@@ -254,3 +254,86 @@ def test_the_training_image_has_a_repository_the_nodes_pull_from(plan):
     for group in plan.of_type("aws:eks/nodeGroup:NodeGroup"):
         role = group.inputs["nodeRoleArn"].rsplit("/", 1)[-1]
         assert (role, "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly") in attached
+
+
+def test_checkpoint_versions_expire_and_cut_uploads_are_aborted(plan):
+    """The versioned bucket's lifecycle: over the whole bucket, noncurrent versions (pruned
+    checkpoints) expire after a few days, incomplete multipart uploads are aborted, and it is
+    kept with the bucket on destroy."""
+    bucket = plan.one("aws:s3/bucket:Bucket", "eks-checkpoints")
+    lifecycle = plan.one(
+        "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "eks-checkpoints-lifecycle"
+    )
+    assert lifecycle.inputs["bucket"] == bucket.id
+    (rule,) = lifecycle.inputs["rules"]
+    assert rule["status"] == "Enabled" and rule["filter"] == {}
+    assert rule["noncurrentVersionExpiration"] == {"noncurrentDays": 3}
+    assert rule["abortIncompleteMultipartUpload"] == {"daysAfterInitiation": 1}
+    assert rule["expiration"] == {"expiredObjectDeleteMarker": True}
+    assert lifecycle.retain_on_delete is bucket.retain_on_delete is True
+
+
+def test_a_kept_bucket_taken_back_gets_its_lifecycle_without_an_import():
+    """A bucket a destroy kept is imported with its settings; its lifecycle is created again (a
+    bucket kept before it had one has none to import; S3's put replaces a kept one)."""
+    adopted = run_program("eks-dev", {"adoptCheckpoints": '{"bucket": "esl-eks-dev-ckpt-cdd2c713"}'})
+    imported = {typ for typ, _ in adopted.imported}
+    assert {"aws:s3/bucket:Bucket", "aws:s3/bucketVersioning:BucketVersioning"} <= imported
+    assert "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration" not in imported
+    lifecycle = adopted.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+    assert lifecycle.inputs["bucket"] == "esl-eks-dev-ckpt-cdd2c713" and lifecycle.retain_on_delete
+
+
+def test_s3_traffic_of_the_private_subnets_bypasses_the_nat(plan):
+    """A gateway endpoint for S3 in the stack's region on the private route table (the one whose
+    default route is the NAT): image layers and checkpoints do not pay the NAT's per-GB charge."""
+    (endpoint,) = plan.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")
+    (vpc,) = plan.of_type("aws:ec2/vpc:Vpc")
+    private = plan.one("aws:ec2/routeTable:RouteTable", "eks-net-private")
+    nat_route = plan.one("aws:ec2/route:Route", "eks-net-private-default")
+    assert nat_route.inputs["routeTableId"] == private.id and nat_route.inputs["natGatewayId"]
+    assert endpoint.inputs["vpcEndpointType"] == "Gateway"
+    assert endpoint.inputs["serviceName"] == "com.amazonaws.us-east-1.s3"
+    assert endpoint.inputs["vpcId"] == vpc.id and endpoint.inputs["routeTableIds"] == [private.id]
+
+
+def test_an_existing_vpc_gets_no_endpoint_and_no_endpoint_check():
+    from lab.plan.check_list import run_checks
+
+    plan = run_program(
+        "eks-dev",
+        {
+            "existingVpcId": "vpc-0123456789abcdef0",
+            "existingPrivateSubnetIds": '["subnet-0a1b2c3d", "subnet-0e4f5a6b"]',
+        },
+    )
+    assert plan.of_type("aws:ec2/vpcEndpoint:VpcEndpoint") == []
+    (run,) = run_checks(plan, ["guardrail:eks-s3-endpoint"])
+    assert not run.applied
+
+
+def test_the_image_repository_is_deleted_with_its_images(plan):
+    """`pulumi destroy` of a repository holding the pushed image: ECR refuses unless forced."""
+    (repo,) = plan.of_type("aws:ecr/repository:Repository")
+    assert repo.inputs["forceDelete"] is True
+
+
+def test_metrics_server_serves_the_hpa_of_an_autoscaled_job(plan):
+    """EKS serves no metrics.k8s.io without it: the metrics-server add-on, the newest release EKS
+    lists for the Kubernetes version (pinned), created once the CPU group (where it runs: it
+    tolerates neither GPU taint) is there."""
+    addon = plan.one("aws:eks/addon:Addon", "eks-metrics-server")
+    assert addon.inputs["addonName"] == "metrics-server"
+    assert addon.inputs["addonVersion"] == "v0.8.0-eksbuild.2"  # the newest release EKS lists (mocked)
+    assert plan.waits_for(addon, plan.one("aws:eks/nodeGroup:NodeGroup", "eks-cpu"))
+    cpu = plan.one("aws:eks/nodeGroup:NodeGroup", "eks-cpu")
+    assert not cpu.inputs.get("taints")
+    assert all(g.inputs.get("taints") for g in plan.of_type("aws:eks/nodeGroup:NodeGroup") if g is not cpu)
+
+
+def test_a_metrics_server_release_older_than_0_8_is_refused(monkeypatch):
+    from lab.plan import mocks
+
+    monkeypatch.setattr(mocks, "MOCK_METRICS_SERVER_RELEASE", "v0.7.2-eksbuild.1")
+    with pytest.raises(Exception, match=r"metrics-server.*v0\.7\.2-eksbuild\.1.*v0\.8\.0 or newer"):
+        run_program("eks-dev", {})
