@@ -39,7 +39,7 @@ from __future__ import annotations
 from lab.ops.teardown.aws import AwsSweep
 from lab.ops.teardown.azure import AzureSweep
 from lab.ops.teardown.base import Leftover, Sweep, TeardownError
-from lab.ops.teardown.kubernetes import KubernetesSweep
+from lab.ops.teardown.kubernetes import KubernetesSweep, kubernetes_sweep_calls
 from lab.ops.teardown.local import EVENTS_FILE, STORE_LOG, TMP_PREFIX, LocalTeardown
 
 __all__ = [
@@ -53,4 +53,5 @@ __all__ = [
     "LocalTeardown",
     "Sweep",
     "TeardownError",
+    "kubernetes_sweep_calls",
 ]
