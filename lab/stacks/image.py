@@ -89,10 +89,12 @@ def commit_tag(build_args: Sequence[str] = (), run: Callable[..., Any] = subproc
 def _changes(git: Callable[..., bytes]) -> bytes:
     """The checkout's changes as bytes: the binary diff of every tracked file against the
     commit (staged or not), then each untracked file's path and its blob id (its content's
-    hash, as `git hash-object` computes it without writing anything)."""
+    hash, as `git hash-object` computes it without writing anything). A repository nested in
+    the checkout is listed as its folder (`name/`) and counts by its name."""
     diff = git("diff", "HEAD", "--binary", "--no-ext-diff", "--no-color", "--no-textconv")
     paths = [p for p in git("ls-files", "-z", "--others", "--exclude-standard").split(b"\0") if p]
-    blobs = git("hash-object", "--no-filters", "--", *map(os.fsdecode, paths)) if paths else b""
+    files = [os.fsdecode(p) for p in paths if not p.endswith(b"/")]
+    blobs = git("hash-object", "--no-filters", "--", *files) if files else b""
     return diff + b"\0" + b"\0".join(paths) + b"\0" + blobs
 
 

@@ -9,6 +9,7 @@ import inspect
 import json
 import os
 import re
+import shutil
 import subprocess
 
 import boto3
@@ -230,6 +231,11 @@ def test_a_checkouts_tag_names_its_content(checkout):
     (checkout / "runs").mkdir()
     (checkout / "runs" / "events.jsonl").write_text("{}\n")
     assert image.commit_tag() == changed  # what .gitignore excludes does not
+    (checkout / "vendor").mkdir()
+    _git(checkout / "vendor", "init", "-q")  # a repository of its own: it counts by its name
+    nested = image.commit_tag()
+    assert nested not in (changed, clean) and image.commit_tag() == nested
+    shutil.rmtree(checkout / "vendor")
     with_args = image.commit_tag(["TORCH_INDEX_URL=https://x/cu128"])
     assert with_args.startswith(f"{changed}-args-") and image.TAG.match(with_args)
     assert image.commit_tag(["TORCH_INDEX_URL=https://x/cu126"]) != with_args
