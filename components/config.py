@@ -43,7 +43,7 @@ from components.cluster_info import TrainingIdentity
 from components.eks.args import EksClusterArgs
 from components.eks.args import config_fields as eks_fields
 from components.platform.settings import PlatformSettings, parse_mapping
-from lab.vocab.names import CLOUDS, IMAGE_REFERENCE, PROJECT
+from lab.vocab.names import CLOUDS, PROJECT, ImageReference
 from lab.vocab.problems import InvalidInput, Problem, Problems
 from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION, PROJECT_IMAGE
 
@@ -76,8 +76,9 @@ COMMON_KEYS: dict[str, Key] = {
         Key(
             "trainerImage",
             "str",
-            "the training image pushed to the stack's registry (imageRegistry output), e.g. "
-            "<registry>/elastic-spot-lab/trainer:<tag>: the spot-notice handler's image and the jobs' default",
+            "the training image pushed to the stack's registry (imageRegistry output), pinned, as `elastic-lab "
+            "image` sets it: <registry>/elastic-spot-lab/trainer:<tag>@sha256:<digest>; the spot-notice handler's "
+            "image and the jobs' default",
             "common",
         ),
     )
@@ -342,14 +343,18 @@ def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -
 
     version = str(parsed("kubernetesVersion", DEFAULT_KUBERNETES_VERSION))
     trainer_image = parsed("trainerImage", None)
-    if trainer_image is not None and (not isinstance(trainer_image, str) or not IMAGE_REFERENCE.match(trainer_image)):
+    pinned = ImageReference.parse(trainer_image)
+    # The same rule as the spot-notice handler's image (components/platform/settings.py), which
+    # this is unless that is set: what one accepts, the other does.
+    if trainer_image is not None and (pinned is None or not pinned.pinned):
         found.add(
             f"{prefix}trainerImage",
             trainer_image,
-            "a container image reference: <registry>/<path>:<tag> (lower-case path), as `docker push` printed it",
+            "a pinned container image reference (lower-case path): <registry>/<path>:<tag>@sha256:<digest> as "
+            "`elastic-lab image` records it, or by its tag (not latest) or its digest alone",
         )
         trainer_image = None
-    elif trainer_image is not None and str(trainer_image).startswith(f"{PROJECT_IMAGE}:"):
+    elif pinned is not None and pinned.repository == PROJECT_IMAGE:
         found.add(
             f"{prefix}trainerImage",
             trainer_image,

@@ -12,7 +12,9 @@ Stack config (stacks/Pulumi.<stack>.yaml), all keys optional:
       etcd: {image: quay.io/coreos/etcd, tag: v3.5.20}
       spotNoticeHandler:                  # turns Azure's Scheduled Events notice into pod evictions
         enabled: auto                     # auto | true | false (auto: where the cluster needs it, AKS)
-        image: <registry>/elastic-spot-lab/trainer:<tag>   # [elastic-spot-lab:trainerImage]; none yet: not installed
+        image: <registry>/elastic-spot-lab/trainer:<tag>@sha256:<digest>   # [elastic-spot-lab:trainerImage];
+                                          #   none yet: not installed. Pinned: a tag (not latest), a
+                                          #   digest (which alone pins too), or both
       priorityClasses:                    # preserved >= inference > preemptible
         preserved:   {name: elastic-preserved,   value: 1000000}   # etcd, operator, c10d stores; preempts nobody
         inference:   {name: elastic-inference,   value: 100000}    # preempts lower: the workers only
@@ -41,7 +43,7 @@ from typing import Any, ClassVar
 
 from components.cluster_info import TrainingIdentity
 from lab.vocab.job import CheckpointWrites
-from lab.vocab.names import DNS_LABEL, DNS_SUBDOMAIN
+from lab.vocab.names import DNS_LABEL, DNS_SUBDOMAIN, ImageReference
 from lab.vocab.platform_facts import PlatformFacts
 from lab.vocab.pools import PoolPlacement
 from lab.vocab.problems import InvalidInput, Problem, Problems
@@ -62,10 +64,6 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
 _OPERATOR_REF = re.compile(r"^v1\.9\.\d+$")
 _ETCD_TAG = re.compile(r"^v3\.5\.\d+$")
 _IMAGE_REPO = re.compile(r"^[a-z0-9][a-z0-9._/:-]*$")
-# repository:tag, pinned (no `latest`, no tag-less image).
-_PINNED_IMAGE = re.compile(
-    r"^(?P<repo>[a-z0-9][a-z0-9._/-]*(:[0-9]+/[a-z0-9._/-]+)?):(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$"
-)
 _K8S_VERSION = re.compile(r"^v?\d+\.\d+(\.\d+)?$")
 # Keys of `platform` that describe a bring-your-own cluster: components/byo reads them.
 CLUSTER_KEYS = {"pools"}
@@ -202,7 +200,7 @@ class PlatformSettings:
             bad("etcd.tag", self.etcd_tag, "a v3.5.x tag such as v3.5.20 (etcd 3.6 removed the v2 API torch needs)")
         if self.notice_handler not in ("auto", "true", "false"):
             bad("spotNoticeHandler.enabled", self.notice_handler, "auto, true or false")
-        image = _PINNED_IMAGE.match(str(self.notice_handler_image))
+        image = ImageReference.parse(self.notice_handler_image)
         if self.notice_handler_image is None:
             if self.notice_handler == "true":
                 bad(
@@ -211,13 +209,14 @@ class PlatformSettings:
                     "the trainer image pushed to the stack's registry (elastic-spot-lab:trainerImage, or this key) "
                     "when the handler is enabled",
                 )
-        elif not image or image.group("tag") == "latest":
+        elif image is None or not image.pinned:
             bad(
                 "spotNoticeHandler.image",
                 self.notice_handler_image,
-                "an image repository:tag with a pinned tag (not latest) that has this project installed (Dockerfile)",
+                "a pinned image that has this project installed (Dockerfile): repository:tag (not latest), "
+                "repository@sha256:<digest>, or both as `elastic-lab image` records it",
             )
-        elif image.group("repo") == PROJECT_IMAGE:
+        elif image.repository == PROJECT_IMAGE:
             bad(
                 "spotNoticeHandler.image",
                 self.notice_handler_image,
@@ -287,10 +286,13 @@ class PlatformSettings:
         return self.notice_handler == "auto" and notice_from_scheduled_events and self.notice_handler_image is None
 
     @property
-    def notice_handler_image_parts(self) -> tuple[str, str]:
-        """(repository, tag) of the spot-notice handler's image."""
-        repo, _, tag = str(self.notice_handler_image).rpartition(":")
-        return repo, tag
+    def notice_handler_reference(self) -> ImageReference:
+        """The spot-notice handler's image in its parts (repository, tag, digest); ValueError
+        when there is none or it is no image reference (`problems()` says so first)."""
+        image = ImageReference.parse(self.notice_handler_image)
+        if image is None:
+            raise ValueError(f"spotNoticeHandler.image={self.notice_handler_image!r} is no image reference")
+        return image
 
     @property
     def operator_directory(self) -> str:

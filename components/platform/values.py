@@ -43,10 +43,16 @@ def notice_handler_values(settings: PlatformSettings, pools: PoolPlacement) -> d
     """Values for charts/spot-notice-handler: a pod on every GPU spot node (the GPU pools'
     labels and the spot labels: not on an on-demand GPU rank, which gets no notice; their taints
     tolerated), from the project's image, with the preserved priority (a handler preempted by
-    inference would miss the notice it is there for)."""
-    repository, tag = settings.notice_handler_image_parts
+    inference would miss the notice it is there for). The image goes in its parts: a digest,
+    when the reference has one, is what the nodes pull (`repository:tag@digest`); a reference
+    pinned by its digest alone passes an empty tag, which replaces the chart's default."""
+    image = settings.notice_handler_reference
     return {
-        "image": {"repository": repository, "tag": tag},
+        "image": {
+            "repository": image.repository,
+            "tag": image.tag or "",
+            **({"digest": image.digest} if image.digest else {}),
+        },
         "nodeSelector": exactly(pools.spot_gpu_labels, chart_default(NOTICE_CHART, "nodeSelector")),
         "tolerations": [t.toleration() for t in pools.gpu_taints],
         "priorityClassName": settings.priorities.preserved.name,

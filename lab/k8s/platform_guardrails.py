@@ -39,6 +39,7 @@ from lab.k8s.placement import may_select, pins_to, tolerates
 from lab.vocab import checkpoint_location
 from lab.vocab.checkpoint_location import BLOB_CSI_DRIVER, S3_CSI_DRIVER
 from lab.vocab.job import ENV_CHECKPOINT_DIR, LAUNCH_MODULE, TRAINER_UID
+from lab.vocab.names import ImageReference
 from lab.vocab.per_step import ENV_LIGHTHOUSE
 from lab.vocab.platform_facts import PlatformFacts, lighthouse_name, store_name
 
@@ -423,9 +424,8 @@ def etcd_image_v35(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
         for c in containers((pod_template(obj) or {}).get("spec") or {}):
             where = f"{object_id(obj)} container {c.get('name')}"
             image = c.get("image", "")
-            ref = image.split("@", 1)[0]
-            tag = ref.rsplit(":", 1)[1] if ":" in ref.rsplit("/", 1)[-1] else ""
-            if not ETCD_TAG.match(tag):
+            ref = ImageReference.parse(image)
+            if ref is None or not ETCD_TAG.match(ref.tag or ""):
                 out.append(
                     Violation(
                         where,

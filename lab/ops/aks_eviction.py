@@ -38,6 +38,7 @@ from azure.mgmt.compute import ComputeManagementClient
 
 from lab.ops.azure_errors import LOGIN_HELP, cloud_message, credential_cause
 from lab.ops.eviction import ApiCall, EvictionError, EvictionRefused, EvictionStarted, Node
+from lab.vocab.placeholders import placeholder
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -166,8 +167,9 @@ class AksVmssEvictor:
         """The requests `check` then `evict` make for `node`, in order; makes none itself.
 
         Each call's params are the SDK method's arguments, preceded by the subscription the
-        ComputeManagementClient is made for."""
-        target = self._target(node)
+        ComputeManagementClient is made for. A node a dry run stands in for (`Node.to_be_found`)
+        gets placeholders for what only its providerID tells."""
+        target = self._target(node) if node.known else self._placeholder_target()
         scale_set = {
             "subscription_id": target.subscription_id,
             "resource_group_name": target.resource_group,
@@ -253,6 +255,16 @@ class AksVmssEvictor:
         return EvictionStarted(node=node.name, backend=self.name, detail=detail)
 
     # ------------------------------------------------------------------ helpers
+    def _placeholder_target(self) -> VmssInstance:
+        """The scale set instance of a node not known yet: the stack's node resource group, the
+        rest placeholders."""
+        return VmssInstance(
+            subscription_id=self.subscription_id or placeholder("the node's subscription"),
+            resource_group=self.node_resource_group,
+            vmss=placeholder(f"the scale set of the node's pool, one of {', '.join(self.spot_pool_names)}"),
+            instance_id=placeholder("the node's instance id"),
+        )
+
     def _target(self, node: Node) -> VmssInstance:
         """The node's scale set instance, once it is known to be in the stack's subscription and
         node resource group (EvictionRefused otherwise: a node of another cluster). The resource

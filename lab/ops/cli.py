@@ -128,7 +128,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "`up` installs the spot-notice handler from it and jobs run it by default.",
     )
     q.add_argument("-s", "--stack", help=f"a deployed aks or eks stack {STACK_DEFAULT}")
-    q.add_argument("--tag", help="the image's tag [the checkout's commit, -dirty with changes]")
+    q.add_argument(
+        "--tag",
+        help="the image's tag, one the registry does not hold yet on EKS (ECR's tags are immutable) [the checkout's "
+        "commit; with changes -dirty-<their hash>; with --build-arg -args-<their hash>]",
+    )
     q.add_argument(
         "--build-arg",
         action="append",
@@ -433,9 +437,10 @@ def image_main(args: argparse.Namespace) -> int:
         bad = [b for b in args.build_arg if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", b)]
         if bad:
             raise InvalidInput([Problem("--build-arg", b, "KEY=VALUE, e.g. TORCH_INDEX_URL=...") for b in bad])
-        tag = args.tag or image.commit_tag()
+        tag = args.tag or image.commit_tag(args.build_arg)
         if not image.TAG.match(tag):
             raise InvalidInput([Problem("--tag", tag, "a Docker tag: letters, digits, '_', '.', '-', at most 128")])
+        earlier = None  # the image ECR already holds under this tag
         if args.dry_run:
             registry = f"<imageRegistry of {args.stack}>"
             reference = f"{registry}:{tag}" if cloud == "eks" else f"{registry}/{image.IMAGE_PATH}:{tag}"
@@ -444,15 +449,22 @@ def image_main(args: argparse.Namespace) -> int:
             outputs = read_outputs(args.stack)
             registry = outputs.need("image_registry")
             reference = image.image_reference(cloud, registry, tag)
-            steps = image.login_steps(cloud, registry, outputs.region)
+            earlier = image.earlier_push(cloud, registry, tag, outputs.region, tag_given=bool(args.tag))
+            steps = [] if earlier else image.login_steps(cloud, registry, outputs.region)
         steps += image.build_steps(reference, args.build_arg)
         if args.dry_run:
+            if cloud == "eks":
+                print(f"would look {tag} up in the stack's ECR repository: an image pushed under it is used as is")
             for step in steps:
                 print(f"would {step}")
             print(f"would set {image.TRAINER_IMAGE_KEY}={reference}@<its digest> in stack {args.stack!r}")
             return 0
-        image.run_steps(steps, say=lambda line: print(line, flush=True))
-        reference = image.pushed_reference(reference)
+        if earlier:
+            print(f"{reference} is in the stack's registry already (built from the same content): not built again")
+            reference = earlier
+        else:
+            image.run_steps(steps, say=lambda line: print(line, flush=True))
+            reference = image.pushed_reference(reference)
         image.remember(args.stack, reference)
         print(f"{image.TRAINER_IMAGE_KEY}={reference}; next: elastic-lab up --stack {args.stack}")
         return 0

@@ -241,24 +241,7 @@ class ClusterDrill:
     def planned_calls(self) -> list[str]:
         """Every API call a run would make, in order, without making any that changes
         anything (a dry run): reading the cluster picks the node as a run would."""
-        cfg, out = self.cfg, []
-        if cfg.objects is not None:
-            for obj in cfg.objects:
-                how = (
-                    "kubeflow-training: TrainingClient.create_job"
-                    if obj["kind"] == jobs.PYTORCHJOB
-                    else "kubernetes: create"
-                )
-                out.append(f"{how}({obj['kind']} {cfg.namespace}/{obj['metadata']['name']})")
-        out.append(
-            f"kubernetes: poll every {cfg.poll_s:g} s: get PyTorchJob {cfg.namespace}/{cfg.job}, list its pods, "
-            "follow their logs, list the GPU pool's nodes"
-        )
-        node = self._node_for_plan()
-        out.append(f"kubernetes: read_node({node.name}) and check its labels against the GPU spot pool")
-        out += [str(call) + ("  [read]" if call.reads_only else "") for call in cfg.evictor.calls(node)]
-        out.append("kubernetes: poll as above until the job succeeds or fails, or the deadline passes")
-        return out
+        return planned_calls(self.cfg, self._node_for_plan())
 
     def _node_for_plan(self) -> Node:
         if self.cfg.node or (self.cfg.objects is None and self._running_pods()):
@@ -350,6 +333,28 @@ class ClusterDrill:
             report.problems.append(f"the deadline ({cfg.timeout_s:g} s) passed before the job finished")
         report.problems[:0] = problems
         return report
+
+
+def planned_calls(cfg: ClusterDrillConfig, node: Node) -> list[str]:
+    """Every API call a drill of `cfg` makes, in order, when it evicts `node`: one of the
+    cluster's, or one a dry run that cannot ask the cluster stands in for (`Node.to_be_found`)."""
+    out = []
+    if cfg.objects is not None:
+        for obj in cfg.objects:
+            how = (
+                "kubeflow-training: TrainingClient.create_job"
+                if obj["kind"] == jobs.PYTORCHJOB
+                else "kubernetes: create"
+            )
+            out.append(f"{how}({obj['kind']} {cfg.namespace}/{obj['metadata']['name']})")
+    out.append(
+        f"kubernetes: poll every {cfg.poll_s:g} s: get PyTorchJob {cfg.namespace}/{cfg.job}, list its pods, "
+        "follow their logs, list the GPU pool's nodes"
+    )
+    out.append(f"kubernetes: read_node({node.name}) and check its labels against the GPU spot pool")
+    out += [str(call) + ("  [read]" if call.reads_only else "") for call in cfg.evictor.calls(node)]
+    out.append("kubernetes: poll as above until the job succeeds or fails, or the deadline passes")
+    return out
 
 
 def _exit_code(pod: Any) -> int | None:

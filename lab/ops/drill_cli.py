@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from lab.ops.cli import connected, run_command, stack_target_of
+from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import job_spec as job_fields_spec
 from lab.vocab.problems import InvalidInput, Problem
 
@@ -83,7 +85,12 @@ def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argpar
         action="store_true",
         help="eks: start the stack's FIS template as is (FIS picks an instance) instead of aiming at --node",
     )
-    c.add_argument("--dry-run", action="store_true", help="print every API call the drill would make, make none")
+    c.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print every API call the drill would make, make none (where the deployed stack cannot be read "
+        "here: from its offline plan, with placeholders)",
+    )
     c.add_argument(
         "--deadline",
         type=float,
@@ -116,15 +123,13 @@ def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argpar
     p.set_defaults(func=dispatch)
 
 
-def _evictor(name: str, args: argparse.Namespace, target: Any, kube: Any) -> Any:
-    """The eviction backend, built from the deployed stack's outputs."""
+def _evictor(name: str, args: argparse.Namespace, kube: Any, outputs: Any) -> Any:
+    """The eviction backend, built from the stack's outputs (a cloud's backend) or the cluster
+    (a drain; `kube` None: a dry run's, which only lists its calls)."""
     if name == "kubernetes":
         from lab.ops.drain import KubernetesDrainEvictor
 
         return KubernetesDrainEvictor(kube, delete_node=args.delete_node)
-    from lab.stacks.outputs import read_outputs
-
-    outputs = read_outputs(target.stack)
     if name == "aks":
         from lab.ops.aks_eviction import AksVmssEvictor
 
@@ -145,12 +150,47 @@ def _evictor(name: str, args: argparse.Namespace, target: Any, kube: Any) -> Any
     )
 
 
+def _rehearse(cfg: Any, target: Any, spec: JobSpec | None, why: str) -> None:
+    """The drill's dry run from the stack's offline plan (lab.ops.rehearsal): the job, the
+    calls in order with a node to be found, and what a real run needs besides."""
+    from lab.ops import rehearsal
+    from lab.ops.aks_eviction import EVICT_PERMISSION, READ_PERMISSION
+    from lab.ops.drill import planned_calls
+    from lab.ops.eviction import Node
+    from lab.vocab.placeholders import placeholder
+
+    lines = rehearsal.header("the drill", target.stack, why)
+    if spec is not None:
+        lines.append(
+            f"  run the job {spec.name} ({spec.min_nodes}..{spec.max_nodes} nodes) from the image {spec.image}, and "
+            f"evict a node once it trained step {cfg.evict_at_step} at full size, through {cfg.evictor.name}:"
+        )
+    else:
+        lines.append(
+            f"  evict a node of the running job {cfg.job} once it trained step {cfg.evict_at_step}, through "
+            f"{cfg.evictor.name}:"
+        )
+    node = Node.to_be_found(cfg.node or placeholder("a Ready node of the GPU spot pool, found when the drill runs"))
+    lines += [f"    {call}" for call in planned_calls(cfg, node)]
+    access = {
+        "aks": f"Azure credentials (`az login`) allowed {READ_PERMISSION} and {EVICT_PERMISSION} on the node "
+        "resource group",
+        "eks": "AWS credentials (`aws configure` or `aws sso login`) allowed the ec2 and fis calls above, and to pass "
+        "the stack's FIS role",
+    }
+    lines += rehearsal.needs(target.cloud, target.stack, access.get(cfg.evictor.name))
+    print("\n".join(lines))
+
+
 def drill_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.drill.cli import DEFAULT_STEPS
         from lab.drill.plot import plot_timeline
-        from lab.ops import jobs
+        from lab.ops import jobs, rehearsal
         from lab.ops.drill import ClusterDrill, ClusterDrillConfig
+        from lab.ops.kube import KubeError
+        from lab.stacks.automation import StackError
+        from lab.stacks.outputs import read_outputs
         from lab.submit.core import render_job
 
         target = stack_target_of(args.stack)
@@ -172,10 +212,10 @@ def drill_main(args: argparse.Namespace) -> int:
             spec, objects = job.spec, job.objects
             name = spec.name
         evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, (args.steps or DEFAULT_STEPS) // 4)
-        with connected(args, target) as (kube, namespace):
-            evictor = _evictor(backend, args, target, kube)
-            workdir = Path(args.workdir or f"runs/cluster-drill-{name}").absolute()
-            cfg = ClusterDrillConfig(
+        workdir = Path(args.workdir or f"runs/cluster-drill-{name}").absolute()
+
+        def config(namespace: str, evictor: Any, checkpoint_every: int) -> ClusterDrillConfig:
+            return ClusterDrillConfig(
                 namespace=namespace,
                 job=name,
                 evictor=evictor,
@@ -187,8 +227,27 @@ def drill_main(args: argparse.Namespace) -> int:
                 force=args.force,
                 evict_at_step=evict_at,
                 target_steps=None if args.job or args.script else (args.steps or DEFAULT_STEPS),
-                checkpoint_every=spec.checkpoint_every_steps if spec else jobs.checkpoint_every(kube, name, namespace),
+                checkpoint_every=checkpoint_every,
                 timeout_s=args.deadline,
+            )
+
+        with ExitStack() as context:
+            try:
+                outputs = read_outputs(target.stack) if backend != "kubernetes" else None
+                kube, namespace = context.enter_context(connected(args, target))
+            except (StackError, KubeError) as exc:
+                if not args.dry_run:
+                    raise
+                # Nothing of the deployed stack can be read here: the drill from its offline plan.
+                planned = rehearsal.planned_outputs(target.stack) if backend != "kubernetes" else None
+                cfg = config(args.namespace or target.facts.namespace, _evictor(backend, args, None, planned), 0)
+                _rehearse(cfg, target, spec, str(exc))
+                return 0
+            evictor = _evictor(backend, args, kube, outputs)
+            cfg = config(
+                namespace,
+                evictor,
+                spec.checkpoint_every_steps if spec else jobs.checkpoint_every(kube, name, namespace),
             )
             drill = ClusterDrill(cfg, kube, say=lambda line: print(line, file=sys.stderr, flush=True))
             if args.dry_run:

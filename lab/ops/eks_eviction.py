@@ -46,6 +46,7 @@ from botocore.exceptions import (
 
 from lab.ops.eviction import ApiCall, EvictionError, EvictionRefused, EvictionStarted, Node
 from lab.vocab.aws_tags import EKS_CLUSTER_NAME_TAG, EKS_NODEGROUP_TAG, FIS_SPOT_INTERRUPTION
+from lab.vocab.placeholders import is_placeholder, placeholder
 
 if TYPE_CHECKING:
     import boto3.session
@@ -203,8 +204,9 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
         """Every request a drill with this backend makes, in order, with the values known
         before any is made (the others in <angle brackets>): check(), evict() (its
         get_experiment repeats until the experiment runs) and, for a one-off template,
-        cleanup(). Makes no request."""
-        _, instance_id = parse_provider_id(node.provider_id)
+        cleanup(). Makes no request. A node a dry run stands in for (`Node.to_be_found`) gets
+        a placeholder instance id."""
+        instance_id = parse_provider_id(node.provider_id)[1] if node.known else placeholder("the node's instance id")
         ec2, fis = "aws ec2", "aws fis"
         first = [ApiCall(ec2, "describe_instances", {"InstanceIds": [instance_id]}, reads_only=True)]
         if not self.target_instance:
@@ -218,7 +220,7 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
         role = self.role_arn or "<the stack template's roleArn>"
         arn = (
             self._instance_arn(instance_id, self.role_arn)
-            if self.role_arn
+            if self.role_arn and not is_placeholder(self.role_arn)
             else f"arn:aws:ec2:{self.region}:<the role's account>:instance/{instance_id}"
         )
         one_off = self._one_off_params(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lab.vocab.errors import LabError
+from lab.vocab.placeholders import is_placeholder, placeholder
 from lab.vocab.pools import CAPACITY_LABEL, CAPACITY_SPOT
 
 
@@ -53,6 +54,18 @@ class Node:
             ready=ready,
             unschedulable=bool(node.spec and node.spec.unschedulable),
         )
+
+    @classmethod
+    def to_be_found(cls, name: str) -> Node:
+        """A node a dry run cannot look up (no cluster to ask), by its name or a placeholder
+        for it: its providerID is a placeholder, and a backend shows its calls for it with
+        placeholders for what only the providerID tells."""
+        return cls(name=name, provider_id=placeholder("its providerID"))
+
+    @property
+    def known(self) -> bool:
+        """Whether this is a node of a cluster, not one a dry run stands in for."""
+        return not is_placeholder(self.provider_id)
 
 
 @dataclass(frozen=True)

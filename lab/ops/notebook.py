@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from lab.vocab.layout import ROOT
-from lab.vocab.names import PROJECT
+from lab.vocab.names import PROJECT, image_repository
 from lab.vocab.problems import InvalidInput, Problem
 from lab.vocab.versions import PROJECT_IMAGE, PROJECT_IMAGE_TAG
 
@@ -114,7 +114,7 @@ def check_image(target: Target, image: str | None) -> str:
     )
     if not chosen:
         raise MissingPrerequisite(f"stack {target.name!r} has no trainerImage yet: {fix}")
-    if chosen == PROJECT_IMAGE or chosen.startswith((f"{PROJECT_IMAGE}:", f"{PROJECT_IMAGE}@")):
+    if image_repository(chosen) == PROJECT_IMAGE:
         raise MissingPrerequisite(f"{chosen} is the Dockerfile's name, which nothing publishes: {fix}")
     return chosen
 

@@ -10,7 +10,10 @@ groups, ENIs, volumes, security groups of the cluster, and the stack's image rep
 images, which ECR refuses to delete unforced). Those leftovers are what makes a destroy
 fail: when it does, the sweep runs first and the destroy once more. Checkpoint storage is kept unless
 --delete-checkpoints. `--dry-run` lists what would be deleted and the calls, deleting nothing;
-without --yes a person confirms. A second run finds nothing and changes nothing.
+where the deployed stack or its cluster cannot be read here, it says each step and its calls from
+the stack's offline plan, placeholders in <angle brackets> for what only the cloud knows, and what a
+real run needs besides. Without --yes a person confirms. A second run finds nothing and changes
+nothing.
 
 The local target: every process a local run started for a work directory (`--workdir`, or
 every run under runs/), then the directory.
@@ -22,6 +25,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,12 +97,18 @@ def _local(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cloud_sweep(cloud: str, outputs: StackOutputs, args: argparse.Namespace) -> Any:
+def _cloud_sweep(cloud: str, outputs: StackOutputs, args: argparse.Namespace, *, rehearsal: bool = False) -> Any:
+    """The sweep of what the stack's cluster left in its cloud (None: a byo cluster's cloud is
+    not ours). A `rehearsal` (a dry run from the offline plan) takes a placeholder for the Azure
+    subscription a real run must be given."""
     keep = not args.delete_checkpoints
     if cloud == "aks":
         from lab.ops.teardown import AzureSweep
+        from lab.vocab.placeholders import placeholder
 
         subscription = args.subscription or os.environ.get("AZURE_SUBSCRIPTION_ID")
+        if not subscription and rehearsal:
+            subscription = placeholder("the stack's subscription: --subscription or $AZURE_SUBSCRIPTION_ID")
         if not subscription:
             raise InvalidInput(
                 [Problem("--subscription", None, "the stack's Azure subscription id (or $AZURE_SUBSCRIPTION_ID)")]
@@ -126,6 +136,47 @@ def _cloud_sweep(cloud: str, outputs: StackOutputs, args: argparse.Namespace) ->
     return None
 
 
+def _rehearse(args: argparse.Namespace, target: Any, why: str) -> int:
+    """The teardown's dry run from the stack's offline plan (lab.ops.rehearsal): each step in
+    order with the calls it makes, placeholders for what is found, and what a real run needs."""
+    from lab.ops import rehearsal
+    from lab.ops.teardown import kubernetes_sweep_calls
+
+    cloud = None
+    if target.cloud in ("aks", "eks"):
+        cloud = _cloud_sweep(target.cloud, rehearsal.planned_outputs(args.stack), args, rehearsal=True)
+    namespace = args.namespace or target.facts.namespace
+    kept = "" if args.delete_checkpoints else ", keeping the checkpoint claims"
+    lines = rehearsal.header("the teardown", args.stack, why)
+    lines.append(
+        f"  1. on the cluster, in namespace {namespace}: delete the training jobs and LoadBalancer Services{kept}"
+    )
+    lines += [f"    would call {call}" for call in kubernetes_sweep_calls(namespace, not args.delete_checkpoints)]
+    keeps = target.cloud in ("aks", "eks") and not args.delete_checkpoints
+    storage = ", keeping the checkpoint storage for the next `up` to take back" if keeps else ""
+    lines.append(f"  2. pulumi destroy of stack {args.stack!r}{storage}")
+    if cloud is not None:
+        lines.append(
+            f"  3. delete what the cluster's controllers left in the cloud ({target.cloud}) outside Pulumi's state "
+            "(should the destroy fail, this runs first and the destroy once more)"
+        )
+        lines += [f"    would call {call}" for call in cloud.calls()]
+    access = {
+        "aks": "Azure credentials (`az login`) in the stack's subscription (--subscription or $AZURE_SUBSCRIPTION_ID), "
+        "allowed the calls above",
+        "eks": "AWS credentials (`aws configure` or `aws sso login`) allowed the aws calls above",
+    }
+    lines += rehearsal.needs(
+        target.cloud,
+        args.stack,
+        "the Pulumi CLI, logged in to the stack's backend: the destroy runs through it" if cloud is None else None,
+        access.get(target.cloud),
+        None if args.yes else "a person to answer yes before anything is deleted (or --yes)",
+    )
+    print("\n".join(lines))
+    return 0
+
+
 def _stack(args: argparse.Namespace) -> int:
     from lab.ops.kube import KubeError
     from lab.ops.teardown import KubernetesSweep, TeardownError
@@ -138,11 +189,19 @@ def _stack(args: argparse.Namespace) -> int:
         try:
             outputs = read_outputs(args.stack)
         except StackError as exc:
+            if args.dry_run:
+                return _rehearse(args, target, str(exc))
             print(f"note: {exc}; only what the cluster and the stack's own state still hold can go", file=sys.stderr)
     cloud = _cloud_sweep(target.cloud, outputs, args) if outputs else None
     plan: list[tuple[str, Any, list[Any]]] = []
     try:
-        with connected(args, target) as (kube, namespace):
+        with ExitStack() as context:
+            try:
+                kube, namespace = context.enter_context(connected(args, target))
+            except KubeError as exc:
+                if args.dry_run:
+                    return _rehearse(args, target, str(exc))
+                raise
             k8s = KubernetesSweep(kube, namespace, keep_checkpoints=not args.delete_checkpoints)
             plan.append(("on the cluster", k8s, k8s.find()))
             if cloud is not None:

@@ -8,7 +8,11 @@ Steps, each said before it runs (`--dry-run` says them and runs none):
    password exists); EKS through ECR's GetAuthorizationToken (boto3), handed to `docker login`
    on its standard input, never on a command line or in a log;
 3. `docker build --platform linux/amd64` (the GPU nodes' architecture, whatever this machine's)
-   and `docker push`, tagged with the commit (ECR tags are immutable: a new commit, a new tag);
+   and `docker push`, tagged with what the image is built from: the commit, and for a checkout
+   with changes a hash of them (`<commit>-dirty-<hash>`), and of the build arguments given
+   (`-args-<hash>`). ECR tags are immutable, so the same content gets the same tag and other
+   content another: an EKS stack whose repository already holds the tag reuses that image
+   (ECR DescribeImages) instead of a push ECR would refuse;
 4. `elastic-spot-lab:trainerImage` set in the stack's config (the Automation API) to the pushed
    image by its digest (`repo:tag@sha256:...`, the digest the registry gave it): the next `up`
    installs the spot-notice handler from it, and jobs run it unless given `--image`, each node
@@ -18,23 +22,25 @@ Steps, each said before it runs (`--dry-run` says them and runs none):
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lab.stacks.automation import StackError
 from lab.vocab.layout import ROOT
-from lab.vocab.names import IMAGE_REFERENCE, PROJECT
+from lab.vocab.names import IMAGE_REFERENCE, PROJECT, ImageReference
+from lab.vocab.problems import InvalidInput, Problem
 
 DOCKER_INSTALL = "https://docs.docker.com/engine/install/"
 IMAGE_PATH = "elastic-spot-lab/trainer"  # under an ACR login server
 TRAINER_IMAGE_KEY = f"{PROJECT}:trainerImage"
 TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
 
 
 @dataclass(frozen=True)
@@ -59,16 +65,90 @@ def image_reference(cloud: str, registry: str, tag: str) -> str:
     return image
 
 
-def commit_tag(run: Callable[..., Any] = subprocess.run) -> str:
-    """The checkout's short commit, with `-dirty` when it has uncommitted changes."""
+def commit_tag(build_args: Sequence[str] = (), run: Callable[..., Any] = subprocess.run) -> str:
+    """The image's tag, named after what it is built from: the checkout's short commit; with
+    uncommitted changes `-dirty-` and a hash of them (the diff against the commit and every
+    untracked file that .gitignore does not exclude, by content); with build arguments
+    `-args-` and a hash of them. The same content gives the same tag, other content another:
+    ECR refuses to move a tag (immutable tags), so a tag must never name two images."""
+
+    def git(*argv: str) -> bytes:
+        return bytes(run(["git", "-C", str(ROOT), *argv], capture_output=True, check=True).stdout)
+
     try:
-        sha = run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
-        )
-        dirty = run(["git", "-C", str(ROOT), "status", "--porcelain"], capture_output=True, text=True, check=True)
+        tag = git("rev-parse", "--short=12", "HEAD").decode().strip()
+        if git("status", "--porcelain", "--untracked-files=all").strip():
+            tag += f"-dirty-{_short_hash(_changes(git))}"
     except (OSError, subprocess.CalledProcessError) as exc:
         raise StackError(f"cannot name the image after the commit ({exc}); pass --tag") from None
-    return str(sha.stdout).strip() + ("-dirty" if str(dirty.stdout).strip() else "")
+    if build_args:
+        tag += f"-args-{_short_hash(chr(0).join(build_args).encode())}"
+    return tag
+
+
+def _changes(git: Callable[..., bytes]) -> bytes:
+    """The checkout's changes as bytes: the binary diff of every tracked file against the
+    commit (staged or not), then each untracked file's path and its blob id (its content's
+    hash, as `git hash-object` computes it without writing anything). A repository nested in
+    the checkout is listed as its folder (`name/`) and counts by its name."""
+    diff = git("diff", "HEAD", "--binary", "--no-ext-diff", "--no-color", "--no-textconv")
+    paths = [p for p in git("ls-files", "-z", "--others", "--exclude-standard").split(b"\0") if p]
+    files = [os.fsdecode(p) for p in paths if not p.endswith(b"/")]
+    blobs = git("hash-object", "--no-filters", "--", *files) if files else b""
+    return diff + b"\0" + b"\0".join(paths) + b"\0" + blobs
+
+
+def _short_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def earlier_push(
+    cloud: str, registry: str, tag: str, region: str | None, *, tag_given: bool, ecr: Any = None
+) -> str | None:
+    """The image already pushed under `tag` to an EKS stack's ECR repository, pinned to its
+    digest, to use instead of building (None: build and push). ECR tags are immutable, so a
+    push would fail; a tag named after the content (`commit_tag`) names the same image, but a
+    tag given with --tag may not: that is refused, naming the image that holds it."""
+    if cloud != "eks":
+        return None  # an ACR's tags move on push
+    earlier = pushed_before(registry, tag, region, ecr)
+    if earlier is not None and tag_given:
+        raise InvalidInput(
+            [
+                Problem(
+                    "--tag",
+                    tag,
+                    f"a tag the stack's ECR repository does not hold yet (its tags are immutable: {earlier} has it); "
+                    "or no --tag, to name the image after the checkout's commit and changes",
+                )
+            ]
+        )
+    return earlier
+
+
+def pushed_before(registry: str, tag: str, region: str | None, ecr: Any = None) -> str | None:
+    """`registry:tag@sha256:...` when the stack's ECR repository already holds `tag` (None: it
+    does not yet), through ECR's DescribeImages. `ecr`: a boto3 ECR client (made when None)."""
+    import boto3
+
+    client = ecr or boto3.client("ecr", region_name=region)
+    host, _, repository = registry.partition("/")  # <account>.dkr.ecr.<region>.amazonaws.com/<repository>
+    registry_id = host.split(".", 1)[0]
+    try:
+        found = client.describe_images(registryId=registry_id, repositoryName=repository, imageIds=[{"imageTag": tag}])[
+            "imageDetails"
+        ]
+    except client.exceptions.ImageNotFoundException:
+        return None
+    except client.exceptions.RepositoryNotFoundException:
+        raise StackError(
+            f"the stack's ECR repository {repository} does not exist in account {registry_id}: is the stack "
+            "deployed (`elastic-lab up`)?"
+        ) from None
+    digests = {d.get("imageDigest") for d in found} - {None}
+    if len(digests) != 1:
+        raise StackError(f"ECR answered {len(digests)} images for the tag {tag} of {repository}, expected one")
+    return f"{registry}:{tag}@{digests.pop()}"
 
 
 def login_steps(cloud: str, registry: str, region: str | None, ecr: Any = None) -> list[Step]:
@@ -126,8 +206,11 @@ def run_steps(steps: Sequence[Step], say: Callable[[str], None], run: Callable[.
 
 def pushed_reference(image: str, run: Callable[..., Any] = subprocess.run) -> str:
     """`image` pinned to the digest the registry gave it on push (Docker records it among the
-    image's RepoDigests, `repo@sha256:...`)."""
-    repository = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+    image's RepoDigests, `repo@sha256:...`): `repo:tag@sha256:...`."""
+    pushed = ImageReference.parse(image)
+    if pushed is None:
+        raise StackError(f"the image reference {image!r} is not one Docker takes")
+    repository = pushed.repository
     try:
         found = run(
             ["docker", "image", "inspect", "--format", "{{json .RepoDigests}}", image],
@@ -139,9 +222,9 @@ def pushed_reference(image: str, run: Callable[..., Any] = subprocess.run) -> st
     except (OSError, subprocess.CalledProcessError, ValueError) as exc:
         raise StackError(f"the digest of the pushed image {image} could not be read ({exc})") from None
     for entry in digests:
-        name, _, digest = str(entry).partition("@")
-        if name == repository and DIGEST.match(digest):
-            return f"{image}@{digest}"
+        found = ImageReference.parse(entry)
+        if found is not None and found.repository == repository and found.digest and found.tag is None:
+            return str(replace(pushed, digest=found.digest))
     raise StackError(f"docker knows no digest of {repository} after the push (RepoDigests: {digests})")
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from lab.stacks.automation import PULUMI_INSTALL, StackError
 from lab.vocab.layout import ROOT
+from lab.vocab.placeholders import placeholder
 
 # Output name (as the program exports it) -> the record's field.
 _OUTPUT_FIELDS = {
@@ -41,6 +42,25 @@ _OUTPUT_FIELDS = {
     "imageRegistry": "image_registry",
     "gpuRanks": "gpu_ranks",
 }
+# The outputs the offline plan (lab.plan.harness) knows as a deployment of the stack will have
+# them: the names its config gives or derives from its own names. The others are the cloud's to
+# choose (ids, ARNs, a VPC, a bucket's suffix) or derive from the subscription or account, which
+# the offline plan mocks; the kubeconfig is a secret of the cluster.
+_PLANNED_OUTPUTS = frozenset(
+    {
+        "kubeconfigPath",
+        "clusterName",
+        "resourceGroupName",
+        "nodeResourceGroup",
+        "poolNames",
+        "region",
+        "nodeGroupNames",
+        "platformNamespace",
+        "etcdHost",
+        "checkpointClaim",
+        "gpuRanks",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -92,6 +112,19 @@ class StackOutputs:
                 value = str(value)
             values[attr] = value
         return cls(stack=stack, **values)
+
+    @classmethod
+    def planned(cls, stack: str, outputs: Mapping[str, Any]) -> StackOutputs:
+        """The record of the outputs of the stack's offline plan, for a dry run that cannot read
+        the deployed stack: each output the plan cannot know a placeholder naming it, the
+        kubeconfig none."""
+        known = {name: value for name, value in outputs.items() if name in _PLANNED_OUTPUTS}
+        unknown = {
+            name: placeholder(f"{name} of {stack}: known once deployed")
+            for name in _OUTPUT_FIELDS
+            if name not in _PLANNED_OUTPUTS and name != "kubeconfig" and outputs.get(name) is not None
+        }
+        return cls.from_outputs(stack, {**known, **unknown})
 
     def need(self, attr: str) -> str:
         """The value of field `attr`; StackError naming the output when the stack has none."""

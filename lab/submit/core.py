@@ -24,7 +24,7 @@ from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.errors import LabError
 from lab.vocab.job import JobSpec
 from lab.vocab.layout import JOB_CHART
-from lab.vocab.names import BYO_CLUSTER_TYPE, PLATFORM_TYPE, PROJECT
+from lab.vocab.names import BYO_CLUSTER_TYPE, PLATFORM_TYPE, PROJECT, image_repository
 from lab.vocab.platform_facts import PlatformFacts
 from lab.vocab.problems import InvalidInput, Problem, Problems
 from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION, PROJECT_IMAGE
@@ -211,7 +211,7 @@ def render_job(
     """The job for the stack's platform, validated and guarded (raises on problems)."""
     if sizing is not None:
         sizing.problems(spec, target.facts).raise_if_any()
-    if target.cloud != "byo" and spec.image.startswith(f"{PROJECT_IMAGE}:"):
+    if target.cloud != "byo" and image_repository(spec.image) == PROJECT_IMAGE:
         # A byo cluster may hold a local build under that name (kind load); cloud nodes pull.
         raise InvalidInput(
             [

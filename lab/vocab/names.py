@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # The Pulumi project, the namespace of its stack config keys (`elastic-spot-lab:<key>`) and
 # the prefix of its own labels.
@@ -38,6 +39,47 @@ _IMAGE_REGISTRY = (
     rf"|{_HOST_LABEL}:\d+)"  # any host with a port
 )
 IMAGE_REFERENCE = re.compile(
-    rf"^(?:{_IMAGE_REGISTRY}/)?{_IMAGE_PATH_COMPONENT}(?:/{_IMAGE_PATH_COMPONENT})*"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
+    rf"^(?P<repository>(?:{_IMAGE_REGISTRY}/)?{_IMAGE_PATH_COMPONENT}(?:/{_IMAGE_PATH_COMPONENT})*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
 )
+# The tag that names whatever was pushed last: never a pin.
+LATEST_TAG = "latest"
+
+
+@dataclass(frozen=True)
+class ImageReference:
+    """A container image reference in its three parts, as IMAGE_REFERENCE reads it: the
+    repository (registry and path), the tag and the digest, each of the last two optional.
+
+    A runtime given both pulls by the digest and ignores the tag (the distribution reference
+    grammar's `name:tag@digest`), so `str()` gives back exactly what was parsed."""
+
+    repository: str
+    tag: str | None = None
+    digest: str | None = None
+
+    @classmethod
+    def parse(cls, text: object) -> ImageReference | None:
+        """The parts of `text`; None when it is no image reference a runtime takes."""
+        found = IMAGE_REFERENCE.match(text) if isinstance(text, str) else None
+        if found is None:
+            return None
+        return cls(found["repository"], found["tag"], found["digest"])
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the reference names one image for good: by its digest (the content's hash),
+        or by a tag other than `latest` (a registry with immutable tags, ECR here, keeps it so).
+        `latest` is never a pin, even beside a digest: it says nothing of what was meant."""
+        if self.tag == LATEST_TAG:
+            return False
+        return self.digest is not None or self.tag is not None
+
+    def __str__(self) -> str:
+        return self.repository + (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
+
+
+def image_repository(image: object) -> str | None:
+    """The repository of an image reference, whatever its tag or digest (None: no reference)."""
+    parts = ImageReference.parse(image)
+    return parts.repository if parts is not None else None

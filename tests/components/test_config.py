@@ -13,6 +13,14 @@ from lab.plan.harness import run_program
 from lab.plan.stack_files import read_stack_config
 from lab.vocab.problems import InvalidInput
 
+DIGEST = "sha256:" + "ab" * 32
+# What `elastic-lab image` records, and the other pinned references a stack takes.
+PINNED_TRAINER_IMAGES = [
+    f"eslacr636ed551d34ae649.azurecr.io/elastic-spot-lab/trainer:0123abcd4567@{DIGEST}",
+    f"eslacr636ed551d34ae649.azurecr.io/elastic-spot-lab/trainer@{DIGEST}",
+    "eslacr636ed551d34ae649.azurecr.io/elastic-spot-lab/trainer:0123abcd4567",
+]
+
 
 def _load(**overrides):
     values, _ = read_stack_config("aks-dev")
@@ -79,6 +87,12 @@ BAD_VALUES = [
     ("tags", "[1, 2]", "a mapping"),
     ("cloud", "gcp", "one of aks, eks, byo"),
     ("gpuMaxNode", "4", "did you mean 'elastic-spot-lab:gpuMaxNodes'"),
+    ("trainerImage", "acr.azurecr.io/elastic-spot-lab/trainer", "a pinned container image reference"),
+    ("trainerImage", "acr.azurecr.io/elastic-spot-lab/trainer:latest", "by its tag (not latest)"),
+    ("trainerImage", f"acr.azurecr.io/elastic-spot-lab/trainer:latest@{DIGEST}", "a pinned container image"),
+    ("trainerImage", "acr.azurecr.io/elastic-spot-lab/trainer:1@sha256:abc", "a pinned container image"),
+    ("trainerImage", "ACR.io/Trainer:1", "lower-case path"),
+    ("trainerImage", f"ghcr.io/elastic-spot-lab/trainer@{DIGEST}", "which nothing publishes"),
 ]
 
 
@@ -95,6 +109,15 @@ def test_each_bad_value_is_named_with_key_value_and_expectation(key, value, expe
     assert f"elastic-spot-lab:{key}={shown!r} is invalid: expected" in message, message
     assert expected in message, message
     assert "is invalid: expected" in message
+
+
+@pytest.mark.parametrize("image", PINNED_TRAINER_IMAGES, ids=["tag-and-digest", "digest-alone", "tag"])
+def test_a_pinned_trainer_image_is_the_handlers_image_as_given(image):
+    """What the config takes, the platform's settings take too: the trainer image is the
+    spot-notice handler's unless that is set."""
+    platform = _load(trainerImage=image).platform
+    assert platform.notice_handler_image == image
+    assert str(platform.notice_handler_reference) == image
 
 
 @pytest.mark.parametrize("key", ["cloud", "location"])

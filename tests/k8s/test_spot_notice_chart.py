@@ -144,11 +144,35 @@ def test_the_image_is_pinned():
     assert tag and tag != "latest"
 
 
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+# What `elastic-lab image` records (repo:tag@digest), and the other pins the platform takes.
+PINNED_IMAGES = [
+    f"{TRAINER_IMAGE}@{DIGEST}",
+    f"eslacr636ed551d34ae649.azurecr.io/elastic-spot-lab/trainer@{DIGEST}",
+    "registry.local:5000/elastic-spot-lab/trainer:0123abcd4567-dirty-89ab",
+]
+
+
+@pytest.mark.parametrize("image", PINNED_IMAGES, ids=["tag-and-digest", "digest-alone", "tag-registry-port"])
+def test_the_handler_runs_exactly_the_platforms_image(image):
+    from components.platform.settings import PlatformSettings
+    from components.platform.values import notice_handler_values
+
+    values = notice_handler_values(PlatformSettings(notice_handler_image=image), AKS_PLACEMENT)
+    objects = _render(values)
+    [container] = _pod(objects)["containers"]
+    assert container["image"] == image
+    assert validate_objects(objects, DEFAULT_KUBERNETES_VERSION) == []
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [
         ({"image": {"repository": "ghcr.io/elastic-spot-lab/trainer", "tag": "latest"}}, "tag"),
         ({"image": {"repository": "ghcr.io/elastic-spot-lab/trainer", "tag": ""}}, "tag"),
+        ({"image": {"repository": "ghcr.io/elastic-spot-lab/trainer", "tag": "1", "digest": "sha256:abc"}}, "digest"),
+        ({"image": {"repository": "ghcr.io/elastic-spot-lab/trainer", "tag": "1", "digest": "0" * 64}}, "digest"),
+        ({"image": {"repository": "ghcr.io/elastic-spot-lab/trainer", "tag": "latest", "digest": DIGEST}}, "tag"),
         ({"nodeSelecter": {"a": "b"}}, "nodeSelecter"),
         ({"nodeSelector": None}, "nodeSelector"),
         ({"nodeSelector": {"kubernetes.azure.com/scalesetpriority": True}}, "nodeSelector"),
@@ -169,6 +193,9 @@ def test_the_image_is_pinned():
     ids=[
         "latest",
         "empty-tag",
+        "short-digest",
+        "digest-without-algorithm",
+        "latest-beside-a-digest",
         "unknown-key",
         "no-node-selector",
         "node-selector-not-strings",

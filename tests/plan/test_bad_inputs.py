@@ -121,6 +121,12 @@ CONFIG_VALUES = {
         "elastic-spot-lab:kubernetesVersion=1.99",
         "elastic-spot-lab:kubernetesVersion='1.99' is invalid: expected 1.29 to 1.37",
     ),
+    "trainer-image-unpinned": (
+        "aks-dev",
+        "elastic-spot-lab:trainerImage=eslacr636ed551d34ae649.azurecr.io/elastic-spot-lab/trainer",
+        "elastic-spot-lab:trainerImage='eslacr636ed551d34ae649.azurecr.io/elastic-spot-lab/trainer' is invalid: "
+        "expected a pinned container image reference",
+    ),
     "eks-kubernetes-from-the-future": (
         "eks-dev",
         "elastic-spot-lab:kubernetesVersion=1.99",

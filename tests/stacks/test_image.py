@@ -8,6 +8,8 @@ import base64
 import inspect
 import json
 import os
+import re
+import shutil
 import subprocess
 
 import boto3
@@ -20,6 +22,7 @@ from lab.stacks import image
 from lab.stacks.automation import StackError
 from lab.vocab.layout import ROOT
 from lab.vocab.names import IMAGE_REFERENCE
+from lab.vocab.problems import InvalidInput
 
 ACR = "eslacr636ed551d34ae649.azurecr.io"
 ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com/esl-eks-dev/trainer"
@@ -170,3 +173,103 @@ def test_an_image_without_a_digest_from_its_registry_is_not_remembered(stdout):
 
     with pytest.raises(StackError, match="digest"):
         image.pushed_reference(f"{ACR}/elastic-spot-lab/trainer:1", run=run)
+
+
+def _git(repo, *argv):
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "commit.gpgsign=false",
+            *argv,
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+    """A checkout of its own, with a commit and an ignored folder, as the project's ROOT."""
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "train.py").write_text("steps = 1\n")
+    (repo / ".gitignore").write_text("runs/\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "first")
+    monkeypatch.setattr(image, "ROOT", repo)
+    return repo
+
+
+def test_a_checkouts_tag_names_its_content(checkout):
+    """ECR's tags are immutable: the same content must give the same tag, and other content
+    (tracked or untracked, staged or not) another."""
+    clean = image.commit_tag()
+    assert re.fullmatch(r"[0-9a-f]{12}", clean)
+    (checkout / "train.py").write_text("steps = 2\n")
+    changed = image.commit_tag()
+    assert changed.startswith(f"{clean}-dirty-") and image.TAG.match(changed)
+    assert image.commit_tag() == changed  # the same changes, the same tag
+    (checkout / "train.py").write_text("steps = 3\n")
+    assert image.commit_tag() not in (clean, changed)
+    (checkout / "train.py").write_text("steps = 2\n")
+    _git(checkout, "add", "train.py")
+    assert image.commit_tag() == changed  # staged or not, the same content
+    (checkout / "data.py").write_text("a\n")
+    untracked = image.commit_tag()
+    assert untracked != changed
+    (checkout / "data.py").write_text("b\n")
+    assert image.commit_tag() not in (untracked, changed)  # an untracked file counts by its content
+    (checkout / "data.py").unlink()
+    (checkout / "runs").mkdir()
+    (checkout / "runs" / "events.jsonl").write_text("{}\n")
+    assert image.commit_tag() == changed  # what .gitignore excludes does not
+    (checkout / "vendor").mkdir()
+    _git(checkout / "vendor", "init", "-q")  # a repository of its own: it counts by its name
+    nested = image.commit_tag()
+    assert nested not in (changed, clean) and image.commit_tag() == nested
+    shutil.rmtree(checkout / "vendor")
+    with_args = image.commit_tag(["TORCH_INDEX_URL=https://x/cu128"])
+    assert with_args.startswith(f"{changed}-args-") and image.TAG.match(with_args)
+    assert image.commit_tag(["TORCH_INDEX_URL=https://x/cu126"]) != with_args
+
+
+DIGEST = "sha256:" + "5" * 64
+
+
+def test_an_image_ecr_holds_under_the_tag_is_found_by_describe_images():
+    ecr = boto3.client("ecr", region_name="us-east-1")
+    asked = {"registryId": "123456789012", "repositoryName": "esl-eks-dev/trainer", "imageIds": [{"imageTag": "abc"}]}
+    with Stubber(ecr) as stub:
+        stub.add_response("describe_images", {"imageDetails": [{"imageDigest": DIGEST, "imageTags": ["abc"]}]}, asked)
+        stub.add_client_error("describe_images", service_error_code="ImageNotFoundException", expected_params=asked)
+        assert image.earlier_push("eks", ECR, "abc", "us-east-1", tag_given=False, ecr=ecr) == f"{ECR}:abc@{DIGEST}"
+        assert image.earlier_push("eks", ECR, "abc", "us-east-1", tag_given=False, ecr=ecr) is None
+        stub.assert_no_pending_responses()
+    # An ACR's tags move on push: nothing to look up.
+    assert image.earlier_push("aks", ACR, "abc", None, tag_given=True, ecr=object()) is None
+
+
+def test_a_tag_given_that_ecr_holds_is_refused_naming_the_image():
+    ecr = boto3.client("ecr", region_name="us-east-1")
+    with Stubber(ecr) as stub:
+        stub.add_response("describe_images", {"imageDetails": [{"imageDigest": DIGEST, "imageTags": ["v1"]}]})
+        with pytest.raises(InvalidInput) as refused:
+            image.earlier_push("eks", ECR, "v1", "us-east-1", tag_given=True, ecr=ecr)
+    (problem,) = refused.value.problems
+    assert (problem.key, problem.value) == ("--tag", "v1") and f"{ECR}:v1@{DIGEST} has it" in problem.expected
+
+
+def test_a_missing_ecr_repository_says_to_deploy_the_stack():
+    ecr = boto3.client("ecr", region_name="us-east-1")
+    with Stubber(ecr) as stub:
+        stub.add_client_error("describe_images", service_error_code="RepositoryNotFoundException")
+        with pytest.raises(StackError, match=r"esl-eks-dev/trainer does not exist in account 123456789012"):
+            image.earlier_push("eks", ECR, "v1", "us-east-1", tag_given=False, ecr=ecr)

@@ -42,7 +42,7 @@ from lab.local.workdir import EVENTS_FILE
 from lab.ops.teardown.aws import AwsSweep
 from lab.ops.teardown.azure import AzureSweep
 from lab.ops.teardown.base import Leftover, Sweep, TeardownError
-from lab.ops.teardown.kubernetes import KubernetesSweep
+from lab.ops.teardown.kubernetes import KubernetesSweep, kubernetes_sweep_calls
 from lab.ops.teardown.local import STORE_LOG, TMP_PREFIX, LocalTeardown
 
 __all__ = [
@@ -56,4 +56,5 @@ __all__ = [
     "LocalTeardown",
     "Sweep",
     "TeardownError",
+    "kubernetes_sweep_calls",
 ]

@@ -114,23 +114,7 @@ class KubernetesSweep:
         return _delete_all(self.name, items, self.ORDER, delete_one)
 
     def calls(self) -> list[ApiCall]:
-        ns = {"namespace": self.namespace}
-        out = [
-            ApiCall(KUBERNETES_API, "list_namespaced_custom_object", {**_JOBS, **ns}, reads_only=True),
-            ApiCall(KUBERNETES_API, "list_namespaced_service", ns, reads_only=True),
-            ApiCall(KUBERNETES_API, "list_namespaced_persistent_volume_claim", ns, reads_only=True),
-        ]
-        for job in _planned(self._found, PYTORCHJOB, "<each PyTorchJob found>"):
-            params = {**_JOBS, **ns, "name": job.id, "propagation_policy": "Background"}
-            out.append(ApiCall(KUBERNETES_API, "delete_namespaced_custom_object", params))
-        for service in _planned(self._found, SERVICE, "<each LoadBalancer Service found>"):
-            out.append(ApiCall(KUBERNETES_API, "delete_namespaced_service", {"name": service.id, **ns}))
-        if not self.keep_checkpoints:
-            for claim in _planned(self._found, PVC, "<each PersistentVolumeClaim found>"):
-                out.append(
-                    ApiCall(KUBERNETES_API, "delete_namespaced_persistent_volume_claim", {"name": claim.id, **ns})
-                )
-        return out
+        return kubernetes_sweep_calls(self.namespace, self.keep_checkpoints, self._found)
 
     def _list(self, suffix: str) -> Any:
         try:
@@ -149,3 +133,25 @@ class KubernetesSweep:
             f"no Kubernetes API server reachable with {self.kube.source} ({type(e).__name__}); is the cluster "
             "still there? (`elastic-lab teardown` sweeps it before `pulumi destroy`)"
         ) from None
+
+
+def kubernetes_sweep_calls(
+    namespace: str, keep_checkpoints: bool = True, found: list[Leftover] | None = None
+) -> list[ApiCall]:
+    """The requests of a `KubernetesSweep` of `namespace`: its reads, then a deletion of each
+    thing `found` (None: find() has not run, or there is no cluster to run it on; placeholders)."""
+    ns = {"namespace": namespace}
+    out = [
+        ApiCall(KUBERNETES_API, "list_namespaced_custom_object", {**_JOBS, **ns}, reads_only=True),
+        ApiCall(KUBERNETES_API, "list_namespaced_service", ns, reads_only=True),
+        ApiCall(KUBERNETES_API, "list_namespaced_persistent_volume_claim", ns, reads_only=True),
+    ]
+    for job in _planned(found, PYTORCHJOB, "<each PyTorchJob found>"):
+        params = {**_JOBS, **ns, "name": job.id, "propagation_policy": "Background"}
+        out.append(ApiCall(KUBERNETES_API, "delete_namespaced_custom_object", params))
+    for service in _planned(found, SERVICE, "<each LoadBalancer Service found>"):
+        out.append(ApiCall(KUBERNETES_API, "delete_namespaced_service", {"name": service.id, **ns}))
+    if not keep_checkpoints:
+        for claim in _planned(found, PVC, "<each PersistentVolumeClaim found>"):
+            out.append(ApiCall(KUBERNETES_API, "delete_namespaced_persistent_volume_claim", {"name": claim.id, **ns}))
+    return out

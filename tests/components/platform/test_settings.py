@@ -12,6 +12,8 @@ from lab.vocab.job import CheckpointWrites
 from lab.vocab.problems import InvalidInput
 from tests.placements import AKS_PLACEMENT
 
+DIGEST = "sha256:" + "a" * 64
+
 BAD_SETTINGS = {
     "namespace-upper-case": (
         {"namespace": "Training"},
@@ -58,11 +60,23 @@ BAD_SETTINGS = {
     ),
     "notice-handler-latest": (
         {"spotNoticeHandler": {"image": "ghcr.io/me/trainer:latest"}},
-        r"platform.spotNoticeHandler.image='ghcr.io/me/trainer:latest' is invalid: expected .*pinned tag",
+        r"platform.spotNoticeHandler.image='ghcr.io/me/trainer:latest' is invalid: expected a pinned image",
+    ),
+    "notice-handler-latest-with-digest": (
+        {"spotNoticeHandler": {"image": f"ghcr.io/me/trainer:latest@{DIGEST}"}},
+        r"platform.spotNoticeHandler.image='ghcr.io/me/trainer:latest@sha256:a+' is invalid: expected a pinned",
     ),
     "notice-handler-untagged": (
         {"spotNoticeHandler": {"image": "ghcr.io/me/trainer"}},
         r"platform.spotNoticeHandler.image='ghcr.io/me/trainer'",
+    ),
+    "notice-handler-short-digest": (
+        {"spotNoticeHandler": {"image": "ghcr.io/me/trainer:1@sha256:abc"}},
+        r"platform.spotNoticeHandler.image='ghcr.io/me/trainer:1@sha256:abc' is invalid",
+    ),
+    "notice-handler-project-image-by-digest": (
+        {"spotNoticeHandler": {"image": f"ghcr.io/elastic-spot-lab/trainer@{DIGEST}"}},
+        r"which nothing publishes",
     ),
     "notice-handler-typo": (
         {"spotNoticeHandler": {"enable": True}},
@@ -161,10 +175,31 @@ def test_checkpoint_auth_modes_match_the_cluster_component():
     assert sorted(CHECKPOINT_AUTH.values()) == sorted(CHECKPOINT_AUTH_MODES)
 
 
+# (the handler's image, its repository, tag and digest): pinned by a tag, a digest, or both.
+PINNED_IMAGES = {
+    "tag": ("registry.local:5000/t:1.2", ("registry.local:5000/t", "1.2", None)),
+    "tag-and-digest": (
+        f"acr.azurecr.io/elastic-spot-lab/trainer:0123abc-dirty@{DIGEST}",
+        ("acr.azurecr.io/elastic-spot-lab/trainer", "0123abc-dirty", DIGEST),
+    ),
+    "digest-alone": (f"registry.local:5000/t@{DIGEST}", ("registry.local:5000/t", None, DIGEST)),
+}
+
+
+@pytest.mark.parametrize("case", PINNED_IMAGES)
+def test_a_pinned_handler_image_is_taken_in_its_parts(case):
+    image, (repository, tag, digest) = PINNED_IMAGES[case]
+    for raw, trainer_image in (({"spotNoticeHandler": {"image": image}}, None), ({}, image)):
+        s = PlatformSettings.from_config(raw, trainer_image=trainer_image)
+        assert s.notice_handler_enabled(notice_from_scheduled_events=True)
+        parts = s.notice_handler_reference
+        assert (parts.repository, parts.tag, parts.digest) == (repository, tag, digest)
+        assert str(parts) == image
+
+
 def test_notice_handler_settings():
     s = PlatformSettings.from_config({"spotNoticeHandler": {"enabled": True, "image": "registry.local:5000/t:1.2"}})
     assert s.notice_handler_enabled(notice_from_scheduled_events=False)
-    assert s.notice_handler_image_parts == ("registry.local:5000/t", "1.2")
     off = PlatformSettings.from_config({"spotNoticeHandler": {"enabled": False}})
     assert not off.notice_handler_enabled(notice_from_scheduled_events=True)
     # Where the cluster needs it (auto), only once the trainer image is pushed: never with an
@@ -175,7 +210,6 @@ def test_notice_handler_settings():
     assert not waiting.notice_handler_waits(notice_from_scheduled_events=False)
     pushed = PlatformSettings.from_config({}, trainer_image="acr.azurecr.io/elastic-spot-lab/trainer:1")
     assert pushed.notice_handler_enabled(notice_from_scheduled_events=True)
-    assert pushed.notice_handler_image_parts == ("acr.azurecr.io/elastic-spot-lab/trainer", "1")
     with pytest.raises(InvalidInput, match=r"spotNoticeHandler.image=None is invalid: expected the trainer image"):
         PlatformSettings.from_config({"spotNoticeHandler": {"enabled": True}})
     with pytest.raises(InvalidInput, match=r"which nothing publishes"):
