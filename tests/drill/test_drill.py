@@ -88,7 +88,7 @@ def _outage_then_eviction(backend: str, keeps_data: bool, eviction: str):
             eviction=eviction,
             evict_at_step=30,
             scale_out_after_s=1.0,
-            timeout_s=110,
+            timeout_s=within(110),
         )
 
     return config_for
@@ -147,7 +147,7 @@ def test_notice_on_the_first_node_with_a_c10d_store_loses_nothing(workdir):
         evict_at_step=40,
         victim=0,
         scale_out_after_s=None,
-        timeout_s=150,
+        timeout_s=within(150),
     )
     report = run_drill(cfg)
     assert report.passed, report.summary()
@@ -187,7 +187,7 @@ def test_a_derived_checkpoint_interval_saves_where_the_job_chose_and_counts_the_
         eviction="hard",
         evict_at_step=40,
         scale_out_after_s=0.5,
-        timeout_s=150,
+        timeout_s=within(150),
     )
     report = run_drill(cfg)
     assert report.passed, report.summary()
@@ -295,7 +295,7 @@ def test_the_cli_drill_of_a_hard_kill_and_a_join_reports_json_and_a_timeline(wor
         [sys.executable, "-m", "lab.cli", "drill", "--workdir", str(workdir), *flags.split()],
         capture_output=True,
         text=True,
-        timeout=230,
+        timeout=within(230),
     )
     report = json.loads(out.stdout) if out.stdout.strip().startswith("{") else {}
     assert out.returncode == 0, (report.get("problems"), report.get("evictions"), out.stderr[-3000:])
@@ -377,7 +377,7 @@ def test_missing_etcd_binary_is_a_clear_error(workdir):
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=within(60),
     )
     assert out.returncode == 2
     assert f"--etcd-binary='{workdir / 'no-etcd'}' is not an executable file" in out.stderr
@@ -430,7 +430,7 @@ def test_a_node_that_vanishes_is_left_behind_on_its_heartbeat(workdir):
         eviction="silent",
         evict_at_step=40,
         scale_out_after_s=None,
-        timeout_s=100,
+        timeout_s=within(100),
     )
     report = run_drill(cfg)
     assert report.passed, report.summary()
@@ -510,7 +510,7 @@ def test_sigkill_of_the_drill_leaves_no_process(workdir, eviction):
     with _evicting_drill(workdir, [sys.executable, "-c", DRILL_THEN_WAIT, str(workdir), eviction]) as (proc, started):
         assert len(started) >= 5  # etcd, agents, forkservers, workers
         proc.kill()
-        proc.wait(10)
+        proc.wait(within(10))
         _assert_gone(started, timeout=15)
 
 
@@ -525,12 +525,12 @@ def test_double_ctrl_c_stops_everything_and_says_so(workdir):
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)  # while it cleans up
         try:
-            _, err = proc.communicate(timeout=60)
+            _, err = proc.communicate(timeout=within(60))
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGUSR1)  # the drill's threads' stacks, to stderr
             time.sleep(2)
             proc.kill()
-            _, err = proc.communicate(timeout=10)
+            _, err = proc.communicate(timeout=within(10))
             pytest.fail(f"the drill did not exit 60 s after a double Ctrl-C; its threads:\n{err[-6000:]}")
         # 130; or, when the second Ctrl-C lands after the clean-up, the end by SIGINT itself,
         # which a shell reports as 130 too.
@@ -584,7 +584,7 @@ def test_a_rendezvous_server_that_dies_is_named_in_the_report(workdir):
 
     def kill_etcd_once_training() -> None:
         events_file = workdir / "events.jsonl"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + within(60)
         while time.monotonic() < deadline:
             if events_file.exists() and events_file.read_text().count('"step"') > 10:
                 for p in psutil.process_iter(["name", "cmdline"]):
@@ -602,7 +602,7 @@ def test_a_rendezvous_server_that_dies_is_named_in_the_report(workdir):
         nodes=3,
         target_steps=100000,
         evict_at_step=90000,
-        timeout_s=90,
+        timeout_s=within(90),
     )
     report = run_drill(cfg)
     killer.join(1)

@@ -15,6 +15,7 @@ from lab.local import LocalTarget
 from lab.vocab import events
 from lab.vocab.events import unknown_fields
 from lab.vocab.job import JobSpec
+from tests.patience import within
 
 pytestmark = pytest.mark.processes  # every drill starts a lighthouse, agents and workers
 
@@ -65,7 +66,7 @@ def _eviction_and_join(workdir, eviction: str, model: str = "tiny", nproc: int =
         notice_s=30.0,
         evict_at_step=EVICT_AT,
         scale_out_after_s=1.0,
-        timeout_s=140,
+        timeout_s=within(140),
     )
 
 
@@ -158,7 +159,7 @@ def test_the_job_rides_out_a_lighthouse_restart(workdir):
         target_steps=200,
         evict_at_step=30,
         scale_out_after_s=None,
-        timeout_s=140,
+        timeout_s=within(140),
     )
     report = run_drill(cfg)
     assert report.passed, report.summary()
@@ -176,7 +177,7 @@ def test_torchft_servers_listen_on_loopback_only(workdir):
     with LocalTarget(spec, workdir) as cluster:
         cluster.add_node()
         cluster.add_node()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + within(60)
         groups: list[dict] = []
         while time.monotonic() < deadline and len(groups) < 2:
             groups = [e for e in cluster.events() if e["event"] == "replica_group"]
@@ -213,15 +214,15 @@ def test_a_checkpoint_of_one_mode_resumes_the_other(workdir):
     elastic = _spec(workdir, fault_tolerance="elastic", min_nodes=1, max_nodes=1, script_args=("--steps", "20"))
     with LocalTarget(elastic, workdir / "elastic") as cluster:
         cluster.add_node()
-        assert cluster.wait(90) and cluster.nodes[0].exit_code == 0
+        assert cluster.wait(within(90)) and cluster.nodes[0].exit_code == 0
     per_step = _spec(workdir, min_nodes=1, max_nodes=1, script_args=("--steps", "40"))
     with LocalTarget(per_step, workdir / "per-step") as cluster:
         cluster.add_node()
-        assert cluster.wait(90) and cluster.nodes[0].exit_code == 0
+        assert cluster.wait(within(90)) and cluster.nodes[0].exit_code == 0
     back = _spec(workdir, fault_tolerance="elastic", min_nodes=1, max_nodes=1, script_args=("--steps", "60"))
     with LocalTarget(back, workdir / "back") as cluster:
         cluster.add_node()
-        assert cluster.wait(90) and cluster.nodes[0].exit_code == 0
+        assert cluster.wait(within(90)) and cluster.nodes[0].exit_code == 0
     resumed = [
         [e["step"] for e in events.read(workdir / run / "events.jsonl") if e["event"] == "checkpoint_loaded"]
         for run in ("per-step", "back")

@@ -20,6 +20,7 @@ import pytest
 from lab.k8s.helm import render_chart
 from lab.vocab.layout import ETCD_CHART
 from tests.k8s.helpers import the
+from tests.patience import within
 
 
 def _etcd_binary() -> str | None:
@@ -83,7 +84,7 @@ def test_rendered_etcd_serves_probes_and_v2(etcd_container, tmp_path, keep_v2):
         base = f"http://127.0.0.1:{client}"
         liveness = base + etcd_container["livenessProbe"]["httpGet"]["path"]
         readiness = base + etcd_container["readinessProbe"]["httpGet"]["path"]
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + within(20)
         while time.monotonic() < deadline and _status(liveness) != 200:
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
             time.sleep(0.2)
@@ -91,7 +92,7 @@ def test_rendered_etcd_serves_probes_and_v2(etcd_container, tmp_path, keep_v2):
         if not keep_v2:
             assert _status(readiness) == 404  # the readiness probe would keep etcd out of the Service
             return
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + within(10)
         while time.monotonic() < deadline and _status(readiness) != 200:
             time.sleep(0.2)
         assert _status(readiness) == 200
@@ -103,7 +104,7 @@ def test_rendered_etcd_serves_probes_and_v2(etcd_container, tmp_path, keep_v2):
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=within(10))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -30,6 +30,7 @@ from lab.vocab.platform_facts import TERMINATION_GRACE_S
 from lab.vocab.pools import PoolPlacement
 from lab.vocab.problems import InvalidInput
 from tests.k8s.helpers import render_job, the
+from tests.patience import within
 
 VARIANTS = [
     pytest.param({}, id="defaults"),
@@ -466,7 +467,7 @@ def test_c10d_store_command_runs_the_project_store(facts):
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + within(60)
         while True:
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             try:
@@ -476,7 +477,7 @@ def test_c10d_store_command_runs_the_project_store(facts):
                 assert time.monotonic() < deadline, "the store never listened"
                 time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
+        assert proc.wait(timeout=within(20)) == 0
         assert f"listening on 0.0.0.0:{port}" in (proc.stdout.read() if proc.stdout else "")
     finally:
         if proc.poll() is None:
@@ -700,7 +701,7 @@ def test_lighthouse_command_serves_its_probe_and_stops_on_sigterm(facts):
     argv = [find_lighthouse(), *container["command"][1:], *container["args"]]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + within(30)
         while True:
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             try:

@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from lab.local.node_forker import ForkerError, NodeForker
+from tests.patience import within
 
 pytestmark = pytest.mark.processes  # a forker and the nodes it forks
 
@@ -88,7 +89,7 @@ def _env(node_home, **extra: str) -> dict[str, str]:
 
 def test_a_node_runs_the_agent_in_its_own_place_with_its_own_environment(forker, node_home):
     node = forker.fork(_node(node_home, "report"), _env(node_home, ONLY_HERE="1"), node_home, node_home / "log")
-    assert node.wait(120) == 0 and node.returncode == 0 and node.poll() == 0
+    assert node.wait(within(120)) == 0 and node.returncode == 0 and node.poll() == 0
     log = (node_home / "log").read_text()
     report = json.loads(next(line for line in log.splitlines() if line.startswith("{")))
     assert report == {
@@ -105,18 +106,18 @@ def test_a_node_killed_by_a_signal_reports_it_as_subprocess_does(forker, node_ho
     node = forker.fork(_node(node_home, "sleep"), _env(node_home), node_home, node_home / "log")
     assert node.poll() is None
     with pytest.raises(subprocess.TimeoutExpired):
-        node.wait(0.2)
+        node.wait(within(0.2))
     agent = psutil.Process(node.pid)
     assert forker.proc is not None and agent.ppid() == forker.proc.pid
     assert os.getsid(node.pid) == node.pid and agent.cwd() == str(node_home)  # a session of its own
     node.kill()
-    assert node.wait(30) == -signal.SIGKILL
+    assert node.wait(within(30)) == -signal.SIGKILL
 
 
 def test_an_uncaught_exception_ends_the_node_with_1_and_its_traceback(forker, node_home):
     """As Python ends: torchrun raises ChildFailedError when its worker failed."""
     node = forker.fork(_node(node_home, "fail"), _env(node_home), node_home, node_home / "log")
-    assert node.wait(120) == 1
+    assert node.wait(within(120)) == 1
     log = (node_home / "log").read_text()
     assert "Traceback" in log and "ChildFailedError" in log and "ValueError: the probe failed" in log
 
@@ -124,7 +125,7 @@ def test_an_uncaught_exception_ends_the_node_with_1_and_its_traceback(forker, no
 def test_a_command_without_a_script_ends_the_node_as_argparse_does(forker, node_home):
     """Exit 2 and the usage, under the name `python -m lab.runtime.launch` shows."""
     node = forker.fork(_node(node_home)[:4], _env(node_home), node_home, node_home / "log")
-    assert node.wait(60) == 2
+    assert node.wait(within(60)) == 2
     assert "launch.py: error: the following arguments are required: training_script" in (node_home / "log").read_text()
 
 
@@ -134,7 +135,7 @@ def test_a_command_that_is_not_the_agent_is_refused_and_the_forker_goes_on(forke
         with pytest.raises(ForkerError, match=rf"argv=.*'probe.*{expected}"):
             forker.fork(argv, _env(node_home), node_home, node_home / "log")
     node = forker.fork(_node(node_home, "report"), _env(node_home), node_home, node_home / "log")
-    assert node.wait(120) == 0
+    assert node.wait(within(120)) == 0
 
 
 def test_nodes_die_with_the_forker_even_when_it_is_killed(node_home):
@@ -145,7 +146,7 @@ def test_nodes_die_with_the_forker_even_when_it_is_killed(node_home):
         assert forker.proc is not None
         forker.proc.kill()
         assert _wait_gone(node.pid), "a node outlived its forker"
-        assert node.wait(30) == -signal.SIGKILL  # reported as what happened to it
+        assert node.wait(within(30)) == -signal.SIGKILL  # reported as what happened to it
         with pytest.raises(ForkerError, match="is gone"):
             forker.fork(_node(node_home, "sleep"), _env(node_home), node_home, node_home / "log")
     finally:

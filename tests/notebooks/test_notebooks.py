@@ -43,6 +43,7 @@ from lab.ops.notebook_outputs import ORDER as STORED_ORDER
 from lab.plan.stack_files import read_stack_config
 from tests.conftest import node_log_tails
 from tests.ops.fake_kube import FakeKube
+from tests.patience import within
 
 pytestmark = pytest.mark.processes  # every notebook runs in a kernel of its own
 
@@ -152,7 +153,7 @@ def lab_processes(root: Path) -> list[psutil.Process]:
 
 
 def assert_nothing_left(root: Path) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + within(10)
     while (left := lab_processes(root)) and time.monotonic() < deadline:
         time.sleep(0.2)
     for p in left:
@@ -262,7 +263,7 @@ def test_step5_stops_what_is_left_and_removes_the_work_directories(work_root):
     etcd = EtcdServer(cut_short).start()
     try:
         nb = execute("Step5_teardown", target="local", work_root=str(work_root))
-        etcd.proc.wait(10)  # stopped by the notebook; collected here, its parent
+        etcd.proc.wait(within(10))  # stopped by the notebook; collected here, its parent
     finally:
         if etcd.proc.poll() is None:
             etcd.proc.kill()

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from lab.runtime.checkpoint import CheckpointDirError, CheckpointError, CheckpointStore
+from tests.patience import within
 
 
 def _state(step, size=100):
@@ -93,14 +94,14 @@ def test_kill_during_a_checkpoint_write_leaves_the_previous_one_loadable(tmp_pat
     assert proc.stdout.readline().strip() == "first saved"
     # Wait until the second payload is being written, then kill the writer like a spot reclaim.
     target = ".tmp-step-000000002-r0.pt" if mode == "rename" else "step-000000002-r0.pt"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + within(30)
     while time.monotonic() < deadline:
         path = tmp_path / target
         if path.exists() and path.stat().st_size > 0:
             break
         time.sleep(0.002)
     proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+    proc.wait(within(10))
     assert not (tmp_path / "step-000000002-r0.json").exists(), "the writer finished before it was killed"
     loaded = CheckpointStore(tmp_path, mode, keep=10).load_latest()
     assert loaded is not None and loaded.step == 1 and loaded.state["w"].shape == (16,)

@@ -23,6 +23,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from lab.vocab.layout import ROOT
+from tests.patience import within
 
 PROJECT = "elastic-spot-lab"
 
@@ -135,7 +136,7 @@ def test_every_runtime_module_imports_with_only_the_base_dependencies(tmp_path):
         env={"PYTHONPATH": f"{image}:{site}", "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=within(240),
     )
     assert result.returncode == 0, result.stderr[-4000:]
     imported = set(json.loads(result.stdout.strip().splitlines()[-1]))

@@ -18,6 +18,7 @@ from lab.runtime.checkpoint import CheckpointDirError
 from lab.runtime.object_store import BlobObjects, DcpFiles, LocalFiles, S3Objects, open_store
 from lab.runtime.sharded_checkpoint import METADATA, StepDirectories, step_dir_name
 from lab.vocab.job import CheckpointWrites
+from tests.patience import within
 
 JOB = Path(__file__).with_name("sharded_job.py")
 
@@ -148,7 +149,7 @@ def test_ranks_save_to_s3_and_load_resharded_from_it(workdir, python):
                 [python, "-m", "lab.runtime.launch", "--standalone", f"--nproc-per-node={nproc}", str(JOB), *args],
                 capture_output=True,
                 text=True,
-                timeout=180,
+                timeout=within(180),
                 env=env,
             )
             assert proc.returncode == 0, proc.stderr[-3000:]

@@ -18,6 +18,7 @@ from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
 
 from lab.runtime.sharded_checkpoint import METADATA, StepDirectories, step_dir_name
+from tests.patience import within
 
 JOB = Path(__file__).with_name("sharded_job.py")
 
@@ -138,7 +139,7 @@ def test_a_kill_during_an_asynchronous_save_leaves_the_previous_checkpoint_loada
 
     torn = None
     try:
-        deadline = time.monotonic() + 150
+        deadline = time.monotonic() + within(150)
         while time.monotonic() < deadline and torn is None:
             steps = StepDirectories(ckpt)
             writing = [s for s in steps.steps() if steps.verify(s) is not None]
@@ -153,7 +154,7 @@ def test_a_kill_during_an_asynchronous_save_leaves_the_previous_checkpoint_loada
             time.sleep(0.01)
     finally:
         signal_all(signal.SIGKILL)
-        proc.wait(30)
+        proc.wait(within(30))
     assert torn is not None, "no save was caught between its shards and its commit"
     committed = StepDirectories(ckpt).newest_committed()[0]
     assert committed is not None and committed < torn
@@ -196,6 +197,6 @@ def test_a_stager_emptied_by_torch_after_a_save_still_stages_the_next(workdir, p
         [python, "-c", TWO_SAVES, str(workdir / "ckpt"), str(workdir / "store")],
         capture_output=True,
         text=True,
-        timeout=100,
+        timeout=within(100),
     )
     assert proc.stdout.splitlines() == ["1 None", "2 None", "committed 2"], proc.stderr[-3000:]

@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from lab.runtime.spot_notice import EXIT_ON_NOTICE, mark_peers_lost, peers_lost_marker
+from tests.patience import within
 
 # A worker that cooperates on notices, never reaches a step boundary (its main thread is
 # stuck, as on a vanished peer), and says when it gave up waiting.
@@ -39,7 +40,7 @@ def _stop(env: dict[str, str]) -> tuple[int, str, str]:
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         proc.terminate()
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=within(30))
         return proc.returncode, out, err
     finally:
         proc.kill()
@@ -97,7 +98,7 @@ def test_a_notice_reaches_a_worker_with_threads_older_than_the_notice():
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         proc.terminate()
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=within(30))
     finally:
         proc.kill()
         proc.wait()

@@ -10,6 +10,7 @@ import textwrap
 
 from lab.local import procs
 from lab.vocab.stack_dumps import DUMP_SIGNAL, ENV_STACK_DUMPS, WORKER, dump_file_name
+from tests.patience import within
 
 SLEEPER = textwrap.dedent("""
     import time
@@ -52,7 +53,7 @@ def test_without_a_directory_nothing_is_registered(workdir):
         # no handler: the signal's default action ends the process (faulthandler's is invisible
         # to signal.getsignal, so the process itself is the check)
         proc.send_signal(DUMP_SIGNAL)
-        assert proc.wait(10) == -DUMP_SIGNAL
+        assert proc.wait(within(10)) == -DUMP_SIGNAL
     finally:
         proc.kill()
         proc.wait()

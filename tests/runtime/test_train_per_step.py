@@ -10,6 +10,7 @@ import pytest
 
 from lab.local import LocalTarget
 from lab.vocab.job import JobSpec
+from tests.patience import within
 
 
 @pytest.mark.timeout(120)
@@ -28,10 +29,10 @@ def test_a_group_that_starts_after_the_job_ended_exits_done_instead_of_waiting_f
     )
     with LocalTarget(spec, workdir / "run") as local:
         first = [local.add_node(), local.add_node()]
-        assert local.wait(60), "the job of two groups did not finish"
+        assert local.wait(within(60)), "the job of two groups did not finish"
         assert [n.proc.poll() for n in first] == [0, 0]
         late = local.add_node()
-        assert local.wait(60), "the group that came late still waits for a quorum"
+        assert local.wait(within(60)), "the group that came late still waits for a quorum"
         assert late.proc.poll() == 0
         exits = [
             e

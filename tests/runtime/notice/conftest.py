@@ -13,6 +13,7 @@ import pytest
 from lab.runtime.notice.drain import Drainer
 from lab.runtime.notice.handler import Handler
 from lab.runtime.notice.imds import Imds
+from tests.patience import within
 from tests.runtime.notice.fakes import FakeImds, FakeKube, pod, wait_for
 
 NODE = "aks-gpuspot-12345678-vmss000003"
@@ -46,7 +47,7 @@ class Running:
     def wait_polls(self, n: int) -> None:
         """Wait until `n` more polls have been answered."""
         target = self.imds.polls() + n
-        assert wait_for(lambda: self.imds.polls() >= target, timeout=5), "the handler stopped polling"
+        assert wait_for(lambda: self.imds.polls() >= target, timeout=within(5)), "the handler stopped polling"
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes import client
 
 from lab.local.procs import wait_until
+from tests.patience import within
 
 
 class _Server:
@@ -269,7 +270,7 @@ class FakeKube(_Server):
         if self.evictions_together is None:
             return
         try:
-            self.evictions_together.wait(timeout=10)
+            self.evictions_together.wait(timeout=within(10))
             met = True
         except threading.BrokenBarrierError:
             met = False

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from lab.runtime.notice.cli import main
+from tests.patience import within
 from tests.runtime.notice.conftest import NODE, VM, node_pods
 from tests.runtime.notice.fakes import FakeImds, FakeKube, event, wait_for
 
@@ -98,15 +99,15 @@ def test_the_handler_process_drains_on_preempt_and_stops_on_sigterm(workdir):
             text=True,
         )
         try:
-            assert wait_for(lambda: imds.polls() >= 1, timeout=15), "no poll"
+            assert wait_for(lambda: imds.polls() >= 1, timeout=within(15)), "no poll"
             published = imds.publish(event("e-1", VM, "Preempt", time.time() + 30))
-            assert wait_for(lambda: len(kube.evictions()) == 2, timeout=30)
+            assert wait_for(lambda: len(kube.evictions()) == 2, timeout=within(30))
             latency = max(c["t"] for c in kube.evictions()) - published
             print(f"process, default 1 s polls: event -> last eviction asked: {latency * 1000:.0f} ms")
             # Drained on the first poll that saw the event (the next waits for the drain).
             assert imds.answered_with_current(before=kube.of("PATCH")[0]["t"]) == 1
             proc.send_signal(signal.SIGTERM)
-            out, err = proc.communicate(timeout=10)
+            out, err = proc.communicate(timeout=within(10))
         finally:
             if proc.poll() is None:
                 proc.kill()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+from tests.patience import within
 from tests.runtime.notice.conftest import NODE, VM
 from tests.runtime.notice.fakes import event, wait_for
 
@@ -69,7 +70,7 @@ def test_evictions_are_asked_at_once_not_one_after_the_other(start):
     # one answer before asking the next breaks the meeting.
     run.kube.evictions_together = threading.Barrier(2)
     run.imds.publish(event("e-1", VM, "Preempt", time.time() + 30))
-    assert wait_for(lambda: run.events("drained"), timeout=30)
+    assert wait_for(lambda: run.events("drained"), timeout=within(30))
     assert len(run.kube.evictions()) == 2 and run.kube.evictions_met is True
 
 
@@ -126,7 +127,7 @@ def test_refusals_stop_at_the_deadline(start):
     run = start(retry_interval_s=0.2, margin_s=0)
     run.kube.eviction_script["training/train-0"] = [429] * 100
     run.imds.publish(event("e-1", VM, "Preempt", time.time() + 2))  # NotBefore within 2 s
-    assert wait_for(lambda: run.events("drained"), timeout=4)
+    assert wait_for(lambda: run.events("drained"), timeout=within(4))
     [drained] = run.events("drained")
     # Without the deadline train-0 would be asked 100 times, then evicted.
     assert drained["outcomes"] == {"evicted": 1, "refused until deadline": 1}
@@ -139,7 +140,7 @@ def test_imds_errors_do_not_stop_the_loop(start):
     run.wait_polls(4)
     run.imds.fail_next(2, status=410)
     run.imds.publish(event("e-1", VM, "Preempt", time.time() + 30))
-    assert wait_for(lambda: len(run.kube.evictions()) == 2, timeout=3)
+    assert wait_for(lambda: len(run.kube.evictions()) == 2, timeout=within(3))
     # Each outage is logged once (at its start), and its end.
     assert [e["error"].split(": ")[1][:8] for e in run.events("imds_error")] == ["HTTP 500", "HTTP 410"]
     assert len(run.events("imds_ok")) == 2
@@ -151,7 +152,7 @@ def test_an_unreachable_imds_at_start_is_waited_for(fakes, start):
     run = start()
     run.wait_polls(2)
     run.imds.publish(event("e-1", VM, "Preempt", time.time() + 30))
-    assert wait_for(lambda: len(run.kube.evictions()) == 2, timeout=3)
+    assert wait_for(lambda: len(run.kube.evictions()) == 2, timeout=within(3))
     assert [line["name"] for line in run.events("vm")] == [VM]
 
 
@@ -159,6 +160,6 @@ def test_a_failed_pod_list_is_retried(start):
     run = start()
     run.kube.list_failures = 2
     run.imds.publish(event("e-1", VM, "Preempt", time.time() + 30))
-    assert wait_for(lambda: len(run.kube.evictions()) == 2, timeout=3)
+    assert wait_for(lambda: len(run.kube.evictions()) == 2, timeout=within(3))
     assert len(run.kube.of("GET")) == 3
     assert len(run.events("list_pods_failed")) == 2
