@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from components.charts import chart_default
 from lab.k8s.helm import render_release, to_yaml
 from lab.k8s.job_values import values_for
 from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
@@ -272,14 +273,22 @@ class JobSizing:
         return found.items
 
     def apply(self, values: dict[str, Any]) -> None:
-        """Write this sizing into the job chart's values."""
+        """Write this sizing into the job chart's values. A worker's memory limit is its memory
+        request: a worker that grows past it is killed in its own container, OOMKilled at a limit
+        `elastic-lab status` names, never by a node out of memory that takes its neighbours (the
+        device plugin, the kubelet's evictions) with it."""
+        resources = values.get("resources") or {}
         requests = {
-            **((values.get("resources") or {}).get("requests") or {}),
+            **(chart_default(JOB_CHART, "resources", "requests") or {}),
+            **(resources.get("requests") or {}),
             **({"cpu": self.cpu} if self.cpu else {}),
             **({"memory": self.memory} if self.memory else {}),
         }
         if requests:
-            values["resources"] = {**(values.get("resources") or {}), "requests": requests}
+            values["resources"] = {**resources, "requests": requests}
+        if "memory" in requests:
+            limits = {**(resources.get("limits") or {}), "memory": requests["memory"]}
+            values["resources"] = {**values["resources"], "limits": limits}
         if self.gpus is not None:
             values["gpusPerNode"] = self.gpus
         if self.replicas is not None:
@@ -328,8 +337,7 @@ def render_job(
             ]
         )
     cluster_spec, values = values_for(spec, target.facts, access)
-    if sizing is not None:
-        sizing.apply(values)
+    (sizing or JobSizing()).apply(values)
     release = render_release(JOB_CHART, values, release=spec.name, namespace=target.facts.namespace)
     objects = release.objects
     problems: list[str] = []

@@ -66,6 +66,10 @@ LAUNCH_MODULE = "lab.runtime.launch"
 # A worker's exit code when its collective failed because a peer went: its agent then looks
 # for the lost node at once (EX_TEMPFAIL: the job goes on without it).
 EXIT_PEER_LOST = 75
+# A worker pod whose containers were killed whole this many times in a row on one node, each
+# without a word from its agent (OOMKilled at the container's memory limit, as a rule), makes its
+# next agent exit 1: the training operator would recreate the pod for ever (lab.runtime.launch).
+CONTAINER_KILLS = 3
 # Where lab.runtime.launch writes torch's structured agent events (JSON lines), when set.
 ENV_AGENT_EVENTS = "LAB_AGENT_EVENTS"
 # Which node emitted an event: the local target's node name, a cluster's worker pod; and on

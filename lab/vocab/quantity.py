@@ -27,10 +27,9 @@ def parse_quantity(text: object) -> Fraction | None:
         return None
     number, suffix = Fraction(m["number"]), m["suffix"] or ""
     if suffix in _BINARY:
-        return number * 1024 ** _BINARY[suffix]
-    if suffix in _DECIMAL:
-        return number * Fraction(1000) ** _DECIMAL[suffix]
-    return number * Fraction(10) ** int(suffix[1:])
+        return number * (1 << (10 * _BINARY[suffix]))
+    scale = Fraction(1000) ** _DECIMAL[suffix] if suffix in _DECIMAL else Fraction(10) ** int(suffix[1:])
+    return number * Fraction(scale)
 
 
 def cpu_text(cores: Fraction | float) -> str:

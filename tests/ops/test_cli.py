@@ -258,7 +258,8 @@ def test_sizing_lands_in_the_rendered_job(capsys):
     container = worker["template"]["spec"]["containers"][0]
     assert worker["replicas"] == 2
     assert container["resources"]["requests"] == {"cpu": "3500m", "memory": "20Gi"}
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
+    # The memory limit is the request: a worker past it is OOMKilled in its own container.
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 1, "memory": "20Gi"}
 
 
 def test_status_logs_delete(api_server, kubeconfig, capsys):

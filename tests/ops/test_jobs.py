@@ -344,6 +344,44 @@ def test_status_shows_how_a_worker_failed_from_its_termination_message(api_serve
     assert "'/data/train.bin'; giving up" in text and "noise 3" not in text
 
 
+def _operator_saw(api_server, pod: str, code: int, count: int, job: str = "demo") -> None:
+    """An ExitedWithCode event, as the training operator v1.9.4 records one on the PyTorchJob."""
+    api_server.put(
+        {
+            "kind": "Event",
+            "apiVersion": "v1",
+            "metadata": {"name": f"{job}.{pod}.{code}", "namespace": NS},
+            "involvedObject": {"kind": "PyTorchJob", "name": job, "namespace": NS, "apiVersion": "kubeflow.org/v1"},
+            "reason": "ExitedWithCode",
+            "message": f"Pod: {NS}.{pod} exited with code {code}",
+            "count": count,
+            "type": "Normal",
+        }
+    )
+
+
+def test_status_names_workers_killed_for_memory_and_their_limit(api_server, kube, rendered):
+    """A worker pod ends OOMKilled (exit 137) at its container's memory limit, the memory request
+    submit made its limit; the operator deletes and recreates it at once, so its ExitedWithCode
+    events are what is left of the earlier kills."""
+    _, objects = rendered
+    jobs.submit(kube, objects, NS)
+    killed = _worker(api_server, 1, "gpu-1", phase="Failed")
+    killed["spec"]["containers"][0]["resources"] = {"limits": {"memory": "8Gi"}, "requests": {"memory": "8Gi"}}
+    killed["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}
+    _worker(api_server, 0, "gpu-0")
+    _operator_saw(api_server, "demo-worker-1", 137, count=2)
+    _operator_saw(api_server, "demo-worker-0", 143, count=1)  # a spot notice: no memory kill
+    _operator_saw(api_server, "other-worker-0", 137, count=5, job="other")
+    st = jobs.status(kube, "demo", NS)
+    assert st.memory_kills == {"demo-worker-1": 2} and st.memory_limit == "8Gi"
+    assert (st.pods[1].oom_killed, st.pods[1].memory_limit) == (True, "8Gi") and not st.pods[0].oom_killed
+    text = "\n".join(st.lines())
+    assert "    ended: exit code 137 (OOMKilled)\n    killed for memory (OOMKilled) at its memory limit 8Gi" in text
+    assert "workers killed for memory (exit 137: OOMKilled, most likely), as the operator saw: demo-worker-1 (2" in text
+    assert "memory limit per worker: 8Gi; the operator recreates such a pod without limit" in text
+
+
 def test_a_gpu_job_is_submitted_with_its_gpu_count_as_the_sdk_sends_it(api_server, kube, rendered):
     """The chart writes `nvidia.com/gpu: 1`; the SDK's model holds quantities as strings and
     sends "1", the same quantity to Kubernetes: not a change of the job that was checked."""
