@@ -226,8 +226,9 @@ def trainer_argument_problems(spec: JobSpec) -> list[Problem]:
         with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
             parse_args(list(spec.script_args))
     except SystemExit:
-        # argparse prints the usage, then "<prog>: error: <what>" as its last line (--help: no error).
-        error = said.getvalue().strip().rpartition("error: ")[2] or "no --help here"
+        # argparse prints the usage, then "<prog>: error: <what>" as its last line; --help, no error.
+        _, found, error = said.getvalue().strip().rpartition("error: ")
+        error = error if found else "no --help here (`python -m lab.runtime.train --help` prints it)"
         return [Problem("after --", " ".join(spec.script_args), f"arguments {spec.module} takes (its --help): {error}")]
     return []
 

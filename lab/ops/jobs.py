@@ -325,11 +325,16 @@ class JobStatus:
                 out.append(f"    killed for memory (OOMKilled) at its memory limit {p.memory_limit or 'none set'}")
         if self.memory_kills:
             killed = ", ".join(f"{pod} ({n} event(s))" for pod, n in sorted(self.memory_kills.items()))
+            # Per-step groups host their own rendezvous store: no ledger of a pod's containers outlives them.
+            bound = (
+                f"its agent ends the job after {CONTAINER_KILLS} kills in a row on one node"
+                if self.fault_tolerance == FaultTolerance.ELASTIC.value
+                else "nothing ends a per-step job for it (`elastic-lab delete` it)"
+            )
             out += [
                 f"  workers killed for memory (exit 137: OOMKilled, most likely), as the operator saw: {killed}",
                 f"    memory limit per worker: {self.memory_limit or 'none set'}; the operator recreates such a pod "
-                f"without limit, and its agent ends the job after {CONTAINER_KILLS} kills in a row on one node: "
-                "submit it again with more --memory, or a smaller model or batch",
+                f"without limit, and {bound}: submit it again with more --memory, or a smaller model or batch",
             ]
         return out
 

@@ -3,6 +3,7 @@
 errors.py          LabError and Refused, the one base of operational errors and their exit codes
 problems.py        Problem(key, value, expected) and InvalidInput, the one input error
 names.py           the project's name, its component type tokens, clouds, Kubernetes name rules
+quantity.py        Kubernetes resource quantities (requests and limits), read and written
 layout.py          where the checkout and its charts are
 versions.py        pinned versions of what the platform installs
 job.py             JobSpec: a job's launch parameters, the LAB_* / PET_* contract

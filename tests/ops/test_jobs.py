@@ -379,7 +379,10 @@ def test_status_names_workers_killed_for_memory_and_their_limit(api_server, kube
     text = "\n".join(st.lines())
     assert "    ended: exit code 137 (OOMKilled)\n    killed for memory (OOMKilled) at its memory limit 8Gi" in text
     assert "workers killed for memory (exit 137: OOMKilled, most likely), as the operator saw: demo-worker-1 (2" in text
-    assert "memory limit per worker: 8Gi; the operator recreates such a pod without limit" in text
+    assert (
+        "memory limit per worker: 8Gi; the operator recreates such a pod without limit, and its agent ends the job "
+        "after 3 kills in a row on one node" in text
+    )
 
 
 def test_a_gpu_job_is_submitted_with_its_gpu_count_as_the_sdk_sends_it(api_server, kube, rendered):
