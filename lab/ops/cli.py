@@ -27,10 +27,11 @@ from typing import Any
 from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.current_stack import STACK_DEFAULT, STACK_OPTIONAL, STACK_REQUIRED
 from lab.vocab.errors import LabError
-from lab.vocab.job import JobSpec
+from lab.vocab.job import INT32_MAX, JobSpec
 from lab.vocab.job_flags import add_job_arguments
 from lab.vocab.job_flags import job_spec as job_fields_spec
-from lab.vocab.problems import InvalidInput, Problem
+from lab.vocab.names import DNS_1035_LABEL_RULE, DNS_LABEL_RULE, is_dns_1035_label, is_dns_label
+from lab.vocab.problems import InvalidInput, Problem, Problems
 
 SUBMIT_DESCRIPTION = """\
 Render a job for the stack's platform and create it on its cluster. The job takes the same
@@ -195,16 +196,87 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         q.set_defaults(func=func)
 
 
+# The module a job runs unless told otherwise: the project's demo trainer.
+DEMO_TRAINER = JobSpec.__dataclass_fields__["module"].default
+
+
 def job_spec(args: argparse.Namespace, target: Any) -> JobSpec:
-    module = args.module if (args.module or args.script) else JobSpec.__dataclass_fields__["module"].default
+    """The JobSpec of submit's flags: --module, else --script, else the demo trainer (a module or
+    script given empty is refused by the JobSpec, never replaced)."""
+    module = args.module if args.module is not None else DEMO_TRAINER if args.script is None else None
     return job_fields_spec(
         args,
         image=target.image_for(args.image),
-        module=module if not args.script else None,
+        module=module,
         script=args.script,
         script_args=tuple(args.script_args),
         rdzv_id=args.rdzv_id,
     )
+
+
+def trainer_argument_problems(spec: JobSpec) -> list[Problem]:
+    """The arguments after `--`, when the job runs the demo trainer: checked by the trainer's own
+    parser (lab.runtime.train.parse_args), which would refuse them on every worker. A module or
+    script of the user's gets its arguments untouched."""
+    if spec.module != DEMO_TRAINER or not spec.script_args:
+        return []
+    import contextlib
+    import io
+
+    from lab.runtime.train import parse_args
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+            parse_args(list(spec.script_args))
+    except SystemExit:
+        # argparse prints the usage, then "<prog>: error: <what>" as its last line; --help, no error.
+        _, found, error = said.getvalue().strip().rpartition("error: ")
+        error = error if found else "no --help here (`python -m lab.runtime.train --help` prints it)"
+        return [Problem("after --", " ".join(spec.script_args), f"arguments {spec.module} takes (its --help): {error}")]
+    return []
+
+
+def connection_problems(args: argparse.Namespace) -> list[Problem]:
+    """--namespace and --kubeconfig, as every command that reaches a cluster takes them."""
+    from lab.ops.kube import kubeconfig_problems
+
+    found = Problems()
+    if args.namespace is not None and not is_dns_label(args.namespace):
+        found.add("--namespace", args.namespace, f"a namespace name, {DNS_LABEL_RULE}")
+    found.extend(kubeconfig_problems(args.kubeconfig))
+    return found.items
+
+
+def checked_submission(args: argparse.Namespace, target: Any) -> tuple[JobSpec, Any]:
+    """The job and its sizing from submit's flags, or every problem of them at once (one
+    InvalidInput), before anything is rendered or reached."""
+    from lab.submit.core import int32_problems
+
+    found = Problems()
+    found.extend(connection_problems(args))
+    namespace = target.facts.namespace
+    if args.namespace is not None and is_dns_label(args.namespace) and args.namespace != namespace:
+        found.add(
+            "--namespace",
+            args.namespace,
+            f"the stack's training namespace {namespace!r}, or none: the job's service account, checkpoint "
+            "claim and rendezvous server are there",
+        )
+    flags = ("--min-nodes", "--max-nodes", "--max-restarts", "--replicas")
+    found.extend(int32_problems({flag: getattr(args, flag[2:].replace("-", "_")) for flag in flags}))
+    spec: JobSpec | None = None
+    try:
+        spec = job_spec(args, target)
+    except InvalidInput as exc:
+        found.extend(p for p in exc.problems if p not in found.items)
+    sizing = _sizing(args)
+    found.extend(sizing.problems(spec, target))
+    if spec is not None:
+        found.extend(trainer_argument_problems(spec))
+    if spec is None or found:
+        raise InvalidInput(found.items)
+    return spec, sizing
 
 
 def _sizing(args: argparse.Namespace) -> Any:
@@ -249,7 +321,8 @@ def submit_main(args: argparse.Namespace) -> int:
         from lab.vocab.checkpoint_interval import interval_line
 
         target = stack_target_of(args.stack)
-        job = render_job(job_spec(args, target), target, _sizing(args), CheckpointAccess(args.checkpoint_access))
+        spec, sizing = checked_submission(args, target)
+        job = render_job(spec, target, sizing, CheckpointAccess(args.checkpoint_access))
         cluster_spec = job.spec
         notice = on_demand_notice(target, cluster_spec)
         if args.dry_run:
@@ -283,29 +356,53 @@ def connected(args: argparse.Namespace, target: Any = None) -> Iterator[tuple[An
         yield kube, namespace_of(args, target, kube)
 
 
-def job_named(args: argparse.Namespace) -> str | None:
-    """The job a command is about: JOB or --job (the same name if both); None if neither."""
-    given = [n for n in (args.job_name, args.job) if n]
-    if len(set(given)) > 1:
-        raise InvalidInput(
-            [Problem("--job", args.job, f"the same job as JOB ({args.job_name!r}), or only one of them")]
-        )
-    return given[0] if given else None
+def job_named(args: argparse.Namespace, *, required: bool = True) -> str | None:
+    """The job a command (status, logs, delete, scale) is about: JOB or --job (the same name if
+    both); None if neither and not `required`. Every problem of the command's input at once
+    (one InvalidInput), before the cluster is reached: the name, --namespace, --kubeconfig and
+    the command's own flags."""
+    found = Problems()
+    found.extend(connection_problems(args))
+    given = [(key, name) for key, name in (("JOB", args.job_name), ("--job", args.job)) if name is not None]
+    for key, name in given:
+        if not is_dns_1035_label(name):
+            found.add(key, name, f"a PyTorchJob's name, {DNS_1035_LABEL_RULE}")
+    if len({name for _, name in given}) > 1:
+        found.add("--job", args.job, f"the same job as JOB ({args.job_name!r}), or only one of them")
+    if required and not given:
+        found.add("JOB", None, "the job's name (as JOB or --job): `elastic-lab status` lists them")
+    found.extend(_command_problems(args))
+    found.raise_if_any()
+    return given[0][1] if given else None
+
+
+def _command_problems(args: argparse.Namespace) -> list[Problem]:
+    """The flags of one job command: scale's --nodes, logs' --worker and window."""
+    found = Problems()
+    nodes = getattr(args, "nodes", None)
+    if nodes is not None and not 1 <= nodes <= INT32_MAX:
+        found.add("--nodes", nodes, "a number of nodes >= 1 (the job's own range is read from the cluster)")
+    worker = getattr(args, "worker", None)
+    if worker is not None and not 0 <= worker < INT32_MAX:
+        found.add("--worker", worker, "a worker's replica index, 0 or more (`elastic-lab status` lists them)")
+    if hasattr(args, "since"):
+        try:
+            log_window(args)
+        except InvalidInput as exc:
+            found.extend(exc.problems)
+    return found.items
 
 
 def the_job(args: argparse.Namespace) -> str:
     """The job a command needs (InvalidInput when neither JOB nor --job names one)."""
-    name = job_named(args)
-    if name is None:
-        raise InvalidInput([Problem("JOB", None, "the job's name (as JOB or --job): `elastic-lab status` lists them")])
-    return name
+    return str(job_named(args))
 
 
 def status_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.ops import jobs
 
-        name = job_named(args)
+        name = job_named(args, required=False)
         as_json = args.output == "json"
         with connected(args, stack_target_of(args.stack)) as (kube, namespace):
             if not name:
@@ -364,8 +461,8 @@ def logs_main(args: argparse.Namespace) -> int:
     def body() -> int:
         from lab.ops import jobs
 
-        name = the_job(args)
-        window = log_window(args)  # refused before the cluster is asked anything
+        name = the_job(args)  # every input refused before the cluster is asked anything
+        window = log_window(args)
         with connected(args, stack_target_of(args.stack)) as (kube, namespace):
             try:
                 for pod, line in jobs.logs(

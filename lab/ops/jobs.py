@@ -26,7 +26,7 @@ from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 
 from lab.ops.kube import KubeApi, KubeError, api_error
-from lab.vocab.job import ENV_CHECKPOINT_EVERY, FaultTolerance
+from lab.vocab.job import CONTAINER_KILLS, ENV_CHECKPOINT_EVERY, FaultTolerance
 from lab.vocab.names import PROJECT
 from lab.vocab.per_step import ENV_MIN_REPLICAS
 from lab.vocab.problems import InvalidInput, Problem
@@ -42,6 +42,16 @@ SDK_MODEL = "KubeflowOrgV1PyTorchJob"
 # The resource metrics API: metrics-server serves it, and an HPA on CPU reads nothing else. EKS
 # runs it as the metrics-server add-on (components/eks/cluster.py); AKS has it built in.
 METRICS_API_GROUP = "metrics.k8s.io"
+# The container of a worker pod that runs the agent (the operator's default container name).
+TRAINING_CONTAINER = "pytorch"
+# How a container killed at its memory limit ended (its terminated state's reason), and the exit
+# code of a process killed by SIGKILL (128 + 9), as the operator reports a worker's.
+OOM_KILLED = "OOMKilled"
+EXIT_KILLED = 137
+# The event the training operator records each time it sees a worker's container ended (v1.9.4,
+# pkg/controller.v1/common/pod.go: exitedWithCodeReason, "Pod: %v.%v exited with code %v").
+EXITED_WITH_CODE = "ExitedWithCode"
+_EXITED = re.compile(r"^Pod: (?P<namespace>[^.]+)\.(?P<pod>\S+) exited with code (?P<code>-?\d+)$")
 
 
 class JobError(KubeError):
@@ -306,6 +316,8 @@ class PodState:
     # How its training container last ended, when it failed: exit code and termination message
     # (the last log lines, under the chart's FallbackToLogsOnError).
     ended_with: str | None = None
+    oom_killed: bool = False  # its container was killed at its memory limit (reason OOMKilled)
+    memory_limit: str | None = None  # its training container's memory limit
 
 
 @dataclass(frozen=True)
@@ -318,6 +330,10 @@ class JobStatus:
     max_restarts: int | None
     pods: list[PodState] = field(default_factory=list)
     fault_tolerance: str = FaultTolerance.ELASTIC.value
+    # Worker pods the training operator saw exit 137 (killed: OOMKilled at the memory limit, as a
+    # rule), with the number of its ExitedWithCode events for them; the pods are recreated at once.
+    memory_kills: dict[str, int] = field(default_factory=dict)
+    memory_limit: str | None = None  # the workers' memory limit, as the job sets it
 
     @property
     def state(self) -> str:
@@ -354,6 +370,21 @@ class JobStatus:
             )
             if p.ended_with:
                 out += [f"    {line}" for line in p.ended_with.splitlines()]
+            if p.oom_killed:
+                out.append(f"    killed for memory (OOMKilled) at its memory limit {p.memory_limit or 'none set'}")
+        if self.memory_kills:
+            killed = ", ".join(f"{pod} ({n} event(s))" for pod, n in sorted(self.memory_kills.items()))
+            # Per-step groups host their own rendezvous store: no ledger of a pod's containers outlives them.
+            bound = (
+                f"its agent ends the job after {CONTAINER_KILLS} kills in a row on one node"
+                if self.fault_tolerance == FaultTolerance.ELASTIC.value
+                else "nothing ends a per-step job for it (`elastic-lab delete` it)"
+            )
+            out += [
+                f"  workers killed for memory (exit 137: OOMKilled, most likely), as the operator saw: {killed}",
+                f"    memory limit per worker: {self.memory_limit or 'none set'}; the operator recreates such a pod "
+                f"without limit, and {bound}: submit it again with more --memory, or a smaller model or batch",
+            ]
         return out
 
 
@@ -372,6 +403,9 @@ def _index(pod: Any) -> int | None:
 
 def pod_state(pod: Any) -> PodState:
     statuses = (pod.status.container_statuses if pod.status else None) or []
+    containers = (pod.spec.containers if pod.spec else None) or []
+    training = next((c for c in containers if c.name == TRAINING_CONTAINER), None)
+    limits = (training.resources.limits if training is not None and training.resources else None) or {}
     return PodState(
         name=pod.metadata.name,
         index=_index(pod),
@@ -380,6 +414,16 @@ def pod_state(pod: Any) -> PodState:
         restarts=sum(s.restart_count or 0 for s in statuses),
         ready=bool(statuses) and all(s.ready for s in statuses),
         ended_with=_failed_ending(statuses),
+        oom_killed=any(_ended_for_memory(s) for s in statuses),
+        memory_limit=limits.get("memory"),
+    )
+
+
+def _ended_for_memory(status: Any) -> bool:
+    """Whether a container was killed at its memory limit, now or before its last restart."""
+    return any(
+        state is not None and state.terminated is not None and state.terminated.reason == OOM_KILLED
+        for state in (status.state, status.last_state)
     )
 
 
@@ -428,6 +472,37 @@ def _limits(job: Mapping[str, Any]) -> tuple[str, int | None, int | None, int | 
     return FaultTolerance.PER_STEP.value, minimum, worker.get("replicas"), restarts
 
 
+def _memory_limit(job: Mapping[str, Any]) -> str | None:
+    """The memory limit of the job's worker containers, as its spec sets it."""
+    worker = ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).get("Worker") or {}
+    for container in ((worker.get("template") or {}).get("spec") or {}).get("containers") or []:
+        if container.get("name") == TRAINING_CONTAINER:
+            return ((container.get("resources") or {}).get("limits") or {}).get("memory")
+    return None
+
+
+def memory_kills(kube: KubeApi, name: str, namespace: str) -> dict[str, int]:
+    """{pod: events} of the job's worker pods the training operator saw exit with 137: its
+    ExitedWithCode events (pkg/controller.v1/common/pod.go, "Pod: <namespace>.<pod> exited with
+    code <code>"), the only trace left of a pod it deleted and recreated. Empty where events cannot
+    be read (they expire after an hour by default; the kubeconfig's user may lack the right)."""
+    try:
+        found = kube.core.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.kind={PYTORCHJOB},involvedObject.name={name}"
+        ).items
+    except ApiException:
+        return {}
+    kills: dict[str, int] = {}
+    for event in found:
+        involved = event.involved_object
+        if event.reason != EXITED_WITH_CODE or involved is None or (involved.kind, involved.name) != (PYTORCHJOB, name):
+            continue
+        m = _EXITED.match(event.message or "")
+        if m and m["namespace"] == namespace and int(m["code"]) == EXIT_KILLED:
+            kills[m["pod"]] = kills.get(m["pod"], 0) + (event.count or 1)
+    return kills
+
+
 def status(kube: KubeApi, name: str, namespace: str) -> JobStatus:
     job = read_job(kube, name, namespace)
     if job is None:
@@ -447,6 +522,8 @@ def status(kube: KubeApi, name: str, namespace: str) -> JobStatus:
         max_restarts=restarts,
         pods=[pod_state(p) for p in job_pods(kube, name, namespace)],
         fault_tolerance=fault_tolerance,
+        memory_kills=memory_kills(kube, name, namespace),
+        memory_limit=_memory_limit(job),
     )
 
 

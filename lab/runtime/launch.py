@@ -75,7 +75,7 @@ from lab.runtime import events, spot_notice
 from lab.runtime.process_title import set_title, where
 from lab.runtime.stack_dumps import dump_stacks_on_request
 from lab.vocab.events import Event
-from lab.vocab.job import ENV_AGENT_EVENTS, EXIT_PEER_LOST
+from lab.vocab.job import CONTAINER_KILLS, ENV_AGENT_EVENTS, ENV_K8S_NODE, ENV_NODE, EXIT_PEER_LOST
 from lab.vocab.stack_dumps import AGENT
 
 PROG = "lab.runtime.launch"
@@ -104,6 +104,11 @@ _HANDLERS: list[Any] = []
 # without a heartbeat: the time the other agents take to reconnect.
 RESTORED_HEARTBEAT_GRACE_S = 5.0
 ETCD_READ_TIMEOUT_S = 5
+
+
+class ContainerKillLoop(Exception):
+    """This worker pod's containers were killed again and again on its node, each time without a
+    word from its agent (see ContainerLedger): the job should fail rather than be recreated."""
 
 
 class JobAlreadyDone(Exception):
@@ -155,6 +160,8 @@ def _handler_class() -> type[Any]:
         _peers_lost_marker: Path | None = None
         _reconnected_at = 0.0
         _gave_up = False  # this agent leaves on a rendezvous error: keep the rendezvous open
+        waited_for_server = False  # its creation waited for the rendezvous server to come back
+        ledger: ContainerLedger | None = None  # this pod's containers, in the rendezvous store
         # The round this agent's workers run in, and its participants when it completed.
         _round: int | None = None
         _members: frozenset[object] = frozenset()  # the round's node descriptors
@@ -491,6 +498,7 @@ def _etcd_v2(params: RendezvousParameters) -> Any:
     params.config.setdefault("read_timeout", str(ETCD_READ_TIMEOUT_S))
     handler = _reach_server(lambda: _create_handler(create_backend, params), params)
     handler.reconnect = functools.partial(_reconnect_etcd, handler, params)
+    _check_in(handler)
     return handler
 
 
@@ -516,6 +524,7 @@ def _reach_server(create: Callable[[], Any], params: RendezvousParameters) -> An
             continue
         if since is not None:
             _outage_ended(time.monotonic() - since)
+            made.waited_for_server = True
         return made
 
 
@@ -647,7 +656,111 @@ def _c10d(params: RendezvousParameters) -> Any:
     if params.get_as_bool("is_host") is False:
         # The store is a server of its own (our setup): after it restarts, talk to the new one.
         handler.reconnect = functools.partial(_reconnect_c10d, handler, params)
+        _check_in(handler)  # a store an agent hosts (per-step groups) dies with its container
     return handler
+
+
+# ------------------------------------------------------------------ containers killed without a word
+@dataclasses.dataclass(frozen=True)
+class ContainerEntry:
+    """What the rendezvous store keeps of a worker pod's latest container: the Kubernetes node it
+    ran on, whether it is still running as far as anyone knows (its agent checked in and not out
+    yet), and how many of the pod's containers before it were killed in a row on that node."""
+
+    node: str
+    running: bool
+    killed: int
+
+
+class ContainerLedger:
+    """A worker pod's containers, one entry in the job's rendezvous store (which outlives them).
+
+    A container whose memory limit is reached is killed whole: with cgroup v2, Kubernetes (1.28+)
+    sets memory.oom.group, so the kernel's OOM killer takes the agent with its workers, the pod
+    ends with exit 137 (reason OOMKilled), and nothing in it can say so. The training operator
+    (v1.9, restartPolicy ExitCode) recreates a pod that exits with 128 or more under the same name,
+    with no limit: runPolicy.backoffLimit sums the restarts of containers of running pods, and the
+    pods it recreates have none. So each container checks in when its agent starts and out when
+    the agent ends, however it ends. A container that finds the previous one of its pod checked in
+    on its own node knows that one was killed without a word (the OOM killer, or a hard eviction of
+    the kubelet: the node is up, it did not vanish); after CONTAINER_KILLS in a row, the agent
+    exits 1 and the job fails, its pod's termination message saying why. One recreated on another
+    node (its node was evicted, or vanished) counts nothing, nor one that had to wait for the
+    rendezvous server (its predecessor may have left on the server's outage, unable to check out)."""
+
+    def __init__(self, store: Any, run_id: str, pod: str, node: str) -> None:
+        self.store, self.pod, self.node = store, pod, node
+        self.key = f"lab/{run_id}/containers/{pod}"
+
+    @classmethod
+    def of_this_pod(cls, store: Any, run_id: str) -> ContainerLedger | None:
+        """The ledger of the pod this agent runs in; None off a cluster (the pod's own fields
+        LAB_NODE and LAB_K8S_NODE unset: the local target names no machine)."""
+        pod, node = os.environ.get(ENV_NODE), os.environ.get(ENV_K8S_NODE)
+        return cls(store, run_id, pod, node) if pod and node else None
+
+    def _read(self) -> ContainerEntry | None:
+        if not self.store.check([self.key]):
+            return None
+        try:
+            values = json.loads(self.store.get(self.key))
+            return ContainerEntry(str(values["node"]), bool(values["running"]), int(values["killed"]))
+        except (ValueError, KeyError, TypeError):
+            return None  # unreadable: start counting again
+
+    def _write(self, entry: ContainerEntry) -> None:
+        self.store.set(self.key, json.dumps(dataclasses.asdict(entry)))
+
+    def check_in(self, *, server_was_down: bool) -> None:
+        """This container starts: count the previous one if it was killed without a word on this
+        node, and raise ContainerKillLoop at CONTAINER_KILLS in a row."""
+        previous = self._read()
+        killed_before = previous is not None and previous.running and previous.node == self.node
+        killed = previous.killed + 1 if previous is not None and killed_before and not server_was_down else 0
+        if killed < CONTAINER_KILLS:
+            self._write(ContainerEntry(self.node, True, killed))
+            return
+        self._write(ContainerEntry(self.node, False, 0))
+        events.emit(Event.CONTAINERS_KILL_LOOP, pod=self.pod, k8s_node=self.node, kills=killed, source="agent")
+        raise ContainerKillLoop(
+            f"the containers of pod {self.pod} were killed {killed} times in a row on node {self.node}, each "
+            "without a word from its agent: OOMKilled (exit 137), most likely, at the container's memory limit "
+            "(`elastic-lab status` shows it); giving up (exit 1, the job fails) instead of being recreated for ever"
+        )
+
+    def check_out(self) -> None:
+        """This container's agent ends, whatever the reason: not a kill."""
+        self._write(ContainerEntry(self.node, False, 0))
+
+
+def _check_in(handler: Any) -> None:
+    """The container ledger of the pod this agent runs in, checked in (best effort: a store
+    that cannot be reached or read leaves the count alone, never the start)."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    store = getattr(handler._store, "inner", handler._store)  # the store itself, not the round's waits
+    ledger = ContainerLedger.of_this_pod(store, handler.get_run_id())
+    if ledger is None:
+        return
+    try:
+        ledger.check_in(server_was_down=handler.waited_for_server)
+    except (ContainerKillLoop, SignalException):
+        raise
+    except Exception as exc:  # noqa: BLE001 - etcd's and the c10d store's clients raise anything
+        log.warning("could not check this container in to the rendezvous store (%s)", exc)
+        return
+    handler.ledger = ledger
+
+
+def _check_out() -> None:
+    """Every container ledger this agent checked in, checked out: its agent ends (best effort)."""
+    for handler in _HANDLERS:
+        if handler.ledger is None:
+            continue
+        try:
+            handler.ledger.check_out()
+        except Exception as exc:  # noqa: BLE001 - the next container of the pod counts this one killed
+            log.warning("could not check this container out of the rendezvous store (%s)", exc)
 
 
 def _reconnect_c10d(handler: Any, params: RendezvousParameters) -> None:
@@ -774,9 +887,16 @@ def _forgive_failures_of_a_lost_round() -> None:
     @functools.wraps(monitor)
     def monitor_workers(self, worker_group):  # type: ignore[no-untyped-def]
         _raise_a_swallowed_stop()
+        polled = time.monotonic()
         result = monitor(self, worker_group)
         if result.state != WorkerState.FAILED:
             return result
+        killed = killed_on_its_own(getattr(self, "_pcontext", None), worker_group, time.monotonic() - polled)
+        if killed and failure_signature(killed) != failure_signature(result.failures):
+            # torch reports the first worker its poll found dead: often a peer of the killed one,
+            # whose collective broke on it. The kill is this node's own failure.
+            log.warning("a worker of this node was killed (SIGKILL): that is its failure, not its peers' errors")
+            result = RunResult(state=WorkerState.FAILED, failures=killed)
         handler = worker_group.spec.rdzv_handler
         lost = hasattr(handler, "lost_members") and handler.lost_members()
         by_a_peer = a_peer_failed(result.failures)
@@ -809,6 +929,37 @@ _PEER_FAILURE = re.compile(
     r"DistBackendError|DistNetworkError|DistStoreError|Connection closed by peer|Connection reset by peer"
     r"|[Bb]roken pipe|NCCL|[Gg]loo|timed out|Timeout|ProcessGroup|watchdog|Socket Timeout"
 )
+
+
+# How long torch waits for workers to leave on SIGTERM before it SIGKILLs them (torch.multiprocessing's
+# ProcessContext.join and elastic's PContext.close, 30 s each): a worker found killed by SIGKILL
+# within a monitor tick shorter than this was killed by someone else than its agent.
+TORCH_KILL_GRACE_S = 30
+
+
+def killed_on_its_own(pcontext: Any, worker_group: Any, poll_s: float) -> dict[int, Any]:
+    """{global rank: failure} of a worker of this node that ended by SIGKILL that its agent did not
+    send (the poll that found the failure, `poll_s` long, was shorter than torch's grace before
+    its own SIGKILL): the kernel's OOM killer, as a rule, which kills the worker alone where the
+    container's cgroup is not killed as a whole (cgroup v1, or the kubelet's singleProcessOOMKill),
+    and the biggest process on a node out of memory. Empty when none was."""
+    from torch.distributed.elastic.multiprocessing.api import MultiprocessContext, SubprocessContext
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    if poll_s >= TORCH_KILL_GRACE_S:
+        return {}
+    if isinstance(pcontext, MultiprocessContext) and pcontext._pc is not None:  # warm workers (forkserver)
+        ended = [(rank, p.pid, p.exitcode) for rank, p in enumerate(pcontext._pc.processes)]
+    elif isinstance(pcontext, SubprocessContext):
+        ended = [(rank, h.proc.pid, h.proc.poll()) for rank, h in pcontext.subprocess_handlers.items()]
+    else:
+        return {}
+    for local_rank, pid, code in ended:
+        if code == -signal.SIGKILL:
+            error_file = pcontext.error_files.get(local_rank, "")  # none: killed before it could write one
+            failure = ProcessFailure(local_rank=local_rank, pid=pid, exitcode=code, error_file=error_file)
+            return {worker_group.workers[local_rank].global_rank: failure}
+    return {}
 
 
 @dataclasses.dataclass
@@ -867,10 +1018,14 @@ def _count_towards_a_crash_loop(agent: Any, result: Any) -> None:
     events.emit(Event.WORKERS_CRASH_LOOP, error=error, attempts=streak.attempts, rank=rank, source="agent")
     log.error(
         "workers crash loop: rank %d failed %d times in a row with %s; giving up (torchrun exits 1, "
-        "the job fails) instead of using the rest of max_restarts on the same failure",
+        "the job fails) instead of using the rest of max_restarts on the same failure%s",
         rank,
         streak.attempts,
         error,
+        " (a worker killed by SIGKILL that its agent did not send: the kernel's OOM killer, most likely; "
+        "`elastic-lab status` shows the workers' memory limit)"
+        if error.startswith(f"Signal {int(signal.SIGKILL)} ")
+        else "",
     )
 
 
@@ -979,8 +1134,6 @@ def start_warm_workers() -> None:
 def main(argv: list[str] | None = None) -> int:
     warm = os.environ.get(ENV_WARM_WORKERS, "1") != "0"
     from torch.distributed import run
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError
 
     install()
     dump_stacks_on_request(AGENT)
@@ -992,7 +1145,18 @@ def main(argv: list[str] | None = None) -> int:
     if warm:
         start_warm_workers()
     try:
-        run.main(args)
+        return _run(run.main, args)
+    finally:
+        _check_out()
+
+
+def _run(torchrun: Callable[[list[str]], None], args: list[str]) -> int:
+    """torchrun's main, with the exits it leaves to us."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError
+
+    try:
+        torchrun(args)
     except SignalException as exc:
         # The agent stopped its workers (they saved on the notice) and left the rendezvous
         # as it was: take this node out of the round for the others.
@@ -1017,6 +1181,9 @@ def main(argv: list[str] | None = None) -> int:
     except JobAlreadyDone as exc:
         print(f"{PROG}: {exc}; nothing left to do", file=sys.stderr)
         return 0
+    except ContainerKillLoop as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -8,25 +8,31 @@ platform it lands on.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
+from components.charts import chart_default
 from lab.k8s.helm import render_release, to_yaml
 from lab.k8s.job_values import values_for
 from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
 from lab.k8s.schemas import CrdSchemaMissing, validate_objects
+from lab.plan.aks_pools import pools
 from lab.plan.cost import CostEstimate, estimate
 from lab.plan.harness import run_program
+from lab.plan.quota_needs import NODE_GROUP
 from lab.plan.stack_files import StackNotFound
+from lab.vocab.capacity import rank_in
 from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.errors import LabError
-from lab.vocab.job import JobSpec
+from lab.vocab.job import INT32_MAX, JobSpec
 from lab.vocab.layout import JOB_CHART
+from lab.vocab.machine_shapes import NodeRoom, node_room
 from lab.vocab.names import BYO_CLUSTER_TYPE, PLATFORM_TYPE, PROJECT, image_repository
 from lab.vocab.platform_facts import PlatformFacts
 from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.quantity import MIB, cpu_text, memory_text, parse_quantity
 from lab.vocab.versions import DEFAULT_KUBERNETES_VERSION, PROJECT_IMAGE
 
 
@@ -44,6 +50,9 @@ class StackTarget:
     inference_priority_class: str = "elastic-inference"
     trainer_image: str | None = None  # the stack's elastic-spot-lab:trainerImage: the jobs' default image
     cost: CostEstimate | None = None  # the stack's pools and GPU ranks, priced (lab.plan.cost)
+    # What each size of the GPU spot pool (capacity rank 1) leaves to a worker pod; empty where
+    # the stack declares no such pool (byo) or its sizes are not in lab/vocab/machine_shapes.py.
+    worker_nodes: tuple[NodeRoom, ...] = ()
 
     def image_for(self, given: str | None) -> str:
         """The image a job runs: the one given, else the stack's trainer image (InvalidInput
@@ -90,11 +99,54 @@ def stack_target(stack: str) -> StackTarget:
         inference_priority_class=str((outputs.get("priorityClasses") or {}).get("inference", "elastic-inference")),
         trainer_image=plan.config.get(f"{PROJECT}:trainerImage") or None,
         cost=estimate(plan),
+        worker_nodes=worker_node_rooms(plan),
     )
 
 
-# A Kubernetes resource quantity as requests take it: a number and an optional suffix.
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+def worker_node_rooms(plan: Any) -> tuple[NodeRoom, ...]:
+    """What a node of each size of the plan's GPU spot pool (capacity rank 1, where the job is
+    sized: lab/vocab/capacity.py) leaves to pods; sizes not known here are left out."""
+    cloud = str(plan.cloud)
+    sizes: list[tuple[str, int | None]] = []
+    if cloud == "aks":
+        sizes = [(str(v.get("vmSize")), v.get("maxPods")) for v in pools(plan) if rank_in(v.get("nodeLabels")) == 1]
+    elif cloud == "eks":
+        sizes = [
+            (str(size), None)
+            for group in plan.of_type(NODE_GROUP)
+            if rank_in(group.inputs.get("labels")) == 1
+            for size in group.inputs.get("instanceTypes") or []
+        ]
+    rooms = (node_room(cloud, size, max_pods if isinstance(max_pods, int) else None) for size, max_pods in sizes)
+    return tuple(room for room in rooms if room is not None)
+
+
+# The least memory a worker pod may request: its agent and each of its workers import torch, about
+# 220 MiB of resident memory apiece (torch 2.13, measured here), before any model or data.
+MIN_WORKER_MEMORY = 512 * MIB
+# The most nodes a job may span where the stack does not say how far its GPU pool scales (byo):
+# Kubernetes supports clusters of up to 5000 nodes (kubernetes.io, "Considerations for large
+# clusters"), and each worker pod of an elastic job is a node of its rendezvous.
+MAX_JOB_NODES = 5000
+# The PyTorchJob CRD (training operator v1.9.4, schemas/kubeflow.org_pytorchjobs.v1.9.4.yaml) types
+# these fields `integer, format: int32` (INT32_MAX); the flag that sets each. The API server
+# stores a larger number as something else, or refuses the job.
+INT32_FIELDS = {
+    "--min-nodes": "spec.elasticPolicy.minReplicas",
+    "--max-nodes": "spec.elasticPolicy.maxReplicas",
+    "--max-restarts": "spec.elasticPolicy.maxRestarts",
+    "--replicas": "spec.pytorchReplicaSpecs.Worker.replicas",
+}
+
+
+def int32_problems(values: Mapping[str, Any]) -> list[Problem]:
+    """A problem for each flag of INT32_FIELDS (by name in `values`) whose number the CRD's int32
+    field cannot hold."""
+    return [
+        Problem(flag, value, f"at most {INT32_MAX}: {INT32_FIELDS[flag]} is an int32 in the PyTorchJob CRD")
+        for flag, value in values.items()
+        if isinstance(value, int) and not isinstance(value, bool) and value > INT32_MAX
+    ]
 
 
 @dataclass(frozen=True)
@@ -110,32 +162,81 @@ class JobSizing:
     # percent of their CPU request, that it holds them at by adding or removing nodes.
     autoscale_cpu: int | None = None
 
-    def problems(self, spec: JobSpec, facts: PlatformFacts) -> Problems:
+    def problems(self, spec: JobSpec | None, target: StackTarget) -> Problems:
         """Every way this sizing (and the job's node counts) cannot fit the stack's pools,
         named by the flag that set it. A job whose minimum the GPU pool can never reach
-        would wait for its rendezvous forever."""
+        would wait for its rendezvous forever; a pod that asks for more than a GPU node has
+        would stay Pending. Without a valid `spec` (its own problems are reported apart),
+        only what does not depend on it."""
         found = Problems()
-        for flag, value in (("--cpu", self.cpu), ("--memory", self.memory)):
-            if value is not None and (not _QUANTITY.match(value) or float(re.sub(r"[^0-9.]", "", value) or 0) == 0):
-                found.add(flag, value, "a Kubernetes quantity above zero, e.g. 4, 3500m, 16Gi")
+        found.extend(self._request_problems(target.worker_nodes))
         if self.gpus is not None:
-            have = facts.gpus_per_node
+            have = target.facts.gpus_per_node
             if have == 0 and self.gpus != 0:
                 found.add("--gpus", self.gpus, "0: the stack's platform has no GPUs (gpusPerNode 0)")
             elif not 0 <= self.gpus <= have:
                 found.add("--gpus", self.gpus, f"0..{have}, the GPUs of one node of the stack's GPU pool")
-            elif spec.nproc_per_node > self.gpus > 0:
+            elif spec is not None and spec.nproc_per_node > self.gpus > 0:
                 found.add("--gpus", self.gpus, f">= --nproc-per-node ({spec.nproc_per_node}): one GPU per process")
+        if self.autoscale_cpu is not None and not self._autoscale_percent():
+            found.add("--autoscale-cpu", self.autoscale_cpu, "a CPU utilisation in percent, 1..100")
+        if spec is not None:
+            found.extend(self._count_problems(spec, target.facts.pools.gpu_max_nodes))
+        return found
+
+    def _autoscale_percent(self) -> bool:
+        value = self.autoscale_cpu
+        return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 100
+
+    def _request_problems(self, rooms: Sequence[NodeRoom]) -> list[Problem]:
+        """--cpu and --memory: Kubernetes quantities above zero (memory enough for torch), and
+        no more than the smallest node of the GPU spot pool leaves to pods."""
+        found = Problems()
+        # Each request in the room's units: millicores of cores, MiB of bytes.
+        for flag, value, in_room_units in (
+            ("--cpu", self.cpu, Fraction(1000)),
+            ("--memory", self.memory, Fraction(1, MIB)),
+        ):
+            if value is None:
+                continue
+            amount = parse_quantity(value)
+            if amount is None or amount <= 0:
+                found.add(flag, value, "a Kubernetes quantity above zero, e.g. 4, 3500m, 16Gi")
+                continue
+            if flag == "--memory" and amount < MIN_WORKER_MEMORY:
+                found.add(
+                    flag,
+                    value,
+                    f"at least {memory_text(MIN_WORKER_MEMORY)}, e.g. 16Gi (a number without a unit is bytes): "
+                    "the agent and each worker import torch, about 220 MiB apiece",
+                )
+                continue
+            room = min(rooms, key=lambda r: r.cpu_millis if flag == "--cpu" else r.memory_mib, default=None)
+            if room is None:
+                continue
+            left = Fraction(room.cpu_millis if flag == "--cpu" else room.memory_mib)
+            if amount * in_room_units > left:
+                shown = cpu_text(left / 1000) if flag == "--cpu" else memory_text(left * MIB)
+                found.add(
+                    flag,
+                    value,
+                    f"at most {shown}: what a {room.size} node of the GPU spot pool leaves to pods after the "
+                    "kubelet's and the system's reservations (a larger request would leave the workers Pending)",
+                )
+        return found.items
+
+    def _count_problems(self, spec: JobSpec, pool_max: int | None) -> list[Problem]:
+        """--replicas and the node counts against the job's range and the GPU pool's size, and
+        --autoscale-cpu against the job's mode and range."""
+        found = Problems()
         if self.replicas is not None and not spec.min_nodes <= self.replicas <= spec.max_nodes:
             found.add(
                 "--replicas",
                 self.replicas,
                 f"between --min-nodes ({spec.min_nodes}) and --max-nodes ({spec.max_nodes})",
             )
-        if self.autoscale_cpu is not None:
-            if isinstance(self.autoscale_cpu, bool) or not 1 <= self.autoscale_cpu <= 100:
-                found.add("--autoscale-cpu", self.autoscale_cpu, "a CPU utilisation in percent, 1..100")
-            elif spec.per_step_mode:
+        if self.autoscale_cpu is not None and self._autoscale_percent():
+            if spec.per_step_mode:
                 found.add(
                     "--autoscale-cpu",
                     self.autoscale_cpu,
@@ -148,34 +249,49 @@ class JobSizing:
                     self.autoscale_cpu,
                     f"--min-nodes below --max-nodes (both {spec.max_nodes}): the HPA has no room to move",
                 )
-        pool_max = facts.pools.gpu_max_nodes
-        if pool_max is not None:
-            if spec.min_nodes > pool_max:
-                found.add(
-                    "--min-nodes",
-                    spec.min_nodes,
-                    f"<= {pool_max}, the GPU spot pool's maximum: the job could never rendezvous",
-                )
-            if self.replicas is not None and self.replicas > pool_max:
-                found.add("--replicas", self.replicas, f"<= {pool_max}, the GPU spot pool's maximum")
-            elif self.replicas is None and spec.max_nodes > pool_max:
+        if pool_max is None:
+            if INT32_MAX >= spec.max_nodes > MAX_JOB_NODES:
                 found.add(
                     "--max-nodes",
                     spec.max_nodes,
-                    f"<= {pool_max}, the GPU spot pool's maximum: the job starts --max-nodes pods, and the ones "
-                    "beyond the pool would stay Pending (or give --replicas)",
+                    f"at most {MAX_JOB_NODES}: the most nodes Kubernetes supports in one cluster (kubernetes.io, "
+                    "Considerations for large clusters), and the stack does not say how far its GPU pool scales",
                 )
-        return found
+            return found.items
+        if spec.min_nodes > pool_max:
+            found.add(
+                "--min-nodes",
+                spec.min_nodes,
+                f"<= {pool_max}, the GPU spot pool's maximum: the job could never rendezvous",
+            )
+        if self.replicas is not None and self.replicas > pool_max:
+            found.add("--replicas", self.replicas, f"<= {pool_max}, the GPU spot pool's maximum")
+        elif self.replicas is None and spec.max_nodes > pool_max:
+            found.add(
+                "--max-nodes",
+                spec.max_nodes,
+                f"<= {pool_max}, the GPU spot pool's maximum: the job starts --max-nodes pods, and the ones "
+                "beyond the pool would stay Pending (or give --replicas)",
+            )
+        return found.items
 
     def apply(self, values: dict[str, Any]) -> None:
-        """Write this sizing into the job chart's values."""
+        """Write this sizing into the job chart's values. A worker's memory limit is its memory
+        request: a worker that grows past it is killed in its own container, OOMKilled at a limit
+        `elastic-lab status` names, never by a node out of memory that takes its neighbours (the
+        device plugin, the kubelet's evictions) with it."""
+        resources = values.get("resources") or {}
         requests = {
-            **((values.get("resources") or {}).get("requests") or {}),
+            **(chart_default(JOB_CHART, "resources", "requests") or {}),
+            **(resources.get("requests") or {}),
             **({"cpu": self.cpu} if self.cpu else {}),
             **({"memory": self.memory} if self.memory else {}),
         }
         if requests:
-            values["resources"] = {**(values.get("resources") or {}), "requests": requests}
+            values["resources"] = {**resources, "requests": requests}
+        if "memory" in requests:
+            limits = {**(resources.get("limits") or {}), "memory": requests["memory"]}
+            values["resources"] = {**values["resources"], "limits": limits}
         if self.gpus is not None:
             values["gpusPerNode"] = self.gpus
         if self.replicas is not None:
@@ -210,7 +326,7 @@ def render_job(
 ) -> RenderedJob:
     """The job for the stack's platform, validated and guarded (raises on problems)."""
     if sizing is not None:
-        sizing.problems(spec, target.facts).raise_if_any()
+        sizing.problems(spec, target).raise_if_any()
     if target.cloud != "byo" and image_repository(spec.image) == PROJECT_IMAGE:
         # A byo cluster may hold a local build under that name (kind load); cloud nodes pull.
         raise InvalidInput(
@@ -224,8 +340,7 @@ def render_job(
             ]
         )
     cluster_spec, values = values_for(spec, target.facts, access)
-    if sizing is not None:
-        sizing.apply(values)
+    (sizing or JobSizing()).apply(values)
     release = render_release(JOB_CHART, values, release=spec.name, namespace=target.facts.namespace)
     objects = release.objects
     problems: list[str] = []

@@ -5,6 +5,7 @@ problems.py        Problem(key, value, expected) and InvalidInput, the one input
 names.py           the project's name, its component type tokens, clouds, Kubernetes name rules,
                    image references (repository, tag, digest)
 placeholders.py    `<what>`: a value a dry run cannot know where it runs
+quantity.py        Kubernetes resource quantities (requests and limits), read and written
 layout.py          where the checkout and its charts are
 versions.py        pinned versions of what the platform installs
 job.py             JobSpec: a job's launch parameters, the LAB_* / PET_* contract

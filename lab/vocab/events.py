@@ -49,6 +49,8 @@ class Event(StrEnum):
     RDZV_ROUND_ABANDONED = "rdzv_round_abandoned"  # its rank 0 left before it shared its address
     RDZV_LEFT = "rdzv_left"  # stopped by a signal, its workers gone: it took its node out of the round
     WORKERS_CRASH_LOOP = "workers_crash_loop"  # its workers failed the same way in a row: it gives up
+    # Its pod's containers were killed without a word in a row on one node (OOMKilled): it gives up.
+    CONTAINERS_KILL_LOOP = "containers_kill_loop"
     # The local target (lab.local). Its start keeps the name earlier runs recorded.
     CLUSTER_STARTED = "cluster_started"  # the rendezvous server (or lighthouse) is up
     NODE_ADDED = "node_added"
@@ -137,6 +139,7 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.RDZV_ROUND_ABANDONED: frozenset({"round", "waited_s"}),
     Event.RDZV_LEFT: frozenset({"round", "signal", "seconds"}),
     Event.WORKERS_CRASH_LOOP: frozenset({"error", "attempts", "rank"}),
+    Event.CONTAINERS_KILL_LOOP: frozenset({"pod", "k8s_node", "kills"}),
     Event.CLUSTER_STARTED: frozenset({"backend", "endpoint", "rdzv_id", "fault_tolerance"}),
     # rank, capacity: the GPU capacity rank it came from, where the drill says (a fallback rank).
     Event.NODE_ADDED: frozenset({"node", "k8s_node", "rank", "capacity"}),

@@ -8,6 +8,7 @@ One `JobSpec` feeds every target: the torchrun command line of the local target,
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import re
 import secrets
 from collections.abc import Mapping
@@ -65,6 +66,10 @@ LAUNCH_MODULE = "lab.runtime.launch"
 # A worker's exit code when its collective failed because a peer went: its agent then looks
 # for the lost node at once (EX_TEMPFAIL: the job goes on without it).
 EXIT_PEER_LOST = 75
+# A worker pod whose containers were killed whole this many times in a row on one node, each
+# without a word from its agent (OOMKilled at the container's memory limit, as a rule), makes its
+# next agent exit 1: the training operator would recreate the pod for ever (lab.runtime.launch).
+CONTAINER_KILLS = 3
 # Where lab.runtime.launch writes torch's structured agent events (JSON lines), when set.
 ENV_AGENT_EVENTS = "LAB_AGENT_EVENTS"
 # Which node emitted an event: the local target's node name, a cluster's worker pod; and on
@@ -110,6 +115,10 @@ def pod_security_context() -> dict[str, object]:
         "fsGroupChangePolicy": "OnRootMismatch",
     }
 
+
+# The largest number an `int32` field of the PyTorchJob CRD holds (elasticPolicy's replica counts
+# and maxRestarts, a replica spec's replicas: schemas/kubeflow.org_pytorchjobs.v1.9.4.yaml).
+INT32_MAX = 2**31 - 1
 
 T = TypeVar("T", bound="DataclassInstance")
 
@@ -332,6 +341,10 @@ class JobSpec:
             )
         if (self.module is None) == (self.script is None):
             out.add("module/script", (self.module, self.script), "exactly one of module or script")
+        elif self.module is not None and (expected := module_problem(self.module)):
+            out.add("module", self.module, expected)
+        elif self.script is not None and (expected := script_problem(self.script)):
+            out.add("script", self.script, expected)
         counts_ok = True
         for key in ("min_nodes", "max_nodes", "nproc_per_node"):
             value = getattr(self, key)
@@ -511,6 +524,25 @@ class JobSpec:
             "rdzvId": self.rdzv_id,
             "rdzvConf": [{"key": k, "value": v} for k, v in self.rdzv_conf().items()],
         }
+
+
+def module_problem(module: object) -> str | None:
+    """What a module for `python -m` must be, when `module` is not one (None when it is)."""
+    parts = module.split(".") if isinstance(module, str) else [""]
+    if not all(part.isidentifier() and not keyword.iskeyword(part) for part in parts):
+        return "a Python module name: identifiers joined by dots, e.g. lab.runtime.train (a file runs as the script)"
+    if parts[-1] == "py":  # a file's name, though its parts are identifiers: `python -m x.py` finds no x.py
+        return f"a module name, not a file: {'.'.join(parts[:-1])} (or run the file as the script: {module})"
+    return None
+
+
+def script_problem(script: object) -> str | None:
+    """What a training script must be, when `script` is not one (None when it is): torchrun runs
+    it with python, so a shell script or a binary would fail on every worker."""
+    name = script.rpartition("/")[2] if isinstance(script, str) else ""
+    if not isinstance(script, str) or script != script.strip() or not name.endswith(".py") or len(name) <= 3:
+        return "a Python file's path ending in .py (torchrun runs the script with python)"
+    return None
 
 
 def _number_in(value: Any, low: float, high: float) -> bool:

@@ -31,7 +31,24 @@ OPTIONS = {
     "pg_timeout_s": "--pg-timeout",
     "fault_tolerance": "--fault-tolerance",
     "image": "--image",
+    "module": "--module",
+    "script": "--script",
 }
+
+
+class _NameOption(argparse.Action):
+    """Stores the job's name, and remembers it under each spelling given (`--name`, `--job`):
+    two spellings of one option with different names is a contradiction, not a choice."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, NAMES_GIVEN, {**(getattr(namespace, NAMES_GIVEN, None) or {}), option: values})
+
+
+# Where _NameOption keeps the names given, by spelling.
+NAMES_GIVEN = "names_given"
 
 
 def add_job_arguments(group: argparse._ArgumentGroup, *, name_as_job: bool = False) -> None:
@@ -42,8 +59,9 @@ def add_job_arguments(group: argparse._ArgumentGroup, *, name_as_job: bool = Fal
         "--name",
         *(["--job"] if name_as_job else []),
         dest="name",
+        action=_NameOption,
         default=d["name"].default,
-        help=f"job name [{d['name'].default}]",
+        help=("job name (--job is the same option) " if name_as_job else "job name ") + f"[{d['name'].default}]",
     )
     group.add_argument(
         "--min-nodes", type=int, default=d["min_nodes"].default, help=f"elastic minimum [{d['min_nodes'].default}]"
@@ -151,6 +169,12 @@ def job_spec(args: argparse.Namespace, **more: Any) -> JobSpec:
     """The JobSpec of the options above and `more` (script, checkpoint_dir, ...). Every bad
     value at once in one InvalidInput, one problem per option, keyed as typed."""
     found = Problems()
+    names = getattr(args, NAMES_GIVEN, None) or {}
+    if len(set(names.values())) > 1:
+        (first, name), *others = names.items()
+        for option, other in others:
+            if other != name:
+                found.add(option, other, f"the same name as {first} ({name!r}): they are one option, give it once")
     for option, value in (("--join-timeout", args.join_timeout), ("--pg-timeout", args.pg_timeout)):
         if value is not None and not (math.isfinite(value) and value > 0):
             found.add(option, value, "a finite number of seconds > 0")

@@ -28,6 +28,25 @@ DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 # A qualified label key (optional DNS prefix, a name of at most 63 characters) and a label value.
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+# The rules above in words, for messages; the longest a label may be (RFC 1123, RFC 1035).
+DNS_LABEL_MAX = 63
+DNS_LABEL_RULE = "a DNS-1123 label: at most 63 lower-case letters, digits and '-', a letter or digit at each end"
+DNS_1035_LABEL_RULE = (
+    "a DNS-1035 label: at most 63 lower-case letters, digits and '-', starting with a letter, ending with a "
+    "letter or digit"
+)
+
+
+def is_dns_label(value: object) -> bool:
+    """An RFC 1123 label: what names a namespace."""
+    return isinstance(value, str) and bool(DNS_LABEL.match(value))
+
+
+def is_dns_1035_label(value: object) -> bool:
+    """An RFC 1035 label of at most 63 characters: what names a PyTorchJob (the training operator's
+    webhook checks its name with apimachinery's NameIsDNS1035Label)."""
+    return isinstance(value, str) and len(value) <= DNS_LABEL_MAX and bool(DNS_1035_LABEL.match(value))
+
 
 # A container image reference, as the distribution reference grammar (and so every container
 # runtime) reads it: [registry[:port]/]path[:tag][@digest], the path lower-case. A first part

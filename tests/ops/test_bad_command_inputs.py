@@ -25,6 +25,55 @@ CASES = {
     "drill-steps": (["drill", "--steps", "0"], "--steps=0"),
     "drill-image-locally": (["drill", *IMAGE], "--image need(s) --stack"),
     "select-unknown-stack": (["stack", "select", "nope"], "stack 'nope' has no config file"),
+    # A job no node of the stack's GPU pool (Standard_NC4as_T4_v3: 4 vCPUs, 28 GiB) could hold.
+    "submit-beyond-the-node": (
+        ["submit", "-s", "aks-dev", "--dry-run", *IMAGE, "--cpu", "4000", "--memory", "1000Gi"],
+        (
+            "--cpu='4000' is invalid: expected at most 3860m: what a Standard_NC4as_T4_v3 node of the GPU spot pool "
+            "leaves to pods",
+            "--memory='1000Gi' is invalid: expected at most 23522Mi: what a Standard_NC4as_T4_v3 node",
+        ),
+    ),
+    "submit-memory-in-bytes": (
+        ["submit", "-s", "byo", "--dry-run", *IMAGE, "--memory", "16"],
+        "--memory='16' is invalid: expected at least 512Mi, e.g. 16Gi (a number without a unit is bytes)",
+    ),
+    "submit-module-a-file": (
+        ["submit", "-s", "byo", "--dry-run", *IMAGE, "--module", "my_train.py"],
+        "--module='my_train.py' is invalid: expected a module name, not a file: my_train",
+    ),
+    "submit-module-empty": (
+        ["submit", "-s", "byo", "--dry-run", *IMAGE, "--module", ""],
+        "--module='' is invalid: expected a Python module name",
+    ),
+    "submit-script-not-python": (
+        ["submit", "-s", "byo", "--dry-run", *IMAGE, "--script", "train.sh"],
+        "--script='train.sh' is invalid: expected a Python file's path ending in .py",
+    ),
+    "submit-trainer-arguments": (
+        ["submit", "-s", "byo", "--dry-run", *IMAGE, "--", "--steps", "-100"],
+        "after --='--steps -100' is invalid: expected arguments lab.runtime.train takes (its --help): "
+        "--steps=-100 is invalid: expected >= 1",
+    ),
+    "submit-namespace": (
+        ["submit", "-s", "byo", "--dry-run", *IMAGE, "--namespace", "Bad NS"],
+        "--namespace='Bad NS' is invalid: expected a namespace name, a DNS-1123 label",
+    ),
+    "submit-max-restarts-beyond-int32": (
+        ["submit", "-s", "byo", "--dry-run", *IMAGE, "--max-restarts", "1000000000000"],
+        "--max-restarts=1000000000000 is invalid: expected at most 2147483647: spec.elasticPolicy.maxRestarts is "
+        "an int32",
+    ),
+    "submit-name-and-job": (
+        ["submit", "-s", "byo", "--dry-run", *IMAGE, "--name", "a", "--job", "b"],
+        "--job='b' is invalid: expected the same name as --name ('a')",
+    ),
+    "submit-byo-max-nodes": (
+        ["submit", "-s", "byo", "--dry-run", *IMAGE, "--max-nodes", "100000"],
+        "--max-nodes=100000 is invalid: expected at most 5000: the most nodes Kubernetes supports in one cluster",
+    ),
+    "delete-bad-name": (["delete", "BAD NAME", "-s", "byo"], "JOB='BAD NAME' is invalid: expected a PyTorchJob's name"),
+    "scale-to-no-nodes": (["scale", "demo", "-s", "byo", "--nodes", "0"], "--nodes=0 is invalid: expected a number"),
 }
 
 
@@ -34,6 +83,7 @@ def test_a_bad_command_line_input_is_refused(capsys, case):
     code = main(argv)
     out, err = capsys.readouterr()
     assert code == 2, (out, err)
-    assert said in err and "Traceback" not in out + err
-    if argv[0] in ("status", "logs", "delete"):  # they have no --dry-run to suggest
+    assert all(part in err for part in ([said] if isinstance(said, str) else said)), err
+    assert "Traceback" not in out + err
+    if argv[0] in ("status", "logs", "delete", "scale"):  # they have no --dry-run to suggest
         assert "--dry-run" not in err

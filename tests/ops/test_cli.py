@@ -201,14 +201,98 @@ def test_sizing_is_checked_against_the_stack_before_anything_starts(capsys, stac
     assert code == 2 and message in err, err
 
 
+@pytest.fixture
+def no_cluster(monkeypatch):
+    """Every way to a cluster fails the test: a command must refuse its input before it asks."""
+    import lab.ops.kube
+
+    def connect(*args, **kwargs):
+        pytest.fail("a connection to the cluster was attempted")
+
+    monkeypatch.setattr(lab.ops.kube, "connect", connect)
+
+
+@pytest.mark.parametrize(
+    "argv,said",
+    [
+        (["delete", "BAD NAME", "-s", "byo"], "JOB='BAD NAME' is invalid: expected a PyTorchJob's name, a DNS-1035"),
+        (["delete", "--job", "x" * 64, "-s", "byo"], "--job='" + "x" * 64 + "' is invalid"),
+        (["scale", "demo", "--nodes", "0", "-s", "byo"], "--nodes=0 is invalid"),
+        (["scale", "demo", "--nodes", "3000000000"], "--nodes=3000000000 is invalid"),
+        (["status", "--namespace", "Bad NS"], "--namespace='Bad NS' is invalid: expected a namespace name"),
+        (["status", "demo", "--job", "other"], "--job='other' is invalid: expected the same job as JOB ('demo')"),
+        (["logs", "demo", "--worker", "-1"], "--worker=-1 is invalid"),
+        (["logs", "--tail", "5"], "JOB=None is invalid: expected the job's name"),
+        (["submit", "-s", "byo", "--image", "registry.example.com/t:1", "--namespace", "Bad NS"], "--namespace="),
+        (["submit", "-s", "byo", "--image", "registry.example.com/t:1", "--", "--model", "big"], "after --="),
+        (["submit", "-s", "byo", "--kubeconfig", "/nonexistent", "--cpu", "0"], "--kubeconfig='/nonexistent'"),
+    ],
+)
+def test_a_job_commands_input_is_refused_before_the_cluster_is_asked(capsys, no_cluster, argv, said):
+    code, _, err = _run(capsys, *argv)
+    assert code == 2 and said in err, err
+
+
+def test_every_problem_of_a_job_command_comes_at_once(capsys, no_cluster):
+    code, _, err = _run(capsys, "delete", "BAD NAME", "--job", "other", "--namespace", "Bad NS", "-s", "byo")
+    assert code == 2 and "(3 problem(s))" in err, err
+    assert all(key in err for key in ("JOB='BAD NAME'", "--job='other'", "--namespace='Bad NS'"))
+    code, _, err = _run(
+        capsys,
+        "submit",
+        "-s",
+        "aks-dev",
+        "--image",
+        TRAINER_IMAGE,
+        "--cpu",
+        "4000",
+        "--memory",
+        "16",
+        "--module",
+        "my_train.py",
+        "--max-restarts",
+        "1000000000000",
+        "--namespace",
+        "Bad NS",
+        "--name",
+        "a",
+        "--job",
+        "b",
+    )
+    assert code == 2 and "(6 problem(s))" in err, err
+    for key in ("--cpu=", "--memory=", "--module=", "--max-restarts=", "--namespace=", "--job="):
+        assert f"  - {key}" in err
+
+
+def test_a_namespace_other_than_the_platforms_is_refused_and_the_dry_run_names_the_one_used(capsys):
+    code, _, err = _run(capsys, *AKS_DRY_RUN, "--namespace", "other")
+    assert code == 2
+    assert "--namespace='other' is invalid: expected the stack's training namespace 'training', or none" in err
+    code, out, err = _run(capsys, *AKS_DRY_RUN, "--namespace", "training")
+    assert code == 0, err
+    assert out.startswith("# elastic-lab submit --stack aks-dev: job elastic-demo on aks, namespace training\n")
+    job = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "PyTorchJob")
+    assert job["metadata"]["namespace"] == "training"
+
+
+def test_the_demo_trainers_arguments_pass_its_own_parser_and_a_scripts_pass_untouched(capsys):
+    code, out, err = _run(capsys, *AKS_DRY_RUN, "--", "--steps", "500", "--model", "gpt-small")
+    assert code == 0, err
+    code, out, err = _run(capsys, *AKS_DRY_RUN, "--script", "/app/mine.py", "--", "--steps", "-100", "--anything")
+    assert code == 0, err
+    job = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "PyTorchJob")
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["/app/mine.py", "--steps", "-100", "--anything"]
+
+
 def test_sizing_lands_in_the_rendered_job(capsys):
     code, out, err = _run(
         capsys,
         *AKS_DRY_RUN,
         "--cpu",
-        "6",
+        "3500m",
         "--memory",
-        "24Gi",
+        "20Gi",
         "--replicas",
         "2",
     )
@@ -217,8 +301,9 @@ def test_sizing_lands_in_the_rendered_job(capsys):
     worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
     container = worker["template"]["spec"]["containers"][0]
     assert worker["replicas"] == 2
-    assert container["resources"]["requests"] == {"cpu": "6", "memory": "24Gi"}
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
+    assert container["resources"]["requests"] == {"cpu": "3500m", "memory": "20Gi"}
+    # The memory limit is the request: a worker past it is OOMKilled in its own container.
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 1, "memory": "20Gi"}
 
 
 def test_status_logs_delete(api_server, kubeconfig, capsys):
@@ -387,7 +472,7 @@ def test_submit_names_its_job_with_job_as_status_logs_and_delete_do(capsys):
 def test_an_hpa_lands_in_the_elastic_policy_as_kubeflow_documents_it(capsys):
     """`--autoscale-cpu`: elasticPolicy.metrics, from which the training operator makes an HPA
     over the job's scale subresource; the rendered job passes the CRD and the guardrails."""
-    code, out, err = _run(capsys, *AKS_DRY_RUN, "--cpu", "6", "--autoscale-cpu", "70")
+    code, out, err = _run(capsys, *AKS_DRY_RUN, "--cpu", "3", "--autoscale-cpu", "70")
     assert code == 0, err
     job = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "PyTorchJob")
     assert job["spec"]["elasticPolicy"]["metrics"] == [

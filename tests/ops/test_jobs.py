@@ -267,6 +267,69 @@ def test_kubeconfig_env_is_used_when_no_file_is_given(api_server, tmp_path, monk
     assert connect().api.configuration.host == api_server.url
 
 
+def _kubeconfig_for(server: str, directory) -> str:
+    """A kubeconfig whose only cluster is at `server`."""
+    import json
+
+    path = directory / "kubeconfig-unreachable.yaml"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": {"token": "not-a-secret"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return str(path)
+
+
+def _free_loopback_port() -> int:
+    """A port nothing listens on: bound, read and released again."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_api_server_that_is_not_there_is_said_in_plain_words(tmp_path):
+    """A closed loopback port: "connection refused at ADDRESS", from urllib3's structure (its
+    MaxRetryError's reason and the socket error beneath), never urllib3's own text."""
+    port = _free_loopback_port()
+    with pytest.raises(KubeError) as refused:
+        connect(_kubeconfig_for(f"https://127.0.0.1:{port}", tmp_path))
+    said = str(refused.value)
+    assert said.endswith(f"(https://127.0.0.1:{port}): connection refused at 127.0.0.1:{port} (nothing listens there)")
+    assert "MaxRetryError" not in said and "NewConnectionError" not in said and "object at" not in said
+
+
+def test_tls_against_a_server_that_speaks_plain_http_is_named(api_server, tmp_path):
+    """The fake API server speaks HTTP; a kubeconfig that says https meets it with a TLS handshake."""
+    port = api_server.url.rpartition(":")[2]
+    with pytest.raises(KubeError) as refused:
+        connect(_kubeconfig_for(f"https://127.0.0.1:{port}", tmp_path))
+    assert f": the TLS handshake with 127.0.0.1:{port} failed (wrong version number)" in str(refused.value)
+
+
+def test_a_name_that_does_not_resolve_is_named(tmp_path, monkeypatch):
+    """No DNS here: the resolver's own error (socket.gaierror), raised where urllib3 resolves."""
+    import socket
+
+    def no_such_name(host, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_name)
+    with pytest.raises(KubeError) as refused:
+        connect(_kubeconfig_for("https://api.cluster.example:6443", tmp_path))
+    assert str(refused.value).endswith(
+        "the name 'api.cluster.example' does not resolve (DNS: Name or service not known)"
+    )
+
+
 def test_a_missing_kubeconfig_names_the_file(tmp_path):
     with pytest.raises(KubeError, match=r"nothing\.yaml"):
         connect(str(tmp_path / "nothing.yaml"))
@@ -320,6 +383,47 @@ def test_status_shows_how_a_worker_failed_from_its_termination_message(api_serve
     text = "\n".join(st.lines())
     assert "    ended: exit code 1 (Error)" in text
     assert "'/data/train.bin'; giving up" in text and "noise 3" not in text
+
+
+def _operator_saw(api_server, pod: str, code: int, count: int, job: str = "demo") -> None:
+    """An ExitedWithCode event, as the training operator v1.9.4 records one on the PyTorchJob."""
+    api_server.put(
+        {
+            "kind": "Event",
+            "apiVersion": "v1",
+            "metadata": {"name": f"{job}.{pod}.{code}", "namespace": NS},
+            "involvedObject": {"kind": "PyTorchJob", "name": job, "namespace": NS, "apiVersion": "kubeflow.org/v1"},
+            "reason": "ExitedWithCode",
+            "message": f"Pod: {NS}.{pod} exited with code {code}",
+            "count": count,
+            "type": "Normal",
+        }
+    )
+
+
+def test_status_names_workers_killed_for_memory_and_their_limit(api_server, kube, rendered):
+    """A worker pod ends OOMKilled (exit 137) at its container's memory limit, the memory request
+    submit made its limit; the operator deletes and recreates it at once, so its ExitedWithCode
+    events are what is left of the earlier kills."""
+    _, objects = rendered
+    jobs.submit(kube, objects, NS)
+    killed = _worker(api_server, 1, "gpu-1", phase="Failed")
+    killed["spec"]["containers"][0]["resources"] = {"limits": {"memory": "8Gi"}, "requests": {"memory": "8Gi"}}
+    killed["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}
+    _worker(api_server, 0, "gpu-0")
+    _operator_saw(api_server, "demo-worker-1", 137, count=2)
+    _operator_saw(api_server, "demo-worker-0", 143, count=1)  # a spot notice: no memory kill
+    _operator_saw(api_server, "other-worker-0", 137, count=5, job="other")
+    st = jobs.status(kube, "demo", NS)
+    assert st.memory_kills == {"demo-worker-1": 2} and st.memory_limit == "8Gi"
+    assert (st.pods[1].oom_killed, st.pods[1].memory_limit) == (True, "8Gi") and not st.pods[0].oom_killed
+    text = "\n".join(st.lines())
+    assert "    ended: exit code 137 (OOMKilled)\n    killed for memory (OOMKilled) at its memory limit 8Gi" in text
+    assert "workers killed for memory (exit 137: OOMKilled, most likely), as the operator saw: demo-worker-1 (2" in text
+    assert (
+        "memory limit per worker: 8Gi; the operator recreates such a pod without limit, and its agent ends the job "
+        "after 3 kills in a row on one node" in text
+    )
 
 
 def test_a_gpu_job_is_submitted_with_its_gpu_count_as_the_sdk_sends_it(api_server, kube, rendered):

@@ -41,3 +41,28 @@ def test_the_dockerfiles_name_never_reaches_a_cloud_cluster(aks):
         render_job(JobSpec(), aks)
     assert "which nothing publishes" in str(refused.value)
     render_job(JobSpec(image=TRAINER_IMAGE), aks)
+
+
+def test_the_flags_bounded_as_int32_set_the_crds_int32_fields():
+    """INT32_FIELDS against the PyTorchJob CRD the project carries (training operator v1.9.4)."""
+    import yaml
+
+    from lab.k8s.schemas import crd_path
+    from lab.submit.core import INT32_FIELDS
+
+    crd = yaml.safe_load(crd_path().read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    for flag, path in INT32_FIELDS.items():
+        field = version["schema"]["openAPIV3Schema"]
+        for part in path.split("."):
+            field = field["properties"][part] if "properties" in field else field["additionalProperties"]
+        assert (field["type"], field.get("format")) == ("integer", "int32"), (flag, path)
+
+
+def test_a_job_is_sized_against_the_gpu_spot_pools_own_sizes(aks):
+    """Rank 1 of the GPU capacity (the stack's GPU spot pool), where the job is sized; the
+    fallback ranks' sizes are no bound. A byo stack names no sizes: nothing is checked."""
+    assert [room.size for room in aks.worker_nodes] == ["Standard_NC4as_T4_v3"]
+    eks = stack_target("eks-dev")
+    assert sorted(room.size for room in eks.worker_nodes) == ["g4dn.xlarge", "g5.xlarge", "g6.xlarge"]
+    assert stack_target("byo").worker_nodes == ()

@@ -88,6 +88,15 @@ def test_c10d_agents_never_host_the_store():
             {"eviction_band": "12%"},
             "eviction_band='12%' is invalid: expected one of <5%, 5-10%, 10-15%, 15-20%, >20%",
         ),
+        # `python -m` takes a module: a file's name, a path or nothing at all never starts.
+        ({"module": "my_train.py"}, "module='my_train.py' is invalid: expected a module name, not a file: my_train"),
+        ({"module": "lab/runtime/train"}, "module='lab/runtime/train' is invalid: expected a Python module name"),
+        ({"module": ""}, "module='' is invalid: expected a Python module name"),
+        ({"module": "my.class"}, "module='my.class' is invalid"),
+        # torchrun runs a script with python: a shell script would fail on every worker.
+        ({"module": None, "script": "train.sh"}, "script='train.sh' is invalid: expected a Python file's path"),
+        ({"module": None, "script": ""}, "script='' is invalid"),
+        ({"module": None, "script": "/app/.py"}, "script='/app/.py' is invalid"),
     ],
 )
 def test_bad_values_get_clear_errors(values, message):
@@ -151,3 +160,12 @@ def test_a_derived_checkpoint_interval_reaches_the_workers_with_its_band():
     env = JobSpec(checkpoint_every_steps=0, eviction_band=">20%").train_env()
     assert (env["LAB_CHECKPOINT_EVERY"], env["LAB_EVICTION_BAND"]) == ("0", ">20%")
     assert JobSpec().train_env()["LAB_EVICTION_BAND"] == "10-15%"
+
+
+@pytest.mark.parametrize("module", ["lab.runtime.train", "train", "my_pkg.sub_2.main"])
+def test_a_dotted_module_name_runs(module):
+    assert JobSpec(module=module).entrypoint()[:2] == ["-m", module]
+
+
+def test_a_python_file_runs_as_the_script():
+    assert JobSpec(module=None, script="/app/train.py").entrypoint() == ["/app/train.py"]

@@ -84,3 +84,19 @@ def test_the_fault_tolerance_mode_and_its_timings_come_from_the_flags():
         job_spec(parser.parse_args(["--fault-tolerance", "per-node"]), module="lab.runtime.train")
     (problem,) = caught.value.problems
     assert str(problem) == "--fault-tolerance='per-node' is invalid: expected one of elastic, per-step"
+
+
+def test_name_and_job_are_one_option_and_two_names_are_refused():
+    """submit spells the job's name --name or --job (as status, logs and delete do): naming two
+    jobs at once is a contradiction, not a choice of the last."""
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser.add_argument_group("job"), name_as_job=True)
+    assert job_spec(parser.parse_args(["--job", "a"]), module="lab.runtime.train").name == "a"
+    assert job_spec(parser.parse_args(["--name", "a", "--job", "a"]), module="lab.runtime.train").name == "a"
+    with pytest.raises(InvalidInput) as caught:
+        job_spec(parser.parse_args(["--name", "a", "--job", "b"]), module="lab.runtime.train")
+    (problem,) = caught.value.problems
+    assert (
+        str(problem)
+        == "--job='b' is invalid: expected the same name as --name ('a'): they are one option, give it once"
+    )
