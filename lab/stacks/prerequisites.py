@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from lab.k8s.unreachable import unreachable_reason
 from lab.plan.quota_needs import StackQuota
 from lab.stacks import quota as quota_checks
 from lab.stacks.prerequisite import Prerequisite as Prerequisite
@@ -362,16 +363,17 @@ def cluster_reachable(kubeconfig: str | None, context: str | None = None) -> Pre
     """The API server of a byo cluster's kubeconfig answers."""
     from kubernetes import client, config
 
+    fix = "point KUBECONFIG (or the stack's kubeconfig) at a cluster you can reach: `kubectl get nodes`"
     try:
         api = config.new_client_from_config(config_file=kubeconfig, context=context)
+    except Exception as exc:  # noqa: BLE001 - a missing or malformed file, a context it lacks: said alike
+        return Prerequisite("cluster API server", False, f"the kubeconfig cannot be used: {_said(exc)}", fix)
+    try:
         version = client.VersionApi(api).get_code()
-    except Exception as exc:  # noqa: BLE001 - a bad file, a refused connection, a TLS error: all said alike
-        return Prerequisite(
-            "cluster API server",
-            False,
-            _said(exc)[:200],
-            "point KUBECONFIG (or the stack's kubeconfig) at a cluster you can reach: `kubectl get nodes`",
-        )
+    except client.ApiException as exc:  # it answered, with an error (unauthorised, forbidden)
+        return Prerequisite("cluster API server", False, f"it answered {exc.status} {exc.reason}", fix)
+    except Exception as exc:  # noqa: BLE001 - no answer at all: refused, DNS, TLS, a timeout
+        return Prerequisite("cluster API server", False, unreachable_reason(exc, api.configuration.host), fix)
     return Prerequisite("cluster API server", True, f"Kubernetes {version.git_version}")
 
 

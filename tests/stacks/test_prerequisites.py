@@ -355,6 +355,10 @@ def test_an_unreachable_byo_cluster_is_named(tmp_path):
     )
     found = prerequisites.cluster_reachable(str(kubeconfig))
     assert not found.ok and "kubectl get nodes" in found.fix
+    # Said in plain words, not urllib3's text (cut mid-word before).
+    assert found.found == "connection refused at 127.0.0.1:1 (nothing listens there)"
+    missing = prerequisites.cluster_reachable(str(tmp_path / "none"))
+    assert not missing.ok and missing.found.startswith("the kubeconfig cannot be used: ")
 
 
 def test_every_problem_is_said_at_once(path_with):
