@@ -16,10 +16,19 @@ from lab.ops import cli as cluster_cli
 from lab.ops import drill_cli as cluster_drill_cli
 from lab.ops import rebalance_cli, stack_cli, teardown_cli
 from lab.plan import cli as plan_cli
+from lab.vocab.command_flags import with_exit_status
 from lab.vocab.current_stack import STACK_REQUIRED, current_stack
 from lab.vocab.names import PROJECT
 
 SUBCOMMANDS = (drill_cli, plan_cli, cluster_cli, rebalance_cli, stack_cli, teardown_cli)
+# What an exit status means for a command, besides what it means for all (command_flags.EXIT_STATUS).
+EXIT_STATUS_OF = {
+    "drill": "1 also: the drill failed (the job did not recover, did not finish, or lost more than a checkpoint "
+    "interval); 143 stopped by SIGTERM; every process it started is stopped in every case",
+    "check": "1: something required is missing (a warning alone is 0)",
+    "submit": "2 also: a job that cannot run on the stack's pools, refused before anything is created",
+    "teardown": "1 also: something could not be deleted (it is named, with what to do)",
+}
 
 
 def _version() -> str:
@@ -40,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
         command.register(sub)
     # `drill --stack STACK` is the cluster drill; the local drill knows nothing of clusters.
     cluster_drill_cli.add_drill_arguments(sub.choices["drill"], drill_cli.main)
+    for name, command in sub.choices.items():
+        with_exit_status(command, EXIT_STATUS_OF.get(name, ""))
     return parser
 
 

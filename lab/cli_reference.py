@@ -19,7 +19,9 @@ HEADER = """# Command-line reference
 Every `elastic-lab` command's `--help`, written from the parsers by `make docs` (do not edit by
 hand: a test compares this file with what the parsers print). Options that take a stack default
 to the current stack (`elastic-lab stack select STACK`, or `$ELASTIC_LAB_STACK`); `drill` and
-`teardown` name their target every time.
+`teardown` name their target every time. Every command spells the common flags as kubectl does:
+`-o text|json` (`--json` is `-o json`), `-y/--yes`, `-n/--namespace`; every `--help` ends with
+what its exit statuses mean (0 done, 1 failed, 2 refused before anything started).
 """
 
 

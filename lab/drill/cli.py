@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lab.vocab.command_flags import add_output
 from lab.vocab.errors import LabError
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import add_job_arguments, job_spec
@@ -156,7 +157,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="--workdir holds an earlier drill: its job resumes from the checkpoints there, and that run's "
         "records are moved into <workdir>/earlier-<n>/ so the report is this run's alone",
     )
-    out.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    add_output(out, "the report (json: on stdout)")
     out.add_argument("--plot", type=Path, help="timeline PNG [<workdir>/timeline.png]")
     out.add_argument("--timeout", type=float, default=240.0, help="give up after this many seconds [240]")
     out.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -415,7 +416,7 @@ def main(args: argparse.Namespace) -> int:
             curves = f"\n  loss curves: {plot_convergence(report, cfg.workdir / 'convergence.png')}"
         except Exception as exc:  # noqa: BLE001 - the report is saved; the plot is an extra
             curves = f"\n  loss curves: not drawn ({exc.__class__.__name__}: {exc})"
-    if args.json:
+    if args.output == "json":
         print(report.to_json())
     else:
         print(report.summary())

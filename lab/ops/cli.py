@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from lab.vocab.checkpoint_location import CheckpointAccess
+from lab.vocab.command_flags import add_namespace, add_output, add_yes
 from lab.vocab.current_stack import STACK_DEFAULT, STACK_OPTIONAL, STACK_REQUIRED
 from lab.vocab.errors import LabError
 from lab.vocab.job import INT32_MAX, JobSpec
@@ -52,7 +53,7 @@ def _connection_arguments(p: argparse.ArgumentParser, *, stack_required: bool) -
     p.set_defaults(stack_default=STACK_REQUIRED if stack_required else STACK_OPTIONAL)
     p.add_argument("--kubeconfig", help="kubeconfig file [the stack's, else $KUBECONFIG]")
     p.add_argument("--context", help="kubeconfig context [the current one]")
-    p.add_argument("--namespace", help="namespace [the stack's training namespace, else the context's]")
+    add_namespace(p, "namespace [the stack's training namespace, else the context's]")
 
 
 def _job_arguments(p: argparse.ArgumentParser) -> None:
@@ -118,7 +119,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="stack name (stacks/Pulumi.<stack>.yaml) [the current stack: `elastic-lab stack`; without one, "
         "every cloud's checks]",
     )
-    q.add_argument("-o", "--output", choices=("text", "json"), default="text", help="how to print it [text]")
+    add_output(q)
     q.set_defaults(func=check_main, stack_default=STACK_OPTIONAL)
 
     q = subparsers.add_parser(
@@ -152,7 +153,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         q = subparsers.add_parser(name, help=helptext, description=helptext)
         q.add_argument("-s", "--stack", help=f"stack name (stacks/Pulumi.<stack>.yaml) {STACK_DEFAULT}")
         if name != "preview":
-            q.add_argument("--yes", action="store_true", help="skip the preview and the question (for scripts)")
+            add_yes(q, "skip the preview and the question (for scripts)")
         q.set_defaults(func=stack_main, operation=name, stack_default=STACK_REQUIRED)
 
     for name, helptext, func in (
@@ -171,7 +172,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         )
         q.add_argument("--job", help="job name (the same as JOB)")
         if name == "status":
-            q.add_argument("-o", "--output", choices=("text", "json"), default="text", help="how to print it [text]")
+            add_output(q)
         if name == "scale":
             q.add_argument(
                 "--nodes",

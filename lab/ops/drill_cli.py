@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.ops.cli import connected, run_command, stack_target_of
+from lab.vocab.command_flags import add_namespace
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import job_spec as job_fields_spec
 from lab.vocab.problems import InvalidInput, Problem
@@ -99,7 +100,7 @@ def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argpar
     )
     c.add_argument("--kubeconfig", help="kubeconfig file [the stack's, else $KUBECONFIG]")
     c.add_argument("--context", help="kubeconfig context [the current one]")
-    c.add_argument("--namespace", help="namespace [the stack's training namespace]")
+    add_namespace(c, "namespace [the stack's training namespace]")
     c.add_argument("--image", default=None, help="training image [the stack's trainerImage]")
 
     def dispatch(args: argparse.Namespace) -> int:
@@ -260,7 +261,7 @@ def drill_main(args: argparse.Namespace) -> int:
             timeline = str(plot_timeline(report, args.plot or workdir / "timeline.png"))
         except Exception as exc:  # noqa: BLE001 - the report is saved; the plot is an extra
             timeline = f"not drawn ({type(exc).__name__}: {exc})"
-        if args.json:
+        if args.output == "json":
             print(report.to_json())
         else:
             print(report.summary())

@@ -12,6 +12,7 @@ import json
 
 from lab.ops.cli import _connection_arguments, connected, run_command, stack_target_of, the_job
 from lab.vocab.capacity import REBALANCE_MOVE_TIMEOUT_S, REBALANCE_PROBE_TIMEOUT_S
+from lab.vocab.command_flags import add_output
 from lab.vocab.problems import InvalidInput, Problem
 
 DESCRIPTION = """\
@@ -56,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help=f"how long a moved worker may take to run again [{REBALANCE_MOVE_TIMEOUT_S:g}]",
     )
-    p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="how to print it [text]")
+    add_output(p)
     p.set_defaults(func=rebalance_main)
 
 

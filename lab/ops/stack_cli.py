@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from lab.vocab.command_flags import add_output
 from lab.vocab.current_stack import ENV_STACK, current_stack, select_stack, unselect_stack
 
 
@@ -24,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("action", nargs="?", choices=("list", "select", "unselect"), default="list", help="[list]")
     p.add_argument("name", nargs="?", metavar="STACK", help="the stack to select")
-    p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="how to print the list [text]")
+    add_output(p, "the list")
     p.set_defaults(func=stack_main)
 
 

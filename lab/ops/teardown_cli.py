@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lab.ops.cli import confirm, connected, run_command, stack_target_of
+from lab.vocab.command_flags import add_namespace, add_yes
 from lab.vocab.problems import InvalidInput, Problem
 
 if TYPE_CHECKING:
@@ -47,12 +48,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     where.add_argument("-s", "--stack", help="the stack to tear down")
     where.add_argument("--local", action="store_true", help="the local target: stop a local run and remove it")
     p.add_argument("--workdir", type=Path, help="--local: this run's work directory [every run under runs/]")
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    add_yes(p, "do not ask for confirmation")
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted and the calls; delete nothing")
     p.add_argument("--delete-checkpoints", action="store_true", help="delete the checkpoint storage and claims too")
     p.add_argument("--kubeconfig", help="kubeconfig file [the stack's, else $KUBECONFIG]")
     p.add_argument("--context", help="kubeconfig context [the current one]")
-    p.add_argument("--namespace", help="namespace of the jobs [the stack's training namespace]")
+    add_namespace(p, "namespace of the jobs [the stack's training namespace]")
     p.add_argument("--subscription", help="aks: Azure subscription id [$AZURE_SUBSCRIPTION_ID]")
     p.set_defaults(func=main)
 

@@ -1,7 +1,8 @@
 """`elastic-lab plan`: the stack's resources, outputs, hourly cost and checks, offline.
 
 Exit status: 0 when every check passes (warnings allowed), 1 when a check reports an
-error, 2 when the stack cannot be planned (unknown stack, invalid config, unknown --check).
+error, 2 when the input is refused and nothing is planned (unknown stack, invalid config,
+unknown --check).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 from typing import Any
 
 from lab.vocab.checkpoint_interval import BAND_NAMES
+from lab.vocab.command_flags import add_output
 from lab.vocab.current_stack import STACK_DEFAULT, STACK_REQUIRED
 
 
@@ -24,14 +26,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("-s", "--stack", help=f"stack name: stacks/Pulumi.<stack>.yaml {STACK_DEFAULT}")
     p.add_argument("--all-stacks", action="store_true", help="plan every stacks/Pulumi.*.yaml in turn")
-    p.add_argument(
-        "-o",
-        "--output",
-        choices=("text", "json"),
-        default="text",
-        help="how to print the plan (--json is -o json) [text]",
-    )
-    p.add_argument("--json", action="store_const", dest="output", const="json", help=argparse.SUPPRESS)
+    add_output(p, "the plan")
     p.add_argument(
         "--set",
         metavar="KEY=VALUE",
