@@ -72,6 +72,18 @@ CASES = {
         ["submit", "-s", "byo", "--dry-run", *IMAGE, "--max-nodes", "100000"],
         "--max-nodes=100000 is invalid: expected at most 5000: the most nodes Kubernetes supports in one cluster",
     ),
+    "drill-workdir-empty": (["drill", "--workdir", ""], "--workdir='' is invalid: expected a folder's path"),
+    "drill-workdir-a-project": (
+        ["drill", "--workdir", "."],
+        "--workdir='.' is invalid: expected a new or empty folder",
+    ),
+    "drill-resume-nothing": (["drill", "--resume"], "--resume=True is invalid: expected with --workdir"),
+    "plan-stack-and-all-stacks": (["plan", "-s", "aks-dev", "--all-stacks"], "-s aks-dev and --all-stacks: give one"),
+    "plan-infinite-price": (
+        ["plan", "-s", "aks-dev", "--set", "gpuSpotMaxPrice=inf"],
+        "elastic-spot-lab:gpuSpotMaxPrice='inf' is invalid: expected a finite number",
+    ),
+    "plan-misspelt-stack": (["plan", "-s", "aks-dve"], "did you mean 'aks-dev'?"),
     "delete-bad-name": (["delete", "BAD NAME", "-s", "byo"], "JOB='BAD NAME' is invalid: expected a PyTorchJob's name"),
     "scale-to-no-nodes": (["scale", "demo", "-s", "byo", "--nodes", "0"], "--nodes=0 is invalid: expected a number"),
 }
