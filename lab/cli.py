@@ -45,12 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="elastic-lab", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in SUBCOMMANDS:
-        command.register(sub)
+    for module in SUBCOMMANDS:
+        module.register(sub)
     # `drill --stack STACK` is the cluster drill; the local drill knows nothing of clusters.
     cluster_drill_cli.add_drill_arguments(sub.choices["drill"], drill_cli.main)
     for name, command in sub.choices.items():
-        with_exit_status(command, EXIT_STATUS_OF.get(name, ""))
+        with_exit_status(command, EXIT_STATUS_OF.get(name, ""))  # the command's parser
     return parser
 
 
