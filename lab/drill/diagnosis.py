@@ -1,7 +1,8 @@
 """Why workers fail: torchelastic's error files, read while the drill runs.
 
 Every worker that dies of an exception leaves an error file (torch's `@record`, which the
-agent wraps around each worker): `<log-dir>/<run>/attempt_<restart>/<local rank>/error.json`
+agent wraps around each worker): `<log-dir>/<run>/round_<n>/attempt_<restart>/<local rank>/error.json`
+(a folder per round: lab.runtime.round_logs)
 with the exception's message and its traceback. A script that fails the same way on the same
 node in `CRASH_LOOP_ATTEMPTS` attempts in a row, and gets no further in the later ones than in
 the first (no step at all, or the same steps again, as when every checkpoint save fails), is in
@@ -92,7 +93,8 @@ def worker_errors(nodes: Iterable[tuple[str, Path]]) -> list[WorkerError]:
     found = []
     for node, log_dir in nodes:
         if log_dir.is_dir():
-            for path in log_dir.glob("*/attempt_*/*/error.json"):
+            # A folder per round (lab.runtime.round_logs), or torch's own layout without one.
+            for path in [*log_dir.glob("*/round_*/attempt_*/*/error.json"), *log_dir.glob("*/attempt_*/*/error.json")]:
                 error = read_error_file(path, node)
                 if error is not None:
                     found.append(error)

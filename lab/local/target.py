@@ -32,7 +32,7 @@ from lab.runtime.events import emit
 from lab.vocab import events
 from lab.vocab.errors import Refused
 from lab.vocab.events import Event, Source
-from lab.vocab.job import ENV_AGENT_EVENTS, ENV_EVENTS_FILE, ENV_NODE, JobSpec, RdzvBackend
+from lab.vocab.job import ENV_AGENT_EVENTS, ENV_EVENTS_FILE, ENV_NODE, ROUND_LOGS_SPECS, JobSpec, RdzvBackend
 from lab.vocab.per_step import ENV_ADVERTISE, ENV_REPLICA_GROUP
 from lab.vocab.stack_dumps import ENV_STACK_DUMPS
 
@@ -459,6 +459,10 @@ class LocalTarget:
             *self.spec.launcher(sys.executable),
             *self.spec.torchrun_args(local_addr="127.0.0.1"),
             f"--log-dir={home / TORCHELASTIC_LOGS}",
+            # Each worker's stdout and stderr to files as well, a folder per round (lab.runtime.round_logs):
+            # what a script printed in every round, for the drill to read (lab.drill.script_progress).
+            f"--logs-specs={ROUND_LOGS_SPECS}",
+            "--tee=3",
             *self.spec.entrypoint(),
         ]
         # A fork of the forker, in a session of its own: it dies with the forker, which dies

@@ -63,6 +63,10 @@ ENV_NOTICE_S = "LAB_NOTICE_S"
 ENV_EVENTS_FILE = "LAB_EVENTS_FILE"
 # The agent's module: torchrun with our rendezvous handler, exit codes and crash-loop rule.
 LAUNCH_MODULE = "lab.runtime.launch"
+# torchrun's --logs-specs for worker logs kept per rendezvous round (lab.runtime.round_logs, the
+# `torchrun.logs_specs` entry point of pyproject.toml): <log-dir>/<run>/round_<n>/attempt_<k>/<rank>/.
+ROUND_LOGS_SPECS = "lab-rounds"
+ROUND_DIR_PREFIX = "round_"
 # A worker's exit code when its collective failed because a peer went: its agent then looks
 # for the lost node at once (EX_TEMPFAIL: the job goes on without it).
 EXIT_PEER_LOST = 75

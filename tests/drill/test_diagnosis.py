@@ -7,7 +7,10 @@ from lab.drill.diagnosis import crash_loop, describe, read_error_file, worker_er
 
 
 def _error_file(root, node, attempt, message, t, rank=0, traceback='Traceback...\n  File "s.py", line 1\n'):
-    path = root / node / "torchelastic" / "run_x" / f"attempt_{attempt}" / str(rank) / "error.json"
+    """An error file where the local target's agents write them: a folder per round (each attempt
+    here is a round of its own)."""
+    path = root / node / "torchelastic" / "run_x" / f"round_{attempt + 1}" / f"attempt_{attempt}" / str(rank)
+    path = path / "error.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"message": {"message": message, "extraInfo": {"py_callstack": traceback + message, "timestamp": str(t)}}}
     path.write_text(json.dumps(body))
@@ -93,3 +96,12 @@ def test_the_failure_that_can_have_ended_a_job_is_the_last_one_not_recovered_fro
     assert (
         last_unrecovered([peer_gone, crash], [*restarted, AgentEvent(t=20.0, node="node-0", kind="started")]) == crash
     )
+
+
+def test_error_files_in_torchs_own_layout_are_read_too(tmp_path):
+    """A torchrun without our logs spec (a cluster's, a user's): <run>/attempt_<n>/<rank>/error.json."""
+    path = tmp_path / "node-0" / "torchelastic" / "run_x" / "attempt_2" / "0" / "error.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"message": {"message": "ValueError: x", "extraInfo": {"py_callstack": "tb"}}}))
+    (error,) = _errors(tmp_path, ["node-0"])
+    assert (error.node, error.attempt, error.message) == ("node-0", 2, "ValueError: x")
