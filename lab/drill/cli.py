@@ -22,6 +22,7 @@ from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import add_job_arguments, job_spec
 from lab.vocab.models import MODELS, PARALLEL, TINY, demo_args
 from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.script_findings import FINDINGS
 
 if TYPE_CHECKING:
     from lab.drill.run import DrillConfig
@@ -137,6 +138,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a capacity fault: the node added back stands for GPU capacity rank RANK (spot, or on-demand), "
         "e.g. 3:on-demand; with a long --scale-out-after (no spot capacity until the autoscaler gave up on rank "
         "1), the report shows the job at reduced size meanwhile and its goodput [rank 1, spot]",
+    )
+    ev.add_argument(
+        "--accept",
+        action="append",
+        choices=FINDINGS,
+        default=[],
+        metavar="FINDING",
+        help="with --script: a finding on your script that should not fail the drill (it stays in the report as "
+        f"accepted); repeatable; one of {', '.join(FINDINGS)} (docs/drill.md)",
     )
     ev.add_argument(
         "--baselines",
@@ -344,6 +354,7 @@ def build(args: argparse.Namespace) -> DrillConfig:
         scale_to=args.scale_to or (),
         replacement_rank=args.replacement_from[0] if args.replacement_from else None,
         replacement_capacity=args.replacement_from[1] if args.replacement_from else None,
+        accept=tuple(args.accept),
     )
 
 

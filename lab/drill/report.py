@@ -166,6 +166,9 @@ class DrillReport:
     checkpoint_advice_text: str = ""
     # The processes that still ran when the drill's time was up (it then killed them).
     still_running: list[StillRunning] = field(default_factory=list)
+    # On a script of one's own: what its workers did that fails it (lab.drill.findings), each
+    # {name, text, accepted}; the unaccepted ones are among the problems too.
+    findings: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -279,7 +282,8 @@ class DrillReport:
             came = f" (rank {j.rank}, {j.capacity})" if j.rank is not None else ""
             lines.append(
                 f"  node {j.node} added{came} at {j.t - self.t0:.1f} s: {world_change(j.world_before, j.world_after)},"
-                f" {js}, lost {j.lost_steps} step(s)"
+                f" {js}"
+                + (f", lost {j.lost_steps} step(s)" if j.lost_steps is not None else "")
                 + (f", survivors stalled at most {j.stall_s:.2f} s" if j.stall_s is not None else "")
                 + (f" (in a quorum {j.from_workers_s:.2f} s after its workers started)" if j.from_workers_s else "")
             )
@@ -311,6 +315,9 @@ class DrillReport:
             lines.append(self.convergence["summary"])
         if self.node_local_checkpoints:
             lines.append(f"  WARNING: {node_local_warning(self.node_local_checkpoints)}")
+        for f in self.findings:
+            if f["accepted"]:
+                lines.append(f"  ACCEPTED ({f['name']}, with --accept): {f['text']}")
         for p in self.problems:
             lines.append(f"  PROBLEM: {p}")
         return "\n".join(lines)
@@ -713,6 +720,10 @@ def _curves(run: Timeline) -> tuple[list[tuple[float, int, float, int]], list[tu
         for a in run.agent_events
         if a.kind == "rendezvous" and a.group_world_size is not None
     ]
+    # To the job's end, not its last membership change: the last size held until then.
+    end = max([e["t"] for e in run.events[-1:]] + [a.t for a in run.agent_events[-1:]], default=None)
+    if world and end is not None and end - run.t0 > world[-1][0]:
+        world.append((end - run.t0, world[-1][1]))
     return loss, world
 
 

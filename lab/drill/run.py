@@ -6,7 +6,7 @@ import itertools
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -14,7 +14,9 @@ from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent, read_agent_events
 from lab.drill.convergence import Curve, compare
 from lab.drill.diagnosis import WorkerError, crash_loop, describe, worker_errors
+from lab.drill.findings import script_findings
 from lab.drill.report import DrillReport, StillRunning, analyze, node_local_warning
+from lab.drill.script_runs import read_positions, script_rounds
 from lab.drill.stacks import where
 from lab.local import LocalTarget
 from lab.local.stack_dumps import StackDump
@@ -23,6 +25,7 @@ from lab.vocab import events
 from lab.vocab.events import EXIT_DONE, Event
 from lab.vocab.job import JobSpec
 from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.script_findings import RANKS_ENDED_EARLY, RANKS_RESUMED_APART
 
 FAULTS = ("node", "rendezvous-restart", "scale")
 # A scale-in's grace: the node's workers save and leave within it (a pod deleted by a scale-in gets
@@ -79,6 +82,9 @@ class DrillConfig:
     scale_to: tuple[int, ...] = ()
     replacement_rank: int | None = None
     replacement_capacity: str | None = None
+    # Findings on a script of one's own that the user accepts (lab.drill.findings): in the
+    # report as accepted, not failing the drill.
+    accept: tuple[str, ...] = ()
 
     def validate(self) -> None:
         """Every bad value at once (InvalidInput), before anything is started."""
@@ -505,7 +511,10 @@ class _Drill:
             ]
         report.problems[:0] = self.server_died
         report.node_local_checkpoints = _node_local_checkpoints(local)
-        if report.node_local_checkpoints and report.problems:
+        if not report.emits_events:
+            self.judge_the_script(report, recorded)
+        said = any(f["name"] == RANKS_RESUMED_APART and not f["accepted"] for f in report.findings)
+        if report.node_local_checkpoints and report.problems and not said:
             report.problems.append(node_local_warning(report.node_local_checkpoints))
         if cfg.fault == "scale":
             if not report.scaling and stopped is None and not self.server_died:
@@ -513,6 +522,20 @@ class _Drill:
         elif not any(e["event"] == Event.EVICT for e in recorded) and stopped is None and not self.server_died:
             report.problems.append("no eviction happened: the job ended or failed during warm-up")
         return report
+
+    def judge_the_script(self, report: DrillReport, recorded: list[dict[str, Any]]) -> None:
+        """A script of one's own, by what its workers did: the findings first among the problems
+        (their causes come before what they led to), accepted ones kept apart."""
+        local = self.local
+        rounds = script_rounds(recorded, local.spec.nproc_per_node)
+        read_positions(rounds, {n.name: local.node_dir(n.name) / TORCHELASTIC_LOGS for n in local.nodes})
+        found = script_findings(
+            rounds, recorded, report.evictions, workdir=str(local.workdir), accepted=self.cfg.accept
+        )
+        report.findings = [asdict(f) for f in found]
+        report.problems[:0] = [f.line() for f in found if not f.accepted]
+        if any(f.name == RANKS_ENDED_EARLY and not f.accepted for f in found):
+            report.finished = False
 
 
 def last_unrecovered(errors: list[WorkerError], agents: list[AgentEvent]) -> WorkerError | None:
@@ -539,8 +562,9 @@ def _recovered(seen: list[dict[str, Any]], local: LocalTarget, emits: bool) -> b
     return any(a.kind == "started" and a.t > evict_t for n in local.alive_nodes for a in _agent_events(local, n))
 
 
-# What torch.save / torch.distributed.checkpoint and the usual snapshot helpers write.
-CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".distcp", ".safetensors", ".bin")
+# What torch.save / torch.distributed.checkpoint and the usual snapshot helpers write (the
+# ImageNet example's checkpoint.pth.tar among them).
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".distcp", ".safetensors", ".bin", ".pth.tar", ".pt.tar")
 
 
 def _node_local_checkpoints(local: LocalTarget) -> list[str]:
@@ -555,7 +579,7 @@ def _node_local_checkpoints(local: LocalTarget) -> list[str]:
             rel = path.relative_to(home)
             if rel.parts[0] == TORCHELASTIC_LOGS or not path.is_file():
                 continue
-            if path.suffix in CHECKPOINT_SUFFIXES or path.name == ".metadata":
+            if path.name.endswith(CHECKPOINT_SUFFIXES) or path.name == ".metadata":
                 found.append(f"{node.name}/{rel}")
     return found
 

@@ -32,7 +32,15 @@ from lab.runtime.events import emit
 from lab.vocab import events
 from lab.vocab.errors import Refused
 from lab.vocab.events import Event, Source
-from lab.vocab.job import ENV_AGENT_EVENTS, ENV_EVENTS_FILE, ENV_NODE, ROUND_LOGS_SPECS, JobSpec, RdzvBackend
+from lab.vocab.job import (
+    ENV_AGENT_EVENTS,
+    ENV_EVENTS_FILE,
+    ENV_NODE,
+    ENV_WATCH_SCRIPT,
+    ROUND_LOGS_SPECS,
+    JobSpec,
+    RdzvBackend,
+)
 from lab.vocab.per_step import ENV_ADVERTISE, ENV_REPLICA_GROUP
 from lab.vocab.stack_dumps import ENV_STACK_DUMPS
 
@@ -453,6 +461,7 @@ class LocalTarget:
             ENV_NODE: name,
             **({ENV_REPLICA_GROUP: name, ENV_ADVERTISE: "127.0.0.1"} if self.spec.per_step_mode else {}),
             ENV_AGENT_EVENTS: str(home / AGENT_EVENTS),
+            ENV_WATCH_SCRIPT: "1",  # what the script does with checkpoints, for the drill (lab.runtime.script_watch)
             ENV_STACK_DUMPS: str(home / STACK_DUMPS),
         }
         cmd = [

@@ -33,6 +33,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from lab.runtime import script_watch
 from lab.runtime.process_title import set_title, where
 from lab.runtime.stack_dumps import dump_stacks_on_request
 from lab.vocab.stack_dumps import WORKER
@@ -222,6 +223,11 @@ def run_script(*cmd_args: str) -> None:
     set_title(f"worker{rank}{where()} " + " ".join([target, *args]))
     wait_for_the_store_server()
     sys.argv = [target, *args]
+    watched = script_watch.watching()
+    if watched:
+        script_watch.install()
+        script_watch.started()
+    code, error = 0, None  # how the script ended, for the watch
     try:
         if module is not None:
             sys.path.insert(0, os.getcwd())
@@ -230,5 +236,12 @@ def run_script(*cmd_args: str) -> None:
             sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
             runpy.run_path(target, run_name="__main__")
     except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code not in (None, 0):
             raise
+    except BaseException as exc:
+        code, error = 1, exc
+        raise
+    finally:
+        if watched:
+            script_watch.ended(code, error)

@@ -41,6 +41,11 @@ class Event(StrEnum):
     REPLICA_GROUP = "replica_group"  # per-step mode: where a group serves its peers
     STEP_DISCARDED = "step_discarded"  # per-step mode: a step its quorum did not commit
     HEALED = "healed"  # per-step mode: a group copied the state from a live peer
+    # A user's script, watched by the worker that runs it (lab.runtime.script_watch), on every worker.
+    SCRIPT_STARTED = "script_started"
+    SCRIPT_LOADED = "script_loaded"  # it loaded a checkpoint file (torch.load, torch.distributed.checkpoint)
+    SCRIPT_SAVED = "script_saved"  # it saved one
+    SCRIPT_ENDED = "script_ended"  # the script returned, exited, or raised
     # The launcher (lab.runtime.launch), on every agent.
     RDZV_UNREACHABLE = "rdzv_unreachable"
     RDZV_REACHABLE = "rdzv_reachable"
@@ -132,6 +137,11 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.STEP_DISCARDED: frozenset({"step", "participants", "replica", "quorum", "error"}),
     # seconds: the quorum that healed, the copy of bytes (this worker's part) included.
     Event.HEALED: frozenset({"step", "seconds", "bytes", "replica"}),
+    Event.SCRIPT_STARTED: frozenset(),
+    # api: the function called; bytes and mtime: the file's (a folder's: its files' total, the newest).
+    Event.SCRIPT_LOADED: frozenset({"path", "api", "bytes", "mtime"}),
+    Event.SCRIPT_SAVED: frozenset({"path", "api", "bytes", "mtime"}),
+    Event.SCRIPT_ENDED: frozenset({"code", "error"}),
     Event.RDZV_UNREACHABLE: frozenset({"error"}),
     Event.RDZV_REACHABLE: frozenset({"down_s"}),
     Event.RDZV_MEMBER_LOST: frozenset({"nodes", "round"}),

@@ -66,6 +66,9 @@ LAUNCH_MODULE = "lab.runtime.launch"
 # torchrun's --logs-specs for worker logs kept per rendezvous round (lab.runtime.round_logs, the
 # `torchrun.logs_specs` entry point of pyproject.toml): <log-dir>/<run>/round_<n>/attempt_<k>/<rank>/.
 ROUND_LOGS_SPECS = "lab-rounds"
+# "1": each worker records how the script it runs starts, loads and saves checkpoints, and ends
+# (lab.runtime.script_watch); the local target sets it, for the drill.
+ENV_WATCH_SCRIPT = "LAB_WATCH_SCRIPT"
 ROUND_DIR_PREFIX = "round_"
 # A worker's exit code when its collective failed because a peer went: its agent then looks
 # for the lost node at once (EX_TEMPFAIL: the job goes on without it).

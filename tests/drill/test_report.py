@@ -32,6 +32,8 @@ def test_a_script_without_events_is_timed_from_the_agents_events():
     assert round(ev.rendezvous_s, 2) == 2.5 and round(ev.restarted_s, 2) == 2.9
     assert report.restart_rounds == 1 and report.max_restart_count == 1
     assert "recovery: 2.90 s to workers running again at the new world size" in report.summary()
+    # The world size drawn to the job's end (the agents' last word), not to the last change.
+    assert [(round(t, 1), size) for t, size in report.world_timeline[-2:]] == [(12.6, 2), (30.0, 2)]
 
 
 def test_a_job_whose_survivors_never_restart_is_not_finished():
@@ -429,4 +431,4 @@ def test_a_node_that_never_joined_is_said_so_in_plain_words():
     (join,) = report.joins
     assert join.join_s is None and join.world_after is None
     line = next(line for line in report.summary().splitlines() if "node c added" in line)
-    assert line.startswith("  node c added at 2.0 s: world 2 -> no new size seen, did NOT join, lost")
+    assert line == "  node c added at 2.0 s: world 2 -> no new size seen, did NOT join"  # no "lost None step(s)"

@@ -1,0 +1,261 @@
+"""The drill's verdict on a script of one's own: named findings, each a reason to fail it.
+
+A script that reports nothing itself is judged by what its workers did (lab.drill.script_runs):
+which checkpoint each loaded when the workers restarted, whether one was saved before the
+eviction or on its notice, and how each worker of the last round ended. Each finding names the
+cause in the script's terms and what to change; each fails the drill unless the user accepts it
+by name (`elastic-lab drill --accept NAME`), when it stays in the report as accepted.
+
+  ranks-resumed-apart     after a membership change some ranks resumed from a checkpoint and
+                          others from none, or from another one (node-local files)
+  restarted-from-scratch  after an eviction (or a join) no rank loaded a checkpoint: every step
+                          before it was trained again
+  ranks-ended-early       in the last round some ranks finished and others failed or stopped
+  notice-not-saved        a node was given a notice and no rank saved before its workers went
+  slow-recovery           the workers ran again far later than the agents saw the node go
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lab.drill.script_runs import FileUse, ScriptRound, WorkerRun
+from lab.vocab.events import Event
+from lab.vocab.script_findings import (
+    NOTICE_NOT_SAVED,
+    RANKS_ENDED_EARLY,
+    RANKS_RESUMED_APART,
+    RESTARTED_FROM_SCRATCH,
+    SLOW_RECOVERY,
+)
+
+# Workers running again this much later than an agent saw the node go is no rendezvous's doing.
+SLOW_RECOVERY_S = 10.0
+# torch stops a round's workers with SIGTERM and SIGKILLs those still there this much later.
+TORCH_STOP_GRACE_S = 30.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str
+    text: str
+    accepted: bool = False
+
+    def line(self) -> str:
+        return f"{self.text} [{self.name}{', accepted' if self.accepted else ''}]"
+
+
+def _ranks(workers: Sequence[WorkerRun]) -> str:
+    by_rank = sorted(workers, key=lambda w: w.rank)
+    if len(by_rank) == 1:
+        return by_rank[0].who
+    return "ranks " + ", ".join(str(w.rank) for w in by_rank) + f" ({', '.join(w.node for w in by_rank)})"
+
+
+def _from(worker: WorkerRun) -> str:
+    """Where a worker started by its own output."""
+    p = worker.position
+    return f" ({p.kind} {p.first} by its output)" if p is not None else ""
+
+
+def _short(path: str, workdir: str | None) -> str:
+    if workdir and path.startswith(workdir.rstrip(os.sep) + os.sep):
+        return os.path.relpath(path, workdir)
+    return path
+
+
+def _membership_changes(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The evictions and the nodes added after the first eviction (warm-up joins restart
+    workers that trained nothing yet)."""
+    evictions = [e for e in events if e.get("event") == Event.EVICT]
+    if not evictions:
+        return []
+    first = min(e["t"] for e in evictions)
+    added = [e for e in events if e.get("event") == Event.NODE_ADDED and e["t"] > first]
+    return sorted([*evictions, *added], key=lambda e: e["t"])
+
+
+def _what(change: Mapping[str, Any]) -> str:
+    if change.get("event") == Event.EVICT:
+        kind = "scale-in" if change.get("cause") == "scale-in" else str(change.get("kind", ""))
+        return f"the eviction of {change.get('node')} ({kind})"
+    return f"{change.get('node')} joining"
+
+
+def resumed_apart(round_: ScriptRound, change: Mapping[str, Any], workdir: str | None) -> Finding | None:
+    """Some ranks loaded a checkpoint when the workers restarted and others none, or other ones
+    (named with other numbers, or printing other positions)."""
+    loaded = [w for w in round_.workers if w.first_load() is not None]
+    fresh = [w for w in round_.workers if w.first_load() is None]
+    firsts = {w.position.first for w in round_.workers if w.position is not None}
+    kinds = {w.position.kind for w in round_.workers if w.position is not None}
+    files = {(w.first_load() or FileUse(0, "", "")).path for w in loaded}
+    apart = (loaded and fresh) or (len(kinds) == 1 and max(firsts) - min(firsts) > 1)
+    if not apart and len(loaded) == len(round_.workers) and len(files) > 1:
+        apart = len({_numbers(os.path.basename(p), loaded) for p in files}) > 1 or _node_local(loaded)
+    if not apart:
+        return None
+    said = []
+    for path in sorted(files):
+        who = [w for w in loaded if (w.first_load() or FileUse(0, "", "")).path == path]
+        said.append(f"{_ranks(who)} resumed from {_short(path, workdir)}{_from(who[0]) if len(who) == 1 else ''}")
+    if fresh:
+        said.append(
+            f"{_ranks(fresh)} loaded no checkpoint and started over{_from(fresh[0]) if len(fresh) == 1 else ''}"
+        )
+    node_local = _node_local(loaded)
+    fix = (
+        "keep the snapshot where every node reads it ($LAB_CHECKPOINT_DIR, a shared volume or bucket), not on a "
+        "node's own disk"
+        if node_local or fresh
+        else "have every rank load the same checkpoint"
+    )
+    return Finding(
+        RANKS_RESUMED_APART,
+        f"ranks resumed from different places after {_what(change)}: {'; '.join(said)}. The ranks then train "
+        f"different steps together; {fix}",
+    )
+
+
+def _numbers(name: str, workers: Sequence[WorkerRun]) -> tuple[str, ...]:
+    """The numbers in a checkpoint file's name, a rank's own left out (ckpt-rank3-step40.pt)."""
+    ranks = {str(w.rank) for w in workers}
+    return tuple(n for n in re.findall(r"\d+", name) if n not in ranks)
+
+
+def _node_local(loaded: Sequence[WorkerRun]) -> bool:
+    """Ranks on different nodes loaded files of one name at different paths: each its node's."""
+    uses = [(w.node, w.first_load()) for w in loaded]
+    names = {os.path.basename(u.path) for _, u in uses if u is not None}
+    paths = {u.path for _, u in uses if u is not None}
+    return len(names) == 1 and len(paths) > 1 and len({node for node, _ in uses}) > 1
+
+
+def restarted_from_scratch(
+    round_: ScriptRound, change: Mapping[str, Any], saves_before: Sequence[FileUse], later_saves: Sequence[FileUse]
+) -> Finding | None:
+    """No rank loaded a checkpoint when the workers restarted after a membership change."""
+    if any(w.loaded for w in round_.workers):
+        return None
+    if saves_before:
+        last = max(saves_before, key=lambda s: s.t)
+        why = (
+            f"a checkpoint had been saved ({last.path}, {change['t'] - last.t:.0f} s before) but no rank loaded it: "
+            "load the newest checkpoint when the script starts"
+        )
+    elif later_saves:
+        first = min(later_saves, key=lambda s: s.t)
+        why = (
+            f"no checkpoint had been saved yet (the script's first save came {first.t - change['t']:.0f} s after "
+            "it): save every few minutes of training, not only at the end or after long intervals"
+        )
+    else:
+        why = "the script saved no checkpoint at all: save one every few minutes and load the newest at start"
+    return Finding(
+        RESTARTED_FROM_SCRATCH,
+        f"the job restarted from the beginning after {_what(change)}: {why}",
+    )
+
+
+def ended_early(last: ScriptRound) -> Finding | None:
+    """Some ranks of the last round finished and others did not: the job is not finished."""
+    done = [w for w in last.workers if w.ended is not None and w.code == 0]
+    short = [w for w in last.workers if w not in done]
+    if not done or not short:
+        return None
+    reached = max((w.position.last for w in done if w.position is not None), default=None)
+    behind = [w for w in short if w.position is not None and reached is not None]
+    gap = (
+        f"; by their output they got to {', '.join(f'{w.position.kind} {w.position.last}' for w in behind)} of "
+        f"{reached}"
+        if behind and behind[0].position is not None
+        else ""
+    )
+    how = sorted({w.how_it_ended() for w in short})
+    return Finding(
+        RANKS_ENDED_EARLY,
+        f"{_ranks(done)} finished, but {_ranks(short)} {' / '.join(how)}{gap}: the job is not finished until "
+        "every rank of its last round is",
+    )
+
+
+def notice_not_saved(
+    change: Mapping[str, Any], next_round: ScriptRound | None, saves: Sequence[FileUse]
+) -> Finding | None:
+    """A notice came and no rank saved before the noticed node's workers went."""
+    if change.get("event") != Event.EVICT or change.get("kind") != "notice":
+        return None
+    until = next_round.t if next_round is not None else float("inf")
+    if any(change["t"] <= s.t <= until for s in saves):
+        return None
+    before = [s for s in saves if s.t < change["t"]]
+    since = f" (its last save was {change['t'] - max(s.t for s in before):.0f} s before it)" if before else ""
+    return Finding(
+        NOTICE_NOT_SAVED,
+        f"{change.get('node')} was given a notice and no rank saved a checkpoint before its workers went{since}: "
+        "what was trained since the last save was lost. Save when SIGTERM comes (a signal handler that sets a flag "
+        "the training loop checks at each step), then exit",
+    )
+
+
+def slow_recovery(ev: Any) -> Finding | None:
+    """Workers ran again far later than an agent saw the node go: not the rendezvous's doing."""
+    back = ev.recovery_s if ev.recovery_s is not None else ev.restarted_s
+    if back is None or ev.detected_s is None or back - ev.detected_s <= SLOW_RECOVERY_S:
+        return None
+    stopping = (ev.rendezvous_s or back) - ev.detected_s
+    if stopping >= TORCH_STOP_GRACE_S - 2:
+        why = (
+            f"the survivors' workers did not stop on SIGTERM: torch waited its {TORCH_STOP_GRACE_S:.0f} s and killed "
+            "them (the script blocks SIGTERM, or its handler waits, while a collective waits for ever for the "
+            "vanished peer). Give init_process_group a timeout (timeout=timedelta(seconds=60)) and leave promptly "
+            "on SIGTERM"
+        )
+    else:
+        why = (
+            "the survivors' workers were slow to stop or to start again. A collective without a timeout waits for a "
+            "vanished peer: give init_process_group a timeout"
+        )
+    return Finding(
+        SLOW_RECOVERY,
+        f"the workers ran again {back:.1f} s after the eviction of {ev.node}, though an agent saw it leave after "
+        f"{ev.detected_s:.1f} s: {why}",
+    )
+
+
+def script_findings(
+    rounds: Sequence[ScriptRound],
+    events: Sequence[Mapping[str, Any]],
+    evictions: Iterable[Any],
+    *,
+    workdir: str | None = None,
+    accepted: Iterable[str] = (),
+) -> list[Finding]:
+    """Every finding of a watched script's run, oldest cause first; those named in `accepted`
+    marked so."""
+    found: list[Finding] = []
+    saves = sorted((s for r in rounds for w in r.workers for s in w.saved), key=lambda s: s.t)
+    for change in _membership_changes(events):
+        after = next((r for r in rounds if r.t > change["t"]), None)
+        found.append(notice_not_saved(change, after, saves))
+        if after is None:
+            continue
+        found.append(resumed_apart(after, change, workdir))
+        before = [s for s in saves if s.t <= change["t"]]
+        later = [s for s in saves if s.t > change["t"]]
+        found.append(restarted_from_scratch(after, change, before, later))
+    if rounds:
+        found.append(ended_early(rounds[-1]))
+    found += [slow_recovery(ev) for ev in evictions]
+    ok, named = set(accepted), set()
+    out = []
+    for f in found:
+        if f is None or (f.name in named and f.name != SLOW_RECOVERY):
+            continue  # a cause said once: the first change it came with
+        named.add(f.name)
+        out.append(Finding(f.name, f.text, f.name in ok))
+    return out

@@ -1,0 +1,117 @@
+"""What the drill sees of a user's script that reports nothing itself.
+
+A script of one's own (a DDP tutorial, an FSDP2 example, a trainer with snapshots) emits none of
+our events, yet whether it survives an eviction is decided by what it does with checkpoints:
+which file each rank loads when it starts, whether any rank saves after a notice, and how each
+worker ends. So, where the drill asks ($LAB_WATCH_SCRIPT, set by the local target), each worker
+records, as events (lab.vocab.events, with its rank, node and round from torchrun's environment):
+
+  script_started   when the worker starts running the script;
+  script_loaded    each checkpoint file it loads: torch.load of a path (or of a file object that
+                   names one) and torch.distributed.checkpoint's load, with the file's size and
+                   modification time, which tell apart two files of one name on two nodes;
+  script_saved     each one it saves: torch.save to a path, torch.distributed.checkpoint's save
+                   and async_save;
+  script_ended     how the script ended: its exit code, and the exception that ended it.
+
+Each wrapper calls torch's own function with the same arguments and records only once it
+returned: what the script sees is unchanged. Nothing is recorded outside a drill.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+from lab.runtime.events import emit
+from lab.vocab.events import Event
+from lab.vocab.job import ENV_WATCH_SCRIPT
+
+
+def watching() -> bool:
+    return os.environ.get(ENV_WATCH_SCRIPT) == "1"
+
+
+def _path_of(target: Any) -> str | None:
+    """The file a torch.save/torch.load target names: a path, or a file object's name."""
+    if target is None:
+        return None
+    if isinstance(target, (str, os.PathLike)):
+        return os.path.abspath(os.fspath(target))
+    name = getattr(target, "name", None)
+    return os.path.abspath(name) if isinstance(name, str) and os.path.sep in os.path.abspath(name) else None
+
+
+def _file_facts(path: str) -> dict[str, Any]:
+    """The size and modification time of a file, or of a folder's newest file (a sharded
+    checkpoint), as the drill compares them across ranks."""
+    try:
+        if os.path.isdir(path):
+            stats = [os.stat(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files]
+            if not stats:
+                return {}
+            return {"bytes": sum(s.st_size for s in stats), "mtime": max(s.st_mtime for s in stats)}
+        stat = os.stat(path)
+    except OSError:
+        return {}
+    return {"bytes": stat.st_size, "mtime": stat.st_mtime}
+
+
+def _checkpoint_id(args: tuple[Any, ...], kwargs: dict[str, Any], io: str) -> str | None:
+    """Where a torch.distributed.checkpoint call reads or writes: its checkpoint_id, else its
+    storage reader's or writer's path."""
+    given = kwargs.get("checkpoint_id")
+    if given is None:
+        given = getattr(kwargs.get(io), "path", None)
+    return _path_of(given) if given is not None else None
+
+
+def _recording(original: Callable[..., Any], where: Callable[..., str | None], event: Event, api: str) -> Any:
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        try:
+            path = where(*args, **kwargs)
+            if path is not None:
+                emit(event, path=path, api=api, **_file_facts(path))
+        except Exception:  # noqa: BLE001 - what the script asked for is done; a record is an extra
+            pass
+        return result
+
+    wrapper.lab_watched = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def install() -> None:
+    """Wrap torch's checkpoint functions in this worker, before the script imports them."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    if getattr(torch.save, "lab_watched", False):
+        return
+    torch.save = _recording(  # type: ignore[assignment]
+        torch.save, lambda *a, **k: _path_of(k.get("f", a[1] if len(a) > 1 else None)), Event.SCRIPT_SAVED, "torch.save"
+    )
+    torch.load = _recording(  # type: ignore[assignment]
+        torch.load, lambda *a, **k: _path_of(k.get("f", a[0] if a else None)), Event.SCRIPT_LOADED, "torch.load"
+    )
+    for name, io, event in (
+        ("save", "storage_writer", Event.SCRIPT_SAVED),
+        ("async_save", "storage_writer", Event.SCRIPT_SAVED),
+        ("load", "storage_reader", Event.SCRIPT_LOADED),
+    ):
+        original = getattr(dcp, name, None)
+        if original is not None:
+            where = functools.partial(lambda io, *a, **k: _checkpoint_id(a, k, io), io)
+            setattr(dcp, name, _recording(original, where, event, f"torch.distributed.checkpoint.{name}"))
+
+
+def started() -> None:
+    emit(Event.SCRIPT_STARTED)
+
+
+def ended(code: int, error: BaseException | None = None) -> None:
+    """How the script ended: 0 when it returned, its exit code, or 1 with the exception."""
+    emit(Event.SCRIPT_ENDED, code=code, **({"error": type(error).__name__} if error is not None else {}))
