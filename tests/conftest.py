@@ -4,6 +4,7 @@ real processes and a check that none survives a test; the PyTorchJob CRD schema.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import signal
@@ -104,7 +105,7 @@ def long_tests_first_in_each_share(items: list[pytest.Item], workers: int) -> li
     left = len(items)
     for k in range(workers):
         size = left // (workers - k)  # what xdist's work stealing sends each idle worker first
-        share = buckets[k] + [next(rest) for _ in range(size - len(buckets[k]))]
+        share = buckets[k] + list(itertools.islice(rest, max(0, size - len(buckets[k]))))
         ordered += share
         left -= size
     return ordered + list(rest)  # none, unless a share is smaller than its long tests

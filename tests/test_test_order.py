@@ -49,3 +49,10 @@ def test_more_long_tests_than_a_share_holds_loses_none():
     items = [_Item(f"t{i}", long=i < 6) for i in range(8)]
     ordered = long_tests_first_in_each_share(items, 4)  # type: ignore[arg-type]
     assert sorted(i.name for i in ordered) == sorted(i.name for i in items)
+
+
+def test_only_long_tests_on_fewer_workers_lose_none():
+    """Every test of a run long (one file of drills on two workers): the shares still hold them all."""
+    items = [_Item(f"t{i}", long=True) for i in range(11)]
+    ordered = long_tests_first_in_each_share(items, 2)  # type: ignore[arg-type]
+    assert sorted(i.name for i in ordered) == sorted(i.name for i in items)

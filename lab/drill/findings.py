@@ -169,12 +169,8 @@ def ended_early(last: ScriptRound) -> Finding | None:
         return None
     reached = max((w.position.last for w in done if w.position is not None), default=None)
     behind = [w for w in short if w.position is not None and reached is not None]
-    gap = (
-        f"; by their output they got to {', '.join(f'{w.position.kind} {w.position.last}' for w in behind)} of "
-        f"{reached}"
-        if behind and behind[0].position is not None
-        else ""
-    )
+    got_to = sorted({f"{w.position.kind} {w.position.last}" for w in behind if w.position is not None})
+    gap = f"; by their output they got to {', '.join(got_to)} of {reached}" if got_to else ""
     how = sorted({w.how_it_ended() for w in short})
     return Finding(
         RANKS_ENDED_EARLY,
@@ -193,7 +189,7 @@ def notice_not_saved(
     if any(change["t"] <= s.t <= until for s in saves):
         return None
     before = [s for s in saves if s.t < change["t"]]
-    since = f" (its last save was {change['t'] - max(s.t for s in before):.0f} s before it)" if before else ""
+    since = f" (its last save was {change['t'] - max(s.t for s in before):.1f} s before it)" if before else ""
     return Finding(
         NOTICE_NOT_SAVED,
         f"{change.get('node')} was given a notice and no rank saved a checkpoint before its workers went{since}: "

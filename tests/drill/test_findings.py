@@ -1,0 +1,187 @@
+"""The verdict on a script of one's own (lab/drill/findings.py): each finding from what its
+workers did, table-driven, and none where the script behaved."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from lab.drill.findings import script_findings
+from lab.drill.script_runs import FileUse, Position, ScriptRound, WorkerRun
+from lab.vocab.script_findings import (
+    NOTICE_NOT_SAVED,
+    RANKS_ENDED_EARLY,
+    RANKS_RESUMED_APART,
+    RESTARTED_FROM_SCRATCH,
+    SLOW_RECOVERY,
+)
+
+EVICT = {"t": 10.0, "event": "evict", "node": "node-2", "kind": "hard"}
+NOTICE = {"t": 10.0, "event": "evict", "node": "node-2", "kind": "notice"}
+
+
+def _worker(rank, node, *, loaded=(), saved=(), code=0, error=None, position=None, started=0.0):
+    return WorkerRun(
+        node=node,
+        rank=rank,
+        local_rank=0,
+        world_size=3,
+        started=started,
+        loaded=[FileUse(started + 0.1, p, "torch.load", 100, 5.0) for p in loaded],
+        saved=[FileUse(t, p, "torch.save", 100, t) for t, p in saved],
+        ended=None if code is None else 30.0,
+        code=code,
+        error=error,
+        position=position,
+    )
+
+
+def _first_round(saved=((5.0, "/ckpt/snapshot.pt"),)):
+    return ScriptRound(
+        1,
+        0.0,
+        [
+            _worker(0, "node-0", saved=saved, code=None),
+            _worker(1, "node-1", code=None),
+            _worker(2, "node-2", code=None),
+        ],
+    )
+
+
+def _after(*workers):
+    return ScriptRound(2, 11.0, list(workers))
+
+
+def _names(rounds, events=(EVICT,), evictions=(), accepted=()):
+    found = script_findings(rounds, list(events), list(evictions), workdir="/w", accepted=accepted)
+    return [(f.name, f.accepted) for f in found], found
+
+
+def test_every_rank_resuming_from_the_shared_snapshot_and_finishing_passes():
+    resumed = _after(
+        *(_worker(r, n, loaded=["/ckpt/snapshot.pt"], started=11.0) for r, n in ((0, "node-0"), (1, "node-1")))
+    )
+    assert _names([_first_round(), resumed])[0] == []
+
+
+def test_a_node_local_snapshot_is_ranks_resumed_apart():
+    resumed = _after(
+        _worker(0, "node-0", loaded=["/w/nodes/node-0/snapshot.pt"], position=Position("epoch", 165, 300), started=11),
+        _worker(1, "node-1", position=None, started=11, code=1, error="RuntimeError"),
+    )
+    names, found = _names([_first_round(saved=((5.0, "/w/nodes/node-0/snapshot.pt"),)), resumed])
+    assert names == [(RANKS_RESUMED_APART, False), (RANKS_ENDED_EARLY, False)]
+    assert found[0].text.startswith(
+        "ranks resumed from different places after the eviction of node-2 (hard): rank 0 (node-0) resumed from "
+        "nodes/node-0/snapshot.pt (epoch 165 by its output); rank 1 (node-1) loaded no checkpoint and started over"
+    )
+    assert "not on a node's own disk" in found[0].text
+
+
+def test_copies_of_one_snapshot_on_each_node_loaded_by_every_rank_are_apart_too():
+    """Every node kept its own copy: the ranks agree now, by luck, and a new node would not."""
+    resumed = _after(
+        _worker(0, "node-0", loaded=["/w/nodes/node-0/snap.pt"], started=11),
+        _worker(1, "node-1", loaded=["/w/nodes/node-1/snap.pt"], started=11),
+    )
+    assert _names([_first_round(), resumed])[0] == [(RANKS_RESUMED_APART, False)]
+
+
+def test_ranks_printing_far_apart_positions_resumed_apart():
+    resumed = _after(
+        _worker(0, "node-0", loaded=["/c/a.pt"], position=Position("epoch", 40, 50), started=11),
+        _worker(1, "node-1", loaded=["/c/a.pt"], position=Position("epoch", 0, 10), started=11),
+    )
+    assert _names([_first_round(), resumed])[0] == [(RANKS_RESUMED_APART, False)]
+
+
+@pytest.mark.parametrize(
+    ("first", "said"),
+    [
+        (
+            ((5.0, "/ckpt/snapshot.pt"),),
+            "a checkpoint had been saved (/ckpt/snapshot.pt, 5 s before) but no rank loaded",
+        ),
+        ((), "the script saved no checkpoint at all"),
+    ],
+    ids=["saved-never-loaded", "never-saved"],
+)
+def test_workers_that_load_nothing_after_an_eviction_restarted_from_scratch(first, said):
+    resumed = _after(_worker(0, "node-0", started=11), _worker(1, "node-1", started=11))
+    names, found = _names([_first_round(saved=first), resumed])
+    assert names == [(RESTARTED_FROM_SCRATCH, False)]
+    assert found[0].text.startswith("the job restarted from the beginning after the eviction of node-2 (hard): ")
+    assert said in found[0].text
+
+
+def test_a_first_save_after_the_eviction_is_named_as_too_late():
+    resumed = _after(
+        _worker(0, "node-0", saved=[(40.0, "/ckpt/final.pt")], started=11), _worker(1, "node-1", started=11)
+    )
+    names, found = _names([_first_round(saved=()), resumed])
+    assert names == [(RESTARTED_FROM_SCRATCH, False)]
+    assert "no checkpoint had been saved yet (the script's first save came 30 s after it)" in found[0].text
+
+
+def test_a_notice_with_no_save_before_the_workers_went_is_work_lost():
+    resumed = _after(
+        *(_worker(r, n, loaded=["/ckpt/snapshot.pt"], started=11) for r, n in ((0, "node-0"), (1, "node-1")))
+    )
+    names, found = _names([_first_round(), resumed], events=(NOTICE,))
+    assert names == [(NOTICE_NOT_SAVED, False)]
+    assert (
+        "node-2 was given a notice and no rank saved a checkpoint before its workers went (its last save was 5.0 s"
+        in (found[0].text)
+    )
+    saved_on_notice = _first_round(saved=((5.0, "/ckpt/snapshot.pt"), (10.5, "/ckpt/snapshot.pt")))
+    assert _names([saved_on_notice, resumed], events=(NOTICE,))[0] == []
+
+
+def test_ranks_of_the_last_round_that_did_not_finish_are_named():
+    last = _after(
+        _worker(0, "node-0", loaded=["/ckpt/s.pt"], position=Position("epoch", 10, 300), started=11),
+        _worker(
+            1,
+            "node-1",
+            loaded=["/ckpt/s.pt"],
+            position=Position("epoch", 10, 150),
+            code=1,
+            error="RuntimeError",
+            started=11,
+        ),
+        _worker(2, "node-3", loaded=["/ckpt/s.pt"], code=None, started=11),
+    )
+    names, found = _names([_first_round(), last])
+    assert names == [(RANKS_ENDED_EARLY, False)]
+    assert found[0].text.startswith(
+        "rank 0 (node-0) finished, but ranks 1, 2 (node-1, node-3) ended with RuntimeError (exit 1) / was stopped"
+    )
+    assert "they got to epoch 150 of 300" in found[0].text
+
+
+def test_a_recovery_far_slower_than_the_detection_names_torchs_kill_grace():
+    ev = SimpleNamespace(node="node-2", recovery_s=None, restarted_s=31.2, detected_s=0.9, rendezvous_s=31.0)
+    names, found = _names([], events=(), evictions=[ev])
+    assert names == [(SLOW_RECOVERY, False)]
+    assert "torch waited its 30 s and killed them" in found[0].text and "timeout=timedelta(seconds=60)" in found[0].text
+    quick = SimpleNamespace(node="node-2", recovery_s=None, restarted_s=2.0, detected_s=0.9, rendezvous_s=1.5)
+    assert _names([], events=(), evictions=[quick])[0] == []
+
+
+def test_an_accepted_finding_is_kept_and_marked():
+    resumed = _after(_worker(0, "node-0", started=11), _worker(1, "node-1", started=11))
+    names, found = _names([_first_round(), resumed], accepted=[RESTARTED_FROM_SCRATCH])
+    assert names == [(RESTARTED_FROM_SCRATCH, True)] and found[0].line().endswith(
+        f"[{RESTARTED_FROM_SCRATCH}, accepted]"
+    )
+
+
+def test_warm_up_joins_are_no_membership_change():
+    """A node slow to start joins in a round of its own before anything trained: no finding."""
+    warm = {"t": 1.0, "event": "node_added", "node": "node-2"}
+    rounds = [
+        ScriptRound(1, 0.0, [_worker(0, "node-0", code=None)]),
+        ScriptRound(2, 2.0, [_worker(0, "node-0", started=2)]),
+    ]
+    assert _names(rounds, events=(warm,))[0] == []
