@@ -233,7 +233,7 @@ def script_findings(
 ) -> list[Finding]:
     """Every finding of a watched script's run, oldest cause first; those named in `accepted`
     marked so."""
-    found: list[Finding] = []
+    found: list[Finding | None] = []
     saves = sorted((s for r in rounds for w in r.workers for s in w.saved), key=lambda s: s.t)
     for change in _membership_changes(events):
         after = next((r for r in rounds if r.t > change["t"]), None)
@@ -248,7 +248,7 @@ def script_findings(
         found.append(ended_early(rounds[-1]))
     found += [slow_recovery(ev) for ev in evictions]
     ok, named = set(accepted), set()
-    out = []
+    out: list[Finding] = []
     for f in found:
         if f is None or (f.name in named and f.name != SLOW_RECOVERY):
             continue  # a cause said once: the first change it came with

@@ -185,10 +185,8 @@ class DrillReport:
     def summary(self) -> str:
         lines = [f"Drill {'PASSED' if self.passed else 'FAILED'} in {self.duration_s:.1f} s"]
         if self.emits_events:
-            lines.append(
-                f"  final step: {self.final_step} of {self.target_steps}"
-                f"  ({'finished' if self.finished else 'NOT finished'})"
-            )
+            of = f"of {self.target_steps}" if self.target_steps is not None else "(as the script counts)"
+            lines.append(f"  final step: {self.final_step} {of}  ({'finished' if self.finished else 'NOT finished'})")
         else:
             lines.append(
                 f"  the script emits no lab events: figures below come from the torchrun agents"
@@ -482,14 +480,17 @@ def _overview(
     final_step = max(done) if done else None
     evicted = {e["node"] for e in run.of(Event.EVICT)}
     survivors_ok = all(code == 0 for node, code in node_exit_codes.items() if node not in evicted)
+    # Our trainer says it is done; a script that only reports its steps (lab.runtime.report_step)
+    # is done when its agents' worker groups succeeded, as one that reports nothing.
+    succeeded = any(a.kind == "group_succeeded" for a in run.agent_events)
     if run.emits:
         finished = (
             (final_step == target_steps if target_steps else True)
             and survivors_ok
-            and any(_done(e) for e in run.events)
+            and (any(_done(e) for e in run.events) or (target_steps is None and succeeded))
         )
     else:
-        finished = survivors_ok and any(a.kind == "group_succeeded" for a in run.agent_events)
+        finished = survivors_ok and succeeded
     restart_counts = [a.restart_count or 0 for a in run.agent_events if a.kind == "rendezvous"]
     restart_counts += [e.get("restart_count", 0) for e in run.of(Event.START)]
     return DrillReport(

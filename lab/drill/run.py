@@ -511,7 +511,9 @@ class _Drill:
             ]
         report.problems[:0] = self.server_died
         report.node_local_checkpoints = _node_local_checkpoints(local)
-        if not report.emits_events:
+        # A script of one's own (whether or not it reports its steps); a per-step job's groups
+        # heal from one another without loading checkpoints: no round of theirs is a restart.
+        if cfg.spec.script is not None and not cfg.spec.per_step_mode:
             self.judge_the_script(report, recorded)
         said = any(f["name"] == RANKS_RESUMED_APART and not f["accepted"] for f in report.findings)
         if report.node_local_checkpoints and report.problems and not said:

@@ -37,6 +37,7 @@ class RoundLogsSpecs(DefaultLogsSpecs):
             self._run_dir = self._make_log_dir(self.root_log_dir, run_id)
         self._rounds += 1
         # torch builds attempt_<n> under its run folder, made once: point it at this round's.
-        self._run_log_dir = os.path.join(self._run_dir, f"{ROUND_DIR_PREFIX}{self._rounds}")
-        os.makedirs(self._run_log_dir, exist_ok=True)
+        round_dir = os.path.join(self._run_dir, f"{ROUND_DIR_PREFIX}{self._rounds}")
+        os.makedirs(round_dir, exist_ok=True)
+        self._run_log_dir = round_dir  # type: ignore[assignment]  # torch's attribute, typed as None
         return super().reify(envs)

@@ -91,10 +91,10 @@ def install() -> None:
 
     if getattr(torch.save, "lab_watched", False):
         return
-    torch.save = _recording(  # type: ignore[assignment]
+    torch.save = _recording(
         torch.save, lambda *a, **k: _path_of(k.get("f", a[1] if len(a) > 1 else None)), Event.SCRIPT_SAVED, "torch.save"
     )
-    torch.load = _recording(  # type: ignore[assignment]
+    torch.load = _recording(
         torch.load, lambda *a, **k: _path_of(k.get("f", a[0] if a else None)), Event.SCRIPT_LOADED, "torch.load"
     )
     for name, io, event in (

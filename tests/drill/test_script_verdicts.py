@@ -132,3 +132,16 @@ def test_an_accepted_finding_passes_and_stays_in_the_report(workdir):
     assert f"ACCEPTED ({RESTARTED_FROM_SCRATCH}, with --accept): the job restarted from the beginning" in (
         report.summary()
     )
+
+
+@pytest.mark.timeout(200)
+def test_a_script_that_reports_its_steps_is_measured_as_the_demo_is(workdir):
+    """One call per step (lab.runtime.report_step): the steps lost at the eviction, the recovery
+    to the first step at the new world size and the loss, as for the project's own trainer."""
+    report = run_drill(_drill(workdir, "hard", *RIGHT, "--report-steps"))
+    assert report.passed and report.emits_events and report.finished, report.summary()
+    (ev,) = report.evictions
+    assert ev.recovery_s is not None and ev.world_after == 2
+    assert ev.lost_steps is not None and ev.lost_steps < 5, report.summary()  # a snapshot every 5 epochs
+    assert report.final_step == 200 and report.loss_curve
+    assert "final step: 200 (as the script counts)  (finished)" in report.summary()

@@ -27,6 +27,9 @@ def main():
     p.add_argument("--save-on-sigterm", action="store_true", help="a notice saves the epoch done, then leaves")
     p.add_argument("--pg-timeout", type=float, default=0, help="seconds; 0: torch's default (30 min)")
     p.add_argument("--fail-at-end-rank", type=int, default=-1, help="this rank raises once training is done")
+    p.add_argument(
+        "--report-steps", action="store_true", help="tell the drill each epoch done (lab.runtime.report_step)"
+    )
     args = p.parse_args()
     if args.shared:
         args.snapshot = os.path.join(os.environ["LAB_CHECKPOINT_DIR"], args.snapshot)
@@ -59,10 +62,15 @@ def main():
     x = torch.rand(64, 8)
     for epoch in range(start, args.epochs):
         optimizer.zero_grad()
-        F.mse_loss(ddp(x), x.sum(dim=1, keepdim=True)).backward()
+        loss = F.mse_loss(ddp(x), x.sum(dim=1, keepdim=True))
+        loss.backward()
         optimizer.step()
         time.sleep(args.epoch_time)  # the accelerator's work of an epoch
         print(f"Epoch {epoch}", flush=True)
+        if args.report_steps:
+            from lab.runtime.report_step import report_step
+
+            report_step(epoch + 1, loss=loss.item())
         if stop:
             save(epoch + 1, on_notice=True)
             print(f"Epoch {epoch} | saved on SIGTERM, leaving", flush=True)

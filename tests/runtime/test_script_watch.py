@@ -1,0 +1,64 @@
+"""A watched script's checkpoint files and end, recorded by its worker
+(lab/runtime/script_watch.py), in a process of its own: the wrappers change torch there."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.patience import within
+
+pytestmark = pytest.mark.processes
+
+SCRIPT = textwrap.dedent("""
+    import io, os, sys
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from lab.runtime import script_watch
+    script_watch.install()
+    script_watch.install()  # once is enough: no wrapper of a wrapper
+    from torch.distributed.checkpoint import save as saved_by_name  # imported after: the wrapper
+    d = sys.argv[1]
+    torch.save({"w": torch.ones(3)}, os.path.join(d, "a.pt"))
+    with open(os.path.join(d, "b.pt"), "wb") as f:
+        torch.save({"w": torch.ones(3)}, f)          # a file object that names its file
+    buffer = io.BytesIO()
+    torch.save({"w": torch.ones(3)}, buffer)         # no file: nothing to record
+    assert torch.load(os.path.join(d, "a.pt"))["w"].sum() == 3
+    saved_by_name({"w": torch.ones(3)}, checkpoint_id=os.path.join(d, "step-4"))
+    state = {"w": torch.zeros(3)}
+    dcp.load(state, checkpoint_id=os.path.join(d, "step-4"))
+    assert state["w"].sum() == 3                     # what the script asked for, done
+    assert torch.save.__wrapped__ is not None
+""")
+
+
+def test_the_files_a_script_saves_and_loads_are_recorded_as_it_sees_them(tmp_path):
+    events = tmp_path / "events.jsonl"
+    env = {**os.environ, "LAB_EVENTS_FILE": str(events), "RANK": "1", "LAB_NODE": "node-1"}
+    subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], env=env, check=True, timeout=within(120))
+    found = [json.loads(line) for line in events.read_text().splitlines()]
+    said = [(e["event"], os.path.basename(e["path"]), e["api"], e["rank"], e["node"]) for e in found]
+    assert said == [
+        ("script_saved", "a.pt", "torch.save", 1, "node-1"),
+        ("script_saved", "b.pt", "torch.save", 1, "node-1"),
+        ("script_loaded", "a.pt", "torch.load", 1, "node-1"),
+        ("script_saved", "step-4", "torch.distributed.checkpoint.save", 1, "node-1"),
+        ("script_loaded", "step-4", "torch.distributed.checkpoint.load", 1, "node-1"),
+    ]
+    a = (tmp_path / "a.pt").stat()
+    assert found[0]["bytes"] == a.st_size and found[0]["mtime"] == a.st_mtime
+    assert found[3]["bytes"] > 0  # a folder: its files together
+
+
+def test_nothing_is_recorded_outside_a_drill(tmp_path):
+    """run_script installs the watch only where $LAB_WATCH_SCRIPT says so."""
+    code = "from lab.runtime import script_watch; print(script_watch.watching())"
+    env = {k: v for k, v in os.environ.items() if k != "LAB_WATCH_SCRIPT"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=within(60))
+    assert out.stdout.strip() == "False"
