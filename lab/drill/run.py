@@ -474,6 +474,12 @@ class _Drill:
             node_exit_codes={n.name: n.exit_code for n in local.nodes},
         )
         report.duration_s = time.monotonic() - self.t_start
+        # A script of one's own (whether or not it reports its steps); a per-step job's groups
+        # heal from one another without loading checkpoints: no round of theirs is a restart.
+        # Judged first: what stopped the drill (a crash loop, its timeout, the server) goes
+        # before these findings.
+        if cfg.spec.script is not None and not cfg.spec.per_step_mode:
+            self.judge_the_script(report, recorded)
         errors = _errors(local)
         ending = last_unrecovered(errors, agents)
         who = "the drill"
@@ -511,10 +517,6 @@ class _Drill:
             ]
         report.problems[:0] = self.server_died
         report.node_local_checkpoints = _node_local_checkpoints(local)
-        # A script of one's own (whether or not it reports its steps); a per-step job's groups
-        # heal from one another without loading checkpoints: no round of theirs is a restart.
-        if cfg.spec.script is not None and not cfg.spec.per_step_mode:
-            self.judge_the_script(report, recorded)
         said = any(f["name"] == RANKS_RESUMED_APART and not f["accepted"] for f in report.findings)
         if report.node_local_checkpoints and report.problems and not said:
             report.problems.append(node_local_warning(report.node_local_checkpoints))
@@ -526,8 +528,8 @@ class _Drill:
         return report
 
     def judge_the_script(self, report: DrillReport, recorded: list[dict[str, Any]]) -> None:
-        """A script of one's own, by what its workers did: the findings first among the problems
-        (their causes come before what they led to), accepted ones kept apart."""
+        """A script of one's own, by what its workers did: the findings ahead of the problems the
+        analysis found (their causes come before what they led to), accepted ones kept apart."""
         local = self.local
         rounds = script_rounds(recorded, local.spec.nproc_per_node)
         read_positions(rounds, {n.name: local.node_dir(n.name) / TORCHELASTIC_LOGS for n in local.nodes})

@@ -10,21 +10,13 @@ import pytest
 
 from lab.drill.run import DrillConfig, run_drill
 from lab.vocab.job import JobSpec
-from lab.vocab.script_findings import (
-    NOTICE_NOT_SAVED,
-    RANKS_ENDED_EARLY,
-    RANKS_RESUMED_APART,
-    RESTARTED_FROM_SCRATCH,
-    SLOW_RECOVERY,
-)
+from lab.vocab.script_findings import RESTARTED_FROM_SCRATCH
+from tests.drill.scripts.catalogue import CLASSES, EVICTIONS, RIGHT
 from tests.patience import within
 
 pytestmark = [pytest.mark.processes, pytest.mark.long]
 
 TOY = Path(__file__).parent / "scripts" / "toy_ddp.py"
-# What the right script does: its snapshot where every node reads it, saved on a notice, and a
-# process-group timeout so that a collective on a vanished peer gives up.
-RIGHT = ("--shared", "--save-on-sigterm", "--pg-timeout", "5")
 
 
 def _drill(workdir: Path, eviction: str, *args: str, accept: tuple[str, ...] = ()) -> DrillConfig:
@@ -58,70 +50,39 @@ def _named(report) -> list[str]:
 
 
 @pytest.mark.timeout(200)
-@pytest.mark.parametrize("eviction", ["hard", "notice", "silent"])
+@pytest.mark.parametrize("eviction", EVICTIONS)
 def test_a_script_that_resumes_every_rank_from_a_shared_snapshot_passes(workdir, eviction):
     report = run_drill(_drill(workdir, eviction, *RIGHT))
     assert report.passed and report.findings == [], report.summary()
     assert report.finished and report.evictions[0].kind == eviction
 
 
-# (eviction, the script's arguments, the findings, what the first problem says)
-DEFECTS = {
-    "node-local-snapshot": (
-        "hard",
-        ("--save-on-sigterm", "--pg-timeout", "5"),
-        [RANKS_RESUMED_APART],
-        "ranks resumed from different places after the eviction of node-2 (hard): rank 0 (node-0) resumed from "
-        "nodes/node-0/snapshot.pt",
-    ),
-    "save-only-at-end": (
-        "hard",
-        ("--shared", "--save-every", "0", *RIGHT[1:]),
-        [RESTARTED_FROM_SCRATCH],
-        "the job restarted from the beginning after the eviction of node-2 (hard): no checkpoint had been saved yet",
-    ),
-    "no-checkpoint": (
-        "hard",
-        ("--no-save", *RIGHT[1:]),
-        [RESTARTED_FROM_SCRATCH],
-        "the job restarted from the beginning after the eviction of node-2 (hard): the script saved no checkpoint",
-    ),
-    "evicted-before-the-first-snapshot": (
-        "hard",
-        ("--shared", "--save-every", "150", *RIGHT[1:]),
-        [RESTARTED_FROM_SCRATCH],
-        "the job restarted from the beginning after the eviction of node-2 (hard): no checkpoint had been saved yet "
-        "(the script's first save came",
-    ),
-    "a-rank-fails-at-the-end": (
-        "hard",
-        (*RIGHT, "--fail-at-end-rank", "1"),
-        [RANKS_ENDED_EARLY],
-        "ranks 0, 2 (node-0, node-3) finished, but rank 1 (node-1) ended with RuntimeError (exit 1)",
-    ),
-    "a-notice-not-saved": (
-        "notice",
-        ("--shared", "--pg-timeout", "5"),
-        [NOTICE_NOT_SAVED],
-        "node-2 was given a notice and no rank saved a checkpoint before its workers went",
-    ),
-    "no-collective-timeout": (
-        "silent",
-        ("--shared", "--save-on-sigterm"),
-        [SLOW_RECOVERY],
-        "the workers ran again 3",  # 30 s and more: torch's wait before it kills them
-    ),
+# What the first problem says of each class, drilled under the first eviction that it fails.
+FIRST_LINES = {
+    "node-local-snapshot": "ranks resumed from different places after the eviction of node-2 (hard): rank 0 "
+    "(node-0) resumed from nodes/node-0/snapshot.pt",
+    "save-only-at-end": "the job restarted from the beginning after the eviction of node-2 (hard): no checkpoint had "
+    "been saved yet",
+    "no-checkpoint": "the job restarted from the beginning after the eviction of node-2 (hard): the script saved no "
+    "checkpoint",
+    "evicted-before-the-first-snapshot": "the job restarted from the beginning after the eviction of node-2 (hard): "
+    "no checkpoint had been saved yet (the script's first save came",
+    "a-rank-fails-at-the-end": "ranks 0, 2 (node-0, node-3) finished, but rank 1 (node-1) ended with RuntimeError "
+    "(exit 1)",
+    "a-notice-not-saved": "node-2 was given a notice and no rank saved a checkpoint before its workers went",
+    "no-collective-timeout": "the workers ran again 3",  # 30 s and more: torch's wait before it kills them
 }
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("case", DEFECTS)
+@pytest.mark.parametrize("case", FIRST_LINES)
 def test_a_habit_that_loses_work_fails_the_drill_with_its_cause_first(workdir, case):
-    eviction, args, names, first = DEFECTS[case]
+    args, deserved = CLASSES[case]
+    eviction = next(e for e in EVICTIONS if deserved[e])
     report = run_drill(_drill(workdir, eviction, *args))
     assert not report.passed, report.summary()
-    assert _named(report)[: len(names)] == names, report.summary()
-    assert report.problems[0].startswith(first), report.problems[0]
+    assert _named(report)[: len(deserved[eviction])] == deserved[eviction], report.summary()
+    assert report.problems[0].startswith(FIRST_LINES[case]), report.problems[0]
 
 
 @pytest.mark.timeout(200)

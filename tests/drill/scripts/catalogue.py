@@ -1,0 +1,55 @@
+"""The catalogue of habits the drill judges in a script of one's own, as toy_ddp.py's arguments,
+and the verdict each deserves under each eviction: the findings a drill must report (none: it
+must pass). Read by tests/drill/test_script_verdicts.py (each class under a hard kill and the
+right script under every eviction) and benchmarks/script_verdicts.py (every class under every
+eviction, timed)."""
+
+from __future__ import annotations
+
+from lab.vocab.script_findings import (
+    NOTICE_NOT_SAVED,
+    RANKS_ENDED_EARLY,
+    RANKS_RESUMED_APART,
+    RESTARTED_FROM_SCRATCH,
+    SLOW_RECOVERY,
+)
+
+EVICTIONS = ("hard", "notice", "silent")
+# The right habits: the snapshot where every node reads it, saved on a notice, and a
+# process-group timeout so that a collective on a vanished peer gives up.
+RIGHT = ("--shared", "--save-on-sigterm", "--pg-timeout", "5")
+_TIMEOUT = ("--pg-timeout", "5")
+
+
+def _every(findings: list[str]) -> dict[str, list[str]]:
+    """The same verdict under every eviction."""
+    return {eviction: list(findings) for eviction in EVICTIONS}
+
+
+# name -> (toy_ddp.py's arguments, {eviction: the findings it deserves})
+CLASSES: dict[str, tuple[tuple[str, ...], dict[str, list[str]]]] = {
+    "right": (RIGHT, _every([])),
+    # Each node keeps its own snapshot: after any eviction, ranks resume apart.
+    "node-local-snapshot": (("--save-on-sigterm", *_TIMEOUT), _every([RANKS_RESUMED_APART])),
+    # A notice saves what was trained (the save on SIGTERM): nothing is lost then.
+    "save-only-at-end": (
+        ("--shared", "--save-every", "0", "--save-on-sigterm", *_TIMEOUT),
+        {"hard": [RESTARTED_FROM_SCRATCH], "notice": [], "silent": [RESTARTED_FROM_SCRATCH]},
+    ),
+    "no-checkpoint": (
+        ("--no-save", "--save-on-sigterm", *_TIMEOUT),
+        _every([RESTARTED_FROM_SCRATCH]),
+    ),
+    "evicted-before-the-first-snapshot": (
+        ("--shared", "--save-every", "150", "--save-on-sigterm", *_TIMEOUT),
+        {"hard": [RESTARTED_FROM_SCRATCH], "notice": [], "silent": [RESTARTED_FROM_SCRATCH]},
+    ),
+    "a-rank-fails-at-the-end": ((*RIGHT, "--fail-at-end-rank", "1"), _every([RANKS_ENDED_EARLY])),
+    # No save on SIGTERM: only a notice had the time to save, and it was not taken.
+    "a-notice-not-saved": (("--shared", *_TIMEOUT), {"hard": [], "notice": [NOTICE_NOT_SAVED], "silent": []}),
+    # SIGTERM caught, no collective timeout: only a vanished peer leaves a collective waiting.
+    "no-collective-timeout": (
+        ("--shared", "--save-on-sigterm"),
+        {"hard": [], "notice": [], "silent": [SLOW_RECOVERY]},
+    ),
+}
