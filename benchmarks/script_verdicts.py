@@ -16,9 +16,12 @@ from pathlib import Path
 
 from lab.drill.run import DrillConfig, Progress, run_drill
 from lab.vocab.job import JobSpec
-from tests.drill.scripts.catalogue import CLASSES, EVICTIONS
+from lab.vocab.layout import ROOT
 
-TOY = Path(__file__).resolve().parents[1] / "tests" / "drill" / "scripts" / "toy_ddp.py"
+sys.path.insert(0, str(ROOT))  # the catalogue lives with the tests: this script's own process
+from tests.drill.scripts.catalogue import CLASSES, EVICTIONS  # noqa: E402
+
+TOY = ROOT / "tests" / "drill" / "scripts" / "toy_ddp.py"
 
 
 def one(name: str, eviction: str, root: Path) -> dict:
