@@ -462,9 +462,15 @@ def failed_at_first_start(errors: list[WorkerError], nodes: Collection[str]) -> 
     first = [e for e in errors if e.round == 1]
     if not nodes or {e.node for e in first} != set(nodes):
         return None
-    if len({e.signature for e in first}) != 1 or caused_by_a_peer(first[0].message):
+    if len({e.signature for e in first}) != 1 or _a_peers_failure(first[0].message):
         return None
     return first[-1]
+
+
+def _a_peers_failure(message: str) -> bool:
+    """What a worker says when a peer failed or vanished (lab.runtime.launch's words for it,
+    which name NCCL), unless it says CUDA or NCCL is not there at all."""
+    return caused_by_a_peer(message) and not (_NO_CUDA_BUILD.search(message) or _NO_GPU.search(message))
 
 
 def crash_loop(errors: list[WorkerError], steps: list[tuple[float, int]]) -> tuple[WorkerError, int] | None:

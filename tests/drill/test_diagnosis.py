@@ -335,3 +335,16 @@ def test_a_first_start_is_known_only_from_a_folder_per_round(tmp_path):
     later = _error_file(tmp_path / "later", "node-0", 1, "ValueError: x", 10)  # the node's 2nd start
     assert later.parent.parent.parent.name == "round_2"
     assert failed_at_first_start(_errors(tmp_path / "later", ["node-0"]), ["node-0"]) is None
+
+
+def test_nccl_missing_on_every_node_at_its_first_start_is_the_scripts_failure(tmp_path):
+    """NCCL in a message is what a peer's failure says, except where NCCL is not there at all."""
+    nodes = ["node-0", "node-1"]
+    for node in nodes:
+        _recorded(tmp_path, "nccl_without_gpu", node)
+    error = failed_at_first_start(_errors(tmp_path, nodes), nodes)
+    assert error is not None and error.message == "RuntimeError: Distributed package doesn't have NCCL built in"
+    others = tmp_path / "collective"
+    for node in nodes:
+        _error_file(others, node, 0, "torch.distributed.DistBackendError: NCCL error in: ..., remote process exited", 1)
+    assert failed_at_first_start(_errors(others, nodes), nodes) is None
