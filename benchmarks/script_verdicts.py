@@ -19,7 +19,7 @@ from lab.vocab.job import JobSpec
 from lab.vocab.layout import ROOT
 
 sys.path.insert(0, str(ROOT))  # the catalogue lives with the tests: this script's own process
-from tests.drill.scripts.catalogue import CLASSES, EVICTIONS  # noqa: E402
+from tests.drill.scripts.catalogue import CLASSES, EVICTIONS
 
 TOY = ROOT / "tests" / "drill" / "scripts" / "toy_ddp.py"
 

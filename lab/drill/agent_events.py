@@ -17,17 +17,27 @@ class AgentEvent:
     node: str
     # "rendezvous": the agent completed a rendezvous round;
     # "started": it started that round's workers (local rank 0's start);
-    # "group_succeeded" / "group_failed": its run ended so.
+    # "group_succeeded": its last worker group finished (exit 0);
+    # "group_failed": a worker of it failed, or the agent itself did.
     kind: str
     restart_count: int | None = None
     group_world_size: int | None = None
 
 
 def _kind(source: str, state: str, local_rank: object) -> str | None:
+    # The agent's own SUCCEEDED says only that its run() returned, whatever its workers did:
+    # torch's launch_agent records it before it raises for failed workers ("records that
+    # agent.run() has succeeded NOT that workers have succeeded", torch/distributed/launcher/api.py).
+    # The workers' final states say how the group ended: each worker's SUCCEEDED or FAILED
+    # (TERMINATED where its agent stopped it), recorded once the agent's run ends.
     if source == "AGENT":
-        return {"RENDEZVOUS": "rendezvous", "SUCCEEDED": "group_succeeded", "FAILED": "group_failed"}.get(state)
-    if source == "WORKER" and state == "START" and local_rank in ([0], 0):
-        return "started"
+        return {"RENDEZVOUS": "rendezvous", "FAILED": "group_failed"}.get(state)
+    if source != "WORKER":
+        return None
+    if state == "FAILED":
+        return "group_failed"
+    if local_rank in ([0], 0):  # one event per group: its first worker's
+        return {"START": "started", "SUCCEEDED": "group_succeeded"}.get(state)
     return None
 
 

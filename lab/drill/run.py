@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent, read_agent_events
 from lab.drill.convergence import Curve, compare
-from lab.drill.diagnosis import WorkerError, crash_loop, describe, worker_errors
+from lab.drill.diagnosis import WorkerError, crash_loop, describe, diagnose, failed_at_first_start, worker_errors
 from lab.drill.findings import script_findings
 from lab.drill.report import DrillReport, StillRunning, analyze, node_local_warning
 from lab.drill.script_runs import read_positions, script_rounds
@@ -210,15 +210,33 @@ class Progress:
 
 
 class _CrashLoop(Exception):
-    """The script fails the same way, attempt after attempt: stop the drill."""
+    """The script fails the same way at every start (`how` says how that was seen): stop the drill."""
 
-    def __init__(self, error: WorkerError, attempts: int) -> None:
+    def __init__(self, error: WorkerError, how: str) -> None:
         super().__init__(error.message)
-        self.error, self.attempts = error, attempts
+        self.error, self.how = error, how
 
 
 def _errors(local: LocalTarget) -> list[WorkerError]:
     return worker_errors((n.name, local.node_dir(n.name) / TORCHELASTIC_LOGS) for n in local.nodes)
+
+
+# Before any of these, a failure of every node's workers at their first start is the script's.
+_FAULTS_AND_STEPS = (Event.EVICT, Event.RDZV_DOWN, Event.SCALE, Event.STEP)
+
+
+def _deterministic(errors: list[WorkerError], seen: list[dict[str, Any]], nodes: list[str]) -> _CrashLoop | None:
+    """A failure a restart repeats: one node's in a crash loop, or every node's at its first
+    start before the drill did anything (lab.drill.diagnosis)."""
+    if not any(e["event"] in _FAULTS_AND_STEPS for e in seen) and (first := failed_at_first_start(errors, nodes)):
+        return _CrashLoop(
+            first, f"every worker of all {len(nodes)} node(s) failed so at its first start, before any fault"
+        )
+    steps = [(e["t"], e["step"]) for e in seen if e["event"] == Event.STEP]
+    if looping := crash_loop(errors, steps):
+        error, attempts = looping
+        return _CrashLoop(error, f"{error.node}'s workers failed so {attempts} attempts in a row")
+    return None
 
 
 def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport:
@@ -332,12 +350,13 @@ class _Drill:
         self.progress.say(phase, len(self.local.alive_nodes))
         if time.monotonic() - self.diagnosed_at >= 1.0:
             self.diagnosed_at = time.monotonic()
-            steps = [(e["t"], e["step"]) for e in self.seen if e["event"] == Event.STEP]
-            looping = crash_loop(_errors(self.local), steps)
-            if looping:
-                raise _CrashLoop(*looping)
+            if stop := _deterministic(_errors(self.local), self.seen, self.node_names()):
+                raise stop
             if not self.server_died and (died := self.local.rendezvous_died()):
                 self.server_died.append(f"{died} at {time.monotonic() - self.t_start:.1f} s, while the job ran")
+
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.local.nodes]
 
     def wait_for(self, phase: str, predicate: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -483,19 +502,19 @@ class _Drill:
         errors = _errors(local)
         ending = last_unrecovered(errors, agents)
         who = "the drill"
-        if stopped is None and not report.passed:
-            # The agents give up on a crash loop too (lab.runtime.launch): when theirs came
-            # before the drill's next look, the error files still say what it was.
-            steps = [(e["t"], e["step"]) for e in recorded if e["event"] == Event.STEP]
-            if looping := crash_loop(errors, steps):
-                stopped, who = _CrashLoop(*looping), "its agents"
+        script = cfg.spec.script
+        # The agents give up on a crash loop too (lab.runtime.launch): when theirs came before
+        # the drill's next look, the error files still say what it was.
+        if stopped is None and not report.passed and (found := _deterministic(errors, recorded, self.node_names())):
+            stopped, who = found, "its agents"
         if stopped is not None:
-            # The drill's own words carry the traceback and its meaning: the agents' shorter
-            # note of the same crash loop goes.
+            # The drill's own words carry the cause in the script's terms, the traceback and
+            # what to change: the agents' shorter note of the same crash loop goes.
             report.problems = [p for p in report.problems if not p.startswith("workers crash loop on ")]
-            report.problems.insert(0, f"{who} stopped the job: " + describe(stopped.error, stopped.attempts))
+            report.problems.insert(0, describe(stopped.error, script, f"{stopped.how}: {who} stopped the job"))
         elif ending is not None and not report.passed:
-            report.problems.append("a worker failed: " + describe(ending))
+            how = f"a worker failed so on {ending.node}, and its node started no workers after it"
+            report.problems.append(describe(ending, script, how))
         elif errors and timed_out:
             # Every failure was followed by new workers on its node (an eviction's, recovered):
             # none of them is why the job did not end.
@@ -504,7 +523,15 @@ class _Drill:
                 "restart): its workers were still running, or hung, when the drill timed out"
             )
         report.worker_errors = [
-            {"node": e.node, "attempt": e.attempt, "message": e.message, "hint": e.hint} for e in errors
+            {
+                "node": e.node,
+                "round": e.round,
+                "attempt": e.attempt,
+                "message": e.message,
+                "cause": diagnose(e, script).cause,
+                "hint": e.hint,
+            }
+            for e in errors
         ]
         if timed_out:
             report.still_running = [

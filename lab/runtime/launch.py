@@ -994,9 +994,14 @@ def failure_signature(failures: Mapping[int, Any]) -> tuple[str, int] | None:
         # No error file: torch's own words name the worker's PID, a new one each attempt.
         signal = first.exitcode < 0
         message = f"Signal {-first.exitcode} ({first.signal_name()})" if signal else f"exit code {first.exitcode}"
-    if _PEER_FAILURE.search(message):
+    if caused_by_a_peer(message):
         return None
     return message.splitlines()[0][:300], rank
+
+
+def caused_by_a_peer(message: str) -> bool:
+    """Whether a worker's exception says a peer failed or vanished (a consequence elsewhere)."""
+    return bool(_PEER_FAILURE.search(message))
 
 
 def _count_towards_a_crash_loop(agent: Any, result: Any) -> None:
