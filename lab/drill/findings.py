@@ -108,17 +108,24 @@ def resumed_apart(round_: ScriptRound, change: Mapping[str, Any], workdir: str |
             f"{_ranks(fresh)} loaded no checkpoint and started over{_from(fresh[0]) if len(fresh) == 1 else ''}"
         )
     node_local = _node_local(loaded)
+    saved_at = _site([u for w in loaded for u in w.loaded])
     fix = (
-        "keep the snapshot where every node reads it ($LAB_CHECKPOINT_DIR, a shared volume or bucket), not on a "
-        "node's own disk"
+        f"keep the snapshot{saved_at} where every node reads it ($LAB_CHECKPOINT_DIR, a shared volume or bucket), "
+        "not on a node's own disk"
         if node_local or fresh
-        else "have every rank load the same checkpoint"
+        else f"have every rank load the same checkpoint{saved_at}"
     )
     return Finding(
         RANKS_RESUMED_APART,
         f"ranks resumed from different places after {_what(change)}: {'; '.join(said)}. The ranks then train "
         f"different steps together; {fix}",
     )
+
+
+def _site(uses: Sequence[FileUse]) -> str:
+    """` (at file:line)` of the script's call behind these uses, when one is known."""
+    sites = sorted({u.at for u in uses if u.at})
+    return f" ({', '.join(sites)})" if sites else ""
 
 
 def _numbers(name: str, workers: Sequence[WorkerRun]) -> tuple[str, ...]:
@@ -143,15 +150,17 @@ def restarted_from_scratch(
         return None
     if saves_before:
         last = max(saves_before, key=lambda s: s.t)
+        by = f", by {last.at}" if last.at else ""
         why = (
-            f"a checkpoint had been saved ({last.path}, {change['t'] - last.t:.0f} s before) but no rank loaded it: "
-            "load the newest checkpoint when the script starts"
+            f"a checkpoint had been saved ({last.path}, {change['t'] - last.t:.0f} s before{by}) but no rank "
+            "loaded it: load the newest checkpoint when the script starts"
         )
     elif later_saves:
         first = min(later_saves, key=lambda s: s.t)
         why = (
             f"no checkpoint had been saved yet (the script's first save came {first.t - change['t']:.0f} s after "
-            "it): save every few minutes of training, not only at the end or after long intervals"
+            f"it{', at ' + first.at if first.at else ''}): save every few minutes of training, not only at the end "
+            "or after long intervals"
         )
     else:
         why = "the script saved no checkpoint at all: save one every few minutes and load the newest at start"
@@ -194,27 +203,33 @@ def notice_not_saved(
         NOTICE_NOT_SAVED,
         f"{change.get('node')} was given a notice and no rank saved a checkpoint before its workers went{since}: "
         "what was trained since the last save was lost. Save when SIGTERM comes (a signal handler that sets a flag "
-        "the training loop checks at each step), then exit",
+        f"the training loop checks at each step, then the save{_site(before)}), then exit",
     )
 
 
-def slow_recovery(ev: Any) -> Finding | None:
-    """Workers ran again far later than an agent saw the node go: not the rendezvous's doing."""
+def slow_recovery(ev: Any, groups: Sequence[WorkerRun] = ()) -> Finding | None:
+    """Workers ran again far later than an agent saw the node go: not the rendezvous's doing.
+    `groups`: the workers that ran when it went (their process groups' timeouts)."""
     back = ev.recovery_s if ev.recovery_s is not None else ev.restarted_s
     if back is None or ev.detected_s is None or back - ev.detected_s <= SLOW_RECOVERY_S:
         return None
+    untimed = sorted({w.group_at for w in groups if w.group_at and w.group_timeout_s is None})
+    group = (
+        f"init_process_group at {', '.join(untimed)} has no timeout (torch's default: 30 minutes)"
+        if untimed
+        else "give init_process_group a timeout"
+    )
     stopping = (ev.rendezvous_s or back) - ev.detected_s
     if stopping >= TORCH_STOP_GRACE_S - 2:
         why = (
             f"the survivors' workers did not stop on SIGTERM: torch waited its {TORCH_STOP_GRACE_S:.0f} s and killed "
             "them (the script blocks SIGTERM, or its handler waits, while a collective waits for ever for the "
-            "vanished peer). Give init_process_group a timeout (timeout=timedelta(seconds=60)) and leave promptly "
-            "on SIGTERM"
+            f"vanished peer): {group}; give it one (timeout=timedelta(seconds=60)) and leave promptly on SIGTERM"
         )
     else:
         why = (
-            "the survivors' workers were slow to stop or to start again. A collective without a timeout waits for a "
-            "vanished peer: give init_process_group a timeout"
+            "the survivors' workers were slow to stop or to start again; a collective without a timeout waits for "
+            f"a vanished peer: {group}"
         )
     return Finding(
         SLOW_RECOVERY,
@@ -246,7 +261,9 @@ def script_findings(
         found.append(restarted_from_scratch(after, change, before, later))
     if rounds:
         found.append(ended_early(rounds[-1]))
-    found += [slow_recovery(ev) for ev in evictions]
+    for ev in evictions:
+        running = next((r for r in reversed(rounds) if r.t <= ev.t), None)
+        found.append(slow_recovery(ev, running.workers if running is not None else ()))
     ok, named = set(accepted), set()
     out: list[Finding] = []
     for f in found:

@@ -65,6 +65,7 @@ class FileUse:
     api: str
     bytes: int | None = None
     mtime: float | None = None
+    at: str | None = None  # the script's file:line that called it
 
 
 @dataclass
@@ -82,6 +83,9 @@ class WorkerRun:
     code: int | None = None
     error: str | None = None
     position: Position | None = None
+    # Its process group: init_process_group's timeout (None: torch's default) and where it was called.
+    group_timeout_s: float | None = None
+    group_at: str | None = None
 
     @property
     def who(self) -> str:
@@ -134,8 +138,10 @@ def script_rounds(events: Iterable[Mapping[str, Any]], nproc_per_node: int = 1) 
         if worker_of is None:
             continue
         if kind in (Event.SCRIPT_LOADED, Event.SCRIPT_SAVED):
-            use = FileUse(e["t"], str(e.get("path")), str(e.get("api")), e.get("bytes"), e.get("mtime"))
+            use = FileUse(e["t"], str(e.get("path")), str(e.get("api")), e.get("bytes"), e.get("mtime"), e.get("at"))
             (worker_of.loaded if kind == Event.SCRIPT_LOADED else worker_of.saved).append(use)
+        elif kind == Event.SCRIPT_GROUP:
+            worker_of.group_timeout_s, worker_of.group_at = e.get("timeout_s"), e.get("at")
         elif kind == Event.SCRIPT_ENDED:
             worker_of.ended, worker_of.code, worker_of.error = e["t"], int(e.get("code") or 0), e.get("error")
     return sorted(rounds.values(), key=lambda r: r.t)

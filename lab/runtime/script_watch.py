@@ -11,7 +11,8 @@ records, as events (lab.vocab.events, with its rank, node and round from torchru
                    names one) and torch.distributed.checkpoint's load, with the file's size and
                    modification time, which tell apart two files of one name on two nodes;
   script_saved     each one it saves: torch.save to a path, torch.distributed.checkpoint's save
-                   and async_save;
+                   and async_save (both with the script's file:line that called them);
+  script_group     its process group: init_process_group's backend, timeout, file:line;
   script_ended     how the script ended: its exit code, and the exception that ended it.
 
 Each wrapper calls torch's own function with the same arguments and records only once it
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +70,21 @@ def _checkpoint_id(args: tuple[Any, ...], kwargs: dict[str, Any], io: str) -> st
     return _path_of(given) if given is not None else None
 
 
+def _call_site() -> str | None:
+    """`file:line` of the script's call that reached us: the innermost frame outside torch and
+    this module (a helper of the script's own counts as the script)."""
+    import torch
+
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(torch_dir) and name != __file__ and not name.startswith("<"):
+            return f"{os.path.basename(name)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
 def _recording(original: Callable[..., Any], where: Callable[..., str | None], event: Event, api: str) -> Any:
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -75,7 +92,7 @@ def _recording(original: Callable[..., Any], where: Callable[..., str | None], e
         try:
             path = where(*args, **kwargs)
             if path is not None:
-                emit(event, path=path, api=api, **_file_facts(path))
+                emit(event, path=path, api=api, at=_call_site(), **_file_facts(path))
         except Exception:  # noqa: BLE001 - what the script asked for is done; a record is an extra
             pass
         return result
@@ -97,6 +114,7 @@ def install() -> None:
     torch.load = _recording(
         torch.load, lambda *a, **k: _path_of(k.get("f", a[0] if a else None)), Event.SCRIPT_LOADED, "torch.load"
     )
+    torch.distributed.init_process_group = _group_recording(torch.distributed.init_process_group)
     for name, io, event in (
         ("save", "storage_writer", Event.SCRIPT_SAVED),
         ("async_save", "storage_writer", Event.SCRIPT_SAVED),
@@ -106,6 +124,29 @@ def install() -> None:
         if original is not None:
             where = functools.partial(lambda io, *a, **k: _checkpoint_id(a, k, io), io)
             setattr(dcp, name, _recording(original, where, event, f"torch.distributed.checkpoint.{name}"))
+
+
+def _group_recording(original: Callable[..., Any]) -> Any:
+    """init_process_group, recording its backend, its timeout (None: torch's default, 30 min
+    for gloo) and where the script called it."""
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        try:
+            timeout = kwargs.get("timeout")
+            backend = kwargs.get("backend", args[0] if args else None)
+            emit(
+                Event.SCRIPT_GROUP,
+                backend=str(backend) if backend is not None else None,
+                timeout_s=timeout.total_seconds() if timeout is not None else None,
+                at=_call_site(),
+            )
+        except Exception:  # noqa: BLE001 - the group is up; a record is an extra
+            pass
+        return result
+
+    return wrapper
 
 
 def started() -> None:

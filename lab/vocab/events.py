@@ -45,6 +45,7 @@ class Event(StrEnum):
     SCRIPT_STARTED = "script_started"
     SCRIPT_LOADED = "script_loaded"  # it loaded a checkpoint file (torch.load, torch.distributed.checkpoint)
     SCRIPT_SAVED = "script_saved"  # it saved one
+    SCRIPT_GROUP = "script_group"  # it started its process group (init_process_group)
     SCRIPT_ENDED = "script_ended"  # the script returned, exited, or raised
     # The launcher (lab.runtime.launch), on every agent.
     RDZV_UNREACHABLE = "rdzv_unreachable"
@@ -139,8 +140,11 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.HEALED: frozenset({"step", "seconds", "bytes", "replica"}),
     Event.SCRIPT_STARTED: frozenset(),
     # api: the function called; bytes and mtime: the file's (a folder's: its files' total, the newest).
-    Event.SCRIPT_LOADED: frozenset({"path", "api", "bytes", "mtime"}),
-    Event.SCRIPT_SAVED: frozenset({"path", "api", "bytes", "mtime"}),
+    # at: the script's file:line that called it.
+    Event.SCRIPT_LOADED: frozenset({"path", "api", "bytes", "mtime", "at"}),
+    Event.SCRIPT_SAVED: frozenset({"path", "api", "bytes", "mtime", "at"}),
+    # timeout_s: what init_process_group was given (none: torch's default).
+    Event.SCRIPT_GROUP: frozenset({"backend", "timeout_s", "at"}),
     Event.SCRIPT_ENDED: frozenset({"code", "error"}),
     Event.RDZV_UNREACHABLE: frozenset({"error"}),
     Event.RDZV_REACHABLE: frozenset({"down_s"}),

@@ -161,11 +161,15 @@ def test_ranks_of_the_last_round_that_did_not_finish_are_named():
 
 
 def test_a_recovery_far_slower_than_the_detection_names_torchs_kill_grace():
-    ev = SimpleNamespace(node="node-2", recovery_s=None, restarted_s=31.2, detected_s=0.9, rendezvous_s=31.0)
-    names, found = _names([], events=(), evictions=[ev])
+    ev = SimpleNamespace(node="node-2", t=10.0, recovery_s=None, restarted_s=31.2, detected_s=0.9, rendezvous_s=31.0)
+    running = _first_round()
+    for w in running.workers:
+        w.group_at, w.group_timeout_s = "train.py:40", None
+    names, found = _names([running], events=(), evictions=[ev])
     assert names == [(SLOW_RECOVERY, False)]
     assert "torch waited its 30 s and killed them" in found[0].text and "timeout=timedelta(seconds=60)" in found[0].text
-    quick = SimpleNamespace(node="node-2", recovery_s=None, restarted_s=2.0, detected_s=0.9, rendezvous_s=1.5)
+    assert "init_process_group at train.py:40 has no timeout (torch's default: 30 minutes)" in found[0].text
+    quick = SimpleNamespace(node="node-2", t=10.0, recovery_s=None, restarted_s=2.0, detected_s=0.9, rendezvous_s=1.5)
     assert _names([], events=(), evictions=[quick])[0] == []
 
 

@@ -35,15 +35,23 @@ SCRIPT = textwrap.dedent("""
     dcp.load(state, checkpoint_id=os.path.join(d, "step-4"))
     assert state["w"].sum() == 3                     # what the script asked for, done
     assert torch.save.__wrapped__ is not None
+    import datetime
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{d}/rdzv", rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=42))
+    dist.destroy_process_group()
 """)
 
 
 def test_the_files_a_script_saves_and_loads_are_recorded_as_it_sees_them(tmp_path):
     events = tmp_path / "events.jsonl"
     env = {**os.environ, "LAB_EVENTS_FILE": str(events), "RANK": "1", "LAB_NODE": "node-1"}
-    subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], env=env, check=True, timeout=within(120))
+    script = tmp_path / "watched.py"
+    script.write_text(SCRIPT)
+    subprocess.run([sys.executable, str(script), str(tmp_path)], env=env, check=True, timeout=within(120))
     found = [json.loads(line) for line in events.read_text().splitlines()]
-    said = [(e["event"], os.path.basename(e["path"]), e["api"], e["rank"], e["node"]) for e in found]
+    *files, group = found
+    said = [(e["event"], os.path.basename(e["path"]), e["api"], e["rank"], e["node"]) for e in files]
     assert said == [
         ("script_saved", "a.pt", "torch.save", 1, "node-1"),
         ("script_saved", "b.pt", "torch.save", 1, "node-1"),
@@ -54,6 +62,18 @@ def test_the_files_a_script_saves_and_loads_are_recorded_as_it_sees_them(tmp_pat
     a = (tmp_path / "a.pt").stat()
     assert found[0]["bytes"] == a.st_size and found[0]["mtime"] == a.st_mtime
     assert found[3]["bytes"] > 0  # a folder: its files together
+    # Where the script called each: its own line, not torch's.
+    lines = SCRIPT.splitlines()
+    assert [e["at"] for e in files] == [
+        f"watched.py:{next(i for i, line in enumerate(lines, 1) if needle in line)}"
+        for needle in ('"a.pt"))', "f)", '["w"].sum() == 3', "saved_by_name({", "dcp.load(")
+    ]
+    assert (group["event"], group["backend"], group["timeout_s"], group["at"]) == (
+        "script_group",
+        "gloo",
+        42.0,
+        f"watched.py:{next(i for i, line in enumerate(lines, 1) if 'dist.init_process_group(' in line)}",
+    )
 
 
 def test_nothing_is_recorded_outside_a_drill(tmp_path):
