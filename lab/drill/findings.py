@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab.drill.script_runs import FileUse, ScriptRound, WorkerRun
+from lab.drill.script_runs import FileUse, ScriptRound, WorkerRun, described, relative
 from lab.vocab.events import Event
 from lab.vocab.script_findings import (
     NOTICE_NOT_SAVED,
@@ -62,12 +62,6 @@ def _from(worker: WorkerRun) -> str:
     return f" ({p.kind} {p.first} by its output)" if p is not None else ""
 
 
-def _short(path: str, workdir: str | None) -> str:
-    if workdir and path.startswith(workdir.rstrip(os.sep) + os.sep):
-        return os.path.relpath(path, workdir)
-    return path
-
-
 def _membership_changes(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The evictions and the nodes added after the first eviction (warm-up joins restart
     workers that trained nothing yet)."""
@@ -102,7 +96,7 @@ def resumed_apart(round_: ScriptRound, change: Mapping[str, Any], workdir: str |
     said = []
     for path in sorted(files):
         who = [w for w in loaded if (w.first_load() or FileUse(0, "", "")).path == path]
-        said.append(f"{_ranks(who)} resumed from {_short(path, workdir)}{_from(who[0]) if len(who) == 1 else ''}")
+        said.append(f"{_ranks(who)} resumed from {relative(path, workdir)}{_from(who[0]) if len(who) == 1 else ''}")
     if fresh:
         said.append(
             f"{_ranks(fresh)} loaded no checkpoint and started over{_from(fresh[0]) if len(fresh) == 1 else ''}"
@@ -203,7 +197,7 @@ def notice_not_saved(
         NOTICE_NOT_SAVED,
         f"{change.get('node')} was given a notice and no rank saved a checkpoint before its workers went{since}: "
         "what was trained since the last save was lost. Save when SIGTERM comes (a signal handler that sets a flag "
-        f"the training loop checks at each step, then the save{_site(before)}), then exit",
+        f"the training loop checks at each step, and save{_site(before)}), then exit",
     )
 
 
@@ -236,6 +230,18 @@ def slow_recovery(ev: Any, groups: Sequence[WorkerRun] = ()) -> Finding | None:
         f"the workers ran again {back:.1f} s after the eviction of {ev.node}, though an agent saw it leave after "
         f"{ev.detected_s:.1f} s: {why}",
     )
+
+
+def after_each_change(
+    rounds: Sequence[ScriptRound], events: Sequence[Mapping[str, Any]], workdir: str | None
+) -> list[str]:
+    """What the workers did in the round after each membership change, a line each."""
+    lines = []
+    for change in _membership_changes(events):
+        after = next((r for r in rounds if r.t > change["t"]), None)
+        if after is not None:
+            lines.append(f"workers after {_what(change)}: {described(after, workdir)}")
+    return lines
 
 
 def script_findings(

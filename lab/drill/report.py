@@ -169,6 +169,8 @@ class DrillReport:
     # On a script of one's own: what its workers did that fails it (lab.drill.findings), each
     # {name, text, accepted}; the unaccepted ones are among the problems too.
     findings: list[dict[str, Any]] = field(default_factory=list)
+    # ... and what its workers did in the round after each membership change, a line each.
+    script_rounds: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -304,6 +306,7 @@ class DrillReport:
                 f"  at reduced size after losing {r.node}: {r.seconds:.1f} s {came}; {r.steps} step(s) at world "
                 f"{r.world}, {rate}"
             )
+        lines += [f"  {line}" for line in self.script_rounds]
         if self.loss_curve:
             first, last = self.loss_curve[0], self.loss_curve[-1]
             lines.append(f"  loss: {first[2]:.4f} at step {first[1]} -> {last[2]:.4f} at step {last[1]}")

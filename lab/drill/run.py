@@ -14,7 +14,7 @@ from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent, read_agent_events
 from lab.drill.convergence import Curve, compare
 from lab.drill.diagnosis import WorkerError, crash_loop, describe, diagnose, failed_at_first_start, worker_errors
-from lab.drill.findings import script_findings
+from lab.drill.findings import after_each_change, script_findings
 from lab.drill.report import DrillReport, StillRunning, analyze, node_local_warning
 from lab.drill.script_runs import read_positions, script_rounds
 from lab.drill.stacks import where
@@ -564,6 +564,7 @@ class _Drill:
             rounds, recorded, report.evictions, workdir=str(local.workdir), accepted=self.cfg.accept
         )
         report.findings = [asdict(f) for f in found]
+        report.script_rounds = after_each_change(rounds, recorded, str(local.workdir))
         report.problems[:0] = [f.line() for f in found if not f.accepted]
         if any(f.name == RANKS_ENDED_EARLY and not f.accepted for f in found):
             report.finished = False

@@ -188,3 +188,20 @@ def _lines(round_folder: Path, local_rank: int) -> list[str]:
             except OSError:
                 continue
     return out
+
+
+def described(round_: ScriptRound, workdir: str | None = None) -> str:
+    """Each worker of a round in a few words: the checkpoint it resumed from, where it started
+    by its output (or that it printed no position), and how it ended."""
+    parts = []
+    for w in sorted(round_.workers, key=lambda w: w.rank):
+        load = w.first_load()
+        source = f"resumed from {relative(load.path, workdir)}" if load is not None else "loaded no checkpoint"
+        where = f"{w.position.kind} {w.position.first}" if w.position is not None else "position not printed"
+        parts.append(f"{w.who} {source} ({where}), {w.how_it_ended()}")
+    return "; ".join(parts)
+
+
+def relative(path: str, workdir: str | None) -> str:
+    root = (workdir or "").rstrip("/") + "/"
+    return path[len(root) :] if workdir and path.startswith(root) else path

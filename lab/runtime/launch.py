@@ -44,7 +44,9 @@ Why:
   their exit barrier: the others then let their workers finish instead of restarting them for
   a joining node, an agent that finds the rendezvous closed exits 0, and one that restarted its
   workers a moment before the success was recorded stops waiting for a round at its next poll
-  and exits 0.
+  and exits 0. An agent that leaves so, or gives up on workers that failed with no restart
+  left, counts itself in to its last round's exit barrier, where the agents whose workers
+  finished would otherwise wait its 300 s for it.
 - Workers start warm: from a forkserver that imported torch once (lab.runtime.warm), not as new
   Pythons that import it on every restart. `LAB_WARM_WORKERS=0` turns it off; a
   `--no-python` entrypoint always runs as torchrun runs it.
@@ -343,8 +345,8 @@ def _handler_class() -> type[Any]:
                 )
 
         def _check_in_to_the_exit_barrier(self) -> None:
-            """This agent leaves a finished job without running its workers to the end (it
-            stopped them for a node that joined as the others' finished). An agent whose
+            """This agent leaves without its workers finishing: it stopped them for a node that
+            joined as the others' finished, or they failed with no restart left. An agent whose
             workers finished waits in torch's exit barrier for every agent of its round: count
             this one in, without waiting, or that agent waits out the barrier's timeout (300 s)
             for one that has gone."""
@@ -1158,6 +1160,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(torchrun: Callable[[list[str]], None], args: list[str]) -> int:
     """torchrun's main, with the exits it leaves to us."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError, RendezvousTimeoutError
 
     try:
@@ -1189,6 +1192,13 @@ def _run(torchrun: Callable[[list[str]], None], args: list[str]) -> int:
     except ContainerKillLoop as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
+    except ChildFailedError:
+        # Its workers failed with no restart left (a crash loop given up on): torch enters the
+        # exit barrier only when they succeed, and the agents of its last round whose workers
+        # did wait there for this one until the barrier's timeout (300 s). Count it in.
+        for handler in _HANDLERS:
+            handler._check_in_to_the_exit_barrier()
+        raise
     return 0
 
 

@@ -25,6 +25,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from lab.runtime.events import emit
@@ -76,7 +77,7 @@ def _call_site() -> str | None:
     import torch
 
     torch_dir = os.path.dirname(torch.__file__) + os.sep
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename
         if not name.startswith(torch_dir) and name != __file__ and not name.startswith("<"):

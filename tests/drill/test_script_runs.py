@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.drill.script_runs import Position, position_of, read_positions, script_rounds
+from lab.drill.script_runs import Position, described, position_of, read_positions, script_rounds
 
 
 @pytest.mark.parametrize(
@@ -70,3 +70,18 @@ def test_each_round_reads_the_output_of_its_own_folder(tmp_path):
         out.write_text(text)
     read_positions(rounds, {"node-0": logs, "node-1": tmp_path / "none"})
     assert [r.workers[0].position for r in rounds] == [Position("epoch", 0, 1), Position("epoch", 2, 3)]
+
+
+def test_a_round_is_described_worker_by_worker():
+    events = [
+        _event(6.0, "script_started", 0, 222, "node-0"),
+        _event(6.0, "script_started", 1, 222, "node-3"),
+        _event(6.1, "script_loaded", 0, 222, "node-0", path="/w/ckpt/s.pt", api="torch.load"),
+        _event(9.0, "script_ended", 0, 222, "node-0", code=0),
+    ]
+    (round_,) = script_rounds(events)
+    round_.workers[0].position = Position("epoch", 45, 99)
+    assert described(round_, "/w") == (
+        "rank 0 (node-0) resumed from ckpt/s.pt (epoch 45), finished; "
+        "rank 1 (node-3) loaded no checkpoint (position not printed), was stopped (it never returned)"
+    )

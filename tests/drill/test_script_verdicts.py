@@ -55,6 +55,10 @@ def test_a_script_that_resumes_every_rank_from_a_shared_snapshot_passes(workdir,
     report = run_drill(_drill(workdir, eviction, *RIGHT))
     assert report.passed and report.findings == [], report.summary()
     assert report.finished and report.evictions[0].kind == eviction
+    # What the drill saw each rank do after the eviction: all from the shared snapshot.
+    after = report.script_rounds[0]
+    assert after.startswith(f"workers after the eviction of node-2 ({eviction}): rank 0 (node-0) resumed from ckpt/")
+    assert after.count("resumed from ckpt/snapshot.pt (epoch ") == 2, after
 
 
 # What the first problem says of each class, drilled under the first eviction that it fails.
@@ -81,7 +85,7 @@ def test_a_habit_that_loses_work_fails_the_drill_with_its_cause_first(workdir, c
     eviction = next(e for e in EVICTIONS if deserved[e])
     report = run_drill(_drill(workdir, eviction, *args))
     assert not report.passed, report.summary()
-    assert _named(report)[: len(deserved[eviction])] == deserved[eviction], report.summary()
+    assert set(deserved[eviction]) <= set(_named(report)), report.summary()
     assert report.problems[0].startswith(FIRST_LINES[case]), report.problems[0]
 
 

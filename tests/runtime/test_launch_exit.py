@@ -13,6 +13,7 @@ from lab.local import procs
 from lab.local.etcd import EtcdServer
 from lab.vocab import events
 from lab.vocab.job import ENV_K8S_NODE, ENV_NODE, JobSpec
+from tests.patience import within
 
 
 def _node(spec: JobSpec, workdir, **env_vars: str) -> subprocess.Popen:
@@ -210,4 +211,49 @@ def test_a_pod_whose_containers_are_killed_on_their_node_ends_the_job(workdir):
         for _ in range(CONTAINER_KILLS - 1):
             _killed_whole(spec, workdir, "gpu-1")  # each runs: the SIGTERM's agent checked out
     finally:
+        etcd.stop()
+
+
+ENDS_BADLY_ON_NODE_1 = """\
+import os
+import time
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+dist.barrier()
+dist.destroy_process_group()
+if os.environ["LAB_NODE"] == "node-1":
+    raise RuntimeError("writing this node's final metrics failed")
+time.sleep(3)  # node-0 finishes later: its agent sees node-1's restarts first and restarts too
+"""
+
+
+@pytest.mark.timeout(200)
+def test_an_agent_that_gives_up_lets_the_finished_agents_go(workdir):
+    """node-1's workers fail at the very end of every attempt, node-0's finish a moment later:
+    node-1's agent restarts them (and node-0's, which see it waiting) until it gives up on the
+    crash loop (exit 1). It then counts itself in to its last round's exit barrier, where
+    node-0's agent waits for every agent of the round; without that, node-0's agent waits out
+    the barrier's 300 s for one that has gone."""
+    script = workdir / "ends_badly.py"
+    script.write_text(ENDS_BADLY_ON_NODE_1)
+    etcd = EtcdServer(workdir).start()
+    nodes = []
+    try:
+        spec = JobSpec(
+            min_nodes=2,
+            max_nodes=2,
+            module=None,
+            script=str(script),
+            rdzv_endpoint=etcd.endpoint,
+            checkpoint_dir=str(workdir / "ckpt"),
+        )
+        nodes = [_node(spec, workdir, **{ENV_NODE: f"node-{i}"}) for i in range(2)]
+        codes = [node.wait(within(120)) for node in nodes]
+        assert codes == [0, 1], codes
+    finally:
+        for node in nodes:
+            if node.poll() is None:  # it waited in the barrier: nothing of it may outlive the test
+                os.killpg(node.pid, signal.SIGKILL)
+                node.wait()
         etcd.stop()

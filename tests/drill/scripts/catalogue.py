@@ -1,6 +1,6 @@
 """The catalogue of habits the drill judges in a script of one's own, as toy_ddp.py's arguments,
-and the verdict each deserves under each eviction: the findings a drill must report (none: it
-must pass). Read by tests/drill/test_script_verdicts.py (each class under a hard kill and the
+and the verdict each deserves under each eviction: the findings a drill must report, at least
+(none: it must pass). Read by tests/drill/test_script_verdicts.py (each class under a hard kill and the
 right script under every eviction) and benchmarks/script_verdicts.py (every class under every
 eviction, timed)."""
 
@@ -36,9 +36,14 @@ CLASSES: dict[str, tuple[tuple[str, ...], dict[str, list[str]]]] = {
         ("--shared", "--save-every", "0", "--save-on-sigterm", *_TIMEOUT),
         {"hard": [RESTARTED_FROM_SCRATCH], "notice": [], "silent": [RESTARTED_FROM_SCRATCH]},
     ),
+    # No save even on a notice: a notice finds it lost too.
     "no-checkpoint": (
         ("--no-save", "--save-on-sigterm", *_TIMEOUT),
-        _every([RESTARTED_FROM_SCRATCH]),
+        {
+            "hard": [RESTARTED_FROM_SCRATCH],
+            "notice": [NOTICE_NOT_SAVED, RESTARTED_FROM_SCRATCH],
+            "silent": [RESTARTED_FROM_SCRATCH],
+        },
     ),
     "evicted-before-the-first-snapshot": (
         ("--shared", "--save-every", "150", "--save-on-sigterm", *_TIMEOUT),

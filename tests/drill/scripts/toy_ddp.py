@@ -55,7 +55,7 @@ def main():
         # Rank 0 saves; on a notice the rank told to go does (DDP: every rank holds the whole model).
         if args.no_save or (rank != 0 and not on_notice):
             return
-        tmp = f"{args.snapshot}.tmp"
+        tmp = f"{args.snapshot}.tmp{rank}"  # on a notice several ranks may save at once
         torch.save({"model": model.state_dict(), "epochs_run": epochs_run}, tmp)
         os.replace(tmp, args.snapshot)
 
