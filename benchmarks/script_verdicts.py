@@ -14,39 +14,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab.drill.run import DrillConfig, Progress, run_drill
-from lab.vocab.job import JobSpec
+from lab.drill.run import Progress, run_drill
 from lab.vocab.layout import ROOT
 
 sys.path.insert(0, str(ROOT))  # the catalogue lives with the tests: this script's own process
-from tests.drill.scripts.catalogue import CLASSES, EVICTIONS
-
-TOY = ROOT / "tests" / "drill" / "scripts" / "toy_ddp.py"
+from tests.drill.scripts.catalogue import CLASSES, EVICTIONS, toy_drill
 
 
 def one(name: str, eviction: str, root: Path) -> dict:
     args, deserved = CLASSES[name]
     workdir = Path(tempfile.mkdtemp(prefix=f"{name}-{eviction}-", dir=root))
-    spec = JobSpec(
-        name="toy",
-        min_nodes=2,
-        max_nodes=3,
-        checkpoint_dir=str(workdir / "ckpt"),
-        module=None,
-        script=str(TOY),
-        script_args=("--epochs", "200", "--epoch-time", "0.05", *args),
-    )
-    cfg = DrillConfig(
-        spec=spec,
-        workdir=workdir,
-        nodes=3,
-        target_steps=None,
-        eviction=eviction,
-        notice_s=10.0,
-        evict_after_s=2,
-        scale_out_after_s=1.0,
-        timeout_s=240,
-    )
+    cfg = toy_drill(workdir, eviction, args, timeout_s=240)
     started = time.monotonic()
     with open("/dev/null", "w") as quiet:
         report = run_drill(cfg, Progress(out=quiet))

@@ -9,40 +9,15 @@ from pathlib import Path
 import pytest
 
 from lab.drill.run import DrillConfig, run_drill
-from lab.vocab.job import JobSpec
 from lab.vocab.script_findings import RESTARTED_FROM_SCRATCH
-from tests.drill.scripts.catalogue import CLASSES, EVICTIONS, RIGHT
+from tests.drill.scripts.catalogue import CLASSES, EVICTIONS, RIGHT, toy_drill
 from tests.patience import within
 
 pytestmark = [pytest.mark.processes, pytest.mark.long]
 
-TOY = Path(__file__).parent / "scripts" / "toy_ddp.py"
-
 
 def _drill(workdir: Path, eviction: str, *args: str, accept: tuple[str, ...] = ()) -> DrillConfig:
-    """3 nodes of the toy trainer (200 epochs of 0.05 s), one evicted 2 s after all train, one
-    added back a second after the job recovered."""
-    spec = JobSpec(
-        name="toy",
-        min_nodes=2,
-        max_nodes=3,
-        checkpoint_dir=str(workdir / "ckpt"),
-        module=None,
-        script=str(TOY),
-        script_args=("--epochs", "200", "--epoch-time", "0.05", *args),
-    )
-    return DrillConfig(
-        spec=spec,
-        workdir=workdir,
-        nodes=3,
-        target_steps=None,
-        eviction=eviction,
-        notice_s=10.0,
-        evict_after_s=2,
-        scale_out_after_s=1.0,
-        timeout_s=within(150),
-        accept=accept,
-    )
+    return toy_drill(workdir, eviction, args, timeout_s=within(150), accept=accept)
 
 
 def _named(report) -> list[str]:

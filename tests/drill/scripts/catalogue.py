@@ -6,6 +6,10 @@ eviction, timed)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from lab.drill.run import DrillConfig
+from lab.vocab.job import JobSpec
 from lab.vocab.script_findings import (
     NOTICE_NOT_SAVED,
     RANKS_ENDED_EARLY,
@@ -15,6 +19,7 @@ from lab.vocab.script_findings import (
 )
 
 EVICTIONS = ("hard", "notice", "silent")
+TOY = Path(__file__).parent / "toy_ddp.py"
 # The right habits: the snapshot where every node reads it, saved on a notice, and a
 # process-group timeout so that a collective on a vanished peer gives up.
 RIGHT = ("--shared", "--save-on-sigterm", "--pg-timeout", "5")
@@ -58,3 +63,31 @@ CLASSES: dict[str, tuple[tuple[str, ...], dict[str, list[str]]]] = {
         {"hard": [], "notice": [], "silent": [SLOW_RECOVERY]},
     ),
 }
+
+
+def toy_drill(
+    workdir: Path, eviction: str, args: tuple[str, ...], *, timeout_s: float, accept: tuple[str, ...] = ()
+) -> DrillConfig:
+    """3 nodes of the toy trainer with `args` (200 epochs of 0.05 s), one evicted 2 s after all
+    train, one added back a second after the job recovered."""
+    spec = JobSpec(
+        name="toy",
+        min_nodes=2,
+        max_nodes=3,
+        checkpoint_dir=str(workdir / "ckpt"),
+        module=None,
+        script=str(TOY),
+        script_args=("--epochs", "200", "--epoch-time", "0.05", *args),
+    )
+    return DrillConfig(
+        spec=spec,
+        workdir=workdir,
+        nodes=3,
+        target_steps=None,
+        eviction=eviction,
+        notice_s=10.0,
+        evict_after_s=2,
+        scale_out_after_s=1.0,
+        timeout_s=timeout_s,
+        accept=accept,
+    )
