@@ -8,8 +8,8 @@ by name (`elastic-lab drill --accept NAME`), when it stays in the report as acce
 
   ranks-resumed-apart     after a membership change some ranks resumed from a checkpoint and
                           others from none, or from another one (node-local files)
-  restarted-from-scratch  after an eviction (or a join) no rank loaded a checkpoint: every step
-                          before it was trained again
+  restarted-from-scratch  after an eviction (or a join) no rank loaded a checkpoint, or only one
+                          saved before most of the training: that training was done again
   ranks-ended-early       in the last round some ranks finished and others failed or stopped
   notice-not-saved        a node was given a notice and no rank saved before its workers went
   slow-recovery           the workers ran again far later than the agents saw the node go
@@ -35,6 +35,10 @@ from lab.vocab.script_findings import (
 
 # Workers running again this much later than an agent saw the node go is no rendezvous's doing.
 SLOW_RECOVERY_S = 10.0
+# A restart lost most of the work when the checkpoint it resumed from was older than this share
+# of the training before it, and older than MIN_LOST_S (a run of seconds).
+LOST_SHARE = 0.5
+MIN_LOST_S = 1.0
 # torch stops a round's workers with SIGTERM and SIGKILLs those still there this much later.
 TORCH_STOP_GRACE_S = 30.0
 
@@ -137,11 +141,34 @@ def _node_local(loaded: Sequence[WorkerRun]) -> bool:
 
 
 def restarted_from_scratch(
-    round_: ScriptRound, change: Mapping[str, Any], saves_before: Sequence[FileUse], later_saves: Sequence[FileUse]
+    round_: ScriptRound,
+    change: Mapping[str, Any],
+    saves_before: Sequence[FileUse],
+    later_saves: Sequence[FileUse],
+    trained_from: float,
 ) -> Finding | None:
-    """No rank loaded a checkpoint when the workers restarted after a membership change."""
-    if any(w.loaded for w in round_.workers):
-        return None
+    """When the workers restarted after a membership change no rank loaded a checkpoint, or
+    the newest one loaded held little of what the job had trained since `trained_from`: it was
+    saved before most of that time (a stray save at the start, then none until the end)."""
+    loads = [u for w in round_.workers for u in w.loaded[:1]]
+    if loads:
+        newest = max(loads, key=lambda u: u.mtime or 0.0)
+        trained = change["t"] - trained_from
+        lost = change["t"] - (newest.mtime or change["t"])
+        if lost < MIN_LOST_S or lost <= LOST_SHARE * trained:
+            return None
+        after = min((s for s in later_saves if s.t > change["t"]), key=lambda s: s.t, default=None)
+        next_save = (
+            f" and its next save came {after.t - change['t']:.0f} s after it{', at ' + after.at if after.at else ''}"
+            if after is not None
+            else ""
+        )
+        return Finding(
+            RESTARTED_FROM_SCRATCH,
+            f"the job restarted from near the beginning after {_what(change)}: the newest checkpoint any rank "
+            f"loaded ({newest.path}) was saved {lost:.0f} s before it, of {trained:.0f} s of training"
+            f"{next_save}: save every few minutes of training, not only at the end or after long intervals",
+        )
     if saves_before:
         last = max(saves_before, key=lambda s: s.t)
         by = f", by {last.at}" if last.at else ""
@@ -264,7 +291,7 @@ def script_findings(
         found.append(resumed_apart(after, change, workdir))
         before = [s for s in saves if s.t <= change["t"]]
         later = [s for s in saves if s.t > change["t"]]
-        found.append(restarted_from_scratch(after, change, before, later))
+        found.append(restarted_from_scratch(after, change, before, later, rounds[0].t))
     if rounds:
         found.append(ended_early(rounds[-1]))
     for ev in evictions:

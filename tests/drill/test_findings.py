@@ -189,3 +189,21 @@ def test_warm_up_joins_are_no_membership_change():
         ScriptRound(2, 2.0, [_worker(0, "node-0", started=2)]),
     ]
     assert _names(rounds, events=(warm,))[0] == []
+
+
+def test_resuming_from_a_checkpoint_saved_long_before_the_eviction_is_near_the_beginning():
+    """A save at the start and none until the end: the ranks load it, and lose most of the work."""
+    early = _first_round(saved=((1.0, "/ckpt/snapshot.pt"),))
+    resumed = _after(
+        *(_worker(r, n, loaded=["/ckpt/snapshot.pt"], started=11) for r, n in ((0, "node-0"), (1, "node-1")))
+    )
+    for w in resumed.workers:
+        w.loaded = [FileUse(11.1, "/ckpt/snapshot.pt", "torch.load", 100, 1.0, "train.py:30")]
+    resumed.workers[0].saved = [FileUse(40.0, "/ckpt/snapshot.pt", "torch.save", 100, 40.0, "train.py:60")]
+    names, found = _names([early, resumed])
+    assert names == [(RESTARTED_FROM_SCRATCH, False)]
+    assert found[0].text.startswith(
+        "the job restarted from near the beginning after the eviction of node-2 (hard): the newest checkpoint any "
+        "rank loaded (/ckpt/snapshot.pt) was saved 9 s before it, of 10 s of training and its next save came 30 s "
+        "after it, at train.py:60"
+    )

@@ -42,6 +42,11 @@ CLASSES: dict[str, tuple[tuple[str, ...], dict[str, list[str]]]] = {
         {"hard": [RESTARTED_FROM_SCRATCH], "notice": [], "silent": [RESTARTED_FROM_SCRATCH]},
     ),
     # No save even on a notice: a notice finds it lost too.
+    # One save at the start, then none until the end: the ranks resume, from near the beginning.
+    "saved-once-early": (
+        ("--shared", "--save-every", "0", "--save-at-start", "--save-on-sigterm", *_TIMEOUT),
+        {"hard": [RESTARTED_FROM_SCRATCH], "notice": [], "silent": [RESTARTED_FROM_SCRATCH]},
+    ),
     "no-checkpoint": (
         ("--no-save", "--save-on-sigterm", *_TIMEOUT),
         {

@@ -24,6 +24,7 @@ def main():
     p.add_argument("--shared", action="store_true", help="the snapshot under $LAB_CHECKPOINT_DIR, every node's")
     p.add_argument("--save-every", type=int, default=5, help="epochs between snapshots; 0: only at the end")
     p.add_argument("--no-save", action="store_true", help="never save a snapshot")
+    p.add_argument("--save-at-start", action="store_true", help="also save after the first epoch")
     p.add_argument("--save-on-sigterm", action="store_true", help="a notice saves the epoch done, then leaves")
     p.add_argument("--pg-timeout", type=float, default=0, help="seconds; 0: torch's default (30 min)")
     p.add_argument("--fail-at-end-rank", type=int, default=-1, help="this rank raises once training is done")
@@ -75,7 +76,7 @@ def main():
             save(epoch + 1, on_notice=True)
             print(f"Epoch {epoch} | saved on SIGTERM, leaving", flush=True)
             sys.exit(143)
-        if args.save_every and (epoch + 1) % args.save_every == 0:
+        if (args.save_every and (epoch + 1) % args.save_every == 0) or (args.save_at_start and epoch == start):
             save(epoch + 1)
     save(args.epochs)
     if rank == args.fail_at_end_rank:
