@@ -210,21 +210,40 @@ def ended_early(last: ScriptRound) -> Finding | None:
 
 
 def notice_not_saved(
-    change: Mapping[str, Any], next_round: ScriptRound | None, saves: Sequence[FileUse]
+    change: Mapping[str, Any],
+    running: ScriptRound | None,
+    next_round: ScriptRound | None,
+    saves: Sequence[FileUse],
 ) -> Finding | None:
-    """A notice came and no rank saved before the noticed node's workers went."""
+    """A notice came and no rank saved before the noticed node's workers went; or the noticed
+    workers never returned from SIGTERM and saved nothing themselves, so that a save of another
+    rank in the notice's window was one of its periodic ones, come then by chance."""
     if change.get("event") != Event.EVICT or change.get("kind") != "notice":
         return None
     until = next_round.t if next_round is not None else float("inf")
-    if any(change["t"] <= s.t <= until for s in saves):
-        return None
+    window = [s for s in saves if change["t"] <= s.t <= until]
     before = [s for s in saves if s.t < change["t"]]
-    since = f" (its last save was {change['t'] - max(s.t for s in before):.1f} s before it)" if before else ""
+    advice = (
+        "Save when SIGTERM comes (a signal handler that sets a flag the training loop checks at each step, and "
+        f"save{_site(before or window)}), then exit"
+    )
+    if not window:
+        since = f" (its last save was {change['t'] - max(s.t for s in before):.1f} s before it)" if before else ""
+        return Finding(
+            NOTICE_NOT_SAVED,
+            f"{change.get('node')} was given a notice and no rank saved a checkpoint before its workers went"
+            f"{since}: what was trained since the last save was lost. {advice}",
+        )
+    noticed = [w for w in running.workers if w.node == change.get("node")] if running is not None else []
+    if not noticed or any(w.ended is not None or any(change["t"] <= s.t <= until for s in w.saved) for w in noticed):
+        return None
+    first = min(window, key=lambda s: s.t)
     return Finding(
         NOTICE_NOT_SAVED,
-        f"{change.get('node')} was given a notice and no rank saved a checkpoint before its workers went{since}: "
-        "what was trained since the last save was lost. Save when SIGTERM comes (a signal handler that sets a flag "
-        f"the training loop checks at each step, and save{_site(before)}), then exit",
+        f"{change.get('node')} was given a notice and its workers never returned from SIGTERM nor saved (the script "
+        "does not catch it, or never exits after it): a periodic save came "
+        f"{first.t - change['t']:.1f} s after the notice by chance, so this time little was lost; a notice at "
+        f"another moment loses what was trained since the last save. {advice}",
     )
 
 
@@ -285,7 +304,8 @@ def script_findings(
     saves = sorted((s for r in rounds for w in r.workers for s in w.saved), key=lambda s: s.t)
     for change in _membership_changes(events):
         after = next((r for r in rounds if r.t > change["t"]), None)
-        found.append(notice_not_saved(change, after, saves))
+        running = next((r for r in reversed(rounds) if r.t <= change["t"]), None)
+        found.append(notice_not_saved(change, running, after, saves))
         if after is None:
             continue
         found.append(resumed_apart(after, change, workdir))

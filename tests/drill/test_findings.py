@@ -134,8 +134,35 @@ def test_a_notice_with_no_save_before_the_workers_went_is_work_lost():
         "node-2 was given a notice and no rank saved a checkpoint before its workers went (its last save was 5.0 s"
         in (found[0].text)
     )
-    saved_on_notice = _first_round(saved=((5.0, "/ckpt/snapshot.pt"), (10.5, "/ckpt/snapshot.pt")))
-    assert _names([saved_on_notice, resumed], events=(NOTICE,))[0] == []
+
+
+def _noticed_round(rank0_saves, node2_saves=(), node2_code=None):
+    """node-2's worker given the notice at 10 s: `node2_code` None, it never returned."""
+    return ScriptRound(
+        1,
+        0.0,
+        [
+            _worker(0, "node-0", saved=rank0_saves, code=None),
+            _worker(1, "node-1", code=None),
+            _worker(2, "node-2", saved=node2_saves, code=node2_code),
+        ],
+    )
+
+
+def test_a_save_in_the_notices_window_counts_only_if_the_noticed_workers_took_the_notice():
+    resumed = _after(
+        *(_worker(r, n, loaded=["/ckpt/snapshot.pt"], started=11) for r, n in ((0, "node-0"), (1, "node-1")))
+    )
+    periodic = ((5.0, "/ckpt/snapshot.pt"), (10.5, "/ckpt/snapshot.pt"))
+    # The noticed worker caught SIGTERM and exited: rank 0's save in the window was the job's answer.
+    assert _names([_noticed_round(periodic, node2_code=143), resumed], events=(NOTICE,))[0] == []
+    # The noticed worker saved itself, then was stopped.
+    assert _names([_noticed_round(periodic[:1], node2_saves=periodic[1:]), resumed], events=(NOTICE,))[0] == []
+    # SIGTERM stopped it and it saved nothing: rank 0's periodic save fell in the window by chance.
+    names, found = _names([_noticed_round(periodic), resumed], events=(NOTICE,))
+    assert names == [(NOTICE_NOT_SAVED, False)]
+    assert "its workers never returned from SIGTERM nor saved" in found[0].text
+    assert "a periodic save came 0.5 s after the notice by chance" in found[0].text
 
 
 def test_ranks_of_the_last_round_that_did_not_finish_are_named():
