@@ -38,8 +38,8 @@ class Pool:
 def pools(stacks: list[str]) -> list[Pool]:
     """Each stack's GPU spot pool at its largest, priced by the offline plan's table."""
     from lab.plan import cost
-    from lab.plan.harness import run_program
     from lab.plan.saving import rest_of_the_cluster
+    from lab.program.harness import run_program
 
     found = []
     for stack in stacks:

@@ -60,7 +60,7 @@ def _use_current_stack(args: argparse.Namespace) -> str | None:
     wants = getattr(args, "stack_default", None)
     if not wants or getattr(args, "stack", None) or getattr(args, "all_stacks", False):
         return None
-    from lab.plan.stack_files import StackNotFound, list_stacks, stack_file
+    from lab.program.stack_files import StackNotFound, list_stacks, stack_file
 
     found = current_stack()
     if found is not None:

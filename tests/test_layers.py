@@ -48,7 +48,15 @@ CONTRACTS = 7
 VIOLATIONS = {
     "vocabulary-imports-a-component": Violation("lab/vocab/names.py", "import components.config", VOCABULARY),
     "vocabulary-imports-yaml": Violation("lab/vocab/pools.py", "import yaml", VOCABULARY),
-    "component-reaches-up-to-the-plan": Violation("components/program.py", "import lab.plan.harness", LAYERS),
+    "component-reaches-up-to-the-program-runner": Violation(
+        "components/program.py", "import lab.program.harness", LAYERS
+    ),
+    "the-program-runner-imports-the-plans-checks": Violation(
+        "lab/program/harness.py", "import lab.plan.check_list", LAYERS
+    ),
+    "the-program-runner-imports-the-k8s-checks": Violation(
+        "lab/program/recording.py", "import lab.k8s.schemas", LAYERS
+    ),
     "component-imports-the-runtime": Violation("components/platform/values.py", "import lab.runtime.train", COMPONENTS),
     "k8s-imports-the-plan": Violation("lab/k8s/helm.py", "from lab.plan import findings", LAYERS),
     "runtime-imports-pulumi": Violation("lab/runtime/checkpoint.py", "import pulumi", RUNTIME),

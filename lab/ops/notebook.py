@@ -86,7 +86,7 @@ class Target:
 def choose_target(name: object) -> Target:
     """The target a notebook's `target` parameter names: "local", or a stack with a file in
     stacks/ (refused with the stacks there are)."""
-    from lab.plan.stack_files import read_stack_config
+    from lab.program.stack_files import read_stack_config
 
     if not isinstance(name, str) or not name:
         raise InvalidInput([Problem("target", name, f"{LOCAL!r} or a stack name such as 'aks-dev'")])

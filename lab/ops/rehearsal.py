@@ -1,7 +1,7 @@
 """Dry runs that need nothing: `drill -s S --dry-run` and `teardown -s S --dry-run` where the
 deployed stack cannot be read (no Pulumi CLI or login, no credentials, no cluster).
 
-They say what a real run would do, in order, from the stack's offline plan (lab.plan.harness,
+They say what a real run would do, in order, from the stack's offline plan (lab.program.harness,
 the program run under mocks): the names its config fixes are the plan's; what only the deployed
 stack or its cluster knows (the ids the cloud assigns, the node to evict, what is found to
 delete) is a placeholder in angle brackets (lab.vocab.placeholders); and they end with what a
@@ -15,7 +15,7 @@ from lab.stacks.outputs import StackOutputs
 
 def planned_outputs(stack: str) -> StackOutputs:
     """The stack's outputs as its offline plan has them, placeholders for what it cannot know."""
-    from lab.plan.harness import run_program
+    from lab.program.harness import run_program
 
     return StackOutputs.planned(stack, run_program(stack).outputs)
 

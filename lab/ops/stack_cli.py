@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def stack_main(args: argparse.Namespace) -> int:
-    from lab.plan.stack_files import list_stacks, stack_file
+    from lab.program.stack_files import list_stacks, stack_file
     from lab.stacks.automation import configured_cloud
     from lab.vocab.errors import LabError
 

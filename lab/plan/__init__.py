@@ -1,20 +1,24 @@
-"""`elastic-lab plan`: the Pulumi program, run offline under mocks, recorded and checked.
+"""`elastic-lab plan`: what the offline run of the stack's program (lab.program) declared,
+checked and shown.
 
-  harness.py          run_program(stack, overrides): the project's program under mocks -> Plan
-  stack_files.py      stacks/Pulumi.<stack>.yaml as Pulumi hands its config to a program
-  mocks.py            mocks that answer like Azure (ids, identities, kubeconfigs)
-  monitor.py, wire.py the recording resource monitor; Pulumi's wire format back to Python
-  recording.py        Plan and RecordedResource: what the program declared
   findings.py         Finding, Check, CheckSuite: what a check is and reports
   check_list.py       CHECKS, the explicit list `elastic-lab plan` runs; run_checks
   arm.py              arm-conformance: azure-native inputs against Azure's own API models
+  aws_api.py          aws-api-conformance: pulumi_aws inputs against botocore's models
   aks_pools.py, aks_guardrails.py   the AKS guardrails
+  eks_guardrails.py   the EKS guardrails
+  capacity_checks.py  the GPU capacity ranks, sizes and quota
+  registry_checks.py  the image registry and the trainer image
   secret_outputs.py   guardrail:no-plain-secrets
   platform_checks.py  the training platform: render, schemas, CRD, its guardrails
-  cost.py, display.py hourly cost estimate; the text and JSON views
+  policy_pack.py      the same checks as a Pulumi policy pack (policy/)
+  quota_needs.py      the vCPUs each quota must leave free, from the plan
+  cost.py, cost_checks.py, saving.py   hourly cost, its checks, what spot saves at a band
+  prices.yaml         the price table
+  display.py          the text and JSON views
   cli.py              the command line
 
-    from lab.plan.harness import run_program
+    from lab.program.harness import run_program
     plan = run_program("aks-dev", {"gpuMaxNodes": 5})   # overrides: short or full keys; None unsets
     plan = run_program("aks-dev", program=fn)           # run `fn` instead of the project's program
     plan.one("azure-native:containerservice:AgentPool", "aks-gpu-spot").inputs["scaleSetPriority"]

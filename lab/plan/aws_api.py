@@ -50,7 +50,7 @@ import botocore.session
 from botocore.model import Shape, StructureShape
 
 from lab.plan.findings import ERROR, WARNING, Finding
-from lab.plan.recording import Plan, RecordedResource
+from lab.program.recording import Plan, RecordedResource
 from lab.vocab.aws_tags import tag_problems
 
 __all__ = ["CHECK", "TARGETS", "UNCHECKED", "applies", "aws_conformance", "check_resource"]

@@ -22,7 +22,7 @@ from lab.plan import (
     secret_outputs,
 )
 from lab.plan.findings import CheckSuite, Finding, single
-from lab.plan.recording import Plan
+from lab.program.recording import Plan
 from lab.vocab.errors import Refused
 
 CHECKS: list[CheckSuite] = [

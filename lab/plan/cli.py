@@ -75,7 +75,7 @@ def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] 
     from lab.plan import arm, cost, display
     from lab.plan.check_list import findings_of, run_checks
     from lab.plan.findings import errors
-    from lab.plan.harness import run_program
+    from lab.program.harness import run_program
     from lab.vocab.errors import LabError
 
     try:
@@ -101,7 +101,7 @@ def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] 
 
 def run(args: argparse.Namespace) -> int:
     from lab.plan.check_list import UnknownCheck, check_unknown
-    from lab.plan.stack_files import list_stacks
+    from lab.program.stack_files import list_stacks
 
     if not args.save_cost > 0 or args.save_cost == float("inf"):
         print(f"elastic-lab plan: --save-cost={args.save_cost:g} is invalid: expected seconds > 0", file=sys.stderr)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.plan.aks_pools import MANAGED_CLUSTER, pools
-from lab.plan.yaml_files import read_mapping
+from lab.program.yaml_files import read_mapping
 from lab.vocab.capacity import rank_in
 from lab.vocab.pools import POOL_LABEL
 from lab.vocab.problems import InvalidInput, Problem

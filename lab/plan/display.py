@@ -11,8 +11,8 @@ from lab.plan.check_list import CheckRun, findings_of
 from lab.plan.cost import HOURS_PER_WEEK, CostEstimate
 from lab.plan.findings import errors
 from lab.plan.quota_needs import quota_lines, stack_quota
-from lab.plan.recording import SECRET_PLACEHOLDER, Plan, RecordedResource
 from lab.plan.saving import saving_lines, saving_rows
+from lab.program.recording import SECRET_PLACEHOLDER, Plan, RecordedResource
 from lab.vocab.capacity import PROVISION_TIMEOUT_MIN
 from lab.vocab.checkpoint_interval import duration, intervals
 from lab.vocab.layout import ROOT

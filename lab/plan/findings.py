@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lab.plan.recording import Plan, RecordedResource
+from lab.program.recording import Plan, RecordedResource
 
 ERROR = "error"
 WARNING = "warning"

@@ -1,6 +1,6 @@
 """Offline checks of a declared training platform (what `elastic-lab plan` and the tests run).
 
-Input: the resources a Pulumi program declared (lab.plan.recording.RecordedResource), under
+Input: the resources a Pulumi program declared (lab.program.recording.RecordedResource), under
 mocks or as the engine hands them to the policy pack. For every TrainingPlatform component:
 
 1. its Kubernetes objects: the typed ones it declares (PriorityClass, Namespace, ...) from
@@ -58,7 +58,7 @@ from lab.k8s.schemas import (
     validate_objects,
 )
 from lab.plan.findings import Check, CheckSuite, Finding
-from lab.plan.recording import Plan, RecordedResource
+from lab.program.recording import Plan, RecordedResource
 from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.job import FaultTolerance, JobSpec, RdzvBackend
 from lab.vocab.layout import JOB_CHART, ROOT

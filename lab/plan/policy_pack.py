@@ -2,7 +2,7 @@
 `pulumi preview/up --policy-pack policy` enforces them on the real deployment: the same check
 functions (lab.plan.check_list.CHECKS) run on a `Plan` rebuilt from what the engine hands a pack.
 
-What the engine hands a pack, and how it becomes a Plan (lab.plan.recording), shaped as the
+What the engine hands a pack, and how it becomes a Plan (lab.program.recording), shaped as the
 harness records one under mocks:
 
 - Resource policies (`Analyze`) receive each resource's inputs as it is registered; stack
@@ -18,7 +18,7 @@ harness records one under mocks:
   preview of a create they are the same.
 - Values: pulumi-policy hands plain values with secrets unwrapped and, in a preview, unknown
   values as sentinel strings; the engine sends numbers as doubles. They are read back as
-  lab.plan.wire reads the recording monitor's: whole numbers are ints again, an unknown is
+  lab.program.wire reads the recording monitor's: whole numbers are ints again, an unknown is
   "<unknown>" (UNKNOWN).
 - Remote components: the engine registers a Helm Chart v4 or kustomize Directory v2 without
   its inputs (chart, version, values, directory), and registers what it renders as its
@@ -87,8 +87,8 @@ from lab.k8s.objects import object_id
 from lab.plan import platform_checks
 from lab.plan.check_list import CHECKS, CheckRun, run_checks
 from lab.plan.findings import ERROR, WARNING, CheckSuite, Finding
-from lab.plan.recording import Plan, RecordedResource
-from lab.plan.wire import decode
+from lab.program.recording import Plan, RecordedResource
+from lab.program.wire import decode
 from lab.vocab.names import PROJECT
 
 PACK_NAME = PROJECT
@@ -96,7 +96,7 @@ WARNINGS_POLICY = "plan-warnings"
 INPUTS_POLICY = "plan-inputs"
 STACK_TYPE = "pulumi:pulumi:Stack"
 PROVIDER_PREFIX = "pulumi:providers:"
-# How an unknown value reads in a Plan (lab.plan.wire.decode turns the wire's sentinel into it).
+# How an unknown value reads in a Plan (lab.program.wire.decode turns the wire's sentinel into it).
 UNKNOWN = "<unknown>"
 # run_checks reports a check that crashed as an error finding of this property.
 CRASHED = "<check>"

@@ -58,8 +58,8 @@ def precheck(stack: str) -> Prechecked:
     from lab.plan import cost, display
     from lab.plan.check_list import findings_of, run_checks
     from lab.plan.findings import ERROR
-    from lab.plan.harness import run_program
     from lab.plan.quota_needs import stack_quota
+    from lab.program.harness import run_program
 
     plan = run_program(stack)
     findings = findings_of(run_checks(plan))
@@ -95,7 +95,7 @@ def changes_of(preview: Any) -> str:
 
 def configured_cloud(stack: str) -> str:
     """The `cloud` key of the stack's file as written (valid or not); "" when absent."""
-    from lab.plan.stack_files import read_stack_config
+    from lab.program.stack_files import read_stack_config
     from lab.vocab.names import PROJECT
 
     values, _ = read_stack_config(stack, ROOT)
@@ -108,7 +108,7 @@ def stack_prerequisites(
     """`elastic-lab check --stack <stack>`: every prerequisite of deploying it from here, the
     cloud's quota for what its plan needs included (`quota`, else planned here offline; none
     when `with_quota` is False or the stack does not plan)."""
-    from lab.plan.stack_files import read_stack_config
+    from lab.program.stack_files import read_stack_config
     from lab.vocab.names import PROJECT
 
     if with_quota and quota is None and cloud in ("aks", "eks"):
@@ -126,8 +126,8 @@ def stack_prerequisites(
 def _planned_quota(stack: str) -> StackQuota | None:
     """The quota the stack's offline plan needs; None when it does not plan (its config says why
     elsewhere)."""
-    from lab.plan.harness import run_program
     from lab.plan.quota_needs import stack_quota
+    from lab.program.harness import run_program
 
     try:
         return stack_quota(run_program(stack))

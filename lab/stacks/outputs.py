@@ -42,7 +42,7 @@ _OUTPUT_FIELDS = {
     "imageRegistry": "image_registry",
     "gpuRanks": "gpu_ranks",
 }
-# The outputs the offline plan (lab.plan.harness) knows as a deployment of the stack will have
+# The outputs the offline plan (lab.program.harness) knows as a deployment of the stack will have
 # them: the names its config gives or derives from its own names. The others are the cloud's to
 # choose (ids, ARNs, a VPC, a bucket's suffix) or derive from the subscription or account, which
 # the offline plan mocks; the kubeconfig is a secret of the cluster.

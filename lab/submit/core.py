@@ -2,7 +2,7 @@
 
 The platform's facts (namespace, etcd Service, checkpoint claim, pools, priorities, the
 eviction notice) come from the stack's own Pulumi program run offline under mocks
-(lab.plan.harness): the same code that declares the platform, so a job always matches the
+(lab.program.harness): the same code that declares the platform, so a job always matches the
 platform it lands on.
 """
 
@@ -20,9 +20,9 @@ from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
 from lab.k8s.schemas import CrdSchemaMissing, validate_objects
 from lab.plan.aks_pools import pools
 from lab.plan.cost import CostEstimate, estimate
-from lab.plan.harness import run_program
 from lab.plan.quota_needs import NODE_GROUP
-from lab.plan.stack_files import StackNotFound
+from lab.program.harness import run_program
+from lab.program.stack_files import StackNotFound
 from lab.vocab.capacity import rank_in
 from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.errors import LabError

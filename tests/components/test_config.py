@@ -9,8 +9,8 @@ import pytest
 
 from components import config as config_mod
 from components.aks.args import AksClusterArgs, is_gpu_size, is_nvidia_gpu_size
-from lab.plan.harness import run_program
-from lab.plan.stack_files import read_stack_config
+from lab.program.harness import run_program
+from lab.program.stack_files import read_stack_config
 from lab.vocab.problems import InvalidInput
 
 DIGEST = "sha256:" + "ab" * 32

@@ -8,7 +8,7 @@ import ast
 
 import pytest
 
-from lab.plan.harness import run_program
+from lab.program.harness import run_program
 from lab.vocab.layout import ROOT
 from lab.vocab.names import AKS_CLUSTER_TYPE, BYO_CLUSTER_TYPE, PLATFORM_TYPE
 from lab.vocab.problems import InvalidInput

@@ -40,7 +40,7 @@ import tests.ops.test_drill as cluster_drill
 from lab.ops.notebook import MIN_CLOUD_TRAINING_S, submit_args
 from lab.ops.notebook_outputs import META_KEY, code_digest
 from lab.ops.notebook_outputs import ORDER as STORED_ORDER
-from lab.plan.stack_files import read_stack_config
+from lab.program.stack_files import read_stack_config
 from tests.conftest import node_log_tails
 from tests.ops.fake_kube import FakeKube
 from tests.patience import within

@@ -42,7 +42,7 @@ from lab.ops.notebook import (
     stop_if_missing,
     submit_args,
 )
-from lab.plan.stack_files import StackNotFound, list_stacks, read_stack_config
+from lab.program.stack_files import StackNotFound, list_stacks, read_stack_config
 from lab.vocab.layout import ROOT
 from lab.vocab.problems import InvalidInput
 from lab.vocab.versions import PROJECT_IMAGE, PROJECT_IMAGE_TAG

@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from lab.cli import main
-from lab.plan.harness import run_program
+from lab.program.harness import run_program
 from lab.stacks.outputs import StackOutputs
 
 IMAGE = "registry.example.com/elastic-spot-lab/trainer:1"

@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from lab.plan.harness import run_program
-from lab.plan.recording import Plan
-from lab.plan.stack_files import list_stacks, read_stack_config
+from lab.program.harness import run_program
+from lab.program.recording import Plan
+from lab.program.stack_files import list_stacks, read_stack_config
 from tests.placements import TRAINER_IMAGE
 
 AKS_STACKS = [s for s in list_stacks() if read_stack_config(s)[0].get("elastic-spot-lab:cloud") == "aks"]

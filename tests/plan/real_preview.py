@@ -18,7 +18,7 @@ from typing import Any
 from components.platform.values import OPERATOR_DEPLOYMENT, OPERATOR_LABELS, OPERATOR_NAMESPACE, patch_workload
 from lab.k8s.helm import render_chart
 from lab.plan.platform_checks import HELM_CHART_TYPE, KUSTOMIZE_TYPE, OPERATOR_IMAGES, typed_object
-from lab.plan.recording import Plan, RecordedResource
+from lab.program.recording import Plan, RecordedResource
 from lab.vocab.layout import ROOT
 from lab.vocab.names import PLATFORM_TYPE
 from lab.vocab.versions import DEVICE_PLUGIN_CHART, DEVICE_PLUGIN_VERSION, OPERATOR_VERSION
@@ -268,7 +268,7 @@ def break_stack(plan: Plan, breakage: Callable[[Objects], None]) -> bool:
 
 def keys_sorted(value: Any) -> Any:
     """A copy of `value` with its maps' keys in order, as the pack reads a value the engine hands it
-    (lab.plan.wire.decode): a finding's message shows a value as it is ordered."""
+    (lab.program.wire.decode): a finding's message shows a value as it is ordered."""
     if isinstance(value, dict):
         return {k: keys_sorted(value[k]) for k in sorted(value)}
     if isinstance(value, list):

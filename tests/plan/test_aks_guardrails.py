@@ -9,7 +9,7 @@ import pytest
 from components.aks.node_pools import AKS_SPOT_LABEL, AKS_SPOT_TAINT
 from lab.plan.check_list import CHECKS, UnknownCheck, check_names, findings_of, run_checks
 from lab.plan.findings import Finding, errors, single
-from lab.plan.harness import run_program
+from lab.program.harness import run_program
 from lab.vocab import pools as labels
 
 from .conftest import CLUSTER_CHECKS

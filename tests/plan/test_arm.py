@@ -15,8 +15,8 @@ from pulumi_azure_native import containerservice
 from lab.plan import arm
 from lab.plan.check_list import findings_of, run_checks
 from lab.plan.findings import errors
-from lab.plan.harness import run_program
-from lab.plan.stack_files import list_stacks, read_stack_config
+from lab.program.harness import run_program
+from lab.program.stack_files import list_stacks, read_stack_config
 
 from .conftest import AKS_STACKS, CLUSTER_CHECKS
 

@@ -11,7 +11,7 @@ from pulumi_azure_native import resources
 
 from lab.plan import arm
 from lab.plan.check_list import findings_of, run_checks
-from lab.plan.harness import run_program
+from lab.program.harness import run_program
 from lab.vocab.azure_tags import CLUSTER_TAG
 
 RESOURCE_GROUP = ("azure-native:resources:ResourceGroup", "aks-rg")

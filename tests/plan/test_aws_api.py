@@ -19,7 +19,7 @@ import pytest
 
 from lab.plan import aws_api
 from lab.plan.findings import ERROR, WARNING, errors
-from lab.plan.recording import RecordedResource
+from lab.program.recording import RecordedResource
 
 TAGS = {"elastic-spot-lab-cluster": "esl-eks-dev", "environment": "dev", "project": "elastic-spot-lab"}
 ROLE_ARN = "arn:aws:iam::123456789012:role/eks-node-role-020d8098"

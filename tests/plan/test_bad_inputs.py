@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from lab.cli import main
-from lab.plan.harness import run_program
+from lab.program.harness import run_program
 from lab.vocab.problems import InvalidInput
 
 
@@ -227,8 +227,8 @@ def test_a_current_stack_with_no_file_is_named_with_where_it_was_chosen(capsys, 
 
 
 def test_a_folder_or_a_dangling_link_is_no_stack(stack_file):
-    from lab.plan.stack_files import StackNotFound, list_stacks
-    from lab.plan.stack_files import stack_file as find
+    from lab.program.stack_files import StackNotFound, list_stacks
+    from lab.program.stack_files import stack_file as find
 
     root = stack_file.root
     stack_file("aks-dev", b"config: {}\n")

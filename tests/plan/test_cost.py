@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from lab.plan import cost
-from lab.plan.harness import run_program
-from lab.plan.stack_files import read_stack_config
+from lab.program.harness import run_program
+from lab.program.stack_files import read_stack_config
 
 from .conftest import AKS_STACKS
 

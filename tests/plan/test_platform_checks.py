@@ -16,8 +16,8 @@ from lab.k8s.objects import object_id
 from lab.k8s.platform_guardrails import GUARDRAILS
 from lab.plan.check_list import findings_of, run_checks
 from lab.plan.findings import errors
-from lab.plan.harness import run_program
 from lab.plan.platform_checks import check_platforms, unseen_components
+from lab.program.harness import run_program
 from lab.vocab.layout import ROOT
 from lab.vocab.names import PLATFORM_TYPE as PLATFORM
 from lab.vocab.problems import InvalidInput

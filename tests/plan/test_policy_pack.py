@@ -54,7 +54,7 @@ from lab.plan.policy_pack import (
     plan_from_stack,
     policies,
 )
-from lab.plan.recording import Plan, RecordedResource
+from lab.program.recording import Plan, RecordedResource
 from lab.vocab.job import FaultTolerance, JobSpec, RdzvBackend
 from lab.vocab.layout import ROOT
 from lab.vocab.names import PROJECT

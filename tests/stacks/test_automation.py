@@ -11,7 +11,7 @@ import pytest
 from pulumi import automation
 from pulumi.automation.events import OpType
 
-from lab.plan import harness
+from lab.program import harness
 from lab.stacks import automation as stacks
 from lab.stacks import prerequisites
 from lab.stacks.automation import StackError

@@ -25,7 +25,7 @@ from pulumi import automation
 
 from lab.cli import main
 from lab.k8s.helm import render_chart
-from lab.plan import harness, stack_files
+from lab.program import harness, stack_files
 from lab.stacks import automation as stacks
 from lab.stacks import image
 from lab.vocab.layout import NOTICE_CHART, ROOT

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.plan.harness import run_program
+from lab.program.harness import run_program
 from lab.stacks import outputs as stack_outputs
 from lab.stacks.automation import StackError
 from lab.stacks.outputs import StackOutputs, kubeconfig_file

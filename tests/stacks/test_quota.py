@@ -9,8 +9,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from lab.plan.harness import run_program
 from lab.plan.quota_needs import stack_quota
+from lab.program.harness import run_program
 from lab.stacks import automation as stacks
 from lab.stacks import prerequisites
 from lab.stacks.quota import aws_quota

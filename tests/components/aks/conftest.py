@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from lab.plan.harness import run_program
-from lab.plan.recording import Plan
+from lab.program.harness import run_program
+from lab.program.recording import Plan
 
 
 @pytest.fixture(scope="session")

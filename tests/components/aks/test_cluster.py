@@ -18,8 +18,8 @@ from components.aks.storage import (
     derived_account_name,
 )
 from components.cluster_info import AzureBlobCheckpoint
-from lab.plan.harness import run_program
-from lab.plan.mocks import MOCK_SUBSCRIPTION, PlanMocks
+from lab.program.harness import run_program
+from lab.program.mocks import MOCK_SUBSCRIPTION, PlanMocks
 from lab.vocab import pools as labels
 from lab.vocab.azure_tags import CLUSTER_TAG, tag_name_problem
 from lab.vocab.capacity import PRIORITY_CONFIGMAP, PROVISION_TIMEOUT_MIN, RANK_LABEL, rank_of_group

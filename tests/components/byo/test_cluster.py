@@ -6,7 +6,7 @@ import pytest
 
 from components.byo import ByoCluster, ByoClusterArgs
 from components.cluster_info import StorageClassCheckpoint
-from lab.plan.harness import run_program
+from lab.program.harness import run_program
 from lab.vocab.names import BYO_CLUSTER_TYPE
 from lab.vocab.pools import Taint
 from lab.vocab.problems import InvalidInput

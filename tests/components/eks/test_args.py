@@ -7,8 +7,8 @@ import pytest
 
 from components import config as config_mod
 from components.eks.args import EksClusterArgs, is_nvidia_instance
-from lab.plan.harness import run_program
-from lab.plan.stack_files import read_stack_config
+from lab.program.harness import run_program
+from lab.program.stack_files import read_stack_config
 from lab.vocab.problems import InvalidInput
 
 

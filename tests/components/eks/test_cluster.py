@@ -7,8 +7,8 @@ import json
 import pytest
 import yaml
 
-from lab.plan.harness import run_program
-from lab.plan.recording import Plan
+from lab.program.harness import run_program
+from lab.program.recording import Plan
 from lab.vocab.capacity import rank_of_group
 
 
@@ -221,7 +221,7 @@ def test_platform_installs_unchanged_with_write_once_checkpoints(plan):
 def test_a_mountpoint_release_older_than_2_5_is_refused_before_anything_is_created(monkeypatch):
     """The newest add-on release EKS lists for the Kubernetes version is pinned; one before
     2.5.0 (its pods keep GPU nodes from scaling down) stops the preview with the reason."""
-    from lab.plan import mocks
+    from lab.program import mocks
 
     monkeypatch.setattr(mocks, "MOCK_MOUNTPOINT_RELEASE", "v2.4.1-eksbuild.1")
     with pytest.raises(Exception, match=r"v2\.4\.1-eksbuild\.1.*v2\.5\.0 or newer"):
@@ -332,7 +332,7 @@ def test_metrics_server_serves_the_hpa_of_an_autoscaled_job(plan):
 
 
 def test_a_metrics_server_release_older_than_0_8_is_refused(monkeypatch):
-    from lab.plan import mocks
+    from lab.program import mocks
 
     monkeypatch.setattr(mocks, "MOCK_METRICS_SERVER_RELEASE", "v0.7.2-eksbuild.1")
     with pytest.raises(Exception, match=r"metrics-server.*v0\.7\.2-eksbuild\.1.*v0\.8\.0 or newer"):

@@ -21,9 +21,9 @@ from components.platform import PlatformSettings, TrainingPlatform
 from components.platform import values as platform_values
 from components.platform.component import operator_transform
 from components.platform.settings import CheckpointSettings
-from lab.plan.harness import run_program
 from lab.plan.platform_checks import CRD_CHECK, check_platforms
-from lab.plan.recording import RecordedResource
+from lab.program.harness import run_program
+from lab.program.recording import RecordedResource
 from lab.vocab.platform_facts import NOTICE_HANDLER_WAITS
 from lab.vocab.pools import PoolPlacement
 from lab.vocab.problems import InvalidInput
@@ -51,7 +51,7 @@ def declare(
     scheduled_events: bool = False,
 ) -> list[RecordedResource]:
     """The component alone, on a cluster described by the arguments, under the plan's own
-    mocks and recorder (lab.plan.harness)."""
+    mocks and recorder (lab.program.harness)."""
 
     def program() -> None:
         kubeconfig = pulumi.Output.secret("kubeconfig-contents")

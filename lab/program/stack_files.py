@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lab.plan.recording import SECRET_PLACEHOLDER
-from lab.plan.yaml_files import read_mapping
+from lab.program.recording import SECRET_PLACEHOLDER
+from lab.program.yaml_files import read_mapping
 from lab.vocab.errors import Refused
 from lab.vocab.layout import ROOT
 from lab.vocab.names import PROJECT

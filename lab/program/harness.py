@@ -1,15 +1,15 @@
 """Run the project's Pulumi program offline, under mocks, and record everything it declares.
 
-    from lab.plan.harness import run_program
+    from lab.program.harness import run_program
     plan = run_program("aks-dev", {"gpuMaxNodes": "5"})
     pool = plan.one("azure-native:containerservice:AgentPool", "aks-gpu-spot")
     pool.inputs["scaleSetPriority"], pool.ignore_changes, pool.parent_name
 
-`run_program` reads `stacks/Pulumi.<stack>.yaml` (lab.plan.stack_files), applies overrides,
+`run_program` reads `stacks/Pulumi.<stack>.yaml` (lab.program.stack_files), applies overrides,
 feeds the config to `pulumi.Config()` with `pulumi.runtime.set_all_config`, installs
-`PlanMocks` (lab.plan.mocks) behind a recording monitor (lab.plan.monitor), and runs the
+`PlanMocks` (lab.program.mocks) behind a recording monitor (lab.program.monitor), and runs the
 program's body, `components.program.main`, in-process: what `__main__.py` runs. It returns a
-`Plan` (lab.plan.recording): every registered resource with its type token, name, parent,
+`Plan` (lab.program.recording): every registered resource with its type token, name, parent,
 inputs, options, mocked outputs, the invokes made, and the resolved stack outputs with
 their secretness. Works for any stack of the project, whatever its cloud.
 """
@@ -26,11 +26,11 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 import components.program
-from lab.plan.mocks import PlanMocks
-from lab.plan.monitor import RecordingMonitor
-from lab.plan.recording import Plan
-from lab.plan.stack_files import config_string, read_stack_config
-from lab.plan.wire import numbers_back
+from lab.program.mocks import PlanMocks
+from lab.program.monitor import RecordingMonitor
+from lab.program.recording import Plan
+from lab.program.stack_files import config_string, read_stack_config
+from lab.program.wire import numbers_back
 from lab.vocab.layout import ROOT
 from lab.vocab.names import PROJECT
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from pulumi.runtime.mocks import MockMonitor, Mocks
 
-from lab.plan.recording import RecordedResource
-from lab.plan.wire import struct
+from lab.program.recording import RecordedResource
+from lab.program.wire import struct
 
 
 class RecordingMonitor(MockMonitor):
