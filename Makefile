@@ -98,11 +98,11 @@ plan: $(STAMP)
 # written back with what it printed and drew (a few minutes). Refused while runs/notebooks
 # holds runs of the notebooks, which Step 5 would remove.
 notebooks: $(STAMP)
-	$(BIN)/python -m lab.ops.notebook_outputs
+	$(BIN)/python -m lab.notebooks.outputs
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info .mypy_cache .ruff_cache .import_linter_cache
 
 # The command-line reference, written from the parsers (a test checks it is current).
 docs: $(STAMP)
-	$(BIN)/python -m lab.cli_reference > docs/cli.md
+	$(BIN)/python -m lab.cli.reference > docs/cli.md

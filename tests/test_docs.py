@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lab.cli import build_parser
-from lab.cli_reference import reference
+from lab.cli.reference import reference
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

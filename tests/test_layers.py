@@ -42,8 +42,9 @@ COMPONENTS = "Components import nothing of lab but the vocabulary"
 RUNTIME = "The runtime imports no Pulumi, no YAML, no components, no infrastructure tooling"
 LOCAL = "The local target and the drill import no infrastructure tooling"
 VOCABULARY = "The vocabulary imports nothing above it"
+CLUSTER = "A live cluster's code reads no stack and renders nothing"
 CYCLES = "No import cycles between the packages of lab and of components"
-CONTRACTS = 7
+CONTRACTS = 8
 
 VIOLATIONS = {
     "vocabulary-imports-a-component": Violation("lab/vocab/names.py", "import components.config", VOCABULARY),
@@ -67,9 +68,13 @@ VIOLATIONS = {
     "a-new-runtime-module-imports-yaml": Violation("lab/runtime/notice/log.py", "import yaml", RUNTIME),
     "runtime-imports-the-local-target": Violation("lab/runtime/launch.py", "import lab.local.procs", RUNTIME_LAYERS),
     "local-target-imports-the-drill": Violation("lab/local/procs.py", "import lab.drill.report", RUNTIME_LAYERS),
-    "submit-reaches-up-to-the-operations": Violation("lab/submit/core.py", "import lab.ops.jobs", LAYERS),
-    "stacks-import-the-submit-room": Violation("lab/stacks/automation.py", "import lab.submit.core", LAYERS),
-    "drill-imports-the-cluster-backends": Violation("lab/drill/report.py", "import lab.ops.eviction", LOCAL),
+    "stacks-reach-up-to-the-commands": Violation("lab/stacks/target.py", "import lab.cli.job", LAYERS),
+    "the-program-runner-imports-the-cluster": Violation("lab/program/harness.py", "import lab.cluster.kube", LAYERS),
+    "cluster-reads-a-stack": Violation("lab/cluster/jobs.py", "import lab.stacks.target", CLUSTER),
+    "cluster-renders-a-job": Violation("lab/cluster/drill.py", "def f():\n    import lab.k8s.job", CLUSTER),
+    "cluster-runs-the-program": Violation("lab/cluster/kube.py", "import lab.program.harness", CLUSTER),
+    "commands-import-the-notebooks": Violation("lab/cli/job.py", "import lab.notebooks.shared", LAYERS),
+    "drill-imports-the-cluster-backends": Violation("lab/drill/report.py", "import lab.cluster.eviction", LOCAL),
     "local-target-imports-a-cloud-sdk": Violation("lab/local/etcd.py", "import boto3", LOCAL),
 }
 

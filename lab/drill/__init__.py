@@ -5,5 +5,5 @@
   report.py         its figures from the events (DrillReport); per_step_report.py in per-step mode
   agent_events.py   torch's own agent events, for scripts that emit none of ours
   diagnosis.py      why workers fail, in the script's terms (error files, a usage error's stderr)
-  plot.py, cli.py   the timeline plot; `elastic-lab drill`
+  plot.py           the timeline plot (the command is lab/cli/drill.py)
 """

@@ -42,7 +42,7 @@ class Eviction:
     replacement_rank: int | None = None
     replacement_capacity: str | None = None
     # A cluster only: the eviction requested through `backend` reached the job `lead_s` later,
-    # seen first as `first_sign` (lab.ops.disruption); `t` and every figure count from there.
+    # seen first as `first_sign` (lab.cluster.disruption); `t` and every figure count from there.
     backend: str | None = None
     lead_s: float | None = None
     first_sign: str | None = None

@@ -7,5 +7,5 @@
   objects.py              finding workloads, jobs and PriorityClasses among rendered objects
   placement.py            where a pod may run: required node labels, tolerated taints
   platform_guardrails.py  the guardrails on the platform's and jobs' objects
-  unreachable.py          why an API server gave no answer, in plain words
+  job.py                  a job rendered for a platform and checked (sizing, schemas, guardrails)
 """

@@ -15,8 +15,7 @@ checked and shown.
   quota_needs.py      the vCPUs each quota must leave free, from the plan
   cost.py, cost_checks.py, saving.py   hourly cost, its checks, what spot saves at a band
   prices.yaml         the price table
-  display.py          the text and JSON views
-  cli.py              the command line
+  display.py          the text and JSON views (the command is lab/cli/plan.py)
 
     from lab.program.harness import run_program
     plan = run_program("aks-dev", {"gpuMaxNodes": 5})   # overrides: short or full keys; None unsets

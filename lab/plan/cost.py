@@ -19,7 +19,7 @@ node whose GPU a worker holds is never a candidate, and nothing in it moves a ru
 node of a higher priority (the priority expander picks only which pool to scale up). So each
 fallback rank also carries what it costs over rank 1 for as long as it is kept: a node an
 hour, and the rank at its maximum for a week. The on-demand rank is kept until the job ends
-or the worker is moved (`elastic-lab rebalance`, lab/ops/rebalance.py); a spot rank's node also
+or the worker is moved (`elastic-lab rebalance`, lab/cluster/rebalance.py); a spot rank's node also
 ends at its eviction.
 """
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lab.k8s.unreachable import unreachable_reason
+from lab.cluster.unreachable import unreachable_reason
 from lab.plan.quota_needs import StackQuota
 from lab.stacks import quota as quota_checks
 from lab.stacks.prerequisite import Prerequisite as Prerequisite

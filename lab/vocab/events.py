@@ -66,7 +66,7 @@ class Event(StrEnum):
     VANISHED_KILLED = "vanished_killed"  # a silently evicted node's processes were killed
     RDZV_DOWN = "rdzv_down"
     RDZV_UP = "rdzv_up"
-    # The cluster drill (lab.ops.drill).
+    # The cluster drill (lab.cluster.drill).
     K8S_SUBMITTED = "k8s_submitted"
     K8S_JOB = "k8s_job"  # a condition of the PyTorchJob
     K8S_POD = "k8s_pod"  # a worker pod changed phase or node
@@ -158,7 +158,7 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     # rank, capacity: the GPU capacity rank it came from, where the drill says (a fallback rank).
     Event.NODE_ADDED: frozenset({"node", "k8s_node", "rank", "capacity"}),
     # On a cluster `t` is the first sign of the disruption the drill saw, and `requested_t` when it asked the
-    # cloud (`backend`) for it: `lead_s` apart (lab.ops.disruption).
+    # cloud (`backend`) for it: `lead_s` apart (lab.cluster.disruption).
     Event.EVICT: frozenset(
         {"node", "kind", "notice_s", "k8s_node", "detail", "backend", "requested_t", "lead_s", "first_sign", "cause"}
     ),

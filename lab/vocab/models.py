@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+# The step a drill of the demo trainer trains to unless told (`drill --steps`), here and on a cluster.
+DEFAULT_STEPS = 400
 TINY = "tiny"  # a small classifier: quick drills, whole checkpoints
 GPT_SIZES = ("gpt-small", "gpt-100m")  # decoder-only transformers: sharded checkpoints
 MODELS = (TINY, *GPT_SIZES)

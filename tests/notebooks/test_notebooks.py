@@ -9,7 +9,7 @@ directories are gone.
 Cloud target: a stack that cannot be reached from here stops with an error that names what is
 missing; the cloud path itself (Step 3 submits the job and leaves it training, Step 4 evicts a
 node of that same job, Step 5 lists what it would tear down) runs in sequence against a
-Kubernetes API server on loopback (tests/ops/fake_kube.py) with a simulated job on it, and
+Kubernetes API server on loopback (tests/cluster/fake_kube.py) with a simulated job on it, and
 each command line the notebooks run is checked as printed.
 
 The committed notebooks hold the outputs of a successful local run (`make notebooks`): checked
@@ -36,13 +36,13 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-import tests.ops.test_drill as cluster_drill
-from lab.ops.notebook import MIN_CLOUD_TRAINING_S, submit_args
-from lab.ops.notebook_outputs import META_KEY, code_digest
-from lab.ops.notebook_outputs import ORDER as STORED_ORDER
+import tests.cluster.test_drill as cluster_drill
+from lab.notebooks.outputs import META_KEY, code_digest
+from lab.notebooks.outputs import ORDER as STORED_ORDER
+from lab.notebooks.shared import MIN_CLOUD_TRAINING_S, submit_args
 from lab.program.stack_files import read_stack_config
+from tests.cluster.fake_kube import FakeKube
 from tests.conftest import node_log_tails
-from tests.ops.fake_kube import FakeKube
 from tests.patience import within
 
 pytestmark = pytest.mark.processes  # every notebook runs in a kernel of its own

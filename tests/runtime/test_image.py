@@ -148,7 +148,9 @@ def test_every_runtime_module_imports_with_only_the_base_dependencies(tmp_path):
         "lab.runtime.train_per_step",
         "lab.runtime.notice.cli",
     } <= imported
-    assert not any(name.startswith(("components", "lab.plan", "lab.ops", "lab.local")) for name in imported)
+    assert not any(
+        name.startswith(("components", "lab.plan", "lab.cluster", "lab.stacks", "lab.local")) for name in imported
+    )
 
 
 def test_the_image_runs_as_the_user_the_worker_pods_name():

@@ -18,7 +18,7 @@ from lab.plan.quota_needs import StackQuota
 from lab.stacks import prerequisites
 from lab.stacks.prerequisites import AWS_ACTIONS, AZURE_PROVIDERS, Prerequisite
 from lab.vocab.quota import QuotaNeed
-from tests.ops.test_aks_eviction import Answer, ArmTransport, FakeCredential, arm_error
+from tests.cluster.test_aks_eviction import Answer, ArmTransport, FakeCredential, arm_error
 
 SUB = "00000000-0000-0000-0000-0000000000aa"
 

@@ -14,7 +14,7 @@ from lab.program.harness import run_program
 from lab.stacks import automation as stacks
 from lab.stacks import prerequisites
 from lab.stacks.quota import aws_quota
-from tests.ops.test_aks_eviction import Answer, ArmTransport, FakeCredential
+from tests.cluster.test_aks_eviction import Answer, ArmTransport, FakeCredential
 from tests.stacks.test_prerequisites import SUB, _providers
 
 USAGES = f"/subscriptions/{SUB}/providers/Microsoft.Compute/locations/eastus/usages"

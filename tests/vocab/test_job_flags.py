@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from lab.drill import cli as drill_cli
-from lab.ops import cli as submit_cli
+from lab.cli import drill as drill_cli
+from lab.cli import submit as submit_cli
 from lab.vocab.job import RendezvousTimeouts
 from lab.vocab.job_flags import add_job_arguments, job_spec
 from lab.vocab.per_step import PerStepSettings
@@ -38,7 +38,7 @@ def test_drill_and_submit_describe_the_job_with_the_same_flags():
     # and they mean the same JobSpec
     flags = "--stack byo --min-nodes 1 --max-nodes 4 --backend c10d --rdzv-settings torch-defaults --pg-timeout 20"
     args = submit_parser.parse_args(flags.split())
-    from lab.submit.core import stack_target
+    from lab.stacks.target import stack_target
 
     spec = submit_cli.job_spec(args, stack_target("byo"))
     assert (spec.min_nodes, spec.max_nodes, spec.rdzv_backend.value, spec.pg_timeout_s) == (1, 4, "c10d", 20)

@@ -1,0 +1,84 @@
+"""What the commands that reach a cluster share: the flags that name the stack, kubeconfig,
+context and namespace, their checks, the connection, and asking a person to confirm.
+
+Only argparse and the vocabulary are imported here; the clients when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from lab.vocab.command_flags import add_namespace
+from lab.vocab.current_stack import (
+    STACK_DEFAULT,
+    STACK_OPTIONAL,
+    STACK_REQUIRED,
+)
+from lab.vocab.errors import LabError
+from lab.vocab.names import DNS_LABEL_RULE, is_dns_label
+from lab.vocab.problems import Problem, Problems
+
+T = TypeVar("T")
+
+
+def connection_arguments(p: argparse.ArgumentParser, *, stack_required: bool) -> None:
+    p.add_argument(
+        "-s", "--stack", help=f"stack name (stacks/Pulumi.<stack>.yaml): its platform and cluster {STACK_DEFAULT}"
+    )
+    p.set_defaults(stack_default=STACK_REQUIRED if stack_required else STACK_OPTIONAL)
+    p.add_argument("--kubeconfig", help="kubeconfig file [the stack's, else $KUBECONFIG]")
+    p.add_argument("--context", help="kubeconfig context [the current one]")
+    add_namespace(p, "namespace [the stack's training namespace, else the context's]")
+
+
+def connection_problems(args: argparse.Namespace) -> list[Problem]:
+    """--namespace and --kubeconfig, as every command that reaches a cluster takes them."""
+    from lab.cluster.kube import kubeconfig_problems
+
+    found = Problems()
+    if args.namespace is not None and not is_dns_label(args.namespace):
+        found.add("--namespace", args.namespace, f"a namespace name, {DNS_LABEL_RULE}")
+    found.extend(kubeconfig_problems(args.kubeconfig))
+    return found.items
+
+
+def stack_target_of(stack: str | None) -> Any:
+    from lab.stacks.target import stack_target
+
+    return stack_target(stack) if stack else None
+
+
+def namespace_of(args: argparse.Namespace, target: Any, kube: Any) -> str:
+    if args.namespace:
+        return str(args.namespace)
+    return str(target.facts.namespace) if target is not None else str(kube.namespace)
+
+
+@contextmanager
+def connected(args: argparse.Namespace, target: Any = None) -> Iterator[tuple[Any, str]]:
+    """(cluster, namespace) for a command's --stack, --kubeconfig, --context and --namespace."""
+    from lab.stacks.target import connect_to_stack
+
+    with connect_to_stack(target, args.kubeconfig, args.context) as kube:
+        yield kube, namespace_of(args, target, kube)
+
+
+def confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        print(f"{question} (not a terminal: pass --yes)", file=sys.stderr)
+        return False
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
+def attempt(call: Callable[[], T]) -> T | LabError:
+    """What `call` returns, or the LabError it raised: the one place where the lab's errors are
+    caught (`main` makes one the command's message and exit status; `plan --all-stacks` a stack's
+    row, and goes on with the next)."""
+    try:
+        return call()
+    except LabError as exc:
+        return exc

@@ -1,0 +1,269 @@
+"""`elastic-lab drill --stack STACK`: the eviction drill on a stack's cluster (lab.cluster.drill),
+added to the local drill's command: without --stack the local drill runs, and the cluster's
+options are refused there.
+
+Only argparse and the job vocabulary are imported here; the clients when the drill runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from lab.cli.common import connected, stack_target_of
+from lab.vocab.command_flags import add_namespace
+from lab.vocab.job import JobSpec
+from lab.vocab.job_flags import job_spec as job_fields_spec
+from lab.vocab.models import DEFAULT_STEPS
+from lab.vocab.problems import InvalidInput, Problem
+
+BACKENDS = ("aks", "eks", "kubernetes")
+# Options of the cluster drill that mean nothing on the local target (flag -> dest).
+CLUSTER_ONLY = {
+    "--job": "job",
+    "--replace": "replace",
+    "--evict-with": "evict_with",
+    "--node": "node",
+    "--force": "force",
+    "--delete-node": "delete_node",
+    "--fis-any-instance": "fis_any_instance",
+    "--dry-run": "dry_run",
+    "--deadline": "deadline",
+    "--kubeconfig": "kubeconfig",
+    "--context": "context",
+    "--namespace": "namespace",
+    "--image": "image",
+}
+DEFAULT_BACKEND = {"aks": "aks", "eks": "eks"}  # any other cloud (byo): kubernetes
+# The local drill's options the cluster drill has no use for: its nodes are the cluster's, its
+# faults are the cloud's own evictions, its model and script arguments are the job's.
+LOCAL_ONLY = (
+    "nodes",
+    "model",
+    "parallel",
+    "etcd_binary",
+    "fault",
+    "outage",
+    "rendezvous_data",
+    "eviction",
+    "notice",
+    "evict_after",
+    "victim",
+    "scale_out_after",
+    "baselines",
+    "timeout",
+    "quiet",
+    "resume",
+)
+
+
+def local_only_given(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The local-only options given a value other than their default (named as typed)."""
+    flags = {a.dest: a.option_strings[-1] for a in parser._actions if a.option_strings}
+    return [flags[dest] for dest in LOCAL_ONLY if dest in flags and getattr(args, dest) != parser.get_default(dest)]
+
+
+def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argparse.Namespace], int]) -> None:
+    """The cluster drill's options on `elastic-lab drill`; with --stack it runs on the stack's
+    cluster, without it the local drill (`local_main`) runs as before."""
+    c = p.add_argument_group("cluster (with --stack: the drill runs on the stack's cluster)")
+    c.add_argument("-s", "--stack", help="run the drill on this stack's cluster instead of this machine")
+    c.add_argument("--job", help="attach to this running job instead of submitting one")
+    c.add_argument("--replace", action="store_true", help="replace a job of the same name when submitting")
+    c.add_argument(
+        "--evict-with",
+        choices=BACKENDS,
+        help="aks: VMSS simulateEviction; eks: FIS; kubernetes: drain [the stack's cloud; kubernetes for byo]",
+    )
+    c.add_argument("--node", help="the node to evict [the node of the highest-index worker]")
+    c.add_argument("--force", action="store_true", help="evict a node outside the stack's GPU spot pool")
+    c.add_argument("--delete-node", action="store_true", help="kubernetes backend: delete the Node after the drain")
+    c.add_argument(
+        "--fis-any-instance",
+        action="store_true",
+        help="eks: start the stack's FIS template as is (FIS picks an instance) instead of aiming at --node",
+    )
+    c.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print every API call the drill would make, make none (where the deployed stack cannot be read "
+        "here: from its offline plan, with placeholders)",
+    )
+    c.add_argument(
+        "--deadline",
+        type=float,
+        default=1800.0,
+        help="seconds the cluster drill waits in all (GPU nodes take minutes to arrive) [1800]",
+    )
+    c.add_argument("--kubeconfig", help="kubeconfig file [the stack's, else $KUBECONFIG]")
+    c.add_argument("--context", help="kubeconfig context [the current one]")
+    add_namespace(c, "namespace [the stack's training namespace]")
+    c.add_argument("--image", default=None, help="training image [the stack's trainerImage]")
+
+    def dispatch(args: argparse.Namespace) -> int:
+        if args.stack:
+            ignored = local_only_given(p, args)
+            if ignored:
+                print(
+                    f"elastic-lab drill: {', '.join(ignored)} {'applies' if len(ignored) == 1 else 'apply'} to the "
+                    "local drill only; the cluster drill "
+                    "(--stack) evicts a real node (--evict-with, --node) and sizes the job with the job options",
+                    file=sys.stderr,
+                )
+                return 2
+            return drill_main(args)
+        needs_stack = [flag for flag, dest in CLUSTER_ONLY.items() if getattr(args, dest) not in (None, False, 1800.0)]
+        if needs_stack:
+            print(f"elastic-lab drill: {', '.join(needs_stack)} need(s) --stack (the cluster drill)", file=sys.stderr)
+            return 2
+        return local_main(args)
+
+    p.set_defaults(func=dispatch)
+
+
+def _evictor(name: str, args: argparse.Namespace, kube: Any, outputs: Any) -> Any:
+    """The eviction backend, built from the stack's outputs (a cloud's backend) or the cluster
+    (a drain; `kube` None: a dry run's, which only lists its calls)."""
+    if name == "kubernetes":
+        from lab.cluster.drain import KubernetesDrainEvictor
+
+        return KubernetesDrainEvictor(kube, delete_node=args.delete_node)
+    if name == "aks":
+        from lab.cluster.aks_eviction import AksVmssEvictor
+
+        return AksVmssEvictor(
+            node_resource_group=outputs.need("node_resource_group"),
+            gpu_pool_name=outputs.gpu_pool("pool_names"),
+            spot_pool_names=outputs.spot_gpu_pools("pool_names"),
+        )
+    from lab.cluster.eks_eviction import FisEvictor
+
+    return FisEvictor(
+        region=outputs.need("region"),
+        cluster_name=outputs.need("cluster_name"),
+        gpu_node_group=outputs.gpu_pool("node_group_names"),
+        template_id=outputs.need("fis_template_id"),
+        role_arn=outputs.fis_role_arn,
+        target_instance=not args.fis_any_instance,
+    )
+
+
+def _rehearse(cfg: Any, target: Any, spec: JobSpec | None, why: str) -> None:
+    """The drill's dry run from the stack's offline plan (lab.stacks.rehearsal): the job, the
+    calls in order with a node to be found, and what a real run needs besides."""
+    from lab.cluster.aks_eviction import EVICT_PERMISSION, READ_PERMISSION
+    from lab.cluster.drill import planned_calls
+    from lab.cluster.eviction import Node
+    from lab.stacks import rehearsal
+    from lab.vocab.placeholders import placeholder
+
+    lines = rehearsal.header("the drill", target.stack, why)
+    if spec is not None:
+        lines.append(
+            f"  run the job {spec.name} ({spec.min_nodes}..{spec.max_nodes} nodes) from the image {spec.image}, and "
+            f"evict a node once it trained step {cfg.evict_at_step} at full size, through {cfg.evictor.name}:"
+        )
+    else:
+        lines.append(
+            f"  evict a node of the running job {cfg.job} once it trained step {cfg.evict_at_step}, through "
+            f"{cfg.evictor.name}:"
+        )
+    node = Node.to_be_found(cfg.node or placeholder("a Ready node of the GPU spot pool, found when the drill runs"))
+    lines += [f"    {call}" for call in planned_calls(cfg, node)]
+    access = {
+        "aks": f"Azure credentials (`az login`) allowed {READ_PERMISSION} and {EVICT_PERMISSION} on the node "
+        "resource group",
+        "eks": "AWS credentials (`aws configure` or `aws sso login`) allowed the ec2 and fis calls above, and to pass "
+        "the stack's FIS role",
+    }
+    lines += rehearsal.needs(target.cloud, target.stack, access.get(cfg.evictor.name))
+    print("\n".join(lines))
+
+
+def drill_main(args: argparse.Namespace) -> int:
+    from lab.cluster import jobs
+    from lab.cluster.drill import ClusterDrill, ClusterDrillConfig
+    from lab.cluster.kube import KubeError
+    from lab.drill.plot import plot_timeline
+    from lab.k8s.job import render_job
+    from lab.stacks import rehearsal
+    from lab.stacks.automation import StackError
+    from lab.stacks.outputs import read_outputs
+
+    target = stack_target_of(args.stack)
+    backend = args.evict_with or DEFAULT_BACKEND.get(target.cloud, "kubernetes")
+    if args.deadline <= 0 or args.deadline != args.deadline:
+        raise InvalidInput([Problem("--deadline", args.deadline, "a finite number of seconds > 0")])
+    objects, spec = None, None
+    name = args.job  # an existing job, or the one rendered here
+    if not args.job:
+        extra = [a for a in (args.script_args or []) if a != "--"] if args.script else []
+        steps = args.steps or DEFAULT_STEPS
+        script_kw = (
+            {"module": None, "script": args.script, "script_args": tuple(extra)}
+            if args.script
+            else {"script_args": ("--steps", str(steps), "--step-time", f"{args.step_time:g}")}
+        )
+        spec = job_fields_spec(args, image=target.image_for(args.image), **script_kw)
+        job = render_job(spec, target)
+        spec, objects = job.spec, job.objects
+        name = spec.name
+    evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, (args.steps or DEFAULT_STEPS) // 4)
+    workdir = Path(args.workdir or f"runs/cluster-drill-{name}").absolute()
+
+    def config(namespace: str, evictor: Any, checkpoint_every: int) -> ClusterDrillConfig:
+        return ClusterDrillConfig(
+            namespace=namespace,
+            job=name,
+            evictor=evictor,
+            gpu_labels=dict(target.facts.pools.gpu_labels),
+            workdir=workdir,
+            objects=objects,
+            replace=args.replace,
+            node=args.node,
+            force=args.force,
+            evict_at_step=evict_at,
+            target_steps=None if args.job or args.script else (args.steps or DEFAULT_STEPS),
+            checkpoint_every=checkpoint_every,
+            timeout_s=args.deadline,
+        )
+
+    with ExitStack() as context:
+        try:
+            outputs = read_outputs(target.stack) if backend != "kubernetes" else None
+            kube, namespace = context.enter_context(connected(args, target))
+        except (StackError, KubeError) as exc:
+            if not args.dry_run:
+                raise
+            # Nothing of the deployed stack can be read here: the drill from its offline plan.
+            planned = rehearsal.planned_outputs(target.stack) if backend != "kubernetes" else None
+            cfg = config(args.namespace or target.facts.namespace, _evictor(backend, args, None, planned), 0)
+            _rehearse(cfg, target, spec, str(exc))
+            return 0
+        evictor = _evictor(backend, args, kube, outputs)
+        cfg = config(
+            namespace,
+            evictor,
+            spec.checkpoint_every_steps if spec else jobs.checkpoint_every(kube, name, namespace),
+        )
+        drill = ClusterDrill(cfg, kube, say=lambda line: print(line, file=sys.stderr, flush=True))
+        if args.dry_run:
+            for call in drill.planned_calls():
+                print(call)
+            return 0
+        report = drill.run()
+    (workdir / "report.json").write_text(report.to_json())
+    try:
+        timeline = str(plot_timeline(report, args.plot or workdir / "timeline.png"))
+    except Exception as exc:  # noqa: BLE001 - the report is saved; the plot is an extra
+        timeline = f"not drawn ({type(exc).__name__}: {exc})"
+    if args.output == "json":
+        print(report.to_json())
+    else:
+        print(report.summary())
+        print(f"  timeline: {timeline}\n  report:   {workdir / 'report.json'}\n  events:   {workdir / 'events.jsonl'}")
+    return 0 if report.passed else 1

@@ -1,0 +1,141 @@
+"""`elastic-lab plan`: the stack's resources, outputs, hourly cost and checks, offline.
+
+Exit status: 0 when every check passes (warnings allowed), 1 when a check reports an
+error, 2 when the input is refused and nothing is planned (unknown stack, invalid config,
+unknown --check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from lab.cli.common import attempt
+from lab.vocab.checkpoint_interval import BAND_NAMES
+from lab.vocab.command_flags import add_output
+from lab.vocab.current_stack import STACK_DEFAULT, STACK_REQUIRED
+from lab.vocab.errors import LabError
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="offline plan of a Pulumi stack: resources, outputs, cost, conformance checks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("-s", "--stack", help=f"stack name: stacks/Pulumi.<stack>.yaml {STACK_DEFAULT}")
+    p.add_argument("--all-stacks", action="store_true", help="plan every stacks/Pulumi.*.yaml in turn")
+    add_output(p, "the plan")
+    p.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override a config key for this plan (e.g. --set gpuMaxNodes=5); repeatable",
+    )
+    p.add_argument("--prices", metavar="FILE", help="price table to use [lab/plan/prices.yaml]")
+    p.add_argument(
+        "--save-cost",
+        metavar="SECONDS",
+        type=float,
+        default=1.0,
+        help="what a checkpoint save costs training, for the checkpoint interval at each eviction band "
+        "(`elastic-lab drill` reports a job's) [1]",
+    )
+    p.add_argument(
+        "--band",
+        choices=BAND_NAMES,
+        help="also show what spot saves against on demand at this monthly eviction band, per fault-tolerance "
+        "mode (goodput from measured drills)",
+    )
+    p.add_argument("--check", metavar="NAME", action="append", help="run only this check (repeatable)")
+    p.add_argument("--show-secrets", action="store_true", help="print secret values (mock values offline)")
+    p.set_defaults(func=run, stack_default=STACK_REQUIRED)
+
+
+def _overrides(pairs: list[str]) -> dict[str, str]:
+    from lab.vocab.problems import InvalidInput, Problem
+
+    out: dict[str, str] = {}
+    problems: list[Problem] = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            problems.append(Problem("--set", pair, "KEY=VALUE, e.g. --set gpuMaxNodes=5"))
+            continue
+        out[key.strip()] = value
+    if problems:
+        raise InvalidInput(problems)
+    return out
+
+
+def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] | None, str]:
+    """(exit status, JSON dict or None, text) for one stack."""
+    from lab.plan import arm, cost, display
+    from lab.plan.check_list import findings_of, run_checks
+    from lab.plan.findings import errors
+    from lab.program.harness import run_program
+
+    def planned() -> Any:
+        cost.load_prices(args.prices)  # a bad --prices file is refused before planning
+        plan = run_program(stack, _overrides(args.set))
+        plan.prices = args.prices
+        return plan
+
+    plan = attempt(planned)  # one stack's error is its row: --all-stacks goes on with the next
+    if isinstance(plan, LabError):
+        return plan.exit_code, {"stack": stack, "ok": False, "error": str(plan)}, f"elastic-lab plan: {plan}"
+    runs = run_checks(plan, args.check)
+    estimate = cost.estimate(plan, args.prices)
+    api = arm.api_versions() if arm.checked_resources(plan) else None
+    status = 1 if errors(findings_of(runs)) else 0
+    shown: dict[str, Any] = {
+        "show_secrets": args.show_secrets,
+        "api": api,
+        "save_cost_s": args.save_cost,
+        "band": args.band,
+    }
+    if args.output == "json":
+        return status, display.json_dict(plan, runs, estimate, **shown), ""
+    return status, None, display.text(plan, runs, estimate, **shown)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lab.plan.check_list import UnknownCheck, check_unknown
+    from lab.program.stack_files import list_stacks
+
+    if not args.save_cost > 0 or args.save_cost == float("inf"):
+        print(f"elastic-lab plan: --save-cost={args.save_cost:g} is invalid: expected seconds > 0", file=sys.stderr)
+        return 2
+    try:
+        check_unknown(args.check)  # before planning anything
+    except UnknownCheck as exc:
+        if args.output == "json":
+            print(json.dumps({"ok": False, "error": f"--check: {exc}"}, indent=2))
+        else:
+            print(f"elastic-lab plan: --check: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if args.all_stacks and args.stack:
+        print(
+            f"elastic-lab plan: -s {args.stack} and --all-stacks: give one (--all-stacks plans every stack)",
+            file=sys.stderr,
+        )
+        return 2
+    stacks = list_stacks() if args.all_stacks else [args.stack]
+    worst = 0
+    docs = []
+    for stack in stacks:
+        status, doc, text = plan_one(stack, args)
+        worst = max(worst, status)
+        if args.output == "json":
+            docs.append(doc)
+        else:
+            print(text, file=sys.stdout if status != 2 else sys.stderr)
+            if len(stacks) > 1:
+                print()
+    if args.output == "json":
+        print(json.dumps(docs if args.all_stacks else docs[0], indent=2, sort_keys=False, default=str))
+    return worst

@@ -1,0 +1,17 @@
+"""A live cluster, and nothing else: its API server, jobs and nodes, with the field's own
+clients (kubernetes, kubeflow-training, azure-mgmt, boto3). It reads no stack and renders
+nothing (a contract in pyproject.toml): what it needs of a stack comes in typed (a KubeApi,
+rendered objects, a stack's outputs).
+
+  kube.py            a connection to a cluster's API server (KubeApi), from the kubeconfig meant
+  unreachable.py     why an API server gave no answer, in plain words
+  jobs.py            a job's submit, status, logs, scale and delete
+  eviction.py        what every eviction backend offers (EvictionBackend, the node it evicts)
+  aks_eviction.py    AKS: VMSS simulateEviction; azure_errors.py, Azure's errors in plain words
+  eks_eviction.py    EKS: an AWS FIS experiment
+  drain.py           any cluster: a Kubernetes drain (cordon, Eviction API)
+  disruption.py      the PodDisruptionBudget and priorities a drain meets
+  drill.py           the eviction drill on a cluster
+  rebalance.py       a job's workers moved off its fallback GPU ranks, back to rank 1
+  teardown/          what `pulumi destroy` cannot see, found and deleted; a local run stopped
+"""

@@ -1,0 +1,372 @@
+"""The eviction drill on a real cluster: submit (or attach to) the elastic PyTorchJob, wait
+until it trains at full size, evict one GPU spot node through a backend (Azure VMSS
+simulateEviction, an AWS FIS experiment, a Kubernetes drain), follow the job until it has
+trained again and finished or a deadline passed, and report with the local drill's analysis
+(lab.drill.report), from one stream of events:
+
+- the job's own JSON-lines events, read from every worker pod's log (each pod's log is
+  followed from the moment it runs; a pod recreated under the same name is a new stream);
+- what Kubernetes says, as events of the same stream: pod phases (`k8s_pod`), nodes of the
+  GPU pool going Ready or away (`k8s_node_ready`, `k8s_node_gone`), the PyTorchJob's
+  conditions (`k8s_job`), and the drill's own `evict` and `node_added` (a worker pod running
+  on a node it did not run on before the eviction).
+
+The stream is written to <workdir>/events.jsonl as it grows, so a drill cut short keeps it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes.client.rest import ApiException
+
+from lab.cluster import disruption, jobs
+from lab.cluster.eviction import EvictionError, EvictionRefused, EvictionStarted, Evictor, Node, pool_refusal
+from lab.cluster.kube import KubeApi, KubeError, api_error
+from lab.drill.report import DrillReport, analyze
+from lab.vocab import events
+from lab.vocab.capacity import rank_in
+from lab.vocab.events import Event
+from lab.vocab.pools import CAPACITY_LABEL
+
+
+class DrillRefused(KubeError):
+    """The drill will not evict the node it was given or found (and was not forced)."""
+
+
+@dataclass
+class ClusterDrillConfig:
+    namespace: str
+    job: str
+    evictor: Evictor
+    gpu_labels: Mapping[str, str]
+    workdir: Path
+    objects: list[dict[str, Any]] | None = None  # the job to submit; None: attach to `job`
+    replace: bool = False
+    node: str | None = None  # the node to evict; None: the node of the highest-index worker
+    force: bool = False
+    evict_at_step: int = 1  # evict once the job trained this step at full size
+    full_world: int | None = None  # workers that make "full size"; None: the job's maxReplicas
+    target_steps: int | None = None
+    checkpoint_every: int = 50
+    timeout_s: float = 1800.0
+    poll_s: float = 2.0
+
+
+@dataclass
+class _Seen:
+    """What the watcher knows of the cluster, to turn changes into events."""
+
+    pods: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)  # uid -> (name, phase, node)
+    followed: set[str] = field(default_factory=set)  # pod uids whose log is followed
+    exit_codes: dict[str, int | None] = field(default_factory=dict)  # pod name -> last exit code
+    ready_nodes: set[str] = field(default_factory=set)
+    # Each GPU node's capacity rank and capacity, from its labels (lab/vocab/capacity.py).
+    node_ranks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nodes_before: set[str] = field(default_factory=set)  # nodes the job ran on before the eviction
+    conditions: tuple[str, ...] = ()
+
+
+class ClusterDrill:
+    def __init__(self, cfg: ClusterDrillConfig, kube: KubeApi, say: Callable[[str], None] = lambda line: None):
+        self.cfg, self.kube, self.say = cfg, kube, say
+        self.events: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.seen = _Seen()
+        self.evicted: EvictionStarted | None = None
+        self.started = time.time()
+        self._sink: Any = None  # the events file, opened when the drill runs (a dry run writes nothing)
+
+    # ------------------------------------------------------------------ the event stream
+    def record(self, event: dict[str, Any]) -> None:
+        with self.lock:
+            if self._sink is None or self._sink.closed:  # before the run, or a log line after it ended
+                return
+            self.events.append(event)
+            self._sink.write(json.dumps(event, separators=(",", ":")) + "\n")
+            self._sink.flush()
+
+    def emit(self, name: str, **fields: Any) -> None:
+        self.record({"t": round(time.time(), 4), "event": name, "source": "drill", **fields})
+
+    def _follow(self, pod: str, uid: str) -> None:
+        """The pod's log, for as long as the pod runs: its JSON lines become events."""
+
+        def pump() -> None:
+            try:
+                for _, line in jobs.logs_of_pod(self.kube, pod, self.cfg.namespace, follow=True):
+                    event = events.parse_line(line)
+                    if event is not None:
+                        event.setdefault("node", pod)
+                        self.record(event)
+            except (KubeError, OSError, ApiException, urllib3.exceptions.HTTPError) as exc:
+                self.emit(Event.LOG_LOST, pod=pod, error=str(exc)[:200])
+
+        self.seen.followed.add(uid)
+        threading.Thread(target=pump, name=f"log-{pod}", daemon=True).start()
+
+    # ------------------------------------------------------------------ watching
+    def poll(self) -> None:
+        """One look at the job, its pods and the GPU pool's nodes; changes become events."""
+        status = jobs.status(self.kube, self.cfg.job, self.cfg.namespace)
+        conditions = tuple(c[0] for c in status.conditions)
+        if conditions != self.seen.conditions:
+            new = [c for c in status.conditions if c[0] not in self.seen.conditions]
+            for kind, reason, message in new:
+                self.emit(Event.K8S_JOB, condition=kind, reason=reason, message=message[:200])
+            self.seen.conditions = conditions
+        listed = set()
+        for pod in jobs.job_pods(self.kube, self.cfg.job, self.cfg.namespace):
+            uid, state = pod.metadata.uid, jobs.pod_state(pod)
+            listed.add(uid)
+            if getattr(pod.metadata, "deletion_timestamp", None) and state.phase in ("Pending", "Running"):
+                state = dataclasses.replace(state, phase="Terminating")  # drained, deleted: the first sign
+            before = self.seen.pods.get(uid)
+            if before != (state.name, state.phase, state.node):
+                self.seen.pods[uid] = (state.name, state.phase, state.node)
+                self.emit(Event.K8S_POD, pod=state.name, phase=state.phase, k8s_node=state.node, uid=uid)
+                if (
+                    self.evicted is not None
+                    and state.phase == "Running"
+                    and (before is None or before[1] != "Running")
+                    and state.node not in self.seen.nodes_before
+                ):
+                    self.emit(Event.NODE_ADDED, node=state.name, k8s_node=state.node, **self._rank_of(state.node))
+            code = _exit_code(pod)
+            if code is not None:
+                self.seen.exit_codes[state.name] = code
+            elif state.phase == "Running":
+                self.seen.exit_codes[state.name] = None
+            if uid not in self.seen.followed and state.phase in ("Running", "Succeeded", "Failed"):
+                self._follow(state.name, uid)
+        for uid in set(self.seen.pods) - listed:
+            name, phase, node = self.seen.pods[uid]
+            if phase != "Deleted":
+                self.seen.pods[uid] = (name, "Deleted", node)
+                self.emit(Event.K8S_POD, pod=name, phase="Deleted", k8s_node=node, uid=uid)
+        self._poll_nodes()
+
+    def _rank_of(self, node: str | None) -> dict[str, Any]:
+        """The capacity rank and capacity of a GPU node, from its labels (read when the node is
+        newer than the last look at the pool)."""
+        if node and node not in self.seen.node_ranks:
+            try:
+                self.seen.node_ranks[node] = _rank_fields(Node.from_k8s(self.kube.core.read_node(node)))
+            except ApiException:
+                return {}
+        return self.seen.node_ranks.get(node or "", {})
+
+    def _poll_nodes(self) -> None:
+        selector = ",".join(f"{k}={v}" for k, v in sorted(self.cfg.gpu_labels.items()))
+        try:
+            nodes = self.kube.core.list_node(label_selector=selector).items
+        except ApiException as exc:
+            raise api_error(exc, "listing the GPU pool's nodes") from None
+        seen = [Node.from_k8s(n) for n in nodes]
+        ready = {n.name for n in seen if n.ready}
+        for n in seen:
+            self.seen.node_ranks[n.name] = _rank_fields(n)
+        for name in sorted(ready - self.seen.ready_nodes):
+            self.emit(Event.K8S_NODE_READY, k8s_node=name, **self.seen.node_ranks.get(name, {}))
+        for name in sorted(self.seen.ready_nodes - ready):
+            self.emit(Event.K8S_NODE_GONE, k8s_node=name)
+        self.seen.ready_nodes = ready
+
+    def _wait(self, what: str, done: Callable[[], bool], deadline: float) -> bool:
+        last_said = 0.0
+        while time.monotonic() < deadline:
+            self.poll()
+            if done():
+                return True
+            if time.monotonic() - last_said > 15:
+                last_said = time.monotonic()
+                self.say(f"[{time.time() - self.started:6.0f}s] {what}; {self._where()}")
+            time.sleep(self.cfg.poll_s)
+        return False
+
+    def _where(self) -> str:
+        steps = [e for e in self.events if e["event"] == Event.STEP]
+        running = sum(1 for _, phase, _ in self.seen.pods.values() if phase == "Running")
+        if not steps:
+            return f"no step yet, {running} worker pod(s) running"
+        return f"step {steps[-1]['step']} at world size {steps[-1].get('world_size')}, {running} pod(s) running"
+
+    # ------------------------------------------------------------------ the drill
+    def full_world(self) -> int:
+        if self.cfg.full_world is not None:
+            return self.cfg.full_world
+        status = jobs.status(self.kube, self.cfg.job, self.cfg.namespace)
+        return int(status.max_replicas or 1)
+
+    def _at_full_size(self, world: int) -> bool:
+        return any(
+            e["event"] == Event.STEP and e.get("world_size", 0) >= world and e["step"] >= self.cfg.evict_at_step
+            for e in self.events
+        )
+
+    def _finished(self) -> bool:
+        return any(c in ("Succeeded", "Failed") for c in self.seen.conditions)
+
+    def choose_node(self) -> Node:
+        """The node to evict: the one named, or the node of the highest-index running worker;
+        refused unless it is in the stack's GPU spot pool (or `force`)."""
+        name = self.cfg.node
+        if name is None:
+            running = self._running_pods()
+            if not running:
+                raise KubeError(f"job {self.cfg.namespace}/{self.cfg.job} has no running worker on a node to evict")
+            name = max(running, key=lambda p: (p.index or 0, p.name)).node
+        assert name is not None
+        try:
+            node = Node.from_k8s(self.kube.core.read_node(name))
+        except ApiException as exc:
+            if exc.status == 404:
+                raise KubeError(f"node {name} does not exist in {self.kube.source}") from None
+            raise api_error(exc, f"reading node {name}") from None
+        reason = pool_refusal(node, self.cfg.gpu_labels)
+        if reason and not self.cfg.force:
+            raise DrillRefused(f"{reason}; pass --force to evict it anyway")
+        if reason:
+            self.say(f"warning: {reason}; evicting it because of --force")
+        return node
+
+    def planned_calls(self) -> list[str]:
+        """Every API call a run would make, in order, without making any that changes
+        anything (a dry run): reading the cluster picks the node as a run would."""
+        return planned_calls(self.cfg, self._node_for_plan())
+
+    def _node_for_plan(self) -> Node:
+        if self.cfg.node or (self.cfg.objects is None and self._running_pods()):
+            return self.choose_node()
+        selector = ",".join(f"{k}={v}" for k, v in sorted(self.cfg.gpu_labels.items()))
+        try:
+            nodes = [Node.from_k8s(n) for n in self.kube.core.list_node(label_selector=selector).items]
+        except ApiException as exc:
+            raise api_error(exc, "listing the GPU pool's nodes") from None
+        ready = [n for n in nodes if n.ready]
+        if not ready:
+            raise KubeError(
+                "no Ready node in the GPU spot pool to show the eviction calls for (the pool may be scaled to zero "
+                "until a job runs): pass --node, or submit the job first"
+            )
+        return ready[-1]
+
+    def _running_pods(self) -> list[Any]:
+        try:
+            pods = jobs.job_pods(self.kube, self.cfg.job, self.cfg.namespace)
+        except KubeError:
+            return []
+        return [p for p in map(jobs.pod_state, pods) if p.phase == "Running" and p.node]
+
+    def evict(self, node: Node) -> EvictionStarted:
+        try:
+            self.cfg.evictor.check(node)
+        except EvictionRefused as exc:
+            if not self.cfg.force:
+                raise DrillRefused(f"{exc}; pass --force to evict it anyway") from None
+            self.say(f"warning: {exc}; evicting it because of --force")
+        pods = [s for s in self.seen.pods.values() if s[2] == node.name and s[1] == "Running"]
+        self.seen.nodes_before = {n for _, phase, n in self.seen.pods.values() if n and phase == "Running"}
+        started = self.cfg.evictor.evict(node)
+        self.evicted = started
+        self.record(
+            {
+                "t": round(started.at, 4),
+                "event": Event.EVICT,
+                "source": "drill",
+                "node": pods[0][0] if pods else node.name,
+                "kind": started.backend,
+                "k8s_node": node.name,
+                "detail": started.detail,
+            }
+        )
+        return started
+
+    def run(self) -> DrillReport:
+        cfg = self.cfg
+        cfg.workdir.mkdir(parents=True, exist_ok=True)
+        self._sink = (cfg.workdir / "events.jsonl").open("a", encoding="utf-8")
+        deadline = time.monotonic() + cfg.timeout_s
+        problems: list[str] = []
+        try:
+            if cfg.objects is not None:
+                created = jobs.submit(self.kube, cfg.objects, cfg.namespace, replace=cfg.replace)
+                self.emit(Event.K8S_SUBMITTED, objects=created)
+                self.say(f"submitted {', '.join(created)} to namespace {cfg.namespace}")
+            world = self.full_world()
+            self.say(f"waiting for the job to train at full size ({world} workers) and reach step {cfg.evict_at_step}")
+            if not self._wait("waiting for full size", lambda: self._at_full_size(world), deadline):
+                problems.append(
+                    f"the job did not train at full size ({world} workers) by step {cfg.evict_at_step} "
+                    f"within {cfg.timeout_s:g} s: no eviction was made"
+                )
+            else:
+                node = self.choose_node()
+                started = self.evict(node)
+                self.say(f"evicted {node.name} through {started.backend}: {started.detail}")
+                self._wait("following the job after the eviction", self._finished, deadline)
+        finally:
+            cleanup = getattr(cfg.evictor, "cleanup", None)
+            if callable(cleanup):
+                try:
+                    cleanup()
+                except EvictionError as exc:
+                    problems.append(f"clean-up after the eviction failed: {exc}")
+            time.sleep(min(cfg.poll_s, 1.0))  # the last lines of the followed logs
+            self._sink.close()
+        report = analyze(
+            disruption.as_observed(list(self.events)),
+            [],
+            target_steps=cfg.target_steps,
+            checkpoint_every=cfg.checkpoint_every,
+            node_exit_codes=dict(self.seen.exit_codes),
+        )
+        if not self._finished() and self.evicted is not None:
+            report.problems.append(f"the deadline ({cfg.timeout_s:g} s) passed before the job finished")
+        report.problems[:0] = problems
+        return report
+
+
+def planned_calls(cfg: ClusterDrillConfig, node: Node) -> list[str]:
+    """Every API call a drill of `cfg` makes, in order, when it evicts `node`: one of the
+    cluster's, or one a dry run that cannot ask the cluster stands in for (`Node.to_be_found`)."""
+    out = []
+    if cfg.objects is not None:
+        for obj in cfg.objects:
+            how = (
+                "kubeflow-training: TrainingClient.create_job"
+                if obj["kind"] == jobs.PYTORCHJOB
+                else "kubernetes: create"
+            )
+            out.append(f"{how}({obj['kind']} {cfg.namespace}/{obj['metadata']['name']})")
+    out.append(
+        f"kubernetes: poll every {cfg.poll_s:g} s: get PyTorchJob {cfg.namespace}/{cfg.job}, list its pods, "
+        "follow their logs, list the GPU pool's nodes"
+    )
+    out.append(f"kubernetes: read_node({node.name}) and check its labels against the GPU spot pool")
+    out += [str(call) + ("  [read]" if call.reads_only else "") for call in cfg.evictor.calls(node)]
+    out.append("kubernetes: poll as above until the job succeeds or fails, or the deadline passes")
+    return out
+
+
+def _exit_code(pod: Any) -> int | None:
+    statuses = (pod.status.container_statuses if pod.status else None) or []
+    for status in statuses:
+        terminated = status.state.terminated if status.state else None
+        if terminated is not None:
+            return int(terminated.exit_code)
+    return None
+
+
+def _rank_fields(node: Node) -> dict[str, Any]:
+    """A GPU node's capacity rank and capacity, as its labels give them (lab/vocab/capacity.py)."""
+    rank, capacity = rank_in(node.labels), node.labels.get(CAPACITY_LABEL)
+    return {**({"rank": rank} if rank is not None else {}), **({"capacity": capacity} if capacity else {})}

@@ -1,0 +1,1 @@
+"""Tests of lab/cli: every command, run through its parser."""
