@@ -170,7 +170,8 @@ def table(device: str, model: str, runs: dict[str, dict[str, Any]], per_step: di
     return "\n".join(lines)
 
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, parsed and checked before anything starts (`argv`: sys.argv's by default)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="gpt-100m", choices=[m for m in SIZES if m != "tiny"])
     p.add_argument("--parts", nargs="+", default=["checkpoints", "per-step"], choices=["checkpoints", "per-step"])
@@ -192,7 +193,12 @@ def main() -> int:
     p.add_argument("--per-step-every", type=int, default=40, help="steps between the per-step drill's saves")
     p.add_argument("--json", type=Path, default=None, help="write the figures as JSON here")
     p.add_argument("--keep", type=Path, default=None, help="archive the runs' events and logs here (.tar.gz)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    return args
+
+
+def main() -> int:
+    args = arguments()
     device = device_name()
     print(f"device: {device}", file=sys.stderr, flush=True)
     # Stopped from outside (a time limit): the runs' processes stop and their logs are kept.

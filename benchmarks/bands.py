@@ -141,7 +141,8 @@ def intervals_table(pool: Pool, m: MeasuredCosts, replacement_s: float, fixed_s:
     return "\n".join(lines)
 
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, parsed and checked before anything starts (`argv`: sys.argv's by default)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--stacks", nargs="+", default=["aks-dev", "eks-dev"])
     p.add_argument(
@@ -158,9 +159,14 @@ def main() -> int:
     )
     p.add_argument("--plot", type=Path, default=None)
     p.add_argument("--json", type=Path, default=None)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if not 0 <= args.notice_share <= 1 or args.replacement_s < 0:
         p.error("--notice-share is a share between 0 and 1, --replacement-s seconds >= 0")
+    return args
+
+
+def main() -> int:
+    args = arguments()
     m = MeasuredCosts()
     found = pools(args.stacks)
     all_rows = [r for pool in found for r in rows(pool, m, args.replacement_s, args.notice_share)]

@@ -73,12 +73,18 @@ def run_job(workdir: Path, steps: int, every: int, step_time: float, nproc: int 
     return events.read(workdir / "events.jsonl")
 
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, parsed and checked before anything starts (`argv`: sys.argv's by default)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mtbf", type=float, default=3600.0, help="mean seconds between evictions (default 3600)")
     p.add_argument("--step-time", type=float, default=0.05, help="simulated accelerator seconds per step")
     p.add_argument("--steps", type=int, default=600)
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    return args
+
+
+def main() -> int:
+    args = arguments()
 
     c, nbytes = save_seconds()
     print(f"checkpoint save (model + optimizer + RNG, {nbytes / 1e6:.2f} MB, fsync + rename): median {c * 1000:.1f} ms")

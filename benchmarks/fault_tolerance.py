@@ -102,7 +102,8 @@ def plot(results: dict[tuple[str, str], list[dict]], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, parsed and checked before anything starts (`argv`: sys.argv's by default)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--steps", type=int, default=200)
@@ -110,7 +111,12 @@ def main() -> int:
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--evictions", nargs="+", choices=EVICTIONS, default=list(EVICTIONS))
     p.add_argument("--plot", type=Path, default=None, help="write a bar chart of the medians here (PNG)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    return args
+
+
+def main() -> int:
+    args = arguments()
     root = Path(tempfile.mkdtemp(prefix="bench-fault-tolerance-"))
     results: dict[tuple[str, str], list[dict]] = {}
     # Interleaved, run by run: both modes see the same machine load.

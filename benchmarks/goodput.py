@@ -122,7 +122,8 @@ def drive(
     return result | {"intervals": intervals}
 
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, parsed and checked before anything starts (`argv`: sys.argv's by default)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=800)
     p.add_argument("--evict-every", type=float, default=15.0, help="seconds between evictions (default 15)")
@@ -148,7 +149,7 @@ def main() -> int:
     p.add_argument("--speedup", type=float, help="with --band: how many times faster than the band's own rate")
     p.add_argument("--seed", type=int, default=1, help="with --band: the draw of the schedule (default 1)")
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.band is None and args.speedup is not None:
         p.error(f"--speedup {args.speedup:g} is invalid without --band: expected --band too")
     if args.band is not None and args.speedup is None:
@@ -157,6 +158,11 @@ def main() -> int:
         )
     if args.band is not None and not args.speedup > 0:
         p.error(f"--speedup {args.speedup:g} is invalid: expected a factor > 0")
+    return args
+
+
+def main() -> int:
+    args = arguments()
     if args.band is None:
         schedule = [args.evict_every * (i + 1) for i in range(args.evictions)]
         described = f"{args.evictions} evictions, one every {args.evict_every:g} s"

@@ -82,10 +82,16 @@ def measure(
     return cpu, wall
 
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, parsed and checked before anything starts (`argv`: sys.argv's by default)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=5, help="nodes started each way, one after another (default 5)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    return args
+
+
+def main() -> int:
+    args = arguments()
     was_subreaper = procs.is_subreaper()
     procs.set_subreaper(True)
     try:

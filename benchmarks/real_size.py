@@ -287,13 +287,19 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, parsed and checked before anything starts (`argv`: sys.argv's by default)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", nargs="+", default=["tiny", "gpt-100m"], choices=list(SIZES))
     p.add_argument("--baselines", type=int, default=0, help="uninterrupted runs per mode to compare the loss with")
     p.add_argument("--plot", type=Path, default=None)
     p.add_argument("--json", type=Path, default=None, help="write the figures as JSON here")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    return args
+
+
+def main() -> int:
+    args = arguments()
     root = Path(tempfile.mkdtemp(prefix="bench-real-size-"))
     results = [measure(m, root, args.baselines) for m in args.models]
     print(table(results))

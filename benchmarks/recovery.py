@@ -80,7 +80,8 @@ def med(values):
     return statistics.median(values) if values else float("nan")
 
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, parsed and checked before anything starts (`argv`: sys.argv's by default)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--backends", nargs="+", default=["etcd-v2", "c10d"])
@@ -99,7 +100,12 @@ def main() -> int:
         action="store_true",
         help="workers do not save when a peer vanishes: lost work is bounded by the timer alone",
     )
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    return args
+
+
+def main() -> int:
+    args = arguments()
     root = Path(tempfile.mkdtemp(prefix="bench-recovery-"))
     results: dict[tuple[str, str, str], list[dict]] = {}
     for settings in args.settings:

@@ -69,13 +69,19 @@ def med(values):
     return statistics.median(values) if values else float("nan")
 
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, parsed and checked before anything starts (`argv`: sys.argv's by default)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--outage", type=float, default=3.0, help="seconds the server stays stopped (default 3)")
     p.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     p.add_argument("--steps", type=int, default=320)
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    return args
+
+
+def main() -> int:
+    args = arguments()
     root = Path(tempfile.mkdtemp(prefix="bench-outage-"))
     results: dict[str, list[dict]] = {}
     for case in args.cases:

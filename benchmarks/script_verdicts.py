@@ -43,11 +43,17 @@ def one(name: str, eviction: str, root: Path) -> dict:
     }
 
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, parsed and checked before anything starts (`argv`: sys.argv's by default)."""
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--classes", nargs="+", choices=sorted(CLASSES), default=list(CLASSES))
     p.add_argument("--evictions", nargs="+", choices=EVICTIONS, default=list(EVICTIONS))
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    return args
+
+
+def main() -> int:
+    args = arguments()
     rows = []
     with tempfile.TemporaryDirectory(prefix="verdicts-") as root:
         for name in args.classes:

@@ -73,14 +73,20 @@ def figures(steps: list[dict]) -> dict[str, float]:
     return out
 
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, parsed and checked before anything starts (`argv`: sys.argv's by default)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--step-time", type=float, default=0.05, help="simulated compute per step, seconds")
     p.add_argument("--runs", type=int, default=1, help="runs of each mode, alternating (medians of the runs)")
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--model", default="tiny")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    return args
+
+
+def main() -> int:
+    args = arguments()
     root = Path(tempfile.mkdtemp(prefix="bench-steptax-"))
     results: dict[str, list[dict[str, float]]] = defaultdict(list)
     for i in range(args.runs):
