@@ -41,12 +41,13 @@ from typing import IO, Any
 
 from lab.runtime.process_title import set_title
 from lab.runtime.warm import die_with_parent
+from lab.vocab.errors import LabError
 from lab.vocab.job import LAUNCH_MODULE
 
 READY_TIMEOUT_S = 180.0
 
 
-class ForkerError(RuntimeError):
+class ForkerError(LabError, RuntimeError):
     """The forker did not start, or is gone; the message names its log."""
 
 
