@@ -10,10 +10,9 @@ import yaml
 
 from lab.cli import main
 from lab.cluster.jobs import JOB_NAME_LABEL, REPLICA_INDEX_LABEL
-from tests.placements import TRAINER_IMAGE
-
 from tests.cluster.fake_kube import node, pod
 from tests.cluster.test_drill import GPU, NS, SimulatedJob
+from tests.placements import TRAINER_IMAGE
 
 # A submit to the AKS stack that renders and checks the job and creates nothing.
 AKS_DRY_RUN = ("submit", "--stack", "aks-dev", "--dry-run", "--image", TRAINER_IMAGE)
