@@ -19,7 +19,7 @@ from typing import Any
 from lab.cluster.kube import KubeApi, KubeError, connect, kubeconfig_problems
 from lab.plan.aks_pools import pools
 from lab.plan.cost import CostEstimate, estimate
-from lab.plan.quota_needs import NODE_GROUP
+from lab.plan.quota_needs import NODE_GROUP, StackQuota, stack_quota
 from lab.program.harness import run_program
 from lab.program.stack_files import StackNotFound
 from lab.stacks.automation import StackError
@@ -50,6 +50,9 @@ class StackTarget:
     # What each size of the GPU spot pool (capacity rank 1) leaves to a worker pod; empty where
     # the stack declares no such pool (byo) or its sizes are not in lab/vocab/machine_shapes.py.
     worker_nodes: tuple[NodeRoom, ...] = ()
+    # The cloud quota its plan needs (lab.plan.quota_needs; None: no cloud node pools), kept so that
+    # saying what is missing here never runs the program a second time.
+    quota: StackQuota | None = None
 
     def image_for(self, given: str | None) -> str:
         """The image a job runs: the one given, else the stack's trainer image (InvalidInput
@@ -97,6 +100,7 @@ def stack_target(stack: str) -> StackTarget:
         trainer_image=plan.config.get(f"{PROJECT}:trainerImage") or None,
         cost=estimate(plan),
         worker_nodes=worker_node_rooms(plan),
+        quota=stack_quota(plan),
     )
 
 
@@ -136,7 +140,9 @@ def connect_to_stack(target: StackTarget | None, kubeconfig: str | None, context
                 from lab.stacks.automation import missing_prerequisites
 
                 # Why the stack's outputs cannot be read here, said whole (`elastic-lab check`).
-                missing = missing_prerequisites(target.cloud, target.stack)
+                missing = missing_prerequisites(
+                    target.cloud, target.stack, target.quota, with_quota=target.quota is not None
+                )
                 raise KubeError(
                     f"{exc}; pass --kubeconfig PATH or set $KUBECONFIG instead"
                     + (f"; missing here:\n{missing}" if missing else "")

@@ -67,3 +67,33 @@ def test_a_job_is_sized_against_the_gpu_spot_pools_own_sizes(aks):
     eks = stack_target("eks-dev")
     assert sorted(room.size for room in eks.worker_nodes) == ["g4dn.xlarge", "g5.xlarge", "g6.xlarge"]
     assert stack_target("byo").worker_nodes == ()
+
+
+def test_a_stack_whose_cluster_cannot_be_reached_runs_its_program_once(monkeypatch, capsys):
+    """`status -s aks-dev` where the stack's outputs cannot be read and no $KUBECONFIG is set: the
+    error says what is missing here, its quota included, from the one offline run of the program."""
+    import lab.program.harness
+    import lab.stacks.outputs
+    import lab.stacks.target
+    from lab.cli import main
+    from lab.stacks.automation import StackError
+
+    runs = []
+    real = lab.program.harness.run_program
+
+    def counted(*args, **kwargs):
+        runs.append(args[0] if args else kwargs.get("stack"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lab.program.harness, "run_program", counted)
+    monkeypatch.setattr(lab.stacks.target, "run_program", counted)
+
+    def unreadable(stack, **kwargs):
+        raise StackError(f"the outputs of stack {stack!r} cannot be read here")
+
+    monkeypatch.setattr(lab.stacks.target, "kubeconfig_file", unreadable)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    assert main(["status", "-s", "aks-dev", "demo"]) == 1
+    err = capsys.readouterr().err
+    assert "pass --kubeconfig PATH or set $KUBECONFIG instead" in err
+    assert runs == ["aks-dev"]
