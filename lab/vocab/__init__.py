@@ -17,4 +17,14 @@ script_findings.py the names of the drill's findings on a script of one's own (`
 pools.py           pool labels, taints, tolerations, PoolPlacement
 platform_facts.py  PlatformFacts: what a job needs to know about its platform
 aws_tags.py, azure_tags.py   the tags the stacks and the clouds' controllers put on resources
+azure_regions.py   Azure's region names, pinned
+capacity.py        ranked GPU capacity: the pools a job's workers may run on, in the autoscaler's order
+machine_shapes.py  what a VM size or instance type is made of (vCPUs, GPUs, memory), for the stacks' sizes
+quota.py           the vCPU quota a stack needs, per quota and region
+current_stack.py   the current stack: the one a command uses when given no --stack
+models.py          the demo job's model sizes (--model, --parallel) and its drill's default steps
+checkpoint_location.py   where a job's checkpoints live, as LAB_CHECKPOINT_DIR names it
+checkpoint_interval.py   the checkpoint interval from a save's cost and the job's MTBF (Young, Daly)
+spot_goodput.py    the share of a spot job's time that trains, per mode, at an eviction rate
+stack_dumps.py     Python thread dumps on request: the file each process writes them to
 """

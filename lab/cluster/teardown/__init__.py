@@ -34,6 +34,11 @@ The clouds' SDKs are made lazily, as lab.cluster.aks_eviction and lab.cluster.ek
 `client_kwargs` (an azure-core transport) and `clients` (botocore clients) are the seams the
 tests use, and a missing login is a TeardownError saying which call needed it and how to log
 in, never a stack trace (and never a secret).
+
+  base.py         what every sweep shares: the leftover record, the Sweep protocol, TeardownError
+  kubernetes.py   KubernetesSweep: the namespace's jobs, LoadBalancer Services, volume claims
+  azure.py        AzureSweep; aws.py, AwsSweep
+  local.py        a local run's processes and work directory
 """
 
 from __future__ import annotations
