@@ -267,16 +267,8 @@ class WholeCheckpointer:
         loaded = self.store.load(choice.name, map_location=self.device)
         snapshot = TrainingSnapshot.from_payload(loaded.state)
         snapshot.apply(model, optimizer)
-        return Resumed(
-            step=snapshot.step,
-            epoch=snapshot.epoch,
-            position=snapshot.position,
-            world_size=snapshot.world_size,
-            batches_committed=snapshot.batches_committed,
-            seconds=loaded.seconds,
-            fields={"path": loaded.path.name, "skipped": list(loaded.skipped)},
-            rng_by_rank=snapshot.rng_by_rank,
-        )
+        fields = {"path": loaded.path.name, "skipped": list(loaded.skipped)}
+        return Resumed.at(snapshot, loaded.seconds, fields, snapshot.rng_by_rank)
 
     def save(
         self, state: TrainingState, reason: str, *, blocking: bool = False, since: float | None = None

@@ -49,6 +49,21 @@ class Choice:
     started: float = 0.0  # time.perf_counter() when the choice began
 
 
+class Progressed(Protocol):
+    """Where a checkpoint says training was."""
+
+    @property
+    def step(self) -> int: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def batches_committed(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class Resumed:
     """A loaded checkpoint: where training resumes, and what the load's event tells."""
@@ -61,6 +76,23 @@ class Resumed:
     seconds: float
     fields: dict[str, Any]  # the checkpoint_loaded event's fields of this kind: path, skipped, ...
     rng_by_rank: dict[int, dict[str, Any]] | None = None  # each rank's RNG state, where it was saved
+
+    @classmethod
+    def at(
+        cls, where: Progressed, seconds: float, fields: dict[str, Any], rng_by_rank: dict[int, Any] | None = None
+    ) -> Resumed:
+        """Resumed where a checkpoint's record of its progress says (a whole one's snapshot, a
+        sharded one's progress)."""
+        return cls(
+            where.step,
+            where.epoch,
+            where.position,
+            where.world_size,
+            where.batches_committed,
+            seconds,
+            fields,
+            rng_by_rank,
+        )
 
     def sampler(self, size: int, seed: int) -> GlobalSampler:
         """A sampler at the checkpoint's data position."""

@@ -425,15 +425,8 @@ class ShardedCheckpointer:
         """Every rank reads the shards it holds now: the checkpoint may come from another world
         size (DCP reshards the model and the optimizer; the data position is global)."""
         progress = self.checkpoints.load(choice.step, model, optimizer)
-        return Resumed(
-            step=progress.step,
-            epoch=progress.epoch,
-            position=progress.position,
-            world_size=progress.world_size,
-            batches_committed=progress.batches_committed,
-            seconds=time.perf_counter() - choice.started,
-            fields={"path": choice.name, "skipped": list(choice.skipped), "world_size_saved": progress.world_size},
-        )
+        fields = {"path": choice.name, "skipped": list(choice.skipped), "world_size_saved": progress.world_size}
+        return Resumed.at(progress, time.perf_counter() - choice.started, fields)
 
     def save(
         self, state: TrainingState, reason: str, *, blocking: bool = False, since: float | None = None
