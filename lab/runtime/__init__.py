@@ -6,7 +6,9 @@ python-etcd and the kubernetes client, beside the vocabulary (lab.vocab).
   warm.py, warm_server.py   workers forked from a server that imported torch once
   preload.py         what it imports for them (and the local target's node forker)
   train.py           the demo elastic training script (DDP, torch.optim)
-  train_per_step.py  its per-step fault-tolerant mode (TorchFT)
+  train_per_step.py  its per-step fault-tolerant mode (TorchFT); heal_state.py what a heal copies
+  trainer.py         what both modes share: start, resume, saves, notices
+  checkpointer.py    the checkpoints as a trainer uses them, whatever their kind
   checkpoint.py      checkpoints that survive a kill at any moment
   events.py          structured events of the training script, for the drill
   store.py           the standalone c10d store a job's rendezvous may run from the image

@@ -13,6 +13,9 @@ In `rename` mode each file is written to a temporary name, fsynced and renamed; 
 `write-once` mode (S3 Mountpoint: no rename, no overwrite) files are written once under
 their final names and the pointer alone makes them valid. The writer id in the names keeps
 two ranks that save the same step from ever touching each other's files.
+
+`WholeCheckpointer` puts them behind the trainer's contract (lab.runtime.checkpointer): rank 0
+picks the checkpoint every rank loads, and any one rank can save the whole state, alone.
 """
 
 from __future__ import annotations
@@ -23,13 +26,19 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
+from torch import nn
 
+from lab.runtime.checkpointer import Choice, Resumed, SaveRecord, TrainingState
+from lab.runtime.demo import rng_state
+from lab.runtime.snapshot import TrainingSnapshot
 from lab.vocab.errors import LabError, Refused
 from lab.vocab.job import CheckpointWrites
 
@@ -217,3 +226,101 @@ class CheckpointStore:
         except Exception as exc:  # noqa: BLE001 - a payload that digests right but does not unpickle
             return f"cannot be unpickled ({exc.__class__.__name__})", None
         return "", state
+
+
+class WholeCheckpointer:
+    """Whole checkpoints as a trainer uses them (lab.runtime.checkpointer.Checkpointer): every
+    rank holds the whole state, so a save of the group is written by rank 0, and a notice or a
+    lost peer is saved by the rank that sees it, alone and at once. Saves block: writing the
+    state of a model small enough to be held whole takes a moment.
+
+    `exclusive` is held while rank 0 writes the group's save: the training loop's lock of a
+    completed step (lab.runtime.spot_notice.SpotNotice.consistent), which a notice's save from
+    another thread holds too. With `keeps_rng` every save holds each rank's RNG stream (the
+    group's are gathered, a collective), for ranks that resume their own."""
+
+    saves_alone = True
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        *,
+        writer: str,
+        device: torch.device,
+        exclusive: threading.Lock,
+        keeps_rng: bool,
+    ) -> None:
+        self.store, self.writer, self.device = store, writer, device
+        self.exclusive, self.keeps_rng = exclusive, keeps_rng
+        self.rank = dist.get_rank()
+
+    def choose(self) -> Choice | None:
+        """Rank 0 picks the checkpoint and every rank loads that one: on storage with cached
+        listings, ranks choosing for themselves could resume at different steps."""
+        choice = [self.store.latest() if self.rank == 0 else None]
+        dist.broadcast_object_list(choice, src=0)
+        name = choice[0]
+        m = _POINTER.match(name) if name else None
+        return Choice(int(m.group(1)), name) if m and name else None
+
+    def load(self, choice: Choice, model: nn.Module, optimizer: torch.optim.Optimizer) -> Resumed:
+        loaded = self.store.load(choice.name, map_location=self.device)
+        snapshot = TrainingSnapshot.from_payload(loaded.state)
+        snapshot.apply(model, optimizer)
+        fields = {"path": loaded.path.name, "skipped": list(loaded.skipped)}
+        return Resumed.at(snapshot, loaded.seconds, fields, snapshot.rng_by_rank)
+
+    def save(
+        self, state: TrainingState, reason: str, *, blocking: bool = False, since: float | None = None
+    ) -> SaveRecord | None:
+        """Every rank: their RNG states gathered (`keeps_rng`); rank 0 writes. Always blocking."""
+        rng_by_rank = self._gather_rng() if self.keeps_rng else {}
+        if self.rank != 0:
+            return None
+        with self.exclusive:
+            return self._write(state, reason, rng_by_rank, since)
+
+    def save_alone(self, state: TrainingState, reason: str) -> SaveRecord:
+        """This rank alone (its caller holds `exclusive`)."""
+        return self._write(state, reason, {self.rank: rng_state(self.device)} if self.keeps_rng else {}, None)
+
+    def _write(
+        self, state: TrainingState, reason: str, rng_by_rank: dict[int, dict[str, Any]], since: float | None
+    ) -> SaveRecord:
+        if self.store.has(state.step):
+            # Another rank (or the periodic timer) already saved this very step: nothing to write.
+            return SaveRecord(state.step, reason, already=True)
+        snapshot = TrainingSnapshot.capture(
+            state.model,
+            state.optimizer,
+            state.sampler,
+            step=state.step,
+            world_size=state.world_size,
+            rng_by_rank=rng_by_rank,
+            batches_committed=state.batches_committed,
+        )
+        saved = self.store.save(snapshot.to_payload(), state.step, self.writer)
+        # seconds: writing the files; blocking_s: all the training loop waited (with the RNG gather)
+        blocking = time.perf_counter() - since if since is not None else saved.seconds
+        return SaveRecord(state.step, reason, saved.seconds, blocking, saved.nbytes, saved.path.name)
+
+    def _gather_rng(self) -> dict[int, dict[str, Any]]:
+        states: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(states, rng_state(self.device))
+        return dict(enumerate(states))
+
+    def wait_for_staging(self) -> None:
+        """Nothing in flight: every save has written before it returned."""
+
+    def finished(self) -> SaveRecord | None:
+        return None
+
+    def wait(self) -> SaveRecord | None:
+        return None
+
+    def close(self) -> None:
+        """Nothing held between saves."""
+
+    def newest_step(self) -> int | None:
+        steps = self.store.steps()
+        return steps[0] if steps else None

@@ -22,6 +22,8 @@ its collectives must not interleave with training's). One save is in flight at a
 
 What reshards is what DCP reshards: the model's and the optimizer's tensors. The training's
 progress (step, data position) is saved beside them as plain values, the same on every rank.
+
+`ShardedCheckpointer` puts them behind the trainer's contract (lab.runtime.checkpointer).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 from torch.distributed.checkpoint.storage import WriteResult
 
 from lab.runtime.checkpoint import CheckpointError
+from lab.runtime.checkpointer import Choice, Resumed, SaveRecord, TrainingState
 from lab.runtime.object_store import DcpFiles, LocalFiles, ObjectStore, open_store
 from lab.vocab.job import CheckpointWrites
 
@@ -401,3 +404,74 @@ class ShardedCheckpoints:
         """Old and interrupted steps removed (StepDirectories.prune), by rank 0 only."""
         if self.rank == 0:
             self.steps.prune()
+
+
+class ShardedCheckpointer:
+    """Sharded checkpoints as a trainer uses them (lab.runtime.checkpointer.Checkpointer): every
+    rank saves its shards together with the others, in the background unless told to block; no
+    rank can save alone. A save's record is rank 0's (its bytes: rank 0's shards)."""
+
+    saves_alone = False
+
+    def __init__(self, checkpoints: ShardedCheckpoints) -> None:
+        self.checkpoints = checkpoints
+
+    def choose(self) -> Choice | None:
+        started = time.perf_counter()
+        step, skipped = self.checkpoints.choose()
+        return Choice(step, step_dir_name(step), tuple(skipped), started) if step is not None else None
+
+    def load(self, choice: Choice, model: nn.Module, optimizer: torch.optim.Optimizer) -> Resumed:
+        """Every rank reads the shards it holds now: the checkpoint may come from another world
+        size (DCP reshards the model and the optimizer; the data position is global)."""
+        progress = self.checkpoints.load(choice.step, model, optimizer)
+        fields = {"path": choice.name, "skipped": list(choice.skipped), "world_size_saved": progress.world_size}
+        return Resumed.at(progress, time.perf_counter() - choice.started, fields)
+
+    def save(
+        self, state: TrainingState, reason: str, *, blocking: bool = False, since: float | None = None
+    ) -> SaveRecord | None:
+        progress = Progress(
+            state.step, state.sampler.epoch, state.sampler.position, state.world_size, state.batches_committed
+        )
+        stats = self.checkpoints.save(progress, state.model, state.optimizer, reason=reason, blocking=blocking)
+        if not blocking:
+            return None
+        if since is not None:
+            stats.blocking_s = time.perf_counter() - since
+        return self._record(stats)
+
+    def save_alone(self, state: TrainingState, reason: str) -> None:
+        """A rank holds only its shards: the peers' are needed too."""
+        return None
+
+    def wait_for_staging(self) -> None:
+        self.checkpoints.wait_for_staging()
+
+    def finished(self) -> SaveRecord | None:
+        return self._record(self.checkpoints.finished())
+
+    def wait(self) -> SaveRecord | None:
+        return self._record(self.checkpoints.wait())
+
+    def close(self) -> None:
+        self.checkpoints.close()
+
+    def newest_step(self) -> int | None:
+        steps = self.checkpoints.steps.steps()
+        return steps[0] if steps else None
+
+    def _record(self, stats: SaveStats | None) -> SaveRecord | None:
+        """A save's record, on rank 0 only: every rank saved its shards of it."""
+        if stats is None or self.checkpoints.rank != 0:
+            return None
+        return SaveRecord(
+            step=stats.step,
+            reason=stats.reason,
+            seconds=stats.seconds or 0.0,
+            blocking_s=stats.blocking_s,
+            nbytes=stats.nbytes,
+            path=stats.path,
+            error=stats.error,
+            marks={"sharded": True},
+        )

@@ -19,6 +19,10 @@ steps by all ranks together; a notice is agreed on at the next step boundary and
 ranks (the notice's emergency save); a lost peer takes its shards with it, so the job resumes
 from the last checkpoint (at most one interval lost).
 
+What both modes share (the start, a resume, saves and their events, a notice) is
+lab.runtime.trainer's; the checkpoints' kind is chosen there once and used through one
+contract (lab.runtime.checkpointer), never asked about in the loop.
+
 Every distributed setting (rank, world size, rendezvous) comes from torchrun's environment.
 Structured events (lab.runtime.events) let the eviction drill measure what happened. With
 `--fault-tolerance per-step` the same script trains in TorchFT's per-step mode instead
@@ -32,8 +36,7 @@ import logging
 import os
 import sys
 import time
-from datetime import timedelta
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -41,32 +44,15 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from lab.runtime import events, job_history
-from lab.runtime.checkpoint import CheckpointStore, Loaded
 from lab.runtime.checkpoint_pacer import CheckpointPacer
-from lab.runtime.demo import (
-    GlobalSampler,
-    pick_device,
-    restore_rng,
-    rng_fingerprint,
-    rng_state,
-    scaled_lr,
-    set_lr,
-)
+from lab.runtime.checkpointer import Resumed, SaveRecord
+from lab.runtime.demo import restore_rng, rng_fingerprint, scaled_lr, set_lr
 from lab.runtime.object_store import open_store
-from lab.runtime.sharded_checkpoint import Progress, SaveStats, ShardedCheckpoints
-from lab.runtime.snapshot import TrainingSnapshot
 from lab.runtime.spot_notice import SpotNotice
-from lab.runtime.workload import MODELS, PARALLEL, TINY, Workload, build_model, open_checkpoints
+from lab.runtime.trainer import Trainer, peak_rss_mb
+from lab.runtime.workload import MODELS, PARALLEL, TINY
 from lab.vocab.checkpoint_interval import BAND_NAMES
-from lab.vocab.events import (
-    EXIT_DONE,
-    EXIT_NOTICE,
-    SAVE_FAILURE,
-    SAVE_FINAL,
-    SAVE_INTERVAL,
-    SAVE_NOTICE,
-    Event,
-)
+from lab.vocab.events import EXIT_DONE, SAVE_FAILURE, SAVE_INTERVAL, SAVE_NOTICE, Event
 from lab.vocab.job import (
     ENV_CHECKPOINT_DIR,
     ENV_CHECKPOINT_EVERY,
@@ -84,8 +70,18 @@ log = logging.getLogger("train")
 
 # --------------------------------------------------------------------------- settings
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    env = os.environ.get
     p = argparse.ArgumentParser(description="Elastic demo training (launch with torchrun).")
+    _add_model_args(p)
+    _add_recovery_args(p)
+    _add_run_args(p)
+    args = p.parse_args(argv)
+    _fill_defaults(args)
+    _check(p, args)
+    return args
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    """What is trained, on what data."""
     p.add_argument("--steps", type=int, default=300, help="optimizer steps to train in total")
     p.add_argument(
         "--model",
@@ -122,6 +118,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the order samples are drawn in, alone (default: --seed): runs that differ only in it show how "
         "much the loss depends on incidental choices",
     )
+
+
+def _add_recovery_args(p: argparse.ArgumentParser) -> None:
+    """Checkpoints, notices and lost peers; the defaults come from the launcher's environment."""
+    env = os.environ.get
     p.add_argument("--checkpoint-dir", default=env(ENV_CHECKPOINT_DIR, "checkpoints"))
     p.add_argument(
         "--checkpoint-every",
@@ -165,6 +166,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=True,
         help="when a peer vanishes mid-step, save the last completed step before exiting",
     )
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    """How the run behaves: its simulated accelerator, its fault tolerance, its sample log."""
     p.add_argument(
         "--step-time",
         type=float,
@@ -174,7 +179,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--fault-tolerance",
         choices=["elastic", "per-step"],
-        default=env(ENV_FAULT_TOLERANCE, "elastic"),
+        default=os.environ.get(ENV_FAULT_TOLERANCE, "elastic"),
         help="elastic: torchrun restarts every worker on a membership change; per-step: each node is a "
         "TorchFT replica group and the survivors go on (lab.runtime.train_per_step)",
     )
@@ -183,7 +188,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="emit the sample indices of every step (for tests of the data sharding)",
     )
-    args = p.parse_args(argv)
+
+
+def _fill_defaults(args: argparse.Namespace) -> None:
+    """The model's own defaults, where the flags left them out."""
     tiny = args.model == TINY
     if args.order_seed is None:
         args.order_seed = args.seed
@@ -193,6 +201,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.dataset_size = 8192 if tiny else 2048
     if args.lr is None:
         args.lr = 0.05 if tiny else 3e-4
+
+
+def _check(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     for name in ("steps", "batch_size", "dataset_size"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}={getattr(args, name)} is invalid: expected >= 1")
@@ -200,84 +211,61 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--checkpoint-every={args.checkpoint_every} is invalid: expected >= 1, or 0 (derived) in elastic mode")
     if not args.notice_seconds > 0:
         p.error(f"--notice-seconds={args.notice_seconds} is invalid: expected seconds > 0")
-    return args
 
 
-class ElasticTraining:
+class ElasticTraining(Trainer):
     """One worker of the elastic job, from its start to its exit (see the module's docstring).
     `step` is the last completed step: what every save writes."""
 
+    keeps_rng = True  # each rank resumes its own RNG stream from a whole checkpoint
+
     def __init__(self, args: argparse.Namespace, notice: SpotNotice) -> None:
-        self.args, self.notice = args, notice
-        # torchrun's environment
-        self.rank, self.world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        self.restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-        self.writer = f"r{self.rank}.{os.getpid()}"
+        super().__init__(args, notice)
         self.step = 0
-        self.sampler = GlobalSampler(args.dataset_size, args.order_seed)
-        self.workload = Workload(args.model, args.dataset_size, args.seed)
-        self.sharded = self.workload.sharded  # checkpoints of shards, saved by every rank together
+        self.fsdp = self.workload.sharded and args.parallel == "fsdp"
+        self.parallel = args.parallel if self.workload.sharded else "ddp"
         self.pacer: CheckpointPacer | None = None  # a derived checkpoint interval (--checkpoint-every 0)
 
     def run(self) -> int:
         self.start()
         self.resume()
         self.wrap()
-        if self.sharded:
-            self.notice.cooperate(max(self.args.notice_seconds - 3, 1), on_timeout=self.notice_not_saved)
-        else:
-            self.notice.on_notice = self.leave_on_notice
+        at_boundary = self.arm_notice()  # whole checkpoints: the step's own loss; sharded: agree on a notice
         while self.step < self.args.steps:
             self.train_step()
-            if self.sharded:
-                self.agree_on_notice()
-                self.report_save()
-            if self.pacer is not None:
-                self.pacer.step_done(self.step_seconds)
-                if self.pacer.due(self.step):
-                    self.pacer.save_started()
-                    began = time.perf_counter()
-                    self.save_interval()
-                    self.pacer.save_held(time.perf_counter() - began)
-                    self.next_interval()
-            elif self.step % self.args.checkpoint_every == 0:
-                self.save_interval()
+            at_boundary()
+            self.report_save()
+            self.save_if_due()
         self.finish()
         return 0
 
-    # --------------------------------------------------------------------- 1. start
-    def start(self) -> None:
-        args = self.args
-        self.device, backend = pick_device(self.local_rank)
-        # A short timeout: a vanished peer is noticed in seconds, not after gloo's 30 minutes.
-        dist.init_process_group(backend, timeout=timedelta(seconds=args.pg_timeout))
-        events.emit(
-            Event.START, world_size=self.world_size, restarts=self.restarts, backend=backend, device=str(self.device)
-        )
-        built = time.perf_counter()
-        self.data = self.workload.data()
-        fsdp = self.sharded and args.parallel == "fsdp"
-        self.net, parameters = build_model(self.workload, self.device, args.seed, sharded=fsdp)
-        self.lr = scaled_lr(args.lr, self.world_size, args.lr_scaling)
-        self.optimizer = self.workload.optimizer(self.net.parameters(), self.lr)
-        if self.sharded:
-            self.checkpoints: ShardedCheckpoints = open_checkpoints(self.workload, args)
-        else:
-            self.store: CheckpointStore = open_checkpoints(self.workload, args)
-        events.emit(
-            Event.MODEL_BUILT,
-            model=args.model,
-            parameters=parameters,
-            parallel=args.parallel if self.sharded else "ddp",
-            seconds=round(time.perf_counter() - built, 4),
-        )
+    def current_step(self) -> int:
+        return self.step
+
+    def learning_rate(self) -> float:
+        """Scaled to the world size (the global batch grows with it)."""
+        return scaled_lr(self.args.lr, self.world_size, self.args.lr_scaling)
 
     # -------------------------------------------------------------------- 2. resume
     def resume(self) -> None:
         """Rank 0 picks the checkpoint and every rank loads that one: on storage with cached
-        listings, ranks choosing for themselves could resume at different steps."""
-        loaded = self._resume_sharded() if self.sharded else self._resume_whole()
+        listings, ranks choosing for themselves could resume at different steps. A sharded
+        checkpoint may come from another world size (DCP reshards it)."""
+        resumed = self.load_checkpoint()
+        if resumed is not None:
+            self._apply(resumed)
+        # A sharded checkpoint holds no RNG state (no dropout in the model: a fresh stream per
+        # rank and step is all it needs); a whole one holds each rank's, at its world size.
+        restore_rng(
+            resumed.rng_by_rank if resumed else None,
+            resumed.world_size if resumed else None,
+            rank=self.rank,
+            world_size=self.world_size,
+            seed=self.args.seed,
+            step=self.step,
+            device=self.device,
+        )
+        loaded = resumed is not None
         if self.args.checkpoint_every == 0:
             nodes = max(self.world_size // int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
             seen = self._record_start(nodes, loaded)
@@ -300,74 +288,19 @@ class ElasticTraining:
                 self.restarts,
             )
 
-    def _resume_whole(self) -> bool:
-        choice = [self.store.latest() if self.rank == 0 else None]
-        dist.broadcast_object_list(choice, src=0)
-        loaded = self.store.load(choice[0], map_location=self.device) if choice[0] else None
-        snapshot = TrainingSnapshot.from_payload(loaded.state) if loaded is not None else None
-        if loaded is not None and snapshot is not None:
-            self._apply(snapshot, loaded)
-        restore_rng(
-            snapshot.rng_by_rank if snapshot else None,
-            snapshot.world_size if snapshot else None,
-            rank=self.rank,
-            world_size=self.world_size,
-            seed=self.args.seed,
-            step=self.step,
-            device=self.device,
-        )
-        return loaded is not None
-
-    def _apply(self, snapshot: TrainingSnapshot, loaded: Loaded) -> None:
-        """The checkpoint's model, optimizer, step and data position; this run's learning rate
-        (the world size may differ from the checkpoint's)."""
-        snapshot.apply(self.net, self.optimizer)
+    def _apply(self, resumed: Resumed) -> None:
+        """The checkpoint's step and data position (its model and optimizer are loaded); this
+        run's learning rate (the world size may differ from the checkpoint's)."""
         set_lr(self.optimizer, self.lr)
-        self.step = snapshot.step
-        self.sampler = snapshot.sampler(self.args.dataset_size, self.args.order_seed)
+        self.step = resumed.step
         events.emit(
             Event.CHECKPOINT_LOADED,
             step=self.step,
             epoch=self.sampler.epoch,
             position=self.sampler.position,
-            seconds=round(loaded.seconds, 4),
-            path=loaded.path.name,
-            skipped=list(loaded.skipped),
+            seconds=round(resumed.seconds, 4),
+            **resumed.fields,
         )
-
-    def _resume_sharded(self) -> bool:
-        """Every rank reads the shards it holds now: the checkpoint may come from another world
-        size (DCP reshards the model and the optimizer; the data position is global)."""
-        t0 = time.perf_counter()
-        step, skipped = self.checkpoints.choose()
-        if step is not None:
-            progress = self.checkpoints.load(step, self.net, self.optimizer)
-            set_lr(self.optimizer, self.lr)
-            self.step = progress.step
-            self.sampler = GlobalSampler(
-                self.args.dataset_size, self.args.order_seed, progress.epoch, progress.position
-            )
-            events.emit(
-                Event.CHECKPOINT_LOADED,
-                step=self.step,
-                epoch=self.sampler.epoch,
-                position=self.sampler.position,
-                seconds=round(time.perf_counter() - t0, 4),
-                path=f"step-{step:09d}",
-                skipped=skipped,
-                world_size_saved=progress.world_size,
-            )
-        # No dropout in the model: a fresh stream per rank and step is all the RNG it needs.
-        restore_rng(
-            None,
-            None,
-            rank=self.rank,
-            world_size=self.world_size,
-            seed=self.args.seed,
-            step=self.step,
-            device=self.device,
-        )
-        return step is not None
 
     def _record_start(self, nodes: int, resumed: bool) -> job_history.Start:
         """What the job has lived through (rank 0 keeps the record; the ranks agree on the
@@ -388,7 +321,7 @@ class ElasticTraining:
         and averages gradients during backward (its all_reduce fails when a peer is gone).
         FSDP2 has sharded the model already (start): it averages gradients likewise."""
         device = self.device
-        if self.sharded and self.args.parallel == "fsdp":
+        if self.fsdp:
             self.model: nn.Module = self.net
             return
         self.model = DistributedDataParallel(self.net, device_ids=[device.index] if device.type == "cuda" else None)
@@ -418,8 +351,7 @@ class ElasticTraining:
             (local_loss * (self.world_size / covered)).backward()  # type: ignore[no-untyped-call]
         except RuntimeError as exc:  # a collective failed: a peer vanished or timed out
             self.peer_lost(exc)
-        if self.sharded:
-            self.checkpoints.wait_for_staging()  # a save in flight copies the state this step changes
+        self.checkpointer.wait_for_staging()  # a save in flight copies the state this step changes
         computed = time.perf_counter()
         with self.notice.consistent:  # a notice saves either before this update or after it
             self.optimizer.step()
@@ -428,8 +360,11 @@ class ElasticTraining:
         self.loss = local_loss.item() / max(len(indices), 1)
         self.covered, self.local_loss, self.step_seconds = covered, local_loss.item(), time.perf_counter() - t0
         self.phases = {"compute": computed - t0, "update": time.perf_counter() - computed}
-        if not self.sharded:
-            self._record_step(self.loss)
+
+    def boundary_alone(self) -> None:
+        """Whole checkpoints: no rank waits at the boundary for a notice; the step's event
+        carries rank 0's own loss."""
+        self._record_step(self.loss)
 
     def _record_step(self, loss: float) -> None:
         if self.rank == 0:
@@ -460,58 +395,38 @@ class ElasticTraining:
         if flags[0].item() == 0:
             return
         self.notice.acknowledge()
-        started = time.perf_counter()
-        self.checkpoints.wait()  # a save in flight finishes first: the next one would wait for it anyway
         try:
-            stats = self.checkpoints.save(self._progress(), self.net, self.optimizer, reason=SAVE_NOTICE, blocking=True)
+            # A save in flight finishes first: its wait counts in this one's blocking time.
+            self.save(SAVE_NOTICE, blocking=True, since=time.perf_counter())
         except Exception as exc:  # noqa: BLE001 - a peer left during the save: the last checkpoint stands
             self.peer_lost(exc)
-        stats.blocking_s = time.perf_counter() - started
-        self._emit_saved(stats)
         if self.notice.requested.is_set():
             log.warning("spot notice: saved step %d with every rank, exiting", self.step)
-            events.emit(
-                Event.EXIT, reason=EXIT_NOTICE, step=self.step, notice_to_exit_s=round(self.notice.seconds_since(), 4)
-            )
-            self.notice.handled()
-            time.sleep(3600)  # the notice's thread ends the process
+            self.hand_over_to_the_notice()
 
-    def notice_not_saved(self) -> None:
-        """The notice's deadline passed with the main thread stuck (a vanished peer): leave."""
-        events.emit(
-            Event.EXIT,
-            reason=EXIT_NOTICE,
-            step=self.step,
-            notice_to_exit_s=round(self.notice.seconds_since(), 4),
-            saved=False,
-        )
-
-    def report_save(self) -> None:
-        """A background save that committed (or failed) since the last step: its event."""
-        stats = self.checkpoints.finished()
-        if stats is not None:
-            self._emit_saved(stats)
-
-    def _progress(self) -> Progress:
-        return Progress(self.step, self.sampler.epoch, self.sampler.position, self.world_size)
+    def save_if_due(self) -> None:
+        """A periodic checkpoint: on the timer of steps, or at the interval the pacer derives."""
+        if self.pacer is None:
+            if self.step % self.args.checkpoint_every == 0:
+                self.save_interval()
+            return
+        self.pacer.step_done(self.step_seconds)
+        if self.pacer.due(self.step):
+            self.pacer.save_started()
+            began = time.perf_counter()
+            self.save_interval()
+            self.pacer.save_held(time.perf_counter() - began)
+            self.next_interval()
 
     def save_interval(self) -> None:
         """Every rank is at this step: gather their RNG states so each resumes its own (whole
         checkpoints), or start the background save of every rank's shards."""
         started = time.perf_counter()
-        if self.sharded:
-            try:
-                self.checkpoints.save(self._progress(), self.net, self.optimizer, reason=SAVE_INTERVAL)
-            except RuntimeError as exc:
-                self.peer_lost(exc)
-            return
         try:
-            states = self._gather_rng()
+            record = self.save(SAVE_INTERVAL, since=started)
         except RuntimeError as exc:
             self.peer_lost(exc)
-        if self.rank == 0:
-            with self.notice.consistent:
-                self.save(SAVE_INTERVAL, states, started)
+        if record is not None:  # written already (a whole checkpoint, by rank 0)
             log.info(
                 "step %d/%d  loss %.4f  world size %d  (checkpoint saved)",
                 self.step,
@@ -554,54 +469,14 @@ class ElasticTraining:
                 chosen.source,
             )
 
-    def _emit_saved(self, stats: SaveStats) -> None:
-        if self.rank != 0:
+    def report(self, record: SaveRecord | None) -> None:
+        if record is None:
             return
-        if stats.error is not None:
-            log.error("checkpoint of step %d failed: %s", stats.step, stats.error)
+        if record.error is not None:
+            log.error("checkpoint of step %d failed: %s", record.step, record.error)
             return
-        events.emit(
-            Event.CHECKPOINT_SAVED,
-            step=stats.step,
-            reason=stats.reason,
-            seconds=round(stats.seconds or 0.0, 4),
-            blocking_s=round(stats.blocking_s, 4),
-            bytes=stats.nbytes,
-            path=stats.path,
-            sharded=True,
-        )
-        log.info("step %d/%d  checkpoint %s saved (%s)", stats.step, self.args.steps, stats.path, stats.reason)
-
-    def save(
-        self, reason: str, rng_by_rank: dict[int, dict[str, Any]] | None = None, started: float | None = None
-    ) -> None:
-        """A whole checkpoint, from this rank alone."""
-        if self.store.has(self.step):
-            # Another rank (or the periodic timer) already saved this very step: nothing to write.
-            events.emit(
-                Event.CHECKPOINT_SAVED, step=self.step, reason=reason, seconds=0.0, blocking_s=0.0, already=True
-            )
-            return
-        snapshot = TrainingSnapshot.capture(
-            self.net,
-            self.optimizer,
-            self.sampler,
-            step=self.step,
-            world_size=self.world_size,
-            rng_by_rank=rng_by_rank or {self.rank: rng_state(self.device)},
-        )
-        saved = self.store.save(snapshot.to_payload(), self.step, self.writer)
-        # seconds: writing the files; blocking_s: all the training loop waited (with the RNG gather)
-        blocking = time.perf_counter() - started if started is not None else saved.seconds
-        events.emit(
-            Event.CHECKPOINT_SAVED,
-            step=self.step,
-            reason=reason,
-            seconds=round(saved.seconds, 4),
-            blocking_s=round(blocking, 4),
-            bytes=saved.nbytes,
-            path=saved.path.name,
-        )
+        events.emit(Event.CHECKPOINT_SAVED, **record.fields())
+        log.info("step %d/%d  checkpoint %s saved (%s)", record.step, self.args.steps, record.path, record.reason)
 
     def peer_lost(self, exc: BaseException) -> NoReturn:
         """A collective failed: a peer vanished (or timed out). The model and optimizer are
@@ -611,9 +486,9 @@ class ElasticTraining:
         Sharded ones need every rank: the peer took its shards along, and the job resumes
         from the last checkpoint."""
         events.emit(Event.COLLECTIVE_FAILED, step=self.step, error=type(exc).__name__, message=str(exc)[:200])
-        if self.args.save_on_failure and not self.sharded:
+        if self.args.save_on_failure:
             with self.notice.consistent:  # not at the same time as a notice's save
-                self.save(SAVE_FAILURE)
+                self.save_alone(SAVE_FAILURE)
         log.error(
             "after step %d a collective failed (%s: %s); exiting for the agent to restart the group",
             self.step,
@@ -626,28 +501,14 @@ class ElasticTraining:
     def leave_on_notice(self) -> None:
         """Spot notice (or the agent restarting the group): save the last completed step and
         exit at once, even from the middle of a collective that waits on a vanished peer."""
-        self.save(SAVE_NOTICE)
+        self.save_alone(SAVE_NOTICE)
         log.warning("spot notice: saved step %d, exiting", self.step)
-        events.emit(
-            Event.EXIT, reason=EXIT_NOTICE, step=self.step, notice_to_exit_s=round(self.notice.seconds_since(), 4)
-        )
+        self.emit_notice_exit()
 
     # -------------------------------------------------------------------- 5. finish
     def finish(self) -> None:
-        if self.sharded:
-            self.report_save()
-            last = self.checkpoints.wait()
-            if last is not None:
-                self._emit_saved(last)
-            self._emit_saved(
-                self.checkpoints.save(self._progress(), self.net, self.optimizer, reason=SAVE_FINAL, blocking=True)
-            )
-            self.checkpoints.close()
-        else:
-            states = self._gather_rng()
-            if self.rank == 0:
-                with self.notice.consistent:
-                    self.save(SAVE_FINAL, states)
+        self.report_save()
+        self.save_last()
         dist.barrier()  # peers tear down their connections only after rank 0's final save
         events.emit(Event.EXIT, reason=EXIT_DONE, step=self.step, rng=rng_fingerprint(), peak_rss_mb=peak_rss_mb())
         # No destroy_process_group() here. It unregisters the group, so returning would drop
@@ -656,18 +517,6 @@ class ElasticTraining:
         # barrier's work and need the GIL to release its tensors: a deadlock after the last
         # step. Left registered, the group lives until the process ends, which it does without
         # tearing Python down (`_exit`).
-
-    def _gather_rng(self) -> dict[int, dict[str, Any]]:
-        states: list[Any] = [None] * self.world_size
-        dist.all_gather_object(states, rng_state(self.device))
-        return dict(enumerate(states))
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory, in MiB (Linux reports KiB)."""
-    import resource
-
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def main(argv: list[str] | None = None) -> int:

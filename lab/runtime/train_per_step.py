@@ -39,6 +39,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from http.server import ThreadingHTTPServer
 from typing import Any, NoReturn
@@ -46,14 +47,12 @@ from typing import Any, NoReturn
 import torch
 import torch.distributed as dist
 
-from lab.runtime import events
-from lab.runtime.checkpoint import CheckpointStore
-from lab.runtime.demo import GlobalSampler, pick_device, scaled_lr, set_lr
-from lab.runtime.sharded_checkpoint import Progress, ShardedCheckpoints
-from lab.runtime.snapshot import TrainingSnapshot
+from lab.runtime import events, heal_state
+from lab.runtime.checkpointer import Resumed, SaveRecord, TrainingState
+from lab.runtime.demo import GlobalSampler, scaled_lr, set_lr
 from lab.runtime.spot_notice import SpotNotice
-from lab.runtime.workload import Workload, build_model, open_checkpoints
-from lab.vocab.events import EXIT_DONE, EXIT_NOTICE, SAVE_FINAL, SAVE_INTERVAL, SAVE_NOTICE, Event
+from lab.runtime.trainer import Trainer, peak_rss_mb
+from lab.vocab.events import EXIT_DONE, SAVE_INTERVAL, SAVE_NOTICE, Event
 from lab.vocab.job import ENV_NODE, EXIT_PEER_LOST
 from lab.vocab.per_step import (
     ENV_ADVERTISE,
@@ -164,56 +163,42 @@ def _cross_group(collective_timeout: timedelta) -> Any:
     return StepTimeoutGloo(timeout=collective_timeout)
 
 
-def _local(t: Any) -> torch.Tensor:
-    """The part of `t` this worker holds (a DTensor's shard; any other tensor whole)."""
-    to_local = getattr(t, "to_local", None)
-    local: torch.Tensor = to_local() if to_local is not None else t
-    return local
-
-
-def _like(local: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
-    """`local` as `param` holds it: the same DTensor layout when the model is sharded."""
-    from torch.distributed.tensor import DTensor
-
-    if isinstance(param, DTensor):
-        return DTensor.from_local(
-            local, param.device_mesh, param.placements, shape=param.shape, stride=param.stride(), run_check=False
-        )
-    return local
-
-
-def _flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """One contiguous tensor of all of them: one collective instead of one per parameter."""
-    return torch.cat([t.reshape(-1) for t in tensors])
-
-
-def _unflatten(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
-    """`flat` cut back into tensors shaped as `like`."""
-    return [chunk.view_as(t) for chunk, t in zip(torch.split(flat, [t.numel() for t in like]), like, strict=True)]
-
-
 def _quorum_id(manager: Any) -> int:
     """The id of the manager's current quorum (TorchFT keeps it private; -1 if it moves)."""
     return int(getattr(manager, "_quorum_id", -1))
 
 
-class PerStepTraining:
+@dataclass
+class _Work:
+    """A step's computation: for which quorum, on which samples, and its gradients."""
+
+    quorum: tuple[int | None, int]  # (this group's replica rank, participants)
+    indices: torch.Tensor  # this worker's samples
+    covered: int  # the step's samples, all workers together
+    flat: torch.Tensor  # the gradients as one tensor
+    grads: list[torch.Tensor]
+    local_loss: torch.Tensor  # this worker's summed loss
+    phases: dict[str, float]  # seconds each phase took: quorum, compute, recompute (then reduce, commit)
+    ready: float  # time.perf_counter() when the gradients were ready
+
+
+class PerStepTraining(Trainer):
     """One worker of a replica group, from its start to its exit (see the module's
-    docstring). Read `run` top to bottom."""
+    docstring). Read `run` top to bottom. Its rank and world size are within its group."""
+
+    keeps_rng = False  # a group heals from a peer, whose RNG streams are its own
 
     def __init__(self, args: argparse.Namespace, notice: SpotNotice) -> None:
-        self.args, self.notice = args, notice
-        self.group_rank, self.group_world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        self.restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+        super().__init__(args, notice)
         self.replica = os.environ.get(ENV_REPLICA_GROUP) or os.environ.get(ENV_NODE) or socket.gethostname()
+        self.identity = {"replica": self.replica}
+        self.writer = f"{self.replica.replace('-', '_')}.r{self.rank}.{os.getpid()}"
         self.advertise = os.environ.get(ENV_ADVERTISE, "")
         # The job's timeout of a step's cross-group collective; None: derived from the
         # durations of the recent ones (`reduce_seconds`).
         configured = float(os.environ.get(ENV_COLLECTIVE_TIMEOUT) or 0)
         self.collective_timeout = timedelta(seconds=configured) if configured > 0 else None
         self.reduce_seconds: deque[float] = deque(maxlen=COLLECTIVE_SAMPLES)
-        self.writer = f"{self.replica.replace('-', '_')}.r{self.group_rank}.{os.getpid()}"
         self.last_quorum_size = 0  # replica groups in the quorum of the step in flight
         self.quorum_seen = -1  # the quorum last logged
         self.quorum_of_last_step = -1
@@ -222,10 +207,9 @@ class PerStepTraining:
         # (replica rank, participants) of the last committed step's quorum: the next step's
         # batch is chosen for it while that step's own quorum runs (None: wait for the quorum).
         self.expected_quorum: tuple[int | None, int] | None = None
-        self.workload = Workload(args.model, args.dataset_size, args.seed)
-        self.sharded = self.workload.sharded
         # FSDP2 within the group when it has several workers; a group of one holds the model whole.
-        self.fsdp = self.sharded and args.parallel == "fsdp" and self.group_world > 1
+        self.fsdp = self.workload.sharded and args.parallel == "fsdp" and self.world_size > 1
+        self.parallel = "fsdp" if self.fsdp else "replicated"
         # The quorum runs beside the step's compute, and may read the state for a peer on its
         # own thread meanwhile: FSDP2's state hooks race a forward pass on another thread
         # (torchft #343), so a sharded group waits for its quorum before its step.
@@ -235,10 +219,7 @@ class PerStepTraining:
         self.start()
         loaded = self.resume_from_checkpoint()
         self.join(loaded)
-        if self.sharded:
-            self.notice.cooperate(max(self.args.notice_seconds - 3, 1), on_timeout=self.notice_not_saved)
-        else:
-            self.notice.on_notice = self.leave_on_notice
+        at_boundary = self.arm_notice()  # sharded checkpoints: agree on a notice
         first_quorum = threading.Event()
         threading.Thread(
             target=self.leave_if_the_job_ends_first, args=(first_quorum,), name="job-end", daemon=True
@@ -246,139 +227,67 @@ class PerStepTraining:
         while self.manager.current_step() < self.args.steps:
             self.train_step()
             first_quorum.set()
-            if self.sharded:
-                self.report_save()
-                self.agree_on_notice()
+            self.report_save()
+            at_boundary()
         self.finish()
         return 0
 
     # --------------------------------------------------------------------- start
-    def start(self) -> None:
-        args = self.args
-        self.device, backend = pick_device(self.local_rank)
-        # The group's own process group: gradients summed within the node first.
-        dist.init_process_group(backend, timeout=timedelta(seconds=args.pg_timeout))
+    def joined(self) -> None:
+        """The group's own process group is up (gradients summed within the node first)."""
         if self.advertise:
             _listen_on(self.advertise, int(os.environ.get(ENV_CHECKPOINT_PORT) or 0))
-        events.emit(
-            Event.START,
-            world_size=self.group_world,
-            restarts=self.restarts,
-            backend=backend,
-            device=str(self.device),
-            replica=self.replica,
-        )
-        built = time.perf_counter()
-        self.data = self.workload.data()
-        # Sharded over this group's workers (its process group is the default one).
-        self.net, parameters = build_model(self.workload, self.device, args.seed, sharded=self.fsdp)
-        self.optimizer = self.workload.optimizer(self.net.parameters(), args.lr)
-        self.sampler = GlobalSampler(args.dataset_size, args.order_seed)
+
+    def start(self) -> None:
+        super().start()  # sharded over this group's workers (its process group is the default one)
         self.params = list(self.net.parameters())
-        if self.sharded:
-            self.checkpoints: ShardedCheckpoints = open_checkpoints(self.workload, args)
-        else:
-            self.store: CheckpointStore = open_checkpoints(self.workload, args)
-        events.emit(
-            Event.MODEL_BUILT,
-            model=args.model,
-            parameters=parameters,
-            parallel="fsdp" if self.fsdp else "replicated",
-            seconds=round(time.perf_counter() - built, 4),
-            replica=self.replica,
+
+    def current_step(self) -> int:
+        return int(self.manager.current_step())
+
+    def state(self) -> TrainingState:
+        return TrainingState(
+            self.net,
+            self.optimizer,
+            self.sampler,
+            self.current_step(),
+            self.world_size,
+            self.manager.batches_committed(),
         )
 
-    # TorchFT heals a joining group with this state of a live peer (its step comes with it):
-    # each worker's part of it (a shard under FSDP2), from the worker of the same rank.
+    # TorchFT heals a joining group with this state of a live peer (its step comes with it).
     def user_state(self) -> dict[str, Any]:
-        optim = self.optimizer.state_dict()
-        return {
-            "model": {k: _local(v) for k, v in self.net.state_dict().items()},
-            "optimizer": {
-                "state": {i: {k: _local(v) for k, v in st.items()} for i, st in optim["state"].items()},
-                "param_groups": optim["param_groups"],
-            },
-            "epoch": self.sampler.epoch,
-            "position": self.sampler.position,
-        }
+        return heal_state.state_of(self.net, self.optimizer, self.sampler)
 
     def load_user_state(self, state: dict[str, Any]) -> None:
-        self.healed_bytes = self._heal_bytes(state)
+        self.healed_bytes = heal_state.copied_bytes(state)
         self.healed_at, self.healed_step = time.perf_counter(), self.manager.current_step()
-        with torch.no_grad():
-            for key, value in self.net.state_dict().items():
-                _local(value).copy_(state["model"][key])
-        optim = state["optimizer"]
-        by_index = dict(enumerate(p for g in self.optimizer.param_groups for p in g["params"]))
-        self.optimizer.load_state_dict(
-            {
-                "state": {
-                    i: {k: _like(v, by_index[int(i)]) if v.dim() else v for k, v in st.items()}
-                    for i, st in optim["state"].items()
-                },
-                "param_groups": optim["param_groups"],
-            }
-        )
+        heal_state.load_state(state, self.net, self.optimizer)
         self.sampler = GlobalSampler(self.args.dataset_size, self.args.order_seed, state["epoch"], state["position"])
 
-    def resume_from_checkpoint(self) -> TrainingSnapshot | Progress | None:
+    def resume_from_checkpoint(self) -> Resumed | None:
         """The newest durable checkpoint: a group with live peers is healed to their step by
         the first quorum anyway; with none it goes on from here."""
-        if self.sharded:
-            t0 = time.perf_counter()
-            step, skipped = self.checkpoints.choose()
-            if step is None:
-                return None
-            progress = self.checkpoints.load(step, self.net, self.optimizer)
-            self.sampler = GlobalSampler(
-                self.args.dataset_size, self.args.order_seed, progress.epoch, progress.position
-            )
+        resumed = self.load_checkpoint()
+        if resumed is not None:
             events.emit(
                 Event.CHECKPOINT_LOADED,
-                step=progress.step,
-                seconds=round(time.perf_counter() - t0, 4),
-                path=f"step-{step:09d}",
-                skipped=skipped,
-                world_size_saved=progress.world_size,
+                step=resumed.step,
+                seconds=round(resumed.seconds, 4),
+                **resumed.fields,
                 replica=self.replica,
             )
-            return progress
-        choice = [self.store.latest() if self.group_rank == 0 else None]
-        dist.broadcast_object_list(choice, src=0)
-        loaded = self.store.load(choice[0], map_location=self.device) if choice[0] else None
-        if loaded is None:
-            return None
-        snapshot = TrainingSnapshot.from_payload(loaded.state)
-        snapshot.apply(self.net, self.optimizer)
-        self.sampler = snapshot.sampler(self.args.dataset_size, self.args.order_seed)
-        events.emit(
-            Event.CHECKPOINT_LOADED, step=snapshot.step, seconds=round(loaded.seconds, 4), path=loaded.path.name
-        )
-        return snapshot
-
-    @staticmethod
-    def _heal_bytes(state: dict[str, Any]) -> int:
-        """Bytes of the tensors of a state a heal copied."""
-        tensors = [*state["model"].values()]
-        tensors += [v for st in state["optimizer"]["state"].values() for v in st.values()]
-        return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
-
-    def _state_bytes(self) -> int:
-        """Bytes of this worker's part of the state a heal copies: its parameters and, once the
-        optimizer has stepped, about twice that again (Adam's two moments; SGD's momentum is
-        one): counted as three times the parameters, the most."""
-        params = sum(_local(p).numel() * _local(p).element_size() for p in self.net.parameters())
-        return 3 * params
+        return resumed
 
     # ---------------------------------------------------------------------- join
-    def join(self, loaded: TrainingSnapshot | Progress | None) -> None:
+    def join(self, loaded: Resumed | None) -> None:
         """This group's TorchFT manager: the cross-group process group, the quorum's
         timeouts, the addresses peers reach it at."""
         from torchft import Manager
 
         advertise, timeout = self.advertise, self.collective_timeout
         self.heal_timeout = heal_timeout(
-            self._state_bytes(),
+            heal_state.bound_bytes(self.net),
             timeout.total_seconds() if timeout else 0.0,
             float(os.environ.get(ENV_HEAL_TIMEOUT) or 0),
         )
@@ -401,7 +310,7 @@ class PerStepTraining:
             store_addr=advertise or None,
             checkpoint_transport=_transport(advertise, self.heal_timeout) if advertise else None,
         )
-        if self.group_rank == 0:
+        if self.rank == 0:
             # Where this group serves its peers (TorchFT keeps its servers private).
             server = getattr(self.manager, "_manager", None)
             transport = getattr(self.manager, "_checkpoint_transport", None)
@@ -417,7 +326,7 @@ class PerStepTraining:
         events.emit(
             Event.RESUME if loaded else Event.FRESH,
             step=start_step,
-            world_size=self.group_world,
+            world_size=self.world_size,
             replica=self.replica,
         )
 
@@ -432,9 +341,32 @@ class PerStepTraining:
         gradients are computed, and if it turned out otherwise (a group joined or left) the
         gradients are computed again for the batch this quorum gives. A step after a
         discarded one, or after a heal, waits for its quorum first (it is rarely the last)."""
-        args, manager = self.args, self.manager
         t0 = time.perf_counter()
         self.healed_bytes = 0
+        work = self._compute(t0)
+        participants = work.quorum[1]
+        world = max(participants, 1) * self.world_size
+        set_lr(self.optimizer, scaled_lr(self.args.lr, world, self.args.lr_scaling))
+        self.last_quorum_size = participants
+        new_quorum = self._time_the_collective()
+        self._reduce(work.flat)
+        reduced = time.perf_counter()
+        committed, work.covered = self._commit(work.flat, work.grads, work.covered, world, work.indices)
+        self._report_heal(t0)
+        # The next step's batch is chosen for this quorum while its own quorum runs, unless
+        # this one failed or healed this group (the next quorum then differs).
+        self.expected_quorum = work.quorum if committed and not self.healed_bytes else None
+        if not committed:
+            self._discarded(participants)
+            return
+        work.phases.update(reduce=reduced - work.ready, commit=time.perf_counter() - reduced)
+        self._record_step(work, world, t0)
+        if not new_quorum:  # a new quorum's collective may include a heal: not a sample
+            self.reduce_seconds.append(work.phases["reduce"])
+
+    def _compute(self, t0: float) -> _Work:
+        """The step's gradients for the quorum it turns out to have (see train_step)."""
+        manager = self.manager
         manager.start_quorum()  # the asynchronous quorum returns at once
         guess = self.expected_quorum if self.async_quorum else None
         if guess is None:
@@ -444,19 +376,24 @@ class PerStepTraining:
         computing = time.perf_counter()
         flat, grads, local_loss = self._gradients(indices, covered)
         computed = time.perf_counter()
-        replica_rank, participants = quorum = (manager.participating_rank(), manager.num_participants())
+        quorum = (manager.participating_rank(), manager.num_participants())
         known = time.perf_counter()
-        waited += known - computed
         if quorum != guess:  # the batch was another quorum's: this quorum's instead
             indices, covered = self._batch(*quorum)
             flat, grads, local_loss = self._gradients(indices, covered)
-        recomputed = time.perf_counter()
-        world = max(participants, 1) * self.group_world
-        set_lr(self.optimizer, scaled_lr(args.lr, world, args.lr_scaling))
-        self.last_quorum_size = participants
-        # A new quorum (a group joined, and heals now, or one left): this step's collective
-        # may wait for a heal's copy of the state, so it gets the heal's timeout.
-        quorum_id = _quorum_id(manager)
+        ready = time.perf_counter()
+        phases = {
+            "quorum": waited + known - computed,
+            "compute": computed - computing,
+            "recompute": ready - known if quorum != guess else 0.0,
+        }
+        return _Work(quorum, indices, covered, flat, grads, local_loss, phases, ready)
+
+    def _time_the_collective(self) -> bool:
+        """The timeout of this step's cross-group collective; whether its quorum is new. A new
+        quorum (a group joined, and heals now, or one left): this step's collective may wait
+        for a heal's copy of the state, so it gets the heal's timeout."""
+        quorum_id = _quorum_id(self.manager)
         new_quorum = quorum_id != self.quorum_of_last_step
         self.cross_group.step_timeout = (
             self.heal_timeout
@@ -464,9 +401,9 @@ class PerStepTraining:
             else self.collective_timeout or derived_collective_timeout(self.reduce_seconds, self.heal_timeout)
         )
         self.quorum_of_last_step = quorum_id
-        self._reduce(flat)
-        reduced = time.perf_counter()
-        committed, covered = self._commit(flat, grads, covered, world, indices)
+        return new_quorum
+
+    def _report_heal(self, t0: float) -> None:
         if self.healed_bytes:  # the quorum copied the state from a peer (load_user_state ran)
             events.emit(
                 Event.HEALED,
@@ -475,36 +412,24 @@ class PerStepTraining:
                 bytes=self.healed_bytes,
                 replica=self.replica,
             )
-        # The next step's batch is chosen for this quorum while its own quorum runs, unless
-        # this one failed or healed this group (the next quorum then differs).
-        self.expected_quorum = quorum if committed and not self.healed_bytes else None
-        if committed:
-            phases = {
-                "quorum": waited,
-                "compute": computed - computing,
-                "recompute": recomputed - known if quorum != guess else 0.0,
-                "reduce": reduced - recomputed,
-                "commit": time.perf_counter() - reduced,
-            }
-            self._record_step(indices, local_loss, participants, replica_rank, world, covered, t0, phases)
-            if not new_quorum:  # a new quorum's collective may include a heal: not a sample
-                self.reduce_seconds.append(phases["reduce"])
-        else:
-            events.emit(
-                Event.STEP_DISCARDED,
-                step=manager.current_step(),
-                participants=participants,
-                replica=self.replica,
-                quorum=_quorum_id(manager),
-                error=str(manager.errored())[:200] if manager.errored() else None,
-            )
+
+    def _discarded(self, participants: int) -> None:
+        manager = self.manager
+        events.emit(
+            Event.STEP_DISCARDED,
+            step=manager.current_step(),
+            participants=participants,
+            replica=self.replica,
+            quorum=_quorum_id(manager),
+            error=str(manager.errored())[:200] if manager.errored() else None,
+        )
 
     def _batch(self, replica_rank: int | None, participants: int) -> tuple[torch.Tensor, int]:
         """This worker's sample indices of the step's global batch in a quorum where this group
         has `replica_rank` among `participants` groups, and how many samples that batch covers
         (none for this worker when the group sits the step out: healing, or a spare)."""
-        world = max(participants, 1) * self.group_world
-        rank_in_step = (replica_rank or 0) * self.group_world + self.group_rank
+        world = max(participants, 1) * self.world_size
+        rank_in_step = (replica_rank or 0) * self.world_size + self.rank
         indices, covered = self.sampler.peek(self.args.batch_size, rank_in_step, world)
         return (indices[:0] if replica_rank is None else indices), covered
 
@@ -523,18 +448,21 @@ class PerStepTraining:
             batch = self.workload.batch(self.data, indices, device)
             try:
                 local_loss = self.workload.loss_sum(self.net, batch)
-                (local_loss * ((self.group_world if self.fsdp else 1) / covered)).backward()  # type: ignore[no-untyped-call]
+                (local_loss * ((self.world_size if self.fsdp else 1) / covered)).backward()  # type: ignore[no-untyped-call]
             except RuntimeError as exc:  # FSDP2's collectives within the group: a worker of it is gone
                 self._group_lost(exc)
         else:
             local_loss = torch.zeros((), device=device)
-        grads = [_local(p.grad) if p.grad is not None else torch.zeros_like(_local(p)) for p in self.params]
-        return _flatten(grads), grads, local_loss
+        grads = [
+            heal_state.local(p.grad) if p.grad is not None else torch.zeros_like(heal_state.local(p))
+            for p in self.params
+        ]
+        return heal_state.flatten(grads), grads, local_loss
 
     def _reduce(self, flat: torch.Tensor) -> None:
         """Sum within the group (FSDP2 did, in backward), then across the quorum's groups:
         each worker's shard with the same shard of the other groups."""
-        if self.group_world > 1 and not self.fsdp:
+        if self.world_size > 1 and not self.fsdp:
             try:
                 dist.all_reduce(flat)
             except RuntimeError as exc:
@@ -561,15 +489,14 @@ class PerStepTraining:
         asynchronous quorum loads its peer's state in should_commit, its sampler's position
         included: the step's batch is counted from there. The step's samples (--log-samples)
         are logged with the update: a notice's save after it never leaves them out."""
-        if self.sharded:
-            self.checkpoints.wait_for_staging()  # a save in flight copies the state this step changes
+        self.checkpointer.wait_for_staging()  # a save in flight copies the state this step changes
         with self.notice.consistent:
             committed = bool(self.manager.should_commit())
             if committed:
                 if self.healed_bytes and self.async_quorum:
                     covered = self.sampler.peek(self.args.batch_size, 0, world)[1]
-                for p, g in zip(self.params, _unflatten(flat, grads), strict=True):
-                    p.grad = _like(g, p)
+                for p, g in zip(self.params, heal_state.unflatten(flat, grads), strict=True):
+                    p.grad = heal_state.like(g, p)
                 self.optimizer.step()
                 self.sampler.advance(covered)
                 if self.args.log_samples and len(indices):
@@ -582,153 +509,61 @@ class PerStepTraining:
                     )
         return committed, covered
 
-    def _record_step(
-        self,
-        indices: torch.Tensor,
-        local_loss: torch.Tensor,
-        participants: int,
-        replica_rank: int | None,
-        world: int,
-        covered: int,
-        t0: float,
-        phases: dict[str, float],
-    ) -> None:
+    def _record_step(self, work: _Work, world: int, t0: float) -> None:
         """The committed step's events (with where its time went), and its periodic checkpoint."""
         step = self.manager.current_step()
-        if self.group_rank == 0:
+        replica_rank, participants = work.quorum
+        if self.rank == 0:
             quorum = _quorum_id(self.manager)
             events.emit(
                 Event.STEP,
                 step=step,
-                loss=round(local_loss.item() / max(len(indices), 1), 5),
+                loss=round(work.local_loss.item() / max(len(work.indices), 1), 5),
                 world_size=world,
                 participants=participants,
                 participating=replica_rank is not None,
                 replica=self.replica,
                 quorum=quorum,
-                samples=covered,
+                samples=work.covered,
                 epoch=self.sampler.epoch,
                 position=self.sampler.position,
                 seconds=round(time.perf_counter() - t0, 5),
-                phases={name: round(seconds, 5) for name, seconds in phases.items()},
+                phases={name: round(seconds, 5) for name, seconds in work.phases.items()},
             )
             if quorum != self.quorum_seen:
                 self.quorum_seen = quorum
                 log.info("step %d: quorum %s of %d replica group(s)", step, quorum, participants)
         if step % self.args.checkpoint_every == 0 and replica_rank == 0:
-            if self.sharded:  # every worker of the group writes its shards, in the background
-                self.checkpoints.save(self._progress(), self.net, self.optimizer, reason=SAVE_INTERVAL)
-            elif self.group_rank == 0:
-                with self.notice.consistent:
-                    self.save(SAVE_INTERVAL)
+            self.save(SAVE_INTERVAL)  # every worker of the group: its shards, or rank 0 the whole state
 
     # ------------------------------------------------------------- saves, notice, end
-    def _progress(self) -> Progress:
-        return Progress(
-            self.manager.current_step(),
-            self.sampler.epoch,
-            self.sampler.position,
-            self.group_world,
-            self.manager.batches_committed(),
-        )
-
-    def report_save(self) -> None:
-        """A background save that committed (or failed) since the last step: its event."""
-        stats = self.checkpoints.finished()
-        if stats is not None:
-            self._emit_saved(stats)
-
-    def _emit_saved(self, stats: Any) -> None:
-        if self.group_rank != 0 or stats.error is not None:
+    def report(self, record: SaveRecord | None) -> None:
+        """A save's event (one that failed, or found its step saved already, has none)."""
+        if record is None or record.error is not None or record.already:
             return
-        events.emit(
-            Event.CHECKPOINT_SAVED,
-            step=stats.step,
-            reason=stats.reason,
-            seconds=round(stats.seconds or 0.0, 4),
-            blocking_s=round(stats.blocking_s, 4),
-            bytes=stats.nbytes,
-            path=stats.path,
-            replica=self.replica,
-            sharded=True,
-        )
+        events.emit(Event.CHECKPOINT_SAVED, **record.fields(), replica=self.replica)
 
     def agree_on_notice(self) -> None:
         """Sharded checkpoints: the group's workers agree at every step boundary whether one of
         them got a notice; if so, and the group is the last one standing, they save together;
         then they leave (the peers carry the job on)."""
         flag = torch.tensor([float(self.notice.requested.is_set())], device=self.device)
-        if self.group_world > 1:
+        if self.world_size > 1:
             dist.all_reduce(flag)
         if flag.item() == 0:
             return
         self.notice.acknowledge()
         if self.last_quorum_size <= 1:
-            started = time.perf_counter()
-            self.checkpoints.wait()
-            stats = self.checkpoints.save(self._progress(), self.net, self.optimizer, reason=SAVE_NOTICE, blocking=True)
-            stats.blocking_s = time.perf_counter() - started
-            self._emit_saved(stats)
-        events.emit(
-            Event.EXIT,
-            reason=EXIT_NOTICE,
-            step=self.manager.current_step(),
-            notice_to_exit_s=round(self.notice.seconds_since(), 4),
-            replica=self.replica,
-        )
-        self.notice.handled()
-        time.sleep(3600)  # the notice's thread ends the process
-
-    def notice_not_saved(self) -> None:
-        events.emit(
-            Event.EXIT,
-            reason=EXIT_NOTICE,
-            step=self.manager.current_step(),
-            notice_to_exit_s=round(self.notice.seconds_since(), 4),
-            replica=self.replica,
-            saved=False,
-        )
-
-    def save(self, reason: str) -> None:
-        step = self.manager.current_step()
-        if self.store.has(step):
-            return
-        snapshot = TrainingSnapshot.capture(
-            self.net,
-            self.optimizer,
-            self.sampler,
-            step=step,
-            world_size=self.group_world,
-            batches_committed=self.manager.batches_committed(),
-        )
-        saved = self.store.save(snapshot.to_payload(), step, self.writer)
-        events.emit(
-            Event.CHECKPOINT_SAVED,
-            step=step,
-            reason=reason,
-            seconds=round(saved.seconds, 4),
-            blocking_s=round(saved.seconds, 4),
-            bytes=saved.nbytes,
-            path=saved.path.name,
-            replica=self.replica,
-        )
+            # A save in flight finishes first: its wait counts in this one's blocking time.
+            self.save(SAVE_NOTICE, blocking=True, since=time.perf_counter())
+        self.hand_over_to_the_notice()
 
     def leave_on_notice(self) -> None:
         """A spot notice: the peers carry the job on; the last group standing saves first."""
         # The quorum of the step in flight (asking the manager could wait on a quorum).
-        if self.group_rank == 0 and self.last_quorum_size <= 1:
-            self.save(SAVE_NOTICE)
-        events.emit(
-            Event.EXIT,
-            reason=EXIT_NOTICE,
-            step=self.manager.current_step(),
-            notice_to_exit_s=round(self.notice.seconds_since(), 4),
-            replica=self.replica,
-        )
-
-    def newest_checkpoint_step(self) -> int | None:
-        steps = self.checkpoints.steps.steps() if self.sharded else self.store.steps()
-        return steps[0] if steps else None
+        if self.rank == 0 and self.last_quorum_size <= 1:
+            self.save_alone(SAVE_NOTICE)
+        self.emit_notice_exit()
 
     def leave_if_the_job_ends_first(self, first_quorum: threading.Event) -> None:
         """A group that starts as the others finish (a replacement node that came a moment
@@ -738,43 +573,26 @@ class PerStepTraining:
         is done, and it exits 0 having trained nothing."""
         while not first_quorum.wait(JOB_END_LOOK_EVERY_S):
             try:
-                newest = self.newest_checkpoint_step()
+                newest = self.checkpointer.newest_step()
             except Exception as exc:  # noqa: BLE001 - storage that fails now is the training's business
                 log.debug("could not list the checkpoints: %s", exc)
                 continue
             if newest is not None and newest >= self.args.steps:
                 log.info("the job ended (checkpoint of step %d) before this group's first quorum: done", newest)
-                events.emit(Event.EXIT, reason=EXIT_DONE, step=newest, replica=self.replica, peak_rss_mb=_peak_rss_mb())
+                events.emit(Event.EXIT, reason=EXIT_DONE, step=newest, replica=self.replica, peak_rss_mb=peak_rss_mb())
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(0)
 
     def finish(self) -> None:
-        if self.sharded:
-            last = self.checkpoints.wait()
-            if last is not None:
-                self._emit_saved(last)
-            if self.manager.participating_rank() == 0:
-                stats = self.checkpoints.save(
-                    self._progress(), self.net, self.optimizer, reason=SAVE_FINAL, blocking=True
-                )
-                self._emit_saved(stats)
-            self.checkpoints.close()
-        elif self.group_rank == 0 and self.manager.participating_rank() == 0:
-            with self.notice.consistent:
-                self.save(SAVE_FINAL)
+        """A save in flight reported; the last step saved by the group that ranks first in the
+        quorum; then exit."""
+        self.save_last(saves=self.manager.participating_rank() == 0)
         events.emit(
             Event.EXIT,
             reason=EXIT_DONE,
             step=self.manager.current_step(),
             replica=self.replica,
-            peak_rss_mb=_peak_rss_mb(),
+            peak_rss_mb=peak_rss_mb(),
         )
         self.manager.shutdown(wait=False)
-
-
-def _peak_rss_mb() -> float:
-    """This process's peak resident memory, in MiB (Linux reports KiB)."""
-    import resource
-
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

@@ -12,6 +12,7 @@ the optimizer, and how the model is spread over the ranks.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ import torch
 from torch import nn
 
 from lab.runtime import demo, gpt
+from lab.runtime.checkpointer import Checkpointer
 from lab.vocab.models import MODELS, PARALLEL, TINY
 
 __all__ = ["MODELS", "PARALLEL", "TINY", "Workload", "shard"]
@@ -88,21 +90,27 @@ def build_model(workload: Workload, device: torch.device, seed: int, *, sharded:
     return (shard(net, device) if sharded else net), parameters
 
 
-def open_checkpoints(workload: Workload, args: Any) -> Any:
-    """The job's checkpoints: sharded ones for a GPT (lab.runtime.sharded_checkpoint), whole
-    ones for the tiny model (lab.runtime.checkpoint), where the script's settings say."""
+def open_checkpointer(
+    workload: Workload, args: Any, *, writer: str, device: torch.device, exclusive: threading.Lock, keeps_rng: bool
+) -> Checkpointer:
+    """The job's checkpoints, chosen once: sharded ones for a GPT (lab.runtime.sharded_checkpoint),
+    whole ones for the tiny model (lab.runtime.checkpoint), where the script's settings say.
+    `writer` names this rank's files, `exclusive` and `keeps_rng`: see WholeCheckpointer."""
     if workload.sharded:
-        from lab.runtime.sharded_checkpoint import ShardedCheckpoints
+        from lab.runtime.sharded_checkpoint import ShardedCheckpointer, ShardedCheckpoints
 
-        return ShardedCheckpoints(
-            args.checkpoint_dir,
-            args.checkpoint_writes,
-            keep=max(2, args.keep_checkpoints),
-            pinned=getattr(args, "pinned_staging", None),
+        return ShardedCheckpointer(
+            ShardedCheckpoints(
+                args.checkpoint_dir,
+                args.checkpoint_writes,
+                keep=max(2, args.keep_checkpoints),
+                pinned=getattr(args, "pinned_staging", None),
+            )
         )
-    from lab.runtime.checkpoint import CheckpointStore
+    from lab.runtime.checkpoint import CheckpointStore, WholeCheckpointer
 
-    return CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
+    store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
+    return WholeCheckpointer(store, writer=writer, device=device, exclusive=exclusive, keeps_rng=keeps_rng)
 
 
 def shard(model: nn.Module, device: torch.device, group: Any = None) -> nn.Module:

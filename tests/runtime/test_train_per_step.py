@@ -48,14 +48,13 @@ import threading, time
 from types import SimpleNamespace
 from lab.runtime.train_per_step import PerStepTraining
 
-class Store:
+class Checkpoints:
     looks = 0
-    def steps(self):
-        Store.looks += 1
-        return [20] if Store.looks >= 3 else [10]  # the others save step 20 and end meanwhile
+    def newest_step(self):
+        Checkpoints.looks += 1
+        return 20 if Checkpoints.looks >= 3 else 10  # the others save step 20 and end meanwhile
 
-group = SimpleNamespace(sharded=False, store=Store(), args=SimpleNamespace(steps=20), replica="late")
-group.newest_checkpoint_step = lambda: PerStepTraining.newest_checkpoint_step(group)
+group = SimpleNamespace(checkpointer=Checkpoints(), args=SimpleNamespace(steps=20), replica="late")
 first_quorum = threading.Event()  # never comes
 threading.Thread(target=PerStepTraining.leave_if_the_job_ends_first, args=(group, first_quorum), daemon=True).start()
 time.sleep(60)
@@ -74,17 +73,6 @@ def test_a_group_still_waiting_for_its_first_quorum_leaves_once_the_last_checkpo
     assert done.returncode == 0
     (exit_event,) = [json.loads(line) for line in events_file.read_text().splitlines()]
     assert (exit_event["event"], exit_event["reason"], exit_event["step"]) == ("exit", "done", 20)
-
-
-def test_the_newest_checkpoint_step_is_read_from_either_kind_of_checkpoints():
-    from types import SimpleNamespace
-
-    from lab.runtime.train_per_step import PerStepTraining
-
-    whole = SimpleNamespace(sharded=False, store=SimpleNamespace(steps=lambda: [30, 20]))
-    sharded = SimpleNamespace(sharded=True, checkpoints=SimpleNamespace(steps=SimpleNamespace(steps=lambda: [40])))
-    empty = SimpleNamespace(sharded=False, store=SimpleNamespace(steps=lambda: []))
-    assert [PerStepTraining.newest_checkpoint_step(g) for g in (whole, sharded, empty)] == [30, 40, None]
 
 
 def test_a_steps_collective_timeout_follows_the_slowest_recent_collective():

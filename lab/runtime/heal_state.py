@@ -1,0 +1,88 @@
+"""The state a group of the per-step mode (lab.runtime.train_per_step) hands TorchFT to heal a
+joining group, and takes back from a live peer: each worker's part of it (a shard under FSDP2),
+copied to the worker of the same rank; and the tensor plumbing of its step's gradients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from lab.runtime.demo import GlobalSampler
+
+
+def local(t: Any) -> torch.Tensor:
+    """The part of `t` this worker holds (a DTensor's shard; any other tensor whole)."""
+    to_local = getattr(t, "to_local", None)
+    held: torch.Tensor = to_local() if to_local is not None else t
+    return held
+
+
+def like(held: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+    """`held` as `param` holds it: the same DTensor layout when the model is sharded."""
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(param, DTensor):
+        return DTensor.from_local(
+            held, param.device_mesh, param.placements, shape=param.shape, stride=param.stride(), run_check=False
+        )
+    return held
+
+
+def flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """One contiguous tensor of all of them: one collective instead of one per parameter."""
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def unflatten(flat: torch.Tensor, shapes: list[torch.Tensor]) -> list[torch.Tensor]:
+    """`flat` cut back into tensors shaped as `shapes`."""
+    return [chunk.view_as(t) for chunk, t in zip(torch.split(flat, [t.numel() for t in shapes]), shapes, strict=True)]
+
+
+def state_of(net: nn.Module, optimizer: torch.optim.Optimizer, sampler: GlobalSampler) -> dict[str, Any]:
+    """This worker's part of the state a heal copies (its step comes with it, from TorchFT)."""
+    optim = optimizer.state_dict()
+    return {
+        "model": {k: local(v) for k, v in net.state_dict().items()},
+        "optimizer": {
+            "state": {i: {k: local(v) for k, v in st.items()} for i, st in optim["state"].items()},
+            "param_groups": optim["param_groups"],
+        },
+        "epoch": sampler.epoch,
+        "position": sampler.position,
+    }
+
+
+def load_state(state: dict[str, Any], net: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """A peer's state (`state_of` on the worker of the same rank) into this worker's model and
+    optimizer, in their own layout; the data position is the caller's."""
+    with torch.no_grad():
+        for key, value in net.state_dict().items():
+            local(value).copy_(state["model"][key])
+    optim = state["optimizer"]
+    by_index = dict(enumerate(p for g in optimizer.param_groups for p in g["params"]))
+    optimizer.load_state_dict(
+        {
+            "state": {
+                i: {k: like(v, by_index[int(i)]) if v.dim() else v for k, v in st.items()}
+                for i, st in optim["state"].items()
+            },
+            "param_groups": optim["param_groups"],
+        }
+    )
+
+
+def copied_bytes(state: dict[str, Any]) -> int:
+    """Bytes of the tensors of a state a heal copied."""
+    tensors = [*state["model"].values()]
+    tensors += [v for st in state["optimizer"]["state"].values() for v in st.values()]
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+def bound_bytes(net: nn.Module) -> int:
+    """Bytes of this worker's part of the state a heal copies: its parameters and, once the
+    optimizer has stepped, about twice that again (Adam's two moments; SGD's momentum is
+    one): counted as three times the parameters, the most."""
+    params = sum(local(p).numel() * local(p).element_size() for p in net.parameters())
+    return 3 * params

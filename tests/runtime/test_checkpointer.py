@@ -1,0 +1,154 @@
+"""The Checkpointer contract (lab.runtime.checkpointer), honoured by both kinds: whole checkpoints
+(lab.runtime.checkpoint.WholeCheckpointer) and sharded ones
+(lab.runtime.sharded_checkpoint.ShardedCheckpointer), in a process group of one rank."""
+
+from __future__ import annotations
+
+import os
+import threading
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from lab.runtime.checkpoint import WholeCheckpointer
+from lab.runtime.checkpointer import Checkpointer, TrainingState
+from lab.runtime.demo import GlobalSampler
+from lab.runtime.sharded_checkpoint import ShardedCheckpointer
+from lab.runtime.workload import Workload, open_checkpointer
+
+INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
+KINDS = {"whole": "tiny", "sharded": "gpt-small"}
+
+
+@pytest.fixture
+def one_rank(tmp_path):
+    """A gloo process group of this process alone, taken down after the test. An optimizer's
+    first step imports torch._dynamo, which sets TORCHINDUCTOR_CACHE_DIR: put back as it was
+    (before the autouse check of the process's state, which monkeypatch would undo after)."""
+    cache_dir = os.environ.get(INDUCTOR_CACHE)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+    if cache_dir is None:
+        os.environ.pop(INDUCTOR_CACHE, None)
+    else:
+        os.environ[INDUCTOR_CACHE] = cache_dir
+
+
+def _open(kind: str, directory, **settings) -> Checkpointer:
+    args = SimpleNamespace(
+        checkpoint_dir=str(directory), checkpoint_writes="rename", keep_checkpoints=3, pinned_staging=False
+    )
+    return open_checkpointer(
+        Workload(KINDS[kind], 64, 0),
+        args,
+        writer="r0.test",
+        device=torch.device("cpu"),
+        exclusive=threading.Lock(),
+        keeps_rng=settings.get("keeps_rng", True),
+    )
+
+
+def _trained(step: int, seed: int = 0) -> TrainingState:
+    """A small model and its optimizer after a step, at a data position of its own."""
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(3, 4)).sum().backward()
+    optimizer.step()
+    sampler = GlobalSampler(64, 0)
+    sampler.advance(40)
+    return TrainingState(model, optimizer, sampler, step=step, world_size=1, batches_committed=step * 2)
+
+
+def _same(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_blocking_save_loads_back_the_same_step_state_and_data_position(kind, tmp_path, one_rank):
+    checkpointer = _open(kind, tmp_path / "ckpt")
+    saved = _trained(step=7)
+    record = checkpointer.save(saved, "interval", blocking=True)
+    assert record is not None and (record.step, record.reason, record.error) == (7, "interval", None)
+    assert record.nbytes > 0 and record.path
+    assert checkpointer.newest_step() == 7
+
+    fresh = _trained(step=0, seed=1)  # other weights, not stepped the same
+    assert not _same(fresh.model, saved.model)
+    choice = checkpointer.choose()
+    assert choice is not None and choice.step == 7
+    resumed = checkpointer.load(choice, fresh.model, fresh.optimizer)
+    assert (resumed.step, resumed.world_size, resumed.batches_committed) == (7, 1, 14)
+    assert (resumed.epoch, resumed.position) == (saved.sampler.epoch, saved.sampler.position) == (0, 40)
+    assert _same(fresh.model, saved.model)
+    moments = [[s["exp_avg"] for s in state.optimizer.state_dict()["state"].values()] for state in (fresh, saved)]
+    assert len(moments[0]) == 4 and all(torch.equal(a, b) for a, b in zip(*moments, strict=True))
+    assert resumed.fields["path"] == record.path
+    checkpointer.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nothing_to_choose_in_an_empty_directory(kind, tmp_path, one_rank):
+    checkpointer = _open(kind, tmp_path / "ckpt")
+    assert checkpointer.choose() is None
+    assert checkpointer.newest_step() is None
+    assert checkpointer.wait() is None and checkpointer.finished() is None
+    checkpointer.close()
+
+
+def test_a_sharded_save_goes_on_in_the_background_until_waited_for(tmp_path, one_rank):
+    checkpointer = _open("sharded", tmp_path / "ckpt")
+    assert not checkpointer.saves_alone
+    state = _trained(step=3)
+    assert checkpointer.save(state, "interval") is None  # in flight: its record comes later
+    checkpointer.wait_for_staging()
+    record = checkpointer.wait()
+    assert record is not None and (record.step, record.error) == (3, None)
+    assert record.fields()["sharded"] is True and record.seconds >= record.blocking_s >= 0
+    assert checkpointer.wait() is None and checkpointer.finished() is None  # reported once
+    assert checkpointer.choose().step == 3
+    assert checkpointer.save_alone(state, "notice") is None  # a rank holds only its shards
+    checkpointer.save(_trained(step=4), "interval")
+    checkpointer.close()  # waits for the save in flight
+    assert checkpointer.wait() is None
+    assert checkpointer.newest_step() == 4
+
+
+def test_a_whole_save_blocks_and_any_rank_can_save_alone(tmp_path, one_rank):
+    checkpointer = _open("whole", tmp_path / "ckpt")
+    assert checkpointer.saves_alone
+    record = checkpointer.save(_trained(step=5), "interval", since=0.0)
+    assert record is not None and record.blocking_s > record.seconds  # waited since the start of time
+    assert "sharded" not in record.fields()
+    assert checkpointer.finished() is None and checkpointer.wait() is None  # nothing was in flight
+    again = checkpointer.save_alone(_trained(step=5), "notice")
+    assert again.already and again.fields() == {
+        "step": 5,
+        "reason": "notice",
+        "seconds": 0.0,
+        "blocking_s": 0.0,
+        "already": True,
+    }
+    alone = checkpointer.save_alone(_trained(step=6), "failure")
+    assert (alone.step, alone.already) == (6, False)
+    assert checkpointer.newest_step() == 6
+    checkpointer.close()
+
+
+@pytest.mark.parametrize("keeps_rng", [True, False])
+def test_a_whole_checkpoint_holds_each_ranks_rng_stream_where_asked(keeps_rng, tmp_path, one_rank):
+    checkpointer = _open("whole", tmp_path / "ckpt", keeps_rng=keeps_rng)
+    checkpointer.save(_trained(step=2), "interval")
+    state = _trained(step=0)
+    resumed = checkpointer.load(checkpointer.choose(), state.model, state.optimizer)
+    assert set(resumed.rng_by_rank) == ({0} if keeps_rng else set())
+
+
+def test_the_kind_is_chosen_by_the_model(tmp_path, one_rank):
+    assert isinstance(_open("whole", tmp_path / "a"), WholeCheckpointer)
+    sharded = _open("sharded", tmp_path / "b")
+    assert isinstance(sharded, ShardedCheckpointer)
+    sharded.close()
