@@ -13,14 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.field_problems import (
-    FieldProblems,
-    check_fields,
-    is_int,
-    kubernetes_version,
-    meta,
-    settable_fields,
-)
+from components.field_problems import FieldProblems, check_fields, is_int, kubernetes_version, meta, settable_fields
 from lab.vocab.azure_regions import AZURE_REGIONS
 from lab.vocab.azure_tags import tag_problems
 from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, rank_list_problems

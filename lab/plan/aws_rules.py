@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -253,15 +253,26 @@ def ecr_repository_request(inputs: dict[str, Any]) -> dict[str, Any]:
     return request
 
 
+def _nest_with_rules(member: str, keep: tuple[str, ...], rule: Callable[[Any, str], Any]) -> Reshape:
+    """A reshape putting every input but `keep` into the request member `member` (`nest`), each
+    item of the `rules` input reshaped by `rule` (the item, its path)."""
+
+    def reshape(inputs: dict[str, Any]) -> dict[str, Any]:
+        request = nest(member, keep)(inputs)
+        rules = inputs.get("rules")
+        if isinstance(rules, list):
+            rules = [Moved(rule(item, where), where) for where, item in indexed(rules, "rules")]
+        request[member].value["rules"] = Moved(rules, "rules")
+        return request
+
+    return reshape
+
+
 def s3_encryption_request(inputs: dict[str, Any]) -> dict[str, Any]:
     """`rules` go in ServerSideEncryptionConfiguration.Rules; each rule's
     `blockedEncryptionTypes` list in BlockedEncryptionTypes.EncryptionType."""
-    request = nest("ServerSideEncryptionConfiguration", ("bucket", "expectedBucketOwner", "region"))(inputs)
-    rules = inputs.get("rules")
-    if isinstance(rules, list):
-        rules = [Moved(_s3_rule(rule, where), where) for where, rule in indexed(rules, "rules")]
-    request["ServerSideEncryptionConfiguration"].value["rules"] = Moved(rules, "rules")
-    return request
+    keep = ("bucket", "expectedBucketOwner", "region")
+    return _nest_with_rules("ServerSideEncryptionConfiguration", keep, _s3_rule)(inputs)
 
 
 def _s3_rule(rule: Any, where: str) -> Any:
@@ -277,14 +288,8 @@ def _s3_rule(rule: Any, where: str) -> Any:
 def s3_lifecycle_request(inputs: dict[str, Any]) -> dict[str, Any]:
     """`rules` go in LifecycleConfiguration.Rules; a rule filter's `and.tags` map is the
     request's list of Tag objects."""
-    request = nest("LifecycleConfiguration", ("bucket", "expectedBucketOwner", "transitionDefaultMinimumObjectSize"))(
-        inputs
-    )
-    rules = inputs.get("rules")
-    if isinstance(rules, list):
-        rules = [Moved(_lifecycle_rule(rule, where), where) for where, rule in indexed(rules, "rules")]
-    request["LifecycleConfiguration"].value["rules"] = Moved(rules, "rules")
-    return request
+    keep = ("bucket", "expectedBucketOwner", "transitionDefaultMinimumObjectSize")
+    return _nest_with_rules("LifecycleConfiguration", keep, _lifecycle_rule)(inputs)
 
 
 def _lifecycle_rule(rule: Any, where: str) -> Any:
