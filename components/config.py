@@ -30,7 +30,7 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -342,10 +342,31 @@ def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -
             return default
 
     version = str(parsed("kubernetesVersion", DEFAULT_KUBERNETES_VERSION))
-    trainer_image = parsed("trainerImage", None)
+    trainer_image = _trainer_image(parsed("trainerImage", None), found, prefix)
+    raw_platform = _raw_platform(parsed("platform", {}), found, prefix)
+    cluster, identity, mount_with_token = _cloud_cluster(cloud, ours, stack, raw_platform, parsed, found)
+    platform: PlatformSettings | None = None
+    try:  # on a cloud without a cluster component too: every problem in one run
+        platform = PlatformSettings.from_config(
+            raw_platform,
+            kubernetes_version=version,
+            identity=identity,
+            mount_with_token=mount_with_token,
+            trainer_image=trainer_image,
+        )
+    except InvalidInput as exc:
+        found.extend(_platform_problems(exc.problems, raw_platform, found, prefix))
+    if found or cluster is None or platform is None:  # a built cloud without problems has both
+        raise InvalidInput(found.items, f"stack config in stack {stack!r}")
+    return StackConfig(stack=stack, cloud=str(cloud), kubernetes_version=version, cluster=cluster, platform=platform)
+
+
+def _trainer_image(trainer_image: Any, found: Problems, prefix: str) -> Any:
+    """The trainerImage a platform may run: pinned, and not the Dockerfile's own name (None,
+    and a problem, otherwise). The same rule as the spot-notice handler's image
+    (components/platform/settings.py), which this is unless that is set: what one accepts, the
+    other does."""
     pinned = ImageReference.parse(trainer_image)
-    # The same rule as the spot-notice handler's image (components/platform/settings.py), which
-    # this is unless that is set: what one accepts, the other does.
     if trainer_image is not None and (pinned is None or not pinned.pinned):
         found.add(
             f"{prefix}trainerImage",
@@ -353,22 +374,38 @@ def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -
             "a pinned container image reference (lower-case path): <registry>/<path>:<tag>@sha256:<digest> as "
             "`elastic-lab image` records it, or by its tag (not latest) or its digest alone",
         )
-        trainer_image = None
-    elif pinned is not None and pinned.repository == PROJECT_IMAGE:
+        return None
+    if pinned is not None and pinned.repository == PROJECT_IMAGE:
         found.add(
             f"{prefix}trainerImage",
             trainer_image,
             f"the trainer image in the stack's registry (imageRegistry output): {PROJECT_IMAGE} is the image's name "
             "in the Dockerfile, which nothing publishes",
         )
-        trainer_image = None
-    raw_platform: Any = parsed("platform", {})
+        return None
+    return trainer_image
+
+
+def _raw_platform(value: Any, found: Problems, prefix: str) -> Mapping[str, Any]:
+    """The `platform` mapping as given (empty, and its problems, where it is no mapping)."""
     try:
-        raw_platform = parse_mapping(raw_platform)
+        return parse_mapping(value)
     except InvalidInput as exc:
         found.extend(p.under(prefix) for p in exc.problems)
-        raw_platform = {}
+        return {}
 
+
+def _cloud_cluster(
+    cloud: Any,
+    ours: Mapping[str, Any],
+    stack: str,
+    raw_platform: Mapping[str, Any],
+    parsed: Callable[[str, Any], Any],
+    found: Problems,
+) -> tuple[AksClusterArgs | EksClusterArgs | ByoClusterArgs | None, TrainingIdentity | None, bool | None]:
+    """The cloud's cluster args, and on AKS the training identity and how checkpoints are
+    mounted (None where the cloud has none or its args have problems)."""
+    prefix = PROJECT + ":"
     cluster: AksClusterArgs | EksClusterArgs | ByoClusterArgs | None = None
     identity: TrainingIdentity | None = None
     mount_with_token: bool | None = None
@@ -392,17 +429,4 @@ def load(values: Mapping[str, Any] | None = None, *, stack: str | None = None) -
                 cluster = ByoClusterArgs.from_config(parsed("kubeconfig", None), raw_platform)
             except InvalidInput as exc:
                 found.extend(p.under(prefix) for p in exc.problems)
-    platform: PlatformSettings | None = None
-    try:  # on a cloud without a cluster component too: every problem in one run
-        platform = PlatformSettings.from_config(
-            raw_platform,
-            kubernetes_version=version,
-            identity=identity,
-            mount_with_token=mount_with_token,
-            trainer_image=trainer_image,
-        )
-    except InvalidInput as exc:
-        found.extend(_platform_problems(exc.problems, raw_platform, found, prefix))
-    if found or cluster is None or platform is None:  # a built cloud without problems has both
-        raise InvalidInput(found.items, f"stack config in stack {stack!r}")
-    return StackConfig(stack=stack, cloud=str(cloud), kubernetes_version=version, cluster=cluster, platform=platform)
+    return cluster, identity, mount_with_token

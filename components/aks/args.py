@@ -13,17 +13,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.field_problems import FieldProblems, check_fields, is_int, kubernetes_version, meta, settable_fields
 from lab.vocab.azure_regions import AZURE_REGIONS
 from lab.vocab.azure_tags import tag_problems
 from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, rank_list_problems
 from lab.vocab.checkpoint_location import AKS_KEPT, adoption_problems
 from lab.vocab.machine_shapes import AZURE as AZURE_SHAPES
 from lab.vocab.names import DNS_LABEL
-from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.problems import InvalidInput, Problem
 from lab.vocab.versions import (
     DEFAULT_KUBERNETES_VERSION,
     MIN_GPU_ARCHITECTURE,
-    NEWEST_KUBERNETES_MINOR,
     TORCH_CUDA_BUILD,
 )
 
@@ -103,10 +103,6 @@ def default_node_resource_group(resource_group: str, cluster: str, location: str
     return f"MC_{resource_group}_{cluster}_{location}"[:80]
 
 
-def _meta(key: str, kind: str, doc: str) -> dict[str, str]:
-    return {"key": key, "kind": kind, "doc": doc}
-
-
 # --------------------------------------------------------------------------- args
 
 
@@ -114,52 +110,52 @@ def _meta(key: str, kind: str, doc: str) -> dict[str, str]:
 class AksClusterArgs:
     """Arguments of `AksCluster`. Defaults are the lab's; the stack file sets the usual ones."""
 
-    location: str = field(metadata=_meta("location", "str", "Azure region name, e.g. eastus"))
+    location: str = field(metadata=meta("location", "str", "Azure region name, e.g. eastus"))
     resource_group_name: str = field(
-        metadata=_meta("resourceGroupName", "str", "resource group for the cluster and checkpoints")
+        metadata=meta("resourceGroupName", "str", "resource group for the cluster and checkpoints")
     )
-    cluster_name: str = field(metadata=_meta("clusterName", "str", "AKS cluster name (also the DNS prefix)"))
+    cluster_name: str = field(metadata=meta("clusterName", "str", "AKS cluster name (also the DNS prefix)"))
     kubernetes_version: str = field(
         default=DEFAULT_KUBERNETES_VERSION,
-        metadata=_meta("kubernetesVersion", "str", "Kubernetes version, 1.<minor> or 1.<minor>.<patch>"),
+        metadata=meta("kubernetesVersion", "str", "Kubernetes version, 1.<minor> or 1.<minor>.<patch>"),
     )
     sku_tier: str = field(
-        default="Free", metadata=_meta("skuTier", "str", "AKS control-plane tier: Free, Standard or Premium")
+        default="Free", metadata=meta("skuTier", "str", "AKS control-plane tier: Free, Standard or Premium")
     )
     node_resource_group: str | None = field(
-        default=None, metadata=_meta("nodeResourceGroup", "str", "node resource group [MC_<rg>_<cluster>_<location>]")
+        default=None, metadata=meta("nodeResourceGroup", "str", "node resource group [MC_<rg>_<cluster>_<location>]")
     )
     # System pool: AKS add-ons only (tainted CriticalAddonsOnly), on-demand.
-    system_pool_name: str = field(default="system", metadata=_meta("systemPoolName", "str", "system pool name"))
+    system_pool_name: str = field(default="system", metadata=meta("systemPoolName", "str", "system pool name"))
     system_vm_size: str = field(
-        default="Standard_D2s_v5", metadata=_meta("systemVmSize", "str", "system pool VM size (CPU)")
+        default="Standard_D2s_v5", metadata=meta("systemVmSize", "str", "system pool VM size (CPU)")
     )
-    system_node_count: int = field(default=1, metadata=_meta("systemNodeCount", "int", "system pool node count"))
+    system_node_count: int = field(default=1, metadata=meta("systemNodeCount", "int", "system pool node count"))
     # CPU pool: etcd rendezvous, training operator, launchers. On-demand, autoscaled.
-    cpu_pool_name: str = field(default="cpu", metadata=_meta("cpuPoolName", "str", "CPU (control-plane) pool name"))
-    cpu_vm_size: str = field(default="Standard_D4s_v5", metadata=_meta("cpuVmSize", "str", "CPU pool VM size"))
-    cpu_min_nodes: int = field(default=1, metadata=_meta("cpuMinNodes", "int", "CPU pool autoscaler minimum"))
-    cpu_max_nodes: int = field(default=2, metadata=_meta("cpuMaxNodes", "int", "CPU pool autoscaler maximum"))
+    cpu_pool_name: str = field(default="cpu", metadata=meta("cpuPoolName", "str", "CPU (control-plane) pool name"))
+    cpu_vm_size: str = field(default="Standard_D4s_v5", metadata=meta("cpuVmSize", "str", "CPU pool VM size"))
+    cpu_min_nodes: int = field(default=1, metadata=meta("cpuMinNodes", "int", "CPU pool autoscaler minimum"))
+    cpu_max_nodes: int = field(default=2, metadata=meta("cpuMaxNodes", "int", "CPU pool autoscaler maximum"))
     # GPU spot pool: elastic workers. Spot, Delete, pay up to on-demand, scales to zero.
-    gpu_pool_name: str = field(default="gpuspot", metadata=_meta("gpuPoolName", "str", "GPU spot pool name"))
+    gpu_pool_name: str = field(default="gpuspot", metadata=meta("gpuPoolName", "str", "GPU spot pool name"))
     gpu_vm_size: str = field(
-        default="Standard_NC4as_T4_v3", metadata=_meta("gpuVmSize", "str", "GPU spot pool VM size (NVIDIA)")
+        default="Standard_NC4as_T4_v3", metadata=meta("gpuVmSize", "str", "GPU spot pool VM size (NVIDIA)")
     )
     gpu_min_nodes: int = field(
-        default=0, metadata=_meta("gpuMinNodes", "int", "GPU pool autoscaler minimum (0 to scale to zero)")
+        default=0, metadata=meta("gpuMinNodes", "int", "GPU pool autoscaler minimum (0 to scale to zero)")
     )
-    gpu_max_nodes: int = field(default=3, metadata=_meta("gpuMaxNodes", "int", "GPU pool autoscaler maximum"))
+    gpu_max_nodes: int = field(default=3, metadata=meta("gpuMaxNodes", "int", "GPU pool autoscaler maximum"))
     gpu_spot_max_price: float = field(
-        default=-1.0, metadata=_meta("gpuSpotMaxPrice", "float", "spot max price in USD/h, -1 = up to on-demand")
+        default=-1.0, metadata=meta("gpuSpotMaxPrice", "float", "spot max price in USD/h, -1 = up to on-demand")
     )
     gpu_zones: list[str] = field(
         default_factory=list,
-        metadata=_meta("gpuZones", "list", 'availability zones of the GPU spot pool, e.g. ["1", "2"] [any zone]'),
+        metadata=meta("gpuZones", "list", 'availability zones of the GPU spot pool, e.g. ["1", "2"] [any zone]'),
     )
     # Further GPU capacity, tried in order when the ranks above it have none (lab/vocab/capacity.py).
     gpu_fallback: list[dict[str, Any]] = field(
         default_factory=list,
-        metadata=_meta(
+        metadata=meta(
             "gpuFallback",
             "list",
             "GPU capacity tried after the GPU spot pool, in order: each {vmSize, capacity: spot | on-demand, "
@@ -169,23 +165,23 @@ class AksClusterArgs:
     # Checkpoints: our own storage account, outside the node resource group.
     storage_account_name: str | None = field(
         default=None,
-        metadata=_meta(
+        metadata=meta(
             "storageAccountName", "str", "checkpoint storage account [derived, unique per subscription and stack]"
         ),
     )
     storage_sku: str = field(
-        default="Standard_LRS", metadata=_meta("storageSku", "str", "checkpoint storage redundancy")
+        default="Standard_LRS", metadata=meta("storageSku", "str", "checkpoint storage redundancy")
     )
     checkpoint_container: str = field(
-        default="checkpoints", metadata=_meta("checkpointContainer", "str", "blob container for checkpoints")
+        default="checkpoints", metadata=meta("checkpointContainer", "str", "blob container for checkpoints")
     )
     checkpoint_auth: str = field(
         default="workload-identity-key",
-        metadata=_meta("checkpointAuth", "str", "how the Blob CSI driver mounts with workload identity"),
+        metadata=meta("checkpointAuth", "str", "how the Blob CSI driver mounts with workload identity"),
     )
     checkpoints_on_destroy: str = field(
         default="keep",
-        metadata=_meta(
+        metadata=meta(
             "checkpointsOnDestroy",
             "str",
             "keep: `pulumi destroy` leaves the checkpoint account, container and resource group; delete: removes them",
@@ -194,31 +190,31 @@ class AksClusterArgs:
     # Upgrades and when they may run: every upgrade drains the CPU pool's nodes (etcd, the
     # operator) and reimages GPU nodes, so both channels wait for one weekly window.
     upgrade_channel: str = field(
-        default="patch", metadata=_meta("upgradeChannel", "str", "Kubernetes auto-upgrade channel (none to turn off)")
+        default="patch", metadata=meta("upgradeChannel", "str", "Kubernetes auto-upgrade channel (none to turn off)")
     )
     node_os_upgrade_channel: str = field(
-        default="NodeImage", metadata=_meta("nodeOsUpgradeChannel", "str", "node OS auto-upgrade channel")
+        default="NodeImage", metadata=meta("nodeOsUpgradeChannel", "str", "node OS auto-upgrade channel")
     )
     maintenance_day: str = field(
-        default="Sunday", metadata=_meta("maintenanceDay", "str", "weekday of the upgrade window")
+        default="Sunday", metadata=meta("maintenanceDay", "str", "weekday of the upgrade window")
     )
     maintenance_start_utc: str = field(
-        default="03:00", metadata=_meta("maintenanceStartUtc", "str", "start of the upgrade window, HH:MM in UTC")
+        default="03:00", metadata=meta("maintenanceStartUtc", "str", "start of the upgrade window, HH:MM in UTC")
     )
     maintenance_hours: int = field(
-        default=4, metadata=_meta("maintenanceHours", "int", "length of the upgrade window in hours (4-24)")
+        default=4, metadata=meta("maintenanceHours", "int", "length of the upgrade window in hours (4-24)")
     )
     # Workload identity of the training pods (the platform creates this service account).
     training_namespace: str = field(
-        default="training", metadata=_meta("trainingNamespace", "str", "namespace of the training pods")
+        default="training", metadata=meta("trainingNamespace", "str", "namespace of the training pods")
     )
     training_service_account: str = field(
-        default="trainer", metadata=_meta("trainingServiceAccount", "str", "service account of the training pods")
+        default="trainer", metadata=meta("trainingServiceAccount", "str", "service account of the training pods")
     )
-    tags: dict[str, str] = field(default_factory=dict, metadata=_meta("tags", "map", "Azure tags on every resource"))
+    tags: dict[str, str] = field(default_factory=dict, metadata=meta("tags", "map", "Azure tags on every resource"))
     adopt_checkpoints: dict[str, str] = field(
         default_factory=dict,
-        metadata=_meta(
+        metadata=meta(
             "adoptCheckpoints",
             "map",
             "kept checkpoint storage to take back, role -> cloud id (written by `elastic-lab destroy`)",
@@ -270,27 +266,7 @@ class AksClusterArgs:
     def problems(self) -> list[Problem]:
         """Every invalid value, as (field, value, expected); empty when all is well. The checks
         below run in this order, each adding what it finds to the same collector."""
-        found = _FieldProblems(self)
-        for check in (
-            _location,
-            _kubernetes_version,
-            _sku_tier,
-            _cluster_name,
-            _resource_groups,
-            _pool_names,
-            _checkpoint_storage,
-            _upgrade_window,
-            _training_identity,
-            _cpu_vm_sizes,
-            _gpu_vm_size,
-            _gpu_ranks,
-            _node_counts,
-            _spot_price,
-            _tags,
-            _adopted,
-        ):
-            check(self, found)
-        return found.items
+        return check_fields(self, _CHECKS)
 
     def validate(self) -> AksClusterArgs:
         if problems := self.problems():
@@ -303,34 +279,7 @@ class AksClusterArgs:
 # A string field is read once, through `found.text`, which reports a value of another type.
 
 
-class _FieldProblems(Problems):
-    """The problems of one `AksClusterArgs`, each naming a field and carrying its value."""
-
-    def __init__(self, args: AksClusterArgs) -> None:
-        super().__init__()
-        self.args = args
-
-    def bad(self, name: str, expected: str) -> None:
-        self.add(name, getattr(self.args, name), expected)
-
-    def text(self, name: str) -> str | None:
-        """The field's value when it is a string; otherwise None, and a problem."""
-        value = getattr(self.args, name)
-        if not isinstance(value, str):
-            self.bad(name, "a string")
-            return None
-        return value
-
-    def one_of(self, name: str, allowed: tuple[str, ...], note: str = "") -> None:
-        if (value := self.text(name)) is not None and value not in allowed:
-            self.bad(name, "one of " + ", ".join(allowed) + note)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _location(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _location(args: AksClusterArgs, found: FieldProblems) -> None:
     if (loc := found.text("location")) is None:
         return
     if not _REGION.match(loc) or len(loc) > 40:
@@ -349,39 +298,27 @@ def _location(args: AksClusterArgs, found: _FieldProblems) -> None:
         )
 
 
-def _kubernetes_version(args: AksClusterArgs, found: _FieldProblems) -> None:
-    if (ver := found.text("kubernetes_version")) is None:
-        return
-    m = _K8S_VERSION.match(ver)
-    if not m:
-        found.bad(
-            "kubernetes_version",
-            f"a Kubernetes version 1.<minor> or 1.<minor>.<patch>, e.g. {DEFAULT_KUBERNETES_VERSION} "
-            "(see `az aks get-versions -l <region>`)",
-        )
-    elif int(m.group(1)) < MIN_K8S_MINOR:
-        found.bad(
-            "kubernetes_version",
-            f"1.{MIN_K8S_MINOR} or newer (Blob CSI workload-identity mounts need CSIDriver tokenRequests)",
-        )
-    elif int(m.group(1)) > NEWEST_KUBERNETES_MINOR:
-        found.bad(
-            "kubernetes_version",
-            f"1.{MIN_K8S_MINOR} to 1.{NEWEST_KUBERNETES_MINOR}: 1.{NEWEST_KUBERNETES_MINOR} is the newest minor whose "
-            "schemas the offline checks carry",
-        )
+def _kubernetes_version(args: AksClusterArgs, found: FieldProblems) -> None:
+    kubernetes_version(
+        found,
+        _K8S_VERSION,
+        MIN_K8S_MINOR,
+        f"a Kubernetes version 1.<minor> or 1.<minor>.<patch>, e.g. {DEFAULT_KUBERNETES_VERSION} "
+        "(see `az aks get-versions -l <region>`)",
+        "Blob CSI workload-identity mounts need CSIDriver tokenRequests",
+    )
 
 
-def _sku_tier(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _sku_tier(args: AksClusterArgs, found: FieldProblems) -> None:
     found.one_of("sku_tier", SKU_TIERS)
 
 
-def _cluster_name(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _cluster_name(args: AksClusterArgs, found: FieldProblems) -> None:
     if (name := found.text("cluster_name")) is not None and not _CLUSTER_NAME.match(name):
         found.bad("cluster_name", "1-63 letters, digits, '-' or '_', starting and ending with a letter or digit")
 
 
-def _resource_groups(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _resource_groups(args: AksClusterArgs, found: FieldProblems) -> None:
     """The cluster's resource group and the node resource group AKS owns, which must differ."""
     if (rg := found.text("resource_group_name")) is not None and (not _RESOURCE_GROUP.match(rg) or rg.endswith(".")):
         found.bad("resource_group_name", "1-90 letters, digits, '-', '_', '.', '(' or ')', not ending with '.'")
@@ -400,7 +337,7 @@ def _resource_groups(args: AksClusterArgs, found: _FieldProblems) -> None:
 _POOL_NAME_RULE = "1-12 lower-case letters and digits, starting with a letter (AKS Linux pool name)"
 
 
-def _pool_names(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _pool_names(args: AksClusterArgs, found: FieldProblems) -> None:
     pools = ("system_pool_name", "cpu_pool_name", "gpu_pool_name")
     for p in pools:
         if (pname := found.text(p)) is not None and not _POOL_NAME.match(pname):
@@ -446,7 +383,7 @@ def gpu_size_expected(gpu: str) -> str | None:
     return None
 
 
-def _gpu_ranks(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _gpu_ranks(args: AksClusterArgs, found: FieldProblems) -> None:
     """The GPU spot pool's zones and the fallback ranks: sizes, capacity, zones, distinct names."""
     zones = args.gpu_zones
     if not isinstance(zones, list) or any(str(z) not in AZURE_ZONES for z in zones):
@@ -484,7 +421,7 @@ def _gpu_ranks(args: AksClusterArgs, found: _FieldProblems) -> None:
     )
 
 
-def _checkpoint_storage(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _checkpoint_storage(args: AksClusterArgs, found: FieldProblems) -> None:
     """The checkpoint account, its container and redundancy, how pods mount it, and destroy's choice."""
     account = args.storage_account_name
     if account is not None and (not isinstance(account, str) or not _STORAGE_ACCOUNT.match(account)):
@@ -499,7 +436,7 @@ def _checkpoint_storage(args: AksClusterArgs, found: _FieldProblems) -> None:
     found.one_of("checkpoints_on_destroy", CHECKPOINTS_ON_DESTROY)
 
 
-def _upgrade_window(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _upgrade_window(args: AksClusterArgs, found: FieldProblems) -> None:
     """The auto-upgrade channels and the weekly window they wait for."""
     found.one_of("upgrade_channel", UPGRADE_CHANNELS)
     found.one_of("node_os_upgrade_channel", NODE_OS_UPGRADE_CHANNELS)
@@ -507,17 +444,17 @@ def _upgrade_window(args: AksClusterArgs, found: _FieldProblems) -> None:
     if (start := found.text("maintenance_start_utc")) is not None and not _HH_MM.match(start):
         found.bad("maintenance_start_utc", "a time of day HH:MM in UTC, 00:00 to 23:59")
     hours = args.maintenance_hours
-    if not _is_int(hours) or not 4 <= hours <= 24:
+    if not is_int(hours) or not 4 <= hours <= 24:
         found.bad("maintenance_hours", "a whole number of hours in 4..24 (AKS's window length)")
 
 
-def _training_identity(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _training_identity(args: AksClusterArgs, found: FieldProblems) -> None:
     for n in ("training_namespace", "training_service_account"):
         if (v := found.text(n)) is not None and not DNS_LABEL.match(v):
             found.bad(n, "a DNS-1123 label: 1-63 lower-case letters, digits and '-'")
 
 
-def _cpu_vm_sizes(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _cpu_vm_sizes(args: AksClusterArgs, found: FieldProblems) -> None:
     for n in ("system_vm_size", "cpu_vm_size"):
         if (size := found.text(n)) is None:
             continue
@@ -527,14 +464,14 @@ def _cpu_vm_sizes(args: AksClusterArgs, found: _FieldProblems) -> None:
             found.bad(n, "a CPU VM size (this pool runs no GPU work), e.g. Standard_D4s_v5")
 
 
-def _gpu_vm_size(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _gpu_vm_size(args: AksClusterArgs, found: FieldProblems) -> None:
     if (gpu := found.text("gpu_vm_size")) is not None and (expected := gpu_size_expected(gpu)) is not None:
         found.bad("gpu_vm_size", expected)
 
 
-def _node_counts(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _node_counts(args: AksClusterArgs, found: FieldProblems) -> None:
     """The system pool's fixed count and the autoscaled pools' bounds."""
-    if not _is_int(args.system_node_count) or not 1 <= args.system_node_count <= 100:
+    if not is_int(args.system_node_count) or not 1 <= args.system_node_count <= 100:
         found.bad("system_node_count", "a whole number in 1..100")
     _pool_bounds(
         args,
@@ -547,20 +484,20 @@ def _node_counts(args: AksClusterArgs, found: _FieldProblems) -> None:
     _pool_bounds(args, found, "gpu_min_nodes", "gpu_max_nodes", floor=0, why="0 lets the spot pool scale to zero")
 
 
-def _pool_bounds(args: AksClusterArgs, found: _FieldProblems, lo: str, hi: str, *, floor: int, why: str) -> None:
+def _pool_bounds(args: AksClusterArgs, found: FieldProblems, lo: str, hi: str, *, floor: int, why: str) -> None:
     """An autoscaled pool's maximum (1..MAX_POOL_NODES), then its minimum (floor..maximum)."""
     vlo, vhi = getattr(args, lo), getattr(args, hi)
-    ok_hi = _is_int(vhi) and 1 <= vhi <= MAX_POOL_NODES
+    ok_hi = is_int(vhi) and 1 <= vhi <= MAX_POOL_NODES
     if not ok_hi:
-        reason = " (0 would leave the pool unable to run anything)" if vhi == 0 and _is_int(vhi) else ""
+        reason = " (0 would leave the pool unable to run anything)" if vhi == 0 and is_int(vhi) else ""
         found.bad(hi, f"a whole number in 1..{MAX_POOL_NODES}{reason}")
-    if not _is_int(vlo) or vlo < floor:
+    if not is_int(vlo) or vlo < floor:
         found.bad(lo, f"a whole number >= {floor} ({why})")
     elif ok_hi and vlo > vhi:
         found.bad(lo, f"<= {hi} ({vhi})")
 
 
-def _spot_price(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _spot_price(args: AksClusterArgs, found: FieldProblems) -> None:
     price = args.gpu_spot_max_price
     if isinstance(price, bool) or not isinstance(price, (int, float)) or not (price == -1 or price > 0):
         found.bad(
@@ -571,17 +508,38 @@ def _spot_price(args: AksClusterArgs, found: _FieldProblems) -> None:
         found.bad("gpu_spot_max_price", "at most 5 decimal places")
 
 
-def _tags(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _tags(args: AksClusterArgs, found: FieldProblems) -> None:
     # Azure's rules, the storage account's shorter names included (it carries them too); the
     # cluster tag is ours.
     found.extend(tag_problems(args.tags, "tags", storage_account=True, reserved=1))
 
 
-def _adopted(args: AksClusterArgs, found: _FieldProblems) -> None:
+def _adopted(args: AksClusterArgs, found: FieldProblems) -> None:
     for key, value, expected in adoption_problems(args.adopt_checkpoints, AKS_KEPT, "adopt_checkpoints"):
         found.add(key, value, expected)
 
 
+# The checks of `AksClusterArgs.problems`, in the order they run.
+_CHECKS = (
+    _location,
+    _kubernetes_version,
+    _sku_tier,
+    _cluster_name,
+    _resource_groups,
+    _pool_names,
+    _checkpoint_storage,
+    _upgrade_window,
+    _training_identity,
+    _cpu_vm_sizes,
+    _gpu_vm_size,
+    _gpu_ranks,
+    _node_counts,
+    _spot_price,
+    _tags,
+    _adopted,
+)
+
+
 def config_fields() -> list[dataclasses.Field[Any]]:
     """The args fields that stack config can set (all of them), with their key metadata."""
-    return [f for f in dataclasses.fields(AksClusterArgs) if "key" in f.metadata]
+    return settable_fields(AksClusterArgs)

@@ -52,18 +52,56 @@ def checkpoint_storage(
     The account and container outlive the cluster: with `checkpoints_on_destroy` "keep"
     (the default) `pulumi destroy` deletes everything else and leaves them, and their
     resource group, in Azure. The role assignments go with the identity they grant."""
+    key_mode = args.checkpoint_auth == "workload-identity-key"
+    account = _account(name, args, resource_group, subscription_id, key_mode, parent)
+    container = storage.BlobContainer(
+        f"{name}-container",
+        resource_group_name=resource_group,
+        account_name=account.name,
+        container_name=args.checkpoint_container,
+        public_access=storage.PublicAccess.NONE,
+        opts=_kept(args, "container", parent),
+    )
+    grants = [("blob-data", ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR, container.id)]
+    if key_mode:
+        grants.append(("account-key", ROLE_STORAGE_ACCOUNT_CONTRIBUTOR, account.id))
     opts = pulumi.ResourceOptions(parent=parent)
-    adopt = args.adopt_checkpoints
+    assignments = [
+        authorization.RoleAssignment(
+            f"{name}-{suffix}",
+            principal_id=principal_id,
+            principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
+            role_definition_id=subscription_id.apply(functools.partial(role_definition_id, role_guid=guid)),
+            scope=scope,
+            opts=opts,
+        )
+        for suffix, guid, scope in grants
+    ]
+    return account, container, assignments
 
-    def kept(role: str) -> pulumi.ResourceOptions:
-        # Storage a destroy kept is taken back under the same parent (its URN unchanged).
-        return pulumi.ResourceOptions(parent=parent, retain_on_delete=args.keeps_checkpoints, import_=adopt.get(role))
 
+def _kept(args: AksClusterArgs, role: str, parent: pulumi.Resource) -> pulumi.ResourceOptions:
+    """Storage a destroy keeps (per `checkpoints_on_destroy`), and one it kept taken back under
+    the same parent (its URN unchanged)."""
+    return pulumi.ResourceOptions(
+        parent=parent, retain_on_delete=args.keeps_checkpoints, import_=args.adopt_checkpoints.get(role)
+    )
+
+
+def _account(
+    name: str,
+    args: AksClusterArgs,
+    resource_group: pulumi.Input[str],
+    subscription_id: pulumi.Output[str],
+    key_mode: bool,
+    parent: pulumi.Resource,
+) -> storage.StorageAccount:
+    """The checkpoint storage account: private, TLS 1.2, HTTPS only; shared keys only where
+    the driver mounts with the account key (`key_mode`)."""
     account_name: pulumi.Input[str] = args.storage_account_name or subscription_id.apply(
         lambda sub: derived_account_name(sub, args.resource_group_name, args.cluster_name)
     )
-    key_mode = args.checkpoint_auth == "workload-identity-key"
-    account = storage.StorageAccount(
+    return storage.StorageAccount(
         name,
         resource_group_name=resource_group,  # ours, never the node resource group
         account_name=account_name,
@@ -79,28 +117,5 @@ def checkpoint_storage(
         allow_shared_key_access=key_mode,
         default_to_o_auth_authentication=True,
         tags=args.tags,
-        opts=kept("account"),
+        opts=_kept(args, "account", parent),
     )
-    container = storage.BlobContainer(
-        f"{name}-container",
-        resource_group_name=resource_group,
-        account_name=account.name,
-        container_name=args.checkpoint_container,
-        public_access=storage.PublicAccess.NONE,
-        opts=kept("container"),
-    )
-    grants = [("blob-data", ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR, container.id)]
-    if key_mode:
-        grants.append(("account-key", ROLE_STORAGE_ACCOUNT_CONTRIBUTOR, account.id))
-    assignments = [
-        authorization.RoleAssignment(
-            f"{name}-{suffix}",
-            principal_id=principal_id,
-            principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
-            role_definition_id=subscription_id.apply(functools.partial(role_definition_id, role_guid=guid)),
-            scope=scope,
-            opts=opts,
-        )
-        for suffix, guid, scope in grants
-    ]
-    return account, container, assignments

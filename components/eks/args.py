@@ -8,25 +8,40 @@ problem at once; each names the field, the bad value and what is expected.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import ipaddress
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.eks.catalogue import (
+    ARM_GPU_FAMILIES,
+    GPU_AMI_TYPES,
+    INSTANCE_TYPE,
+    botocore_version,
+    ec2_instance_types,
+    eks_regions,
+    gpu_type_expected,
+    instance_family,
+    is_accelerated_instance,
+)
+from components.field_problems import (
+    FieldProblems,
+    check_fields,
+    is_int,
+    kubernetes_version,
+    meta,
+    settable_fields,
+    string_list,
+)
 from lab.vocab.aws_tags import tag_problems
 from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, rank_list_problems
 from lab.vocab.checkpoint_location import EKS_KEPT, adoption_problems
 from lab.vocab.machine_shapes import AWS as AWS_SHAPES
 from lab.vocab.names import DNS_LABEL
-from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.problems import InvalidInput, Problem
 from lab.vocab.versions import (
     CLUSTER_AUTOSCALER_CHARTS,
     DEFAULT_KUBERNETES_VERSION,
-    MIN_GPU_ARCHITECTURE,
-    NEWEST_KUBERNETES_MINOR,
-    TORCH_CUDA_BUILD,
 )
 
 # --------------------------------------------------------------------------- value rules
@@ -37,88 +52,12 @@ _K8S_VERSION = re.compile(r"^1\.(\d+)$")  # EKS takes a minor version only
 MIN_K8S_MINOR = 30
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")  # eks CreateCluster's pattern
 _GROUP_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,62}$")
-# EC2 instance types: family (with generation and attributes), a dot, a size.
-_INSTANCE_TYPE = re.compile(r"^([a-z]+)(\d+)([a-z-]*)\.([a-z0-9]+)$")
-# Families with NVIDIA GPUs; AWS's other accelerated families (g4ad: AMD, inf/trn: Neuron,
-# dl1: Gaudi, f: FPGA, vt: video) cannot run CUDA.
-_NVIDIA_FAMILIES = {
-    "g4dn",
-    "g5",
-    "g5g",
-    "g6",
-    "g6e",
-    "g6f",
-    "gr6",
-    "g7e",
-    "p3",
-    "p3dn",
-    "p4d",
-    "p4de",
-    "p5",
-    "p5e",
-    "p5en",
-    "p6",
-}
-# Cluster Autoscaler's AWS provider counts a node as a GPU node by this label. Without it a node of
-# a group scaled from zero counts as GPU-less until the device plugin advertises its GPUs, and the
-# autoscaler adds more nodes meanwhile (its AWS README, "Special note on GPU instances").
-ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
-# The values it knows (cloudprovider/aws availableGPUTypes), by instance family; other NVIDIA
-# families get "nvidia": the label's presence is what marks a GPU node.
-_ACCELERATOR_BY_FAMILY = {
-    "p3": "nvidia-tesla-v100",
-    "p3dn": "nvidia-tesla-v100",
-    "g4dn": "nvidia-tesla-t4",
-    "p4d": "nvidia-tesla-a100",
-    "p4de": "nvidia-tesla-a100",
-    "g5": "nvidia-a10g",
-}
-# NVIDIA families older than the image's CUDA build runs on (lab.vocab.versions): their GPU.
-_PRE_TURING_FAMILIES = {"p2": "K80", "p3": "V100", "p3dn": "V100"}
-_OTHER_ACCELERATORS = re.compile(r"^(g4ad|g3|g3s|inf\d|trn\d|dl\d|f\d|vt\d)")
-_ARM_GPU_FAMILIES = {"g5g"}  # Graviton hosts: need an ARM AMI type
-# The NVIDIA AMI types of managed node groups (botocore's eks model, AMITypes).
-GPU_AMI_TYPES = (
-    "AL2023_x86_64_NVIDIA",
-    "AL2023_ARM_64_NVIDIA",
-    "BOTTLEROCKET_x86_64_NVIDIA",
-    "BOTTLEROCKET_ARM_64_NVIDIA",
-)
-CPU_AMI_TYPES = ("AL2023_x86_64_STANDARD", "AL2023_ARM_64_STANDARD", "BOTTLEROCKET_x86_64", "BOTTLEROCKET_ARM_64")
 # Bucket names: 3-63 lower-case letters, digits, '.' and '-', starting and ending with a letter or digit.
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _ISO_MINUTES = re.compile(r"^PT(\d+)M$")
 CHECKPOINTS_ON_DESTROY = ("keep", "delete")
 MAX_GROUP_NODES = 1000  # scaling_config maxSize limit of a managed node group
 _ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
-
-
-def instance_family(instance_type: str) -> str | None:
-    m = _INSTANCE_TYPE.match(instance_type)
-    return f"{m.group(1)}{m.group(2)}{m.group(3)}" if m else None
-
-
-def accelerator(instance_types: Sequence[str]) -> str:
-    """The GPU group's ACCELERATOR_LABEL value: its first instance type's GPU as the autoscaler
-    names it, else "nvidia"."""
-    for instance_type in instance_types:
-        known = _ACCELERATOR_BY_FAMILY.get(instance_family(instance_type) or "")
-        if known:
-            return known
-    return "nvidia"
-
-
-def is_nvidia_instance(instance_type: str) -> bool:
-    return instance_family(instance_type) in _NVIDIA_FAMILIES
-
-
-def is_accelerated_instance(instance_type: str) -> bool:
-    family = instance_family(instance_type) or ""
-    return family in _NVIDIA_FAMILIES or bool(_OTHER_ACCELERATORS.match(family))
-
-
-def _meta(key: str, kind: str, doc: str) -> dict[str, str]:
-    return {"key": key, "kind": kind, "doc": doc}
 
 
 # --------------------------------------------------------------------------- args
@@ -128,54 +67,54 @@ def _meta(key: str, kind: str, doc: str) -> dict[str, str]:
 class EksClusterArgs:
     """Arguments of `EksCluster`. Defaults are the lab's; the stack file sets the usual ones."""
 
-    region: str = field(metadata=_meta("region", "str", "AWS region code, e.g. us-east-1"))
-    cluster_name: str = field(metadata=_meta("clusterName", "str", "EKS cluster name"))
+    region: str = field(metadata=meta("region", "str", "AWS region code, e.g. us-east-1"))
+    cluster_name: str = field(metadata=meta("clusterName", "str", "EKS cluster name"))
     kubernetes_version: str = field(
-        default=DEFAULT_KUBERNETES_VERSION, metadata=_meta("kubernetesVersion", "str", "Kubernetes version 1.<minor>")
+        default=DEFAULT_KUBERNETES_VERSION, metadata=meta("kubernetesVersion", "str", "Kubernetes version 1.<minor>")
     )
     # Network: a new VPC over `availabilityZoneCount` zones, or an existing one.
-    vpc_cidr: str = field(default="10.40.0.0/16", metadata=_meta("vpcCidr", "str", "CIDR of the new VPC (/16-/20)"))
+    vpc_cidr: str = field(default="10.40.0.0/16", metadata=meta("vpcCidr", "str", "CIDR of the new VPC (/16-/20)"))
     availability_zone_count: int = field(
-        default=2, metadata=_meta("availabilityZoneCount", "int", "zones the new VPC spans (2-4)")
+        default=2, metadata=meta("availabilityZoneCount", "int", "zones the new VPC spans (2-4)")
     )
     existing_vpc_id: str | None = field(
-        default=None, metadata=_meta("existingVpcId", "str", "use this VPC instead of creating one")
+        default=None, metadata=meta("existingVpcId", "str", "use this VPC instead of creating one")
     )
     existing_private_subnet_ids: list[str] = field(
         default_factory=list,
-        metadata=_meta("existingPrivateSubnetIds", "list", "with existingVpcId: private subnets in 2+ zones"),
+        metadata=meta("existingPrivateSubnetIds", "list", "with existingVpcId: private subnets in 2+ zones"),
     )
     endpoint_public_access_cidrs: list[str] = field(
         default_factory=lambda: ["0.0.0.0/0"],
-        metadata=_meta("endpointPublicAccessCidrs", "list", "CIDRs that may reach the public API endpoint"),
+        metadata=meta("endpointPublicAccessCidrs", "list", "CIDRs that may reach the public API endpoint"),
     )
     admin_principal_arns: list[str] = field(
         default_factory=list,
-        metadata=_meta("adminPrincipalArns", "list", "IAM roles/users given cluster-admin (access entries)"),
+        metadata=meta("adminPrincipalArns", "list", "IAM roles/users given cluster-admin (access entries)"),
     )
     # CPU node group: etcd rendezvous, training operator, launchers, the autoscaler. On-demand.
-    cpu_group_name: str = field(default="cpu", metadata=_meta("cpuGroupName", "str", "CPU node group name"))
+    cpu_group_name: str = field(default="cpu", metadata=meta("cpuGroupName", "str", "CPU node group name"))
     cpu_instance_type: str = field(
-        default="m6i.xlarge", metadata=_meta("cpuInstanceType", "str", "CPU node group instance type")
+        default="m6i.xlarge", metadata=meta("cpuInstanceType", "str", "CPU node group instance type")
     )
-    cpu_min_nodes: int = field(default=1, metadata=_meta("cpuMinNodes", "int", "CPU node group minimum"))
-    cpu_max_nodes: int = field(default=2, metadata=_meta("cpuMaxNodes", "int", "CPU node group maximum"))
+    cpu_min_nodes: int = field(default=1, metadata=meta("cpuMinNodes", "int", "CPU node group minimum"))
+    cpu_max_nodes: int = field(default=2, metadata=meta("cpuMaxNodes", "int", "CPU node group maximum"))
     # GPU node group: elastic workers. Spot, several instance types, scales to zero.
-    gpu_group_name: str = field(default="gpu-spot", metadata=_meta("gpuGroupName", "str", "GPU spot node group name"))
+    gpu_group_name: str = field(default="gpu-spot", metadata=meta("gpuGroupName", "str", "GPU spot node group name"))
     gpu_instance_types: list[str] = field(
         default_factory=lambda: ["g4dn.xlarge", "g5.xlarge", "g6.xlarge"],
-        metadata=_meta("gpuInstanceTypes", "list", "GPU spot instance types (several: spot capacity varies)"),
+        metadata=meta("gpuInstanceTypes", "list", "GPU spot instance types (several: spot capacity varies)"),
     )
     gpu_ami_type: str = field(
-        default="AL2023_x86_64_NVIDIA", metadata=_meta("gpuAmiType", "str", "NVIDIA AMI type of the GPU group")
+        default="AL2023_x86_64_NVIDIA", metadata=meta("gpuAmiType", "str", "NVIDIA AMI type of the GPU group")
     )
-    gpu_disk_size_gb: int = field(default=100, metadata=_meta("gpuDiskSizeGb", "int", "GPU node disk in GiB"))
-    gpu_min_nodes: int = field(default=0, metadata=_meta("gpuMinNodes", "int", "GPU group minimum (0: scale to zero)"))
-    gpu_max_nodes: int = field(default=3, metadata=_meta("gpuMaxNodes", "int", "GPU group maximum"))
+    gpu_disk_size_gb: int = field(default=100, metadata=meta("gpuDiskSizeGb", "int", "GPU node disk in GiB"))
+    gpu_min_nodes: int = field(default=0, metadata=meta("gpuMinNodes", "int", "GPU group minimum (0: scale to zero)"))
+    gpu_max_nodes: int = field(default=3, metadata=meta("gpuMaxNodes", "int", "GPU group maximum"))
     # Further GPU capacity, tried in order when the ranks above it have none (lab/vocab/capacity.py).
     gpu_fallback: list[dict[str, Any]] = field(
         default_factory=list,
-        metadata=_meta(
+        metadata=meta(
             "gpuFallback",
             "list",
             "GPU capacity tried after the GPU spot group, in order: each {instanceTypes, capacity: spot | on-demand, "
@@ -184,33 +123,33 @@ class EksClusterArgs:
     )
     # Checkpoints: an S3 bucket mounted by Mountpoint for S3.
     checkpoint_bucket: str | None = field(
-        default=None, metadata=_meta("checkpointBucket", "str", "checkpoint bucket name [generated, unique]")
+        default=None, metadata=meta("checkpointBucket", "str", "checkpoint bucket name [generated, unique]")
     )
     checkpoints_on_destroy: str = field(
         default="keep",
-        metadata=_meta("checkpointsOnDestroy", "str", "keep: `pulumi destroy` leaves the bucket; delete: removes it"),
+        metadata=meta("checkpointsOnDestroy", "str", "keep: `pulumi destroy` leaves the bucket; delete: removes it"),
     )
     # The eviction drill: FIS sends this notice before interrupting the instance.
     interruption_notice: str = field(
-        default="PT2M", metadata=_meta("interruptionNotice", "str", "FIS notice before the interruption, PT2M-PT15M")
+        default="PT2M", metadata=meta("interruptionNotice", "str", "FIS notice before the interruption, PT2M-PT15M")
     )
     cluster_autoscaler: bool = field(
-        default=True, metadata=_meta("clusterAutoscaler", "bool", "install Cluster Autoscaler (scales the groups)")
+        default=True, metadata=meta("clusterAutoscaler", "bool", "install Cluster Autoscaler (scales the groups)")
     )
     cluster_autoscaler_image_tag: str | None = field(
         default=None,
-        metadata=_meta("clusterAutoscalerImageTag", "str", "Cluster Autoscaler image tag [v<kubernetes minor>.0]"),
+        metadata=meta("clusterAutoscalerImageTag", "str", "Cluster Autoscaler image tag [v<kubernetes minor>.0]"),
     )
     training_namespace: str = field(
-        default="training", metadata=_meta("trainingNamespace", "str", "namespace of the training pods")
+        default="training", metadata=meta("trainingNamespace", "str", "namespace of the training pods")
     )
     training_service_account: str = field(
-        default="trainer", metadata=_meta("trainingServiceAccount", "str", "service account of the training pods")
+        default="trainer", metadata=meta("trainingServiceAccount", "str", "service account of the training pods")
     )
-    tags: dict[str, str] = field(default_factory=dict, metadata=_meta("tags", "map", "AWS tags on every resource"))
+    tags: dict[str, str] = field(default_factory=dict, metadata=meta("tags", "map", "AWS tags on every resource"))
     adopt_checkpoints: dict[str, str] = field(
         default_factory=dict,
-        metadata=_meta(
+        metadata=meta(
             "adoptCheckpoints",
             "map",
             "kept checkpoint storage to take back, role -> cloud id (written by `elastic-lab destroy`)",
@@ -267,28 +206,7 @@ class EksClusterArgs:
     def problems(self) -> list[Problem]:
         """Every invalid value, as (field, value, expected); empty when all is well. The checks
         below run in this order, each adding what it finds to the same collector."""
-        found = _FieldProblems(self)
-        for check in (
-            _region,
-            _kubernetes_version,
-            _cluster_and_group_names,
-            _vpc,
-            _api_access,
-            _cpu_instance_type,
-            _gpu_instance_types,
-            _gpu_ranks,
-            _gpu_ami_type,
-            _gpu_disk_size,
-            _group_sizes,
-            _checkpoint_storage,
-            _interruption_notice,
-            _cluster_autoscaler,
-            _training_identity,
-            _tags,
-            _adopted,
-        ):
-            check(self, found)
-        return found.items
+        return check_fields(self, _CHECKS)
 
     def validate(self) -> EksClusterArgs:
         if problems := self.problems():
@@ -302,46 +220,7 @@ class EksClusterArgs:
 # another type.
 
 
-class _FieldProblems(Problems):
-    """The problems of one `EksClusterArgs`, each naming a field and carrying its value (or,
-    for a list, the bad item)."""
-
-    def __init__(self, args: EksClusterArgs) -> None:
-        super().__init__()
-        self.args = args
-
-    def bad(self, name: str, expected: str, value: Any = None) -> None:
-        self.add(name, getattr(self.args, name) if value is None else value, expected)
-
-    def text(self, name: str) -> str | None:
-        """The field's value when it is a string; otherwise None, and a problem."""
-        value = getattr(self.args, name)
-        if not isinstance(value, str):
-            self.bad(name, "a string")
-            return None
-        return value
-
-    def strings(self, name: str) -> list[str]:
-        """The field's value when it is a list of strings; otherwise empty, and a problem."""
-        value = _string_list(getattr(self.args, name))
-        if value is None:
-            self.bad(name, "a list of strings")
-            return []
-        return value
-
-
-def _string_list(value: Any) -> list[str] | None:
-    """`value` when it is a list of strings, else None."""
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        return None
-    return value
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _region(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _region(args: EksClusterArgs, found: FieldProblems) -> None:
     if (region := found.text("region")) is None:
         return
     if not _REGION.match(region):
@@ -354,53 +233,17 @@ def _region(args: EksClusterArgs, found: _FieldProblems) -> None:
         )
 
 
-@functools.cache
-def eks_regions() -> frozenset[str]:
-    """The regions of every partition that botocore's endpoint data lists for EKS."""
-    import botocore.session
-
-    session = botocore.session.get_session()
-    return frozenset(
-        region
-        for partition in session.get_available_partitions()
-        for region in session.get_available_regions("eks", partition_name=partition)
+def _kubernetes_version(args: EksClusterArgs, found: FieldProblems) -> None:
+    kubernetes_version(
+        found,
+        _K8S_VERSION,
+        MIN_K8S_MINOR,
+        f"a Kubernetes minor version 1.<minor> as EKS takes it, e.g. {DEFAULT_KUBERNETES_VERSION}",
+        "older versions are out of EKS standard support",
     )
 
 
-@functools.cache
-def ec2_instance_types() -> frozenset[str]:
-    """The instance types botocore's EC2 model knows (its InstanceType enum)."""
-    import botocore.session
-
-    return frozenset(botocore.session.get_session().get_service_model("ec2").shape_for("InstanceType").enum)
-
-
-def botocore_version() -> str:
-    import botocore
-
-    return str(botocore.__version__)
-
-
-def _kubernetes_version(args: EksClusterArgs, found: _FieldProblems) -> None:
-    if (ver := found.text("kubernetes_version")) is None:
-        return
-    m = _K8S_VERSION.match(ver)
-    if not m:
-        found.bad(
-            "kubernetes_version",
-            f"a Kubernetes minor version 1.<minor> as EKS takes it, e.g. {DEFAULT_KUBERNETES_VERSION}",
-        )
-    elif int(m.group(1)) < MIN_K8S_MINOR:
-        found.bad("kubernetes_version", f"1.{MIN_K8S_MINOR} or newer (older versions are out of EKS standard support)")
-    elif int(m.group(1)) > NEWEST_KUBERNETES_MINOR:
-        found.bad(
-            "kubernetes_version",
-            f"1.{MIN_K8S_MINOR} to 1.{NEWEST_KUBERNETES_MINOR}: 1.{NEWEST_KUBERNETES_MINOR} is the newest minor whose "
-            "schemas the offline checks carry",
-        )
-
-
-def _cluster_and_group_names(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _cluster_and_group_names(args: EksClusterArgs, found: FieldProblems) -> None:
     if (name := found.text("cluster_name")) is not None and not _CLUSTER_NAME.match(name):
         found.bad("cluster_name", "1-100 letters, digits, '-' or '_', starting with a letter or digit")
     for g in ("cpu_group_name", "gpu_group_name"):
@@ -410,27 +253,27 @@ def _cluster_and_group_names(args: EksClusterArgs, found: _FieldProblems) -> Non
         found.bad("gpu_group_name", f"a name other than cpu_group_name ({args.cpu_group_name!r})")
 
 
-def _vpc(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _vpc(args: EksClusterArgs, found: FieldProblems) -> None:
     if args.creates_vpc:
         _new_vpc(args, found)
     else:
         _existing_vpc(args, found)
 
 
-def _new_vpc(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _new_vpc(args: EksClusterArgs, found: FieldProblems) -> None:
     try:
         net = ipaddress.ip_network(args.vpc_cidr, strict=True)
         if net.version != 4 or not 16 <= net.prefixlen <= 20:
             raise ValueError
     except (TypeError, ValueError):
         found.bad("vpc_cidr", "an IPv4 network with a /16 to /20 prefix (VPC limits; room for 2x zones subnets)")
-    if not _is_int(args.availability_zone_count) or not 2 <= args.availability_zone_count <= 4:
+    if not is_int(args.availability_zone_count) or not 2 <= args.availability_zone_count <= 4:
         found.bad("availability_zone_count", "a whole number in 2..4 (EKS needs subnets in at least two zones)")
     if args.existing_private_subnet_ids:
         found.bad("existing_private_subnet_ids", "no subnets unless existing_vpc_id is set")
 
 
-def _existing_vpc(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _existing_vpc(args: EksClusterArgs, found: FieldProblems) -> None:
     if (vpc := found.text("existing_vpc_id")) is not None and not re.match(r"^vpc-[0-9a-f]{8,17}$", vpc):
         found.bad("existing_vpc_id", "a VPC id such as vpc-0a1b2c3d4e5f67890")
     subnets = found.strings("existing_private_subnet_ids")
@@ -438,7 +281,7 @@ def _existing_vpc(args: EksClusterArgs, found: _FieldProblems) -> None:
         found.bad("existing_private_subnet_ids", "two or more subnet ids (subnet-...) in different zones")
 
 
-def _api_access(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _api_access(args: EksClusterArgs, found: FieldProblems) -> None:
     """Who may reach the public API endpoint, and who is cluster-admin."""
     for cidr in found.strings("endpoint_public_access_cidrs"):
         try:
@@ -450,10 +293,10 @@ def _api_access(args: EksClusterArgs, found: _FieldProblems) -> None:
             found.bad("admin_principal_arns", "IAM role or user ARNs (arn:aws:iam::<account>:role/<name>)", arn)
 
 
-def _cpu_instance_type(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _cpu_instance_type(args: EksClusterArgs, found: FieldProblems) -> None:
     if (cpu := found.text("cpu_instance_type")) is None:
         return
-    if not _INSTANCE_TYPE.match(cpu) or cpu not in ec2_instance_types():
+    if not INSTANCE_TYPE.match(cpu) or cpu not in ec2_instance_types():
         found.bad(
             "cpu_instance_type", f"an EC2 instance type (botocore {botocore_version()}'s list) such as m6i.xlarge"
         )
@@ -461,22 +304,7 @@ def _cpu_instance_type(args: EksClusterArgs, found: _FieldProblems) -> None:
         found.bad("cpu_instance_type", "a CPU instance type (this group runs no GPU work), e.g. m6i.xlarge")
 
 
-def gpu_type_expected(t: str) -> str | None:
-    """What a GPU instance type should be instead, or None when the image runs on `t`."""
-    if not _INSTANCE_TYPE.match(t) or t not in ec2_instance_types():
-        return f"EC2 instance types (botocore {botocore_version()}'s list) such as g4dn.xlarge"
-    if (old := _PRE_TURING_FAMILIES.get(instance_family(t) or "")) is not None:
-        return (
-            f"GPUs the trainer image can run: {t} has a {old}, and {TORCH_CUDA_BUILD} has no kernels for GPUs "
-            f"before {MIN_GPU_ARCHITECTURE} (g4dn, g5, g6, g6e, p4d, p5, ...)"
-        )
-    if not is_nvidia_instance(t):
-        what = "an accelerator CUDA cannot use" if is_accelerated_instance(t) else "no GPU"
-        return f"NVIDIA GPU instance types (g4dn, g5, g6, g6e, p4d, p5, ...); {t} has {what}"
-    return None
-
-
-def _gpu_instance_types(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _gpu_instance_types(args: EksClusterArgs, found: FieldProblems) -> None:
     gpus = found.strings("gpu_instance_types")
     if not gpus and isinstance(args.gpu_instance_types, list):
         found.bad("gpu_instance_types", "at least one NVIDIA GPU instance type, e.g. g4dn.xlarge")
@@ -487,7 +315,7 @@ def _gpu_instance_types(args: EksClusterArgs, found: _FieldProblems) -> None:
             found.bad("gpu_instance_types", expected, t)
 
 
-def _gpu_ranks(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _gpu_ranks(args: EksClusterArgs, found: FieldProblems) -> None:
     """The fallback ranks: instance types, capacity, distinct group names, and the autoscaler
     that chooses between them."""
 
@@ -526,7 +354,7 @@ def _gpu_ranks(args: EksClusterArgs, found: _FieldProblems) -> None:
         found.bad("gpu_fallback", "no fallback ranks while cluster_autoscaler is off: the autoscaler chooses the rank")
 
 
-def _gpu_ami_type(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _gpu_ami_type(args: EksClusterArgs, found: FieldProblems) -> None:
     """An NVIDIA AMI type whose architecture fits every GPU instance type (a bad list of types
     is reported by `_gpu_instance_types`; here it counts as none)."""
     if (ami := found.text("gpu_ami_type")) is None:
@@ -534,22 +362,22 @@ def _gpu_ami_type(args: EksClusterArgs, found: _FieldProblems) -> None:
     if ami not in GPU_AMI_TYPES:
         found.bad("gpu_ami_type", "an NVIDIA AMI type: " + ", ".join(GPU_AMI_TYPES))
         return
-    gpus = list(_string_list(args.gpu_instance_types) or [])
+    gpus = list(string_list(args.gpu_instance_types) or [])
     for entry in args.gpu_fallback if isinstance(args.gpu_fallback, list) else []:
-        gpus += _string_list(entry.get("instanceTypes") if isinstance(entry, dict) else None) or []
-    arm = [t for t in gpus if instance_family(t) in _ARM_GPU_FAMILIES]
+        gpus += string_list(entry.get("instanceTypes") if isinstance(entry, dict) else None) or []
+    arm = [t for t in gpus if instance_family(t) in ARM_GPU_FAMILIES]
     if arm and not args.gpu_is_arm:
         found.bad("gpu_ami_type", f"an ARM NVIDIA AMI type for Graviton instance types ({', '.join(arm)})")
     if args.gpu_is_arm and len(arm) != len(gpus):
         found.bad("gpu_ami_type", "an x86_64 NVIDIA AMI type: some GPU instance types are x86_64")
 
 
-def _gpu_disk_size(args: EksClusterArgs, found: _FieldProblems) -> None:
-    if not _is_int(args.gpu_disk_size_gb) or not 30 <= args.gpu_disk_size_gb <= 16384:
+def _gpu_disk_size(args: EksClusterArgs, found: FieldProblems) -> None:
+    if not is_int(args.gpu_disk_size_gb) or not 30 <= args.gpu_disk_size_gb <= 16384:
         found.bad("gpu_disk_size_gb", "a whole number of GiB in 30..16384 (CUDA images are large)")
 
 
-def _group_sizes(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _group_sizes(args: EksClusterArgs, found: FieldProblems) -> None:
     _group_bounds(
         args,
         found,
@@ -561,19 +389,19 @@ def _group_sizes(args: EksClusterArgs, found: _FieldProblems) -> None:
     _group_bounds(args, found, "gpu_min_nodes", "gpu_max_nodes", floor=0, why="0 lets the spot group scale to zero")
 
 
-def _group_bounds(args: EksClusterArgs, found: _FieldProblems, lo: str, hi: str, *, floor: int, why: str) -> None:
+def _group_bounds(args: EksClusterArgs, found: FieldProblems, lo: str, hi: str, *, floor: int, why: str) -> None:
     """A node group's maximum (1..MAX_GROUP_NODES), then its minimum (floor..maximum)."""
     vlo, vhi = getattr(args, lo), getattr(args, hi)
-    ok_hi = _is_int(vhi) and 1 <= vhi <= MAX_GROUP_NODES
+    ok_hi = is_int(vhi) and 1 <= vhi <= MAX_GROUP_NODES
     if not ok_hi:
         found.bad(hi, f"a whole number in 1..{MAX_GROUP_NODES}")
-    if not _is_int(vlo) or vlo < floor:
+    if not is_int(vlo) or vlo < floor:
         found.bad(lo, f"a whole number >= {floor} ({why})")
     elif ok_hi and vlo > vhi:
         found.bad(lo, f"<= {hi} ({vhi})")
 
 
-def _checkpoint_storage(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _checkpoint_storage(args: EksClusterArgs, found: FieldProblems) -> None:
     b = args.checkpoint_bucket
     if b is not None and (not isinstance(b, str) or not _BUCKET.match(b) or ".." in b or b.startswith("xn--")):
         found.bad(
@@ -584,7 +412,7 @@ def _checkpoint_storage(args: EksClusterArgs, found: _FieldProblems) -> None:
         found.bad("checkpoints_on_destroy", "one of " + ", ".join(CHECKPOINTS_ON_DESTROY))
 
 
-def _interruption_notice(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _interruption_notice(args: EksClusterArgs, found: FieldProblems) -> None:
     if (notice := found.text("interruption_notice")) is None:
         return
     m = _ISO_MINUTES.match(notice)
@@ -592,7 +420,7 @@ def _interruption_notice(args: EksClusterArgs, found: _FieldProblems) -> None:
         found.bad("interruption_notice", "an ISO 8601 duration in whole minutes from PT2M to PT15M (FIS's range)")
 
 
-def _cluster_autoscaler(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _cluster_autoscaler(args: EksClusterArgs, found: FieldProblems) -> None:
     if not isinstance(args.cluster_autoscaler, bool):
         found.bad("cluster_autoscaler", "true or false")
     tag = args.cluster_autoscaler_image_tag
@@ -617,21 +445,43 @@ def _cluster_autoscaler(args: EksClusterArgs, found: _FieldProblems) -> None:
         )
 
 
-def _training_identity(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _training_identity(args: EksClusterArgs, found: FieldProblems) -> None:
     for n in ("training_namespace", "training_service_account"):
         if (v := found.text(n)) is not None and not DNS_LABEL.match(v):
             found.bad(n, "a DNS-1123 label: 1-63 lower-case letters, digits and '-'")
 
 
-def _tags(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _tags(args: EksClusterArgs, found: FieldProblems) -> None:
     found.extend(tag_problems(args.tags, "tags", reserved=1))
 
 
-def _adopted(args: EksClusterArgs, found: _FieldProblems) -> None:
+def _adopted(args: EksClusterArgs, found: FieldProblems) -> None:
     for key, value, expected in adoption_problems(args.adopt_checkpoints, EKS_KEPT, "adopt_checkpoints"):
         found.add(key, value, expected)
 
 
+# The checks of `EksClusterArgs.problems`, in the order they run.
+_CHECKS = (
+    _region,
+    _kubernetes_version,
+    _cluster_and_group_names,
+    _vpc,
+    _api_access,
+    _cpu_instance_type,
+    _gpu_instance_types,
+    _gpu_ranks,
+    _gpu_ami_type,
+    _gpu_disk_size,
+    _group_sizes,
+    _checkpoint_storage,
+    _interruption_notice,
+    _cluster_autoscaler,
+    _training_identity,
+    _tags,
+    _adopted,
+)
+
+
 def config_fields() -> list[dataclasses.Field[Any]]:
     """The args fields that stack config can set (all of them), with their key metadata."""
-    return [f for f in dataclasses.fields(EksClusterArgs) if "key" in f.metadata]
+    return settable_fields(EksClusterArgs)

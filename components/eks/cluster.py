@@ -107,16 +107,7 @@ class EksCluster(pulumi.ComponentResource):
         tags = {CLUSTER_TAG: args.cluster_name, **args.tags}
 
         self.network = network.vpc(f"{name}-net", args, tags=tags, parent=self)
-        self.cluster_role, cluster_role_parts = iam.role(
-            f"{name}-cluster-role",
-            service="eks.amazonaws.com",
-            managed=iam.EKS_CLUSTER_POLICIES,
-            tags=tags,
-            parent=self,
-        )
-        self.node_role, node_role_parts = iam.role(
-            f"{name}-node-role", service="ec2.amazonaws.com", managed=iam.EKS_NODE_POLICIES, tags=tags, parent=self
-        )
+        cluster_role_parts, node_role_parts = self._roles(name, tags)
         self.cluster = self._eks_cluster(name, self.network, self.cluster_role, cluster_role_parts, tags)
         self._admin_access_entries(name, self.cluster, tags)
         self.vpc_cni = self._vpc_cni(name, self.cluster, tags)
@@ -124,15 +115,7 @@ class EksCluster(pulumi.ComponentResource):
             name, self.cluster, self.network, self.node_role, node_role_parts, tags
         )
         self.gpu_group = self.gpu_groups[0]
-        self.bucket, self.bucket_settings = storage.checkpoint_bucket(
-            f"{name}-checkpoints", args, tags=tags, parent=self
-        )
-        self.driver_role, driver_role_parts = storage.driver_role(
-            f"{name}-s3-csi-role", self.bucket, tags=tags, parent=self
-        )
-        self.pod_identity_agent, self.s3_csi_driver = self._storage_addons(
-            name, self.cluster, self.driver_role, driver_role_parts, after=self.cpu_group, tags=tags
-        )
+        self._checkpoint_storage(name, tags)
         self.metrics_server = self._metrics_server(name, self.cluster, after=self.cpu_group, tags=tags)
         self.training_role, self.training_identity = storage.training_role(
             f"{name}-training-role",
@@ -147,46 +130,80 @@ class EksCluster(pulumi.ComponentResource):
         self.fis_template, self.fis_role = fis_mod.spot_interruption_template(
             f"{name}-spot-interruption", args, tags=tags, parent=self
         )
-        # The training image's repository: `elastic-lab image` pushes there; the nodes' role
-        # pulls with AmazonEC2ContainerRegistryReadOnly. Tags are immutable: a job names an image
-        # that cannot change under it. ECR refuses to delete a repository that holds images
-        # (RepositoryNotEmptyException) unless forced: without force_delete, `pulumi destroy` stops
-        # at the first pushed image and deletes nothing after it (the control plane, the NAT).
-        self.registry = aws.ecr.Repository(
+        self.registry = self._trainer_registry(name, tags)
+        self.kubeconfig = _exec_kubeconfig(self.cluster, args.region)
+        self.k8s_provider = self._kubernetes_provider(
+            name, self.kubeconfig, after=[self.cpu_group, *self.gpu_groups, self.s3_csi_driver, self.vpc_cni]
+        )
+        self._autoscaling(name, tags)
+        self.info = self._cluster_info()
+        self.register_outputs(self.outputs())
+
+    # ------------------------------------------------------------------ steps
+    def _roles(self, name: str, tags: dict[str, str]) -> tuple[list[pulumi.Resource], list[pulumi.Resource]]:
+        """The control plane's role and the nodes' role, with the parts (policy attachments)
+        that must exist before what assumes them."""
+        self.cluster_role, cluster_role_parts = iam.role(
+            f"{name}-cluster-role",
+            service="eks.amazonaws.com",
+            managed=iam.EKS_CLUSTER_POLICIES,
+            tags=tags,
+            parent=self,
+        )
+        self.node_role, node_role_parts = iam.role(
+            f"{name}-node-role", service="ec2.amazonaws.com", managed=iam.EKS_NODE_POLICIES, tags=tags, parent=self
+        )
+        return cluster_role_parts, node_role_parts
+
+    def _checkpoint_storage(self, name: str, tags: dict[str, str]) -> None:
+        """The checkpoint bucket, the S3 CSI driver's role, and the add-ons that mount it."""
+        self.bucket, self.bucket_settings = storage.checkpoint_bucket(
+            f"{name}-checkpoints", self.args, tags=tags, parent=self
+        )
+        self.driver_role, driver_role_parts = storage.driver_role(
+            f"{name}-s3-csi-role", self.bucket, tags=tags, parent=self
+        )
+        self.pod_identity_agent, self.s3_csi_driver = self._storage_addons(
+            name, self.cluster, self.driver_role, driver_role_parts, after=self.cpu_group, tags=tags
+        )
+
+    def _trainer_registry(self, name: str, tags: dict[str, str]) -> aws.ecr.Repository:
+        """The training image's repository: `elastic-lab image` pushes there; the nodes' role
+        pulls with AmazonEC2ContainerRegistryReadOnly. Tags are immutable: a job names an image
+        that cannot change under it. ECR refuses to delete a repository that holds images
+        (RepositoryNotEmptyException) unless forced: without force_delete, `pulumi destroy` stops
+        at the first pushed image and deletes nothing after it (the control plane, the NAT)."""
+        return aws.ecr.Repository(
             f"{name}-trainer-images",
-            name=f"{args.cluster_name}/trainer",
+            name=f"{self.args.cluster_name}/trainer",
             force_delete=True,
             image_tag_mutability="IMMUTABLE",
             image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.kubeconfig = _exec_kubeconfig(self.cluster, args.region)
-        self.k8s_provider = self._kubernetes_provider(
-            name, self.kubeconfig, after=[self.cpu_group, *self.gpu_groups, self.s3_csi_driver, self.vpc_cni]
-        )
+
+    def _autoscaling(self, name: str, tags: dict[str, str]) -> None:
+        """Cluster Autoscaler and its GPU rank priorities, where the stack turns it on."""
         self.autoscaler = None
         self.capacity_priorities = None
-        if args.cluster_autoscaler:
-            self.capacity_priorities = priority_expander(
-                f"{name}-gpu-priorities",
-                [spec.gpu_rank() for spec in self.gpu_rank_specs],
-                pattern=eks_auto_scaling_group,
-                provider=self.k8s_provider,
-                parent=self,
-            )
-            self.autoscaler = self._cluster_autoscaler(
-                name,
-                self.cluster,
-                self.k8s_provider,
-                after=[self.pod_identity_agent, *self.template_tags, self.capacity_priorities],
-                tags=tags,
-            )
+        if not self.args.cluster_autoscaler:
+            return
+        self.capacity_priorities = priority_expander(
+            f"{name}-gpu-priorities",
+            [spec.gpu_rank() for spec in self.gpu_rank_specs],
+            pattern=eks_auto_scaling_group,
+            provider=self.k8s_provider,
+            parent=self,
+        )
+        self.autoscaler = self._cluster_autoscaler(
+            name,
+            self.cluster,
+            self.k8s_provider,
+            after=[self.pod_identity_agent, *self.template_tags, self.capacity_priorities],
+            tags=tags,
+        )
 
-        self.info = self._cluster_info()
-        self.register_outputs(self.outputs())
-
-    # ------------------------------------------------------------------ steps
     def _eks_cluster(
         self,
         name: str,

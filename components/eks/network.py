@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -49,7 +50,6 @@ def vpc(name: str, args: EksClusterArgs, *, tags: Mapping[str, str], parent: pul
         return Network(args.existing_vpc_id, list(args.existing_private_subnet_ids), [])
     here = pulumi.ResourceOptions(parent=parent)
     zones = aws.get_availability_zones_output(state="available", opts=pulumi.InvokeOutputOptions(parent=parent)).names
-    cluster_tag = {f"kubernetes.io/cluster/{args.cluster_name}": "shared"}
     net = aws.ec2.Vpc(
         f"{name}-vpc",
         cidr_block=args.vpc_cidr,
@@ -59,31 +59,10 @@ def vpc(name: str, args: EksClusterArgs, *, tags: Mapping[str, str], parent: pul
         opts=here,
     )
     igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=net.id, tags=dict(tags), opts=here)
-    public_rt = aws.ec2.RouteTable(f"{name}-public", vpc_id=net.id, tags=dict(tags), opts=here)
-    aws.ec2.Route(
-        f"{name}-public-default",
-        route_table_id=public_rt.id,
-        destination_cidr_block="0.0.0.0/0",
-        gateway_id=igw.id,
-        opts=here,
-    )
+    public_rt = _routed_table(f"{name}-public", net, tags, here, gateway_id=igw.id)
     private_cidrs, public_cidrs = subnet_cidrs(args.vpc_cidr, args.availability_zone_count)
-    private_ids: list[pulumi.Input[str]] = []
-    public_ids: list[pulumi.Input[str]] = []
-    public_subnets = []
-    for i, cidr in enumerate(public_cidrs):
-        subnet = aws.ec2.Subnet(
-            f"{name}-public-{i}",
-            vpc_id=net.id,
-            cidr_block=cidr,
-            availability_zone=zones[i],
-            map_public_ip_on_launch=True,
-            tags={**tags, **cluster_tag, "kubernetes.io/role/elb": "1", "Name": f"{args.cluster_name}-public-{i}"},
-            opts=here,
-        )
-        aws.ec2.RouteTableAssociation(f"{name}-public-{i}", subnet_id=subnet.id, route_table_id=public_rt.id, opts=here)
-        public_subnets.append(subnet)
-        public_ids.append(subnet.id)
+    subnets = _Subnets(name, args.cluster_name, net, zones, tags, here)
+    public_subnets = subnets.declare("public", public_cidrs, public_rt, "elb", map_public_ip_on_launch=True)
     eip = aws.ec2.Eip(f"{name}-nat", domain="vpc", tags=dict(tags), opts=here)
     nat = aws.ec2.NatGateway(
         f"{name}-nat",
@@ -93,14 +72,7 @@ def vpc(name: str, args: EksClusterArgs, *, tags: Mapping[str, str], parent: pul
         tags=dict(tags),
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[igw]),
     )
-    private_rt = aws.ec2.RouteTable(f"{name}-private", vpc_id=net.id, tags=dict(tags), opts=here)
-    aws.ec2.Route(
-        f"{name}-private-default",
-        route_table_id=private_rt.id,
-        destination_cidr_block="0.0.0.0/0",
-        nat_gateway_id=nat.id,
-        opts=here,
-    )
+    private_rt = _routed_table(f"{name}-private", net, tags, here, nat_gateway_id=nat.id)
     aws.ec2.VpcEndpoint(
         f"{name}-s3",
         vpc_id=net.id,
@@ -110,22 +82,53 @@ def vpc(name: str, args: EksClusterArgs, *, tags: Mapping[str, str], parent: pul
         tags=dict(tags),
         opts=here,
     )
-    for i, cidr in enumerate(private_cidrs):
-        subnet = aws.ec2.Subnet(
-            f"{name}-private-{i}",
-            vpc_id=net.id,
-            cidr_block=cidr,
-            availability_zone=zones[i],
-            tags={
-                **tags,
-                **cluster_tag,
-                "kubernetes.io/role/internal-elb": "1",
-                "Name": f"{args.cluster_name}-private-{i}",
-            },
-            opts=here,
-        )
-        aws.ec2.RouteTableAssociation(
-            f"{name}-private-{i}", subnet_id=subnet.id, route_table_id=private_rt.id, opts=here
-        )
-        private_ids.append(subnet.id)
-    return Network(net.id, private_ids, public_ids)
+    private_subnets = subnets.declare("private", private_cidrs, private_rt, "internal-elb")
+    return Network(net.id, [s.id for s in private_subnets], [s.id for s in public_subnets])
+
+
+def _routed_table(
+    name: str, net: aws.ec2.Vpc, tags: Mapping[str, str], here: pulumi.ResourceOptions, **target: pulumi.Input[str]
+) -> aws.ec2.RouteTable:
+    """A route table whose default route (0.0.0.0/0) goes to `target` (a gateway, a NAT)."""
+    table = aws.ec2.RouteTable(name, vpc_id=net.id, tags=dict(tags), opts=here)
+    aws.ec2.Route(f"{name}-default", route_table_id=table.id, destination_cidr_block="0.0.0.0/0", **target, opts=here)
+    return table
+
+
+@dataclass(frozen=True)
+class _Subnets:
+    """Declares the VPC's subnets of one kind, one per zone, each associated with its route table."""
+
+    name: str
+    cluster_name: str
+    net: aws.ec2.Vpc
+    zones: pulumi.Output[list[str]]
+    tags: Mapping[str, str]
+    here: pulumi.ResourceOptions
+
+    def declare(
+        self, kind: str, cidrs: list[str], table: aws.ec2.RouteTable, elb_role: str, **extra: Any
+    ) -> list[aws.ec2.Subnet]:
+        """`kind` ("public", "private") subnets, tagged for the load balancers of `elb_role`
+        (`kubernetes.io/role/<elb_role>`) and for the cluster."""
+        subnets = []
+        for i, cidr in enumerate(cidrs):
+            subnet = aws.ec2.Subnet(
+                f"{self.name}-{kind}-{i}",
+                vpc_id=self.net.id,
+                cidr_block=cidr,
+                availability_zone=self.zones[i],
+                **extra,
+                tags={
+                    **self.tags,
+                    f"kubernetes.io/cluster/{self.cluster_name}": "shared",
+                    f"kubernetes.io/role/{elb_role}": "1",
+                    "Name": f"{self.cluster_name}-{kind}-{i}",
+                },
+                opts=self.here,
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{self.name}-{kind}-{i}", subnet_id=subnet.id, route_table_id=table.id, opts=self.here
+            )
+            subnets.append(subnet)
+        return subnets

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.eks.args import ACCELERATOR_LABEL, EksClusterArgs, accelerator, instance_family
+from components.eks.args import EksClusterArgs
+from components.eks.catalogue import ACCELERATOR_LABEL, accelerator, instance_family
 from lab.vocab import pools as labels
 from lab.vocab.capacity import RANK_LABEL, GpuRank
 from lab.vocab.pools import PoolPlacement, Taint

@@ -83,6 +83,30 @@ def lighthouse_port(spec: JobSpec) -> int:
 def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str = "IfNotPresent") -> dict[str, Any]:
     """Values for charts/elastic-pytorchjob. `spec` should come from `for_cluster`."""
     return {
+        **_job_values(spec, facts, image_pull_policy),
+        "rdzv": {
+            "backend": spec.rdzv_backend.value,
+            "host": spec.rdzv_host,
+            "port": spec.rdzv_port,
+            "id": spec.rdzv_id,
+            "etcdService": facts.etcd_service,
+            "conf": [{"key": k, "value": v} for k, v in spec.rdzv_conf().items()],
+        },
+        **_worker_pod_values(facts),
+        "c10dStore": {"port": C10D_STORE_PORT, **_on_cpu_pool(facts, "c10dStore")},
+        "lighthouse": {
+            "port": lighthouse_port(spec),
+            "args": spec.per_step.lighthouse_args(
+                spec.min_nodes, bind=f"{LIGHTHOUSE_BIND_HOST}:{lighthouse_port(spec)}"
+            ),
+            **_on_cpu_pool(facts, "lighthouse"),
+        },
+    }
+
+
+def _job_values(spec: JobSpec, facts: PlatformFacts, image_pull_policy: str) -> dict[str, Any]:
+    """What the job runs: image, launcher, torchrun's settings, checkpoints, environment."""
+    return {
         "name": spec.name,
         "image": spec.image,
         "imagePullPolicy": image_pull_policy,
@@ -108,14 +132,13 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
         "jobEnv": exactly(spec.worker_env(), chart_default(JOB_CHART, "jobEnv")),
         "podFieldEnv": exactly(pod_field_env(spec), chart_default(JOB_CHART, "podFieldEnv")),
         "groupPorts": [{"name": name, "port": port, "env": env} for name, port, env in GROUP_PORTS],
-        "rdzv": {
-            "backend": spec.rdzv_backend.value,
-            "host": spec.rdzv_host,
-            "port": spec.rdzv_port,
-            "id": spec.rdzv_id,
-            "etcdService": facts.etcd_service,
-            "conf": [{"key": k, "value": v} for k, v in spec.rdzv_conf().items()],
-        },
+    }
+
+
+def _worker_pod_values(facts: PlatformFacts) -> dict[str, Any]:
+    """Where and how the workers' pods run on the platform: the GPU spot pool, their priority,
+    identity, labels, security context and grace period."""
+    return {
         "clusterDomain": facts.cluster_domain,
         "gpusPerNode": facts.gpus_per_node,
         "workerPool": {
@@ -130,21 +153,16 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
         "env": dict(facts.pod_env),
         "terminationGracePeriodSeconds": facts.termination_grace_s,
         "rdzvClientLabels": exactly(facts.rdzv_client_labels, chart_default(JOB_CHART, "rdzvClientLabels")),
-        "c10dStore": {
-            "port": C10D_STORE_PORT,
-            "nodeSelector": exactly(facts.pools.cpu_labels, chart_default(JOB_CHART, "c10dStore", "nodeSelector")),
-            "tolerations": facts.pools.cpu_tolerations(),
-            "priorityClassName": facts.preserved_priority_class,
-        },
-        "lighthouse": {
-            "port": lighthouse_port(spec),
-            "args": spec.per_step.lighthouse_args(
-                spec.min_nodes, bind=f"{LIGHTHOUSE_BIND_HOST}:{lighthouse_port(spec)}"
-            ),
-            "nodeSelector": exactly(facts.pools.cpu_labels, chart_default(JOB_CHART, "lighthouse", "nodeSelector")),
-            "tolerations": facts.pools.cpu_tolerations(),
-            "priorityClassName": facts.preserved_priority_class,
-        },
+    }
+
+
+def _on_cpu_pool(facts: PlatformFacts, server: str) -> dict[str, Any]:
+    """A job's own rendezvous server (`server`: its key in the chart's values) on the on-demand
+    CPU pool, at the preserved priority."""
+    return {
+        "nodeSelector": exactly(facts.pools.cpu_labels, chart_default(JOB_CHART, server, "nodeSelector")),
+        "tolerations": facts.pools.cpu_tolerations(),
+        "priorityClassName": facts.preserved_priority_class,
     }
 
 

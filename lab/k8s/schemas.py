@@ -206,64 +206,42 @@ def _list_type(
 def validate_pytorchjob(obj: Mapping[str, Any], crd: Path | None = None) -> list[SchemaViolation]:
     path = crd or crd_path()
     validator = _crd_validator(str(path))
-    problems = []
-    for err in sorted(validator.iter_errors(dict(obj)), key=lambda e: list(e.absolute_path)):
-        problems.append(
-            SchemaViolation(object_id(obj), _path(err.absolute_path), err.message, "PyTorchJob CRD v1.9.4 (strict)")
-        )
+    problems = [
+        SchemaViolation(object_id(obj), _path(err.absolute_path), err.message, "PyTorchJob CRD v1.9.4 (strict)")
+        for err in sorted(validator.iter_errors(dict(obj)), key=lambda e: list(e.absolute_path))
+    ]
+    return problems + [
+        SchemaViolation(object_id(obj), where, message, "training operator v1.9.4")
+        for where, message in _operator_refusals(obj)
+    ]
+
+
+def _operator_refusals(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(path, what is wrong) of what training operator v1.9.4 refuses or crashes on that its CRD
+    lets through."""
     spec = obj.get("spec") or {}
     policy = spec.get("elasticPolicy") or {}
     if "rdzvConf" in policy and not policy["rdzvConf"]:
-        problems.append(
-            SchemaViolation(
-                object_id(obj),
-                "spec.elasticPolicy.rdzvConf",
-                "an empty list: operator v1.9.4 slices it "
-                "(val[:len(val)-1]) and crashes; omit the key when there is no conf",
-                "training operator v1.9.4",
-            )
+        yield (
+            "spec.elasticPolicy.rdzvConf",
+            "an empty list: operator v1.9.4 slices it "
+            "(val[:len(val)-1]) and crashes; omit the key when there is no conf",
         )
     if "nProcPerNode" in policy and "nprocPerNode" in spec:
-        problems.append(
-            SchemaViolation(
-                object_id(obj),
-                "spec.elasticPolicy.nProcPerNode",
-                "set together with spec.nprocPerNode: the operator rejects both; use spec.nprocPerNode",
-                "training operator v1.9.4",
-            )
+        yield (
+            "spec.elasticPolicy.nProcPerNode",
+            "set together with spec.nprocPerNode: the operator rejects both; use spec.nprocPerNode",
         )
     replicas = spec.get("pytorchReplicaSpecs") or {}
     if policy and "Worker" not in replicas:
-        problems.append(
-            SchemaViolation(
-                object_id(obj),
-                "spec.pytorchReplicaSpecs",
-                "elasticPolicy needs a Worker replica spec",
-                "training operator v1.9.4",
-            )
-        )
+        yield "spec.pytorchReplicaSpecs", "elasticPolicy needs a Worker replica spec"
     for rtype, rspec in replicas.items():
         containers = (((rspec or {}).get("template") or {}).get("spec") or {}).get("containers") or []
         if not any(c.get("name") == "pytorch" for c in containers):
-            problems.append(
-                SchemaViolation(
-                    object_id(obj),
-                    f"spec.pytorchReplicaSpecs.{rtype}",
-                    "no container named pytorch (the operator requires it)",
-                    "training operator v1.9.4",
-                )
-            )
+            yield f"spec.pytorchReplicaSpecs.{rtype}", "no container named pytorch (the operator requires it)"
     name = (obj.get("metadata") or {}).get("name", "")
     if not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", name) or len(name) > 63:
-        problems.append(
-            SchemaViolation(
-                object_id(obj),
-                "metadata.name",
-                "not a DNS-1035 label (the operator rejects it)",
-                "training operator v1.9.4",
-            )
-        )
-    return problems
+        yield "metadata.name", "not a DNS-1035 label (the operator rejects it)"
 
 
 # ------------------------------------------------------------------ everything

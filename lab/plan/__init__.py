@@ -4,7 +4,11 @@ checked and shown.
   findings.py         Finding, Check, CheckSuite: what a check is and reports
   check_list.py       CHECKS, the explicit list `elastic-lab plan` runs; run_checks
   arm.py              arm-conformance: azure-native inputs against Azure's own API models
+  arm_models.py       its reading of the azure-mgmt models: fields, envelopes, subtypes
   aws_api.py          aws-api-conformance: pulumi_aws inputs against botocore's models
+  aws_request.py      its request walk against a botocore operation's input shape
+  aws_policy.py       its IAM JSON policy grammar
+  aws_rules.py        its per-service rules and reshapes beyond the models
   aks_pools.py, aks_guardrails.py   the AKS guardrails
   eks_guardrails.py   the EKS guardrails
   capacity_checks.py  the GPU capacity ranks, sizes and quota

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,69 +28,89 @@ def _scalar(v: Any) -> bool:
     return isinstance(v, (str, int, float, bool))
 
 
-def summary(r: RecordedResource) -> str:
-    """A few key inputs of a resource, one line."""
-    i = r.inputs
-    t = r.type
-    parts: list[Any] = []  # inputs as recorded (None or "" where unset), shown with str()
-    if t == "azure-native:resources:ResourceGroup":
-        parts = [i.get("resourceGroupName"), i.get("location")]
-    elif t == "azure-native:managedidentity:UserAssignedIdentity":
-        parts = [i.get("resourceName")]
-    elif t == "azure-native:managedidentity:FederatedIdentityCredential":
-        parts = [f"subject={i.get('subject')}"]
-    elif t == "azure-native:containerservice:ManagedCluster":
-        system = [p for p in i.get("agentPoolProfiles") or [] if isinstance(p, dict)]
-        parts = [
-            i.get("resourceName"),
-            f"k8s {i.get('kubernetesVersion')}",
-            i.get("location"),
-            f"tier {(i.get('sku') or {}).get('tier')}",
-            f"nodeRG {i.get('nodeResourceGroup') or r.state.get('nodeResourceGroup')}",
-        ]
-        parts += [
+def _managed_cluster_parts(r: RecordedResource, i: dict[str, Any]) -> list[Any]:
+    system = [p for p in i.get("agentPoolProfiles") or [] if isinstance(p, dict)]
+    return [
+        i.get("resourceName"),
+        f"k8s {i.get('kubernetesVersion')}",
+        i.get("location"),
+        f"tier {(i.get('sku') or {}).get('tier')}",
+        f"nodeRG {i.get('nodeResourceGroup') or r.state.get('nodeResourceGroup')}",
+        *(
             f"pool {p.get('name')}: {p.get('mode')} {p.get('scaleSetPriority', 'Regular')} "
             f"{p.get('vmSize')} x{p.get('count')}"
             for p in system
-        ]
-    elif t == "azure-native:containerservice:AgentPool":
-        prio = i.get("scaleSetPriority", "Regular")
-        rng = f"{i.get('minCount')}..{i.get('maxCount')}" if i.get("enableAutoScaling") else f"x{i.get('count')}"
-        parts = [i.get("agentPoolName"), i.get("mode"), prio, i.get("vmSize"), f"nodes {rng}"]
-        if str(prio).lower() == "spot":
-            parts += [f"eviction {i.get('scaleSetEvictionPolicy')}", f"maxPrice {i.get('spotMaxPrice')}"]
-        if i.get("nodeTaints"):
-            parts.append("taints " + ",".join(i["nodeTaints"]))
-    elif t == "azure-native:storage:StorageAccount":
-        parts = [
-            i.get("accountName"),
-            (i.get("sku") or {}).get("name"),
-            i.get("kind"),
-            f"rg {i.get('resourceGroupName')}",
-        ]
-    elif t == "azure-native:storage:BlobContainer":
-        parts = [i.get("containerName"), f"public {i.get('publicAccess')}"]
-    elif t == "azure-native:authorization:RoleAssignment":
-        role = str(i.get("roleDefinitionId", "")).rsplit("/", 1)[-1]
-        scope = str(i.get("scope", "")).split("/providers/", 1)[-1]
-        parts = [ROLE_NAMES.get(role, role), f"on {scope}"]
-    elif t.startswith("pulumi:providers:"):
-        parts = [
-            f"{k}={SECRET_PLACEHOLDER if k in r.secret_inputs else v}"
-            for k, v in i.items()
-            if _scalar(v) and k != "version"
-        ][:3]
-    else:
-        metadata = i.get("metadata")
-        meta: dict[str, Any] = metadata if isinstance(metadata, dict) else {}
-        if meta:
-            namespace = meta.get("namespace")
-            parts = [f"{namespace + '/' if namespace else ''}{meta.get('name', '')}"]
-        parts += [
+        ),
+    ]
+
+
+def _agent_pool_parts(r: RecordedResource, i: dict[str, Any]) -> list[Any]:
+    prio = i.get("scaleSetPriority", "Regular")
+    rng = f"{i.get('minCount')}..{i.get('maxCount')}" if i.get("enableAutoScaling") else f"x{i.get('count')}"
+    parts = [i.get("agentPoolName"), i.get("mode"), prio, i.get("vmSize"), f"nodes {rng}"]
+    if str(prio).lower() == "spot":
+        parts += [f"eviction {i.get('scaleSetEvictionPolicy')}", f"maxPrice {i.get('spotMaxPrice')}"]
+    if i.get("nodeTaints"):
+        parts.append("taints " + ",".join(i["nodeTaints"]))
+    return parts
+
+
+def _role_assignment_parts(r: RecordedResource, i: dict[str, Any]) -> list[Any]:
+    role = str(i.get("roleDefinitionId", "")).rsplit("/", 1)[-1]
+    scope = str(i.get("scope", "")).split("/providers/", 1)[-1]
+    return [ROLE_NAMES.get(role, role), f"on {scope}"]
+
+
+def _provider_parts(r: RecordedResource, i: dict[str, Any]) -> list[Any]:
+    return [
+        f"{k}={SECRET_PLACEHOLDER if k in r.secret_inputs else v}"
+        for k, v in i.items()
+        if _scalar(v) and k != "version"
+    ][:3]
+
+
+def _other_parts(r: RecordedResource, i: dict[str, Any]) -> list[Any]:
+    """A Kubernetes object's namespace/name, and a few scalar inputs of any resource."""
+    metadata = i.get("metadata")
+    meta: dict[str, Any] = metadata if isinstance(metadata, dict) else {}
+    parts: list[Any] = []
+    if meta:
+        namespace = meta.get("namespace")
+        parts = [f"{namespace + '/' if namespace else ''}{meta.get('name', '')}"]
+    return (
+        parts
+        + [
             f"{k}={v}"
             for k, v in i.items()
             if _scalar(v) and k not in r.secret_inputs and k not in ("kind", "apiVersion")
         ][:3]
+    )
+
+
+# The key inputs of a resource type, as recorded (None or "" where unset), shown with str().
+_SUMMARIES: dict[str, Callable[[RecordedResource, dict[str, Any]], list[Any]]] = {
+    "azure-native:resources:ResourceGroup": lambda r, i: [i.get("resourceGroupName"), i.get("location")],
+    "azure-native:managedidentity:UserAssignedIdentity": lambda r, i: [i.get("resourceName")],
+    "azure-native:managedidentity:FederatedIdentityCredential": lambda r, i: [f"subject={i.get('subject')}"],
+    "azure-native:containerservice:ManagedCluster": _managed_cluster_parts,
+    "azure-native:containerservice:AgentPool": _agent_pool_parts,
+    "azure-native:storage:StorageAccount": lambda r, i: [
+        i.get("accountName"),
+        (i.get("sku") or {}).get("name"),
+        i.get("kind"),
+        f"rg {i.get('resourceGroupName')}",
+    ],
+    "azure-native:storage:BlobContainer": lambda r, i: [i.get("containerName"), f"public {i.get('publicAccess')}"],
+    "azure-native:authorization:RoleAssignment": _role_assignment_parts,
+}
+
+
+def summary(r: RecordedResource) -> str:
+    """A few key inputs of a resource, one line."""
+    if r.type.startswith("pulumi:providers:"):
+        parts = _provider_parts(r, r.inputs)
+    else:
+        parts = _SUMMARIES.get(r.type, _other_parts)(r, r.inputs)
     return " ".join(str(p) for p in parts if p not in (None, ""))
 
 
@@ -353,6 +374,40 @@ def urn_type(urn: str | None) -> str | None:
     return parts[2].split("$")[-1] if len(parts) >= 4 else None
 
 
+def _resource_json(d: dict[str, Any]) -> dict[str, Any]:
+    """One resource of the JSON view, from the plan's own JSON form."""
+    parent = d.get("parent")
+    return {
+        "type": d["type"],
+        "name": d["name"],
+        "urn": d["urn"],
+        "parent": parent,
+        "parent_type": urn_type(parent),
+        "parent_name": d["parent_name"],
+        "custom": d["custom"],
+        "remote": d["remote"],
+        "id": d["id"],
+        "inputs": d["inputs"],
+        "secret_inputs": d["secret_inputs"],
+        "options": {
+            "ignore_changes": d["ignore_changes"],
+            "replace_on_changes": d["replace_on_changes"],
+            # Sets to the engine, collected in no fixed order: sorted, so that two
+            # plans of the same program diff as equal.
+            "depends_on": sorted(d["depends_on"]),
+            "dependencies": sorted(d["dependencies"]),
+            "property_dependencies": {k: sorted(v) for k, v in sorted(d["property_dependencies"].items())},
+            "provider": d["provider"],
+            "protect": d["protect"],
+            "delete_before_replace": d["delete_before_replace"],
+            "retain_on_delete": d["retain_on_delete"],
+            "additional_secret_outputs": d["additional_secret_outputs"],
+        },
+        "outputs": d["outputs"],
+        "state": d["state"],
+    }
+
+
 def json_dict(
     plan: Plan,
     runs: list[CheckRun],
@@ -364,40 +419,7 @@ def json_dict(
     band: str | None = None,
 ) -> dict[str, Any]:
     base = plan.to_json_dict(show_secrets=show_secrets)
-    resources = []
-    for d in sorted(base["resources"], key=lambda d: d["urn"]):
-        parent = d.get("parent")
-        resources.append(
-            {
-                "type": d["type"],
-                "name": d["name"],
-                "urn": d["urn"],
-                "parent": parent,
-                "parent_type": urn_type(parent),
-                "parent_name": d["parent_name"],
-                "custom": d["custom"],
-                "remote": d["remote"],
-                "id": d["id"],
-                "inputs": d["inputs"],
-                "secret_inputs": d["secret_inputs"],
-                "options": {
-                    "ignore_changes": d["ignore_changes"],
-                    "replace_on_changes": d["replace_on_changes"],
-                    # Sets to the engine, collected in no fixed order: sorted, so that two
-                    # plans of the same program diff as equal.
-                    "depends_on": sorted(d["depends_on"]),
-                    "dependencies": sorted(d["dependencies"]),
-                    "property_dependencies": {k: sorted(v) for k, v in sorted(d["property_dependencies"].items())},
-                    "provider": d["provider"],
-                    "protect": d["protect"],
-                    "delete_before_replace": d["delete_before_replace"],
-                    "retain_on_delete": d["retain_on_delete"],
-                    "additional_secret_outputs": d["additional_secret_outputs"],
-                },
-                "outputs": d["outputs"],
-                "state": d["state"],
-            }
-        )
+    resources = [_resource_json(d) for d in sorted(base["resources"], key=lambda d: d["urn"])]
     all_findings = findings_of(runs)
     return {
         "stack": plan.stack,

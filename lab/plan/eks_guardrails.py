@@ -34,7 +34,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from components.eks.args import ACCELERATOR_LABEL, GPU_AMI_TYPES
+from components.eks.catalogue import ACCELERATOR_LABEL, GPU_AMI_TYPES
 from components.eks.cluster import VPC_CNI_ADDON
 from components.eks.fis import CLUSTER_TAG as FIS_CLUSTER_TAG
 from components.eks.fis import NODEGROUP_TAG, SPOT_INTERRUPTION

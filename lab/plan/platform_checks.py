@@ -248,17 +248,15 @@ def check_rendered_device_plugin(rendered: Rendered, facts: PlatformFacts) -> li
         pod = (pod_template(obj) or {}).get("spec") or {}
         for c in containers(pod):
             if c.get("image") != image:
-                items.append(
-                    problem(
-                        name,
-                        child.label,
-                        f"spec.template.spec.containers[{c.get('name')}].image",
-                        c.get("image"),
-                        image,
-                    )
-                )
+                items.append(_image_problem(name, child, c, image))
         items += _placement_problems(pod, facts, child.label, "spec.template.spec.")
     return items
+
+
+def _image_problem(check: str, child: RecordedResource, container: Mapping[str, Any], expected: str) -> Finding:
+    """A rendered workload's container runs another image than `expected`."""
+    where = f"spec.template.spec.containers[{container.get('name')}].image"
+    return problem(check, child.label, where, container.get("image"), expected)
 
 
 def operator_deployment(placement: Mapping[str, Any]) -> dict[str, Any]:
@@ -303,16 +301,11 @@ def check_rendered_operator(rendered: Rendered, label: str) -> list[Finding]:
     for child, obj in deployments:
         for c in containers((pod_template(obj) or {}).get("spec") or {}):
             if c.get("image") not in OPERATOR_IMAGES.values():
-                items.append(
-                    problem(
-                        name,
-                        child.label,
-                        f"spec.template.spec.containers[{c.get('name')}].image",
-                        c.get("image"),
-                        f"the image a v1.9.x standalone overlay pins ({OPERATOR_IMAGES['v1.9.4']} at v1.9.4), "
-                        "never master's",
-                    )
+                expected = (
+                    f"the image a v1.9.x standalone overlay pins ({OPERATOR_IMAGES['v1.9.4']} at v1.9.4), "
+                    "never master's"
                 )
+                items.append(_image_problem(name, child, c, expected))
     return items
 
 
@@ -372,6 +365,30 @@ def _check_one(comp: RecordedResource, outputs: Mapping[str, Any], resources: li
         facts=facts,
         inference_priority_class=str((outputs.get("priorityClasses") or {}).get("inference", "elastic-inference")),
     )
+    objects = _platform_objects(comp, outputs, resources, facts, report)
+    for label, values in sample_jobs(facts):
+        try:
+            objects += render_chart(JOB_CHART, values, release=values["name"], namespace=facts.namespace)
+        except ChartRenderError as exc:
+            report.items.append(problem("k8s:render", label, "values", None, f"values the job chart accepts ({exc})"))
+    report.objects = objects
+    _check_schemas(objects, version, report)
+    for name, violations in run_guardrails(objects, ctx).items():
+        report.checked[f"guardrail:{name}"] = len(objects)
+        report.items += [problem(f"guardrail:{name}", v.where, v.prop, v.value, v.expected) for v in violations]
+    return report
+
+
+def _platform_objects(
+    comp: RecordedResource,
+    outputs: Mapping[str, Any],
+    resources: list[RecordedResource],
+    facts: PlatformFacts,
+    report: PlatformReport,
+) -> list[dict[str, Any]]:
+    """The Kubernetes objects the platform component declares: its charts' and the operator
+    overlay's as they render (the operator's Deployment rebuilt from its placement where the
+    overlay did not render), and its own objects."""
     objects: list[dict[str, Any]] = []
     operator_rendered = False
     for r in [child for child in resources if child.parent == comp.urn]:
@@ -393,12 +410,12 @@ def _check_one(comp: RecordedResource, outputs: Mapping[str, Any], resources: li
                 objects.append(obj)
     if not operator_rendered and isinstance(outputs.get("operatorPlacement"), Mapping):
         objects.append(operator_deployment(outputs["operatorPlacement"]))
-    for label, values in sample_jobs(facts):
-        try:
-            objects += render_chart(JOB_CHART, values, release=values["name"], namespace=facts.namespace)
-        except ChartRenderError as exc:
-            report.items.append(problem("k8s:render", label, "values", None, f"values the job chart accepts ({exc})"))
-    report.objects = objects
+    return objects
+
+
+def _check_schemas(objects: list[dict[str, Any]], version: str, report: PlatformReport) -> None:
+    """Every object against the Kubernetes schemas of `version`, PyTorchJobs against the
+    training operator's CRD (skipped, and said so, where the CRD's file is missing)."""
     jobs = [o for o in objects if is_pytorchjob(o)]
     try:
         if jobs:
@@ -418,10 +435,6 @@ def _check_one(comp: RecordedResource, outputs: Mapping[str, Any], resources: li
     report.checked["k8s:schema"] = len(objects) - len(jobs)
     if CRD_CHECK not in report.skipped:
         report.checked[CRD_CHECK] = len(jobs)
-    for name, violations in run_guardrails(objects, ctx).items():
-        report.checked[f"guardrail:{name}"] = len(objects)
-        report.items += [problem(f"guardrail:{name}", v.where, v.prop, v.value, v.expected) for v in violations]
-    return report
 
 
 # ------------------------------------------------------------------ as checks of the plan

@@ -55,44 +55,11 @@ def run_program(
     Raises whatever the program raises (e.g. lab.vocab.problems.InvalidInput), with the
     resources recorded until then as the exception's `recorded_resources` attribute.
     """
-    if config is None:
-        values, secret_keys = read_stack_config(stack, root)
-    else:
-        values = {(k if ":" in k else f"{PROJECT}:{k}"): config_string(v) for k, v in config.items()}
-        secret_keys = []
-    for key, value in (config_overrides or {}).items():
-        full = key if ":" in key else f"{PROJECT}:{key}"
-        if value is None:
-            values.pop(full, None)
-        else:
-            values[full] = config_string(value)
-
+    values, secret_keys = _config_values(stack, root, config, config_overrides)
     mocks = PlanMocks(cloud)
     monitor = RecordingMonitor(mocks)
-    pulumi_settings.ROOT.set(None)
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
-    # A run that failed leaves its RPCs' first exception in the process-wide RPC manager,
-    # and its unfinished outputs in the settings; the next run would re-raise them. Each
-    # run starts clean.
-    pulumi_settings._get_rpc_manager().clear()
-    with pulumi_settings.SETTINGS.lock:
-        pulumi_settings.SETTINGS.outputs.clear()
-    pulumi.runtime.set_all_config(dict(values), list(secret_keys))
-
+    _start_mocked_runtime(stack, mocks, monitor, values, secret_keys)
     body = program or components.program.main
-
-    async def resolve_outputs() -> tuple[dict[str, Any], list[str]]:
-        stack_resource = pulumi_settings.get_root_resource()
-        exported = dict(getattr(stack_resource, "outputs", {}) or {})
-        outputs: dict[str, Any] = {}
-        secret: list[str] = []
-        for name, value in exported.items():
-            out = pulumi.Output.from_input(value)
-            outputs[name] = numbers_back(_plain(await out.future(with_unknowns=True)))
-            if await out.is_secret():
-                secret.append(name)
-        return outputs, secret
-
     result: dict[str, Any] = {}
 
     async def run() -> None:
@@ -100,7 +67,7 @@ def run_program(
         from pulumi.runtime.stack import wait_for_rpcs
 
         await wait_for_rpcs()
-        result["outputs"], result["secret"] = await resolve_outputs()
+        result["outputs"], result["secret"] = await _resolve_outputs()
 
     _quiet_sibling_failures()
     try:
@@ -125,6 +92,54 @@ def run_program(
         unknown_invokes=list(mocks.unknown_calls),
         imported=list(mocks.imported),
     )
+
+
+def _config_values(
+    stack: str, root: Path, config: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], list[str]]:
+    """(full key -> config string, secret keys): the stack file's, or `config` instead, with
+    the overrides on top (None removes a key)."""
+    if config is None:
+        values, secret_keys = read_stack_config(stack, root)
+    else:
+        values = {(k if ":" in k else f"{PROJECT}:{k}"): config_string(v) for k, v in config.items()}
+        secret_keys = []
+    for key, value in (overrides or {}).items():
+        full = key if ":" in key else f"{PROJECT}:{key}"
+        if value is None:
+            values.pop(full, None)
+        else:
+            values[full] = config_string(value)
+    return values, list(secret_keys)
+
+
+def _start_mocked_runtime(
+    stack: str, mocks: PlanMocks, monitor: RecordingMonitor, values: Mapping[str, Any], secret_keys: list[str]
+) -> None:
+    """Pulumi's runtime set to record under mocks, with the stack's config."""
+    pulumi_settings.ROOT.set(None)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    # A run that failed leaves its RPCs' first exception in the process-wide RPC manager,
+    # and its unfinished outputs in the settings; the next run would re-raise them. Each
+    # run starts clean.
+    pulumi_settings._get_rpc_manager().clear()
+    with pulumi_settings.SETTINGS.lock:
+        pulumi_settings.SETTINGS.outputs.clear()
+    pulumi.runtime.set_all_config(dict(values), list(secret_keys))
+
+
+async def _resolve_outputs() -> tuple[dict[str, Any], list[str]]:
+    """The stack's exports, plain (numbers as numbers), and the names of the secret ones."""
+    stack_resource = pulumi_settings.get_root_resource()
+    exported = dict(getattr(stack_resource, "outputs", {}) or {})
+    outputs: dict[str, Any] = {}
+    secret: list[str] = []
+    for name, value in exported.items():
+        out = pulumi.Output.from_input(value)
+        outputs[name] = numbers_back(_plain(await out.future(with_unknowns=True)))
+        if await out.is_secret():
+            secret.append(name)
+    return outputs, secret
 
 
 def _quiet_sibling_failures() -> None:

@@ -131,7 +131,7 @@ def azure(
     """Credentials, the subscription the stack deploys to, its resource providers, and (given
     the stack's `quota` needs) the compute quota of its region. `client_kwargs` go to the
     azure-mgmt clients (a `credential`, a `transport` in tests)."""
-    from azure.core.exceptions import AzureError, ClientAuthenticationError
+    from azure.core.exceptions import ClientAuthenticationError
     from azure.identity import CredentialUnavailableError, DefaultAzureCredential
     from azure.mgmt.resource.resources import ResourceManagementClient
 
@@ -166,8 +166,27 @@ def azure(
         ]
     out.append(Prerequisite("Azure subscription", True, f"{subscription} (from {source})"))
     resources = ResourceManagementClient(credential, subscription, **client_kwargs)
+    providers, aks_regions = _azure_providers(resources, subscription)
+    out.append(providers)
+    if aks_regions is None:  # the subscription could not be read
+        return out + not_checked(later[1:], f"subscription {subscription} can be read")
+    out.append(azure_rights(resources, subscription))
+    if quota is not None and quota.needs:
+        from azure.mgmt.compute import ComputeManagementClient
+
+        compute = ComputeManagementClient(credential, subscription, **client_kwargs)
+        out += quota_checks.azure_quota(quota, compute, subscription)
+    return out + _aks_location(stack_config, aks_regions)
+
+
+def _azure_providers(resources: Any, subscription: str) -> tuple[Prerequisite, set[str] | None]:
+    """Whether the stack's resource providers are registered on the subscription, and the
+    regions where AKS runs (None where the subscription cannot be read; empty where
+    Microsoft.ContainerService lists none)."""
+    from azure.core.exceptions import AzureError
+
     unregistered = []
-    aks_regions: set[str] | None = None
+    aks_regions: set[str] = set()
     for namespace in AZURE_PROVIDERS:
         try:
             provider = resources.providers.get(namespace)
@@ -180,44 +199,39 @@ def azure(
                     for location in kind.locations or []
                 }
         except AzureError as exc:
-            out.append(
-                Prerequisite(
-                    "Azure resource providers",
-                    False,
-                    f"cannot read {namespace} in subscription {subscription}: {_said(exc)}",
-                    "use a subscription these credentials can see (`az account list`); the identity needs "
-                    "Contributor and User Access Administrator on it to create the stack",
-                )
+            cannot = Prerequisite(
+                "Azure resource providers",
+                False,
+                f"cannot read {namespace} in subscription {subscription}: {_said(exc)}",
+                "use a subscription these credentials can see (`az account list`); the identity needs "
+                "Contributor and User Access Administrator on it to create the stack",
             )
-            return out + not_checked(later[1:], f"subscription {subscription} can be read")
+            return cannot, None
         if state != "Registered":
             unregistered.append(f"{namespace} ({state})")
-    out.append(
-        Prerequisite(
-            "Azure resource providers",
-            not unregistered,
-            "unregistered: " + ", ".join(unregistered) if unregistered else f"{len(AZURE_PROVIDERS)} registered",
-            "; ".join(f"az provider register --namespace {u.split(' ')[0]}" for u in unregistered),
-        )
+    registered = Prerequisite(
+        "Azure resource providers",
+        not unregistered,
+        "unregistered: " + ", ".join(unregistered) if unregistered else f"{len(AZURE_PROVIDERS)} registered",
+        "; ".join(f"az provider register --namespace {u.split(' ')[0]}" for u in unregistered),
     )
-    out.append(azure_rights(resources, subscription))
-    if quota is not None and quota.needs:
-        from azure.mgmt.compute import ComputeManagementClient
+    return registered, aks_regions
 
-        compute = ComputeManagementClient(credential, subscription, **client_kwargs)
-        out += quota_checks.azure_quota(quota, compute, subscription)
+
+def _aks_location(stack_config: Mapping[str, Any], aks_regions: set[str]) -> list[Prerequisite]:
+    """Whether Azure offers AKS in the stack's location (nothing where either is unknown)."""
     location = str(stack_config.get(f"{PROJECT}:location") or "")
-    if location and aks_regions:
-        out.append(
-            Prerequisite(
-                "AKS in the stack's location",
-                location in aks_regions,
-                f"{location}: " + ("AKS runs there" if location in aks_regions else "Azure offers no AKS there"),
-                f"a location where Azure offers AKS (e.g. {', '.join(sorted(aks_regions)[:4])}): "
-                "set elastic-spot-lab:location",
-            )
+    if not (location and aks_regions):
+        return []
+    return [
+        Prerequisite(
+            "AKS in the stack's location",
+            location in aks_regions,
+            f"{location}: " + ("AKS runs there" if location in aks_regions else "Azure offers no AKS there"),
+            f"a location where Azure offers AKS (e.g. {', '.join(sorted(aks_regions)[:4])}): "
+            "set elastic-spot-lab:location",
         )
-    return out
+    ]
 
 
 def _allowed(action: str, permissions: Iterable[Mapping[str, Any]]) -> bool:

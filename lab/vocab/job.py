@@ -23,7 +23,7 @@ from lab.vocab import checkpoint_location
 from lab.vocab.checkpoint_interval import BAND_NAMES
 from lab.vocab.names import DNS_1035_LABEL, IMAGE_REFERENCE
 from lab.vocab.per_step import ENV_FAULT_TOLERANCE, LIGHTHOUSE_PORT, PerStepSettings
-from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.problems import InvalidInput, Problem, Problems, seconds_problems
 
 
 class RdzvBackend(StrEnum):
@@ -133,6 +133,12 @@ _RDZV_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
 
+def _is_endpoint(value: Any) -> bool:
+    """Whether `value` is host:port with a port in 1..65535."""
+    host, _, port = (value if isinstance(value, str) else "").rpartition(":")
+    return bool(host) and bool(_HOST.match(host)) and port.isdigit() and 0 < int(port) < 65536
+
+
 @dataclass(frozen=True)
 class RendezvousTimeouts:
     """Dynamic-rendezvous timings in seconds.
@@ -181,15 +187,9 @@ class RendezvousTimeouts:
 
     def problems(self, prefix: str = "rdzv_timeouts.") -> list[Problem]:
         """Every invalid setting, keys under `prefix`."""
+        if not_seconds := seconds_problems(self, prefix):
+            return not_seconds
         out = Problems()
-        numbers = True
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                out.add(prefix + f.name, value, "a number of seconds > 0")
-                numbers = False
-        if not numbers:
-            return out.items
         if not isinstance(self.keep_alive_max_attempt, int) or self.keep_alive_max_attempt < 3:
             out.add(
                 prefix + "keep_alive_max_attempt",
@@ -332,6 +332,27 @@ class JobSpec:
     def problems(self) -> list[Problem]:
         """Every invalid launch parameter but the enums (checked as they are converted)."""
         out = Problems()
+        self._what_runs(out)
+        self._sizes(out)
+        self._rendezvous(out)
+        if not self.checkpoint_dir:
+            out.add("checkpoint_dir", self.checkpoint_dir, "a directory path or an object-store URL")
+        elif expected := checkpoint_location.problem(str(self.checkpoint_dir)):
+            out.add("checkpoint_dir", self.checkpoint_dir, expected)
+        if isinstance(self.rdzv_timeouts, RendezvousTimeouts):
+            out.extend(self.rdzv_timeouts.problems())
+        if isinstance(self.per_step, PerStepSettings):
+            out.extend(self.per_step.problems())
+        if not _is_endpoint(self.lighthouse_endpoint):
+            out.add(
+                "lighthouse_endpoint",
+                self.lighthouse_endpoint,
+                f"host:port with a port in 1..65535, e.g. torchft-lighthouse:{LIGHTHOUSE_PORT}",
+            )
+        return out.items
+
+    def _what_runs(self, out: Problems) -> None:
+        """The job's name, its image, and the module or script each worker runs."""
         if not isinstance(self.name, str) or len(self.name) > 40 or not DNS_1035_LABEL.match(self.name):
             out.add(
                 "name",
@@ -352,6 +373,9 @@ class JobSpec:
             out.add("module", self.module, expected)
         elif self.script is not None and (expected := script_problem(self.script)):
             out.add("script", self.script, expected)
+
+    def _sizes(self, out: Problems) -> None:
+        """The node and process counts, the checkpoint interval, the eviction band, the restarts."""
         counts_ok = True
         for key in ("min_nodes", "max_nodes", "nproc_per_node"):
             value = getattr(self, key)
@@ -373,9 +397,10 @@ class JobSpec:
             out.add("min_nodes", self.min_nodes, f"<= max_nodes ({self.max_nodes})")
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
             out.add("max_restarts", self.max_restarts, "a whole number >= 0")
-        endpoint = self.rdzv_endpoint if isinstance(self.rdzv_endpoint, str) else ""
-        host, _, port = endpoint.rpartition(":")
-        if not host or not _HOST.match(host) or not port.isdigit() or not 0 < int(port) < 65536:
+
+    def _rendezvous(self, out: Problems) -> None:
+        """The rendezvous endpoint and id, the process group's timeout, the agent's monitor interval."""
+        if not _is_endpoint(self.rdzv_endpoint):
             out.add("rdzv_endpoint", self.rdzv_endpoint, "host:port with a port in 1..65535, e.g. etcd-rendezvous:2379")
         if not isinstance(self.rdzv_id, str) or not _RDZV_ID.match(self.rdzv_id) or self.rdzv_id == "none":
             out.add("rdzv_id", self.rdzv_id, "1-63 characters of [A-Za-z0-9_.-], unique per job (not 'none')")
@@ -383,23 +408,6 @@ class JobSpec:
             out.add("pg_timeout_s", self.pg_timeout_s, "seconds in 1..600 (tens of seconds: gloo's default is 30 min)")
         if not _number_in(self.monitor_interval_s, 0, 5) or self.monitor_interval_s == 0:
             out.add("monitor_interval_s", self.monitor_interval_s, "seconds in (0, 5]")
-        if not self.checkpoint_dir:
-            out.add("checkpoint_dir", self.checkpoint_dir, "a directory path or an object-store URL")
-        elif expected := checkpoint_location.problem(str(self.checkpoint_dir)):
-            out.add("checkpoint_dir", self.checkpoint_dir, expected)
-        if isinstance(self.rdzv_timeouts, RendezvousTimeouts):
-            out.extend(self.rdzv_timeouts.problems())
-        if isinstance(self.per_step, PerStepSettings):
-            out.extend(self.per_step.problems())
-        lighthouse = self.lighthouse_endpoint if isinstance(self.lighthouse_endpoint, str) else ""
-        host, _, port = lighthouse.rpartition(":")
-        if not host or not _HOST.match(host) or not port.isdigit() or not 0 < int(port) < 65536:
-            out.add(
-                "lighthouse_endpoint",
-                self.lighthouse_endpoint,
-                f"host:port with a port in 1..65535, e.g. torchft-lighthouse:{LIGHTHOUSE_PORT}",
-            )
-        return out.items
 
     def validate(self) -> None:
         if problems := self.problems():

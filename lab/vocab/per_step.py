@@ -8,11 +8,10 @@ for the local target and the cluster alike.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
-from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.problems import InvalidInput, Problem, Problems, seconds_problems
 
 # Environment contract between a launcher and the per-step training script.
 ENV_FAULT_TOLERANCE = "LAB_FAULT_TOLERANCE"
@@ -105,16 +104,9 @@ class PerStepSettings:
         )
 
     def problems(self, prefix: str = "per_step.") -> list[Problem]:
+        if not_seconds := seconds_problems(self, prefix, DERIVED_WHEN_0):
+            return not_seconds
         out = Problems()
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name in DERIVED_WHEN_0:
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                    out.add(prefix + f.name, value, f"a number of seconds >= 0 (0: derived {DERIVED_WHEN_0[f.name]})")
-            elif isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                out.add(prefix + f.name, value, "a number of seconds > 0")
-        if out.items:
-            return out.items
         if 0 < self.collective_timeout_s < 0.5:
             out.add(
                 prefix + "collective_timeout_s",

@@ -10,7 +10,8 @@ problem names the input (`key`), the value it had and what fits instead, and rea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,3 +89,18 @@ class Problems:
     def raise_if_any(self, source: str = "") -> None:
         if self.items:
             raise InvalidInput(self.items, source)
+
+
+def seconds_problems(settings: Any, prefix: str, zero_means: Mapping[str, str] | None = None) -> list[Problem]:
+    """A problem per field of the dataclass `settings` that is not a number of seconds > 0, keys
+    under `prefix`; a field of `zero_means` may also be 0, which derives it as its value says."""
+    found = Problems()
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        number = not isinstance(value, bool) and isinstance(value, (int, float))
+        if zero_means and f.name in zero_means:
+            if not number or value < 0:
+                found.add(prefix + f.name, value, f"a number of seconds >= 0 (0: derived {zero_means[f.name]})")
+        elif not number or value <= 0:
+            found.add(prefix + f.name, value, "a number of seconds > 0")
+    return found.items

@@ -12,7 +12,7 @@ import pulumi
 import pytest
 from pulumi_azure_native import containerservice
 
-from lab.plan import arm
+from lab.plan import arm, arm_models
 from lab.plan.check_list import findings_of, run_checks
 from lab.plan.findings import errors
 from lab.program.harness import run_program
@@ -52,19 +52,19 @@ def test_targets_match_the_sdk_operations(token):
     op = arm.sdk_operation(target)
     params = inspect.signature(op).parameters
     for wire in target.path_params:
-        assert arm.snake(wire) in params, f"{wire} is not a path parameter of {target.operation}"
+        assert arm_models.snake(wire) in params, f"{wire} is not a path parameter of {target.operation}"
     model = getattr(arm.sdk_models(target.sdk), target.model)
     assert any(target.model in str(p.annotation) for p in params.values()), (
         f"{target.operation} takes no {target.model}"
     )
-    assert arm.fields_of(model), "model has fields"
+    assert arm_models.fields_of(model), "model has fields"
     # and the Pulumi resource really takes those path parameters as inputs
     resource = target.pulumi_resource
     assert f"{resource.__module__.split('.')[1]}:{resource.__name__}" == token.split(":", 1)[1]
     args_cls = getattr(sys.modules[resource.__module__], f"{resource.__name__}Args")
     init = inspect.signature(args_cls.__init__).parameters
     for wire in target.path_params:
-        assert arm.snake(wire) in init or arm.snake(wire) + "_" in init
+        assert arm_models.snake(wire) in init or arm_models.snake(wire) + "_" in init
 
 
 def test_api_versions_are_reported():

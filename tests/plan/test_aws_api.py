@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from lab.plan import aws_api
+from lab.plan import aws_api, aws_request
 from lab.plan.findings import ERROR, WARNING, errors
 from lab.program.recording import RecordedResource
 
@@ -791,7 +791,7 @@ def test_the_eks_dev_plan_conforms(eks_plan):
 def test_targets_name_real_botocore_operations_and_members(type_):
     """Each operation exists, and each rename names a member somewhere in its requests."""
     target = aws_api.TARGETS[type_]
-    session = aws_api._session()
+    session = aws_request.botocore_session()
     model = session.get_service_model(target.service)
     members: set[str] = set()
     for op in (target.operation, *target.more_operations):

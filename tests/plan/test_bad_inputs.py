@@ -156,7 +156,7 @@ def test_the_newest_kubernetes_minor_is_the_newest_schema_carried():
 
 
 def test_every_eks_region_botocore_lists_is_accepted():
-    from components.eks.args import eks_regions
+    from components.eks.catalogue import eks_regions
 
     assert {"us-east-1", "eu-west-2", "us-gov-west-1", "cn-north-1"} <= eks_regions()
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import pytest
 
-from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.problems import InvalidInput, Problem, Problems, seconds_problems
 
 
 def test_a_problem_reads_key_value_expected():
@@ -41,3 +44,21 @@ def test_the_collector_raises_everything_it_found_or_nothing():
         found.raise_if_any("settings")
     assert [p.key for p in info.value.problems] == ["a", "platform.etcd.tag"]
     assert isinstance(info.value, ValueError)
+
+
+def test_seconds_problems_name_each_field_that_is_no_positive_number():
+    @dataclasses.dataclass(frozen=True)
+    class Waits:
+        join_s: Any = 1.0
+        tick_s: Any = 0.1
+        heal_s: Any = 0.0
+
+    assert seconds_problems(Waits(), "w.", {"heal_s": "from the state"}) == []
+    found = seconds_problems(Waits(join_s=0, tick_s="1", heal_s=-1), "w.", {"heal_s": "from the state"})
+    assert found == [
+        Problem("w.join_s", 0, "a number of seconds > 0"),
+        Problem("w.tick_s", "1", "a number of seconds > 0"),
+        Problem("w.heal_s", -1, "a number of seconds >= 0 (0: derived from the state)"),
+    ]
+    # Without a derived meaning, 0 is no number of seconds; neither is a boolean.
+    assert [p.key for p in seconds_problems(Waits(tick_s=True), "")] == ["tick_s", "heal_s"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from components import config as config_mod
-from components.eks.args import EksClusterArgs, is_nvidia_instance
+from components.eks.args import EksClusterArgs
 from lab.program.harness import run_program
 from lab.program.stack_files import read_stack_config
 from lab.vocab.problems import InvalidInput
@@ -136,20 +136,6 @@ def test_all_problems_at_once_and_nothing_declared():
     keys = {p.key.split(":")[1] for p in info.value.problems}
     assert keys == {"gpuInstanceTypes", "gpuMaxNodes", "region"}
     assert info.value.recorded_resources == []
-
-
-@pytest.mark.parametrize(
-    "instance,nvidia",
-    [
-        ("g4dn.xlarge", True),
-        ("g6e.12xlarge", True),
-        ("p5.48xlarge", True),
-        ("g4ad.xlarge", False),
-        ("m7g.large", False),
-    ],
-)
-def test_nvidia_instance_recognition(instance, nvidia):
-    assert is_nvidia_instance(instance) is nvidia
 
 
 def test_graviton_gpu_types_need_an_arm_ami():
