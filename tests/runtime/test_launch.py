@@ -10,7 +10,8 @@ from torch.distributed.elastic.rendezvous import RendezvousParameters, dynamic_r
 from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from lab.local.etcd import EtcdServer
-from lab.runtime import launch
+from lab.runtime import agent_hooks, launch, rendezvous_backends, rendezvous_handler, torch_seam, worker_failures
+from lab.runtime.rendezvous_handler import ResilientRendezvousHandler
 from lab.vocab.job import JobSpec
 
 
@@ -144,7 +145,7 @@ def _monitored(monkeypatch, state, lost, waiting=0, exitcode=1):
 
     failures = {0: ProcessFailure(local_rank=0, pid=1, exitcode=exitcode, error_file="/nonexistent")}
     monkeypatch.setattr(LocalElasticAgent, "_monitor_workers", lambda self, group: RunResult(state, failures=failures))
-    launch._forgive_failures_of_a_lost_round()
+    agent_hooks.forgive_failures_of_a_lost_round()
     group = SimpleNamespace(spec=SimpleNamespace(rdzv_handler=_Handler(lost, waiting)))
     return LocalElasticAgent._monitor_workers(_Budget(100), group)
 
@@ -181,9 +182,9 @@ def test_a_stop_lost_on_its_way_up_is_raised_again_at_the_next_look_at_the_worke
     from torch.distributed.elastic.multiprocessing import api
 
     monkeypatch.setattr(api, "_terminate_process_handler", api._terminate_process_handler)
-    monkeypatch.setattr(launch, "_STOP", None)
-    launch._remember_the_agents_stop()
-    launch._remember_the_agents_stop()  # once only
+    monkeypatch.setattr(agent_hooks, "_STOP", None)
+    agent_hooks.remember_the_agents_stop()
+    agent_hooks.remember_the_agents_stop()  # once only
     assert _monitored(monkeypatch, WorkerState.HEALTHY, ()).state == WorkerState.HEALTHY  # no stop yet
     with pytest.raises(api.SignalException):
         # what the agent's SIGTERM runs (called here: no signal is sent to the test runner)
@@ -219,7 +220,7 @@ def test_rendezvous_events_keep_their_names_without_reading_the_stack(monkeypatc
         return _record()
 
     by_torch = _close()
-    launch._name_rendezvous_events_cheaply()
+    torch_seam.name_rendezvous_events_from_frames()
     assert dynamic_rendezvous.get_method_name is not original
 
     def stack_read(*args, **kwargs):
@@ -267,19 +268,19 @@ def test_a_server_that_came_back_empty_gets_the_round_back_with_fresh_heartbeats
 
     backend = C10dRendezvousBackend(HashStore(), "t-restore")  # a store that restarted empty
     assert backend.get_state() is None
-    launch._restore_round(_Agent(_round_of({"a": 0, "b": 1, "c": 2}, heartbeat_age_s=30)), backend)
+    rendezvous_backends._restore_round(_Agent(_round_of({"a": 0, "b": 1, "c": 2}, heartbeat_age_s=30)), backend)
     restored = pickle.loads(backend.get_state()[0])
     assert restored.round == 7 and restored.complete
     assert sorted(n.addr for n in restored.participants) == ["a", "b", "c"]
     # The outage is counted against no one, and the agents still reconnecting are not declared
     # dead (torch's keep-alive window here is 1.5 s) before the grace is over; afterwards a node
     # that never heartbeats again is.
-    grace = timedelta(seconds=launch.RESTORED_HEARTBEAT_GRACE_S)
+    grace = timedelta(seconds=rendezvous_backends.RESTORED_HEARTBEAT_GRACE_S)
     for beat in restored.last_heartbeats.values():
         ahead = beat - datetime.now(UTC)
         assert grace - timedelta(seconds=1) < ahead <= grace  # alive for the grace plus the window, no longer
     # Another agent comes back later, with its own (older) view: the written round stays.
-    launch._restore_round(_Agent(_round_of({"x": 0}, heartbeat_age_s=0)), backend)
+    rendezvous_backends._restore_round(_Agent(_round_of({"x": 0}, heartbeat_age_s=0)), backend)
     assert sorted(n.addr for n in pickle.loads(backend.get_state()[0]).participants) == ["a", "b", "c"]
 
 
@@ -289,7 +290,7 @@ def test_an_agent_with_no_round_yet_writes_nothing_back():
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _RendezvousState
 
     backend = C10dRendezvousBackend(HashStore(), "t-restore")
-    launch._restore_round(_Agent(_RendezvousState()), backend)
+    rendezvous_backends._restore_round(_Agent(_RendezvousState()), backend)
     assert backend.get_state() is None
 
 
@@ -332,7 +333,7 @@ def test_a_failure_is_named_by_what_the_first_worker_died_of(tmp_path, message, 
 def _fail(agent, tmp_path, message: str, t: int) -> None:
     from torch.distributed.elastic.agent.server.api import RunResult, WorkerState
 
-    launch._count_towards_a_crash_loop(
+    worker_failures.count_towards_a_crash_loop(
         agent, RunResult(WorkerState.FAILED, failures={0: _failure(tmp_path, 0, message, t)})
     )
 
@@ -361,7 +362,7 @@ def test_different_crashes_or_a_peers_failure_in_between_start_the_count_again(t
     _fail(agent, tmp_path, "KeyError: 'b'", 5)
     _fail(agent, tmp_path, "ValueError: a", 6)
     _fail(agent, tmp_path, "ValueError: a", 7)
-    assert agent._remaining_restarts == 100 and agent._lab_crash_streak.attempts == 2
+    assert agent._remaining_restarts == 100 and worker_failures.crash_streak(agent).attempts == 2
 
 
 AGENT_LOGS_A_FAILURE = """
@@ -404,7 +405,7 @@ def _handler_in_a_round(heartbeat_ages_s: dict[str, float]):
 
     store = HashStore()
     backend = C10dRendezvousBackend(store, "t-lost-peer")
-    handler = launch._handler_class().from_backend(
+    handler = ResilientRendezvousHandler.from_backend(
         "t-lost-peer", store, backend, 1, 3, "127.0.0.1", keep_alive_interval=0.5, keep_alive_max_attempt=3
     )
     state = _round_of(dict.fromkeys(heartbeat_ages_s, 0), heartbeat_age_s=0)
@@ -417,7 +418,7 @@ def _handler_in_a_round(heartbeat_ages_s: dict[str, float]):
 
 
 class _SearchClock:
-    """lab.runtime.launch's clock, for the lost-peer search: its time moves only when the search
+    """The rendezvous handler's clock, for the lost-peer search: its time moves only when the search
     sleeps between turns (it sleeps for real too, so heartbeats go on), so a test counts turns
     instead of timing them."""
 
@@ -442,7 +443,7 @@ def test_a_closed_connection_finds_the_silent_peer_before_its_heartbeats_expire(
 
     handler, backend = _handler_in_a_round({"a": 0.1, "b": 0.2, "c": 0.9})  # c: silent 0.9 s, under 1.5 s
     clock = _SearchClock()
-    monkeypatch.setattr(launch, "time", clock)
+    monkeypatch.setattr(rendezvous_handler, "time", clock)
     lost = handler.find_the_lost_peer()
     assert [n.addr for n in lost] == ["c"] and clock.slept == [], "found on the first read, without a wait"
     # written back: the other survivors' next round does not wait for c
@@ -457,7 +458,7 @@ def test_any_read_that_meets_a_server_come_back_empty_writes_the_round_back_firs
     import pickle
 
     handler, backend = _handler_in_a_round({"a": 0.1, "b": 0.1, "c": 0.1})
-    launch._restoring(handler, backend)  # as the launcher builds its handlers
+    rendezvous_backends._restoring(handler, backend)  # as the launcher builds its handlers
     backend._store.set(backend._key, backend._NULL_SENTINEL)  # the store restarted empty (torch's "no state")
     assert backend.get_state() is None
     handler._state_holder._last_sync_time = -math.inf
@@ -477,7 +478,7 @@ def test_a_heartbeat_left_unwritten_by_the_outage_does_not_recreate_the_round_fr
     from datetime import datetime
 
     handler, backend = _handler_in_a_round({"a": 0.1, "b": 0.1, "c": 0.1})
-    launch._restoring(handler, backend)
+    rendezvous_backends._restoring(handler, backend)
     backend._store.set(backend._key, backend._NULL_SENTINEL)  # the store restarted empty
     holder = handler._state_holder
     for node in holder.state.last_heartbeats:  # the outage lasted 6 s
@@ -510,7 +511,7 @@ def test_a_round_another_agent_wrote_back_first_is_read_not_taken_for_empty():
         def set_state(self, state, token=None):
             raise AssertionError("this agent must not write over the other's round")
 
-    launch._restoring(handler, RacedServer())
+    rendezvous_backends._restoring(handler, RacedServer())
     got = handler._state_holder._backend.get_state()
     assert got is written and sorted(n.addr for n in pickle.loads(got[0]).participants) == ["a", "b", "c"]
 
@@ -553,7 +554,7 @@ def test_live_peers_are_not_dropped_and_the_search_ends_with_the_usual_window(mo
     beats = threading.Thread(target=beat, daemon=True)
     beats.start()
     clock = _SearchClock()
-    monkeypatch.setattr(launch, "time", clock)
+    monkeypatch.setattr(rendezvous_handler, "time", clock)
     try:
         assert handler.find_the_lost_peer() == frozenset()
         # Looked until the window (3 keep-alives of 0.5 s) was over, and no turn longer.
