@@ -201,3 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_torchrun(run.main, args, HANDLERS)
     finally:
         container_ledger.check_out(HANDLERS)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -100,7 +100,7 @@ def _create_handler(
     _restoring(handler, backend)
     HANDLERS.append(handler)
     torch_seam.replace_rendezvous_store(
-        handler, RoundStore(torch_seam.rendezvous_store(handler), handler._rank0_present)
+        handler, RoundStore(torch_seam.rendezvous_store(handler), handler.rank0_present)
     )
     poll = _seconds(params, POLL_KEY)
     poll_s = poll.total_seconds() if poll is not None else 1.0  # torch's own: 1 s
@@ -209,7 +209,7 @@ def _use_backend(handler: Any, backend: Any, store: Any) -> None:
     server that came back empty gets the round back at the first read (`_RestoringBackend`)."""
     _restoring(handler, backend)
     torch_seam.forget_rendezvous_state_version(handler)
-    torch_seam.replace_rendezvous_store(handler, RoundStore(store, handler._rank0_present))
+    torch_seam.replace_rendezvous_store(handler, RoundStore(store, handler.rank0_present))
 
 
 def _restore_round(handler: Any, backend: Any) -> None:

@@ -86,7 +86,7 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
         except Exception:  # noqa: BLE001 - unknown: not known to have succeeded
             return False
 
-    def _rank0_present(self) -> bool:
+    def rank0_present(self) -> bool:
         """Whether the round this agent completed still has its rank 0 (the agent that
         writes the round's addresses): False once it is dropped, or the round is over."""
         state = torch_seam.rendezvous_state(self)
