@@ -141,12 +141,15 @@ def record_agent_events(path: str) -> None:
     """Write torch's elastic events to `path`: register a handler under EVENT_LOG_HANDLER in
     torch's handler table (the names --event-log-handler accepts). `with_event_log_handler`
     selects it on the command line."""
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(_TorchEventLines())
+
+    def to_the_file() -> logging.Handler:
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setFormatter(_TorchEventLines())
+        return handler
+
     try:
-        torch_seam.register_event_log_handler(EVENT_LOG_HANDLER, handler)
+        torch_seam.register_event_log_handler(EVENT_LOG_HANDLER, to_the_file)
     except RuntimeError as exc:
-        handler.close()
         raise RuntimeError(f"{exc}: unset {ENV_AGENT_EVENTS}") from None
 
 

@@ -93,16 +93,17 @@ def replace_rendezvous_backends(creators: Mapping[str, Callable[[Any], Any]]) ->
     table.update(creators)
 
 
-def register_event_log_handler(name: str, handler: Any) -> None:
-    """Adds `handler` to torch's table of elastic event handlers (`events.handlers._log_handlers`,
-    name -> logging.Handler; torch 2.13.0), the names torchrun's `--event-log-handler` accepts.
-    Why: torch has no public way to add one, and the drill reads the agents' events from a file."""
+def register_event_log_handler(name: str, make_handler: Callable[[], Any]) -> None:
+    """Adds the handler `make_handler()` makes to torch's table of elastic event handlers
+    (`events.handlers._log_handlers`, name -> logging.Handler; torch 2.13.0), the names
+    torchrun's `--event-log-handler` accepts; made only once the table is found. Why: torch has
+    no public way to add one, and the drill reads the agents' events from a file."""
     from torch.distributed.elastic.events import handlers
 
     table = getattr(handlers, "_log_handlers", None)
     if not isinstance(table, dict):
         raise RuntimeError("this torch's elastic event handlers have an unknown layout")
-    table[name] = handler
+    table[name] = make_handler()
 
 
 def replace_elastic_launch(launch: Callable[[Any, Any], Any]) -> None:

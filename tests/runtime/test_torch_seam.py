@@ -47,7 +47,7 @@ def _everything_replaced() -> None:
     torch_seam.replace_elastic_launch(lambda config, entrypoint: None)
     torch_seam.drain_gloo_after_destroy(0.0)
     torch_seam.replace_rendezvous_poll_delay(1.0, lambda: None)
-    torch_seam.register_event_log_handler("test", None)
+    torch_seam.register_event_log_handler("test", lambda: None)
 
 
 def test_every_attribute_listed_as_replaced_is_replaced_and_no_other(restored_torch):
@@ -164,7 +164,7 @@ def test_an_event_log_handler_registered_is_the_one_torch_records_to(restored_to
     from torch.distributed.elastic.events import handlers
 
     handler = logging.NullHandler()
-    torch_seam.register_event_log_handler("lab-test", handler)
+    torch_seam.register_event_log_handler("lab-test", lambda: handler)
     assert handlers.get_logging_handler("lab-test") is handler
 
 
