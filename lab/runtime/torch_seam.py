@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import math
 import os
 import signal
@@ -53,15 +52,6 @@ WRITTEN_TABLES = (
 # The seconds torch's rendezvous op loop passes `_delay` between two polls of the shared state
 # (dynamic_rendezvous._DistributedRendezvousOpExecutor.run: `_delay(seconds=1)`).
 TORCH_POLL_DELAY_S = 1
-
-
-def owner_of(module: str, path: str) -> tuple[Any, str]:
-    """(the object holding `path`'s last name, that name): where a replacement is written."""
-    owner: Any = importlib.import_module(module)
-    *parents, name = path.split(".")
-    for parent in parents:
-        owner = getattr(owner, parent)
-    return owner, name
 
 
 def is_replaced(function: object) -> bool:

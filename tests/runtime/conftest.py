@@ -3,9 +3,22 @@ taken out again after it (torch's tables as they were)."""
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import pytest
 
 from lab.runtime import agent_hooks, launch, torch_seam
+
+
+def owner_of(module: str, path: str) -> tuple[Any, str]:
+    """(the object holding `path`'s last name, that name): where the seam writes an entry of
+    torch_seam.REPLACED or WRITTEN_TABLES."""
+    owner: Any = importlib.import_module(module)
+    *parents, name = path.split(".")
+    for parent in parents:
+        owner = getattr(owner, parent)
+    return owner, name
 
 
 @pytest.fixture
@@ -14,10 +27,10 @@ def restored_torch(monkeypatch):
     replaced attribute as it was, each table as a copy the test may write (the original then
     comes back untouched)."""
     for module, path in torch_seam.REPLACED:
-        owner, name = torch_seam.owner_of(module, path)
+        owner, name = owner_of(module, path)
         monkeypatch.setattr(owner, name, getattr(owner, name))
     for module, path in torch_seam.WRITTEN_TABLES:
-        owner, name = torch_seam.owner_of(module, path)
+        owner, name = owner_of(module, path)
         monkeypatch.setattr(owner, name, dict(getattr(owner, name)))
     monkeypatch.setattr(agent_hooks, "_STOP", None)
 

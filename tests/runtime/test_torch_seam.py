@@ -25,6 +25,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
 import lab.runtime
 from lab.runtime import launch, torch_seam, warm
 from tests.conftest import TORCH_TABLES
+from tests.runtime.conftest import owner_of
 
 
 def _parameters(function) -> list[str]:
@@ -51,27 +52,27 @@ def _everything_replaced() -> None:
 
 
 def test_every_attribute_listed_as_replaced_is_replaced_and_no_other(restored_torch):
-    before = {entry: getattr(*torch_seam.owner_of(*entry)) for entry in torch_seam.REPLACED}
-    tables = {entry: dict(getattr(*torch_seam.owner_of(*entry))) for entry in torch_seam.WRITTEN_TABLES}
+    before = {entry: getattr(*owner_of(*entry)) for entry in torch_seam.REPLACED}
+    tables = {entry: dict(getattr(*owner_of(*entry))) for entry in torch_seam.WRITTEN_TABLES}
     tracked = {(module, path) for module, paths in TORCH_TABLES.items() for path in paths}
     _everything_replaced()
     for entry, original in before.items():
-        now = getattr(*torch_seam.owner_of(*entry))
+        now = getattr(*owner_of(*entry))
         assert now is not original and torch_seam.is_replaced(now), entry
     for entry, original in tables.items():
-        assert dict(getattr(*torch_seam.owner_of(*entry))) != original, entry
+        assert dict(getattr(*owner_of(*entry))) != original, entry
     # Each test's process-state check (tests/conftest.py) watches every one of them.
     assert set(torch_seam.REPLACED) | set(torch_seam.WRITTEN_TABLES) <= tracked
 
 
 def test_installing_twice_wraps_nothing_twice(restored_torch):
     _everything_replaced()
-    once = {entry: getattr(*torch_seam.owner_of(*entry)) for entry in torch_seam.REPLACED}
+    once = {entry: getattr(*owner_of(*entry)) for entry in torch_seam.REPLACED}
     launch.install()
     torch_seam.drain_gloo_after_destroy(0.0)
     for entry in torch_seam.REPLACED:
         if entry[1] not in ("_delay", "elastic_launch"):  # replaced anew by design: the latest settings
-            assert getattr(*torch_seam.owner_of(*entry)) is once[entry], entry
+            assert getattr(*owner_of(*entry)) is once[entry], entry
 
 
 # Modules of the runtime that use torch's elastic agent or multiprocessing: none may write into
