@@ -23,7 +23,6 @@ dies, whatever killed it, so nothing outlives an agent.
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import runpy
 import signal
@@ -31,15 +30,13 @@ import socket
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
 
-from lab.runtime import script_watch
+from lab.runtime import script_watch, torch_seam
 from lab.runtime.process_title import set_title, where
 from lab.runtime.stack_dumps import dump_stacks_on_request
 from lab.vocab.stack_dumps import WORKER
 
 _PR_SET_PDEATHSIG = 1
-UNIX_PATH_MAX = 108  # a Unix socket's path, its terminating NUL included (Linux's sun_path)
 
 # What the forkserver imports once (multiprocessing takes module names).
 PRELOAD = ["lab.runtime.warm_server"]
@@ -64,46 +61,9 @@ def start_forkserver() -> None:
     """Start multiprocessing's forkserver as a fork of this process, preloading `PRELOAD`;
     a no-op when it runs already. What multiprocessing's `ForkServer.ensure_running` does,
     but for the start: a fork of this process (with what it imported) where multiprocessing
-    would start a new Python. Call it before this process starts threads or connections."""
-    from multiprocessing import connection, forkserver, resource_tracker, util
-
-    server: Any = forkserver._forkserver  # its state is private: typeshed does not describe it
-    with server._lock:
-        if server._forkserver_pid is not None:
-            return
-        resource_tracker.ensure_running()  # what ensure_running starts first, for its children
-        address = connection.arbitrary_address("AF_UNIX")  # type: ignore[attr-defined]
-        if (length := len(os.fsencode(address))) >= UNIX_PATH_MAX:
-            raise OSError(
-                f"TMPDIR={os.environ.get('TMPDIR', '')!r} is too long for the worker forkserver's Unix "
-                f"socket ({address!r} is {length} bytes, at most {UNIX_PATH_MAX - 1}): "
-                "set TMPDIR to a directory of a shorter path"
-            )
-        listener = socket.socket(socket.AF_UNIX)
-        listener.bind(address)
-        if not util.is_abstract_socket_namespace(address):
-            os.chmod(address, 0o600)
-        listener.listen()
-        # Every client holds the write end of the "alive" pipe; the server ends when it sees EOF.
-        alive_r, alive_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the forkserver
-            code = 1
-            try:
-                set_title(f"worker forkserver{where()}")
-                os.close(alive_w)
-                forkserver.main(listener.fileno(), alive_r, PRELOAD)
-                code = 0
-            except SystemExit as exc:
-                code = 0 if exc.code in (None, 0) else 1
-            finally:
-                os._exit(code)
-        os.close(alive_r)
-        listener.close()
-        server._forkserver_address = address
-        server._forkserver_alive_fd = alive_w
-        server._forkserver_pid = pid
-        server._preload_modules = list(PRELOAD)
+    would start a new Python (lab.runtime.torch_seam). Call it before this process starts
+    threads or connections."""
+    torch_seam.start_forkserver_by_fork(PRELOAD, lambda: set_title(f"worker forkserver{where()}"))
 
 
 def _nothing() -> None:
@@ -139,41 +99,9 @@ def script_argv(cmd_args: tuple[str, ...]) -> tuple[str | None, str, list[str]]:
     return None, args[0], args[1:]
 
 
-# How long a worker's `destroy_process_group()` leaves the GIL to gloo's threads (see below).
+# How long a worker's `destroy_process_group()` leaves the GIL to gloo's threads
+# (lab.runtime.torch_seam.drain_gloo_after_destroy says why).
 GLOO_DRAIN_S = 0.2
-
-
-def _destroy_then_let_gloo_drain(destroy: Any) -> Any:
-    """`destroy_process_group`, then a pause without the GIL. A DDP script that destroys its
-    process group before its model leaves the group's last reference to DDP's reducer; freeing
-    the model then joins gloo's threads while holding the GIL, and a gloo thread still
-    finishing the last allreduce needs the GIL to free what it captured from the backward pass
-    (a Python object): a deadlock (seen in a loaded drill: the worker stuck after its last
-    epoch in ProcessGroupGloo's destructor, its thread in gil_scoped_acquire). The pause lets
-    such a thread finish first."""
-
-    @functools.wraps(destroy)
-    def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return destroy(*args, **kwargs)
-        finally:
-            time.sleep(GLOO_DRAIN_S)
-
-    destroy_process_group.drains_gloo = True  # type: ignore[attr-defined]
-    return destroy_process_group
-
-
-def _let_gloo_drain_on_destroy() -> None:
-    """Route the script's `destroy_process_group` (imported before or after) through
-    `_destroy_then_let_gloo_drain`, in this worker only."""
-    import torch.distributed
-    from torch.distributed import distributed_c10d
-
-    if getattr(distributed_c10d.destroy_process_group, "drains_gloo", False):
-        return
-    wrapped = _destroy_then_let_gloo_drain(distributed_c10d.destroy_process_group)
-    distributed_c10d.destroy_process_group = wrapped
-    torch.distributed.destroy_process_group = wrapped
 
 
 # How long a worker of rank > 0 waits for rank 0's store server to listen (then torch's own
@@ -213,7 +141,7 @@ def run_script(*cmd_args: str) -> None:
     die_with_parent()  # multiprocessing's children otherwise outlive a killed forkserver
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the forkserver ignores it (lab.runtime.warm_server)
     dump_stacks_on_request(WORKER)
-    _let_gloo_drain_on_destroy()
+    torch_seam.drain_gloo_after_destroy(GLOO_DRAIN_S)  # the script's, imported before or after
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:

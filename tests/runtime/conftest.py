@@ -3,31 +3,40 @@ taken out again after it (torch's tables as they were)."""
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import pytest
 
-from lab.runtime import launch
+from lab.runtime import agent_hooks, launch, torch_seam
+
+
+def owner_of(module: str, path: str) -> tuple[Any, str]:
+    """(the object holding `path`'s last name, that name): where the seam writes an entry of
+    torch_seam.REPLACED or WRITTEN_TABLES."""
+    owner: Any = importlib.import_module(module)
+    *parents, name = path.split(".")
+    for parent in parents:
+        owner = getattr(owner, parent)
+    return owner, name
 
 
 @pytest.fixture
-def installed(monkeypatch):
+def restored_torch(monkeypatch):
+    """Everything lab.runtime.torch_seam replaces or writes into, put back after the test: each
+    replaced attribute as it was, each table as a copy the test may write (the original then
+    comes back untouched)."""
+    for module, path in torch_seam.REPLACED:
+        owner, name = owner_of(module, path)
+        monkeypatch.setattr(owner, name, getattr(owner, name))
+    for module, path in torch_seam.WRITTEN_TABLES:
+        owner, name = owner_of(module, path)
+        monkeypatch.setattr(owner, name, dict(getattr(owner, name)))
+    monkeypatch.setattr(agent_hooks, "_STOP", None)
+
+
+@pytest.fixture
+def installed(restored_torch):
     """lab.runtime.launch's rendezvous handlers and agent monitor in torch's tables, for
     this test only."""
-    from torch.distributed.elastic.agent.server.api import SimpleElasticAgent
-    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
-    from torch.distributed.elastic.rendezvous import dynamic_rendezvous
-    from torch.distributed.elastic.rendezvous import rendezvous_handler_registry as registry
-
-    for backend in ("etcd-v2", "c10d"):
-        monkeypatch.setitem(registry._registry, backend, registry._registry[backend])
-    monkeypatch.setattr(dynamic_rendezvous, "_delay", dynamic_rendezvous._delay)
-    monkeypatch.setattr(LocalElasticAgent, "_monitor_workers", LocalElasticAgent._monitor_workers)
-    monkeypatch.setattr(SimpleElasticAgent, "_exit_barrier", SimpleElasticAgent._exit_barrier)
-    monkeypatch.setattr(dynamic_rendezvous, "get_method_name", dynamic_rendezvous.get_method_name)
-    from torch.distributed.elastic.multiprocessing import api
-
-    monkeypatch.setattr(api, "_terminate_process_handler", api._terminate_process_handler)
-    monkeypatch.setattr(launch, "_STOP", None)
-    from torch._logging._internal import TorchLogsFormatter
-
-    monkeypatch.setattr(TorchLogsFormatter, "format", TorchLogsFormatter.format)
     launch.install()

@@ -20,7 +20,7 @@ from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from lab.local import procs
 from lab.local.etcd import EtcdServer
-from lab.runtime import launch
+from lab.runtime import launch, rendezvous_backends
 from lab.vocab import events
 from lab.vocab.job import JobSpec
 from lab.vocab.stack_dumps import ENV_STACK_DUMPS
@@ -71,7 +71,7 @@ def test_an_unreachable_server_is_ridden_out_then_given_up(etcd, installed):
     handler = get_rendezvous_handler(params)
     assert handler.server_outage_s == 1.5
     # etcd requests give up after seconds, not torch's 60: the agent's loop waits on them.
-    assert handler._state_holder._backend.backend._client.read_timeout == launch.ETCD_READ_TIMEOUT_S
+    assert handler._state_holder._backend.backend._client.read_timeout == rendezvous_backends.ETCD_READ_TIMEOUT_S
     assert handler.num_nodes_waiting() == 0
     etcd.stop()
     time.sleep(1.1)  # past the handler's cache of the state (poll_interval)
@@ -480,13 +480,13 @@ def test_the_agents_stop_is_never_taken_for_a_rendezvous_store_error(etcd, insta
             handler.mark_succeeded()
         handler._last_round = types.SimpleNamespace(store=handler._store, world_size=2)  # a round to leave
         with pytest.raises(SignalException):
-            handler._check_in_to_the_exit_barrier()
+            handler.check_in_to_the_exit_barrier()
         # reconnecting to a server that seemed away: the stop, not "unreachable"
-        monkeypatch.setattr(launch.urllib.request, "urlopen", stopped)
+        monkeypatch.setattr(rendezvous_backends.urllib.request, "urlopen", stopped)
         params = RendezvousParameters(
             backend="etcd-v2", endpoint=etcd.endpoint, run_id="t-stopped", min_nodes=1, max_nodes=1
         )
         with pytest.raises(SignalException):
-            launch._reconnect_etcd(handler, params)
+            rendezvous_backends._reconnect_etcd(handler, params)
     finally:
         handler._stop_heartbeats()

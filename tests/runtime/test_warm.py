@@ -92,7 +92,7 @@ DESTROYS = textwrap.dedent("""
     started = time.monotonic()
     destroy_process_group()
     title = open("/proc/self/cmdline").read().strip("\\0")
-    print(json.dumps({{"title": title, "drains": getattr(destroy_process_group, "drains_gloo", False),
+    print(json.dumps({{"title": title, "drains": getattr(destroy_process_group, "lab_seam", False),
                        "same": destroy_process_group is dist.destroy_process_group,
                        "took_s": time.monotonic() - started,
                        "initialized": dist.is_initialized()}}), flush=True)

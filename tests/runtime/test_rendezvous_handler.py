@@ -1,0 +1,128 @@
+"""lab.runtime.rendezvous_handler: a lost peer found before its heartbeats expire, a member that
+left to rejoin told from a lost one."""
+
+import time
+from datetime import UTC, timedelta
+
+from lab.runtime import rendezvous_handler
+from lab.runtime.rendezvous_handler import ResilientRendezvousHandler
+
+
+def _round_of(participants: dict, heartbeat_age_s: float):
+    from datetime import datetime
+
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _NodeDesc, _RendezvousState
+
+    state = _RendezvousState()
+    state.round = 7
+    state.complete = True
+    old = datetime.now(UTC) - timedelta(seconds=heartbeat_age_s)
+    for i, name in enumerate(participants):
+        node = _NodeDesc(name, 1, 0)
+        state.participants[node] = i
+        state.last_heartbeats[node] = old
+    return state
+
+
+def _handler_in_a_round(heartbeat_ages_s: dict[str, float]):
+    """Our rendezvous handler whose completed round (7) is written in a store, its participants'
+    heartbeats the given seconds old; it is node "a"'s view."""
+    import pickle
+
+    from torch.distributed import HashStore
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+
+    store = HashStore()
+    backend = C10dRendezvousBackend(store, "t-lost-peer")
+    handler = ResilientRendezvousHandler.from_backend(
+        "t-lost-peer", store, backend, 1, 3, "127.0.0.1", keep_alive_interval=0.5, keep_alive_max_attempt=3
+    )
+    state = _round_of(dict.fromkeys(heartbeat_ages_s, 0), heartbeat_age_s=0)
+    for node in list(state.last_heartbeats):
+        state.last_heartbeats[node] -= timedelta(seconds=heartbeat_ages_s[node.addr])
+    backend.set_state(pickle.dumps(state))
+    handler._state_holder.sync()
+    handler._round, handler._members = 7, frozenset(state.participants)
+    return handler, backend
+
+
+class _SearchClock:
+    """The rendezvous handler's clock, for the lost-peer search: its time moves only when the search
+    sleeps between turns (it sleeps for real too, so heartbeats go on), so a test counts turns
+    instead of timing them."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+        self.slept.append(seconds)
+        self.now += seconds
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def test_a_closed_connection_finds_the_silent_peer_before_its_heartbeats_expire(monkeypatch):
+    import pickle
+
+    handler, backend = _handler_in_a_round({"a": 0.1, "b": 0.2, "c": 0.9})  # c: silent 0.9 s, under 1.5 s
+    clock = _SearchClock()
+    monkeypatch.setattr(rendezvous_handler, "time", clock)
+    lost = handler.find_the_lost_peer()
+    assert [n.addr for n in lost] == ["c"] and clock.slept == [], "found on the first read, without a wait"
+    # written back: the other survivors' next round does not wait for c
+    assert sorted(n.addr for n in pickle.loads(backend.get_state()[0]).participants) == ["a", "b"]
+
+
+def test_a_member_that_left_to_rejoin_is_waiting_not_lost():
+    """An agent restarting for a node that joins leaves its round and waits for the next
+    one: the others' closed connection must not report it lost."""
+    import pickle
+
+    handler, backend = _handler_in_a_round({"a": 0.1, "b": 0.1, "c": 0.1})
+    bits, token = backend.get_state()
+    state = pickle.loads(bits)
+    rejoining = next(n for n in state.participants if n.addr == "c")
+    del state.participants[rejoining]
+    state.wait_list.add(rejoining)
+    backend.set_state(pickle.dumps(state), token)
+    handler._state_holder._cache_duration = 0  # every read goes to the server
+    assert handler.num_nodes_waiting() == 1 and rejoining not in handler._state_holder.state.participants
+    assert handler.lost_members() == frozenset()
+
+
+def test_live_peers_are_not_dropped_and_the_search_ends_with_the_usual_window(monkeypatch):
+    """Every participant beats every 0.2 s (their agents): none is dropped, and the search
+    gives up after the keep-alive window (1.5 s), leaving the failure to the usual path."""
+    import pickle
+    import threading
+    from datetime import datetime
+
+    handler, backend = _handler_in_a_round({"a": 0.0, "b": 0.0, "c": 0.0})
+    beating = threading.Event()
+
+    def beat():
+        while not beating.wait(0.2):
+            bits, token = backend.get_state()
+            state = pickle.loads(bits)
+            for node in state.last_heartbeats:
+                state.last_heartbeats[node] = datetime.now(UTC)
+            backend.set_state(pickle.dumps(state), token)
+
+    beats = threading.Thread(target=beat, daemon=True)
+    beats.start()
+    clock = _SearchClock()
+    monkeypatch.setattr(rendezvous_handler, "time", clock)
+    try:
+        assert handler.find_the_lost_peer() == frozenset()
+        # Looked until the window (3 keep-alives of 0.5 s) was over, and no turn longer.
+        window = 1.5
+        assert sum(clock.slept) >= window > sum(clock.slept[:-1]), clock.slept
+    finally:
+        beating.set()
+        beats.join()
