@@ -7,6 +7,8 @@ lighthouse in per-step mode).
   etcd.py, lighthouse.py   the local rendezvous servers
   procs.py      process plumbing: free ports, whole-tree signals, no orphans
   watchdog.py   stops a run's processes when the process that started them dies
+  workdir.py    a run's work directory: held by one run at a time, what an earlier one left
+  stack_dumps.py   asks a node's processes for their Python stacks
 """
 
 from lab.local.target import LocalTarget, LocalTargetError, Node

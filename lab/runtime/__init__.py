@@ -16,7 +16,21 @@ python-etcd and the kubernetes client, beside the vocabulary (lab.vocab).
   train_per_step.py  its per-step fault-tolerant mode (TorchFT); heal_state.py what a heal copies
   trainer.py         what both modes share: start, resume, saves, notices
   checkpointer.py    the checkpoints as a trainer uses them, whatever their kind
-  checkpoint.py      checkpoints that survive a kill at any moment
+  checkpoint.py      whole checkpoints that survive a kill at any moment
+  sharded_checkpoint.py   sharded, asynchronous checkpoints that reshard (torch DCP)
+  object_store.py    where sharded checkpoints live: a directory, or an object store (S3, Blob)
+  snapshot.py        the training state a checkpoint holds, one type for both modes
+  checkpoint_pacer.py, job_history.py   the derived checkpoint interval: when to save next,
+                     from what the job has lived through
+  workload.py        what the demo trains (--model): the model, its data, its checkpoint kind;
+                     gpt.py the real-size GPT and its token data
+  spot_notice.py     SIGTERM while training: a notice, or the agent stopping its workers
+  round_store.py     the rendezvous store, with waits that end when their round is gone
+  round_logs.py      worker logs kept per rendezvous round (`--logs-specs lab-rounds`)
+  script_watch.py    what the drill sees of a script that reports nothing itself;
+                     report_step.py, the one line such a script may add
+  stack_dumps.py     every thread's Python stack written when the drill asks
+  process_title.py   process titles `ps` and `top` tell apart
   events.py          structured events of the training script, for the drill
   store.py           the standalone c10d store a job's rendezvous may run from the image
   notice/            the AKS spot-notice handler (a DaemonSet on the GPU spot pool)
