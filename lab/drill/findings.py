@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lab.drill.script_runs import FileUse, ScriptRound, WorkerRun, described, relative
+from lab.drill.verdict import Finding
 from lab.vocab.events import Event
 from lab.vocab.script_findings import (
     NOTICE_NOT_SAVED,
@@ -41,16 +41,6 @@ LOST_SHARE = 0.5
 MIN_LOST_S = 1.0
 # torch stops a round's workers with SIGTERM and SIGKILLs those still there this much later.
 TORCH_STOP_GRACE_S = 30.0
-
-
-@dataclass(frozen=True)
-class Finding:
-    name: str
-    text: str
-    accepted: bool = False
-
-    def line(self) -> str:
-        return f"{self.text} [{self.name}{', accepted' if self.accepted else ''}]"
 
 
 def _ranks(workers: Sequence[WorkerRun]) -> str:

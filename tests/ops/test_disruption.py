@@ -3,7 +3,7 @@ job, and which kind it was."""
 
 from __future__ import annotations
 
-from lab.drill.report import analyze
+from lab.drill.analysis import analyze
 from lab.ops.disruption import CONSEQUENCE_S, as_observed, observe
 
 REQUEST = {"t": 100.0, "event": "evict", "source": "drill", "node": "w-2", "kind": "aks", "k8s_node": "vm-2"}
