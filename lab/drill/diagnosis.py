@@ -12,7 +12,8 @@ GPU, in each of the usual forms; arguments argparse refused, with the usage text
 not installed, with its `pip install`; any other exception at the innermost frame of the script's
 own files. The drill stops a job that fails deterministically instead of letting it restart until
 the timeout: every node's workers failing the same way at their first start (`failed_at_first_start`),
-or one node's in `CRASH_LOOP_ATTEMPTS` attempts in a row getting no further (`crash_loop`).
+or one node's in `CRASH_LOOP_ATTEMPTS` attempts in a row getting no further (`crash_loop`);
+`deterministic` says which, if any (a `CrashLoop`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The drill's verdict on a script of one's own: named findings, each a reason to fail it.
+"""The findings on a script of one's own: each named, each a reason to fail the drill (its verdict,
+lab.drill.verdict, takes them with the rest).
 
 A script that reports nothing itself is judged by what its workers did (lab.drill.script_runs):
 which checkpoint each loaded when the workers restarted, whether one was saved before the
