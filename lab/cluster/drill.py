@@ -2,7 +2,7 @@
 until it trains at full size, evict one GPU spot node through a backend (Azure VMSS
 simulateEviction, an AWS FIS experiment, a Kubernetes drain), follow the job until it has
 trained again and finished or a deadline passed, and report with the local drill's analysis
-(lab.drill.report), from one stream of events:
+and verdict (lab.drill.analysis, lab.drill.verdict), from one stream of events:
 
 - the job's own JSON-lines events, read from every worker pod's log (each pod's log is
   followed from the moment it runs; a pod recreated under the same name is a new stream);
@@ -31,7 +31,9 @@ from kubernetes.client.rest import ApiException
 from lab.cluster import disruption, jobs
 from lab.cluster.eviction import EvictionError, EvictionRefused, EvictionStarted, Evictor, Node, pool_refusal
 from lab.cluster.kube import KubeApi, KubeError, api_error
-from lab.drill.report import DrillReport, analyze
+from lab.drill.analysis import measure
+from lab.drill.report import DrillReport
+from lab.drill.verdict import ClusterSeen, judged
 from lab.vocab import events
 from lab.vocab.capacity import rank_in
 from lab.vocab.events import Event
@@ -295,7 +297,7 @@ class ClusterDrill:
         cfg.workdir.mkdir(parents=True, exist_ok=True)
         self._sink = (cfg.workdir / "events.jsonl").open("a", encoding="utf-8")
         deadline = time.monotonic() + cfg.timeout_s
-        problems: list[str] = []
+        cleanup_error: str | None = None
         try:
             if cfg.objects is not None:
                 created = jobs.submit(self.kube, cfg.objects, cfg.namespace, replace=cfg.replace)
@@ -303,12 +305,7 @@ class ClusterDrill:
                 self.say(f"submitted {', '.join(created)} to namespace {cfg.namespace}")
             world = self.full_world()
             self.say(f"waiting for the job to train at full size ({world} workers) and reach step {cfg.evict_at_step}")
-            if not self._wait("waiting for full size", lambda: self._at_full_size(world), deadline):
-                problems.append(
-                    f"the job did not train at full size ({world} workers) by step {cfg.evict_at_step} "
-                    f"within {cfg.timeout_s:g} s: no eviction was made"
-                )
-            else:
+            if self._wait("waiting for full size", lambda: self._at_full_size(world), deadline):
                 node = self.choose_node()
                 started = self.evict(node)
                 self.say(f"evicted {node.name} through {started.backend}: {started.detail}")
@@ -319,20 +316,25 @@ class ClusterDrill:
                 try:
                     cleanup()
                 except EvictionError as exc:
-                    problems.append(f"clean-up after the eviction failed: {exc}")
+                    cleanup_error = str(exc)
             time.sleep(min(cfg.poll_s, 1.0))  # the last lines of the followed logs
             self._sink.close()
-        report = analyze(
+        seen = measure(
             disruption.as_observed(list(self.events)),
             [],
             target_steps=cfg.target_steps,
             checkpoint_every=cfg.checkpoint_every,
             node_exit_codes=dict(self.seen.exit_codes),
         )
-        if not self._finished() and self.evicted is not None:
-            report.problems.append(f"the deadline ({cfg.timeout_s:g} s) passed before the job finished")
-        report.problems[:0] = problems
-        return report
+        cluster = ClusterSeen(
+            timeout_s=cfg.timeout_s,
+            full_world=world,
+            evict_at_step=cfg.evict_at_step,
+            evicted=self.evicted is not None,
+            job_ended=self._finished(),
+            cleanup_error=cleanup_error,
+        )
+        return judged(dataclasses.replace(seen, cluster=cluster))
 
 
 def planned_calls(cfg: ClusterDrillConfig, node: Node) -> list[str]:

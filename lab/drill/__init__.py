@@ -2,7 +2,11 @@
 (seconds to recover, steps lost, seconds for a new node to join).
 
   run.py            the drill on the local target (DrillConfig, run_drill)
-  report.py         its figures from the events (DrillReport); per_step_report.py in per-step mode
+  report.py         the report (DrillReport): its figures, problems, text and JSON
+  timeline.py       a drill's events in time order, and the questions asked of them
+  analysis.py       the figures from the events (`measure`); per_step_report.py in per-step mode
+  verdict.py        the verdict: what the run saw in, typed findings and pass or fail out
+  findings.py       the findings on a script of one's own, from what its workers did (script_runs.py)
   agent_events.py   torch's own agent events, for scripts that emit none of ours
   diagnosis.py      why workers fail, in the script's terms (error files, a usage error's stderr)
   plot.py           the timeline plot (the command is lab/cli/drill.py)

@@ -12,7 +12,8 @@ GPU, in each of the usual forms; arguments argparse refused, with the usage text
 not installed, with its `pip install`; any other exception at the innermost frame of the script's
 own files. The drill stops a job that fails deterministically instead of letting it restart until
 the timeout: every node's workers failing the same way at their first start (`failed_at_first_start`),
-or one node's in `CRASH_LOOP_ATTEMPTS` attempts in a row getting no further (`crash_loop`).
+or one node's in `CRASH_LOOP_ATTEMPTS` attempts in a row getting no further (`crash_loop`);
+`deterministic` says which, if any (a `CrashLoop`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.drill.agent_events import AgentEvent
 from lab.runtime.launch import caused_by_a_peer
+from lab.vocab.events import Event
 from lab.vocab.job import ROUND_DIR_PREFIX
 
 CRASH_LOOP_ATTEMPTS = 3
@@ -490,4 +493,39 @@ def crash_loop(errors: list[WorkerError], steps: list[tuple[float, int]]) -> tup
         if reached[-1] > reached[0]:
             continue  # it got further: training goes on between failures
         return last[-1], len(attempts)
+    return None
+
+
+class CrashLoop(Exception):
+    """The script fails the same way at every start (`how` says how that was seen): stop the drill."""
+
+    def __init__(self, error: WorkerError, how: str) -> None:
+        super().__init__(error.message)
+        self.error, self.how = error, how
+
+
+# Before any of these, a failure of every node's workers at their first start is the script's.
+_FAULTS_AND_STEPS = (Event.EVICT, Event.RDZV_DOWN, Event.SCALE, Event.STEP)
+
+
+def deterministic(errors: list[WorkerError], seen: list[dict[str, Any]], nodes: list[str]) -> CrashLoop | None:
+    """A failure a restart repeats: one node's in a crash loop, or every node's at its first
+    start before the drill did anything."""
+    if not any(e["event"] in _FAULTS_AND_STEPS for e in seen) and (first := failed_at_first_start(errors, nodes)):
+        return CrashLoop(
+            first, f"every worker of all {len(nodes)} node(s) failed so at its first start, before any fault"
+        )
+    steps = [(e["t"], e["step"]) for e in seen if e["event"] == Event.STEP]
+    if looping := crash_loop(errors, steps):
+        error, attempts = looping
+        return CrashLoop(error, f"{error.node}'s workers failed so {attempts} attempts in a row")
+    return None
+
+
+def last_unrecovered(errors: list[WorkerError], agents: list[AgentEvent]) -> WorkerError | None:
+    """The newest worker failure that no new start of workers on its node followed: the one
+    that can have ended the job (an earlier one, an eviction's, was recovered from)."""
+    for error in reversed(errors):
+        if not any(a.node == error.node and a.kind == "started" and a.t > error.t for a in agents):
+            return error
     return None

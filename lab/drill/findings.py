@@ -1,4 +1,5 @@
-"""The drill's verdict on a script of one's own: named findings, each a reason to fail it.
+"""The findings on a script of one's own: each named, each a reason to fail the drill (its verdict,
+lab.drill.verdict, takes them with the rest).
 
 A script that reports nothing itself is judged by what its workers did (lab.drill.script_runs):
 which checkpoint each loaded when the workers restarted, whether one was saved before the
@@ -20,10 +21,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lab.drill.script_runs import FileUse, ScriptRound, WorkerRun, described, relative
+from lab.drill.verdict import Finding
 from lab.vocab.events import Event
 from lab.vocab.script_findings import (
     NOTICE_NOT_SAVED,
@@ -41,16 +42,6 @@ LOST_SHARE = 0.5
 MIN_LOST_S = 1.0
 # torch stops a round's workers with SIGTERM and SIGKILLs those still there this much later.
 TORCH_STOP_GRACE_S = 30.0
-
-
-@dataclass(frozen=True)
-class Finding:
-    name: str
-    text: str
-    accepted: bool = False
-
-    def line(self) -> str:
-        return f"{self.text} [{self.name}{', accepted' if self.accepted else ''}]"
 
 
 def _ranks(workers: Sequence[WorkerRun]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from lab.drill.report import DrillReport
 
@@ -17,58 +18,79 @@ def plot_timeline(report: DrillReport, path: str | Path) -> Path:
     panels = 3 if report.loss_curve else 1
     fig, axes = plt.subplots(panels, 1, sharex=True, figsize=(9, 2.2 * panels + 1), squeeze=False)
     axes = axes[:, 0]
-    world_ax = axes[0] if panels == 1 else axes[1]
     if report.loss_curve:
-        t = [p[0] for p in report.loss_curve]
-        axes[0].plot(t, [p[1] for p in report.loss_curve], ".", markersize=2, color="tab:blue")
-        axes[0].set_ylabel("step")
-        if report.target_steps:
-            axes[0].axhline(report.target_steps, color="grey", linestyle=":", linewidth=1)
-        # break the line where training stood still (restarts), rather than bridge the gap
-        lt, lv = [], []
-        for i, p in enumerate(report.loss_curve):
-            if i and p[0] - report.loss_curve[i - 1][0] > 1.0:
-                lt.append(p[0])
-                lv.append(float("nan"))
-            lt.append(p[0])
-            lv.append(p[2])
-        axes[2].plot(lt, lv, linewidth=0.8, color="tab:purple")
-        axes[2].set_ylabel("loss")
+        _steps_and_loss(report, axes[0], axes[2])
     if report.world_timeline:
-        world_ax.step(
-            [p[0] for p in report.world_timeline],
-            [p[1] for p in report.world_timeline],
-            where="post",
-            color="tab:green",
-        )
-        world_ax.set_ylabel("world size")
-        world_ax.set_ylim(0, max(p[1] for p in report.world_timeline) + 1)
+        _world(report, axes[0] if panels == 1 else axes[1])
     for ax in axes:
-        labelled: set[str] = set()
-        for ev in report.evictions:
-            # A scale-in's leave is no reclaim: marked apart.
-            what, color = ("scale-in", "tab:purple") if ev.cause == "scale-in" else (f"eviction ({ev.kind})", "tab:red")
-            ax.axvline(ev.t - report.t0, color=color, linewidth=1.2, label=what if what not in labelled else None)
-            labelled.add(what)
-            if ev.recovery_s is not None:
-                ax.axvspan(ev.t - report.t0, ev.t - report.t0 + ev.recovery_s, color=color, alpha=0.12)
-        for i, o in enumerate(report.outages):
-            if o.down_s is not None:
-                ax.axvspan(
-                    o.t - report.t0,
-                    o.t - report.t0 + o.down_s,
-                    color="tab:orange",
-                    alpha=0.18,
-                    label="rendezvous server down" if i == 0 else None,
-                )
-        for i, j in enumerate(report.joins):
-            added = "node added" + (f" (rank {j.rank}, {j.capacity})" if j.rank is not None else "")
-            ax.axvline(j.t - report.t0, color="tab:green", linestyle="--", linewidth=1, label=added if i == 0 else None)
-            if j.join_s is not None:
-                ax.axvspan(j.t - report.t0, j.t - report.t0 + j.join_s, color="tab:green", alpha=0.10)
+        _mark_changes(report, ax)
     if report.evictions or report.joins or report.outages:
         axes[0].legend(loc="upper left", fontsize=8)
     axes[-1].set_xlabel("seconds since the drill started")
+    fig.suptitle(_timeline_title(report))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _steps_and_loss(report: DrillReport, steps_ax: Any, loss_ax: Any) -> None:
+    t = [p[0] for p in report.loss_curve]
+    steps_ax.plot(t, [p[1] for p in report.loss_curve], ".", markersize=2, color="tab:blue")
+    steps_ax.set_ylabel("step")
+    if report.target_steps:
+        steps_ax.axhline(report.target_steps, color="grey", linestyle=":", linewidth=1)
+    # break the line where training stood still (restarts), rather than bridge the gap
+    lt, lv = [], []
+    for i, p in enumerate(report.loss_curve):
+        if i and p[0] - report.loss_curve[i - 1][0] > 1.0:
+            lt.append(p[0])
+            lv.append(float("nan"))
+        lt.append(p[0])
+        lv.append(p[2])
+    loss_ax.plot(lt, lv, linewidth=0.8, color="tab:purple")
+    loss_ax.set_ylabel("loss")
+
+
+def _world(report: DrillReport, ax: Any) -> None:
+    ax.step(
+        [p[0] for p in report.world_timeline],
+        [p[1] for p in report.world_timeline],
+        where="post",
+        color="tab:green",
+    )
+    ax.set_ylabel("world size")
+    ax.set_ylim(0, max(p[1] for p in report.world_timeline) + 1)
+
+
+def _mark_changes(report: DrillReport, ax: Any) -> None:
+    """Evictions (and scale-ins), rendezvous outages and joins, each with how long it took."""
+    labelled: set[str] = set()
+    for ev in report.evictions:
+        # A scale-in's leave is no reclaim: marked apart.
+        what, color = ("scale-in", "tab:purple") if ev.cause == "scale-in" else (f"eviction ({ev.kind})", "tab:red")
+        ax.axvline(ev.t - report.t0, color=color, linewidth=1.2, label=what if what not in labelled else None)
+        labelled.add(what)
+        if ev.recovery_s is not None:
+            ax.axvspan(ev.t - report.t0, ev.t - report.t0 + ev.recovery_s, color=color, alpha=0.12)
+    for i, o in enumerate(report.outages):
+        if o.down_s is not None:
+            ax.axvspan(
+                o.t - report.t0,
+                o.t - report.t0 + o.down_s,
+                color="tab:orange",
+                alpha=0.18,
+                label="rendezvous server down" if i == 0 else None,
+            )
+    for i, j in enumerate(report.joins):
+        added = "node added" + (f" (rank {j.rank}, {j.capacity})" if j.rank is not None else "")
+        ax.axvline(j.t - report.t0, color="tab:green", linestyle="--", linewidth=1, label=added if i == 0 else None)
+        if j.join_s is not None:
+            ax.axvspan(j.t - report.t0, j.t - report.t0 + j.join_s, color="tab:green", alpha=0.10)
+
+
+def _timeline_title(report: DrillReport) -> str:
     kind = "scaling drill" if report.scaling else "eviction drill"
     title = f"{kind}: " + ("passed" if report.passed else "FAILED")
     recov = [f"{e.recovery_s:.1f}s" for e in report.evictions if e.recovery_s is not None]
@@ -77,12 +99,7 @@ def plot_timeline(report: DrillReport, path: str | Path) -> Path:
     lost = [str(e.lost_steps) for e in report.evictions if e.lost_steps is not None]
     if lost:
         title += f" | steps lost {', '.join(lost)}"
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return title
 
 
 def plot_convergence(report: DrillReport, path: str | Path) -> Path:

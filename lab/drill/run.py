@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent, read_agent_events
+from lab.drill.analysis import measure
 from lab.drill.convergence import Curve, compare
-from lab.drill.diagnosis import WorkerError, crash_loop, describe, diagnose, failed_at_first_start, worker_errors
+from lab.drill.diagnosis import (
+    CrashLoop,
+    WorkerError,
+    describe,
+    deterministic,
+    diagnose,
+    last_unrecovered,
+    worker_errors,
+)
 from lab.drill.findings import after_each_change, script_findings
-from lab.drill.report import DrillReport, StillRunning, analyze, node_local_warning
+from lab.drill.report import DrillReport, StillRunning
 from lab.drill.script_runs import read_positions, script_rounds
 from lab.drill.stacks import where
+from lab.drill.verdict import Finding, LocalSeen, Observed, judged
 from lab.local import LocalTarget
 from lab.local.stack_dumps import StackDump
 from lab.local.target import AGENT_EVENTS, TORCHELASTIC_LOGS, Node
@@ -25,7 +36,6 @@ from lab.vocab import events
 from lab.vocab.events import EXIT_DONE, Event
 from lab.vocab.job import JobSpec
 from lab.vocab.problems import InvalidInput, Problem, Problems
-from lab.vocab.script_findings import RANKS_ENDED_EARLY, RANKS_RESUMED_APART
 
 FAULTS = ("node", "rendezvous-restart", "scale")
 # A scale-in's grace: the node's workers save and leave within it (a pod deleted by a scale-in gets
@@ -209,57 +219,33 @@ class Progress:
         print(f"[{now - self.start:6.1f}s] {phase:<22} {where}nodes up {alive}", file=self.out, flush=True)
 
 
-class _CrashLoop(Exception):
-    """The script fails the same way at every start (`how` says how that was seen): stop the drill."""
-
-    def __init__(self, error: WorkerError, how: str) -> None:
-        super().__init__(error.message)
-        self.error, self.how = error, how
-
-
 def _errors(local: LocalTarget) -> list[WorkerError]:
     return worker_errors((n.name, local.node_dir(n.name) / TORCHELASTIC_LOGS) for n in local.nodes)
 
 
-# Before any of these, a failure of every node's workers at their first start is the script's.
-_FAULTS_AND_STEPS = (Event.EVICT, Event.RDZV_DOWN, Event.SCALE, Event.STEP)
-
-
-def _deterministic(errors: list[WorkerError], seen: list[dict[str, Any]], nodes: list[str]) -> _CrashLoop | None:
-    """A failure a restart repeats: one node's in a crash loop, or every node's at its first
-    start before the drill did anything (lab.drill.diagnosis)."""
-    if not any(e["event"] in _FAULTS_AND_STEPS for e in seen) and (first := failed_at_first_start(errors, nodes)):
-        return _CrashLoop(
-            first, f"every worker of all {len(nodes)} node(s) failed so at its first start, before any fault"
-        )
-    steps = [(e["t"], e["step"]) for e in seen if e["event"] == Event.STEP]
-    if looping := crash_loop(errors, steps):
-        error, attempts = looping
-        return _CrashLoop(error, f"{error.node}'s workers failed so {attempts} attempts in a row")
-    return None
-
-
 def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport:
-    """Run the drill `cfg` describes (every bad value is refused before anything starts) and
-    measure it; every process it started is stopped when it returns, or raises."""
+    """Run the drill `cfg` describes (every bad value is refused before anything starts),
+    measure it and judge it (lab.drill.verdict); every process it started is stopped when it
+    returns, or raises."""
     cfg.validate()
     progress = progress or Progress(target=cfg.target_steps)
-    report = _Drill(cfg, progress).run()
-    if cfg.baselines and report.finished:
-        compare_with_baselines(cfg, report, progress)
-    return report
+    seen = _Drill(cfg, progress).run()
+    if cfg.baselines and seen.finished and seen.local is not None:
+        unfinished = compare_with_baselines(cfg, seen.report, progress)
+        seen = dataclasses.replace(seen, local=dataclasses.replace(seen.local, baseline_unfinished=unfinished))
+    return judged(seen)
 
 
-def compare_with_baselines(cfg: DrillConfig, report: DrillReport, progress: Progress) -> None:
+def compare_with_baselines(cfg: DrillConfig, report: DrillReport, progress: Progress) -> tuple[int, int] | None:
     """Run the drilled job `cfg.baselines` times without faults, each drawing its samples in
-    another order, and judge whether the drilled run ends where they do."""
+    another order, and set the drilled run's loss against theirs in `report`; or (run, of runs):
+    an uninterrupted run that did not finish, and no comparison."""
     drilled = Curve.of(events.read(cfg.workdir / "events.jsonl"))
     curves = []
     for i in range(1, cfg.baselines + 1):
         recorded = run_uninterrupted(cfg, order_seed=i, progress=progress)
-        if not any(e["event"] == Event.EXIT and e.get("reason") == EXIT_DONE for e in recorded):
-            report.problems.append(f"uninterrupted run {i} of {cfg.baselines} did not finish: no comparison")
-            return
+        if not _done(recorded):
+            return i, cfg.baselines
         curves.append(Curve.of(recorded))
     result = compare(drilled, curves)
     report.convergence = {
@@ -269,10 +255,7 @@ def compare_with_baselines(cfg: DrillConfig, report: DrillReport, progress: Prog
             "baselines": [[list(c.samples), list(c.loss)] for c in curves],
         },
     }
-    if not result.passed:
-        report.problems.append(
-            "the loss did not end where uninterrupted runs end:" + result.summary()[len("  convergence:") :]
-        )
+    return None
 
 
 def run_uninterrupted(cfg: DrillConfig, *, order_seed: int, progress: Progress) -> list[dict[str, Any]]:
@@ -315,9 +298,9 @@ class _Drill:
         self.stacks: list[StackDump] = []  # of the processes still running when the time ran out
         self.t_start = time.monotonic()
 
-    def run(self) -> DrillReport:
+    def run(self) -> Observed:
         cfg, local = self.cfg, self.local
-        stopped: _CrashLoop | None = None
+        stopped: CrashLoop | None = None
         timed_out = False
         try:
             with local:
@@ -335,10 +318,10 @@ class _Drill:
                     if cfg.scale_out_after_s is not None:
                         self.scale_out(cfg.scale_out_after_s)
                 timed_out = self.train_to_the_end()
-        except _CrashLoop as exc:
+        except CrashLoop as exc:
             stopped, timed_out = exc, False
             self.progress.say("stopped: the script fails at every start", 0, force=True)
-        return self.report(stopped, timed_out)
+        return self.observe(stopped, timed_out)
 
     # ------------------------------------------------------------------ watching the job
     def pump(self, phase: str) -> None:
@@ -350,7 +333,7 @@ class _Drill:
         self.progress.say(phase, len(self.local.alive_nodes))
         if time.monotonic() - self.diagnosed_at >= 1.0:
             self.diagnosed_at = time.monotonic()
-            if stop := _deterministic(_errors(self.local), self.seen, self.node_names()):
+            if stop := deterministic(_errors(self.local), self.seen, self.node_names()):
                 raise stop
             if not self.server_died and (died := self.local.rendezvous_died()):
                 self.server_died.append(f"{died} at {time.monotonic() - self.t_start:.1f} s, while the job ran")
@@ -480,103 +463,83 @@ class _Drill:
             self.stacks = local.stacks()
         return bool(local.alive_nodes)
 
-    # ------------------------------------------------------------------------ the report
-    def report(self, stopped: _CrashLoop | None, timed_out: bool) -> DrillReport:
+    # ------------------------------------------------------------------------ what it saw
+    def observe(self, stopped: CrashLoop | None, timed_out: bool) -> Observed:
+        """The figures from the events, and what the drill saw beyond them for the verdict."""
         cfg, local = self.cfg, self.local
         recorded = local.events()
         agents = [a for n in local.nodes for a in _agent_events(local, n)]
-        report = analyze(
+        seen = measure(
             recorded,
             agents,
             target_steps=cfg.target_steps,
             checkpoint_every=cfg.spec.checkpoint_every_steps,
             node_exit_codes={n.name: n.exit_code for n in local.nodes},
         )
+        report, script = seen.report, cfg.spec.script
         report.duration_s = time.monotonic() - self.t_start
-        # A script of one's own (whether or not it reports its steps); a per-step job's groups
-        # heal from one another without loading checkpoints: no round of theirs is a restart.
-        # Judged first: what stopped the drill (a crash loop, its timeout, the server) goes
-        # before these findings.
-        if cfg.spec.script is not None and not cfg.spec.per_step_mode:
-            self.judge_the_script(report, recorded)
         errors = _errors(local)
-        ending = last_unrecovered(errors, agents)
-        who = "the drill"
-        script = cfg.spec.script
-        # The agents give up on a crash loop too (lab.runtime.launch): when theirs came before
-        # the drill's next look, the error files still say what it was.
-        if stopped is None and not report.passed and (found := _deterministic(errors, recorded, self.node_names())):
-            stopped, who = found, "its agents"
-        if stopped is not None:
-            # The drill's own words carry the cause in the script's terms, the traceback and
-            # what to change: the agents' shorter note of the same crash loop goes.
-            report.problems = [p for p in report.problems if not p.startswith("workers crash loop on ")]
-            report.problems.insert(0, describe(stopped.error, script, f"{stopped.how}: {who} stopped the job"))
-        elif ending is not None and not report.passed:
-            how = f"a worker failed so on {ending.node}, and its node started no workers after it"
-            report.problems.append(describe(ending, script, how))
-        elif errors and timed_out:
-            # Every failure was followed by new workers on its node (an eviction's, recovered):
-            # none of them is why the job did not end.
-            report.problems.append(
-                f"no worker failure ended the job ({len(errors)} earlier one(s) were each followed by a "
-                "restart): its workers were still running, or hung, when the drill timed out"
-            )
-        report.worker_errors = [
-            {
-                "node": e.node,
-                "round": e.round,
-                "attempt": e.attempt,
-                "message": e.message,
-                "cause": diagnose(e, script).cause,
-                "hint": e.hint,
-            }
-            for e in errors
-        ]
+        report.worker_errors = [_worker_error(e, script) for e in errors]
         if timed_out:
             report.still_running = [
                 StillRunning(d.node, d.role, d.pid, where(d.text) or "no Python frame", str(d.path))
                 for d in self.stacks
             ]
-            report.problems[:0] = [
-                f"the drill timed out after {cfg.timeout_s:g} s; remaining nodes were killed",
-                *(p.problem() for p in report.still_running),
-            ]
-        report.problems[:0] = self.server_died
         report.node_local_checkpoints = _node_local_checkpoints(local)
-        said = any(f["name"] == RANKS_RESUMED_APART and not f["accepted"] for f in report.findings)
-        if report.node_local_checkpoints and report.problems and not said:
-            report.problems.append(node_local_warning(report.node_local_checkpoints))
-        if cfg.fault == "scale":
-            if not report.scaling and stopped is None and not self.server_died:
-                report.problems.append("no scaling happened: the job ended or failed during warm-up")
-        elif not any(e["event"] == Event.EVICT for e in recorded) and stopped is None and not self.server_died:
-            report.problems.append("no eviction happened: the job ended or failed during warm-up")
-        return report
+        ending = last_unrecovered(errors, agents)
+        # The agents give up on a crash loop too (lab.runtime.launch): when theirs came before
+        # the drill's next look, the error files still say what it was.
+        found = deterministic(errors, recorded, self.node_names()) if stopped is None else None
+        return dataclasses.replace(
+            seen,
+            local=LocalSeen(
+                fault=cfg.fault,
+                # A script of one's own (whether or not it reports its steps); a per-step job's
+                # groups heal from one another without loading checkpoints: no round of theirs
+                # is a restart.
+                script_findings=self.judge_the_script(report, recorded)
+                if script is not None and not cfg.spec.per_step_mode
+                else (),
+                stopped=_described(stopped, script, "the drill"),
+                agents_stopped=_described(found, script, "its agents"),
+                unrecovered=describe(
+                    ending, script, f"a worker failed so on {ending.node}, and its node started no workers after it"
+                )
+                if ending is not None
+                else None,
+                failures=len(errors),
+                timed_out_s=cfg.timeout_s if timed_out else None,
+                rendezvous_died=tuple(self.server_died),
+            ),
+        )
 
-    def judge_the_script(self, report: DrillReport, recorded: list[dict[str, Any]]) -> None:
-        """A script of one's own, by what its workers did: the findings ahead of the problems the
-        analysis found (their causes come before what they led to), accepted ones kept apart."""
+    def judge_the_script(self, report: DrillReport, recorded: list[dict[str, Any]]) -> tuple[Finding, ...]:
+        """A script of one's own, by what its workers did: its findings (lab.drill.findings), the
+        accepted ones marked; and what its workers did after each membership change, in `report`."""
         local = self.local
         rounds = script_rounds(recorded, local.spec.nproc_per_node)
         read_positions(rounds, {n.name: local.node_dir(n.name) / TORCHELASTIC_LOGS for n in local.nodes})
         found = script_findings(
             rounds, recorded, report.evictions, workdir=str(local.workdir), accepted=self.cfg.accept
         )
-        report.findings = [asdict(f) for f in found]
         report.script_rounds = after_each_change(rounds, recorded, str(local.workdir))
-        report.problems[:0] = [f.line() for f in found if not f.accepted]
-        if any(f.name == RANKS_ENDED_EARLY and not f.accepted for f in found):
-            report.finished = False
+        return tuple(found)
 
 
-def last_unrecovered(errors: list[WorkerError], agents: list[AgentEvent]) -> WorkerError | None:
-    """The newest worker failure that no new start of workers on its node followed: the one
-    that can have ended the job (an earlier one, an eviction's, was recovered from)."""
-    for error in reversed(errors):
-        if not any(a.node == error.node and a.kind == "started" and a.t > error.t for a in agents):
-            return error
-    return None
+def _described(loop: CrashLoop | None, script: str | None, who: str) -> str | None:
+    """A crash loop in the script's terms, and who stopped the job on it."""
+    return describe(loop.error, script, f"{loop.how}: {who} stopped the job") if loop is not None else None
+
+
+def _worker_error(e: WorkerError, script: str | None) -> dict[str, Any]:
+    return {
+        "node": e.node,
+        "round": e.round,
+        "attempt": e.attempt,
+        "message": e.message,
+        "cause": diagnose(e, script).cause,
+        "hint": e.hint,
+    }
 
 
 def _done(seen: list[dict[str, Any]]) -> bool:

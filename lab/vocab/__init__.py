@@ -14,6 +14,7 @@ job_flags.py       the command-line flags of a JobSpec, shared by `drill` and `s
 per_step.py        PerStepSettings: the per-step mode's (TorchFT) timeouts and ports
 events.py          the events of a job and a drill: names, fields, the JSON-lines format
 script_findings.py the names of the drill's findings on a script of one's own (`--accept`)
+drill_findings.py  the names of the drill's own findings, which fail it whatever the script
 pools.py           pool labels, taints, tolerations, PoolPlacement
 platform_facts.py  PlatformFacts: what a job needs to know about its platform
 aws_tags.py, azure_tags.py   the tags the stacks and the clouds' controllers put on resources

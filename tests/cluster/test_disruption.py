@@ -4,7 +4,7 @@ job, and which kind it was."""
 from __future__ import annotations
 
 from lab.cluster.disruption import CONSEQUENCE_S, as_observed, observe
-from lab.drill.report import analyze
+from lab.drill.analysis import analyze
 
 REQUEST = {"t": 100.0, "event": "evict", "source": "drill", "node": "w-2", "kind": "aks", "k8s_node": "vm-2"}
 

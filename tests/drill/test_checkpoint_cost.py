@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from lab.drill.analysis import analyze
 from lab.drill.checkpoint_cost import advice, save_cost
-from lab.drill.report import analyze
 from lab.vocab.checkpoint_interval import daly_interval_s, job_mtbf_s
 
 

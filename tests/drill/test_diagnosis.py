@@ -93,8 +93,7 @@ def test_the_failure_that_can_have_ended_a_job_is_the_last_one_not_recovered_fro
     """An eviction's collective error is followed by new workers on its node: it is not why a
     job hung later. A failure after which its node started nothing is."""
     from lab.drill.agent_events import AgentEvent
-    from lab.drill.diagnosis import WorkerError
-    from lab.drill.run import last_unrecovered
+    from lab.drill.diagnosis import WorkerError, last_unrecovered
 
     def error(node, t, message):
         return WorkerError(node=node, attempt=0, rank="0", t=t, message=message, traceback="")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lab.drill.agent_events import AgentEvent
-from lab.drill.report import analyze
+from lab.drill.analysis import analyze
 
 
 def _agents(*rows: tuple[float, str, str, int | None, int]) -> list[AgentEvent]:
