@@ -16,6 +16,7 @@ USER_FACING = ("cli", "cluster", "stacks", "plan", "program", "k8s", "notebooks"
 # Errors that are not a command's failure, and why.
 NOT_A_FAILURE = {
     "lab.local.target.Stopped": "SIGTERM reached the drill: it stops, exiting 143 (lab/cli/drill.py)",
+    "lab.drill.diagnosis.CrashLoop": "the drill's own signal to stop a run; its report says why (lab/drill/run.py)",
 }
 
 

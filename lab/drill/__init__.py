@@ -9,5 +9,8 @@
   findings.py       the findings on a script of one's own, from what its workers did (script_runs.py)
   agent_events.py   torch's own agent events, for scripts that emit none of ours
   diagnosis.py      why workers fail, in the script's terms (error files, a usage error's stderr)
+  checkpoint_cost.py   what a job's saves cost, and the interval that cost calls for per band
+  convergence.py    does a job trained through evictions end where it would have without them
+  thread_dumps.py   where a process that outlived the drill's time was, from its thread dump
   plot.py           the timeline plot (the command is lab/cli/drill.py)
 """

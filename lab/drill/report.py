@@ -120,10 +120,11 @@ class StillRunning:
     role: str  # "agent" or "worker"
     pid: int
     where: str
-    stacks: str  # the file with every thread's stack
+    thread_dump: str  # the file with every thread's stack
 
     def problem(self) -> str:
-        return f"{self.node}'s {self.role} (pid {self.pid}) was in {self.where}; every thread's stack: {self.stacks}"
+        where = f"{self.node}'s {self.role} (pid {self.pid}) was in {self.where}"
+        return f"{where}; every thread's stack: {self.thread_dump}"
 
 
 @dataclass

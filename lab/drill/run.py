@@ -27,11 +27,11 @@ from lab.drill.diagnosis import (
 from lab.drill.findings import after_each_change, script_findings
 from lab.drill.report import DrillReport, StillRunning
 from lab.drill.script_runs import read_positions, script_rounds
-from lab.drill.stacks import where
+from lab.drill.thread_dumps import where
 from lab.drill.verdict import Finding, LocalSeen, Observed, judged
 from lab.local import LocalTarget
-from lab.local.stack_dumps import StackDump
-from lab.local.target import AGENT_EVENTS, TORCHELASTIC_LOGS, Node
+from lab.local.target import AGENT_EVENTS, TORCHELASTIC_LOGS, Agent
+from lab.local.thread_dumps import ThreadDump
 from lab.vocab import events
 from lab.vocab.events import EXIT_DONE, Event
 from lab.vocab.job import JobSpec
@@ -295,7 +295,7 @@ class _Drill:
         self.seen: list[dict[str, Any]] = []
         self.diagnosed_at = 0.0
         self.server_died: list[str] = []
-        self.stacks: list[StackDump] = []  # of the processes still running when the time ran out
+        self.thread_dumps: list[ThreadDump] = []  # of the processes still running when the time ran out
         self.t_start = time.monotonic()
 
     def run(self) -> Observed:
@@ -400,7 +400,7 @@ class _Drill:
         self.hold("training on", 2.0)
         return self.going_on()
 
-    def evict(self, victim: Node) -> None:
+    def evict(self, victim: Agent) -> None:
         cfg = self.cfg
         self.local.evict(victim, cfg.notice_s if cfg.eviction == "notice" else None, silent=cfg.eviction == "silent")
         self.progress.say(f"evicted {victim.name} ({cfg.eviction})", len(self.local.alive_nodes), force=True)
@@ -460,7 +460,7 @@ class _Drill:
         self.progress.say("finished" if not local.alive_nodes else "timed out", len(local.alive_nodes), force=True)
         if local.alive_nodes:
             # Before the nodes are killed: where their agents and workers were.
-            self.stacks = local.stacks()
+            self.thread_dumps = local.thread_dumps()
         return bool(local.alive_nodes)
 
     # ------------------------------------------------------------------------ what it saw
@@ -483,7 +483,7 @@ class _Drill:
         if timed_out:
             report.still_running = [
                 StillRunning(d.node, d.role, d.pid, where(d.text) or "no Python frame", str(d.path))
-                for d in self.stacks
+                for d in self.thread_dumps
             ]
         report.node_local_checkpoints = _node_local_checkpoints(local)
         ending = last_unrecovered(errors, agents)
@@ -587,5 +587,5 @@ def _workers_at_full_size(local: LocalTarget, nodes: int) -> bool:
     )
 
 
-def _agent_events(local: LocalTarget, node: Node) -> list[AgentEvent]:
+def _agent_events(local: LocalTarget, node: Agent) -> list[AgentEvent]:
     return read_agent_events(local.node_dir(node.name) / AGENT_EVENTS, node.name)

@@ -8,9 +8,9 @@ lighthouse in per-step mode).
   procs.py      process plumbing: free ports, whole-tree signals, no orphans
   watchdog.py   stops a run's processes when the process that started them dies
   workdir.py    a run's work directory: held by one run at a time, what an earlier one left
-  stack_dumps.py   asks a node's processes for their Python stacks
+  thread_dumps.py  asks a node's processes for their thread dumps
 """
 
-from lab.local.target import LocalTarget, LocalTargetError, Node
+from lab.local.target import Agent, LocalTarget, LocalTargetError
 
-__all__ = ["LocalTarget", "LocalTargetError", "Node"]
+__all__ = ["Agent", "LocalTarget", "LocalTargetError"]

@@ -196,7 +196,7 @@ def main() -> None:
 
 
 # ------------------------------------------------------------------------------ the client
-class ForkedNode:
+class ForkedAgent:
     """A process the forker started: what a subprocess.Popen offers that the local target
     uses (pid, poll, wait, returncode, terminate, kill)."""
 
@@ -300,7 +300,7 @@ class NodeForker:
         """Whether the forker has finished its imports (or is gone) within `timeout` seconds."""
         return self._ready.wait(timeout)
 
-    def fork(self, argv: list[str], env: Mapping[str, str], cwd: Path, log_path: Path) -> ForkedNode:
+    def fork(self, argv: list[str], env: Mapping[str, str], cwd: Path, log_path: Path) -> ForkedAgent:
         """Start `argv` (`[python, "-m", "lab.runtime.launch", args...]`) as a fork of the forker."""
         if self.proc is None or self.proc.stdin is None:
             raise ForkerError("the node forker was not started")
@@ -318,7 +318,7 @@ class NodeForker:
             reply = self._replies.get()
         if "forked" not in reply:
             raise self._problem(f"refused to start {argv[:3]}: {reply.get('refused')}")
-        return ForkedNode(self, int(reply["forked"]), list(argv))
+        return ForkedAgent(self, int(reply["forked"]), list(argv))
 
     def exit_code(self, pid: int) -> int | None:
         with self._changed:

@@ -24,9 +24,9 @@ from typing import Any
 from lab.local import procs
 from lab.local.etcd import EtcdServer, find_etcd
 from lab.local.lighthouse import Lighthouse, find_lighthouse
-from lab.local.node_forker import ForkedNode, ForkerError, NodeForker
+from lab.local.node_forker import ForkedAgent, ForkerError, NodeForker
 from lab.local.procs import ServerError
-from lab.local.stack_dumps import StackDump, ask_for_stacks
+from lab.local.thread_dumps import ThreadDump, ask_for_thread_dumps
 from lab.local.workdir import EVENTS_FILE, NODES_DIR, WorkdirLock
 from lab.runtime.events import emit
 from lab.vocab import events
@@ -42,7 +42,7 @@ from lab.vocab.job import (
     RdzvBackend,
 )
 from lab.vocab.per_step import ENV_ADVERTISE, ENV_REPLICA_GROUP
-from lab.vocab.stack_dumps import ENV_STACK_DUMPS
+from lab.vocab.thread_dumps import ENV_THREAD_DUMPS
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +53,8 @@ SILENT_KILL_S = 30.0
 TORCHELASTIC_LOGS = "torchelastic"
 # Under each node's directory: torch's structured agent events, as JSON lines (lab.runtime.launch).
 AGENT_EVENTS = "agent-events.jsonl"
-# Under each node's directory: where its agent and workers write their stacks when asked.
-STACK_DUMPS = "stacks"
+# Under each node's directory: where its agent and workers write their thread dumps when asked.
+THREAD_DUMPS_DIR = "thread-dumps"
 # The longest temp dir path under which multiprocessing's sockets still fit.
 MAX_TMP_PATH = 60
 # Under the nodes' directory: what the node forker (lab.local.node_forker) printed.
@@ -76,9 +76,12 @@ class LocalTargetError(Refused, RuntimeError):
 
 
 @dataclass
-class Node:
+class Agent:
+    """A torchrun agent (and its workers) standing in for a spot node on this machine: what the
+    drill starts, evicts and adds back as a "node" (a Kubernetes node is lab.cluster's `Node`)."""
+
     name: str
-    proc: ForkedNode
+    proc: ForkedAgent
     log_path: Path
     started_at: float
     eviction: str | None = None  # "notice" | "hard" | "silent"
@@ -114,7 +117,7 @@ class LocalTarget:
         self.workdir = Path(workdir)
         self.spec = spec
         self.extra_env = dict(env or {})
-        self.nodes: list[Node] = []
+        self.nodes: list[Agent] = []
         self.events_file = self.workdir / EVENTS_FILE
         self._etcd: EtcdServer | None = None
         self._lighthouse: Lighthouse | None = None
@@ -342,7 +345,7 @@ class LocalTarget:
             start_new_session=True,
         )
 
-    def _guard(self, proc: subprocess.Popen[bytes] | ForkedNode | None) -> None:
+    def _guard(self, proc: subprocess.Popen[bytes] | ForkedAgent | None) -> None:
         """Hand a process-group leader we started (start_new_session) to the watchdog."""
         if proc is None or self._watchdog is None or self._watchdog.stdin is None:
             return
@@ -414,7 +417,7 @@ class LocalTarget:
         return self.workdir / NODES_DIR / name
 
     @property
-    def alive_nodes(self) -> list[Node]:
+    def alive_nodes(self) -> list[Agent]:
         return [n for n in self.nodes if n.alive]
 
     def _threads(self) -> dict[str, str]:
@@ -439,7 +442,7 @@ class LocalTarget:
             "TMPDIR": str(self.tmp_dir),
         }
 
-    def add_node(self, *, rank: int | None = None, capacity: str | None = None) -> Node:
+    def add_node(self, *, rank: int | None = None, capacity: str | None = None) -> Agent:
         """A node more; `rank` and `capacity` say which GPU capacity it stands for (a fallback
         rank's, in a capacity drill), recorded with it."""
         if self._closed:
@@ -462,7 +465,7 @@ class LocalTarget:
             **({ENV_REPLICA_GROUP: name, ENV_ADVERTISE: "127.0.0.1"} if self.spec.per_step_mode else {}),
             ENV_AGENT_EVENTS: str(home / AGENT_EVENTS),
             ENV_WATCH_SCRIPT: "1",  # what the script does with checkpoints, for the drill (lab.runtime.script_watch)
-            ENV_STACK_DUMPS: str(home / STACK_DUMPS),
+            ENV_THREAD_DUMPS: str(home / THREAD_DUMPS_DIR),
         }
         cmd = [
             *self.spec.launcher(sys.executable),
@@ -483,7 +486,7 @@ class LocalTarget:
             proc = self._forker.fork(cmd, env, home, log_path)
         except ForkerError as exc:
             raise LocalTargetError(f"{name} did not start: {exc}") from None
-        node = Node(name, proc, log_path, time.time())
+        node = Agent(name, proc, log_path, time.time())
         self._guard(proc)
         self.nodes.append(node)
         where = {k: v for k, v in (("rank", rank), ("capacity", capacity)) if v is not None}
@@ -491,7 +494,7 @@ class LocalTarget:
         return node
 
     def evict(
-        self, node: Node, notice_s: float | None = None, *, silent: bool = False, cause: str | None = None
+        self, node: Agent, notice_s: float | None = None, *, silent: bool = False, cause: str | None = None
     ) -> None:
         """Evict a node like a spot reclaim: with a notice (SIGTERM to its whole tree, then
         SIGKILL when the notice runs out), hard (SIGKILL, no warning: on loopback its sockets
@@ -518,7 +521,7 @@ class LocalTarget:
         procs.signal_tree(node.proc.pid, signal.SIGTERM)
         self._kill_later(node, notice_s or 0.0, Event.NOTICE_EXPIRED)
 
-    def _kill_later(self, node: Node, seconds: float, event: Event) -> None:
+    def _kill_later(self, node: Agent, seconds: float, event: Event) -> None:
         def kill() -> None:
             if node.running:
                 self.record(event, node=node.name)
@@ -528,14 +531,16 @@ class LocalTarget:
         node._killer.daemon = True
         node._killer.start()
 
-    def stacks(self, wait_s: float = 2.0) -> list[StackDump]:
+    def thread_dumps(self, wait_s: float = 2.0) -> list[ThreadDump]:
         """Where every running node's agent and workers are: each writes its threads' Python
         stacks when asked (a silently evicted node's processes, stopped, cannot)."""
         return [
             dump
             for node in self.nodes
             if node.alive
-            for dump in ask_for_stacks(node.name, node.proc.pid, self.node_dir(node.name) / STACK_DUMPS, wait_s)
+            for dump in ask_for_thread_dumps(
+                node.name, node.proc.pid, self.node_dir(node.name) / THREAD_DUMPS_DIR, wait_s
+            )
         ]
 
     def wait(self, timeout: float, poll: float = 0.2, on_tick: Callable[[], None] | None = None) -> bool:

@@ -29,7 +29,7 @@ python-etcd and the kubernetes client, beside the vocabulary (lab.vocab).
   round_logs.py      worker logs kept per rendezvous round (`--logs-specs lab-rounds`)
   script_watch.py    what the drill sees of a script that reports nothing itself;
                      report_step.py, the one line such a script may add
-  stack_dumps.py     every thread's Python stack written when the drill asks
+  thread_dumps.py    every thread's Python stack written when the drill asks (a thread dump)
   process_title.py   process titles `ps` and `top` tell apart
   events.py          structured events of the training script, for the drill
   store.py           the standalone c10d store a job's rendezvous may run from the image

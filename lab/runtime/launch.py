@@ -77,7 +77,7 @@ from lab.runtime.agent_exits import (
 )
 from lab.runtime.container_ledger import ContainerEntry, ContainerKillLoop, ContainerLedger
 from lab.runtime.process_title import set_title, where
-from lab.runtime.stack_dumps import dump_stacks_on_request
+from lab.runtime.thread_dumps import dump_threads_on_request
 from lab.runtime.worker_failures import (
     CRASH_LOOP_ATTEMPTS,
     a_peer_failed,
@@ -85,7 +85,7 @@ from lab.runtime.worker_failures import (
     failure_signature,
 )
 from lab.vocab.job import ENV_AGENT_EVENTS, EXIT_PEER_LOST, LAUNCH_MODULE
-from lab.vocab.stack_dumps import AGENT
+from lab.vocab.thread_dumps import AGENT
 
 # What other modules and tests import from here, wherever it is defined.
 __all__ = [
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     from lab.runtime.rendezvous_backends import HANDLERS
 
     install()
-    dump_stacks_on_request(AGENT)
+    dump_threads_on_request(AGENT)
     args = list(sys.argv[1:] if argv is None else argv)
     set_title(f"agent{where()} " + " ".join(args))
     if os.environ.get(ENV_AGENT_EVENTS):

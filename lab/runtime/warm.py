@@ -33,8 +33,8 @@ from collections.abc import Mapping
 
 from lab.runtime import script_watch, torch_seam
 from lab.runtime.process_title import set_title, where
-from lab.runtime.stack_dumps import dump_stacks_on_request
-from lab.vocab.stack_dumps import WORKER
+from lab.runtime.thread_dumps import dump_threads_on_request
+from lab.vocab.thread_dumps import WORKER
 
 _PR_SET_PDEATHSIG = 1
 
@@ -140,7 +140,7 @@ def run_script(*cmd_args: str) -> None:
     IN_WARM_WORKER = True
     die_with_parent()  # multiprocessing's children otherwise outlive a killed forkserver
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the forkserver ignores it (lab.runtime.warm_server)
-    dump_stacks_on_request(WORKER)
+    dump_threads_on_request(WORKER)
     torch_seam.drain_gloo_after_destroy(GLOO_DRAIN_S)  # the script's, imported before or after
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)

@@ -27,5 +27,5 @@ models.py          the demo job's model sizes (--model, --parallel) and its dril
 checkpoint_location.py   where a job's checkpoints live, as LAB_CHECKPOINT_DIR names it
 checkpoint_interval.py   the checkpoint interval from a save's cost and the job's MTBF (Young, Daly)
 spot_goodput.py    the share of a spot job's time that trains, per mode, at an eviction rate
-stack_dumps.py     Python thread dumps on request: the file each process writes them to
+thread_dumps.py    thread dumps on request: the signal, the file each process writes them to
 """

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lab.drill.run import DrillConfig, run_drill
-from lab.drill.stacks import main_thread, threads
+from lab.drill.thread_dumps import main_thread, threads
 from lab.vocab import events
 from lab.vocab.checkpoint_interval import FIRST_SAVE_AFTER
 from lab.vocab.events import Event, unknown_fields
@@ -257,7 +257,7 @@ HANGING_SCRIPT = textwrap.dedent("""
 @pytest.mark.timeout(90)
 def test_a_drill_that_times_out_says_where_each_process_still_running_was(workdir):
     """A script that hangs at its end (rank 0 in a barrier the others never reach): when the
-    drill's time is up it asks every process still running for its stacks before killing it,
+    drill's time is up it asks every process still running for its thread dump before killing it,
     and names where each was."""
     script = workdir / "hangs.py"
     script.write_text(HANGING_SCRIPT)
@@ -274,10 +274,10 @@ def test_a_drill_that_times_out_says_where_each_process_still_running_was(workdi
     assert waiting.where.endswith("called from hangs.py:14 in <module>"), waiting.where
     # the agents watch their workers, in torch's agent loop (at a sleep, or asking the rendezvous)
     for p in agents:
-        main = main_thread(threads(Path(p.stacks).read_text()))
+        main = main_thread(threads(Path(p.thread_dump).read_text()))
         assert main and any(f.function == "_invoke_run" for f in main), p
     for p in running:
-        assert p.problem() in report.problems and Path(p.stacks).is_file()
+        assert p.problem() in report.problems and Path(p.thread_dump).is_file()
 
 
 @pytest.mark.timeout(240)

@@ -23,7 +23,7 @@ from lab.local.etcd import EtcdServer
 from lab.runtime import launch, rendezvous_backends
 from lab.vocab import events
 from lab.vocab.job import JobSpec
-from lab.vocab.stack_dumps import ENV_STACK_DUMPS
+from lab.vocab.thread_dumps import ENV_THREAD_DUMPS
 
 
 @pytest.fixture
@@ -346,7 +346,7 @@ def test_a_late_agent_of_a_finished_job_exits_0(monkeypatch, installed, capsys):
         raise launch.JobAlreadyDone("the rendezvous 'x' closed: the other agents' workers finished the job")
 
     monkeypatch.setenv(launch.ENV_WARM_WORKERS, "0")
-    monkeypatch.delenv(ENV_STACK_DUMPS, raising=False)  # no handler for stack dumps in this process
+    monkeypatch.delenv(ENV_THREAD_DUMPS, raising=False)  # no handler for thread dumps in this process
     monkeypatch.setattr(run, "main", finished_without_this_agent)
     assert launch.main(["--nnodes=2:3", "train.py"]) == 0
     assert "nothing left to do" in capsys.readouterr().err

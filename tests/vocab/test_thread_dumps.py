@@ -1,4 +1,4 @@
-from lab.vocab.stack_dumps import AGENT, WORKER, dump_file_name, read_dump_file_name
+from lab.vocab.thread_dumps import AGENT, WORKER, dump_file_name, read_dump_file_name
 
 
 def test_a_dump_file_name_says_its_role_and_pid():

@@ -1,4 +1,4 @@
-"""lab.runtime.stack_dumps, in processes of their own (registering a signal handler here would
+"""lab.runtime.thread_dumps, in processes of their own (registering a signal handler here would
 change the test runner)."""
 
 from __future__ import annotations
@@ -9,18 +9,18 @@ import sys
 import textwrap
 
 from lab.local import procs
-from lab.vocab.stack_dumps import DUMP_SIGNAL, ENV_STACK_DUMPS, WORKER, dump_file_name
+from lab.vocab.thread_dumps import DUMP_SIGNAL, ENV_THREAD_DUMPS, WORKER, dump_file_name
 from tests.patience import within
 
 SLEEPER = textwrap.dedent("""
     import time
-    from lab.runtime.stack_dumps import dump_stacks_on_request
+    from lab.runtime.thread_dumps import dump_threads_on_request
 
     def napping_in_place(registered):
         print(registered, flush=True)
         time.sleep(60)
 
-    napping_in_place(dump_stacks_on_request("worker"))
+    napping_in_place(dump_threads_on_request("worker"))
 """)
 
 
@@ -29,8 +29,8 @@ def _start(workdir, env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 def test_a_process_asked_writes_every_threads_stack_to_its_own_file(workdir):
-    dumps = workdir / "stacks"
-    env = {**os.environ, ENV_STACK_DUMPS: str(dumps)}
+    dumps = workdir / "thread-dumps"
+    env = {**os.environ, ENV_THREAD_DUMPS: str(dumps)}
     proc = _start(workdir, env)
     try:
         said = proc.stdout.readline().split()
@@ -45,11 +45,11 @@ def test_a_process_asked_writes_every_threads_stack_to_its_own_file(workdir):
 
 
 def test_without_a_directory_nothing_is_registered(workdir):
-    env = {k: v for k, v in os.environ.items() if k != ENV_STACK_DUMPS}
+    env = {k: v for k, v in os.environ.items() if k != ENV_THREAD_DUMPS}
     proc = _start(workdir, env)
     try:
         assert proc.stdout.readline().split() == ["None"]
-        assert not (workdir / "stacks").exists()
+        assert not (workdir / "thread-dumps").exists()
         # no handler: the signal's default action ends the process (faulthandler's is invisible
         # to signal.getsignal, so the process itself is the check)
         proc.send_signal(DUMP_SIGNAL)

@@ -1,5 +1,5 @@
-"""Where a process that outlived the drill's time was, from the stacks it wrote when asked
-(lab.local.stack_dumps): faulthandler's text, read into frames and said in one line."""
+"""Where a process that outlived the drill's time was, from the thread dump it wrote when asked
+(lab.local.thread_dumps): faulthandler's text, read into frames and said in one line."""
 
 from __future__ import annotations
 

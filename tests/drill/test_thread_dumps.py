@@ -1,4 +1,4 @@
-"""lab.drill.stacks: faulthandler's dumps read into frames and said in a line."""
+"""lab.drill.thread_dumps: faulthandler's dumps read into frames and said in a line."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import sysconfig
 import textwrap
 
-from lab.drill.stacks import Frame, is_library, main_thread, threads, where
+from lab.drill.thread_dumps import Frame, is_library, main_thread, threads, where
 
 # A real dump, as the drill gets one from a hung worker: its main thread waits in a library
 # (threading's), called from the script's `main`; a thread of its own sleeps in `helper`.

@@ -1,4 +1,4 @@
-"""Asking a node's processes for their Python stacks (lab.vocab.stack_dumps): each process of
+"""Asking a node's processes for their thread dumps (lab.vocab.thread_dumps): each process of
 the node's tree that registered a dump file gets the signal, and what it wrote is read back."""
 
 from __future__ import annotations
@@ -8,21 +8,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.local import procs
-from lab.vocab.stack_dumps import DUMP_SIGNAL, read_dump_file_name
+from lab.vocab.thread_dumps import DUMP_SIGNAL, read_dump_file_name
 
 
 @dataclass(frozen=True)
-class StackDump:
+class ThreadDump:
     """What one process wrote when asked: every thread's stack, faulthandler's text."""
 
     node: str
-    role: str  # lab.vocab.stack_dumps.AGENT or WORKER
+    role: str  # lab.vocab.thread_dumps.AGENT or WORKER
     pid: int
     path: Path
     text: str
 
 
-def ask_for_stacks(node: str, root_pid: int, dump_dir: Path, wait_s: float = 2.0) -> list[StackDump]:
+def ask_for_thread_dumps(node: str, root_pid: int, dump_dir: Path, wait_s: float = 2.0) -> list[ThreadDump]:
     """The stacks of every live process under `root_pid` that registered a file in `dump_dir`,
     in PID order. A process that wrote nothing within `wait_s` (stopped, or its handler replaced
     by the script's own) is left out."""
@@ -63,5 +63,5 @@ def ask_for_stacks(node: str, root_pid: int, dump_dir: Path, wait_s: float = 2.0
             continue
         with path.open(encoding="utf-8", errors="replace") as f:
             f.seek(before)
-            dumps.append(StackDump(node, role, pid, path, f.read()))
+            dumps.append(ThreadDump(node, role, pid, path, f.read()))
     return dumps
