@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lab.cli.drill_cluster import add_drill_arguments
 from lab.vocab.command_flags import add_output
@@ -52,7 +52,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "warm-up, add one back, and report recovery time and lost steps. Exits non-zero "
         "when the job did not finish or lost more than one checkpoint interval.",
     )
-    job = p.add_argument_group("job (a JobSpec: the same parameters the cluster targets use)")
+    _job_arguments(p.add_argument_group("job (a JobSpec: the same parameters the cluster targets use)"))
+    ev = p.add_argument_group("fault")
+    _fault_arguments(ev)
+    _eviction_arguments(ev)
+    _output_arguments(p.add_argument_group("output"))
+    p.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    # With --stack the drill runs on the stack's cluster (lab.cli.drill_cluster); without it, here.
+    add_drill_arguments(p, main)
+
+
+def _job_arguments(job: argparse._ArgumentGroup) -> None:
+    """The job: a JobSpec's flags, the demo's steps and model, or a script of one's own."""
     job.add_argument("--nodes", type=int, default=3, help="nodes to start [3]")
     add_job_arguments(job)
     job.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"target step [{DEFAULT_STEPS}]")
@@ -67,7 +78,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     job.add_argument(
         "--script", help="drill your own training script instead of lab.runtime.train (its arguments follow `--`)"
     )
-    ev = p.add_argument_group("fault")
+
+
+def _fault_arguments(ev: argparse._ArgumentGroup) -> None:
+    """Which fault: a node evicted, the rendezvous server restarted, or the job scaled."""
     ev.add_argument(
         "--fault",
         choices=["node", "rendezvous-restart", "scale"],
@@ -92,6 +106,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="rendezvous-restart: etcd comes back with its data (a restarted pod) or empty (a pod moved to "
         "another node, its emptyDir gone); a c10d store always comes back empty [kept]",
     )
+
+
+def _eviction_arguments(ev: argparse._ArgumentGroup) -> None:
+    """How and when a node is evicted and added back, and what the verdict accepts."""
     ev.add_argument(
         "--eviction",
         choices=["hard", "notice", "silent"],
@@ -144,7 +162,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="after the drill, train the same job N more times without faults (each drawing samples in another "
         "order) and check that the drilled run's loss ends where theirs does; 0: no check [0]",
     )
-    out = p.add_argument_group("output")
+
+
+def _output_arguments(out: argparse._ArgumentGroup) -> None:
+    """Where the drill's records go and how it reports."""
     out.add_argument(
         "--workdir",
         help="where logs, events, checkpoints go: a new or empty folder, held by this drill while it runs "
@@ -160,9 +181,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     out.add_argument("--plot", type=Path, help="timeline PNG [<workdir>/timeline.png]")
     out.add_argument("--timeout", type=float, default=240.0, help="give up after this many seconds [240]")
     out.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    # With --stack the drill runs on the stack's cluster (lab.cli.drill_cluster); without it, here.
-    add_drill_arguments(p, main)
 
 
 def _add_new(found: Problems, problems: Iterable[Problem]) -> None:
@@ -278,7 +296,40 @@ def _new_workdir() -> Path:
 def build(args: argparse.Namespace) -> DrillConfig:
     """The drill's config from its flags; every bad value, the job's and the drill's, at once,
     each keyed by its option. Creates the default workdir once every value is valid."""
-    from lab.drill.run import DrillConfig, drill_problems
+    from lab.drill.run import DrillConfig
+
+    spec, target, evict_at = _checked_job(args)
+    workdir = Path(args.workdir) if args.workdir is not None else _new_workdir()
+    if args.workdir is None:
+        spec = spec.replace(checkpoint_dir=str((workdir / "checkpoints").absolute()))
+    return DrillConfig(
+        spec=spec,
+        workdir=workdir.absolute(),
+        nodes=args.nodes,
+        fault=args.fault,
+        outage_s=args.outage,
+        outage_keeps_data=args.rendezvous_data == "kept",
+        target_steps=target,
+        eviction=args.eviction,
+        notice_s=args.notice,
+        evict_at_step=evict_at,
+        evict_after_s=args.evict_after,
+        victim=args.victim,
+        scale_out_after_s=None if args.scale_out_after < 0 else args.scale_out_after,
+        timeout_s=args.timeout,
+        etcd_binary=args.etcd_binary,
+        baselines=args.baselines,
+        scale_to=args.scale_to or (),
+        replacement_rank=args.replacement_from[0] if args.replacement_from else None,
+        replacement_capacity=args.replacement_from[1] if args.replacement_from else None,
+        accept=tuple(args.accept),
+    )
+
+
+def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int]:
+    """(the job, the step it trains to or None for a script, the step to evict at), or every
+    bad value of the job's and the drill's at once (one InvalidInput)."""
+    from lab.drill.run import drill_problems
 
     extra = list(args.script_args or [])
     if extra[:1] == ["--"]:
@@ -320,35 +371,10 @@ def build(args: argparse.Namespace) -> DrillConfig:
     _add_new(found, (Problem(OPTIONS.get(p.key, p.key), p.value, p.expected) for p in drill))
     if found or spec is None:
         raise InvalidInput(found.items)
-    workdir = Path(args.workdir) if args.workdir is not None else _new_workdir()
-    if args.workdir is None:
-        spec = spec.replace(checkpoint_dir=str((workdir / "checkpoints").absolute()))
-    return DrillConfig(
-        spec=spec,
-        workdir=workdir.absolute(),
-        nodes=args.nodes,
-        fault=args.fault,
-        outage_s=args.outage,
-        outage_keeps_data=args.rendezvous_data == "kept",
-        target_steps=target,
-        eviction=args.eviction,
-        notice_s=args.notice,
-        evict_at_step=evict_at,
-        evict_after_s=args.evict_after,
-        victim=args.victim,
-        scale_out_after_s=None if args.scale_out_after < 0 else args.scale_out_after,
-        timeout_s=args.timeout,
-        etcd_binary=args.etcd_binary,
-        baselines=args.baselines,
-        scale_to=args.scale_to or (),
-        replacement_rank=args.replacement_from[0] if args.replacement_from else None,
-        replacement_capacity=args.replacement_from[1] if args.replacement_from else None,
-        accept=tuple(args.accept),
-    )
+    return spec, target, evict_at
 
 
 def main(args: argparse.Namespace) -> int:
-    from lab.drill.plot import plot_convergence, plot_timeline
     from lab.drill.run import Progress, run_drill
     from lab.local.target import Stopped
 
@@ -366,18 +392,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"the earlier drill's records moved to {aside}; its checkpoints stay", file=sys.stderr)
     log = io.StringIO() if args.quiet else sys.stderr
     if not args.quiet:
-        print(
-            f"Eviction drill: {cfg.nodes} nodes ({cfg.spec.min_nodes}..{cfg.spec.max_nodes}), "
-            f"{cfg.spec.rdzv_backend.value} rendezvous, "
-            + (f"rendezvous restart ({cfg.outage_s:g} s down), then " if cfg.fault == "rendezvous-restart" else "")
-            + (
-                f"scaled to {', then '.join(map(str, cfg.scale_to))} node(s)"
-                if cfg.fault == "scale"
-                else f"{cfg.eviction} eviction"
-            )
-            + f", workdir {cfg.workdir}",
-            file=sys.stderr,
-        )
+        print(_heading(cfg), file=sys.stderr)
     try:
         report = run_drill(cfg, Progress(out=log, target=cfg.target_steps))
     except KeyboardInterrupt:
@@ -392,10 +407,36 @@ def main(args: argparse.Namespace) -> int:
         return int(stopped.code or 143)
     report_path = cfg.workdir / "report.json"
     report_path.write_text(report.to_json())  # before the plot: a failed plot loses nothing
-    png = args.plot or cfg.workdir / "timeline.png"
+    timeline, curves = _plots(report, cfg, args.plot or cfg.workdir / "timeline.png", report_path)
+    if args.output == "json":
+        print(report.to_json())
+    else:
+        print(report.summary())
+        print(f"  timeline: {timeline}{curves}\n  report:   {report_path}\n  logs:     {cfg.workdir / 'nodes'}")
+    return 0 if report.passed else 1
+
+
+def _heading(cfg: DrillConfig) -> str:
+    """The drill's first line: its nodes, rendezvous, fault and work directory."""
+    restart = f"rendezvous restart ({cfg.outage_s:g} s down), then " if cfg.fault == "rendezvous-restart" else ""
+    fault = (
+        f"scaled to {', then '.join(map(str, cfg.scale_to))} node(s)"
+        if cfg.fault == "scale"
+        else f"{cfg.eviction} eviction"
+    )
+    return (
+        f"Eviction drill: {cfg.nodes} nodes ({cfg.spec.min_nodes}..{cfg.spec.max_nodes}), "
+        f"{cfg.spec.rdzv_backend.value} rendezvous, {restart}{fault}, workdir {cfg.workdir}"
+    )
+
+
+def _plots(report: Any, cfg: DrillConfig, png: Path, report_path: Path) -> tuple[str, str]:
+    """The timeline and (after --baselines) the loss curves drawn, or why not: the report is saved
+    already, so a plot that fails is said and the drill goes on."""
+    from lab.drill.plot import plot_convergence, plot_timeline
+
     try:
-        png = plot_timeline(report, png)
-        timeline = str(png)
+        timeline = str(plot_timeline(report, png))
     except Exception as exc:  # noqa: BLE001 - the report is saved; the plot is an extra
         print(
             f"elastic-lab drill: the timeline could not be drawn at {png} ({exc.__class__.__name__}: {exc}); "
@@ -409,9 +450,4 @@ def main(args: argparse.Namespace) -> int:
             curves = f"\n  loss curves: {plot_convergence(report, cfg.workdir / 'convergence.png')}"
         except Exception as exc:  # noqa: BLE001 - the report is saved; the plot is an extra
             curves = f"\n  loss curves: not drawn ({exc.__class__.__name__}: {exc})"
-    if args.output == "json":
-        print(report.to_json())
-    else:
-        print(report.summary())
-        print(f"  timeline: {timeline}{curves}\n  report:   {report_path}\n  logs:     {cfg.workdir / 'nodes'}")
-    return 0 if report.passed else 1
+    return timeline, curves

@@ -183,12 +183,30 @@ def _rehearse(cfg: Any, target: Any, spec: JobSpec | None, why: str) -> None:
     print("\n".join(lines))
 
 
+def _drilled_job(args: argparse.Namespace, target: Any) -> tuple[JobSpec | None, Any]:
+    """(the job rendered for the stack, its objects), or (None, None) to attach to --job."""
+    from lab.k8s.job import render_job
+
+    if args.job:
+        return None, None
+    extra = [a for a in (args.script_args or []) if a != "--"] if args.script else []
+    if args.script and (own := own_model_problems(args, "--script")):
+        raise InvalidInput(own)
+    steps = args.steps or DEFAULT_STEPS
+    script_kw = (
+        {"module": None, "script": args.script, "script_args": tuple(extra)}
+        if args.script
+        else {"script_args": demo_args(steps, args.step_time, args.model, args.parallel)}
+    )
+    spec = job_fields_spec(args, image=target.image_for(args.image), **script_kw)
+    job = render_job(spec, target)
+    return job.spec, job.objects
+
+
 def drill_main(args: argparse.Namespace) -> int:
     from lab.cluster import jobs
     from lab.cluster.drill import ClusterDrill, ClusterDrillConfig
     from lab.cluster.kube import KubeError
-    from lab.drill.plot import plot_timeline
-    from lab.k8s.job import render_job
     from lab.stacks import rehearsal
     from lab.stacks.automation import StackError
     from lab.stacks.outputs import read_outputs
@@ -197,22 +215,8 @@ def drill_main(args: argparse.Namespace) -> int:
     backend = args.evict_with or DEFAULT_BACKEND.get(target.cloud, "kubernetes")
     if args.deadline <= 0 or args.deadline != args.deadline:
         raise InvalidInput([Problem("--deadline", args.deadline, "a finite number of seconds > 0")])
-    objects, spec = None, None
-    name = args.job  # an existing job, or the one rendered here
-    if not args.job:
-        extra = [a for a in (args.script_args or []) if a != "--"] if args.script else []
-        if args.script and (own := own_model_problems(args, "--script")):
-            raise InvalidInput(own)
-        steps = args.steps or DEFAULT_STEPS
-        script_kw = (
-            {"module": None, "script": args.script, "script_args": tuple(extra)}
-            if args.script
-            else {"script_args": demo_args(steps, args.step_time, args.model, args.parallel)}
-        )
-        spec = job_fields_spec(args, image=target.image_for(args.image), **script_kw)
-        job = render_job(spec, target)
-        spec, objects = job.spec, job.objects
-        name = spec.name
+    spec, objects = _drilled_job(args, target)
+    name = spec.name if spec is not None else args.job  # the job rendered here, or an existing one
     evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, (args.steps or DEFAULT_STEPS) // 4)
     workdir = Path(args.workdir or f"runs/cluster-drill-{name}").absolute()
 
@@ -246,17 +250,24 @@ def drill_main(args: argparse.Namespace) -> int:
             _rehearse(cfg, target, spec, str(exc))
             return 0
         evictor = _evictor(backend, args, kube, outputs)
-        cfg = config(
-            namespace,
-            evictor,
-            spec.checkpoint_every_steps if spec else jobs.checkpoint_every(kube, name, namespace),
+        every = spec.checkpoint_every_steps if spec else jobs.checkpoint_every(kube, name, namespace)
+        drill = ClusterDrill(
+            config(namespace, evictor, every),
+            kube,
+            say=lambda line: print(line, file=sys.stderr, flush=True),
         )
-        drill = ClusterDrill(cfg, kube, say=lambda line: print(line, file=sys.stderr, flush=True))
         if args.dry_run:
             for call in drill.planned_calls():
                 print(call)
             return 0
         report = drill.run()
+    return _reported(report, args, workdir)
+
+
+def _reported(report: Any, args: argparse.Namespace, workdir: Path) -> int:
+    """The report saved, its timeline drawn, and said; the exit status of its verdict."""
+    from lab.drill.plot import plot_timeline
+
     (workdir / "report.json").write_text(report.to_json())
     try:
         timeline = str(plot_timeline(report, args.plot or workdir / "timeline.png"))

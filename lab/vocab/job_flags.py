@@ -76,6 +76,12 @@ def add_job_arguments(group: argparse._ArgumentGroup, *, name_as_job: bool = Fal
         default=d["nproc_per_node"].default,
         help=f"worker processes per node [{d['nproc_per_node'].default}]",
     )
+    _mode_arguments(group)
+    _checkpoint_arguments(group)
+
+
+def _mode_arguments(group: argparse._ArgumentGroup) -> None:
+    """How the job survives a node leaving: its fault-tolerance mode and rendezvous."""
     group.add_argument(
         "--fault-tolerance",
         default=FaultTolerance.ELASTIC.value,
@@ -106,6 +112,11 @@ def add_job_arguments(group: argparse._ArgumentGroup, *, name_as_job: bool = Fal
         f"it includes GPU spot nodes being provisioned [{RendezvousTimeouts.join_s:g}; torch-defaults "
         f"{RendezvousTimeouts.torch_defaults().join_s:g}]",
     )
+
+
+def _checkpoint_arguments(group: argparse._ArgumentGroup) -> None:
+    """The job's restart budget, checkpoints and collective timeout."""
+    d = JobSpec.__dataclass_fields__
     group.add_argument(
         "--max-restarts",
         type=int,
