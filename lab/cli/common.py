@@ -82,3 +82,24 @@ def attempt(call: Callable[[], T]) -> T | LabError:
         return call()
     except LabError as exc:
         return exc
+
+
+def command_with_text(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, text: str
+) -> argparse.ArgumentParser:
+    """A command whose --help shows `text` as written (its paragraphs and lists kept), `summary`
+    in `elastic-lab --help`."""
+    return subparsers.add_parser(
+        name, help=summary, description=text, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def said(report: Any, output: str, where: dict[str, str]) -> int:
+    """A drill's report said: its JSON, or its summary and where its records are (`where`: label ->
+    path); the exit status of its verdict."""
+    if output == "json":
+        print(report.to_json())
+    else:
+        print(report.summary())
+        print("\n".join(f"  {label + ':':<10}{path}" for label, path in where.items()))
+    return 0 if report.passed else 1

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lab.cli.common import said
 from lab.cli.drill_cluster import add_drill_arguments
 from lab.vocab.command_flags import add_output
 from lab.vocab.job import JobSpec
@@ -408,12 +409,11 @@ def main(args: argparse.Namespace) -> int:
     report_path = cfg.workdir / "report.json"
     report_path.write_text(report.to_json())  # before the plot: a failed plot loses nothing
     timeline, curves = _plots(report, cfg, args.plot or cfg.workdir / "timeline.png", report_path)
-    if args.output == "json":
-        print(report.to_json())
-    else:
-        print(report.summary())
-        print(f"  timeline: {timeline}{curves}\n  report:   {report_path}\n  logs:     {cfg.workdir / 'nodes'}")
-    return 0 if report.passed else 1
+    return said(
+        report,
+        args.output,
+        {"timeline": timeline + curves, "report": str(report_path), "logs": str(cfg.workdir / "nodes")},
+    )
 
 
 def _heading(cfg: DrillConfig) -> str:

@@ -14,7 +14,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from lab.cli.common import connected, stack_target_of
+from lab.cli.common import connected, said, stack_target_of
 from lab.vocab.command_flags import add_namespace
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import job_spec as job_fields_spec
@@ -273,9 +273,8 @@ def _reported(report: Any, args: argparse.Namespace, workdir: Path) -> int:
         timeline = str(plot_timeline(report, args.plot or workdir / "timeline.png"))
     except Exception as exc:  # noqa: BLE001 - the report is saved; the plot is an extra
         timeline = f"not drawn ({type(exc).__name__}: {exc})"
-    if args.output == "json":
-        print(report.to_json())
-    else:
-        print(report.summary())
-        print(f"  timeline: {timeline}\n  report:   {workdir / 'report.json'}\n  events:   {workdir / 'events.jsonl'}")
-    return 0 if report.passed else 1
+    return said(
+        report,
+        args.output,
+        {"timeline": timeline, "report": str(workdir / "report.json"), "events": str(workdir / "events.jsonl")},
+    )

@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from lab.cli.common import connected, connection_arguments, connection_problems, stack_target_of
+from lab.cli.common import command_with_text, connected, connection_arguments, connection_problems, stack_target_of
 from lab.vocab.capacity import REBALANCE_MOVE_TIMEOUT_S, REBALANCE_PROBE_TIMEOUT_S
 from lab.vocab.command_flags import add_output
 from lab.vocab.job import INT32_MAX
@@ -204,11 +204,11 @@ refused; 2 refused input."""
 
 
 def register_rebalance(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser(
+    p = command_with_text(
+        subparsers,
         "rebalance",
-        help="move a job's workers off its fallback GPU ranks (on-demand) back to rank 1 (spot), one at a time",
-        description=REBALANCE_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "move a job's workers off its fallback GPU ranks (on-demand) back to rank 1 (spot), one at a time",
+        REBALANCE_DESCRIPTION,
     )
     connection_arguments(p, stack_required=False)
     p.add_argument("job_name", nargs="?", metavar="JOB", help="job name, or give it with --job")

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from lab.cli.common import attempt
+from lab.cli.common import attempt, command_with_text
 from lab.vocab.checkpoint_interval import BAND_NAMES
 from lab.vocab.command_flags import add_output
 from lab.vocab.current_stack import STACK_DEFAULT, STACK_REQUIRED
@@ -20,11 +20,8 @@ from lab.vocab.errors import LabError
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "plan",
-        help="offline plan of a Pulumi stack: resources, outputs, cost, conformance checks",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_with_text(
+        sub, "plan", "offline plan of a Pulumi stack: resources, outputs, cost, conformance checks", __doc__
     )
     p.add_argument("-s", "--stack", help=f"stack name: stacks/Pulumi.<stack>.yaml {STACK_DEFAULT}")
     p.add_argument("--all-stacks", action="store_true", help="plan every stacks/Pulumi.*.yaml in turn")

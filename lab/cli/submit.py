@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from lab.cli.common import connected, connection_arguments, connection_problems, stack_target_of
+from lab.cli.common import command_with_text, connected, connection_arguments, connection_problems, stack_target_of
 from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import add_job_arguments, add_model_arguments, own_model_problems
@@ -190,11 +190,11 @@ def submit_main(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser(
+    p = command_with_text(
+        subparsers,
         "submit",
-        help="render the PyTorchJob (elastic or per-step) for a stack and create it on its cluster",
-        description=SUBMIT_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "render the PyTorchJob (elastic or per-step) for a stack and create it on its cluster",
+        SUBMIT_DESCRIPTION,
     )
     connection_arguments(p, stack_required=True)
     p.add_argument("--dry-run", action="store_true", help="print the YAML that would be created, create nothing")

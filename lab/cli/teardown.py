@@ -29,7 +29,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lab.cli.common import confirm, connected, stack_target_of
+from lab.cli.common import command_with_text, confirm, connected, stack_target_of
 from lab.vocab.command_flags import add_namespace, add_yes
 from lab.vocab.problems import InvalidInput, Problem
 
@@ -38,11 +38,11 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser(
+    p = command_with_text(
+        subparsers,
         "teardown",
-        help="delete a stack and everything it left (jobs, volumes, controller-made cloud resources), or a local run",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "delete a stack and everything it left (jobs, volumes, controller-made cloud resources), or a local run",
+        __doc__,
     )
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("-s", "--stack", help="the stack to tear down")
