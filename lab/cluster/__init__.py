@@ -5,7 +5,12 @@ rendered objects, a stack's outputs).
 
   kube.py            a connection to a cluster's API server (KubeApi), from the kubeconfig meant
   unreachable.py     why an API server gave no answer, in plain words
-  jobs.py            a job's submit, status, logs, scale and delete
+  jobs.py            a job's operations, in one place to import from (the modules below)
+  pytorchjob.py      a PyTorchJob as the server holds it: labels, read, list, its pods, its range
+  job_submit.py      a job's objects created and deleted together (the SDK's model, checked)
+  job_status.py      a job's status: conditions, worker pods, workers killed for memory
+  job_scale.py       a job's Worker replicas set within its range (the scale subresource)
+  job_logs.py        a job's logs: one pod's, a worker's, or all workers' as they come
   eviction.py        what every eviction backend offers (EvictionBackend, the node it evicts)
   aks_eviction.py    AKS: VMSS simulateEviction; azure_errors.py, Azure's errors in plain words
   eks_eviction.py    EKS: an AWS FIS experiment

@@ -221,6 +221,28 @@ def run(
         raise ValueError(f"operation={operation!r}: expected up, preview or destroy")
     from pulumi import automation
 
+    pre = _checked(operation, stack, checks=checks, say=say)
+    selected = _stack(stack, create=operation == "up")
+    policy = [str(POLICY_DIR)] if (POLICY_DIR / "PulumiPolicy.yaml").is_file() else []
+    say(
+        f"{operation} of stack {stack!r} ({pre.cloud}) through the Pulumi CLI"
+        + (", policy pack policy/" if policy else "")
+    )
+    try:
+        if confirm is not None and operation in ("up", "destroy"):
+            _preview_and_ask(operation, stack, selected, pre, policy, say, on_output, confirm)
+        if operation == "up":
+            return _up(selected, policy, say, on_output)
+        if operation == "preview":
+            return selected.preview(on_output=on_output, policy_packs=policy, color="never")
+        return _destroy(selected, stack, say, on_output, remember_kept=remember_kept)
+    except automation.errors.CommandError as exc:
+        raise StackError(f"pulumi {operation} of stack {stack!r} failed: {_last_line(exc)}") from None
+
+
+def _checked(operation: str, stack: str, *, checks: bool, say: Callable[[str], None]) -> Prechecked:
+    """The offline checks and the prerequisites of `operation` on `stack`, its warnings said;
+    StackError (or InvalidInput) when it cannot start."""
     try:
         pre = precheck(stack)
     except InvalidInput as exc:
@@ -247,31 +269,29 @@ def run(
     )
     if missing:
         raise StackError(f"{operation} of stack {stack!r} ({pre.cloud}) cannot start here; missing:\n{missing}")
-    selected = _stack(stack, create=operation == "up")
-    policy = [str(POLICY_DIR)] if (POLICY_DIR / "PulumiPolicy.yaml").is_file() else []
-    say(
-        f"{operation} of stack {stack!r} ({pre.cloud}) through the Pulumi CLI"
-        + (", policy pack policy/" if policy else "")
-    )
-    try:
-        if confirm is not None and operation in ("up", "destroy"):
-            _preview_and_ask(operation, stack, selected, pre, policy, say, on_output, confirm)
-        if operation == "up":
-            result = selected.up(on_output=on_output, policy_packs=policy, color="never")
-            if kept_storage.forget_after_up(selected):
-                say("the kept checkpoint storage is the stack's again (adoptCheckpoints removed from its config)")
-            return result
-        if operation == "preview":
-            return selected.preview(on_output=on_output, policy_packs=policy, color="never")
-        kept = kept_storage.remember_before_destroy(selected) if remember_kept else {}
-        result = selected.destroy(on_output=on_output, color="never")
-        if kept:
-            kept_storage.write_for_the_next_up(selected, kept)
-            say(
-                "kept in the cloud: the checkpoint storage ("
-                + ", ".join(f"{role} {rid}" for role, rid in sorted(kept.items()))
-                + f"); the next `elastic-lab up --stack {stack}` takes it back (adoptCheckpoints in the stack's config)"
-            )
-        return result
-    except automation.errors.CommandError as exc:
-        raise StackError(f"pulumi {operation} of stack {stack!r} failed: {_last_line(exc)}") from None
+    return pre
+
+
+def _up(selected: Any, policy: list[str], say: Callable[[str], None], on_output: Callable[[str], None]) -> Any:
+    """`pulumi up`; then storage kept by an earlier destroy is the stack's again."""
+    result = selected.up(on_output=on_output, policy_packs=policy, color="never")
+    if kept_storage.forget_after_up(selected):
+        say("the kept checkpoint storage is the stack's again (adoptCheckpoints removed from its config)")
+    return result
+
+
+def _destroy(
+    selected: Any, stack: str, say: Callable[[str], None], on_output: Callable[[str], None], *, remember_kept: bool
+) -> Any:
+    """`pulumi destroy`; the checkpoint storage it keeps is written to the stack's config for the
+    next `up` (unless not `remember_kept`)."""
+    kept = kept_storage.remember_before_destroy(selected) if remember_kept else {}
+    result = selected.destroy(on_output=on_output, color="never")
+    if kept:
+        kept_storage.write_for_the_next_up(selected, kept)
+        say(
+            "kept in the cloud: the checkpoint storage ("
+            + ", ".join(f"{role} {rid}" for role, rid in sorted(kept.items()))
+            + f"); the next `elastic-lab up --stack {stack}` takes it back (adoptCheckpoints in the stack's config)"
+        )
+    return result

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from lab.cluster.pytorchjob import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from tests.runtime.notice.fakes import _status
 
 # Collections the fake serves: URL prefix of the collection -> kind of its items.
@@ -435,3 +436,17 @@ def pod(
             ],
         },
     }
+
+
+def job_worker(
+    server: FakeKube,
+    index: int,
+    node_name: str = "gpu-0",
+    phase: str = "Running",
+    restarts: int = 0,
+    job: str = "demo",
+    namespace: str = "training",
+) -> dict[str, Any]:
+    """Worker `index` of PyTorchJob `job`, labelled as the training operator labels it, put on the server."""
+    labels = {JOB_NAME_LABEL: job, REPLICA_INDEX_LABEL: str(index), REPLICA_TYPE_LABEL: "worker"}
+    return server.put(pod(f"{job}-worker-{index}", namespace, labels, node_name, phase, restarts))

@@ -186,14 +186,8 @@ class AzureSweep:
     def _find_groups(self) -> list[Leftover]:
         call = self._list_groups_call()
         groups = self._run(call, "resource", lambda c: list(c.resource_groups.list(filter=call.params["filter"])))
-        cluster = self.cluster_name or next(
-            (_tag(g.tags, AZURE_CLUSTER_TAG) for g in groups if _same(g.name, self.resource_group)), None
-        )
+        cluster = self._cluster_of(groups)
         if cluster is None:
-            self.notes.append(
-                f"the stack's resource group {self.resource_group} carries no {AZURE_CLUSTER_TAG} tag (or is gone) and "
-                "no cluster name was given: tagged resource groups were not looked for"
-            )
             return []
         where = f"subscription {self.subscription_id}"
         found: list[Leftover] = []
@@ -201,42 +195,10 @@ class AzureSweep:
             if _tag(group.tags, AZURE_CLUSTER_TAG) != cluster:
                 continue  # another cluster's
             tagged = f"tagged {AZURE_CLUSTER_TAG}={cluster}"
-            if _same(group.name, self.node_resource_group):
-                self.kept.append(
-                    Leftover(
-                        RESOURCE_GROUP,
-                        group.id,
-                        where,
-                        f"{tagged}, but it is AKS's node resource group: AKS deletes it with the cluster (and refuses "
-                        "while the cluster exists); the disks and IPs controllers made in it are swept one by one",
-                    )
-                )
+            kept_because = self._why_kept(group.name)
+            if kept_because:
+                self.kept.append(Leftover(RESOURCE_GROUP, group.id, where, tagged + kept_because))
                 continue
-            if self.keep_checkpoints:
-                if _same(group.name, self.resource_group):
-                    account = f" {self.storage_account}" if self.storage_account else ""
-                    self.kept.append(
-                        Leftover(
-                            RESOURCE_GROUP,
-                            group.id,
-                            where,
-                            f"{tagged}; the stack's resource group, holding the checkpoint storage account{account}: "
-                            "kept with the checkpoints",
-                        )
-                    )
-                    continue
-                accounts = self._storage_accounts(group.name)
-                if accounts:
-                    self.kept.append(
-                        Leftover(
-                            RESOURCE_GROUP,
-                            group.id,
-                            where,
-                            f"{tagged}; it holds the storage account(s) {', '.join(accounts)}: kept with the "
-                            "checkpoints",
-                        )
-                    )
-                    continue
             state = (group.properties.provisioning_state if group.properties else None) or ""
             found.append(
                 Leftover(
@@ -247,6 +209,40 @@ class AzureSweep:
                 )
             )
         return found
+
+    def _cluster_of(self, groups: list[Any]) -> str | None:
+        """The cluster whose tagged groups are this stack's: the one given, else the stack's
+        resource group's tag; None (and a note) when neither says."""
+        cluster = self.cluster_name or next(
+            (_tag(g.tags, AZURE_CLUSTER_TAG) for g in groups if _same(g.name, self.resource_group)), None
+        )
+        if cluster is None:
+            self.notes.append(
+                f"the stack's resource group {self.resource_group} carries no {AZURE_CLUSTER_TAG} tag (or is gone) and "
+                "no cluster name was given: tagged resource groups were not looked for"
+            )
+        return cluster
+
+    def _why_kept(self, group: str) -> str | None:
+        """Why a tagged resource group is not deleted (the rest of its description), or None:
+        AKS's node resource group, and with the checkpoints kept, the group that holds them."""
+        if _same(group, self.node_resource_group):
+            return (
+                ", but it is AKS's node resource group: AKS deletes it with the cluster (and refuses "
+                "while the cluster exists); the disks and IPs controllers made in it are swept one by one"
+            )
+        if not self.keep_checkpoints:
+            return None
+        if _same(group, self.resource_group):
+            account = f" {self.storage_account}" if self.storage_account else ""
+            return (
+                f"; the stack's resource group, holding the checkpoint storage account{account}: "
+                "kept with the checkpoints"
+            )
+        accounts = self._storage_accounts(group)
+        if accounts:
+            return f"; it holds the storage account(s) {', '.join(accounts)}: kept with the checkpoints"
+        return None
 
     def _storage_accounts(self, group: str) -> list[str]:
         call = self._storage_call(group)

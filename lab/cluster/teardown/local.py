@@ -175,26 +175,34 @@ class LocalTeardown:
         """{pid: (process, why it is the run's)} and the nodes' temp dirs."""
         me = psutil.Process()
         spared = {me.pid, *(p.pid for p in me.parents())}
-        events_file = _real(self.workdir / EVENTS_FILE)
-        etcd_data = _real(self.workdir / ETCD_DATA_DIR)
-        store_log = _real(self.workdir / STORE_LOG)
         tmp_dirs = {str(_real(self.workdir / TMP_DIR))}
         nodes, launchers = self._recorded()
-        attrs = ["pid", "cmdline", "environ", "create_time", "status"]
-        table = [p for p in psutil.process_iter(attrs, ad_value=None) if p.info["status"] != psutil.STATUS_ZOMBIE]
+        table = _living_processes()
+        started = {p.pid: p.info["create_time"] for p in table}
+        roots = self._run_processes(table, nodes, started, tmp_dirs)
+        roots.update(self._run_helpers(table, roots, tmp_dirs))
+        found = _with_descendants(roots)
+        self._keep_running_launchers(launchers, started, spared | set(found))
+        return {pid: v for pid, v in found.items() if pid not in spared}, tmp_dirs
+
+    def _run_processes(
+        self,
+        table: list[psutil.Process],
+        nodes: dict[int, tuple[float, str]],
+        started: dict[int, float | None],
+        tmp_dirs: set[str],
+    ) -> dict[int, tuple[psutil.Process, str]]:
+        """The run's own processes: those whose environment names its events file (their
+        TMPDIR is added to `tmp_dirs`), the node agents its events record, and its etcd."""
+        events_file = _real(self.workdir / EVENTS_FILE)
+        etcd_data = _real(self.workdir / ETCD_DATA_DIR)
         roots: dict[int, tuple[psutil.Process, str]] = {}
-
-        def recorded_then(pid: int, at: float) -> bool:
-            created = next((p.info["create_time"] for p in table if p.pid == pid), None)
-            return created is not None and created <= at + CLOCK_SLACK_S
-
         for proc in table:
             env = proc.info["environ"] or {}
-            argv = proc.info["cmdline"] or []
+            recorded = proc.pid in nodes and _recorded_then(started, proc.pid, nodes[proc.pid][0])
             if events_file and _real(env.get(ENV_EVENTS_FILE)) == events_file:
                 # A node forked by the node forker shows the environment the nodes share: its
                 # name is in the events.
-                recorded = proc.pid in nodes and recorded_then(proc.pid, nodes[proc.pid][0])
                 node = env.get(ENV_NODE) or (nodes[proc.pid][1] if recorded else None)
                 roots[proc.pid] = (
                     proc,
@@ -202,28 +210,35 @@ class LocalTeardown:
                 )
                 if env.get("TMPDIR"):
                     tmp_dirs.add(str(_real(env["TMPDIR"])))
-            elif proc.pid in nodes and recorded_then(proc.pid, nodes[proc.pid][0]):
+            elif recorded:
                 roots[proc.pid] = (proc, f"node {nodes[proc.pid][1]}'s agent, recorded in {EVENTS_FILE}")
-            elif _argument(argv, "--data-dir") == etcd_data:
+            elif _argument(proc.info["cmdline"] or [], "--data-dir") == etcd_data:
                 roots[proc.pid] = (proc, f"the rendezvous server (etcd, --data-dir {etcd_data})")
+        return roots
+
+    def _run_helpers(
+        self, table: list[psutil.Process], roots: dict[int, tuple[psutil.Process, str]], tmp_dirs: set[str]
+    ) -> dict[int, tuple[psutil.Process, str]]:
+        """The run's helpers not found among its own processes: its watchdog (given one of the
+        run's temp dirs) and its c10d store (logging to the work directory's store log)."""
+        store_log = _real(self.workdir / STORE_LOG)
+        helpers: dict[int, tuple[psutil.Process, str]] = {}
         for proc in table:
             argv = proc.info["cmdline"] or []
             if proc.pid in roots:
                 continue
             if WATCHDOG_MODULE in argv and any(_real(a) in tmp_dirs for a in argv[argv.index(WATCHDOG_MODULE) + 1 :]):
-                roots[proc.pid] = (proc, "the run's watchdog")
+                helpers[proc.pid] = (proc, "the run's watchdog")
             elif STORE_MODULE in argv and _stdout(proc) == store_log:
-                roots[proc.pid] = (proc, f"the rendezvous server (c10d store, logging to {STORE_LOG})")
-        found = dict(roots)
-        for pid, (proc, _) in roots.items():
-            try:
-                descendants = proc.children(recursive=True)
-            except psutil.Error:
-                continue
-            for child in descendants:
-                found.setdefault(child.pid, (child, f"started by process {pid}"))
+                helpers[proc.pid] = (proc, f"the rendezvous server (c10d store, logging to {STORE_LOG})")
+        return helpers
+
+    def _keep_running_launchers(
+        self, launchers: dict[int, float], started: dict[int, float | None], skipped: set[int]
+    ) -> None:
+        """A launcher that ran this local cluster and still runs is kept (listed, not stopped)."""
         for pid, at in launchers.items():
-            if pid in spared or pid in found or not recorded_then(pid, at):
+            if pid in skipped or not _recorded_then(started, pid, at):
                 continue
             self.kept.append(
                 Leftover(
@@ -234,7 +249,6 @@ class LocalTeardown:
                     "started); not stopped here",
                 )
             )
-        return {pid: v for pid, v in found.items() if pid not in spared}, tmp_dirs
 
     # ------------------------------------------------------------------ stopping
     def _stop(self, targets: list[psutil.Process]) -> tuple[list[str], list[str]]:
@@ -293,6 +307,32 @@ class LocalTeardown:
             if not left or time.monotonic() >= deadline:
                 return left
             time.sleep(0.02)
+
+
+def _living_processes() -> list[psutil.Process]:
+    """Every process but zombies, with what the scan reads of each in `info`."""
+    attrs = ["pid", "cmdline", "environ", "create_time", "status"]
+    return [p for p in psutil.process_iter(attrs, ad_value=None) if p.info["status"] != psutil.STATUS_ZOMBIE]
+
+
+def _recorded_then(started: dict[int, float | None], pid: int, at: float) -> bool:
+    """Whether the process `pid` now is the one recorded at `at`: it started no later than that
+    (a reused pid belongs to a process started after it)."""
+    created = started.get(pid)
+    return created is not None and created <= at + CLOCK_SLACK_S
+
+
+def _with_descendants(roots: dict[int, tuple[psutil.Process, str]]) -> dict[int, tuple[psutil.Process, str]]:
+    """`roots` and every process they started, each with why it is the run's."""
+    found = dict(roots)
+    for pid, (proc, _) in roots.items():
+        try:
+            descendants = proc.children(recursive=True)
+        except psutil.Error:
+            continue
+        for child in descendants:
+            found.setdefault(child.pid, (child, f"started by process {pid}"))
+    return found
 
 
 def _exited(proc: psutil.Process) -> bool:

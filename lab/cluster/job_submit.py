@@ -1,0 +1,261 @@
+"""A job's objects created together and deleted together: `submit` and `delete`.
+
+The PyTorchJob goes through the kubeflow-training SDK (`TrainingClient`, the operator's own
+client): the rendered object is turned into the SDK's `KubeflowOrgV1PyTorchJob` and back, and
+refused if that round trip would drop or change anything (a field the SDK does not know would
+otherwise vanish silently). The other objects a job renders (a c10d store's or a per-step
+job's lighthouse's Deployment, Service, PodDisruptionBudget and NetworkPolicy) go through the
+`kubernetes` client, and are made the job's own so that they go with it.
+Refusals come back as `JobError` with the server's reason, not as matched text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from kubernetes import client, utils
+from kubernetes.client.rest import ApiException
+
+from lab.cluster.kube import KubeApi, KubeError, api_error
+from lab.cluster.pytorchjob import JOB_LABEL, PYTORCHJOB, JobError, job_exists, job_pods, read_job
+from lab.vocab.problems import InvalidInput, Problem
+
+SDK_MODEL = "KubeflowOrgV1PyTorchJob"
+# The resource metrics API: metrics-server serves it, and an HPA on CPU reads nothing else. EKS
+# runs it as the metrics-server add-on (components/eks/cluster.py); AKS has it built in.
+METRICS_API_GROUP = "metrics.k8s.io"
+
+
+def training_client(kube: KubeApi, namespace: str) -> Any:
+    """TrainingClient on this cluster's own configuration (never the global default). The SDK
+    is imported on use: it loads the whole kubernetes model set."""
+    from kubeflow.training import TrainingClient
+
+    return TrainingClient(client_configuration=kube.api.configuration, namespace=namespace)
+
+
+def to_sdk_job(job: Mapping[str, Any]) -> Any:
+    """The SDK's PyTorchJob model of a rendered PyTorchJob; JobError if the SDK's model would
+    not send back exactly what was rendered."""
+    from kubeflow.training import ApiClient
+    from kubeflow.training.utils import utils as sdk_utils
+
+    api = ApiClient()
+    # The SDK types elasticPolicy.metrics as K8sIoApiAutoscalingV2MetricSpec, a model it does not
+    # ship (kubeflow-training 1.9.4): deserializing an HPA's metrics raises AttributeError. They
+    # go through the kubernetes client's own autoscaling/v2 MetricSpec, which the SDK serializes
+    # as it does its own models; the round trip below still checks them.
+    body = copy.deepcopy(dict(job))
+    metrics = ((body.get("spec") or {}).get("elasticPolicy") or {}).pop("metrics", None)
+    model = api.deserialize(sdk_utils.FakeResponse(body), SDK_MODEL)
+    if metrics is not None and model.spec.elastic_policy is not None:
+        model.spec.elastic_policy.metrics = client.ApiClient().deserialize(
+            sdk_utils.FakeResponse(metrics), "list[V2MetricSpec]"
+        )
+    lost = sorted(_differences(job, api.sanitize_for_serialization(model)))
+    if lost:
+        raise JobError(
+            "the kubeflow-training SDK's PyTorchJob model would change the rendered job at "
+            + ", ".join(lost[:10])
+            + ": refusing to submit a job other than the one checked"
+        )
+    return model
+
+
+def _differences(a: Any, b: Any, path: str = "") -> Iterator[str]:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in set(a) | set(b):
+            yield from _differences(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            yield from _differences(x, y, f"{path}[{i}]")
+    elif a != b and not _same_quantity(path, a, b):
+        yield path or "<root>"
+
+
+# Where a container's resource quantities are: the SDK's model types them as strings, so a
+# quantity rendered as a number (the chart's `nvidia.com/gpu: 1`) comes back as "1", which
+# Kubernetes reads as the same quantity.
+_QUANTITIES = re.compile(r"\.resources\.(limits|requests)\.[^\[\]]+$")  # the name may hold dots
+
+
+def _same_quantity(path: str, rendered: Any, sent: Any) -> bool:
+    """A resource quantity the SDK sends as the string of the number rendered."""
+    number = isinstance(rendered, int | float) and not isinstance(rendered, bool)
+    return number and isinstance(sent, str) and sent == str(rendered) and bool(_QUANTITIES.search(path))
+
+
+def _cause(exc: BaseException) -> ApiException | None:
+    """The ApiException the SDK wrapped in its RuntimeError (it raises `from e`)."""
+    while exc is not None:
+        if isinstance(exc, ApiException):
+            return exc
+        exc = exc.__cause__  # type: ignore[assignment]
+    return None
+
+
+def submit(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str, *, replace: bool = False) -> list[str]:
+    """Create the job's objects; the PyTorchJob last, so that its store exists when its pods
+    start, and then made the owner of the others: the garbage collector deletes them with it,
+    however it is deleted (a disruption budget left behind blocks drains and node updates). A
+    job of the same name is an error unless `replace` (then it is deleted first and its pods are
+    waited for). Returns `kind/name` of what was created."""
+    jobs = [o for o in objects if o.get("kind") == PYTORCHJOB]
+    if len(jobs) != 1:
+        raise JobError(f"expected one PyTorchJob among the rendered objects, found {len(jobs)}")
+    job = jobs[0]
+    name = job["metadata"]["name"]
+    model = to_sdk_job(job)  # before anything is created
+    require_metrics_api(kube, job)
+    if job_exists(kube, name, namespace):
+        if not replace:
+            raise JobError(
+                f"PyTorchJob {namespace}/{name} already exists: `elastic-lab delete --job {name}` first, "
+                "pass --replace, or choose another --name"
+            )
+        delete(kube, name, namespace, wait_s=120)
+    created: list[Mapping[str, Any]] = []
+    job_created = False
+    try:
+        for obj in objects:
+            if obj is not job:
+                _create(kube, obj, namespace)
+                created.append(obj)
+        _create_job(kube, model, name, namespace)
+        job_created = True
+        _owned_by_the_job(kube, created, name, namespace)
+    except KubeError:
+        # No half-submitted job left behind.
+        if job_created:
+            with contextlib.suppress(RuntimeError):
+                training_client(kube, namespace).delete_job(name, namespace=namespace)
+        _remove(kube, created, namespace)
+        raise
+    return [f"{o['kind']}/{o['metadata']['name']}" for o in [*created, job]]
+
+
+def serves_metrics_api(kube: KubeApi) -> bool:
+    """Whether the cluster serves the resource metrics API. The API server's discovery (GET
+    /apis) lists an aggregated group such as metrics-server's only while its APIService is
+    Available."""
+    try:
+        groups = client.ApisApi(kube.api).get_api_versions(_request_timeout=15)
+    except ApiException as exc:
+        raise api_error(exc, "listing the cluster's API groups") from None
+    return any(group.name == METRICS_API_GROUP for group in groups.groups or [])
+
+
+def require_metrics_api(kube: KubeApi, job: Mapping[str, Any]) -> None:
+    """Refuse a PyTorchJob that asks for an HPA (`elasticPolicy.metrics`, from `submit
+    --autoscale-cpu`) on a cluster without the resource metrics API: the operator would make
+    the HPA, and it would never read a metric and never scale."""
+    metrics = ((job.get("spec") or {}).get("elasticPolicy") or {}).get("metrics")
+    if not metrics or serves_metrics_api(kube):
+        return
+    target = ((metrics[0].get("resource") or {}).get("target") or {}).get("averageUtilization")
+    raise InvalidInput(
+        [
+            Problem(
+                "--autoscale-cpu",
+                target,
+                f"a cluster that serves the {METRICS_API_GROUP} API (metrics-server), which an HPA reads the "
+                f"workers' CPU from: {kube.source} lists no such API group. On an EKS stack `elastic-lab up` "
+                "installs the metrics-server add-on; AKS has it built in; on another cluster install "
+                "metrics-server, or submit without --autoscale-cpu",
+            )
+        ]
+    )
+
+
+def _owned_by_the_job(kube: KubeApi, objects: Sequence[Mapping[str, Any]], name: str, namespace: str) -> None:
+    """Make PyTorchJob `name` the owner of `objects` (not their controller: nothing reconciles them)."""
+    uid = ((read_job(kube, name, namespace) or {}).get("metadata") or {}).get("uid")
+    if not uid:
+        raise JobError(f"PyTorchJob {namespace}/{name} has no uid after its creation")
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": PYTORCHJOB, "name": name, "uid": uid}
+    for obj in objects:
+        api_class, suffix = _SIDE_KINDS.get(obj["kind"], (None, ""))
+        if api_class is None:
+            continue
+        patch = {"metadata": {"ownerReferences": [owner]}}
+        try:
+            getattr(api_class(kube.api), f"patch_namespaced_{suffix}")(obj["metadata"]["name"], namespace, patch)
+        except ApiException as exc:
+            raise api_error(
+                exc, f"making PyTorchJob {name} the owner of {obj['kind']} {obj['metadata']['name']}"
+            ) from None
+
+
+def _create(kube: KubeApi, obj: Mapping[str, Any], namespace: str) -> None:
+    try:
+        utils.create_from_dict(kube.api, dict(obj), namespace=namespace)
+    except utils.FailToCreateError as exc:
+        first = exc.api_exceptions[0]
+        raise api_error(first, f"creating {obj['kind']} {namespace}/{obj['metadata']['name']}") from None
+
+
+def _create_job(kube: KubeApi, model: Any, name: str, namespace: str) -> None:
+    try:
+        training_client(kube, namespace).create_job(job=model, namespace=namespace)
+    except RuntimeError as exc:
+        cause = _cause(exc)
+        if cause is not None and cause.status == 404:
+            raise JobError(
+                "the server has no PyTorchJob resource: the training operator is not installed (deploy the platform)"
+            ) from None
+        raise (api_error(cause, f"creating PyTorchJob {namespace}/{name}") if cause else JobError(str(exc))) from None
+
+
+# The kinds a job renders beside its PyTorchJob (a c10d store, a lighthouse), with the client API that
+# manages each and the suffix of its `*_namespaced_<suffix>` methods.
+_SIDE_KINDS = {
+    "Deployment": (client.AppsV1Api, "deployment"),
+    "Service": (client.CoreV1Api, "service"),
+    "PodDisruptionBudget": (client.PolicyV1Api, "pod_disruption_budget"),
+    "NetworkPolicy": (client.NetworkingV1Api, "network_policy"),
+}
+
+
+def _remove(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str) -> None:
+    """Delete objects this call created (best effort: the error that got us here matters more)."""
+    for obj in reversed(objects):
+        api, suffix = _SIDE_KINDS.get(obj["kind"], (None, ""))
+        if api is None:
+            continue
+        try:
+            getattr(api(kube.api), f"delete_namespaced_{suffix}")(obj["metadata"]["name"], namespace)
+        except ApiException:
+            pass
+
+
+def delete(kube: KubeApi, name: str, namespace: str, *, wait_s: float = 0) -> list[str]:
+    """Delete the PyTorchJob and the objects rendered with it (by our job label); with
+    `wait_s`, wait until its pods are gone. Returns `kind/name` of what was deleted."""
+    if not job_exists(kube, name, namespace):
+        raise JobError(f"no PyTorchJob {namespace}/{name} (`elastic-lab status` lists the namespace's jobs)")
+    try:
+        training_client(kube, namespace).delete_job(name, namespace=namespace)
+    except RuntimeError as exc:
+        cause = _cause(exc)
+        raise (api_error(cause, f"deleting PyTorchJob {namespace}/{name}") if cause else JobError(str(exc))) from None
+    deleted = [f"{PYTORCHJOB}/{name}"]
+    selector = f"{JOB_LABEL}={name}"
+    try:
+        for kind, (api_class, suffix) in _SIDE_KINDS.items():
+            api = api_class(kube.api)
+            for item in getattr(api, f"list_namespaced_{suffix}")(namespace, label_selector=selector).items:
+                getattr(api, f"delete_namespaced_{suffix}")(item.metadata.name, namespace)
+                deleted.append(f"{kind}/{item.metadata.name}")
+    except ApiException as exc:
+        raise api_error(exc, f"deleting the objects of job {namespace}/{name}") from None
+    deadline = time.monotonic() + wait_s
+    while wait_s and job_pods(kube, name, namespace):
+        if time.monotonic() > deadline:
+            raise JobError(f"the pods of job {namespace}/{name} were still there {wait_s:g} s after its deletion")
+        time.sleep(1)
+    return deleted
