@@ -11,16 +11,26 @@ import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from components.field_problems import FieldProblems, check_fields, is_int, kubernetes_version, meta, settable_fields
+from components.field_problems import (
+    Check,
+    ClusterArgs,
+    FieldProblems,
+    adopted_checkpoints,
+    is_int,
+    kubernetes_version,
+    meta,
+    node_bounds,
+    settable_fields,
+    training_identity,
+)
 from lab.vocab.azure_regions import AZURE_REGIONS
 from lab.vocab.azure_tags import tag_problems
 from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, rank_list_problems
-from lab.vocab.checkpoint_location import AKS_KEPT, adoption_problems
+from lab.vocab.checkpoint_location import AKS_KEPT
 from lab.vocab.machine_shapes import AZURE as AZURE_SHAPES
-from lab.vocab.names import DNS_LABEL
-from lab.vocab.problems import InvalidInput, Problem
+from lab.vocab.problems import Problem
 from lab.vocab.versions import (
     DEFAULT_KUBERNETES_VERSION,
     MIN_GPU_ARCHITECTURE,
@@ -87,6 +97,7 @@ NODE_OS_UPGRADE_CHANNELS = ("None", "Unmanaged", "NodeImage", "SecurityPatch")
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _HH_MM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 MAX_POOL_NODES = 1000  # AKS limit per node pool
+_NO_NODES = " (0 would leave the pool unable to run anything)"
 AZURE_ZONES = ("1", "2", "3")
 
 
@@ -107,8 +118,10 @@ def default_node_resource_group(resource_group: str, cluster: str, location: str
 
 
 @dataclass(frozen=True)
-class AksClusterArgs:
+class AksClusterArgs(ClusterArgs):
     """Arguments of `AksCluster`. Defaults are the lab's; the stack file sets the usual ones."""
+
+    described_as: ClassVar[str] = "AKS cluster arguments"
 
     location: str = field(metadata=meta("location", "str", "Azure region name, e.g. eastus"))
     resource_group_name: str = field(
@@ -234,11 +247,6 @@ class AksClusterArgs:
         return self.checkpoint_auth == "workload-identity-token"
 
     @property
-    def keeps_checkpoints(self) -> bool:
-        """`pulumi destroy` leaves the checkpoint storage (and its resource group) in Azure."""
-        return self.checkpoints_on_destroy == "keep"
-
-    @property
     def workload_identity_subject(self) -> str:
         return f"system:serviceaccount:{self.training_namespace}:{self.training_service_account}"
 
@@ -259,19 +267,10 @@ class AksClusterArgs:
         ]
         return (first, *rest)
 
-    def replace(self, **changes: Any) -> AksClusterArgs:
-        return dataclasses.replace(self, **changes)
-
     # ------------------------------------------------------------------ validation
-    def problems(self) -> list[Problem]:
-        """Every invalid value, as (field, value, expected); empty when all is well. The checks
-        below run in this order, each adding what it finds to the same collector."""
-        return check_fields(self, _CHECKS)
-
-    def validate(self) -> AksClusterArgs:
-        if problems := self.problems():
-            raise InvalidInput(problems, "AKS cluster arguments")
-        return self
+    def checks(self) -> tuple[Check, ...]:
+        """The checks below, in the order `problems()` runs them."""
+        return _CHECKS
 
 
 # --------------------------------------------------------------------------- checks
@@ -448,12 +447,6 @@ def _upgrade_window(args: AksClusterArgs, found: FieldProblems) -> None:
         found.bad("maintenance_hours", "a whole number of hours in 4..24 (AKS's window length)")
 
 
-def _training_identity(args: AksClusterArgs, found: FieldProblems) -> None:
-    for n in ("training_namespace", "training_service_account"):
-        if (v := found.text(n)) is not None and not DNS_LABEL.match(v):
-            found.bad(n, "a DNS-1123 label: 1-63 lower-case letters, digits and '-'")
-
-
 def _cpu_vm_sizes(args: AksClusterArgs, found: FieldProblems) -> None:
     for n in ("system_vm_size", "cpu_vm_size"):
         if (size := found.text(n)) is None:
@@ -473,28 +466,11 @@ def _node_counts(args: AksClusterArgs, found: FieldProblems) -> None:
     """The system pool's fixed count and the autoscaled pools' bounds."""
     if not is_int(args.system_node_count) or not 1 <= args.system_node_count <= 100:
         found.bad("system_node_count", "a whole number in 1..100")
-    _pool_bounds(
-        args,
-        found,
-        "cpu_min_nodes",
-        "cpu_max_nodes",
-        floor=1,
-        why="the CPU pool hosts etcd and the operator, so it never scales to zero",
-    )
-    _pool_bounds(args, found, "gpu_min_nodes", "gpu_max_nodes", floor=0, why="0 lets the spot pool scale to zero")
-
-
-def _pool_bounds(args: AksClusterArgs, found: FieldProblems, lo: str, hi: str, *, floor: int, why: str) -> None:
-    """An autoscaled pool's maximum (1..MAX_POOL_NODES), then its minimum (floor..maximum)."""
-    vlo, vhi = getattr(args, lo), getattr(args, hi)
-    ok_hi = is_int(vhi) and 1 <= vhi <= MAX_POOL_NODES
-    if not ok_hi:
-        reason = " (0 would leave the pool unable to run anything)" if vhi == 0 and is_int(vhi) else ""
-        found.bad(hi, f"a whole number in 1..{MAX_POOL_NODES}{reason}")
-    if not is_int(vlo) or vlo < floor:
-        found.bad(lo, f"a whole number >= {floor} ({why})")
-    elif ok_hi and vlo > vhi:
-        found.bad(lo, f"<= {hi} ({vhi})")
+    for lo, hi, floor, why in (
+        ("cpu_min_nodes", "cpu_max_nodes", 1, "the CPU pool hosts etcd and the operator, so it never scales to zero"),
+        ("gpu_min_nodes", "gpu_max_nodes", 0, "0 lets the spot pool scale to zero"),
+    ):
+        node_bounds(args, found, lo, hi, most=MAX_POOL_NODES, floor=floor, why=why, zero_note=_NO_NODES)
 
 
 def _spot_price(args: AksClusterArgs, found: FieldProblems) -> None:
@@ -514,11 +490,6 @@ def _tags(args: AksClusterArgs, found: FieldProblems) -> None:
     found.extend(tag_problems(args.tags, "tags", storage_account=True, reserved=1))
 
 
-def _adopted(args: AksClusterArgs, found: FieldProblems) -> None:
-    for key, value, expected in adoption_problems(args.adopt_checkpoints, AKS_KEPT, "adopt_checkpoints"):
-        found.add(key, value, expected)
-
-
 # The checks of `AksClusterArgs.problems`, in the order they run.
 _CHECKS = (
     _location,
@@ -529,14 +500,14 @@ _CHECKS = (
     _pool_names,
     _checkpoint_storage,
     _upgrade_window,
-    _training_identity,
+    training_identity,
     _cpu_vm_sizes,
     _gpu_vm_size,
     _gpu_ranks,
     _node_counts,
     _spot_price,
     _tags,
-    _adopted,
+    adopted_checkpoints(AKS_KEPT),
 )
 
 

@@ -11,7 +11,7 @@ import dataclasses
 import ipaddress
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from components.eks.catalogue import (
     ARM_GPU_FAMILIES,
@@ -25,20 +25,23 @@ from components.eks.catalogue import (
     is_accelerated_instance,
 )
 from components.field_problems import (
+    Check,
+    ClusterArgs,
     FieldProblems,
-    check_fields,
+    adopted_checkpoints,
     is_int,
     kubernetes_version,
     meta,
+    node_bounds,
     settable_fields,
     string_list,
+    training_identity,
 )
 from lab.vocab.aws_tags import tag_problems
 from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, rank_list_problems
-from lab.vocab.checkpoint_location import EKS_KEPT, adoption_problems
+from lab.vocab.checkpoint_location import EKS_KEPT
 from lab.vocab.machine_shapes import AWS as AWS_SHAPES
-from lab.vocab.names import DNS_LABEL
-from lab.vocab.problems import InvalidInput, Problem
+from lab.vocab.problems import Problem
 from lab.vocab.versions import (
     CLUSTER_AUTOSCALER_CHARTS,
     DEFAULT_KUBERNETES_VERSION,
@@ -64,8 +67,10 @@ _ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 
 
 @dataclass(frozen=True)
-class EksClusterArgs:
+class EksClusterArgs(ClusterArgs):
     """Arguments of `EksCluster`. Defaults are the lab's; the stack file sets the usual ones."""
+
+    described_as: ClassVar[str] = "EKS cluster arguments"
 
     region: str = field(metadata=meta("region", "str", "AWS region code, e.g. us-east-1"))
     cluster_name: str = field(metadata=meta("clusterName", "str", "EKS cluster name"))
@@ -158,10 +163,6 @@ class EksClusterArgs:
 
     # ------------------------------------------------------------------ derived
     @property
-    def keeps_checkpoints(self) -> bool:
-        return self.checkpoints_on_destroy == "keep"
-
-    @property
     def creates_vpc(self) -> bool:
         return self.existing_vpc_id is None
 
@@ -199,19 +200,10 @@ class EksClusterArgs:
         ]
         return (first, *rest)
 
-    def replace(self, **changes: Any) -> EksClusterArgs:
-        return dataclasses.replace(self, **changes)
-
     # ------------------------------------------------------------------ validation
-    def problems(self) -> list[Problem]:
-        """Every invalid value, as (field, value, expected); empty when all is well. The checks
-        below run in this order, each adding what it finds to the same collector."""
-        return check_fields(self, _CHECKS)
-
-    def validate(self) -> EksClusterArgs:
-        if problems := self.problems():
-            raise InvalidInput(problems, "EKS cluster arguments")
-        return self
+    def checks(self) -> tuple[Check, ...]:
+        """The checks below, in the order `problems()` runs them."""
+        return _CHECKS
 
 
 # --------------------------------------------------------------------------- checks
@@ -378,27 +370,11 @@ def _gpu_disk_size(args: EksClusterArgs, found: FieldProblems) -> None:
 
 
 def _group_sizes(args: EksClusterArgs, found: FieldProblems) -> None:
-    _group_bounds(
-        args,
-        found,
-        "cpu_min_nodes",
-        "cpu_max_nodes",
-        floor=1,
-        why="the CPU group hosts etcd and the operator, so it never scales to zero",
-    )
-    _group_bounds(args, found, "gpu_min_nodes", "gpu_max_nodes", floor=0, why="0 lets the spot group scale to zero")
-
-
-def _group_bounds(args: EksClusterArgs, found: FieldProblems, lo: str, hi: str, *, floor: int, why: str) -> None:
-    """A node group's maximum (1..MAX_GROUP_NODES), then its minimum (floor..maximum)."""
-    vlo, vhi = getattr(args, lo), getattr(args, hi)
-    ok_hi = is_int(vhi) and 1 <= vhi <= MAX_GROUP_NODES
-    if not ok_hi:
-        found.bad(hi, f"a whole number in 1..{MAX_GROUP_NODES}")
-    if not is_int(vlo) or vlo < floor:
-        found.bad(lo, f"a whole number >= {floor} ({why})")
-    elif ok_hi and vlo > vhi:
-        found.bad(lo, f"<= {hi} ({vhi})")
+    for lo, hi, floor, why in (
+        ("cpu_min_nodes", "cpu_max_nodes", 1, "the CPU group hosts etcd and the operator, so it never scales to zero"),
+        ("gpu_min_nodes", "gpu_max_nodes", 0, "0 lets the spot group scale to zero"),
+    ):
+        node_bounds(args, found, lo, hi, most=MAX_GROUP_NODES, floor=floor, why=why)
 
 
 def _checkpoint_storage(args: EksClusterArgs, found: FieldProblems) -> None:
@@ -445,19 +421,8 @@ def _cluster_autoscaler(args: EksClusterArgs, found: FieldProblems) -> None:
         )
 
 
-def _training_identity(args: EksClusterArgs, found: FieldProblems) -> None:
-    for n in ("training_namespace", "training_service_account"):
-        if (v := found.text(n)) is not None and not DNS_LABEL.match(v):
-            found.bad(n, "a DNS-1123 label: 1-63 lower-case letters, digits and '-'")
-
-
 def _tags(args: EksClusterArgs, found: FieldProblems) -> None:
     found.extend(tag_problems(args.tags, "tags", reserved=1))
-
-
-def _adopted(args: EksClusterArgs, found: FieldProblems) -> None:
-    for key, value, expected in adoption_problems(args.adopt_checkpoints, EKS_KEPT, "adopt_checkpoints"):
-        found.add(key, value, expected)
 
 
 # The checks of `EksClusterArgs.problems`, in the order they run.
@@ -476,9 +441,9 @@ _CHECKS = (
     _checkpoint_storage,
     _interruption_notice,
     _cluster_autoscaler,
-    _training_identity,
+    training_identity,
     _tags,
-    _adopted,
+    adopted_checkpoints(EKS_KEPT),
 )
 
 
