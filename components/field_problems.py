@@ -2,16 +2,21 @@
 collector of problems that each name a field (`FieldProblems`), the checks that run in order
 (`check_fields`), those both clouds make (the Kubernetes version, a group's node bounds, the
 training identity, the adopted checkpoint storage) and the methods of both args classes
-(`ClusterArgs`: a copy with changes, every problem, refusal of invalid args)."""
+(`ClusterArgs`: a copy with changes, every problem, refusal of invalid args, the fallback GPU
+ranks), with the fields both declare alike and the rules of a cloud's fallback ranks
+(`RankRules`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
+from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, rank_list_problems
 from lab.vocab.checkpoint_location import adoption_problems
+from lab.vocab.machine_shapes import Shape
 from lab.vocab.names import DNS_LABEL
 from lab.vocab.problems import InvalidInput, Problem, Problems
 from lab.vocab.versions import NEWEST_KUBERNETES_MINOR
@@ -20,6 +25,27 @@ from lab.vocab.versions import NEWEST_KUBERNETES_MINOR
 def meta(key: str, kind: str, doc: str) -> dict[str, str]:
     """A field's metadata: its stack-config key, its kind and what it is."""
     return {"key": key, "kind": kind, "doc": doc}
+
+
+def training_namespace_field() -> str:
+    return field(default="training", metadata=meta("trainingNamespace", "str", "namespace of the training pods"))
+
+
+def training_service_account_field() -> str:
+    return field(
+        default="trainer", metadata=meta("trainingServiceAccount", "str", "service account of the training pods")
+    )
+
+
+def adopt_checkpoints_field() -> dict[str, str]:
+    return field(
+        default_factory=dict,
+        metadata=meta(
+            "adoptCheckpoints",
+            "map",
+            "kept checkpoint storage to take back, role -> cloud id (written by `elastic-lab destroy`)",
+        ),
+    )
 
 
 def settable_fields(args_class: type) -> list[dataclasses.Field[Any]]:
@@ -136,12 +162,55 @@ def adopted_checkpoints(kept: tuple[str, ...]) -> Check:
     return adopted
 
 
+@dataclass(frozen=True)
+class RankRules:
+    """A cloud's rules for the fallback GPU ranks (`gpu_fallback`, lab/vocab/capacity.py): the
+    key of a rank's sizes, the problems of one rank's sizes (value, key), what a rank's name
+    should be instead (None: fine), the zones a rank may name (None: no `zones`), the machine
+    shapes, and how a rank without a name is named after the GPU spot pool's (`limit`
+    characters at most, `separator` before the rank)."""
+
+    sizes_key: str
+    size_problems: Callable[[Any, str], list[Problem]]
+    name_problem: Callable[[Any], str | None]
+    zones_allowed: tuple[str, ...] | None
+    shapes: Mapping[str, Shape]
+    limit: int
+    separator: str = ""
+
+
+def gpu_fallback(
+    args: ClusterArgs, found: FieldProblems, rules: RankRules, *, other_pools: tuple[str, ...], names_ok: bool
+) -> bool:
+    """Each `gpu_fallback` rank; then, when each is valid and `names_ok` (the cloud's own test
+    that the pools' names can be compared), all of `args.gpu_ranks()` together: sizes rank 1
+    allows, names that differ from each other and from `other_pools`. Whether they were."""
+    ranks_found = fallback_problems(
+        args.gpu_fallback,
+        "gpu_fallback",
+        sizes_key=rules.sizes_key,
+        size_problems=rules.size_problems,
+        name_problem=rules.name_problem,
+        zones_allowed=rules.zones_allowed,
+    )
+    found.extend(ranks_found)
+    if ranks_found or not names_ok:
+        return False
+    found.extend(
+        rank_list_problems(
+            args.gpu_ranks(), rules.shapes, key="gpu_fallback", sizes_key=rules.sizes_key, other_pools=set(other_pools)
+        )
+    )
+    return True
+
+
 class ClusterArgs:
     """What both clusters' args classes (frozen dataclasses deriving from this) do alike. A
     subclass names itself in `described_as` and lists its checks, in order, in `checks`."""
 
     described_as: ClassVar[str]  # what an InvalidInput says the problems are of
     checkpoints_on_destroy: str
+    gpu_fallback: list[dict[str, Any]]
 
     def checks(self) -> Sequence[Check]:
         raise NotImplementedError
@@ -150,6 +219,24 @@ class ClusterArgs:
     def keeps_checkpoints(self) -> bool:
         """`pulumi destroy` leaves the checkpoint storage in the cloud."""
         return self.checkpoints_on_destroy == "keep"
+
+    def gpu_ranks(self) -> tuple[GpuRank, ...]:
+        raise NotImplementedError
+
+    def fallback_ranks(self, first: str, rules: RankRules) -> list[GpuRank]:
+        """Ranks 2, 3, ... of the GPU capacity, from `gpu_fallback` (valid args only); a spot rank
+        without a name is named after `first`, the GPU spot pool's."""
+        return [
+            rank_from_entry(
+                i,
+                entry,
+                sizes_key=rules.sizes_key,
+                default_name=default_rank_name(
+                    first, i, entry.get("capacity", "spot") == "spot", limit=rules.limit, separator=rules.separator
+                ),
+            )
+            for i, entry in enumerate(self.gpu_fallback, start=2)
+        ]
 
     def replace(self, **changes: Any) -> Self:
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]

@@ -17,17 +17,22 @@ from components.field_problems import (
     Check,
     ClusterArgs,
     FieldProblems,
+    RankRules,
+    adopt_checkpoints_field,
     adopted_checkpoints,
+    gpu_fallback,
     is_int,
     kubernetes_version,
     meta,
     node_bounds,
     settable_fields,
     training_identity,
+    training_namespace_field,
+    training_service_account_field,
 )
 from lab.vocab.azure_regions import AZURE_REGIONS
 from lab.vocab.azure_tags import tag_problems
-from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, rank_list_problems
+from lab.vocab.capacity import GpuRank
 from lab.vocab.checkpoint_location import AKS_KEPT
 from lab.vocab.machine_shapes import AZURE as AZURE_SHAPES
 from lab.vocab.problems import Problem
@@ -218,21 +223,10 @@ class AksClusterArgs(ClusterArgs):
         default=4, metadata=meta("maintenanceHours", "int", "length of the upgrade window in hours (4-24)")
     )
     # Workload identity of the training pods (the platform creates this service account).
-    training_namespace: str = field(
-        default="training", metadata=meta("trainingNamespace", "str", "namespace of the training pods")
-    )
-    training_service_account: str = field(
-        default="trainer", metadata=meta("trainingServiceAccount", "str", "service account of the training pods")
-    )
+    training_namespace: str = training_namespace_field()
+    training_service_account: str = training_service_account_field()
     tags: dict[str, str] = field(default_factory=dict, metadata=meta("tags", "map", "Azure tags on every resource"))
-    adopt_checkpoints: dict[str, str] = field(
-        default_factory=dict,
-        metadata=meta(
-            "adoptCheckpoints",
-            "map",
-            "kept checkpoint storage to take back, role -> cloud id (written by `elastic-lab destroy`)",
-        ),
-    )
+    adopt_checkpoints: dict[str, str] = adopt_checkpoints_field()  # noqa: RUF009 - a Field, a new dict each
 
     # ------------------------------------------------------------------ derived
     @property
@@ -254,18 +248,7 @@ class AksClusterArgs(ClusterArgs):
         """The GPU capacity in the order the autoscaler tries it: the GPU spot pool, then the
         fallback ranks (valid args only)."""
         first = GpuRank(1, self.gpu_pool_name, (self.gpu_vm_size,), True, tuple(str(z) for z in self.gpu_zones))
-        rest = [
-            rank_from_entry(
-                i,
-                entry,
-                sizes_key="vmSize",
-                default_name=default_rank_name(
-                    self.gpu_pool_name, i, entry.get("capacity", "spot") == "spot", limit=12
-                ),
-            )
-            for i, entry in enumerate(self.gpu_fallback, start=2)
-        ]
-        return (first, *rest)
+        return (first, *self.fallback_ranks(self.gpu_pool_name, _RANKS))
 
     # ------------------------------------------------------------------ validation
     def checks(self) -> tuple[Check, ...]:
@@ -382,41 +365,41 @@ def gpu_size_expected(gpu: str) -> str | None:
     return None
 
 
+def _rank_size_problems(size: Any, key: str) -> list[Problem]:
+    if not isinstance(size, str):
+        return [Problem(key, size, "an NVIDIA GPU VM size such as Standard_NC8as_T4_v3")]
+    expected = gpu_size_expected(size)
+    return [Problem(key, size, expected)] if expected else []
+
+
+def _rank_name_problem(name: Any) -> str | None:
+    return None if isinstance(name, str) and _POOL_NAME.match(name) else _POOL_NAME_RULE
+
+
+# A fallback rank: one VM size, its own zones, a pool name of at most 12 characters.
+_RANKS = RankRules(
+    sizes_key="vmSize",
+    size_problems=_rank_size_problems,
+    name_problem=_rank_name_problem,
+    zones_allowed=AZURE_ZONES,
+    shapes=AZURE_SHAPES,
+    limit=12,
+)
+
+
 def _gpu_ranks(args: AksClusterArgs, found: FieldProblems) -> None:
     """The GPU spot pool's zones and the fallback ranks: sizes, capacity, zones, distinct names."""
     zones = args.gpu_zones
     if not isinstance(zones, list) or any(str(z) not in AZURE_ZONES for z in zones):
         found.bad("gpu_zones", "a list of availability zones from " + ", ".join(AZURE_ZONES) + " (empty: any zone)")
-
-    def size_problems(size: Any, key: str) -> list[Problem]:
-        if not isinstance(size, str):
-            return [Problem(key, size, "an NVIDIA GPU VM size such as Standard_NC8as_T4_v3")]
-        expected = gpu_size_expected(size)
-        return [Problem(key, size, expected)] if expected else []
-
-    def name_problem(name: Any) -> str | None:
-        return None if isinstance(name, str) and _POOL_NAME.match(name) else _POOL_NAME_RULE
-
-    ranks_found = fallback_problems(
-        args.gpu_fallback,
-        "gpu_fallback",
-        sizes_key="vmSize",
-        size_problems=size_problems,
-        name_problem=name_problem,
-        zones_allowed=AZURE_ZONES,
-    )
-    found.extend(ranks_found)
     pools = {args.system_pool_name, args.cpu_pool_name, args.gpu_pool_name}
-    if ranks_found or not isinstance(args.gpu_pool_name, str) or len(pools) < 3:
-        return  # the pools' own names clash: _pool_names says so, once
-    found.extend(
-        rank_list_problems(
-            args.gpu_ranks(),
-            AZURE_SHAPES,
-            key="gpu_fallback",
-            sizes_key="vmSize",
-            other_pools={args.system_pool_name, args.cpu_pool_name},
-        )
+    gpu_fallback(
+        args,
+        found,
+        _RANKS,
+        other_pools=(args.system_pool_name, args.cpu_pool_name),
+        # Pools whose own names clash: _pool_names says so, once.
+        names_ok=isinstance(args.gpu_pool_name, str) and len(pools) == 3,
     )
 
 

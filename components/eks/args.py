@@ -28,7 +28,10 @@ from components.field_problems import (
     Check,
     ClusterArgs,
     FieldProblems,
+    RankRules,
+    adopt_checkpoints_field,
     adopted_checkpoints,
+    gpu_fallback,
     is_int,
     kubernetes_version,
     meta,
@@ -36,9 +39,11 @@ from components.field_problems import (
     settable_fields,
     string_list,
     training_identity,
+    training_namespace_field,
+    training_service_account_field,
 )
 from lab.vocab.aws_tags import tag_problems
-from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, rank_list_problems
+from lab.vocab.capacity import GpuRank
 from lab.vocab.checkpoint_location import EKS_KEPT
 from lab.vocab.machine_shapes import AWS as AWS_SHAPES
 from lab.vocab.problems import Problem
@@ -145,21 +150,10 @@ class EksClusterArgs(ClusterArgs):
         default=None,
         metadata=meta("clusterAutoscalerImageTag", "str", "Cluster Autoscaler image tag [v<kubernetes minor>.0]"),
     )
-    training_namespace: str = field(
-        default="training", metadata=meta("trainingNamespace", "str", "namespace of the training pods")
-    )
-    training_service_account: str = field(
-        default="trainer", metadata=meta("trainingServiceAccount", "str", "service account of the training pods")
-    )
+    training_namespace: str = training_namespace_field()
+    training_service_account: str = training_service_account_field()
     tags: dict[str, str] = field(default_factory=dict, metadata=meta("tags", "map", "AWS tags on every resource"))
-    adopt_checkpoints: dict[str, str] = field(
-        default_factory=dict,
-        metadata=meta(
-            "adoptCheckpoints",
-            "map",
-            "kept checkpoint storage to take back, role -> cloud id (written by `elastic-lab destroy`)",
-        ),
-    )
+    adopt_checkpoints: dict[str, str] = adopt_checkpoints_field()  # noqa: RUF009 - a Field, a new dict each
 
     # ------------------------------------------------------------------ derived
     @property
@@ -187,18 +181,7 @@ class EksClusterArgs(ClusterArgs):
         fallback ranks (valid args only). A group spans every zone of its subnets: its Auto
         Scaling group tries each zone itself."""
         first = GpuRank(1, self.gpu_group_name, tuple(self.gpu_instance_types), True)
-        rest = [
-            rank_from_entry(
-                i,
-                entry,
-                sizes_key="instanceTypes",
-                default_name=default_rank_name(
-                    self.gpu_group_name, i, entry.get("capacity", "spot") == "spot", limit=63, separator="-"
-                ),
-            )
-            for i, entry in enumerate(self.gpu_fallback, start=2)
-        ]
-        return (first, *rest)
+        return (first, *self.fallback_ranks(self.gpu_group_name, _RANKS))
 
     # ------------------------------------------------------------------ validation
     def checks(self) -> tuple[Check, ...]:
@@ -307,42 +290,38 @@ def _gpu_instance_types(args: EksClusterArgs, found: FieldProblems) -> None:
             found.bad("gpu_instance_types", expected, t)
 
 
+def _rank_types_problems(types: Any, key: str) -> list[Problem]:
+    if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+        return [Problem(key, types, "a non-empty list of NVIDIA GPU instance types, e.g. [g5.2xlarge]")]
+    if len(set(types)) != len(types):
+        return [Problem(key, types, "each instance type once")]
+    return [Problem(key, t, e) for t in types if (e := gpu_type_expected(t)) is not None]
+
+
+def _rank_name_problem(name: Any) -> str | None:
+    ok = isinstance(name, str) and _GROUP_NAME.match(name)
+    return None if ok else "1-63 letters, digits, '-' or '_', starting with a letter or digit"
+
+
+# A fallback rank: several instance types, the subnets' zones, a group name of at most 63 characters.
+_RANKS = RankRules(
+    sizes_key="instanceTypes",
+    size_problems=_rank_types_problems,
+    name_problem=_rank_name_problem,
+    zones_allowed=None,
+    shapes=AWS_SHAPES,
+    limit=63,
+    separator="-",
+)
+
+
 def _gpu_ranks(args: EksClusterArgs, found: FieldProblems) -> None:
     """The fallback ranks: instance types, capacity, distinct group names, and the autoscaler
     that chooses between them."""
-
-    def types_problems(types: Any, key: str) -> list[Problem]:
-        if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
-            return [Problem(key, types, "a non-empty list of NVIDIA GPU instance types, e.g. [g5.2xlarge]")]
-        if len(set(types)) != len(types):
-            return [Problem(key, types, "each instance type once")]
-        return [Problem(key, t, e) for t in types if (e := gpu_type_expected(t)) is not None]
-
-    def name_problem(name: Any) -> str | None:
-        ok = isinstance(name, str) and _GROUP_NAME.match(name)
-        return None if ok else "1-63 letters, digits, '-' or '_', starting with a letter or digit"
-
-    ranks_found = fallback_problems(
-        args.gpu_fallback,
-        "gpu_fallback",
-        sizes_key="instanceTypes",
-        size_problems=types_problems,
-        name_problem=name_problem,
-        zones_allowed=None,
-    )
-    found.extend(ranks_found)
-    if ranks_found or not args.gpu_fallback or not isinstance(args.gpu_group_name, str):
-        return
-    found.extend(
-        rank_list_problems(
-            args.gpu_ranks(),
-            AWS_SHAPES,
-            key="gpu_fallback",
-            sizes_key="instanceTypes",
-            other_pools={args.cpu_group_name},
-        )
-    )
-    if args.cluster_autoscaler is False:
+    names_ok = bool(args.gpu_fallback) and isinstance(args.gpu_group_name, str)
+    if gpu_fallback(args, found, _RANKS, other_pools=(args.cpu_group_name,), names_ok=names_ok) and (
+        args.cluster_autoscaler is False
+    ):
         found.bad("gpu_fallback", "no fallback ranks while cluster_autoscaler is off: the autoscaler chooses the rank")
 
 
