@@ -179,12 +179,11 @@ class RankRules:
     separator: str = ""
 
 
-def gpu_fallback(
-    args: ClusterArgs, found: FieldProblems, rules: RankRules, *, other_pools: tuple[str, ...], names_ok: bool
-) -> bool:
+def gpu_fallback(args: ClusterArgs, found: FieldProblems, *, other_pools: tuple[str, ...], names_ok: bool) -> bool:
     """Each `gpu_fallback` rank; then, when each is valid and `names_ok` (the cloud's own test
     that the pools' names can be compared), all of `args.gpu_ranks()` together: sizes rank 1
     allows, names that differ from each other and from `other_pools`. Whether they were."""
+    rules = args.rank_rules
     ranks_found = fallback_problems(
         args.gpu_fallback,
         "gpu_fallback",
@@ -206,9 +205,11 @@ def gpu_fallback(
 
 class ClusterArgs:
     """What both clusters' args classes (frozen dataclasses deriving from this) do alike. A
-    subclass names itself in `described_as` and lists its checks, in order, in `checks`."""
+    subclass names itself in `described_as`, gives its cloud's `rank_rules` and GPU spot pool
+    (`first_rank`), and lists its checks, in order, in `checks`."""
 
     described_as: ClassVar[str]  # what an InvalidInput says the problems are of
+    rank_rules: ClassVar[RankRules]
     checkpoints_on_destroy: str
     gpu_fallback: list[dict[str, Any]]
 
@@ -220,23 +221,38 @@ class ClusterArgs:
         """`pulumi destroy` leaves the checkpoint storage in the cloud."""
         return self.checkpoints_on_destroy == "keep"
 
-    def gpu_ranks(self) -> tuple[GpuRank, ...]:
+    @classmethod
+    def config_fields(cls) -> list[dataclasses.Field[Any]]:
+        """The args fields that stack config can set (all of them), with their key metadata."""
+        return settable_fields(cls)
+
+    def first_rank(self) -> GpuRank:
+        """Rank 1 of the GPU capacity: the GPU spot pool (group)."""
         raise NotImplementedError
 
-    def fallback_ranks(self, first: str, rules: RankRules) -> list[GpuRank]:
-        """Ranks 2, 3, ... of the GPU capacity, from `gpu_fallback` (valid args only); a spot rank
-        without a name is named after `first`, the GPU spot pool's."""
-        return [
-            rank_from_entry(
-                i,
-                entry,
-                sizes_key=rules.sizes_key,
-                default_name=default_rank_name(
-                    first, i, entry.get("capacity", "spot") == "spot", limit=rules.limit, separator=rules.separator
-                ),
-            )
-            for i, entry in enumerate(self.gpu_fallback, start=2)
-        ]
+    def gpu_ranks(self) -> tuple[GpuRank, ...]:
+        """The GPU capacity in the order the autoscaler tries it: the GPU spot pool (group), then
+        the fallback ranks (valid args only); a spot rank without a name is named after rank 1."""
+        first = self.first_rank()
+        rules = self.rank_rules
+        return (
+            first,
+            *(
+                rank_from_entry(
+                    i,
+                    entry,
+                    sizes_key=rules.sizes_key,
+                    default_name=default_rank_name(
+                        first.name,
+                        i,
+                        entry.get("capacity", "spot") == "spot",
+                        limit=rules.limit,
+                        separator=rules.separator,
+                    ),
+                )
+                for i, entry in enumerate(self.gpu_fallback, start=2)
+            ),
+        )
 
     def replace(self, **changes: Any) -> Self:
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]

@@ -7,7 +7,6 @@ every problem at once; each names the field, the bad value and what is expected.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
@@ -25,7 +24,6 @@ from components.field_problems import (
     kubernetes_version,
     meta,
     node_bounds,
-    settable_fields,
     training_identity,
     training_namespace_field,
     training_service_account_field,
@@ -119,6 +117,28 @@ def default_node_resource_group(resource_group: str, cluster: str, location: str
     return f"MC_{resource_group}_{cluster}_{location}"[:80]
 
 
+def _rank_size_problems(size: Any, key: str) -> list[Problem]:
+    if not isinstance(size, str):
+        return [Problem(key, size, "an NVIDIA GPU VM size such as Standard_NC8as_T4_v3")]
+    expected = gpu_size_expected(size)
+    return [Problem(key, size, expected)] if expected else []
+
+
+def _rank_name_problem(name: Any) -> str | None:
+    return None if isinstance(name, str) and _POOL_NAME.match(name) else _POOL_NAME_RULE
+
+
+# A fallback rank: one VM size, its own zones, a pool name of at most 12 characters.
+_RANKS = RankRules(
+    sizes_key="vmSize",
+    size_problems=_rank_size_problems,
+    name_problem=_rank_name_problem,
+    zones_allowed=AZURE_ZONES,
+    shapes=AZURE_SHAPES,
+    limit=12,
+)
+
+
 # --------------------------------------------------------------------------- args
 
 
@@ -127,6 +147,7 @@ class AksClusterArgs(ClusterArgs):
     """Arguments of `AksCluster`. Defaults are the lab's; the stack file sets the usual ones."""
 
     described_as: ClassVar[str] = "AKS cluster arguments"
+    rank_rules: ClassVar[RankRules] = _RANKS
 
     location: str = field(metadata=meta("location", "str", "Azure region name, e.g. eastus"))
     resource_group_name: str = field(
@@ -244,11 +265,8 @@ class AksClusterArgs(ClusterArgs):
     def workload_identity_subject(self) -> str:
         return f"system:serviceaccount:{self.training_namespace}:{self.training_service_account}"
 
-    def gpu_ranks(self) -> tuple[GpuRank, ...]:
-        """The GPU capacity in the order the autoscaler tries it: the GPU spot pool, then the
-        fallback ranks (valid args only)."""
-        first = GpuRank(1, self.gpu_pool_name, (self.gpu_vm_size,), True, tuple(str(z) for z in self.gpu_zones))
-        return (first, *self.fallback_ranks(self.gpu_pool_name, _RANKS))
+    def first_rank(self) -> GpuRank:
+        return GpuRank(1, self.gpu_pool_name, (self.gpu_vm_size,), True, tuple(str(z) for z in self.gpu_zones))
 
     # ------------------------------------------------------------------ validation
     def checks(self) -> tuple[Check, ...]:
@@ -365,28 +383,6 @@ def gpu_size_expected(gpu: str) -> str | None:
     return None
 
 
-def _rank_size_problems(size: Any, key: str) -> list[Problem]:
-    if not isinstance(size, str):
-        return [Problem(key, size, "an NVIDIA GPU VM size such as Standard_NC8as_T4_v3")]
-    expected = gpu_size_expected(size)
-    return [Problem(key, size, expected)] if expected else []
-
-
-def _rank_name_problem(name: Any) -> str | None:
-    return None if isinstance(name, str) and _POOL_NAME.match(name) else _POOL_NAME_RULE
-
-
-# A fallback rank: one VM size, its own zones, a pool name of at most 12 characters.
-_RANKS = RankRules(
-    sizes_key="vmSize",
-    size_problems=_rank_size_problems,
-    name_problem=_rank_name_problem,
-    zones_allowed=AZURE_ZONES,
-    shapes=AZURE_SHAPES,
-    limit=12,
-)
-
-
 def _gpu_ranks(args: AksClusterArgs, found: FieldProblems) -> None:
     """The GPU spot pool's zones and the fallback ranks: sizes, capacity, zones, distinct names."""
     zones = args.gpu_zones
@@ -396,7 +392,6 @@ def _gpu_ranks(args: AksClusterArgs, found: FieldProblems) -> None:
     gpu_fallback(
         args,
         found,
-        _RANKS,
         other_pools=(args.system_pool_name, args.cpu_pool_name),
         # Pools whose own names clash: _pool_names says so, once.
         names_ok=isinstance(args.gpu_pool_name, str) and len(pools) == 3,
@@ -492,8 +487,3 @@ _CHECKS = (
     _tags,
     adopted_checkpoints(AKS_KEPT),
 )
-
-
-def config_fields() -> list[dataclasses.Field[Any]]:
-    """The args fields that stack config can set (all of them), with their key metadata."""
-    return settable_fields(AksClusterArgs)

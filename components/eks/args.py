@@ -7,7 +7,6 @@ problem at once; each names the field, the bad value and what is expected.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import re
 from dataclasses import dataclass, field
@@ -36,7 +35,6 @@ from components.field_problems import (
     kubernetes_version,
     meta,
     node_bounds,
-    settable_fields,
     string_list,
     training_identity,
     training_namespace_field,
@@ -68,6 +66,31 @@ MAX_GROUP_NODES = 1000  # scaling_config maxSize limit of a managed node group
 _ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 
 
+def _rank_types_problems(types: Any, key: str) -> list[Problem]:
+    if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+        return [Problem(key, types, "a non-empty list of NVIDIA GPU instance types, e.g. [g5.2xlarge]")]
+    if len(set(types)) != len(types):
+        return [Problem(key, types, "each instance type once")]
+    return [Problem(key, t, e) for t in types if (e := gpu_type_expected(t)) is not None]
+
+
+def _rank_name_problem(name: Any) -> str | None:
+    ok = isinstance(name, str) and _GROUP_NAME.match(name)
+    return None if ok else "1-63 letters, digits, '-' or '_', starting with a letter or digit"
+
+
+# A fallback rank: several instance types, the subnets' zones, a group name of at most 63 characters.
+_RANKS = RankRules(
+    sizes_key="instanceTypes",
+    size_problems=_rank_types_problems,
+    name_problem=_rank_name_problem,
+    zones_allowed=None,
+    shapes=AWS_SHAPES,
+    limit=63,
+    separator="-",
+)
+
+
 # --------------------------------------------------------------------------- args
 
 
@@ -76,6 +99,7 @@ class EksClusterArgs(ClusterArgs):
     """Arguments of `EksCluster`. Defaults are the lab's; the stack file sets the usual ones."""
 
     described_as: ClassVar[str] = "EKS cluster arguments"
+    rank_rules: ClassVar[RankRules] = _RANKS
 
     region: str = field(metadata=meta("region", "str", "AWS region code, e.g. us-east-1"))
     cluster_name: str = field(metadata=meta("clusterName", "str", "EKS cluster name"))
@@ -176,12 +200,10 @@ class EksClusterArgs(ClusterArgs):
             return self.cluster_autoscaler_image_tag
         return f"v{CLUSTER_AUTOSCALER_CHARTS[self.kubernetes_version][1]}"
 
-    def gpu_ranks(self) -> tuple[GpuRank, ...]:
-        """The GPU capacity in the order the autoscaler tries it: the GPU spot group, then the
-        fallback ranks (valid args only). A group spans every zone of its subnets: its Auto
-        Scaling group tries each zone itself."""
-        first = GpuRank(1, self.gpu_group_name, tuple(self.gpu_instance_types), True)
-        return (first, *self.fallback_ranks(self.gpu_group_name, _RANKS))
+    def first_rank(self) -> GpuRank:
+        """The GPU spot group. A group spans every zone of its subnets: its Auto Scaling group
+        tries each zone itself."""
+        return GpuRank(1, self.gpu_group_name, tuple(self.gpu_instance_types), True)
 
     # ------------------------------------------------------------------ validation
     def checks(self) -> tuple[Check, ...]:
@@ -290,36 +312,11 @@ def _gpu_instance_types(args: EksClusterArgs, found: FieldProblems) -> None:
             found.bad("gpu_instance_types", expected, t)
 
 
-def _rank_types_problems(types: Any, key: str) -> list[Problem]:
-    if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
-        return [Problem(key, types, "a non-empty list of NVIDIA GPU instance types, e.g. [g5.2xlarge]")]
-    if len(set(types)) != len(types):
-        return [Problem(key, types, "each instance type once")]
-    return [Problem(key, t, e) for t in types if (e := gpu_type_expected(t)) is not None]
-
-
-def _rank_name_problem(name: Any) -> str | None:
-    ok = isinstance(name, str) and _GROUP_NAME.match(name)
-    return None if ok else "1-63 letters, digits, '-' or '_', starting with a letter or digit"
-
-
-# A fallback rank: several instance types, the subnets' zones, a group name of at most 63 characters.
-_RANKS = RankRules(
-    sizes_key="instanceTypes",
-    size_problems=_rank_types_problems,
-    name_problem=_rank_name_problem,
-    zones_allowed=None,
-    shapes=AWS_SHAPES,
-    limit=63,
-    separator="-",
-)
-
-
 def _gpu_ranks(args: EksClusterArgs, found: FieldProblems) -> None:
     """The fallback ranks: instance types, capacity, distinct group names, and the autoscaler
     that chooses between them."""
     names_ok = bool(args.gpu_fallback) and isinstance(args.gpu_group_name, str)
-    if gpu_fallback(args, found, _RANKS, other_pools=(args.cpu_group_name,), names_ok=names_ok) and (
+    if gpu_fallback(args, found, other_pools=(args.cpu_group_name,), names_ok=names_ok) and (
         args.cluster_autoscaler is False
     ):
         found.bad("gpu_fallback", "no fallback ranks while cluster_autoscaler is off: the autoscaler chooses the rank")
@@ -424,8 +421,3 @@ _CHECKS = (
     _tags,
     adopted_checkpoints(EKS_KEPT),
 )
-
-
-def config_fields() -> list[dataclasses.Field[Any]]:
-    """The args fields that stack config can set (all of them), with their key metadata."""
-    return settable_fields(EksClusterArgs)
