@@ -39,7 +39,7 @@ from components.aks import node_pools
 from components.aks import registry as registry_mod
 from components.aks import storage as storage_mod
 from components.aks.args import AksClusterArgs
-from components.capacity import aks_scale_set, priority_expander
+from components.capacity import aks_scale_set, pool_resource_name, priority_expander
 from components.cluster_info import AzureBlobCheckpoint, ClusterInfo, TrainingIdentity
 from lab.vocab import pools as labels
 from lab.vocab.azure_tags import CLUSTER_TAG
@@ -224,30 +224,20 @@ class AksCluster(pulumi.ComponentResource):
         self, name: str, resource_group: pulumi.Input[str], cluster: containerservice.ManagedCluster
     ) -> tuple[containerservice.AgentPool, list[containerservice.AgentPool]]:
         """The CPU pool, then the GPU pool of each capacity rank, each after the one before."""
-        cpu = node_pools.cpu_pool(
-            f"{name}-{labels.POOL_CPU}",
-            self.args,
-            self.pool_specs[labels.POOL_CPU],
-            resource_group=resource_group,
-            cluster=cluster,
-            parent=self,
-        )
-        gpus: list[containerservice.AgentPool] = []
-        for spec in self.gpu_rank_specs:
-            # Rank 1 keeps the name the GPU spot pool always had (no replacement on upgrade).
-            suffix = "" if spec.rank == 1 else f"-rank{spec.rank}"
-            gpus.append(
-                node_pools.gpu_pool(
-                    f"{name}-{labels.POOL_GPU_SPOT}{suffix}",
+        pools: list[containerservice.AgentPool] = []
+        for spec in (self.pool_specs[labels.POOL_CPU], *self.gpu_rank_specs):
+            pools.append(
+                node_pools.user_pool(
+                    pool_resource_name(name, spec.role, spec.rank),
                     self.args,
                     spec,
                     resource_group=resource_group,
                     cluster=cluster,
                     parent=self,
-                    after=gpus[-1] if gpus else cpu,
+                    after=pools[-1] if pools else None,
                 )
             )
-        return cpu, gpus
+        return pools[0], pools[1:]
 
     def _training_identity(
         self, name: str, resource_group: pulumi.Input[str], issuer_url: pulumi.Input[str], tags: dict[str, str]

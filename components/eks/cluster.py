@@ -22,7 +22,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.capacity import eks_auto_scaling_group, priority_expander
+from components.capacity import eks_auto_scaling_group, pool_resource_name, priority_expander
 from components.cluster_info import ClusterInfo, S3Checkpoint, TrainingIdentity
 from components.eks import autoscaler as autoscaler_mod
 from components.eks import fis as fis_mod
@@ -281,8 +281,7 @@ class EksCluster(pulumi.ComponentResource):
         gpus: list[aws.eks.NodeGroup] = []
         template_tags: list[aws.autoscaling.Tag] = []
         for spec in self.gpu_rank_specs:
-            # Rank 1 keeps the name the GPU spot group always had (no replacement on upgrade).
-            resource = f"{name}-{labels.POOL_GPU_SPOT}" + ("" if spec.rank == 1 else f"-rank{spec.rank}")
+            resource = pool_resource_name(name, spec.role, spec.rank)
             gpus.append(group(resource, spec, [gpus[-1] if gpus else cpu]))
             template_tags += node_groups.autoscaler_template_tags(f"{resource}-template", gpus[-1], spec, parent=self)
         return cpu, gpus, template_tags
