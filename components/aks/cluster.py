@@ -30,7 +30,6 @@ import base64
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 from pulumi_azure_native import authorization, containerservice, managedidentity, resources
 
 from components.aks import identity as identity_mod
@@ -40,7 +39,7 @@ from components.aks import registry as registry_mod
 from components.aks import storage as storage_mod
 from components.aks.args import AksClusterArgs
 from components.capacity import aks_scale_set, pool_resource_name, priority_expander
-from components.cluster_info import AzureBlobCheckpoint, ClusterInfo, TrainingIdentity
+from components.cluster_info import AzureBlobCheckpoint, ClusterInfo, TrainingIdentity, kubernetes_provider
 from lab.vocab import pools as labels
 from lab.vocab.azure_tags import CLUSTER_TAG
 from lab.vocab.capacity import PROVISION_TIMEOUT_MIN
@@ -127,7 +126,10 @@ class AksCluster(pulumi.ComponentResource):
             parent=self,
         )
         self.kubeconfig = self._user_kubeconfig(rg_name, self.cluster)
-        self.k8s_provider = self._kubernetes_provider(name, self.kubeconfig, pools=[self.cpu_pool, *self.gpu_pools])
+        # Pools first: the platform's pods need somewhere to run.
+        self.k8s_provider = kubernetes_provider(
+            name, self.kubeconfig, parent=self, after=[self.cpu_pool, *self.gpu_pools]
+        )
         self.capacity_priorities = priority_expander(
             f"{name}-gpu-priorities",
             [node_pools.rank_of(spec) for spec in self.gpu_rank_specs],
@@ -264,17 +266,6 @@ class AksCluster(pulumi.ComponentResource):
             opts=pulumi.InvokeOutputOptions(parent=self),
         )
         return pulumi.Output.secret(credentials.apply(_decode_kubeconfig))
-
-    def _kubernetes_provider(
-        self, name: str, kubeconfig: pulumi.Output[str], *, pools: list[containerservice.AgentPool]
-    ) -> k8s.Provider:
-        return k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=kubeconfig,
-            enable_server_side_apply=True,
-            # Pools first: the platform's pods need somewhere to run.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=pools),
-        )
 
     def _cluster_info(self, resource_group: pulumi.Input[str]) -> ClusterInfo:
         """What the platform takes: the cloud-neutral view of this cluster."""
