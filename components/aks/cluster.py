@@ -95,7 +95,9 @@ class AksCluster(pulumi.ComponentResource):
 
         self.resource_group = self._resource_group(name, tags)
         rg_name = self.resource_group.name
-        self.control_plane_identity = self._control_plane_identity(name, rg_name, tags)
+        self.control_plane_identity = identity_mod.user_assigned_identity(
+            name, "control-plane", args, resource_group=rg_name, tags=tags, parent=self
+        )
         self.cluster = self._managed_cluster(name, rg_name, self.control_plane_identity, tags)
         self.cpu_pool, self.gpu_pools = self._user_pools(name, rg_name, self.cluster)
         self.gpu_pool = self.gpu_pools[0]
@@ -103,8 +105,9 @@ class AksCluster(pulumi.ComponentResource):
             f"{name}-maintenance", args, resource_group=rg_name, cluster=self.cluster, parent=self
         )
         self.oidc_issuer_url = self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else None)
-        self.training_identity, self.training_federation = self._training_identity(
-            name, rg_name, self.oidc_issuer_url, tags
+        # The identity the training pods act as, federated to their service account.
+        self.training_identity, self.training_federation = identity_mod.workload_identity(
+            name, args, resource_group=rg_name, issuer_url=self.oidc_issuer_url, tags=tags, parent=self
         )
         self.storage_account, self.storage_container, self.role_assignments = storage_mod.checkpoint_storage(
             f"{name}-checkpoints",
@@ -156,18 +159,6 @@ class AksCluster(pulumi.ComponentResource):
                 retain_on_delete=self.args.keeps_checkpoints,
                 import_=self.args.adopt_checkpoints.get("resourceGroup"),  # kept by a destroy: taken back
             ),
-        )
-
-    def _control_plane_identity(
-        self, name: str, resource_group: pulumi.Input[str], tags: dict[str, str]
-    ) -> managedidentity.UserAssignedIdentity:
-        return identity_mod.user_assigned_identity(
-            f"{name}-control-plane",
-            resource_group=resource_group,
-            location=self.args.location,
-            identity_name=f"{self.args.cluster_name}-control-plane",
-            tags=tags,
-            parent=self,
         )
 
     def _managed_cluster(
@@ -240,21 +231,6 @@ class AksCluster(pulumi.ComponentResource):
                 )
             )
         return pools[0], pools[1:]
-
-    def _training_identity(
-        self, name: str, resource_group: pulumi.Input[str], issuer_url: pulumi.Input[str], tags: dict[str, str]
-    ) -> tuple[managedidentity.UserAssignedIdentity, managedidentity.FederatedIdentityCredential]:
-        """The identity the training pods act as, federated to their service account."""
-        return identity_mod.workload_identity(
-            f"{name}-training",
-            resource_group=resource_group,
-            location=self.args.location,
-            identity_name=f"{self.args.cluster_name}-training",
-            issuer_url=issuer_url,
-            subject=self.args.workload_identity_subject,
-            tags=tags,
-            parent=self,
-        )
 
     def _user_kubeconfig(
         self, resource_group: pulumi.Input[str], cluster: containerservice.ManagedCluster
