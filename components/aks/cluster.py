@@ -119,10 +119,8 @@ class AksCluster(pulumi.ComponentResource):
         )
         self.registry, self.registry_pull = registry_mod.image_registry(
             f"{name}-registry",
+            args,
             resource_group=rg_name,
-            resource_group_name=args.resource_group_name,
-            cluster_name=args.cluster_name,
-            location=args.location,
             cluster=self.cluster,
             subscription_id=client.subscription_id,
             tags=tags,
