@@ -4,12 +4,14 @@ storage, the fallback GPU ranks, and the `ClusterArgs` base."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import pytest
 
+from components.aks.args import AksClusterArgs
 from components.field_problems import (
     Check,
     ClusterArgs,
@@ -28,7 +30,6 @@ from components.field_problems import (
     training_service_account_field,
 )
 from lab.vocab.capacity import GpuRank
-from lab.vocab.machine_shapes import AZURE
 from lab.vocab.problems import InvalidInput, Problem
 from lab.vocab.versions import NEWEST_KUBERNETES_MINOR
 
@@ -144,23 +145,8 @@ def test_adopted_checkpoints_name_a_kept_role_and_a_cloud_id():
     assert [(p.key, p.value) for p in found] == [("adopt_checkpoints.account", " "), ("adopt_checkpoints.other", "x")]
 
 
-def _size_problems(size: Any, key: str) -> list[Problem]:
-    return [] if size in AZURE else [Problem(key, size, "a known size")]
-
-
-def _name_problem(name: Any) -> str | None:
-    return None if isinstance(name, str) else "a name"
-
-
-_RULES = RankRules(
-    sizes_key="vmSize",
-    size_problems=_size_problems,
-    name_problem=_name_problem,
-    zones_allowed=None,
-    shapes=AZURE,
-    limit=8,
-    separator="-",
-)
+# AKS's rules for a rank, with shorter default names that say where the rank number goes.
+_RULES = dataclasses.replace(AksClusterArgs.rank_rules, limit=8, separator="-")
 
 
 @dataclass(frozen=True)
