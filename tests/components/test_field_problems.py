@@ -7,16 +7,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
 from components.aks.args import AksClusterArgs
 from components.field_problems import (
-    Check,
     ClusterArgs,
     FieldProblems,
-    RankRules,
     adopt_checkpoints_field,
     adopted_checkpoints,
     check_fields,
@@ -151,8 +149,8 @@ _RULES = dataclasses.replace(AksClusterArgs.rank_rules, limit=8, separator="-")
 
 @dataclass(frozen=True)
 class _Cluster(ClusterArgs):
-    described_as: ClassVar[str] = "test cluster arguments"
-    rank_rules: ClassVar[RankRules] = _RULES
+    described_as = "test cluster arguments"  # class attributes: not annotated, so no fields
+    rank_rules = _RULES
 
     pool: Any = field(default="gpuspot", metadata=meta("pool", "str", "the GPU spot pool"))
     other: Any = field(default="cpu", metadata=meta("other", "str", "the other pool"))
@@ -162,7 +160,7 @@ class _Cluster(ClusterArgs):
     def first_rank(self) -> GpuRank:
         return GpuRank(1, self.pool, (_A100,), True)
 
-    def checks(self) -> tuple[Check, ...]:
+    def checks(self):
         return (_pool_name, _fallback)
 
 
