@@ -1,5 +1,6 @@
 """The cluster autoscaler's priority expander over the GPU capacity ranks: one ConfigMap in
-`kube-system` giving each rank's pool (node group) its priority (lab/vocab/capacity.py).
+`kube-system` giving each rank's pool (node group) its priority (lab/vocab/capacity.py); and
+the name of each pool's resource.
 
 Each cloud's autoscaler knows a pool by its own node group id, matched here by a regular
 expression from the pool's name:
@@ -29,6 +30,13 @@ def aks_scale_set(pool: str) -> str:
 def eks_auto_scaling_group(group: str) -> str:
     """The pattern of an EKS managed node group's Auto Scaling group name."""
     return f"^eks-{re.escape(group)}-{_UUID}$"
+
+
+def pool_resource_name(component: str, role: str, rank: int) -> str:
+    """The Pulumi name of a pool's (node group's) resource, `<component>-<role>`, with
+    `-rank<n>` for a GPU rank after the first: rank 1 keeps the name the GPU spot pool always
+    had (no replacement on upgrade)."""
+    return f"{component}-{role}" + ("" if rank <= 1 else f"-rank{rank}")
 
 
 def priority_expander(

@@ -3,12 +3,13 @@
 Every cluster component (AKS, bring-your-own) exposes a `ClusterInfo` as `.info`. The
 platform reads its cloud's facts from it (pool placement with the cloud's spot labels, the
 eviction notice, where checkpoints live, which service account the storage trusts) and
-never asks which cloud it runs on.
+never asks which cloud it runs on. `kubernetes_provider` is the provider a cloud's cluster
+component hands over.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -126,3 +127,16 @@ class ClusterInfo:
     identity: TrainingIdentity | None = None
     node_image_ships_device_plugin: bool = False
     notice_from_scheduled_events: bool = False
+
+
+def kubernetes_provider(
+    name: str, kubeconfig: pulumi.Output[str], *, parent: pulumi.Resource, after: Sequence[pulumi.Resource]
+) -> k8s.Provider:
+    """The Kubernetes provider of a cluster the component declares (`<name>-k8s`), applying
+    server-side, after `after`: the node pools and add-ons the platform's pods need."""
+    return k8s.Provider(
+        f"{name}-k8s",
+        kubeconfig=kubeconfig,
+        enable_server_side_apply=True,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(after)),
+    )

@@ -37,11 +37,9 @@ from typing import Any
 import pulumi
 
 from components.aks.args import AksClusterArgs
-from components.aks.args import config_fields as aks_fields
 from components.byo.cluster import ByoClusterArgs, described_cluster_problems
 from components.cluster_info import TrainingIdentity
 from components.eks.args import EksClusterArgs
-from components.eks.args import config_fields as eks_fields
 from components.platform.settings import PlatformSettings, parse_mapping
 from lab.vocab.names import CLOUDS, PROJECT, ImageReference
 from lab.vocab.problems import InvalidInput, Problem, Problems
@@ -86,10 +84,12 @@ COMMON_KEYS: dict[str, Key] = {
 # The keys of each cloud's cluster, besides the common ones.
 CLOUD_KEYS: dict[str, dict[str, Key]] = {
     "aks": {
-        f.metadata["key"]: Key(f.metadata["key"], f.metadata["kind"], f.metadata["doc"], "aks") for f in aks_fields()
+        f.metadata["key"]: Key(f.metadata["key"], f.metadata["kind"], f.metadata["doc"], "aks")
+        for f in AksClusterArgs.config_fields()
     },
     "eks": {
-        f.metadata["key"]: Key(f.metadata["key"], f.metadata["kind"], f.metadata["doc"], "eks") for f in eks_fields()
+        f.metadata["key"]: Key(f.metadata["key"], f.metadata["kind"], f.metadata["doc"], "eks")
+        for f in EksClusterArgs.config_fields()
     },
     "byo": {
         "kubeconfig": Key(
@@ -204,7 +204,7 @@ def aks_args(values: Mapping[str, Any], stack: str) -> AksClusterArgs:
     base = default_name(stack)
     args: AksClusterArgs = _cluster_args(
         AksClusterArgs,
-        aks_fields(),
+        AksClusterArgs.config_fields(),
         values,
         required={"location": "an Azure region name such as eastus (required for cloud aks)"},
         defaults={"location": "eastus", "cluster_name": base, "resource_group_name": f"{base}-rg"},
@@ -216,7 +216,7 @@ def eks_args(values: Mapping[str, Any], stack: str) -> EksClusterArgs:
     """`EksClusterArgs` from our namespace's values, like `aks_args`."""
     args: EksClusterArgs = _cluster_args(
         EksClusterArgs,
-        eks_fields(),
+        EksClusterArgs.config_fields(),
         values,
         required={"region": "an AWS region code such as us-east-1 (required for cloud eks)"},
         defaults={"region": "us-east-1", "cluster_name": default_name(stack)},

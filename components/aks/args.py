@@ -7,20 +7,33 @@ every problem at once; each names the field, the bad value and what is expected.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from components.field_problems import FieldProblems, check_fields, is_int, kubernetes_version, meta, settable_fields
+from components.field_problems import (
+    Check,
+    ClusterArgs,
+    FieldProblems,
+    RankRules,
+    adopt_checkpoints_field,
+    adopted_checkpoints,
+    gpu_fallback,
+    is_int,
+    kubernetes_version,
+    meta,
+    node_bounds,
+    training_identity,
+    training_namespace_field,
+    training_service_account_field,
+)
 from lab.vocab.azure_regions import AZURE_REGIONS
 from lab.vocab.azure_tags import tag_problems
-from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, rank_list_problems
-from lab.vocab.checkpoint_location import AKS_KEPT, adoption_problems
+from lab.vocab.capacity import GpuRank
+from lab.vocab.checkpoint_location import AKS_KEPT
 from lab.vocab.machine_shapes import AZURE as AZURE_SHAPES
-from lab.vocab.names import DNS_LABEL
-from lab.vocab.problems import InvalidInput, Problem
+from lab.vocab.problems import Problem
 from lab.vocab.versions import (
     DEFAULT_KUBERNETES_VERSION,
     MIN_GPU_ARCHITECTURE,
@@ -87,6 +100,7 @@ NODE_OS_UPGRADE_CHANNELS = ("None", "Unmanaged", "NodeImage", "SecurityPatch")
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _HH_MM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 MAX_POOL_NODES = 1000  # AKS limit per node pool
+_NO_NODES = " (0 would leave the pool unable to run anything)"
 AZURE_ZONES = ("1", "2", "3")
 
 
@@ -103,12 +117,37 @@ def default_node_resource_group(resource_group: str, cluster: str, location: str
     return f"MC_{resource_group}_{cluster}_{location}"[:80]
 
 
+def _rank_size_problems(size: Any, key: str) -> list[Problem]:
+    if not isinstance(size, str):
+        return [Problem(key, size, "an NVIDIA GPU VM size such as Standard_NC8as_T4_v3")]
+    expected = gpu_size_expected(size)
+    return [Problem(key, size, expected)] if expected else []
+
+
+def _rank_name_problem(name: Any) -> str | None:
+    return None if isinstance(name, str) and _POOL_NAME.match(name) else _POOL_NAME_RULE
+
+
+# A fallback rank: one VM size, its own zones, a pool name of at most 12 characters.
+_RANKS = RankRules(
+    sizes_key="vmSize",
+    size_problems=_rank_size_problems,
+    name_problem=_rank_name_problem,
+    zones_allowed=AZURE_ZONES,
+    shapes=AZURE_SHAPES,
+    limit=12,
+)
+
+
 # --------------------------------------------------------------------------- args
 
 
 @dataclass(frozen=True)
-class AksClusterArgs:
+class AksClusterArgs(ClusterArgs):
     """Arguments of `AksCluster`. Defaults are the lab's; the stack file sets the usual ones."""
+
+    described_as: ClassVar[str] = "AKS cluster arguments"
+    rank_rules: ClassVar[RankRules] = _RANKS
 
     location: str = field(metadata=meta("location", "str", "Azure region name, e.g. eastus"))
     resource_group_name: str = field(
@@ -205,21 +244,10 @@ class AksClusterArgs:
         default=4, metadata=meta("maintenanceHours", "int", "length of the upgrade window in hours (4-24)")
     )
     # Workload identity of the training pods (the platform creates this service account).
-    training_namespace: str = field(
-        default="training", metadata=meta("trainingNamespace", "str", "namespace of the training pods")
-    )
-    training_service_account: str = field(
-        default="trainer", metadata=meta("trainingServiceAccount", "str", "service account of the training pods")
-    )
+    training_namespace: str = training_namespace_field()
+    training_service_account: str = training_service_account_field()
     tags: dict[str, str] = field(default_factory=dict, metadata=meta("tags", "map", "Azure tags on every resource"))
-    adopt_checkpoints: dict[str, str] = field(
-        default_factory=dict,
-        metadata=meta(
-            "adoptCheckpoints",
-            "map",
-            "kept checkpoint storage to take back, role -> cloud id (written by `elastic-lab destroy`)",
-        ),
-    )
+    adopt_checkpoints: dict[str, str] = adopt_checkpoints_field()  # noqa: RUF009 - a Field, a new dict each
 
     # ------------------------------------------------------------------ derived
     @property
@@ -234,44 +262,16 @@ class AksClusterArgs:
         return self.checkpoint_auth == "workload-identity-token"
 
     @property
-    def keeps_checkpoints(self) -> bool:
-        """`pulumi destroy` leaves the checkpoint storage (and its resource group) in Azure."""
-        return self.checkpoints_on_destroy == "keep"
-
-    @property
     def workload_identity_subject(self) -> str:
         return f"system:serviceaccount:{self.training_namespace}:{self.training_service_account}"
 
-    def gpu_ranks(self) -> tuple[GpuRank, ...]:
-        """The GPU capacity in the order the autoscaler tries it: the GPU spot pool, then the
-        fallback ranks (valid args only)."""
-        first = GpuRank(1, self.gpu_pool_name, (self.gpu_vm_size,), True, tuple(str(z) for z in self.gpu_zones))
-        rest = [
-            rank_from_entry(
-                i,
-                entry,
-                sizes_key="vmSize",
-                default_name=default_rank_name(
-                    self.gpu_pool_name, i, entry.get("capacity", "spot") == "spot", limit=12
-                ),
-            )
-            for i, entry in enumerate(self.gpu_fallback, start=2)
-        ]
-        return (first, *rest)
-
-    def replace(self, **changes: Any) -> AksClusterArgs:
-        return dataclasses.replace(self, **changes)
+    def first_rank(self) -> GpuRank:
+        return GpuRank(1, self.gpu_pool_name, (self.gpu_vm_size,), True, tuple(str(z) for z in self.gpu_zones))
 
     # ------------------------------------------------------------------ validation
-    def problems(self) -> list[Problem]:
-        """Every invalid value, as (field, value, expected); empty when all is well. The checks
-        below run in this order, each adding what it finds to the same collector."""
-        return check_fields(self, _CHECKS)
-
-    def validate(self) -> AksClusterArgs:
-        if problems := self.problems():
-            raise InvalidInput(problems, "AKS cluster arguments")
-        return self
+    def checks(self) -> tuple[Check, ...]:
+        """The checks below, in the order `problems()` runs them."""
+        return _CHECKS
 
 
 # --------------------------------------------------------------------------- checks
@@ -388,36 +388,13 @@ def _gpu_ranks(args: AksClusterArgs, found: FieldProblems) -> None:
     zones = args.gpu_zones
     if not isinstance(zones, list) or any(str(z) not in AZURE_ZONES for z in zones):
         found.bad("gpu_zones", "a list of availability zones from " + ", ".join(AZURE_ZONES) + " (empty: any zone)")
-
-    def size_problems(size: Any, key: str) -> list[Problem]:
-        if not isinstance(size, str):
-            return [Problem(key, size, "an NVIDIA GPU VM size such as Standard_NC8as_T4_v3")]
-        expected = gpu_size_expected(size)
-        return [Problem(key, size, expected)] if expected else []
-
-    def name_problem(name: Any) -> str | None:
-        return None if isinstance(name, str) and _POOL_NAME.match(name) else _POOL_NAME_RULE
-
-    ranks_found = fallback_problems(
-        args.gpu_fallback,
-        "gpu_fallback",
-        sizes_key="vmSize",
-        size_problems=size_problems,
-        name_problem=name_problem,
-        zones_allowed=AZURE_ZONES,
-    )
-    found.extend(ranks_found)
     pools = {args.system_pool_name, args.cpu_pool_name, args.gpu_pool_name}
-    if ranks_found or not isinstance(args.gpu_pool_name, str) or len(pools) < 3:
-        return  # the pools' own names clash: _pool_names says so, once
-    found.extend(
-        rank_list_problems(
-            args.gpu_ranks(),
-            AZURE_SHAPES,
-            key="gpu_fallback",
-            sizes_key="vmSize",
-            other_pools={args.system_pool_name, args.cpu_pool_name},
-        )
+    gpu_fallback(
+        args,
+        found,
+        other_pools=(args.system_pool_name, args.cpu_pool_name),
+        # Pools whose own names clash: _pool_names says so, once.
+        names_ok=isinstance(args.gpu_pool_name, str) and len(pools) == 3,
     )
 
 
@@ -448,12 +425,6 @@ def _upgrade_window(args: AksClusterArgs, found: FieldProblems) -> None:
         found.bad("maintenance_hours", "a whole number of hours in 4..24 (AKS's window length)")
 
 
-def _training_identity(args: AksClusterArgs, found: FieldProblems) -> None:
-    for n in ("training_namespace", "training_service_account"):
-        if (v := found.text(n)) is not None and not DNS_LABEL.match(v):
-            found.bad(n, "a DNS-1123 label: 1-63 lower-case letters, digits and '-'")
-
-
 def _cpu_vm_sizes(args: AksClusterArgs, found: FieldProblems) -> None:
     for n in ("system_vm_size", "cpu_vm_size"):
         if (size := found.text(n)) is None:
@@ -473,28 +444,11 @@ def _node_counts(args: AksClusterArgs, found: FieldProblems) -> None:
     """The system pool's fixed count and the autoscaled pools' bounds."""
     if not is_int(args.system_node_count) or not 1 <= args.system_node_count <= 100:
         found.bad("system_node_count", "a whole number in 1..100")
-    _pool_bounds(
-        args,
-        found,
-        "cpu_min_nodes",
-        "cpu_max_nodes",
-        floor=1,
-        why="the CPU pool hosts etcd and the operator, so it never scales to zero",
-    )
-    _pool_bounds(args, found, "gpu_min_nodes", "gpu_max_nodes", floor=0, why="0 lets the spot pool scale to zero")
-
-
-def _pool_bounds(args: AksClusterArgs, found: FieldProblems, lo: str, hi: str, *, floor: int, why: str) -> None:
-    """An autoscaled pool's maximum (1..MAX_POOL_NODES), then its minimum (floor..maximum)."""
-    vlo, vhi = getattr(args, lo), getattr(args, hi)
-    ok_hi = is_int(vhi) and 1 <= vhi <= MAX_POOL_NODES
-    if not ok_hi:
-        reason = " (0 would leave the pool unable to run anything)" if vhi == 0 and is_int(vhi) else ""
-        found.bad(hi, f"a whole number in 1..{MAX_POOL_NODES}{reason}")
-    if not is_int(vlo) or vlo < floor:
-        found.bad(lo, f"a whole number >= {floor} ({why})")
-    elif ok_hi and vlo > vhi:
-        found.bad(lo, f"<= {hi} ({vhi})")
+    for lo, hi, floor, why in (
+        ("cpu_min_nodes", "cpu_max_nodes", 1, "the CPU pool hosts etcd and the operator, so it never scales to zero"),
+        ("gpu_min_nodes", "gpu_max_nodes", 0, "0 lets the spot pool scale to zero"),
+    ):
+        node_bounds(args, found, lo, hi, most=MAX_POOL_NODES, floor=floor, why=why, zero_note=_NO_NODES)
 
 
 def _spot_price(args: AksClusterArgs, found: FieldProblems) -> None:
@@ -514,11 +468,6 @@ def _tags(args: AksClusterArgs, found: FieldProblems) -> None:
     found.extend(tag_problems(args.tags, "tags", storage_account=True, reserved=1))
 
 
-def _adopted(args: AksClusterArgs, found: FieldProblems) -> None:
-    for key, value, expected in adoption_problems(args.adopt_checkpoints, AKS_KEPT, "adopt_checkpoints"):
-        found.add(key, value, expected)
-
-
 # The checks of `AksClusterArgs.problems`, in the order they run.
 _CHECKS = (
     _location,
@@ -529,17 +478,12 @@ _CHECKS = (
     _pool_names,
     _checkpoint_storage,
     _upgrade_window,
-    _training_identity,
+    training_identity,
     _cpu_vm_sizes,
     _gpu_vm_size,
     _gpu_ranks,
     _node_counts,
     _spot_price,
     _tags,
-    _adopted,
+    adopted_checkpoints(AKS_KEPT),
 )
-
-
-def config_fields() -> list[dataclasses.Field[Any]]:
-    """The args fields that stack config can set (all of them), with their key metadata."""
-    return settable_fields(AksClusterArgs)

@@ -30,7 +30,6 @@ import base64
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 from pulumi_azure_native import authorization, containerservice, managedidentity, resources
 
 from components.aks import identity as identity_mod
@@ -39,8 +38,8 @@ from components.aks import node_pools
 from components.aks import registry as registry_mod
 from components.aks import storage as storage_mod
 from components.aks.args import AksClusterArgs
-from components.capacity import aks_scale_set, priority_expander
-from components.cluster_info import AzureBlobCheckpoint, ClusterInfo, TrainingIdentity
+from components.capacity import aks_scale_set, pool_resource_name, priority_expander
+from components.cluster_info import AzureBlobCheckpoint, ClusterInfo, TrainingIdentity, kubernetes_provider
 from lab.vocab import pools as labels
 from lab.vocab.azure_tags import CLUSTER_TAG
 from lab.vocab.capacity import PROVISION_TIMEOUT_MIN
@@ -96,7 +95,9 @@ class AksCluster(pulumi.ComponentResource):
 
         self.resource_group = self._resource_group(name, tags)
         rg_name = self.resource_group.name
-        self.control_plane_identity = self._control_plane_identity(name, rg_name, tags)
+        self.control_plane_identity = identity_mod.user_assigned_identity(
+            name, "control-plane", args, resource_group=rg_name, tags=tags, parent=self
+        )
         self.cluster = self._managed_cluster(name, rg_name, self.control_plane_identity, tags)
         self.cpu_pool, self.gpu_pools = self._user_pools(name, rg_name, self.cluster)
         self.gpu_pool = self.gpu_pools[0]
@@ -104,8 +105,9 @@ class AksCluster(pulumi.ComponentResource):
             f"{name}-maintenance", args, resource_group=rg_name, cluster=self.cluster, parent=self
         )
         self.oidc_issuer_url = self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else None)
-        self.training_identity, self.training_federation = self._training_identity(
-            name, rg_name, self.oidc_issuer_url, tags
+        # The identity the training pods act as, federated to their service account.
+        self.training_identity, self.training_federation = identity_mod.workload_identity(
+            name, args, resource_group=rg_name, issuer_url=self.oidc_issuer_url, tags=tags, parent=self
         )
         self.storage_account, self.storage_container, self.role_assignments = storage_mod.checkpoint_storage(
             f"{name}-checkpoints",
@@ -117,17 +119,18 @@ class AksCluster(pulumi.ComponentResource):
         )
         self.registry, self.registry_pull = registry_mod.image_registry(
             f"{name}-registry",
+            args,
             resource_group=rg_name,
-            resource_group_name=args.resource_group_name,
-            cluster_name=args.cluster_name,
-            location=args.location,
             cluster=self.cluster,
             subscription_id=client.subscription_id,
             tags=tags,
             parent=self,
         )
         self.kubeconfig = self._user_kubeconfig(rg_name, self.cluster)
-        self.k8s_provider = self._kubernetes_provider(name, self.kubeconfig, pools=[self.cpu_pool, *self.gpu_pools])
+        # Pools first: the platform's pods need somewhere to run.
+        self.k8s_provider = kubernetes_provider(
+            name, self.kubeconfig, parent=self, after=[self.cpu_pool, *self.gpu_pools]
+        )
         self.capacity_priorities = priority_expander(
             f"{name}-gpu-priorities",
             [node_pools.rank_of(spec) for spec in self.gpu_rank_specs],
@@ -154,18 +157,6 @@ class AksCluster(pulumi.ComponentResource):
                 retain_on_delete=self.args.keeps_checkpoints,
                 import_=self.args.adopt_checkpoints.get("resourceGroup"),  # kept by a destroy: taken back
             ),
-        )
-
-    def _control_plane_identity(
-        self, name: str, resource_group: pulumi.Input[str], tags: dict[str, str]
-    ) -> managedidentity.UserAssignedIdentity:
-        return identity_mod.user_assigned_identity(
-            f"{name}-control-plane",
-            resource_group=resource_group,
-            location=self.args.location,
-            identity_name=f"{self.args.cluster_name}-control-plane",
-            tags=tags,
-            parent=self,
         )
 
     def _managed_cluster(
@@ -224,45 +215,20 @@ class AksCluster(pulumi.ComponentResource):
         self, name: str, resource_group: pulumi.Input[str], cluster: containerservice.ManagedCluster
     ) -> tuple[containerservice.AgentPool, list[containerservice.AgentPool]]:
         """The CPU pool, then the GPU pool of each capacity rank, each after the one before."""
-        cpu = node_pools.cpu_pool(
-            f"{name}-{labels.POOL_CPU}",
-            self.args,
-            self.pool_specs[labels.POOL_CPU],
-            resource_group=resource_group,
-            cluster=cluster,
-            parent=self,
-        )
-        gpus: list[containerservice.AgentPool] = []
-        for spec in self.gpu_rank_specs:
-            # Rank 1 keeps the name the GPU spot pool always had (no replacement on upgrade).
-            suffix = "" if spec.rank == 1 else f"-rank{spec.rank}"
-            gpus.append(
-                node_pools.gpu_pool(
-                    f"{name}-{labels.POOL_GPU_SPOT}{suffix}",
+        pools: list[containerservice.AgentPool] = []
+        for spec in (self.pool_specs[labels.POOL_CPU], *self.gpu_rank_specs):
+            pools.append(
+                node_pools.user_pool(
+                    pool_resource_name(name, spec.role, spec.rank),
                     self.args,
                     spec,
                     resource_group=resource_group,
                     cluster=cluster,
                     parent=self,
-                    after=gpus[-1] if gpus else cpu,
+                    after=pools[-1] if pools else None,
                 )
             )
-        return cpu, gpus
-
-    def _training_identity(
-        self, name: str, resource_group: pulumi.Input[str], issuer_url: pulumi.Input[str], tags: dict[str, str]
-    ) -> tuple[managedidentity.UserAssignedIdentity, managedidentity.FederatedIdentityCredential]:
-        """The identity the training pods act as, federated to their service account."""
-        return identity_mod.workload_identity(
-            f"{name}-training",
-            resource_group=resource_group,
-            location=self.args.location,
-            identity_name=f"{self.args.cluster_name}-training",
-            issuer_url=issuer_url,
-            subject=self.args.workload_identity_subject,
-            tags=tags,
-            parent=self,
-        )
+        return pools[0], pools[1:]
 
     def _user_kubeconfig(
         self, resource_group: pulumi.Input[str], cluster: containerservice.ManagedCluster
@@ -274,17 +240,6 @@ class AksCluster(pulumi.ComponentResource):
             opts=pulumi.InvokeOutputOptions(parent=self),
         )
         return pulumi.Output.secret(credentials.apply(_decode_kubeconfig))
-
-    def _kubernetes_provider(
-        self, name: str, kubeconfig: pulumi.Output[str], *, pools: list[containerservice.AgentPool]
-    ) -> k8s.Provider:
-        return k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=kubeconfig,
-            enable_server_side_apply=True,
-            # Pools first: the platform's pods need somewhere to run.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=pools),
-        )
 
     def _cluster_info(self, resource_group: pulumi.Input[str]) -> ClusterInfo:
         """What the platform takes: the cloud-neutral view of this cluster."""

@@ -5,39 +5,40 @@ from __future__ import annotations
 import pulumi
 from pulumi_azure_native import managedidentity
 
+from components.aks.args import AksClusterArgs
+
 # The audience Azure AD expects in federated service-account tokens.
 TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
 
 
 def user_assigned_identity(
-    name: str,
+    component: str,
+    purpose: str,
+    args: AksClusterArgs,
     *,
     resource_group: pulumi.Input[str],
-    location: str,
-    identity_name: str,
     tags: dict[str, str],
     parent: pulumi.Resource,
 ) -> managedidentity.UserAssignedIdentity:
-    """A user-assigned identity: the AKS control plane's (stable across cluster re-creation),
-    and the base of the training pods' workload identity."""
+    """A user-assigned identity for `purpose`: the AKS control plane's (stable across cluster
+    re-creation), and the base of the training pods' workload identity. Named
+    `<component>-<purpose>` in the stack and `<cluster>-<purpose>` in Azure."""
     return managedidentity.UserAssignedIdentity(
-        name,
+        f"{component}-{purpose}",
         resource_group_name=resource_group,
-        resource_name_=identity_name,
-        location=location,
+        resource_name_=f"{args.cluster_name}-{purpose}",
+        location=args.location,
         tags=tags,
         opts=pulumi.ResourceOptions(parent=parent),
     )
 
 
 def workload_identity(
-    name: str,
+    component: str,
+    args: AksClusterArgs,
     *,
     resource_group: pulumi.Input[str],
-    location: str,
-    identity_name: str,
     issuer_url: pulumi.Input[str],
-    subject: str,
     tags: dict[str, str],
     parent: pulumi.Resource,
 ) -> tuple[managedidentity.UserAssignedIdentity, managedidentity.FederatedIdentityCredential]:
@@ -49,15 +50,15 @@ def workload_identity(
     Blob CSI driver mounts checkpoint volumes with it.
     """
     identity = user_assigned_identity(
-        name, resource_group=resource_group, location=location, identity_name=identity_name, tags=tags, parent=parent
+        component, "training", args, resource_group=resource_group, tags=tags, parent=parent
     )
     credential = managedidentity.FederatedIdentityCredential(
-        f"{name}-federation",
+        f"{component}-training-federation",
         resource_group_name=resource_group,
         resource_name_=identity.name,
         federated_identity_credential_resource_name="training-pods",
         issuer=issuer_url,
-        subject=subject,
+        subject=args.workload_identity_subject,
         audiences=[TOKEN_EXCHANGE_AUDIENCE],
         opts=pulumi.ResourceOptions(parent=parent),
     )

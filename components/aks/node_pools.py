@@ -160,7 +160,7 @@ def system_pool_profile(args: AksClusterArgs, spec: PoolSpec) -> containerservic
     )
 
 
-def _autoscaled_user_pool(
+def user_pool(
     name: str,
     args: AksClusterArgs,
     spec: PoolSpec,
@@ -169,17 +169,18 @@ def _autoscaled_user_pool(
     cluster: containerservice.ManagedCluster,
     parent: pulumi.Resource,
     after: containerservice.AgentPool | None = None,
-    **specific: object,
 ) -> containerservice.AgentPool:
-    """A separate, autoscaled Linux VMSS `User` pool of `cluster`, as `spec` describes it.
+    """A separate, autoscaled Linux VMSS `User` pool of `cluster`, as `spec` describes it: the
+    CPU pool or the GPU pool of one capacity rank.
 
-    Common to both of our user pools: count range from the spec (the count starts at the
-    minimum), labels and taints from the spec, the cluster's Kubernetes version and tags,
-    and `ignore_changes=["count"]` because the cluster autoscaler owns the node count.
-    `specific` adds what differs per pool (priority, eviction, GPU profile, max surge).
-    `after`: the cluster's pool this one is created after and deleted before (AKS runs one
-    agent-pool operation at a time).
+    Common to both: count range from the spec (the count starts at the minimum), labels and
+    taints from the spec, the cluster's Kubernetes version and tags, and
+    `ignore_changes=["count"]` because the cluster autoscaler owns the node count. What differs
+    per pool (priority, eviction, GPU profile, max surge, zones) comes from `_cpu_settings` or
+    `_gpu_settings`. `after`: the cluster's pool this one is created after and deleted before
+    (AKS runs one agent-pool operation at a time).
     """
+    specific = _cpu_settings() if spec.role == labels.POOL_CPU else _gpu_settings(args, spec)
     return containerservice.AgentPool(
         name,
         resource_group_name=resource_group,
@@ -203,49 +204,25 @@ def _autoscaled_user_pool(
     )
 
 
-def cpu_pool(
-    name: str,
-    args: AksClusterArgs,
-    spec: PoolSpec,
-    *,
-    resource_group: pulumi.Input[str],
-    cluster: containerservice.ManagedCluster,
-    parent: pulumi.Resource,
-) -> containerservice.AgentPool:
-    """The on-demand CPU pool for etcd, the training operator and launchers (autoscaled)."""
-    return _autoscaled_user_pool(
-        name,
-        args,
-        spec,
-        resource_group=resource_group,
-        cluster=cluster,
-        parent=parent,
-        scale_set_priority=containerservice.ScaleSetPriority.REGULAR,
+def _cpu_settings() -> dict[str, object]:
+    """The on-demand CPU pool for etcd, the training operator and launchers."""
+    return {
+        "scale_set_priority": containerservice.ScaleSetPriority.REGULAR,
         # An upgrade drains one node at a time onto a surge node: the rendezvous servers'
         # budgets allow one eviction (the jobs ride out the restart). Should some other
         # budget block a drain, the node stays schedulable, not upgraded, and the surge node
         # is deleted (Cordon would quarantine the node and keep a billed surge node; both
         # leave the upgrade Failed, which the platform guardrails prevent for our budgets).
-        upgrade_settings=containerservice.AgentPoolUpgradeSettingsArgs(
+        "upgrade_settings": containerservice.AgentPoolUpgradeSettingsArgs(
             max_surge="1",
             undrainable_node_behavior=containerservice.UndrainableNodeBehavior.SCHEDULE,
         ),
-    )
+    }
 
 
-def gpu_pool(
-    name: str,
-    args: AksClusterArgs,
-    spec: PoolSpec,
-    *,
-    resource_group: pulumi.Input[str],
-    cluster: containerservice.ManagedCluster,
-    parent: pulumi.Resource,
-    after: containerservice.AgentPool,
-) -> containerservice.AgentPool:
+def _gpu_settings(args: AksClusterArgs, spec: PoolSpec) -> dict[str, object]:
     """The GPU pool of one capacity rank for elastic workers; scales to zero. A spot rank is
-    Spot + Delete + max price; an on-demand rank is Regular. Created after (deleted before)
-    the pool `after`: one pool operation at a time."""
+    Spot + Delete + max price; an on-demand rank is Regular."""
     capacity: dict[str, object] = (
         {
             "scale_set_priority": containerservice.ScaleSetPriority.SPOT,  # immutable
@@ -256,15 +233,8 @@ def gpu_pool(
         if spec.spot
         else {"scale_set_priority": containerservice.ScaleSetPriority.REGULAR}
     )
-    return _autoscaled_user_pool(
-        name,
-        args,
-        spec,
-        resource_group=resource_group,
-        cluster=cluster,
-        parent=parent,
-        after=after,
-        gpu_profile=containerservice.GPUProfileArgs(driver=containerservice.GPUDriver.INSTALL),
+    return {
+        "gpu_profile": containerservice.GPUProfileArgs(driver=containerservice.GPUDriver.INSTALL),
         **capacity,
         **({"availability_zones": list(spec.zones)} if spec.zones else {}),
-    )
+    }

@@ -17,6 +17,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import authorization, containerregistry, containerservice
 
+from components.aks.args import AksClusterArgs
 from components.aks.storage import role_definition_id
 
 # Built-in role: pull images from a registry (the same GUID in every subscription).
@@ -38,11 +39,9 @@ def _kubelet_object_id(profile: Any) -> str | None:
 
 def image_registry(
     name: str,
+    args: AksClusterArgs,
     *,
     resource_group: pulumi.Input[str],
-    resource_group_name: str,
-    cluster_name: str,
-    location: str,
     cluster: containerservice.ManagedCluster,
     subscription_id: pulumi.Output[str],
     tags: dict[str, str],
@@ -53,10 +52,10 @@ def image_registry(
     registry = containerregistry.Registry(
         name,
         registry_name=subscription_id.apply(
-            functools.partial(derived_registry_name, resource_group=resource_group_name, cluster=cluster_name)
+            functools.partial(derived_registry_name, resource_group=args.resource_group_name, cluster=args.cluster_name)
         ),
         resource_group_name=resource_group,
-        location=location,
+        location=args.location,
         sku=containerregistry.SkuArgs(name=containerregistry.SkuName.BASIC),
         admin_user_enabled=False,
         tags=tags,

@@ -7,11 +7,10 @@ problem at once; each names the field, the bad value and what is expected.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from components.eks.catalogue import (
     ARM_GPU_FAMILIES,
@@ -25,20 +24,27 @@ from components.eks.catalogue import (
     is_accelerated_instance,
 )
 from components.field_problems import (
+    Check,
+    ClusterArgs,
     FieldProblems,
-    check_fields,
+    RankRules,
+    adopt_checkpoints_field,
+    adopted_checkpoints,
+    gpu_fallback,
     is_int,
     kubernetes_version,
     meta,
-    settable_fields,
+    node_bounds,
     string_list,
+    training_identity,
+    training_namespace_field,
+    training_service_account_field,
 )
 from lab.vocab.aws_tags import tag_problems
-from lab.vocab.capacity import GpuRank, default_rank_name, fallback_problems, rank_from_entry, rank_list_problems
-from lab.vocab.checkpoint_location import EKS_KEPT, adoption_problems
+from lab.vocab.capacity import GpuRank
+from lab.vocab.checkpoint_location import EKS_KEPT
 from lab.vocab.machine_shapes import AWS as AWS_SHAPES
-from lab.vocab.names import DNS_LABEL
-from lab.vocab.problems import InvalidInput, Problem
+from lab.vocab.problems import Problem
 from lab.vocab.versions import (
     CLUSTER_AUTOSCALER_CHARTS,
     DEFAULT_KUBERNETES_VERSION,
@@ -60,12 +66,40 @@ MAX_GROUP_NODES = 1000  # scaling_config maxSize limit of a managed node group
 _ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 
 
+def _rank_types_problems(types: Any, key: str) -> list[Problem]:
+    if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+        return [Problem(key, types, "a non-empty list of NVIDIA GPU instance types, e.g. [g5.2xlarge]")]
+    if len(set(types)) != len(types):
+        return [Problem(key, types, "each instance type once")]
+    return [Problem(key, t, e) for t in types if (e := gpu_type_expected(t)) is not None]
+
+
+def _rank_name_problem(name: Any) -> str | None:
+    ok = isinstance(name, str) and _GROUP_NAME.match(name)
+    return None if ok else "1-63 letters, digits, '-' or '_', starting with a letter or digit"
+
+
+# A fallback rank: several instance types, the subnets' zones, a group name of at most 63 characters.
+_RANKS = RankRules(
+    sizes_key="instanceTypes",
+    size_problems=_rank_types_problems,
+    name_problem=_rank_name_problem,
+    zones_allowed=None,
+    shapes=AWS_SHAPES,
+    limit=63,
+    separator="-",
+)
+
+
 # --------------------------------------------------------------------------- args
 
 
 @dataclass(frozen=True)
-class EksClusterArgs:
+class EksClusterArgs(ClusterArgs):
     """Arguments of `EksCluster`. Defaults are the lab's; the stack file sets the usual ones."""
+
+    described_as: ClassVar[str] = "EKS cluster arguments"
+    rank_rules: ClassVar[RankRules] = _RANKS
 
     region: str = field(metadata=meta("region", "str", "AWS region code, e.g. us-east-1"))
     cluster_name: str = field(metadata=meta("clusterName", "str", "EKS cluster name"))
@@ -140,27 +174,12 @@ class EksClusterArgs:
         default=None,
         metadata=meta("clusterAutoscalerImageTag", "str", "Cluster Autoscaler image tag [v<kubernetes minor>.0]"),
     )
-    training_namespace: str = field(
-        default="training", metadata=meta("trainingNamespace", "str", "namespace of the training pods")
-    )
-    training_service_account: str = field(
-        default="trainer", metadata=meta("trainingServiceAccount", "str", "service account of the training pods")
-    )
+    training_namespace: str = training_namespace_field()
+    training_service_account: str = training_service_account_field()
     tags: dict[str, str] = field(default_factory=dict, metadata=meta("tags", "map", "AWS tags on every resource"))
-    adopt_checkpoints: dict[str, str] = field(
-        default_factory=dict,
-        metadata=meta(
-            "adoptCheckpoints",
-            "map",
-            "kept checkpoint storage to take back, role -> cloud id (written by `elastic-lab destroy`)",
-        ),
-    )
+    adopt_checkpoints: dict[str, str] = adopt_checkpoints_field()  # noqa: RUF009 - a Field, a new dict each
 
     # ------------------------------------------------------------------ derived
-    @property
-    def keeps_checkpoints(self) -> bool:
-        return self.checkpoints_on_destroy == "keep"
-
     @property
     def creates_vpc(self) -> bool:
         return self.existing_vpc_id is None
@@ -181,37 +200,15 @@ class EksClusterArgs:
             return self.cluster_autoscaler_image_tag
         return f"v{CLUSTER_AUTOSCALER_CHARTS[self.kubernetes_version][1]}"
 
-    def gpu_ranks(self) -> tuple[GpuRank, ...]:
-        """The GPU capacity in the order the autoscaler tries it: the GPU spot group, then the
-        fallback ranks (valid args only). A group spans every zone of its subnets: its Auto
-        Scaling group tries each zone itself."""
-        first = GpuRank(1, self.gpu_group_name, tuple(self.gpu_instance_types), True)
-        rest = [
-            rank_from_entry(
-                i,
-                entry,
-                sizes_key="instanceTypes",
-                default_name=default_rank_name(
-                    self.gpu_group_name, i, entry.get("capacity", "spot") == "spot", limit=63, separator="-"
-                ),
-            )
-            for i, entry in enumerate(self.gpu_fallback, start=2)
-        ]
-        return (first, *rest)
-
-    def replace(self, **changes: Any) -> EksClusterArgs:
-        return dataclasses.replace(self, **changes)
+    def first_rank(self) -> GpuRank:
+        """The GPU spot group. A group spans every zone of its subnets: its Auto Scaling group
+        tries each zone itself."""
+        return GpuRank(1, self.gpu_group_name, tuple(self.gpu_instance_types), True)
 
     # ------------------------------------------------------------------ validation
-    def problems(self) -> list[Problem]:
-        """Every invalid value, as (field, value, expected); empty when all is well. The checks
-        below run in this order, each adding what it finds to the same collector."""
-        return check_fields(self, _CHECKS)
-
-    def validate(self) -> EksClusterArgs:
-        if problems := self.problems():
-            raise InvalidInput(problems, "EKS cluster arguments")
-        return self
+    def checks(self) -> tuple[Check, ...]:
+        """The checks below, in the order `problems()` runs them."""
+        return _CHECKS
 
 
 # --------------------------------------------------------------------------- checks
@@ -318,39 +315,10 @@ def _gpu_instance_types(args: EksClusterArgs, found: FieldProblems) -> None:
 def _gpu_ranks(args: EksClusterArgs, found: FieldProblems) -> None:
     """The fallback ranks: instance types, capacity, distinct group names, and the autoscaler
     that chooses between them."""
-
-    def types_problems(types: Any, key: str) -> list[Problem]:
-        if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
-            return [Problem(key, types, "a non-empty list of NVIDIA GPU instance types, e.g. [g5.2xlarge]")]
-        if len(set(types)) != len(types):
-            return [Problem(key, types, "each instance type once")]
-        return [Problem(key, t, e) for t in types if (e := gpu_type_expected(t)) is not None]
-
-    def name_problem(name: Any) -> str | None:
-        ok = isinstance(name, str) and _GROUP_NAME.match(name)
-        return None if ok else "1-63 letters, digits, '-' or '_', starting with a letter or digit"
-
-    ranks_found = fallback_problems(
-        args.gpu_fallback,
-        "gpu_fallback",
-        sizes_key="instanceTypes",
-        size_problems=types_problems,
-        name_problem=name_problem,
-        zones_allowed=None,
-    )
-    found.extend(ranks_found)
-    if ranks_found or not args.gpu_fallback or not isinstance(args.gpu_group_name, str):
-        return
-    found.extend(
-        rank_list_problems(
-            args.gpu_ranks(),
-            AWS_SHAPES,
-            key="gpu_fallback",
-            sizes_key="instanceTypes",
-            other_pools={args.cpu_group_name},
-        )
-    )
-    if args.cluster_autoscaler is False:
+    names_ok = bool(args.gpu_fallback) and isinstance(args.gpu_group_name, str)
+    if gpu_fallback(args, found, other_pools=(args.cpu_group_name,), names_ok=names_ok) and (
+        args.cluster_autoscaler is False
+    ):
         found.bad("gpu_fallback", "no fallback ranks while cluster_autoscaler is off: the autoscaler chooses the rank")
 
 
@@ -378,27 +346,11 @@ def _gpu_disk_size(args: EksClusterArgs, found: FieldProblems) -> None:
 
 
 def _group_sizes(args: EksClusterArgs, found: FieldProblems) -> None:
-    _group_bounds(
-        args,
-        found,
-        "cpu_min_nodes",
-        "cpu_max_nodes",
-        floor=1,
-        why="the CPU group hosts etcd and the operator, so it never scales to zero",
-    )
-    _group_bounds(args, found, "gpu_min_nodes", "gpu_max_nodes", floor=0, why="0 lets the spot group scale to zero")
-
-
-def _group_bounds(args: EksClusterArgs, found: FieldProblems, lo: str, hi: str, *, floor: int, why: str) -> None:
-    """A node group's maximum (1..MAX_GROUP_NODES), then its minimum (floor..maximum)."""
-    vlo, vhi = getattr(args, lo), getattr(args, hi)
-    ok_hi = is_int(vhi) and 1 <= vhi <= MAX_GROUP_NODES
-    if not ok_hi:
-        found.bad(hi, f"a whole number in 1..{MAX_GROUP_NODES}")
-    if not is_int(vlo) or vlo < floor:
-        found.bad(lo, f"a whole number >= {floor} ({why})")
-    elif ok_hi and vlo > vhi:
-        found.bad(lo, f"<= {hi} ({vhi})")
+    for lo, hi, floor, why in (
+        ("cpu_min_nodes", "cpu_max_nodes", 1, "the CPU group hosts etcd and the operator, so it never scales to zero"),
+        ("gpu_min_nodes", "gpu_max_nodes", 0, "0 lets the spot group scale to zero"),
+    ):
+        node_bounds(args, found, lo, hi, most=MAX_GROUP_NODES, floor=floor, why=why)
 
 
 def _checkpoint_storage(args: EksClusterArgs, found: FieldProblems) -> None:
@@ -445,19 +397,8 @@ def _cluster_autoscaler(args: EksClusterArgs, found: FieldProblems) -> None:
         )
 
 
-def _training_identity(args: EksClusterArgs, found: FieldProblems) -> None:
-    for n in ("training_namespace", "training_service_account"):
-        if (v := found.text(n)) is not None and not DNS_LABEL.match(v):
-            found.bad(n, "a DNS-1123 label: 1-63 lower-case letters, digits and '-'")
-
-
 def _tags(args: EksClusterArgs, found: FieldProblems) -> None:
     found.extend(tag_problems(args.tags, "tags", reserved=1))
-
-
-def _adopted(args: EksClusterArgs, found: FieldProblems) -> None:
-    for key, value, expected in adoption_problems(args.adopt_checkpoints, EKS_KEPT, "adopt_checkpoints"):
-        found.add(key, value, expected)
 
 
 # The checks of `EksClusterArgs.problems`, in the order they run.
@@ -476,12 +417,7 @@ _CHECKS = (
     _checkpoint_storage,
     _interruption_notice,
     _cluster_autoscaler,
-    _training_identity,
+    training_identity,
     _tags,
-    _adopted,
+    adopted_checkpoints(EKS_KEPT),
 )
-
-
-def config_fields() -> list[dataclasses.Field[Any]]:
-    """The args fields that stack config can set (all of them), with their key metadata."""
-    return settable_fields(EksClusterArgs)

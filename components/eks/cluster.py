@@ -22,8 +22,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.capacity import eks_auto_scaling_group, priority_expander
-from components.cluster_info import ClusterInfo, S3Checkpoint, TrainingIdentity
+from components.capacity import eks_auto_scaling_group, pool_resource_name, priority_expander
+from components.cluster_info import ClusterInfo, S3Checkpoint, TrainingIdentity, kubernetes_provider
 from components.eks import autoscaler as autoscaler_mod
 from components.eks import fis as fis_mod
 from components.eks import iam, network, node_groups, storage
@@ -132,8 +132,11 @@ class EksCluster(pulumi.ComponentResource):
         )
         self.registry = self._trainer_registry(name, tags)
         self.kubeconfig = _exec_kubeconfig(self.cluster, args.region)
-        self.k8s_provider = self._kubernetes_provider(
-            name, self.kubeconfig, after=[self.cpu_group, *self.gpu_groups, self.s3_csi_driver, self.vpc_cni]
+        self.k8s_provider = kubernetes_provider(
+            name,
+            self.kubeconfig,
+            parent=self,
+            after=[self.cpu_group, *self.gpu_groups, self.s3_csi_driver, self.vpc_cni],
         )
         self._autoscaling(name, tags)
         self.info = self._cluster_info()
@@ -281,8 +284,7 @@ class EksCluster(pulumi.ComponentResource):
         gpus: list[aws.eks.NodeGroup] = []
         template_tags: list[aws.autoscaling.Tag] = []
         for spec in self.gpu_rank_specs:
-            # Rank 1 keeps the name the GPU spot group always had (no replacement on upgrade).
-            resource = f"{name}-{labels.POOL_GPU_SPOT}" + ("" if spec.rank == 1 else f"-rank{spec.rank}")
+            resource = pool_resource_name(name, spec.role, spec.rank)
             gpus.append(group(resource, spec, [gpus[-1] if gpus else cpu]))
             template_tags += node_groups.autoscaler_template_tags(f"{resource}-template", gpus[-1], spec, parent=self)
         return cpu, gpus, template_tags
@@ -360,16 +362,6 @@ class EksCluster(pulumi.ComponentResource):
             addon_version=self._newest_release(METRICS_SERVER_ADDON).apply(metrics_server_release),
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[after]),
-        )
-
-    def _kubernetes_provider(
-        self, name: str, kubeconfig: pulumi.Output[str], *, after: list[pulumi.Resource]
-    ) -> k8s.Provider:
-        return k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=kubeconfig,
-            enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
 
     def _cluster_autoscaler(
