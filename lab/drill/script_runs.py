@@ -86,6 +86,7 @@ class WorkerRun:
     # Its process group: init_process_group's timeout (None: torch's default) and where it was called.
     group_timeout_s: float | None = None
     group_at: str | None = None
+    logs: str | None = None  # the folder its output went to, where it said (lab.runtime.script_watch)
 
     @property
     def who(self) -> str:
@@ -130,6 +131,7 @@ def script_rounds(events: Iterable[Mapping[str, Any]], nproc_per_node: int = 1) 
                 local_rank=rank - group * nproc_per_node,
                 world_size=int(e.get("world_size") or 0),
                 started=e["t"],
+                logs=e.get("logs"),
             )
             workers[(key, rank)] = worker
             rounds.setdefault(key, ScriptRound(key, e["t"])).workers.append(worker)
@@ -148,8 +150,10 @@ def script_rounds(events: Iterable[Mapping[str, Any]], nproc_per_node: int = 1) 
 
 
 def read_positions(rounds: list[ScriptRound], log_dirs: Mapping[str, Path]) -> None:
-    """Each worker's position from what it printed: the k-th round a node's workers started in
-    wrote round_<k>/ under that node's torchrun log folder (`log_dirs`: node -> folder)."""
+    """Each worker's position from what it printed: in the folder it said its output went to;
+    for a worker that did not say, the k-th round a node's workers started in wrote round_<k>/
+    under that node's torchrun log folder (`log_dirs`: node -> folder). Counting is a guess that
+    a start whose workers never reached the script (stopped first) would shift."""
     by_node: dict[str, list[ScriptRound]] = {}
     for r in rounds:
         for node in sorted(r.nodes()):
@@ -157,11 +161,12 @@ def read_positions(rounds: list[ScriptRound], log_dirs: Mapping[str, Path]) -> N
     for node, theirs in by_node.items():
         folders = _round_folders(log_dirs.get(node))
         for k, r in enumerate(theirs, start=1):
-            folder = folders.get(k)
-            if folder is None:
-                continue
             for w in r.workers:
-                if w.node == node:
+                if w.node != node:
+                    continue
+                if w.logs is not None:
+                    w.position = position_of(_streams(Path(w.logs)))
+                elif (folder := folders.get(k)) is not None:
                     w.position = position_of(_lines(folder, w.local_rank))
 
 
@@ -179,14 +184,18 @@ def _round_folders(log_dir: Path | None) -> dict[int, Path]:
 
 
 def _lines(round_folder: Path, local_rank: int) -> list[str]:
-    """What a worker of a round printed, stdout then stderr (tqdm and logging write to stderr)."""
+    """What a worker of a round printed, in every attempt of the round."""
+    return [line for attempt in sorted(round_folder.glob("attempt_*")) for line in _streams(attempt / str(local_rank))]
+
+
+def _streams(folder: Path) -> list[str]:
+    """What a worker printed into its folder, stdout then stderr (tqdm and logging write to stderr)."""
     out: list[str] = []
-    for attempt in sorted(round_folder.glob("attempt_*")):
-        for stream in ("stdout.log", "stderr.log"):
-            try:
-                out += (attempt / str(local_rank) / stream).read_text(errors="replace").splitlines()
-            except OSError:
-                continue
+    for stream in ("stdout.log", "stderr.log"):
+        try:
+            out += (folder / stream).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
     return out
 
 

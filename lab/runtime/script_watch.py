@@ -151,7 +151,10 @@ def _group_recording(original: Callable[..., Any]) -> Any:
 
 
 def started() -> None:
-    emit(Event.SCRIPT_STARTED)
+    """The script starts; with the folder its output goes to (torchrun puts the worker's error
+    file there: TORCHELASTIC_ERROR_FILE), so that the drill reads this worker's own output."""
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    emit(Event.SCRIPT_STARTED, **({"logs": os.path.dirname(error_file)} if error_file else {}))
 
 
 def ended(code: int, error: BaseException | None = None) -> None:

@@ -138,7 +138,8 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.STEP_DISCARDED: frozenset({"step", "participants", "replica", "quorum", "error"}),
     # seconds: the quorum that healed, the copy of bytes (this worker's part) included.
     Event.HEALED: frozenset({"step", "seconds", "bytes", "replica"}),
-    Event.SCRIPT_STARTED: frozenset(),
+    # logs: the folder torchrun writes this worker's output and error file to (its round's).
+    Event.SCRIPT_STARTED: frozenset({"logs"}),
     # api: the function called; bytes and mtime: the file's (a folder's: its files' total, the newest).
     # at: the script's file:line that called it.
     Event.SCRIPT_LOADED: frozenset({"path", "api", "bytes", "mtime", "at"}),

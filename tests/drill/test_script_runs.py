@@ -72,6 +72,26 @@ def test_each_round_reads_the_output_of_its_own_folder(tmp_path):
     assert [r.workers[0].position for r in rounds] == [Position("epoch", 0, 1), Position("epoch", 2, 3)]
 
 
+def test_a_worker_that_said_where_its_output_went_is_read_there(tmp_path):
+    """A start whose workers were stopped before the script ran left a round folder and no
+    script_started: counting rounds would read the next round's output as this one's; a worker
+    that named its folder is read from it."""
+    logs = tmp_path / "node-0" / "torchelastic"
+    folder = {}
+    for k, text in ((1, "Epoch 0\nEpoch 1\n"), (2, ""), (3, "Resuming at Epoch 2\nEpoch 3\n")):
+        out = logs / "job_abc" / f"round_{k}" / "attempt_0" / "0" / "stdout.log"
+        out.parent.mkdir(parents=True)
+        out.write_text(text)
+        folder[k] = str(out.parent)
+    events = [
+        _event(1.0, "script_started", 0, 111, "node-0", logs=folder[1]),
+        _event(6.0, "script_started", 0, 333, "node-0", logs=folder[3]),  # round_2's workers never ran it
+    ]
+    rounds = script_rounds(events)
+    read_positions(rounds, {"node-0": logs})
+    assert [r.workers[0].position for r in rounds] == [Position("epoch", 0, 1), Position("epoch", 2, 3)]
+
+
 def test_a_round_is_described_worker_by_worker():
     events = [
         _event(6.0, "script_started", 0, 222, "node-0"),
