@@ -28,7 +28,7 @@ from typing import Any
 from components.aks.maintenance import AUTO_UPGRADE_SCHEDULE, NODE_OS_UPGRADE_SCHEDULE
 from components.aks.node_pools import AKS_SPOT_LABEL, AKS_SPOT_TAINT, AKS_SPOT_VALUE
 from lab.plan.aks_pools import AGENT_POOL, MANAGED_CLUSTER, STORAGE_ACCOUNT, PoolView, pools
-from lab.plan.findings import Finding
+from lab.plan.findings import Finding, not_one_at_a_time
 from lab.vocab import pools as labels
 from lab.vocab.names import PROJECT
 
@@ -303,22 +303,14 @@ def storage_outside_node_rg(plan: Any) -> Iterator[Finding]:
 def pool_operations(plan: Any) -> Iterator[Finding]:
     """The AgentPools of one cluster form a chain of dependencies: Pulumi then creates them one
     after the other and deletes them in reverse, and AKS never sees two pool operations at once."""
-    by_cluster: dict[tuple[str, str], list[Any]] = {}
-    for r in plan.of_type(AGENT_POOL):
-        key = (str(r.inputs.get("resourceGroupName")).lower(), str(r.inputs.get("resourceName")).lower())
-        by_cluster.setdefault(key, []).append(r)
-    for group in by_cluster.values():
-        for i, a in enumerate(group):
-            for b in group[i + 1 :]:
-                if not (plan.waits_for(b, a) or plan.waits_for(a, b)):
-                    yield Finding.error(
-                        "guardrail:pool-operations",
-                        b,
-                        "options.depends_on",
-                        b.depends_on,
-                        f"a dependency on {a.name!r} (or the reverse): AKS refuses a second agent-pool "
-                        "operation on a cluster while one runs (409 'Another agentpool operation is in progress')",
-                    )
+    yield from not_one_at_a_time(
+        "guardrail:pool-operations",
+        plan,
+        plan.of_type(AGENT_POOL),
+        lambda r: (str(r.inputs.get("resourceGroupName")).lower(), str(r.inputs.get("resourceName")).lower()),
+        "AKS refuses a second agent-pool operation on a cluster while one runs "
+        "(409 'Another agentpool operation is in progress')",
+    )
 
 
 def _keeps_checkpoints(plan: Any) -> bool:

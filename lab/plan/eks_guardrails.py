@@ -40,7 +40,7 @@ from components.eks.fis import CLUSTER_TAG as FIS_CLUSTER_TAG
 from components.eks.fis import NODEGROUP_TAG, SPOT_INTERRUPTION
 from components.eks.network import GATEWAY_ENDPOINT, s3_service
 from components.eks.node_groups import NODE_TEMPLATE
-from lab.plan.findings import Finding
+from lab.plan.findings import Finding, not_one_at_a_time
 from lab.vocab import pools as labels
 from lab.vocab.names import PROJECT
 from lab.vocab.versions import (
@@ -415,21 +415,13 @@ def fis_targets_gpu_spot(plan: Any) -> Iterator[Finding]:
 def group_operations(plan: Any) -> Iterator[Finding]:
     """The node groups of a cluster form a chain: the CPU group (etcd, operator) first, the
     GPU group after it; deleted in reverse."""
-    by_cluster: dict[str, list[Any]] = {}
-    for g in plan.of_type(NODE_GROUP):
-        by_cluster.setdefault(str(g.inputs.get("clusterName")), []).append(g)
-    for groups in by_cluster.values():
-        for i, a in enumerate(groups):
-            for b in groups[i + 1 :]:
-                if not (plan.waits_for(b, a) or plan.waits_for(a, b)):
-                    yield Finding.error(
-                        "guardrail:eks-group-operations",
-                        b,
-                        "options.depends_on",
-                        b.depends_on,
-                        f"a dependency on {a.name!r} (or the reverse): the groups are created and updated one at "
-                        "a time, the CPU group first",
-                    )
+    yield from not_one_at_a_time(
+        "guardrail:eks-group-operations",
+        plan,
+        plan.of_type(NODE_GROUP),
+        lambda g: str(g.inputs.get("clusterName")),
+        "the groups are created and updated one at a time, the CPU group first",
+    )
 
 
 def checkpoints_kept(plan: Any) -> Iterator[Finding]:
@@ -460,6 +452,25 @@ def _reference(resource: Any, name: str) -> str:
     return " ".join(sorted(urns)) if urns else str(resource.inputs.get(name))
 
 
+# What a lifecycle rule over a versioned checkpoint bucket must do: (the rule's action, its
+# number of days, what the check expects when no enabled rule over the whole bucket does it).
+_LIFECYCLE_ACTIONS = (
+    (
+        "noncurrentVersionExpiration",
+        "noncurrentDays",
+        "an aws.s3.BucketLifecycleConfiguration of bucket {bucket} with an enabled rule over the whole "
+        "bucket that expires noncurrent versions (noncurrent_days): without it every pruned or "
+        "overwritten checkpoint stays billed, for ever",
+    ),
+    (
+        "abortIncompleteMultipartUpload",
+        "daysAfterInitiation",
+        "an enabled rule over the whole bucket {bucket} that aborts incomplete multipart uploads "
+        "(days_after_initiation): the parts of a save cut short stay billed otherwise",
+    ),
+)
+
+
 def bucket_lifecycle(plan: Any) -> Iterator[Finding]:
     """A versioned bucket keeps every overwritten or deleted object as a noncurrent version, and
     S3 bills it until it is deleted: a lifecycle rule over the whole bucket expires them. The
@@ -478,25 +489,9 @@ def bucket_lifecycle(plan: Any) -> Iterator[Finding]:
             for r in rules_of.get(_reference(versioning, "bucket"), [])
             if r.get("status") == "Enabled" and _whole_bucket(r)
         ]
-        if not any((r.get("noncurrentVersionExpiration") or {}).get("noncurrentDays") for r in rules):
-            yield Finding.error(
-                name,
-                versioning,
-                "lifecycle.noncurrentVersionExpiration",
-                None,
-                f"an aws.s3.BucketLifecycleConfiguration of bucket {bucket} with an enabled rule over the whole "
-                "bucket that expires noncurrent versions (noncurrent_days): without it every pruned or "
-                "overwritten checkpoint stays billed, for ever",
-            )
-        if not any((r.get("abortIncompleteMultipartUpload") or {}).get("daysAfterInitiation") for r in rules):
-            yield Finding.error(
-                name,
-                versioning,
-                "lifecycle.abortIncompleteMultipartUpload",
-                None,
-                f"an enabled rule over the whole bucket {bucket} that aborts incomplete multipart uploads "
-                "(days_after_initiation): the parts of a save cut short stay billed otherwise",
-            )
+        for action, days, expected in _LIFECYCLE_ACTIONS:
+            if not any((r.get(action) or {}).get(days) for r in rules):
+                yield Finding.error(name, versioning, f"lifecycle.{action}", None, expected.format(bucket=bucket))
 
 
 def _whole_bucket(rule: dict[str, Any]) -> bool:
