@@ -28,9 +28,9 @@ from typing import Any
 from components.aks.maintenance import AUTO_UPGRADE_SCHEDULE, NODE_OS_UPGRADE_SCHEDULE
 from components.aks.node_pools import AKS_SPOT_LABEL, AKS_SPOT_TAINT, AKS_SPOT_VALUE
 from lab.plan.aks_pools import AGENT_POOL, MANAGED_CLUSTER, STORAGE_ACCOUNT, PoolView, pools
-from lab.plan.findings import Finding, not_one_at_a_time
+from lab.plan.findings import Finding
+from lab.plan.guardrails import deleted_on_destroy, keeps_checkpoints, not_one_at_a_time
 from lab.vocab import pools as labels
-from lab.vocab.names import PROJECT
 
 BLOB_CONTAINER = "azure-native:storage:BlobContainer"
 RESOURCE_GROUP = "azure-native:resources:ResourceGroup"
@@ -313,15 +313,10 @@ def pool_operations(plan: Any) -> Iterator[Finding]:
     )
 
 
-def _keeps_checkpoints(plan: Any) -> bool:
-    mode: str = plan.config.get(f"{PROJECT}:checkpointsOnDestroy", "keep")
-    return mode != "delete"
-
-
 def checkpoints_kept(plan: Any) -> Iterator[Finding]:
     """Checkpoints outlive the cluster: `pulumi destroy` forgets the account, its container and
     the resource group holding them instead of deleting them (unless the stack lets them go)."""
-    if not _keeps_checkpoints(plan):
+    if not keeps_checkpoints(plan):
         return
     groups = {str(a.inputs.get("resourceGroupName")).lower() for a in plan.of_type(STORAGE_ACCOUNT)}
     kept = [
@@ -329,16 +324,7 @@ def checkpoints_kept(plan: Any) -> Iterator[Finding]:
         *plan.of_type(BLOB_CONTAINER),
         *(g for g in plan.of_type(RESOURCE_GROUP) if str(g.inputs.get("resourceGroupName")).lower() in groups),
     ]
-    for r in kept:
-        if not (r.retain_on_delete or r.protect):
-            yield Finding.error(
-                "guardrail:checkpoints-kept",
-                r,
-                "options.retain_on_delete",
-                r.retain_on_delete,
-                f"True: `pulumi destroy` would delete the checkpoints (set {PROJECT}:checkpointsOnDestroy "
-                "to 'delete' to let them go)",
-            )
+    yield from (f for r in kept if (f := deleted_on_destroy("guardrail:checkpoints-kept", r)) is not None)
 
 
 def maintenance_window(plan: Any) -> Iterator[Finding]:

@@ -40,9 +40,9 @@ from components.eks.fis import CLUSTER_TAG as FIS_CLUSTER_TAG
 from components.eks.fis import NODEGROUP_TAG, SPOT_INTERRUPTION
 from components.eks.network import GATEWAY_ENDPOINT, s3_service
 from components.eks.node_groups import NODE_TEMPLATE
-from lab.plan.findings import Finding, not_one_at_a_time
+from lab.plan.findings import Finding
+from lab.plan.guardrails import deleted_on_destroy, keeps_checkpoints, not_one_at_a_time
 from lab.vocab import pools as labels
-from lab.vocab.names import PROJECT
 from lab.vocab.versions import (
     CLUSTER_AUTOSCALER_CHART,
     CLUSTER_AUTOSCALER_CHARTS,
@@ -427,18 +427,11 @@ def group_operations(plan: Any) -> Iterator[Finding]:
 def checkpoints_kept(plan: Any) -> Iterator[Finding]:
     """Checkpoints outlive the cluster: `pulumi destroy` forgets the bucket instead of emptying
     and deleting it (unless the stack lets it go)."""
-    if plan.config.get(f"{PROJECT}:checkpointsOnDestroy", "keep") == "delete":
+    if not keeps_checkpoints(plan):
         return
     for b in plan.of_type(BUCKET):
-        if not (b.retain_on_delete or b.protect):
-            yield Finding.error(
-                "guardrail:eks-checkpoints-kept",
-                b,
-                "options.retain_on_delete",
-                b.retain_on_delete,
-                f"True: `pulumi destroy` would delete the checkpoints (set {PROJECT}:checkpointsOnDestroy to 'delete' "
-                "to let them go)",
-            )
+        if (deleted := deleted_on_destroy("guardrail:eks-checkpoints-kept", b)) is not None:
+            yield deleted
         if b.inputs.get("forceDestroy") is True:
             yield Finding.error(
                 "guardrail:eks-checkpoints-kept", b, "forceDestroy", True, "False: it empties the bucket on delete"

@@ -11,7 +11,7 @@ what was expected:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -84,30 +84,3 @@ def single(name: str, run: Callable[[Plan], Iterable[Finding]], applies: Callabl
     """A suite of one check; its description is the first line of `run`'s docstring."""
     description = (run.__doc__ or name).strip().splitlines()[0]
     return CheckSuite((Check(name, description, applies),), run)
-
-
-def not_one_at_a_time(
-    check: str,
-    plan: Plan,
-    resources: Iterable[RecordedResource],
-    group_of: Callable[[RecordedResource], Hashable],
-    why: str,
-) -> Iterator[Finding]:
-    """The resources of each group (`group_of`: their cluster) must form a chain of
-    dependencies, so that Pulumi creates them one after the other and deletes them in reverse:
-    an error for each pair in a group where neither waits for the other (`why`: what the cloud
-    does with two at once)."""
-    groups: dict[Hashable, list[RecordedResource]] = {}
-    for r in resources:
-        groups.setdefault(group_of(r), []).append(r)
-    for group in groups.values():
-        for i, a in enumerate(group):
-            for b in group[i + 1 :]:
-                if not (plan.waits_for(b, a) or plan.waits_for(a, b)):
-                    yield Finding.error(
-                        check,
-                        b,
-                        "options.depends_on",
-                        b.depends_on,
-                        f"a dependency on {a.name!r} (or the reverse): {why}",
-                    )
