@@ -383,15 +383,7 @@ def read_error_file(path: Path, node: str) -> WorkerError | None:
         t = path.stat().st_mtime  # the file's own timestamp is in whole seconds
     except OSError:
         return None
-    return WorkerError(
-        node=node,
-        attempt=_attempt(path),
-        rank=path.parent.name,
-        t=t,
-        message=message.strip(),
-        traceback=str(info.get("py_callstack", "")),
-        round=_round(path),
-    )
+    return _error_in(path, node, t, message.strip(), traceback=str(info.get("py_callstack", "")))
 
 
 def read_usage_error(path: Path, node: str) -> WorkerError | None:
@@ -411,15 +403,21 @@ def read_usage_error(path: Path, node: str) -> WorkerError | None:
     usage_at = max((i for i, line in enumerate(lines) if line.startswith(f"usage: {error['prog']}")), default=None)
     if usage_at is None:
         return None
+    return _error_in(path, node, t, lines[-1], usage="\n".join(lines[usage_at:-1]))
+
+
+def _error_in(path: Path, node: str, t: float, message: str, traceback: str = "", usage: str = "") -> WorkerError:
+    """A worker's error read from `path`, a file of its rank's folder: the folder names its
+    local rank, the folders above it its attempt and round."""
     return WorkerError(
         node=node,
         attempt=_attempt(path),
         rank=path.parent.name,
         t=t,
-        message=lines[-1],
-        traceback="",
+        message=message,
+        traceback=traceback,
         round=_round(path),
-        usage="\n".join(lines[usage_at:-1]),
+        usage=usage,
     )
 
 

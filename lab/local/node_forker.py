@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from lab.local.procs import exited_children
 from lab.runtime.process_title import set_title
 from lab.runtime.warm import die_with_parent
 from lab.vocab.errors import LabError
@@ -67,13 +68,7 @@ def _refusal(request: object) -> str | None:
 
 
 def _reap(out: int) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+    for pid, status in exited_children():
         _send(out, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})
 
 

@@ -8,7 +8,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -164,13 +164,21 @@ def kill_descendants(timeout: float = 5.0, spare: subprocess.Popen[bytes] | None
 
 def reap() -> None:
     """Collect exited children (including adopted orphans) so no zombie is left."""
+    for _ in exited_children():
+        pass
+
+
+def exited_children() -> Iterator[tuple[int, int]]:
+    """(pid, wait status) of each child that has exited by now (adopted orphans too), each
+    collected as it is yielded; it never waits for one that still runs."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        yield pid, status
 
 
 def wait_until(predicate: Callable[[], object], timeout: float, interval: float = 0.05) -> bool:

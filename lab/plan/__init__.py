@@ -11,6 +11,7 @@ checked and shown.
   aws_rules.py        its per-service rules and reshapes beyond the models
   aks_pools.py, aks_guardrails.py   the AKS guardrails
   eks_guardrails.py   the EKS guardrails
+  guardrails.py       what both clouds' guardrails check: one-at-a-time changes, checkpoints kept
   capacity_checks.py  the GPU capacity ranks, sizes and quota
   registry_checks.py  the image registry and the trainer image
   secret_outputs.py   guardrail:no-plain-secrets

@@ -29,8 +29,8 @@ from components.aks.maintenance import AUTO_UPGRADE_SCHEDULE, NODE_OS_UPGRADE_SC
 from components.aks.node_pools import AKS_SPOT_LABEL, AKS_SPOT_TAINT, AKS_SPOT_VALUE
 from lab.plan.aks_pools import AGENT_POOL, MANAGED_CLUSTER, STORAGE_ACCOUNT, PoolView, pools
 from lab.plan.findings import Finding
+from lab.plan.guardrails import deleted_on_destroy, keeps_checkpoints, not_one_at_a_time
 from lab.vocab import pools as labels
-from lab.vocab.names import PROJECT
 
 BLOB_CONTAINER = "azure-native:storage:BlobContainer"
 RESOURCE_GROUP = "azure-native:resources:ResourceGroup"
@@ -303,33 +303,20 @@ def storage_outside_node_rg(plan: Any) -> Iterator[Finding]:
 def pool_operations(plan: Any) -> Iterator[Finding]:
     """The AgentPools of one cluster form a chain of dependencies: Pulumi then creates them one
     after the other and deletes them in reverse, and AKS never sees two pool operations at once."""
-    by_cluster: dict[tuple[str, str], list[Any]] = {}
-    for r in plan.of_type(AGENT_POOL):
-        key = (str(r.inputs.get("resourceGroupName")).lower(), str(r.inputs.get("resourceName")).lower())
-        by_cluster.setdefault(key, []).append(r)
-    for group in by_cluster.values():
-        for i, a in enumerate(group):
-            for b in group[i + 1 :]:
-                if not (plan.waits_for(b, a) or plan.waits_for(a, b)):
-                    yield Finding.error(
-                        "guardrail:pool-operations",
-                        b,
-                        "options.depends_on",
-                        b.depends_on,
-                        f"a dependency on {a.name!r} (or the reverse): AKS refuses a second agent-pool "
-                        "operation on a cluster while one runs (409 'Another agentpool operation is in progress')",
-                    )
-
-
-def _keeps_checkpoints(plan: Any) -> bool:
-    mode: str = plan.config.get(f"{PROJECT}:checkpointsOnDestroy", "keep")
-    return mode != "delete"
+    yield from not_one_at_a_time(
+        "guardrail:pool-operations",
+        plan,
+        plan.of_type(AGENT_POOL),
+        lambda r: (str(r.inputs.get("resourceGroupName")).lower(), str(r.inputs.get("resourceName")).lower()),
+        "AKS refuses a second agent-pool operation on a cluster while one runs "
+        "(409 'Another agentpool operation is in progress')",
+    )
 
 
 def checkpoints_kept(plan: Any) -> Iterator[Finding]:
     """Checkpoints outlive the cluster: `pulumi destroy` forgets the account, its container and
     the resource group holding them instead of deleting them (unless the stack lets them go)."""
-    if not _keeps_checkpoints(plan):
+    if not keeps_checkpoints(plan):
         return
     groups = {str(a.inputs.get("resourceGroupName")).lower() for a in plan.of_type(STORAGE_ACCOUNT)}
     kept = [
@@ -337,16 +324,7 @@ def checkpoints_kept(plan: Any) -> Iterator[Finding]:
         *plan.of_type(BLOB_CONTAINER),
         *(g for g in plan.of_type(RESOURCE_GROUP) if str(g.inputs.get("resourceGroupName")).lower() in groups),
     ]
-    for r in kept:
-        if not (r.retain_on_delete or r.protect):
-            yield Finding.error(
-                "guardrail:checkpoints-kept",
-                r,
-                "options.retain_on_delete",
-                r.retain_on_delete,
-                f"True: `pulumi destroy` would delete the checkpoints (set {PROJECT}:checkpointsOnDestroy "
-                "to 'delete' to let them go)",
-            )
+    yield from (f for r in kept if (f := deleted_on_destroy("guardrail:checkpoints-kept", r)) is not None)
 
 
 def maintenance_window(plan: Any) -> Iterator[Finding]:

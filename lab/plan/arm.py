@@ -65,7 +65,7 @@ from pulumi_azure_native import containerservice as pulumi_containerservice
 from pulumi_azure_native import storage as pulumi_storage
 
 from lab.plan.arm_models import Envelope, discriminated, fields_of, is_model, lookup_field, model_name
-from lab.plan.findings import Finding
+from lab.plan.findings import Finding, custom_resources
 from lab.vocab.azure_tags import tag_problems
 
 CHECK = "arm-conformance"
@@ -421,12 +421,12 @@ def _tag_maps(value: Any, path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
 
 def checked_resources(plan: Any) -> list[Any]:
     """The resources whose inputs are checked against a model (all of them mapped in TARGETS)."""
-    return [r for r in plan.resources if r.custom and r.type.startswith(CHECKED_PREFIXES)]
+    return custom_resources(plan, CHECKED_PREFIXES)
 
 
 def tagged_resources(plan: Any) -> list[Any]:
     """The resources whose tags are checked: every azure-native one."""
-    return [r for r in plan.resources if r.custom and r.type.startswith(TAGGED_PREFIX)]
+    return custom_resources(plan, TAGGED_PREFIX)
 
 
 def applies(plan: Any) -> bool:

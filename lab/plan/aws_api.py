@@ -48,7 +48,7 @@ from typing import Any
 from lab.plan import aws_rules as rules
 from lab.plan.aws_policy import policy_issues
 from lab.plan.aws_request import AwsTarget, Issue, RequestWalker, indexed, is_unknown, join_path
-from lab.plan.findings import WARNING, Finding
+from lab.plan.findings import WARNING, Finding, custom_resources
 from lab.program.recording import Plan, RecordedResource
 from lab.vocab.aws_tags import tag_problems
 
@@ -402,16 +402,12 @@ def check_resource(resource: RecordedResource) -> list[Finding]:
     return [unmapped, *findings]
 
 
-def _checked(plan: Plan) -> list[RecordedResource]:
-    return [r for r in plan.resources if r.custom and r.type.startswith(_PREFIX)]
-
-
 def applies(plan: Plan) -> bool:
     """True when the plan declares any aws:* custom resource."""
-    return bool(_checked(plan))
+    return bool(custom_resources(plan, _PREFIX))
 
 
 def aws_conformance(plan: Plan) -> Iterable[Finding]:
     """pulumi_aws inputs against the botocore models of the AWS API requests they become; tags against AWS's rules"""
-    for resource in _checked(plan):
+    for resource in custom_resources(plan, _PREFIX):
         yield from check_resource(resource)

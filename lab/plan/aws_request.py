@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,24 +253,28 @@ class RequestWalker:
             self.bad(where, None, f"a value: {name} is required in {shape.name}", shape)
 
     def list(self, value: Any, shape: Any, path: str) -> None:
-        if not isinstance(value, list):
-            self.bad(path, value, f"a list ({shape.name})", shape)
+        if not self.sized(value, shape, path, list, "list", " items"):
             return
-        if value and (problem := _bounds(len(value), shape, " items")):
-            self.bad(path, value, problem, shape)
         for where, item in indexed(value, path):
             self.value(item, shape.member, where)
 
     def map(self, value: Any, shape: Any, path: str) -> None:
-        if not isinstance(value, dict):
-            self.bad(path, value, f"a map ({shape.name})", shape)
+        if not self.sized(value, shape, path, dict, "map", " entries"):
             return
-        if value and (problem := _bounds(len(value), shape, " entries")):
-            self.bad(path, value, problem, shape)
         for key, item in value.items():
             where = join_path(path, str(key))
             self.string(key, shape.key, where, what="key")
             self.value(item, shape.value, where)
+
+    def sized(self, value: Any, shape: Any, path: str, kind: type[Sized], kind_name: str, unit: str) -> bool:
+        """Whether `value` is a `kind` (its members are checked then); a finding where it is not,
+        or where it holds more or fewer `unit` than the shape's bounds allow."""
+        if not isinstance(value, kind):
+            self.bad(path, value, f"a {kind_name} ({shape.name})", shape)
+            return False
+        if value and (problem := _bounds(len(value), shape, unit)):
+            self.bad(path, value, problem, shape)
+        return True
 
     def string(self, value: Any, shape: Shape, path: str, what: str = "value") -> None:
         """Type, enum, length and pattern of a string (a map's key when `what` is "key")."""

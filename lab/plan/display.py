@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from components.aks.storage import ROLE_STORAGE_ACCOUNT_CONTRIBUTOR, ROLE_STORAGE_BLOB_DATA_CONTRIBUTOR
 from lab.plan.check_list import CheckRun, findings_of
@@ -332,23 +332,27 @@ def eviction_lines(cost: CostEstimate | None, save_cost_s: float) -> list[str]:
     return lines
 
 
-def text(
-    plan: Plan,
-    runs: list[CheckRun],
-    cost: CostEstimate | None,
-    *,
-    show_secrets: bool = False,
-    api: dict[str, dict[str, str]] | None = None,
-    save_cost_s: float = 1.0,
-    band: str | None = None,
-) -> str:
+class Shown(TypedDict, total=False):
+    """What both views show beside the plan, the checks and the cost (defaults in SHOWN_DEFAULTS)."""
+
+    show_secrets: bool  # secret outputs in clear instead of a placeholder
+    api: dict[str, dict[str, str]] | None  # the ARM API versions the checks read
+    save_cost_s: float  # what a checkpoint's save costs training, for Daly's interval
+    band: str | None  # the monthly eviction band whose saving is shown, if any
+
+
+SHOWN_DEFAULTS: Shown = {"show_secrets": False, "api": None, "save_cost_s": 1.0, "band": None}
+
+
+def text(plan: Plan, runs: list[CheckRun], cost: CostEstimate | None, **options: Unpack[Shown]) -> str:
+    shown: Shown = {**SHOWN_DEFAULTS, **options}
     parts = [
         f"Plan of stack {plan.stack!r} (cloud: {plan.cloud}) — offline, under mocks: {len(plan.resources)} resources",
         "",
         *tree(plan),
         "",
         "Outputs:",
-        *outputs_lines(plan, show_secrets),
+        *outputs_lines(plan, shown["show_secrets"]),
         "",
         "Hourly cost estimate:",
         *cost_lines(cost),
@@ -357,11 +361,11 @@ def text(
         *quota_lines(stack_quota(plan)),
         "",
         "Evictions and checkpoints:",
-        *eviction_lines(cost, save_cost_s),
-        *(saving_lines(cost, band) if band else []),
+        *eviction_lines(cost, shown["save_cost_s"]),
+        *(saving_lines(cost, band) if (band := shown["band"]) else []),
         "",
         "Checks:",
-        *checks_lines(runs, api),
+        *checks_lines(runs, shown["api"]),
     ]
     return "\n".join(parts)
 
@@ -408,17 +412,9 @@ def _resource_json(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def json_dict(
-    plan: Plan,
-    runs: list[CheckRun],
-    cost: CostEstimate | None,
-    *,
-    show_secrets: bool = False,
-    api: dict[str, dict[str, str]] | None = None,
-    save_cost_s: float = 1.0,
-    band: str | None = None,
-) -> dict[str, Any]:
-    base = plan.to_json_dict(show_secrets=show_secrets)
+def json_dict(plan: Plan, runs: list[CheckRun], cost: CostEstimate | None, **options: Unpack[Shown]) -> dict[str, Any]:
+    shown: Shown = {**SHOWN_DEFAULTS, **options}
+    base = plan.to_json_dict(show_secrets=shown["show_secrets"])
     resources = [_resource_json(d) for d in sorted(base["resources"], key=lambda d: d["urn"])]
     all_findings = findings_of(runs)
     return {
@@ -431,12 +427,12 @@ def json_dict(
         "cost": cost.to_dict() if cost else None,
         "quota": quota.to_dict() if (quota := stack_quota(plan)) else None,
         "evictions": {
-            "save_cost_s": save_cost_s,
-            "rows": eviction_rows(cost, save_cost_s),
-            **({"band": band, "saving": saving_rows(cost, band)} if band else {}),
+            "save_cost_s": shown["save_cost_s"],
+            "rows": eviction_rows(cost, shown["save_cost_s"]),
+            **({"band": band, "saving": saving_rows(cost, band)} if (band := shown["band"]) else {}),
         },
         "checks": [{"name": r.name, "applied": r.applied, "findings": [f.to_dict() for f in r.findings]} for r in runs],
         "findings": [f.to_dict() for f in all_findings],
-        "arm_api_versions": api,
+        "arm_api_versions": shown["api"],
         "ok": not errors(all_findings),
     }

@@ -41,8 +41,8 @@ from components.eks.fis import NODEGROUP_TAG, SPOT_INTERRUPTION
 from components.eks.network import GATEWAY_ENDPOINT, s3_service
 from components.eks.node_groups import NODE_TEMPLATE
 from lab.plan.findings import Finding
+from lab.plan.guardrails import deleted_on_destroy, keeps_checkpoints, not_one_at_a_time
 from lab.vocab import pools as labels
-from lab.vocab.names import PROJECT
 from lab.vocab.versions import (
     CLUSTER_AUTOSCALER_CHART,
     CLUSTER_AUTOSCALER_CHARTS,
@@ -415,38 +415,23 @@ def fis_targets_gpu_spot(plan: Any) -> Iterator[Finding]:
 def group_operations(plan: Any) -> Iterator[Finding]:
     """The node groups of a cluster form a chain: the CPU group (etcd, operator) first, the
     GPU group after it; deleted in reverse."""
-    by_cluster: dict[str, list[Any]] = {}
-    for g in plan.of_type(NODE_GROUP):
-        by_cluster.setdefault(str(g.inputs.get("clusterName")), []).append(g)
-    for groups in by_cluster.values():
-        for i, a in enumerate(groups):
-            for b in groups[i + 1 :]:
-                if not (plan.waits_for(b, a) or plan.waits_for(a, b)):
-                    yield Finding.error(
-                        "guardrail:eks-group-operations",
-                        b,
-                        "options.depends_on",
-                        b.depends_on,
-                        f"a dependency on {a.name!r} (or the reverse): the groups are created and updated one at "
-                        "a time, the CPU group first",
-                    )
+    yield from not_one_at_a_time(
+        "guardrail:eks-group-operations",
+        plan,
+        plan.of_type(NODE_GROUP),
+        lambda g: str(g.inputs.get("clusterName")),
+        "the groups are created and updated one at a time, the CPU group first",
+    )
 
 
 def checkpoints_kept(plan: Any) -> Iterator[Finding]:
     """Checkpoints outlive the cluster: `pulumi destroy` forgets the bucket instead of emptying
     and deleting it (unless the stack lets it go)."""
-    if plan.config.get(f"{PROJECT}:checkpointsOnDestroy", "keep") == "delete":
+    if not keeps_checkpoints(plan):
         return
     for b in plan.of_type(BUCKET):
-        if not (b.retain_on_delete or b.protect):
-            yield Finding.error(
-                "guardrail:eks-checkpoints-kept",
-                b,
-                "options.retain_on_delete",
-                b.retain_on_delete,
-                f"True: `pulumi destroy` would delete the checkpoints (set {PROJECT}:checkpointsOnDestroy to 'delete' "
-                "to let them go)",
-            )
+        if (deleted := deleted_on_destroy("guardrail:eks-checkpoints-kept", b)) is not None:
+            yield deleted
         if b.inputs.get("forceDestroy") is True:
             yield Finding.error(
                 "guardrail:eks-checkpoints-kept", b, "forceDestroy", True, "False: it empties the bucket on delete"
@@ -458,6 +443,25 @@ def _reference(resource: Any, name: str) -> str:
     id unknown at preview still names them), else the value itself."""
     urns = resource.property_dependencies.get(name)
     return " ".join(sorted(urns)) if urns else str(resource.inputs.get(name))
+
+
+# What a lifecycle rule over a versioned checkpoint bucket must do: (the rule's action, its
+# number of days, what the check expects when no enabled rule over the whole bucket does it).
+_LIFECYCLE_ACTIONS = (
+    (
+        "noncurrentVersionExpiration",
+        "noncurrentDays",
+        "an aws.s3.BucketLifecycleConfiguration of bucket {bucket} with an enabled rule over the whole "
+        "bucket that expires noncurrent versions (noncurrent_days): without it every pruned or "
+        "overwritten checkpoint stays billed, for ever",
+    ),
+    (
+        "abortIncompleteMultipartUpload",
+        "daysAfterInitiation",
+        "an enabled rule over the whole bucket {bucket} that aborts incomplete multipart uploads "
+        "(days_after_initiation): the parts of a save cut short stay billed otherwise",
+    ),
+)
 
 
 def bucket_lifecycle(plan: Any) -> Iterator[Finding]:
@@ -478,25 +482,9 @@ def bucket_lifecycle(plan: Any) -> Iterator[Finding]:
             for r in rules_of.get(_reference(versioning, "bucket"), [])
             if r.get("status") == "Enabled" and _whole_bucket(r)
         ]
-        if not any((r.get("noncurrentVersionExpiration") or {}).get("noncurrentDays") for r in rules):
-            yield Finding.error(
-                name,
-                versioning,
-                "lifecycle.noncurrentVersionExpiration",
-                None,
-                f"an aws.s3.BucketLifecycleConfiguration of bucket {bucket} with an enabled rule over the whole "
-                "bucket that expires noncurrent versions (noncurrent_days): without it every pruned or "
-                "overwritten checkpoint stays billed, for ever",
-            )
-        if not any((r.get("abortIncompleteMultipartUpload") or {}).get("daysAfterInitiation") for r in rules):
-            yield Finding.error(
-                name,
-                versioning,
-                "lifecycle.abortIncompleteMultipartUpload",
-                None,
-                f"an enabled rule over the whole bucket {bucket} that aborts incomplete multipart uploads "
-                "(days_after_initiation): the parts of a save cut short stay billed otherwise",
-            )
+        for action, days, expected in _LIFECYCLE_ACTIONS:
+            if not any((r.get(action) or {}).get(days) for r in rules):
+                yield Finding.error(name, versioning, f"lifecycle.{action}", None, expected.format(bucket=bucket))
 
 
 def _whole_bucket(rule: dict[str, Any]) -> bool:

@@ -84,3 +84,9 @@ def single(name: str, run: Callable[[Plan], Iterable[Finding]], applies: Callabl
     """A suite of one check; its description is the first line of `run`'s docstring."""
     description = (run.__doc__ or name).strip().splitlines()[0]
     return CheckSuite((Check(name, description, applies),), run)
+
+
+def custom_resources(plan: Plan, prefixes: str | tuple[str, ...]) -> list[RecordedResource]:
+    """The plan's custom resources (those a provider creates, not components) whose type
+    starts with `prefixes` (one, or any of several)."""
+    return [r for r in plan.resources if r.custom and r.type.startswith(prefixes)]

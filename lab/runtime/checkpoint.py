@@ -73,6 +73,28 @@ class Loaded:
     skipped: tuple[str, ...]  # newer files that were torn or corrupt
 
 
+def write_file(path: Path, data: memoryview | bytes, writes: CheckpointWrites, temporary: str) -> None:
+    """`data` at `path`, fsynced: written once under its own name (`write-once`: an object-store
+    mount, where a file that exists is an error), else to `temporary` beside it, then renamed
+    over it, so that a writer killed midway leaves the old file or none, never a torn one."""
+    target = path if writes is CheckpointWrites.WRITE_ONCE else path.with_name(temporary)
+    with open(target, "xb" if writes is CheckpointWrites.WRITE_ONCE else "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    if target != path:
+        os.replace(target, path)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the directory's entries (a file renamed into it) durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class CheckpointStore:
     def __init__(self, directory: str | Path, writes: CheckpointWrites | str = CheckpointWrites.RENAME, keep: int = 3):
         self.dir = Path(directory)
@@ -113,22 +135,12 @@ class CheckpointStore:
         return any(s == step for s, _ in self._pointers())
 
     def _write(self, path: Path, data: memoryview | bytes) -> None:
-        target = path if self.writes is CheckpointWrites.WRITE_ONCE else path.with_name(f".tmp-{path.name}")
-        with open(target, "xb" if self.writes is CheckpointWrites.WRITE_ONCE else "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if target != path:
-            os.replace(target, path)
+        write_file(path, data, self.writes, temporary=f".tmp-{path.name}")
 
     def _fsync_dir(self) -> None:
         if self.writes is CheckpointWrites.WRITE_ONCE:
             return  # object-store mounts have no directory entries to sync
-        fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(self.dir)
 
     def _prune(self) -> None:
         steps = sorted({s for s, _ in self._pointers()}, reverse=True)

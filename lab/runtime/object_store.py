@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from torch.distributed.checkpoint.filesystem import FileSystemBase
 
-from lab.runtime.checkpoint import CheckpointDirError
+from lab.runtime.checkpoint import CheckpointDirError, fsync_dir, write_file
 from lab.vocab import checkpoint_location
 from lab.vocab.job import CheckpointWrites
 
@@ -82,18 +82,9 @@ class LocalFiles:
     def put(self, key: str, data: bytes) -> None:
         path = self.root / key
         path.parent.mkdir(parents=True, exist_ok=True)
-        target = path if self.writes is CheckpointWrites.WRITE_ONCE else path.with_name(f"{path.name}.tmp")
-        with open(target, "xb" if self.writes is CheckpointWrites.WRITE_ONCE else "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if target != path:
-            os.replace(target, path)
-            fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        write_file(path, data, self.writes, temporary=f"{path.name}.tmp")
+        if self.writes is not CheckpointWrites.WRITE_ONCE:
+            fsync_dir(path.parent)  # the rename
 
     def get(self, key: str) -> bytes:
         return (self.root / key).read_bytes()

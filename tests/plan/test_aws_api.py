@@ -326,6 +326,13 @@ BROKEN = {
     "endpoint type in lower case": (ENDPOINT, _set("vpcEndpointType", "gateway"), "vpcEndpointType", "Gateway"),
     "endpoint without its VPC": (ENDPOINT, _drop("vpcId"), "vpcId", "VpcId is required"),
     "endpoint route tables not a list": (ENDPOINT, _set("routeTableIds", "rtb-1"), "routeTableIds", "a list"),
+    "node group labels not a map": (NG, _set("labels", ["gpu-spot"]), "labels", "a map (labelsMap)"),
+    "ecr exclusion filters over the list's bound": (
+        "aws:ecr/repository:Repository",
+        _set("imageTagMutabilityExclusionFilters", [{"filter": f"v{i}*", "filterType": "WILDCARD"} for i in range(6)]),
+        "imageTagMutabilityExclusionFilters",
+        "at most 5 items (6 given)",
+    ),
     "unknown property": (NG, _rename("capacityType", "capacityTyp"), "capacityTyp", "did you mean capacityType"),
     "capacity type not in the enum": (NG, _set("capacityType", "SPOTTY"), "capacityType", "ON_DEMAND, SPOT"),
     "AMI type not in the enum": (NG, _set("amiType", "AL2_x86_64_GPUX"), "amiType", "AL2023_x86_64_NVIDIA"),

@@ -8,7 +8,8 @@ import time
 import pytest
 import torch
 
-from lab.runtime.checkpoint import CheckpointDirError, CheckpointError, CheckpointStore
+from lab.runtime.checkpoint import CheckpointDirError, CheckpointError, CheckpointStore, write_file
+from lab.vocab.job import CheckpointWrites
 from tests.patience import within
 
 
@@ -67,6 +68,19 @@ def test_write_once_mode_never_renames_or_overwrites(tmp_path, monkeypatch):
     # rename mode on the same mount would fail: the mode matters
     with pytest.raises(OSError, match="rename is not supported"):
         CheckpointStore(tmp_path / "posix").save(_state(1), 1, "r0")
+
+
+def test_write_file_renames_its_temporary_over_the_file_or_writes_once(tmp_path, monkeypatch):
+    path = tmp_path / "f.pt"
+    path.write_bytes(b"old")
+    renamed = []
+    monkeypatch.setattr(os, "replace", lambda src, dst: renamed.append((src, dst)) or os.rename(src, dst))
+    write_file(path, b"new", CheckpointWrites.RENAME, temporary=".tmp-f.pt")
+    assert path.read_bytes() == b"new" and renamed == [(tmp_path / ".tmp-f.pt", path)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.pt"]
+    with pytest.raises(FileExistsError):  # write-once: never over a file that exists
+        write_file(path, b"newer", CheckpointWrites.WRITE_ONCE, temporary=".tmp-f.pt")
+    assert path.read_bytes() == b"new" and len(renamed) == 1
 
 
 def test_unwritable_checkpoint_dir_is_a_clear_error(tmp_path):
