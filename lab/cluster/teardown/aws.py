@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from lab.cluster.aws_requests import AwsRequests, Refused
 from lab.cluster.eviction import ApiCall
 from lab.cluster.polling import Poll
-from lab.cluster.teardown.base import GONE, Leftover, TeardownError, _delete_all, _planned
+from lab.cluster.teardown.base import GONE, Leftover, Recorded, TeardownError, _delete_all, _planned
 from lab.vocab import aws_tags
 
 if TYPE_CHECKING:
@@ -58,6 +58,17 @@ _AWS_GONE = {
     REPOSITORY: ("RepositoryNotFoundException",),
     BUCKET: ("NoSuchBucket",),
 }
+# How each kind (but the bucket, emptied first) is deleted: the API, the operation, and the
+# parameter that names the item.
+_DELETIONS = {
+    CLASSIC_LOAD_BALANCER: ("aws elb", "delete_load_balancer", "LoadBalancerName"),
+    LOAD_BALANCER: ("aws elbv2", "delete_load_balancer", "LoadBalancerArn"),
+    TARGET_GROUP: ("aws elbv2", "delete_target_group", "TargetGroupArn"),
+    NETWORK_INTERFACE: ("aws ec2", "delete_network_interface", "NetworkInterfaceId"),
+    VOLUME: ("aws ec2", "delete_volume", "VolumeId"),
+    SECURITY_GROUP: ("aws ec2", "delete_security_group", "GroupId"),
+    REPOSITORY: ("aws ecr", "delete_repository", "repositoryName"),
+}
 # Error codes meaning "not yet": something being deleted still uses it.
 _AWS_BUSY = {TARGET_GROUP: ("ResourceInUse",), SECURITY_GROUP: ("DependencyViolation",)}
 
@@ -75,7 +86,7 @@ def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         yield items[i : i + size]
 
 
-class AwsSweep:
+class AwsSweep(Recorded):
     """An EKS stack's leftovers in AWS (a `Sweep`).
 
     `region`, `cluster_name`, `vpc_id` and `checkpoint_bucket` are the stack's outputs
@@ -138,13 +149,10 @@ class AwsSweep:
         self.poll_s = poll_s
         self._aws = AwsRequests(region, TeardownError, session, clients)
         self._poll = Poll(poll_s, sleep, clock)
-        self.kept: list[Leftover] = []
-        self.notes: list[str] = []
-        self._found: list[Leftover] | None = None
+        super().__init__()
 
     # ------------------------------------------------------------------ the Sweep protocol
-    def find(self) -> list[Leftover]:
-        self.kept, self.notes = [], []
+    def _look(self) -> list[Leftover]:
         found = [*self._find_load_balancers(), *self._find_target_groups(), *self._find_classic_load_balancers()]
         if self.vpc_id:
             found += self._find_network_interfaces()
@@ -155,7 +163,6 @@ class AwsSweep:
             found += self._find_security_groups()
         found += self._find_repository()
         found += self._find_bucket()
-        self._found = found
         return found
 
     def delete(self, items: Sequence[Leftover]) -> list[str]:
@@ -247,6 +254,18 @@ class AwsSweep:
                 mine.append(f"{key}={value}")
         return (True, ", ".join(mine)) if mine else (None, "")
 
+    def _mine(
+        self, items: Iterable[Mapping[str, Any]], tags_key: str
+    ) -> Iterator[tuple[Mapping[str, Any], dict[str, str], str]]:
+        """(item, its tags, the tag that names this cluster) of the items whose tags (under
+        `tags_key`) name this cluster and no other; the others (untagged: whose are they? or
+        another cluster's) are passed over."""
+        for item in items:
+            tags = _aws_tags(item.get(tags_key))
+            mine, tag = self._verdict(tags)
+            if mine:
+                yield item, tags, tag
+
     def _where(self, vpc: bool = True) -> str:
         return f"{self.region}, {self.vpc_id}" if vpc and self.vpc_id else self.region
 
@@ -285,11 +304,9 @@ class AwsSweep:
         found = []
         for chunk in _chunks(names, 20):
             reply = self._request("elb", "describe_tags", LoadBalancerNames=list(chunk))
-            for description in reply.get("TagDescriptions", []):
-                mine, tag = self._verdict(_aws_tags(description.get("Tags")))
-                if mine:
-                    name = description["LoadBalancerName"]
-                    found.append(Leftover(CLASSIC_LOAD_BALANCER, name, self._where(), f"tagged {tag}"))
+            for description, _, tag in self._mine(reply.get("TagDescriptions", []), "Tags"):
+                name = description["LoadBalancerName"]
+                found.append(Leftover(CLASSIC_LOAD_BALANCER, name, self._where(), f"tagged {tag}"))
         return found
 
     def _find_network_interfaces(self) -> list[Leftover]:
@@ -312,11 +329,7 @@ class AwsSweep:
     def _find_volumes(self) -> list[Leftover]:
         volumes = self._pages("ec2", "describe_volumes", "Volumes", Filters=self._volume_filter())
         found = []
-        for volume in volumes:
-            tags = _aws_tags(volume.get("Tags"))
-            mine, tag = self._verdict(tags)
-            if not mine:
-                continue  # no cluster tag (whose is it?) or another cluster's
+        for volume, tags, tag in self._mine(volumes, "Tags"):
             namespace = tags.get(EBS_PVC_NAMESPACE_TAG)
             claim = f"{namespace + '/' if namespace else ''}{tags.get(EBS_PVC_NAME_TAG, '?')}"
             leftover = Leftover(
@@ -339,10 +352,8 @@ class AwsSweep:
     def _find_security_groups(self) -> list[Leftover]:
         groups = self._pages("ec2", "describe_security_groups", "SecurityGroups", Filters=self._vpc_filter())
         found = []
-        for group in groups:
-            tags = _aws_tags(group.get("Tags"))
-            mine, tag = self._verdict(tags)
-            if not mine or group.get("GroupName") == "default":
+        for group, tags, tag in self._mine(groups, "Tags"):
+            if group.get("GroupName") == "default":
                 continue
             if tags.get(LBC_CLUSTER_TAG) == self.cluster_name:
                 reason = f"made by the AWS Load Balancer Controller, tagged {tag}"
@@ -444,21 +455,12 @@ class AwsSweep:
         return [{"Name": "tag-key", "Values": [EBS_PVC_NAME_TAG]}]
 
     def _delete_call(self, item: Leftover) -> ApiCall:
-        if item.kind == CLASSIC_LOAD_BALANCER:
-            return ApiCall("aws elb", "delete_load_balancer", {"LoadBalancerName": item.id})
-        if item.kind == LOAD_BALANCER:
-            return ApiCall("aws elbv2", "delete_load_balancer", {"LoadBalancerArn": item.id})
-        if item.kind == TARGET_GROUP:
-            return ApiCall("aws elbv2", "delete_target_group", {"TargetGroupArn": item.id})
-        if item.kind == NETWORK_INTERFACE:
-            return ApiCall("aws ec2", "delete_network_interface", {"NetworkInterfaceId": item.id})
-        if item.kind == VOLUME:
-            return ApiCall("aws ec2", "delete_volume", {"VolumeId": item.id})
-        if item.kind == SECURITY_GROUP:
-            return ApiCall("aws ec2", "delete_security_group", {"GroupId": item.id})
-        if item.kind == REPOSITORY:
-            return ApiCall("aws ecr", "delete_repository", {"repositoryName": item.id, "force": True})
-        raise TeardownError(f"the aws sweep deletes {', '.join(self.ORDER)}, not {item.kind}")
+        if item.kind not in _DELETIONS:
+            raise TeardownError(f"the aws sweep deletes {', '.join(self.ORDER)}, not {item.kind}")
+        api, operation, key = _DELETIONS[item.kind]
+        # ECR refuses to delete a repository holding images without force.
+        forced = {"force": True} if item.kind == REPOSITORY else {}
+        return ApiCall(api, operation, {key: item.id, **forced})
 
     def _pages(self, service: str, operation: str, key: str | None, *, gone: Sequence[str] = (), **params: Any) -> Any:
         """Every item of a paginated listing under `key` (None: S3's versions and delete markers)."""

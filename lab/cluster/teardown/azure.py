@@ -10,7 +10,7 @@ from azure.core.exceptions import ResourceNotFoundError
 
 from lab.cluster.azure_errors import Wording, azure_errors
 from lab.cluster.eviction import ApiCall
-from lab.cluster.teardown.base import GONE, Leftover, TeardownError, _delete_all, _planned
+from lab.cluster.teardown.base import GONE, Leftover, Recorded, TeardownError, _delete_all, _planned
 from lab.vocab import azure_tags
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def _worded(call: ApiCall) -> Wording:
     )
 
 
-class AzureSweep:
+class AzureSweep(Recorded):
     """An AKS stack's leftovers in Azure (a `Sweep`).
 
     `resource_group`, `node_resource_group`, `cluster_name` and `storage_account` are the
@@ -109,16 +109,11 @@ class AzureSweep:
         self.storage_account = storage_account
         self._credential = credential
         self._client_kwargs = dict(client_kwargs or {})
-        self.kept: list[Leftover] = []
-        self.notes: list[str] = []
-        self._found: list[Leftover] | None = None
+        super().__init__()
 
     # ------------------------------------------------------------------ the Sweep protocol
-    def find(self) -> list[Leftover]:
-        self.kept, self.notes = [], []
-        found = [*self._find_groups(), *self._find_disks(), *self._find_public_ips()]
-        self._found = found
-        return found
+    def _look(self) -> list[Leftover]:
+        return [*self._find_groups(), *self._find_disks(), *self._find_public_ips()]
 
     def delete(self, items: Sequence[Leftover]) -> list[str]:
         def delete_one(item: Leftover) -> bool:
