@@ -13,10 +13,11 @@ rendered objects, a stack's outputs).
   job_logs.py        a job's logs: one pod's, a worker's, or all workers' as they come
   eviction.py        what every eviction backend offers (EvictionBackend, the node it evicts)
   aks_eviction.py    AKS: VMSS simulateEviction; azure_errors.py, Azure's errors in plain words
-  eks_eviction.py    EKS: an AWS FIS experiment
+  eks_eviction.py    EKS: an AWS FIS experiment; aws_requests.py, AWS clients and errors in plain words
   drain.py           any cluster: a Kubernetes drain (cordon, Eviction API)
   disruption.py      the PodDisruptionBudget and priorities a drain meets
   drill.py           the eviction drill on a cluster
   rebalance.py       a job's workers moved off its fallback GPU ranks, back to rank 1
+  polling.py         a wait that looks again until something is there (a simulated clock in tests)
   teardown/          what `pulumi destroy` cannot see, found and deleted; a local run stopped
 """

@@ -21,22 +21,14 @@ tests run the SDK's real URL building and error mapping against a recorded trans
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from azure.core.exceptions import (
-    AzureError,
-    ClientAuthenticationError,
-    HttpResponseError,
-    ResourceNotFoundError,
-    ServiceRequestError,
-)
 from azure.identity import DefaultAzureCredential
 from azure.mgmt.compute import ComputeManagementClient
 
-from lab.cluster.azure_errors import LOGIN_HELP, cloud_message, credential_cause
+from lab.cluster.azure_errors import Wording, azure_errors
 from lab.cluster.eviction import ApiCall, EvictionError, EvictionRefused, EvictionStarted, Node
 from lab.vocab.placeholders import placeholder
 
@@ -105,31 +97,6 @@ def parse_provider_id(provider_id: str) -> VmssInstance:
 def _same(a: str, b: str) -> bool:
     """ARM names compare without regard to case."""
     return a.casefold() == b.casefold()
-
-
-@contextmanager
-def _azure_errors(action: str, permission: str, not_found: str) -> Iterator[None]:
-    """Turn the SDK's and azure-identity's exceptions into an EvictionError that says what to do.
-
-    `action` says what was being done, `permission` is the RBAC action the call needs (named on
-    a 403) and `not_found` is what a 404 means for this call."""
-    try:
-        yield
-    except ClientAuthenticationError as e:
-        raise EvictionError(f"cannot {action}: {credential_cause(e)}. {LOGIN_HELP}") from e
-    except ResourceNotFoundError as e:
-        raise EvictionError(f"cannot {action}: {not_found} (HTTP 404: {cloud_message(e)})") from e
-    except HttpResponseError as e:
-        if e.status_code == 403:
-            raise EvictionError(
-                f"cannot {action}: the signed-in identity lacks the permission {permission} "
-                f"(HTTP 403: {cloud_message(e)}); grant a role that includes it on the node resource group"
-            ) from e
-        raise EvictionError(f"cannot {action}: Azure answered HTTP {e.status_code}: {cloud_message(e)}") from e
-    except ServiceRequestError as e:
-        raise EvictionError(f"cannot {action}: Azure Resource Manager could not be reached ({e.message})") from e
-    except AzureError as e:
-        raise EvictionError(f"cannot {action}: {e.message}") from e
 
 
 class AksVmssEvictor:
@@ -297,7 +264,14 @@ class AksVmssEvictor:
         not_found: str,
     ) -> T:
         """Run `request` with a client for the target's subscription, its errors made EvictionErrors."""
-        with _azure_errors(action, permission, not_found):
+        wording = Wording(
+            cannot=action,
+            failed=f"cannot {action}",
+            denied=f"cannot {action}: the signed-in identity lacks the permission {permission}",
+            grant="grant a role that includes it on the node resource group",
+            not_found=not_found,
+        )
+        with azure_errors(wording, EvictionError):
             client = ComputeManagementClient(
                 self._credential_or_default(), target.subscription_id, **self._client_kwargs
             )

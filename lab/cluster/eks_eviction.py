@@ -34,17 +34,9 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import (
-    ClientError,
-    CredentialRetrievalError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    PartialCredentialsError,
-    SSOError,
-    TokenRetrievalError,
-)
-
+from lab.cluster.aws_requests import AwsRequests, Refused
 from lab.cluster.eviction import ApiCall, EvictionError, EvictionRefused, EvictionStarted, Node
+from lab.cluster.polling import Poll
 from lab.vocab.aws_tags import EKS_CLUSTER_NAME_TAG, EKS_NODEGROUP_TAG, FIS_SPOT_INTERRUPTION
 from lab.vocab.placeholders import is_placeholder, placeholder
 
@@ -83,31 +75,6 @@ _ROLE_ARN = re.compile(r"arn:(?P<partition>aws[a-z-]*):iam::(?P<account>\d{12}):
 # experiment runs (its action starts at once) or it already completed; the others end it.
 STARTED_STATES = frozenset({"running", "completed"})
 STARTING_STATES = frozenset({"pending", "initiating"})
-
-# Error codes that mean the caller is not allowed (IAM) and those that mean its credentials
-# are not usable (expired, revoked, unknown to AWS).
-ACCESS_DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
-BAD_CREDENTIALS_CODES = frozenset(
-    {
-        "ExpiredToken",
-        "ExpiredTokenException",
-        "InvalidClientTokenId",
-        "UnrecognizedClientException",
-        "AuthFailure",
-        "SignatureDoesNotMatch",
-    }
-)
-CREDENTIAL_ERRORS = (
-    NoCredentialsError,
-    PartialCredentialsError,
-    CredentialRetrievalError,
-    SSOError,
-    TokenRetrievalError,
-)
-CREDENTIALS_HELP = (
-    "run `aws configure` (access keys) or `aws sso login` (IAM Identity Center), or set AWS_PROFILE to a profile"
-    " that has credentials for this account"
-)
 
 
 def parse_provider_id(provider_id: str) -> tuple[str, str]:
@@ -186,11 +153,9 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
         self.target_instance = target_instance
         self.start_timeout_s = start_timeout_s
         self.poll_s = poll_s
-        self._session = session
-        self._clients: dict[str, Any] = dict(clients or {})
+        self._aws = AwsRequests(region, EvictionError, session, clients)
         self._client_token = client_token or (lambda: str(uuid.uuid4()))
-        self._sleep = sleep
-        self._clock = clock
+        self._poll = Poll(poll_s, sleep, clock)
         # The one-off templates this evictor created and has not deleted yet (cleanup()).
         self.one_off_templates: list[str] = []
         # The experiments it started, oldest first (wait_started() takes one of them).
@@ -307,28 +272,32 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
         return that state; EvictionError with FIS's reason when it failed or was stopped,
         or when it is still starting after `timeout_s` (default: start_timeout_s)."""
         timeout = self.start_timeout_s if timeout_s is None else timeout_s
-        deadline = self._clock() + timeout
-        while True:
+        states: list[Mapping[str, Any]] = []
+
+        def started() -> str | None:
             reply = self._call(
                 "fis",
                 "get_experiment",
                 missing={"ResourceNotFoundException": f"FIS experiment {experiment_id} does not exist"},
                 id=experiment_id,
             )
-            state = reply["experiment"].get("state", {})
-            status = state.get("status", "")
+            states.append(reply["experiment"].get("state", {}))
+            status = states[-1].get("status", "")
             if status in STARTED_STATES:
                 return str(status)
             if status not in STARTING_STATES:
                 raise EvictionError(self._failure(experiment_id, reply["experiment"]))
-            if self._clock() >= deadline:
-                # Not stopped here: it may still run, and interrupt the instance, after this gives up.
-                raise EvictionError(
-                    f"FIS experiment {experiment_id} is still {status} after {timeout:g} s"
-                    f" ({state.get('reason') or 'no reason given'}); it may still start: stop it with"
-                    f" `aws fis stop-experiment --id {experiment_id}` and look at it in the FIS console"
-                )
-            self._sleep(self.poll_s)
+            return None
+
+        status = self._poll.until(started, timeout)
+        if status is None:
+            # Not stopped here: it may still run, and interrupt the instance, after this gives up.
+            raise EvictionError(
+                f"FIS experiment {experiment_id} is still {states[-1].get('status', '')} after {timeout:g} s"
+                f" ({states[-1].get('reason') or 'no reason given'}); it may still start: stop it with"
+                f" `aws fis stop-experiment --id {experiment_id}` and look at it in the FIS console"
+            )
+        return status
 
     def cleanup(self) -> None:
         """Delete the one-off templates this evictor created (safe while their experiments
@@ -473,7 +442,7 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
         """The instance ids the experiment's targets resolved to, where this botocore knows
         ListExperimentResolvedTargets (FIS does not document targetInformation's keys, so
         every value is searched for an instance id)."""
-        fis = self._client("fis")
+        fis = self._aws.client("fis")
         if "ListExperimentResolvedTargets" not in fis.meta.service_model.operation_names:
             return []
         found: list[str] = []
@@ -549,16 +518,6 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
             f" {CLUSTER_TAG}={self.cluster_name} and {NODEGROUP_TAG}={self.gpu_node_group}) and ec2:DescribeInstances"
         )
 
-    def _client(self, service: str) -> Any:
-        """The client of `service`: a handed-in one, else one of the (lazily made) session."""
-        if service not in self._clients:
-            if self._session is None:
-                import boto3.session  # only a real call needs boto3
-
-                self._session = boto3.session.Session(region_name=self.region)
-            self._clients[service] = self._session.client(service, region_name=self.region)
-        return self._clients[service]
-
     def _call(
         self,
         service: str,
@@ -570,27 +529,14 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
     ) -> Any:
         """One request; every failure becomes an EvictionError saying what to do. `missing`
         maps error codes meaning "does not exist" to the message to raise instead."""
-        request = f"{service} {operation}"
-        try:
-            # Inside the try: making a client resolves some credentials already (a key
-            # without its secret fails here, a missing one only when the request is signed).
-            client = self._client(service)
-            return getattr(client, operation)(**params)
-        except CREDENTIAL_ERRORS as e:
-            raise EvictionError(f"no usable AWS credentials for {request} ({e}); {CREDENTIALS_HELP}") from e
-        except EndpointConnectionError as e:
-            raise EvictionError(f"cannot reach AWS in {self.region} for {request}: {e}") from e
-        except ClientError as e:
-            error = e.response.get("Error", {})
-            code, message = error.get("Code", ""), error.get("Message", "")
-            if code in ACCESS_DENIED_CODES:
-                # The IAM action: the service's prefix and the API's name (ec2:DescribeInstances).
-                action = client.meta.method_to_api_mapping.get(operation, operation)
-                needed = f"{client.meta.service_model.signing_name}:{action}"
-                needed += f" and {extra_permissions}" if extra_permissions else ""
-                raise EvictionError(f"AWS denied {request} ({code}): the caller needs {needed}; {message}") from e
-            if code in BAD_CREDENTIALS_CODES:
-                raise EvictionError(f"AWS rejected the credentials for {request} ({code}); {CREDENTIALS_HELP}") from e
-            if missing is not None and code in missing:
-                raise _Missing(missing[code]) from e
-            raise EvictionError(f"{request} failed ({code}): {message}") from e
+        answer = self._aws.send(
+            service,
+            operation,
+            lambda client: getattr(client, operation)(**params),
+            named=f"{service} {operation}",
+            expected=missing or {},
+            extra_permissions=extra_permissions,
+        )
+        if isinstance(answer, Refused):
+            raise _Missing((missing or {})[answer.code]) from answer.error
+        return answer

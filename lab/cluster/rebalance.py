@@ -41,6 +41,7 @@ from lab.cluster import jobs
 from lab.cluster.drain import KubernetesDrainEvictor
 from lab.cluster.eviction import EvictionError, Node
 from lab.cluster.kube import KubeApi, KubeError, api_error
+from lab.cluster.polling import Poll
 from lab.vocab.capacity import RANK_LABEL, REBALANCE_MOVE_TIMEOUT_S, REBALANCE_PROBE_TIMEOUT_S, rank_in
 from lab.vocab.names import PROJECT
 from lab.vocab.pools import CAPACITY_LABEL
@@ -147,7 +148,8 @@ class Rebalancer:
         self.kube, self.job, self.namespace = kube, job, namespace
         self.probe_timeout_s, self.move_timeout_s = probe_timeout_s, move_timeout_s
         self.drain_timeout_s, self.poll_s = drain_timeout_s, poll_s
-        self._sleep, self._clock, self.say = sleep, clock, say
+        self._clock, self.say = clock, say
+        self._poll = Poll(poll_s, sleep, clock)
 
     # ------------------------------------------------------------------ what is where
     def placements(self) -> list[Placement]:
@@ -191,7 +193,7 @@ class Rebalancer:
         started = self._clock()
         try:
             self.say(f"{worker.pod} on {worker.where()}: asking rank 1 for a node ({probe})")
-            room = self._wait(lambda: self._running_on(probe), self.probe_timeout_s)
+            room = self._poll.until(lambda: self._running_on(probe), self.probe_timeout_s)
         finally:
             self._delete_pod(probe)  # ran or not: its place goes to the worker, or it never had one
         if room is None:
@@ -203,20 +205,11 @@ class Rebalancer:
             # The worker still runs there: the node is given back to the scheduler as it was.
             self._uncordon(worker.node)
             raise KubeError(f"moving worker {worker.pod} off {worker.node}: {exc}") from None
-        back = self._wait(lambda: self._replacement(worker), self.move_timeout_s)
+        back = self._poll.until(lambda: self._replacement(worker), self.move_timeout_s)
         outcome = Move.MOVED if back is not None else Move.NOT_BACK
         return Move(worker, outcome, back, waited_s=self._clock() - started)
 
     # ------------------------------------------------------------------ helpers
-    def _wait(self, found: Callable[[], Any], timeout_s: float) -> Any:
-        """`found()` until it gives something (returned) or `timeout_s` passed (None)."""
-        deadline = self._clock() + timeout_s
-        while True:
-            value = found()
-            if value is not None or self._clock() >= deadline:
-                return value
-            self._sleep(self.poll_s)
-
     def _running_on(self, probe: str) -> str | None:
         """The node the probe runs on; None while it waits (KubeError when it failed)."""
         state = jobs.pod_state(self._read_pod_object(probe))

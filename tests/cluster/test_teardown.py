@@ -51,6 +51,7 @@ from lab.cluster.teardown import (
     TeardownError,
 )
 from lab.cluster.teardown import azure as teardown_azure
+from lab.cluster.teardown.base import Recorded
 from lab.local import LocalTarget
 from lab.local.etcd import EtcdServer, find_etcd
 from lab.local.procs import ServerError, wait_until
@@ -1527,3 +1528,25 @@ def test_a_destroy_that_fails_for_another_reason_fails_after_one_sweep():
     assert log.count("destroy") == 2 and log.count("find") == 1
     with pytest.raises(StackError, match="locked"):
         destroy_and_sweep(destroy, None, "byo")  # nothing of a cloud to sweep: the destroy's own error
+
+
+# ------------------------------------------------------------------ what every sweep records
+def test_recorded_starts_each_find_afresh_and_keeps_what_it_found():
+    class Counting(Recorded):
+        def __init__(self) -> None:
+            super().__init__()
+            self.looks = 0
+
+        def _look(self) -> list[Leftover]:
+            self.looks += 1
+            self.kept.append(Leftover("thing", f"kept-{self.looks}", "here", "kept"))
+            self.notes.append(f"note {self.looks}")
+            return [Leftover("thing", f"found-{self.looks}", "here", "found")]
+
+    sweep = Counting()
+    assert (sweep.kept, sweep.notes, sweep._found) == ([], [], None)  # calls() lists placeholders until find()
+    first = sweep.find()
+    assert sweep._found == first == [Leftover("thing", "found-1", "here", "found")]
+    second = sweep.find()
+    assert second == [Leftover("thing", "found-2", "here", "found")]
+    assert [k.id for k in sweep.kept] == ["kept-2"] and sweep.notes == ["note 2"]

@@ -6,20 +6,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from botocore.exceptions import (
-    ClientError,
-    EndpointConnectionError,
-)
-
-from lab.cluster.eks_eviction import ACCESS_DENIED_CODES as AWS_ACCESS_DENIED
-from lab.cluster.eks_eviction import BAD_CREDENTIALS_CODES as AWS_BAD_CREDENTIALS
-from lab.cluster.eks_eviction import CREDENTIAL_ERRORS as AWS_CREDENTIAL_ERRORS
-from lab.cluster.eks_eviction import CREDENTIALS_HELP as AWS_LOGIN_HELP
+from lab.cluster.aws_requests import AwsRequests, Refused
 from lab.cluster.eviction import ApiCall
-from lab.cluster.teardown.base import GONE, Leftover, TeardownError, _delete_all, _planned
+from lab.cluster.polling import Poll
+from lab.cluster.teardown.base import GONE, Leftover, Recorded, TeardownError, _delete_all, _planned
 from lab.vocab import aws_tags
 
 if TYPE_CHECKING:
@@ -66,6 +58,17 @@ _AWS_GONE = {
     REPOSITORY: ("RepositoryNotFoundException",),
     BUCKET: ("NoSuchBucket",),
 }
+# How each kind (but the bucket, emptied first) is deleted: the API, the operation, and the
+# parameter that names the item.
+_DELETIONS = {
+    CLASSIC_LOAD_BALANCER: ("aws elb", "delete_load_balancer", "LoadBalancerName"),
+    LOAD_BALANCER: ("aws elbv2", "delete_load_balancer", "LoadBalancerArn"),
+    TARGET_GROUP: ("aws elbv2", "delete_target_group", "TargetGroupArn"),
+    NETWORK_INTERFACE: ("aws ec2", "delete_network_interface", "NetworkInterfaceId"),
+    VOLUME: ("aws ec2", "delete_volume", "VolumeId"),
+    SECURITY_GROUP: ("aws ec2", "delete_security_group", "GroupId"),
+    REPOSITORY: ("aws ecr", "delete_repository", "repositoryName"),
+}
 # Error codes meaning "not yet": something being deleted still uses it.
 _AWS_BUSY = {TARGET_GROUP: ("ResourceInUse",), SECURITY_GROUP: ("DependencyViolation",)}
 
@@ -83,7 +86,7 @@ def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         yield items[i : i + size]
 
 
-class AwsSweep:
+class AwsSweep(Recorded):
     """An EKS stack's leftovers in AWS (a `Sweep`).
 
     `region`, `cluster_name`, `vpc_id` and `checkpoint_bucket` are the stack's outputs
@@ -144,17 +147,12 @@ class AwsSweep:
         self.repository = (image_registry or "").partition("/")[2] or None
         self.busy_timeout_s = busy_timeout_s
         self.poll_s = poll_s
-        self._session = session
-        self._clients: dict[str, Any] = dict(clients or {})
-        self._sleep = sleep
-        self._clock = clock
-        self.kept: list[Leftover] = []
-        self.notes: list[str] = []
-        self._found: list[Leftover] | None = None
+        self._aws = AwsRequests(region, TeardownError, session, clients)
+        self._poll = Poll(poll_s, sleep, clock)
+        super().__init__()
 
     # ------------------------------------------------------------------ the Sweep protocol
-    def find(self) -> list[Leftover]:
-        self.kept, self.notes = [], []
+    def _look(self) -> list[Leftover]:
         found = [*self._find_load_balancers(), *self._find_target_groups(), *self._find_classic_load_balancers()]
         if self.vpc_id:
             found += self._find_network_interfaces()
@@ -165,7 +163,6 @@ class AwsSweep:
             found += self._find_security_groups()
         found += self._find_repository()
         found += self._find_bucket()
-        self._found = found
         return found
 
     def delete(self, items: Sequence[Leftover]) -> list[str]:
@@ -174,19 +171,24 @@ class AwsSweep:
                 return self._delete_bucket(item.id)
             call = self._delete_call(item)
             service = call.api.removeprefix("aws ")
-            deadline = self._clock() + self.busy_timeout_s
-            while True:
+            busy: list[Refused] = []
+
+            def deleted() -> bool | None:
                 result = self._request(
                     service, call.operation, gone=_AWS_GONE[item.kind], busy=_AWS_BUSY.get(item.kind, ()), **call.params
                 )
-                if not isinstance(result, _Busy):
-                    return result is GONE
-                if self._clock() >= deadline:
-                    raise TeardownError(
-                        f"{call} still failed with {result.code} after {self.busy_timeout_s:g} s ({result.message}); "
-                        "something outside this sweep still uses it"
-                    )
-                self._sleep(self.poll_s)
+                if isinstance(result, Refused):
+                    busy.append(result)
+                    return None
+                return result is GONE
+
+            gone = self._poll.until(deleted, self.busy_timeout_s)
+            if gone is None:
+                raise TeardownError(
+                    f"{call} still failed with {busy[-1].code} after {self.busy_timeout_s:g} s ({busy[-1].message}); "
+                    "something outside this sweep still uses it"
+                )
+            return gone
 
         return _delete_all(self.name, items, self.ORDER, delete_one)
 
@@ -252,6 +254,18 @@ class AwsSweep:
                 mine.append(f"{key}={value}")
         return (True, ", ".join(mine)) if mine else (None, "")
 
+    def _mine(
+        self, items: Iterable[Mapping[str, Any]], tags_key: str
+    ) -> Iterator[tuple[Mapping[str, Any], dict[str, str], str]]:
+        """(item, its tags, the tag that names this cluster) of the items whose tags (under
+        `tags_key`) name this cluster and no other; the others (untagged: whose are they? or
+        another cluster's) are passed over."""
+        for item in items:
+            tags = _aws_tags(item.get(tags_key))
+            mine, tag = self._verdict(tags)
+            if mine:
+                yield item, tags, tag
+
     def _where(self, vpc: bool = True) -> str:
         return f"{self.region}, {self.vpc_id}" if vpc and self.vpc_id else self.region
 
@@ -260,23 +274,20 @@ class AwsSweep:
 
     # ------------------------------------------------------------------ what is found
     def _find_load_balancers(self) -> list[Leftover]:
-        balancers = self._pages("elbv2", "describe_load_balancers", "LoadBalancers")
-        arns = [b["LoadBalancerArn"] for b in balancers if self._in_vpc(b.get("VpcId"))]
-        found = []
-        for arn, tags in self._elbv2_tags(arns).items():
-            mine, tag = self._verdict(tags)
-            if mine:
-                found.append(Leftover(LOAD_BALANCER, arn, self._where(), f"tagged {tag}"))
-        return found
+        return self._find_elbv2(LOAD_BALANCER, "describe_load_balancers", "LoadBalancers", "LoadBalancerArn")
 
     def _find_target_groups(self) -> list[Leftover]:
-        groups = self._pages("elbv2", "describe_target_groups", "TargetGroups")
-        arns = [g["TargetGroupArn"] for g in groups if self._in_vpc(g.get("VpcId"))]
+        return self._find_elbv2(TARGET_GROUP, "describe_target_groups", "TargetGroups", "TargetGroupArn")
+
+    def _find_elbv2(self, kind: str, operation: str, key: str, arn_key: str) -> list[Leftover]:
+        """The load balancers or target groups (`kind`) in the stack's VPC tagged for this cluster."""
+        listed = self._pages("elbv2", operation, key)
+        arns = [each[arn_key] for each in listed if self._in_vpc(each.get("VpcId"))]
         found = []
         for arn, tags in self._elbv2_tags(arns).items():
             mine, tag = self._verdict(tags)
             if mine:
-                found.append(Leftover(TARGET_GROUP, arn, self._where(), f"tagged {tag}"))
+                found.append(Leftover(kind, arn, self._where(), f"tagged {tag}"))
         return found
 
     def _elbv2_tags(self, arns: Sequence[str]) -> dict[str, dict[str, str]]:
@@ -293,11 +304,9 @@ class AwsSweep:
         found = []
         for chunk in _chunks(names, 20):
             reply = self._request("elb", "describe_tags", LoadBalancerNames=list(chunk))
-            for description in reply.get("TagDescriptions", []):
-                mine, tag = self._verdict(_aws_tags(description.get("Tags")))
-                if mine:
-                    name = description["LoadBalancerName"]
-                    found.append(Leftover(CLASSIC_LOAD_BALANCER, name, self._where(), f"tagged {tag}"))
+            for description, _, tag in self._mine(reply.get("TagDescriptions", []), "Tags"):
+                name = description["LoadBalancerName"]
+                found.append(Leftover(CLASSIC_LOAD_BALANCER, name, self._where(), f"tagged {tag}"))
         return found
 
     def _find_network_interfaces(self) -> list[Leftover]:
@@ -320,11 +329,7 @@ class AwsSweep:
     def _find_volumes(self) -> list[Leftover]:
         volumes = self._pages("ec2", "describe_volumes", "Volumes", Filters=self._volume_filter())
         found = []
-        for volume in volumes:
-            tags = _aws_tags(volume.get("Tags"))
-            mine, tag = self._verdict(tags)
-            if not mine:
-                continue  # no cluster tag (whose is it?) or another cluster's
+        for volume, tags, tag in self._mine(volumes, "Tags"):
             namespace = tags.get(EBS_PVC_NAMESPACE_TAG)
             claim = f"{namespace + '/' if namespace else ''}{tags.get(EBS_PVC_NAME_TAG, '?')}"
             leftover = Leftover(
@@ -347,10 +352,8 @@ class AwsSweep:
     def _find_security_groups(self) -> list[Leftover]:
         groups = self._pages("ec2", "describe_security_groups", "SecurityGroups", Filters=self._vpc_filter())
         found = []
-        for group in groups:
-            tags = _aws_tags(group.get("Tags"))
-            mine, tag = self._verdict(tags)
-            if not mine or group.get("GroupName") == "default":
+        for group, tags, tag in self._mine(groups, "Tags"):
+            if group.get("GroupName") == "default":
                 continue
             if tags.get(LBC_CLUSTER_TAG) == self.cluster_name:
                 reason = f"made by the AWS Load Balancer Controller, tagged {tag}"
@@ -452,21 +455,12 @@ class AwsSweep:
         return [{"Name": "tag-key", "Values": [EBS_PVC_NAME_TAG]}]
 
     def _delete_call(self, item: Leftover) -> ApiCall:
-        if item.kind == CLASSIC_LOAD_BALANCER:
-            return ApiCall("aws elb", "delete_load_balancer", {"LoadBalancerName": item.id})
-        if item.kind == LOAD_BALANCER:
-            return ApiCall("aws elbv2", "delete_load_balancer", {"LoadBalancerArn": item.id})
-        if item.kind == TARGET_GROUP:
-            return ApiCall("aws elbv2", "delete_target_group", {"TargetGroupArn": item.id})
-        if item.kind == NETWORK_INTERFACE:
-            return ApiCall("aws ec2", "delete_network_interface", {"NetworkInterfaceId": item.id})
-        if item.kind == VOLUME:
-            return ApiCall("aws ec2", "delete_volume", {"VolumeId": item.id})
-        if item.kind == SECURITY_GROUP:
-            return ApiCall("aws ec2", "delete_security_group", {"GroupId": item.id})
-        if item.kind == REPOSITORY:
-            return ApiCall("aws ecr", "delete_repository", {"repositoryName": item.id, "force": True})
-        raise TeardownError(f"the aws sweep deletes {', '.join(self.ORDER)}, not {item.kind}")
+        if item.kind not in _DELETIONS:
+            raise TeardownError(f"the aws sweep deletes {', '.join(self.ORDER)}, not {item.kind}")
+        api, operation, key = _DELETIONS[item.kind]
+        # ECR refuses to delete a repository holding images without force.
+        forced = {"force": True} if item.kind == REPOSITORY else {}
+        return ApiCall(api, operation, {key: item.id, **forced})
 
     def _pages(self, service: str, operation: str, key: str | None, *, gone: Sequence[str] = (), **params: Any) -> Any:
         """Every item of a paginated listing under `key` (None: S3's versions and delete markers)."""
@@ -513,50 +507,20 @@ class AwsSweep:
         instead: Mapping[str, Any] | None = None,
         params: Mapping[str, Any],
     ) -> Any:
-        """One request; GONE for the `gone` error codes, a _Busy for the `busy` ones, the
-        answer `instead` gives for its codes, and every other failure a TeardownError naming
-        the request and what to do."""
-        named = ApiCall(f"aws {service}", operation, params)
-        client = None
-        try:
-            # Inside the try: making a client resolves some credentials already.
-            client = self._client(service)
-            return request(client)
-        except AWS_CREDENTIAL_ERRORS as e:
-            raise TeardownError(f"no usable AWS credentials for {named} ({e}); {AWS_LOGIN_HELP}") from e
-        except EndpointConnectionError as e:
-            raise TeardownError(f"cannot reach AWS in {self.region} for {named}: {e}") from e
-        except ClientError as e:
-            error = e.response.get("Error", {})
-            code, message = str(error.get("Code", "")), error.get("Message", "")
-            if code in gone:
-                return GONE
-            if code in busy:
-                return _Busy(code, message)
-            if instead and code in instead:
-                return instead[code]
-            if code in AWS_ACCESS_DENIED and client is not None:
-                action = client.meta.method_to_api_mapping.get(operation, operation)
-                needed = f"{client.meta.service_model.signing_name}:{action}"
-                raise TeardownError(f"AWS denied {named} ({code}): the caller needs {needed}; {message}") from e
-            if code in AWS_BAD_CREDENTIALS:
-                raise TeardownError(f"AWS rejected the credentials for {named} ({code}); {AWS_LOGIN_HELP}") from e
-            raise TeardownError(f"{named} failed ({code}): {message}") from e
-
-    def _client(self, service: str) -> Any:
-        """The handed-in client of `service`, else one of the (lazily made) session."""
-        if service not in self._clients:
-            if self._session is None:
-                import boto3.session  # only a real call needs boto3
-
-                self._session = boto3.session.Session(region_name=self.region)
-            self._clients[service] = self._session.client(service, region_name=self.region)
-        return self._clients[service]
-
-
-@dataclass(frozen=True)
-class _Busy:
-    """A deletion AWS refused for now: something being deleted still uses the resource."""
-
-    code: str
-    message: str
+        """One request; GONE for the `gone` error codes, a `Refused` for the `busy` ones (the
+        resource is still in use), the answer `instead` gives for its codes, and every other
+        failure a TeardownError naming the request and what to do."""
+        answer = self._aws.send(
+            service,
+            operation,
+            request,
+            named=str(ApiCall(f"aws {service}", operation, params)),
+            expected={*gone, *busy, *(instead or {})},
+        )
+        if not isinstance(answer, Refused):
+            return answer
+        if answer.code in gone:
+            return GONE
+        if answer.code in busy:
+            return answer  # still in use: the caller may look again
+        return (instead or {})[answer.code]

@@ -3,21 +3,14 @@ group the disks and public IPs that the cluster's controllers created."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from azure.core.exceptions import (
-    AzureError,
-    ClientAuthenticationError,
-    HttpResponseError,
-    ResourceNotFoundError,
-    ServiceRequestError,
-)
+from azure.core.exceptions import ResourceNotFoundError
 
-from lab.cluster.azure_errors import LOGIN_HELP, cloud_message, credential_cause
+from lab.cluster.azure_errors import Wording, azure_errors
 from lab.cluster.eviction import ApiCall
-from lab.cluster.teardown.base import GONE, Leftover, TeardownError, _delete_all, _planned
+from lab.cluster.teardown.base import GONE, Leftover, Recorded, TeardownError, _delete_all, _planned
 from lab.vocab import azure_tags
 
 if TYPE_CHECKING:
@@ -40,7 +33,6 @@ CSI_DISK_PREFIX = "pvc-"
 # What Azure's cloud provider tags the public IPs of LoadBalancer Services with.
 AZURE_SERVICE_TAGS = ("k8s-azure-service", "kubernetes-cluster-name", "k8s-azure-cluster-name")
 STORAGE_ACCOUNT_TYPE = "Microsoft.Storage/storageAccounts"
-AZURE_LOGIN_HELP = LOGIN_HELP
 
 
 def _default_azure_credential() -> TokenCredential:
@@ -67,27 +59,17 @@ def _resource_group_of(resource_id: str) -> str:
     return next((parts[i + 1] for i, p in enumerate(parts[:-1]) if p.casefold() == "resourcegroups"), "")
 
 
-@contextmanager
-def _azure_errors(call: ApiCall) -> Iterator[None]:
-    """The SDK's and azure-identity's exceptions as a TeardownError naming `call`."""
-    try:
-        yield
-    except ClientAuthenticationError as e:
-        raise TeardownError(f"cannot make {call}: {credential_cause(e)}. {AZURE_LOGIN_HELP}") from e
-    except HttpResponseError as e:
-        if e.status_code == 403:
-            raise TeardownError(
-                f"Azure denied {call} (HTTP 403: {cloud_message(e)}); the signed-in identity needs a role that "
-                "allows it (Contributor on the stack's resource groups)"
-            ) from e
-        raise TeardownError(f"{call} failed: Azure answered HTTP {e.status_code}: {cloud_message(e)}") from e
-    except ServiceRequestError as e:
-        raise TeardownError(f"cannot make {call}: Azure Resource Manager could not be reached ({e.message})") from e
-    except AzureError as e:
-        raise TeardownError(f"{call} failed: {e.message}") from e
+def _worded(call: ApiCall) -> Wording:
+    """How a failure of `call` is said."""
+    return Wording(
+        cannot=f"make {call}",
+        failed=f"{call} failed",
+        denied=f"Azure denied {call}",
+        grant="the signed-in identity needs a role that allows it (Contributor on the stack's resource groups)",
+    )
 
 
-class AzureSweep:
+class AzureSweep(Recorded):
     """An AKS stack's leftovers in Azure (a `Sweep`).
 
     `resource_group`, `node_resource_group`, `cluster_name` and `storage_account` are the
@@ -127,16 +109,11 @@ class AzureSweep:
         self.storage_account = storage_account
         self._credential = credential
         self._client_kwargs = dict(client_kwargs or {})
-        self.kept: list[Leftover] = []
-        self.notes: list[str] = []
-        self._found: list[Leftover] | None = None
+        super().__init__()
 
     # ------------------------------------------------------------------ the Sweep protocol
-    def find(self) -> list[Leftover]:
-        self.kept, self.notes = [], []
-        found = [*self._find_groups(), *self._find_disks(), *self._find_public_ips()]
-        self._found = found
-        return found
+    def _look(self) -> list[Leftover]:
+        return [*self._find_groups(), *self._find_disks(), *self._find_public_ips()]
 
     def delete(self, items: Sequence[Leftover]) -> list[str]:
         def delete_one(item: Leftover) -> bool:
@@ -344,7 +321,7 @@ class AzureSweep:
     def _run(self, call: ApiCall, which: str, request: Callable[[Any], Any], gone_ok: bool = False) -> Any:
         """`request` with a client of `which` API; a 404 is GONE where `gone_ok`, every other
         failure a TeardownError naming `call`."""
-        with _azure_errors(call):
+        with azure_errors(_worded(call), TeardownError):
             client = self._client(which)
             with client:
                 try:

@@ -48,6 +48,25 @@ class Sweep(Protocol):
     def calls(self) -> list[ApiCall]: ...
 
 
+class Recorded:
+    """What every sweep keeps of its last find(): what it left alone on purpose (`kept`, with
+    the reason), notes on what it did not look for, and what it found (None until find() ran,
+    so that calls() lists placeholders for it). A sweep says what to look for in `_look()`."""
+
+    def __init__(self) -> None:
+        self.kept: list[Leftover] = []
+        self.notes: list[str] = []
+        self._found: list[Leftover] | None = None
+
+    def find(self) -> list[Leftover]:
+        self.kept, self.notes = [], []
+        self._found = self._look()
+        return self._found
+
+    def _look(self) -> list[Leftover]:
+        raise NotImplementedError
+
+
 def _delete_all(
     sweep: str, items: Sequence[Leftover], order: Sequence[str], delete_one: Callable[[Leftover], bool]
 ) -> list[str]:

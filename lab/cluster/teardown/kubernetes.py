@@ -23,13 +23,14 @@ from lab.cluster.teardown.base import (
     PYTORCHJOB,
     SERVICE,
     Leftover,
+    Recorded,
     TeardownError,
     _delete_all,
     _planned,
 )
 
 
-class KubernetesSweep:
+class KubernetesSweep(Recorded):
     """The namespace's training jobs, LoadBalancer Services and (unless `keep_checkpoints`)
     PersistentVolumeClaims, through the cluster's API server (a `Sweep`).
 
@@ -44,15 +45,13 @@ class KubernetesSweep:
         self.kube = kube
         self.namespace = namespace
         self.keep_checkpoints = keep_checkpoints
-        self.kept: list[Leftover] = []
-        self._found: list[Leftover] | None = None
+        super().__init__()
 
     @property
     def _where(self) -> str:
         return f"namespace {self.namespace}"
 
-    def find(self) -> list[Leftover]:
-        self.kept = []
+    def _look(self) -> list[Leftover]:
         found: list[Leftover] = []
         ns = self.namespace
         try:
@@ -86,7 +85,6 @@ class KubernetesSweep:
                 )
             else:
                 found.append(Leftover(PVC, claim.metadata.name, self._where, claimed))
-        self._found = found
         return found
 
     def delete(self, items: Sequence[Leftover]) -> list[str]:

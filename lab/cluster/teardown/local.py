@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 from lab.cluster.teardown.base import (
     Leftover,
+    Recorded,
     TeardownError,
     _planned,
 )
@@ -52,7 +53,7 @@ def _real(path: str | os.PathLike[str] | None) -> str | None:
     return os.path.realpath(path) if path else None
 
 
-class LocalTeardown:
+class LocalTeardown(Recorded):
     """The processes a local run started for `workdir`, then the directory (a `Sweep`).
 
     A process is the run's when it is a node agent recorded in the workdir's events file
@@ -77,14 +78,12 @@ class LocalTeardown:
         self.workdir = Path(workdir).absolute()
         self.term_timeout_s = term_timeout_s
         self.kill_timeout_s = kill_timeout_s
-        self.kept: list[Leftover] = []
-        self._found: list[Leftover] | None = None
+        super().__init__()
         self._processes: dict[int, psutil.Process] = {}
         self._dirs: set[str] = set()
 
     # ------------------------------------------------------------------ the Sweep protocol
-    def find(self) -> list[Leftover]:
-        self.kept = []
+    def _look(self) -> list[Leftover]:
         found: list[Leftover] = []
         where = str(self.workdir)
         processes, tmp_dirs = self._scan()
@@ -102,7 +101,6 @@ class LocalTeardown:
             if str(path.parent) == system_tmp and path.name.startswith(TMP_PREFIX) and path.is_dir():
                 self._dirs.add(tmp)
                 found.append(Leftover(DIRECTORY, tmp, "local", "the nodes' temporary directory (their $TMPDIR)"))
-        self._found = found
         return found
 
     def delete(self, items: Sequence[Leftover]) -> list[str]:
