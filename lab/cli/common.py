@@ -19,8 +19,9 @@ from lab.vocab.current_stack import (
     STACK_REQUIRED,
 )
 from lab.vocab.errors import LabError
+from lab.vocab.job import JobSpec
 from lab.vocab.names import DNS_LABEL_RULE, is_dns_label
-from lab.vocab.problems import Problem, Problems
+from lab.vocab.problems import InvalidInput, Problem, Problems
 
 T = TypeVar("T")
 
@@ -103,3 +104,15 @@ def said(report: Any, output: str, where: dict[str, str]) -> int:
         print(report.summary())
         print("\n".join(f"  {label + ':':<10}{path}" for label, path in where.items()))
     return 0 if report.passed else 1
+
+
+def spec_or_problems(problems: list[Problem], spec: Callable[[], JobSpec]) -> JobSpec:
+    """The JobSpec `spec` makes, or `problems` (of flags beside the JobSpec's) and the JobSpec's
+    own together: every problem at once (one InvalidInput)."""
+    try:
+        made = spec()
+    except InvalidInput as exc:
+        raise InvalidInput([*problems, *exc.problems]) from None
+    if problems:
+        raise InvalidInput(problems)
+    return made

@@ -14,7 +14,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from lab.cli.common import connected, said, stack_target_of
+from lab.cli.common import connected, said, spec_or_problems, stack_target_of
 from lab.vocab.command_flags import add_namespace
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import job_spec as job_fields_spec
@@ -188,17 +188,19 @@ def _drilled_job(args: argparse.Namespace, target: Any) -> tuple[JobSpec | None,
     from lab.k8s.job import render_job
 
     if args.job:
+        # The running job's model is its own: what the drill would run is not asked for.
+        if own := own_model_problems(args, "--job"):
+            raise InvalidInput(own)
         return None, None
     extra = [a for a in (args.script_args or []) if a != "--"] if args.script else []
-    if args.script and (own := own_model_problems(args, "--script")):
-        raise InvalidInput(own)
+    own = own_model_problems(args, "--script") if args.script else []
     steps = args.steps or DEFAULT_STEPS
     script_kw = (
         {"module": None, "script": args.script, "script_args": tuple(extra)}
         if args.script
         else {"script_args": demo_args(steps, args.step_time, args.model, args.parallel)}
     )
-    spec = job_fields_spec(args, image=target.image_for(args.image), **script_kw)
+    spec = spec_or_problems(own, lambda: job_fields_spec(args, image=target.image_for(args.image), **script_kw))
     job = render_job(spec, target)
     return job.spec, job.objects
 

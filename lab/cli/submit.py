@@ -15,7 +15,14 @@ import argparse
 import sys
 from typing import Any
 
-from lab.cli.common import command_with_text, connected, connection_arguments, connection_problems, stack_target_of
+from lab.cli.common import (
+    command_with_text,
+    connected,
+    connection_arguments,
+    connection_problems,
+    spec_or_problems,
+    stack_target_of,
+)
 from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import add_job_arguments, add_model_arguments, own_model_problems
@@ -81,18 +88,22 @@ def job_spec(args: argparse.Namespace, target: Any) -> JobSpec:
     script given empty is refused by the JobSpec, never replaced)."""
     module = args.module if args.module is not None else DEMO_TRAINER if args.script is None else None
     script_args = tuple(args.script_args)
+    own: list[Problem] = []
     if module == DEMO_TRAINER:
         # The demo's model as typed flags; what follows `--` comes after them, and wins.
         script_args = model_arguments(args.model, args.parallel) + script_args
-    elif own := own_model_problems(args, "--script" if args.script is not None else "--module"):
-        raise InvalidInput(own)
-    return job_fields_spec(
-        args,
-        image=target.image_for(args.image),
-        module=module,
-        script=args.script,
-        script_args=script_args,
-        rdzv_id=args.rdzv_id,
+    else:
+        own = own_model_problems(args, "--script" if args.script is not None else "--module")
+    return spec_or_problems(
+        own,
+        lambda: job_fields_spec(
+            args,
+            image=target.image_for(args.image),
+            module=module,
+            script=args.script,
+            script_args=script_args,
+            rdzv_id=args.rdzv_id,
+        ),
     )
 
 

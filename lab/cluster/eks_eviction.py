@@ -152,7 +152,6 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
         self.role_arn = role_arn
         self.target_instance = target_instance
         self.start_timeout_s = start_timeout_s
-        self.poll_s = poll_s
         self._aws = AwsRequests(region, EvictionError, session, clients)
         self._client_token = client_token or (lambda: str(uuid.uuid4()))
         self._poll = Poll(poll_s, sleep, clock)

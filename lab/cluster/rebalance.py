@@ -147,7 +147,7 @@ class Rebalancer:
     ) -> None:
         self.kube, self.job, self.namespace = kube, job, namespace
         self.probe_timeout_s, self.move_timeout_s = probe_timeout_s, move_timeout_s
-        self.drain_timeout_s, self.poll_s = drain_timeout_s, poll_s
+        self.drain_timeout_s = drain_timeout_s
         self._clock, self.say = clock, say
         self._poll = Poll(poll_s, sleep, clock)
 

@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from lab.runtime.checkpointer import Choice, Resumed, SaveRecord, TrainingState
+from lab.runtime.checkpointer import Choice, PeerLost, Resumed, SaveRecord, TrainingState
 from lab.runtime.demo import rng_state
 from lab.runtime.snapshot import TrainingSnapshot
 from lab.vocab.errors import LabError, Refused
@@ -286,7 +286,10 @@ class WholeCheckpointer:
         self, state: TrainingState, reason: str, *, blocking: bool = False, since: float | None = None
     ) -> SaveRecord | None:
         """Every rank: their RNG states gathered (`keeps_rng`); rank 0 writes. Always blocking."""
-        rng_by_rank = self._gather_rng() if self.keeps_rng else {}
+        try:
+            rng_by_rank = self._gather_rng() if self.keeps_rng else {}
+        except RuntimeError as exc:
+            raise PeerLost(str(exc)) from exc
         if self.rank != 0:
             return None
         with self.exclusive:

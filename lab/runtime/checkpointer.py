@@ -26,6 +26,11 @@ from torch import nn
 from lab.runtime.demo import GlobalSampler
 
 
+class PeerLost(RuntimeError):
+    """A collective of a save failed: a peer is gone (or timed out). Its cause is torch's error.
+    A save's own failure (a full disk, a write refused) is not this: it propagates as it is."""
+
+
 @dataclass(frozen=True)
 class TrainingState:
     """What a save writes: the live model and optimizer at a completed step, and the data

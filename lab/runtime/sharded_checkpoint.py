@@ -53,7 +53,7 @@ from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 from torch.distributed.checkpoint.storage import WriteResult
 
 from lab.runtime.checkpoint import CheckpointError
-from lab.runtime.checkpointer import Choice, Resumed, SaveRecord, TrainingState
+from lab.runtime.checkpointer import Choice, PeerLost, Resumed, SaveRecord, TrainingState
 from lab.runtime.object_store import DcpFiles, LocalFiles, ObjectStore, open_store
 from lab.vocab.job import CheckpointWrites
 
@@ -434,7 +434,10 @@ class ShardedCheckpointer:
         progress = Progress(
             state.step, state.sampler.epoch, state.sampler.position, state.world_size, state.batches_committed
         )
-        stats = self.checkpoints.save(progress, state.model, state.optimizer, reason=reason, blocking=blocking)
+        try:
+            stats = self.checkpoints.save(progress, state.model, state.optimizer, reason=reason, blocking=blocking)
+        except RuntimeError as exc:  # every rank saves its shards together: a collective failed
+            raise PeerLost(str(exc)) from exc
         if not blocking:
             return None
         if since is not None:

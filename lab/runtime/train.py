@@ -45,7 +45,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from lab.runtime import events, job_history
 from lab.runtime.checkpoint_pacer import CheckpointPacer
-from lab.runtime.checkpointer import Resumed, SaveRecord
+from lab.runtime.checkpointer import PeerLost, Resumed, SaveRecord
 from lab.runtime.demo import restore_rng, rng_fingerprint, scaled_lr, set_lr
 from lab.runtime.object_store import open_store
 from lab.runtime.spot_notice import SpotNotice
@@ -424,8 +424,8 @@ class ElasticTraining(Trainer):
         started = time.perf_counter()
         try:
             record = self.save(SAVE_INTERVAL, since=started)
-        except RuntimeError as exc:
-            self.peer_lost(exc)
+        except PeerLost as lost:
+            self.peer_lost(lost.__cause__ or lost)
         if record is not None:  # written already (a whole checkpoint, by rank 0)
             log.info(
                 "step %d/%d  loss %.4f  world size %d  (checkpoint saved)",

@@ -297,6 +297,14 @@ def test_the_demos_model_is_a_typed_flag_of_submit_as_of_the_drill(capsys):
     code, out, err = _run(capsys, *AKS_DRY_RUN, "--script", "/app/mine.py", "--model", "gpt-small")
     assert code == 2 and out == ""
     assert "--model='gpt-small' is invalid: expected tiny (the default) with --script" in err
+    # ... said with every other problem of the job at once
+    code, out, err = _run(
+        capsys, *AKS_DRY_RUN, "--script", "/app/mine.py", "--model", "gpt-small", "--min-nodes", "5", "--max-nodes", "2"
+    )
+    assert code == 2 and "--model='gpt-small' is invalid" in err and "--min-nodes=5 is invalid" in err
+    # A running job's model is its own: the cluster drill attached to it refuses the flag.
+    code, out, err = _run(capsys, "drill", "--stack", "byo", "--dry-run", "--job", "j", "--model", "gpt-small")
+    assert code == 2 and "--model='gpt-small' is invalid: expected tiny (the default) with --job" in err
 
 
 def test_sizing_lands_in_the_rendered_job(capsys):

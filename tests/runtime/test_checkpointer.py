@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from lab.runtime.checkpoint import WholeCheckpointer
-from lab.runtime.checkpointer import Checkpointer, TrainingState
+from lab.runtime.checkpointer import Checkpointer, PeerLost, TrainingState
 from lab.runtime.demo import GlobalSampler
 from lab.runtime.sharded_checkpoint import ShardedCheckpointer
 from lab.runtime.workload import Workload, open_checkpointer
@@ -152,3 +152,28 @@ def test_the_kind_is_chosen_by_the_model(tmp_path, one_rank):
     sharded = _open("sharded", tmp_path / "b")
     assert isinstance(sharded, ShardedCheckpointer)
     sharded.close()
+
+
+def test_a_saves_collective_that_fails_is_a_lost_peer_and_its_write_failing_is_not(tmp_path, one_rank, monkeypatch):
+    """The trainer leaves for the agent to restart the group (exit 75, never a crash loop) only when
+    a save's collective failed; a write that fails (a full disk) is the save's own error, raised as
+    it is so that a persistent fault ends in a crash loop, not in restarts for ever."""
+    checkpointer = _open("whole", tmp_path / "ckpt")
+    assert isinstance(checkpointer, WholeCheckpointer)
+
+    def gather_fails():
+        raise RuntimeError("Connection closed by peer")
+
+    monkeypatch.setattr(checkpointer, "_gather_rng", gather_fails)
+    with pytest.raises(PeerLost) as lost:
+        checkpointer.save(_trained(step=3), "interval")
+    assert str(lost.value.__cause__) == "Connection closed by peer"
+    monkeypatch.undo()
+
+    def write_fails(*args, **kwargs):
+        raise RuntimeError("PytorchStreamWriter failed writing file")
+
+    monkeypatch.setattr(checkpointer, "_write", write_fails)
+    with pytest.raises(RuntimeError, match="PytorchStreamWriter") as failed:
+        checkpointer.save(_trained(step=3), "interval")
+    assert not isinstance(failed.value, PeerLost)

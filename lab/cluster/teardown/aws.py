@@ -146,7 +146,6 @@ class AwsSweep(Recorded):
         # The repository's name: the URL's path (<account>.dkr.ecr.<region>.amazonaws.com/<name>).
         self.repository = (image_registry or "").partition("/")[2] or None
         self.busy_timeout_s = busy_timeout_s
-        self.poll_s = poll_s
         self._aws = AwsRequests(region, TeardownError, session, clients)
         self._poll = Poll(poll_s, sleep, clock)
         super().__init__()
