@@ -486,7 +486,7 @@ class ElasticTraining(Trainer):
         Sharded ones need every rank: the peer took its shards along, and the job resumes
         from the last checkpoint."""
         events.emit(Event.COLLECTIVE_FAILED, step=self.step, error=type(exc).__name__, message=str(exc)[:200])
-        if self.args.save_on_failure:
+        if self.args.save_on_failure and self.checkpointer.saves_alone:
             with self.notice.consistent:  # not at the same time as a notice's save
                 self.save_alone(SAVE_FAILURE)
         log.error(
