@@ -120,16 +120,13 @@ def pool_specs(args: AksClusterArgs) -> dict[str, PoolSpec]:
 
 
 def placement(specs: dict[str, PoolSpec], ranks: tuple[PoolSpec, ...]) -> PoolPlacement:
-    """The pools as the platform selects and tolerates them: the labels every GPU rank carries
-    and the taints any rank carries (workers land on whichever rank has capacity), and the
-    labels every spot node carries (AKS's own and our capacity label)."""
-    cpu = specs[labels.POOL_CPU]
-    return PoolPlacement(
-        cpu_labels=dict(cpu.node_labels),
-        cpu_taints=cpu.taints,
-        gpu_labels=labels.common_labels([r.node_labels for r in ranks], leave_out=(RANK_LABEL,)),
-        gpu_taints=labels.all_taints([r.taints for r in ranks]),
-        gpu_max_nodes=max(r.max_nodes for r in ranks),
+    """The pools as the platform selects and tolerates them (`PoolPlacement.over_ranks`): the
+    GPU ranks differ by their rank label; every spot node carries AKS's spot label and our
+    capacity label."""
+    return PoolPlacement.over_ranks(
+        specs[labels.POOL_CPU],
+        ranks,
+        rank_labels=(RANK_LABEL,),
         spot_labels={AKS_SPOT_LABEL: AKS_SPOT_VALUE, labels.CAPACITY_LABEL: labels.CAPACITY_SPOT},
     )
 

@@ -115,15 +115,13 @@ def startup_taint_keys(specs: Sequence[GroupSpec]) -> list[str]:
 
 
 def placement(specs: Mapping[str, GroupSpec], ranks: Sequence[GroupSpec]) -> PoolPlacement:
-    """The groups as the platform selects and tolerates them: the labels every GPU rank carries
-    (the accelerator label differs by type) and the taints any rank carries."""
-    cpu = specs[labels.POOL_CPU]
-    return PoolPlacement(
-        cpu_labels=dict(cpu.node_labels),
-        cpu_taints=cpu.taints,
-        gpu_labels=labels.common_labels([r.node_labels for r in ranks], leave_out=(RANK_LABEL, ACCELERATOR_LABEL)),
-        gpu_taints=labels.all_taints([r.taints for r in ranks]),
-        gpu_max_nodes=max(r.max_nodes for r in ranks),
+    """The groups as the platform selects and tolerates them (`PoolPlacement.over_ranks`): the
+    GPU ranks differ by their rank label and by the accelerator label (one per instance type);
+    every spot node carries EKS's capacity-type label and our capacity label."""
+    return PoolPlacement.over_ranks(
+        specs[labels.POOL_CPU],
+        ranks,
+        rank_labels=(RANK_LABEL, ACCELERATOR_LABEL),
         spot_labels={EKS_CAPACITY_LABEL: EKS_SPOT_VALUE, labels.CAPACITY_LABEL: labels.CAPACITY_SPOT},
     )
 

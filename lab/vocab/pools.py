@@ -13,9 +13,9 @@ Pools:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from lab.vocab.names import LABEL_KEY, LABEL_VALUE, PROJECT
 from lab.vocab.problems import InvalidInput, Problem, Problems
@@ -188,6 +188,17 @@ def _parse_taints(key: str, taints: Any, out: Problems) -> tuple[Taint, ...]:
 
 
 # ------------------------------------------------------------------ placement
+class PoolShape(Protocol):
+    """What a placement reads of one pool (a cloud's pool or node group spec)."""
+
+    @property
+    def node_labels(self) -> Mapping[str, str]: ...
+    @property
+    def taints(self) -> tuple[Taint, ...]: ...
+    @property
+    def max_nodes(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class PoolPlacement:
     """Node pools as the platform sees them: what a cluster hands over about its pools.
@@ -285,6 +296,29 @@ class PoolPlacement:
             found.extend(exc.problems)
         found.raise_if_any()
         return placement
+
+    @classmethod
+    def over_ranks(
+        cls,
+        cpu: PoolShape,
+        ranks: Sequence[PoolShape],
+        *,
+        rank_labels: Iterable[str],
+        spot_labels: Mapping[str, str],
+    ) -> PoolPlacement:
+        """A cluster whose GPU capacity comes in ranks (lab.vocab.capacity): the CPU pool's
+        labels and taints; the labels every rank carries alike, less `rank_labels` (those that
+        tell ranks apart), and every taint any rank carries, so that workers land on whichever
+        rank has capacity; the most nodes a rank scales to; `spot_labels`, what the cloud and
+        we put on every spot node."""
+        return cls(
+            cpu_labels=cpu.node_labels,
+            cpu_taints=cpu.taints,
+            gpu_labels=common_labels([r.node_labels for r in ranks], leave_out=rank_labels),
+            gpu_taints=all_taints([r.taints for r in ranks]),
+            gpu_max_nodes=max(r.max_nodes for r in ranks),
+            spot_labels=spot_labels,
+        )
 
     def as_mapping(self) -> dict[str, Any]:
         """The form `from_mapping` reads, taints as text."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from lab.vocab import pools
-from lab.vocab.pools import GPU_TAINT, PoolPlacement, Taint, parse_taint
+from lab.vocab.pools import GPU_TAINT, SPOT_TAINT, PoolPlacement, Taint, parse_taint
 from lab.vocab.problems import InvalidInput
 
 
@@ -151,3 +153,37 @@ def test_rules_between_pools_are_checked_beside_bad_values():
         "pools.cpu.labels.bad key!",
         "pools.gpuSpot.taints",
     ]
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """A pool as a cloud's spec gives it to `PoolPlacement.over_ranks`."""
+
+    node_labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    max_nodes: int
+
+
+def test_a_placement_over_ranks_selects_what_every_rank_carries_and_tolerates_what_any_carries():
+    cpu = _Pool({"pool": "cpu", "capacity": "on-demand"}, (), 2)
+    spot = _Pool({"pool": "gpu", "capacity": "spot", "rank": "1", "type": "g5"}, (SPOT_TAINT, GPU_TAINT), 3)
+    on_demand = _Pool({"pool": "gpu", "capacity": "on-demand", "rank": "2", "type": "g5"}, (GPU_TAINT,), 5)
+
+    placement = PoolPlacement.over_ranks(
+        cpu, [spot, on_demand], rank_labels=("rank", "type"), spot_labels={"cloud/spot": "yes"}
+    )
+
+    assert placement == PoolPlacement(
+        cpu_labels={"pool": "cpu", "capacity": "on-demand"},
+        cpu_taints=(),
+        gpu_labels={"pool": "gpu"},  # capacity differs between the ranks; rank and type tell them apart
+        gpu_taints=(SPOT_TAINT, GPU_TAINT),
+        gpu_max_nodes=5,
+        spot_labels={"cloud/spot": "yes"},
+    )
+    # One rank: its labels but those that tell ranks apart.
+    assert PoolPlacement.over_ranks(cpu, [spot], rank_labels=("rank",), spot_labels={}).gpu_labels == {
+        "pool": "gpu",
+        "capacity": "spot",
+        "type": "g5",
+    }
