@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from lab.drill.run import DrillConfig, Progress, run_drill
-from lab.vocab.job import JobSpec, RendezvousTimeouts
+from lab.vocab.job import JobSpec
+from lab.vocab.rendezvous_timeouts import RendezvousTimeouts
 
 SETTINGS = {"ours": RendezvousTimeouts(), "torch-defaults": RendezvousTimeouts.torch_defaults()}
 

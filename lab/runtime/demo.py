@@ -5,7 +5,6 @@ the learning rate's scaling with the world size, and each rank's random-number s
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 from pathlib import Path
@@ -45,10 +44,15 @@ class GlobalSampler:
     def _permutation(self, epoch: int) -> torch.Tensor:
         return torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed * 100003 + epoch))
 
+    def window(self, samples: int) -> torch.Tensor:
+        """The next step's sample indices, in global order: `samples` of them, fewer at the
+        end of the epoch."""
+        return self._order[self.position : min(self.position + samples, self.size)]
+
     def peek(self, batch_size: int, rank: int, world_size: int) -> tuple[torch.Tensor, int]:
-        """This rank's indices for the next step, and how many samples the step covers."""
-        end = min(self.position + batch_size * world_size, self.size)
-        window = self._order[self.position : end]
+        """This rank's indices for the next step of `batch_size` per rank, and how many
+        samples the step covers."""
+        window = self.window(batch_size * world_size)
         return window[rank::world_size], len(window)
 
     def advance(self, count: int) -> None:
@@ -107,10 +111,6 @@ def unusable_gpus(given: str, driver_file: Path = DRIVER_VERSION_FILE) -> str:
         f"the pod was given GPUs ({ENV_VISIBLE_GPUS}={given}) but CUDA is unavailable: {build}, NVIDIA driver "
         f"{driver}{need}; the job would otherwise train on the CPU"
     )
-
-
-def scaled_lr(base_lr: float, world_size: int, scaling: str) -> float:
-    return base_lr * {"linear": world_size, "sqrt": math.sqrt(world_size), "none": 1}[scaling]
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

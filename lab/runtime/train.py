@@ -36,6 +36,7 @@ import logging
 import os
 import sys
 import time
+from contextlib import AbstractContextManager, nullcontext
 from typing import NoReturn
 
 import torch
@@ -46,11 +47,19 @@ from torch.nn.parallel import DistributedDataParallel
 from lab.runtime import events, job_history
 from lab.runtime.checkpoint_pacer import CheckpointPacer
 from lab.runtime.checkpointer import PeerLost, Resumed, SaveRecord
-from lab.runtime.demo import restore_rng, rng_fingerprint, scaled_lr, set_lr
+from lab.runtime.demo import restore_rng, rng_fingerprint, set_lr
 from lab.runtime.object_store import open_store
 from lab.runtime.spot_notice import SpotNotice
 from lab.runtime.trainer import Trainer, peak_rss_mb
 from lab.runtime.workload import MODELS, PARALLEL, TINY
+from lab.vocab.batch_policy import (
+    BATCH_POLICIES,
+    ENV_BATCH_POLICY,
+    ENV_FULL_WORLD_SIZE,
+    ENV_GLOBAL_BATCH,
+    LR_SCALINGS,
+    BatchPolicy,
+)
 from lab.vocab.checkpoint_interval import BAND_NAMES
 from lab.vocab.events import EXIT_DONE, SAVE_FAILURE, SAVE_INTERVAL, SAVE_NOTICE, Event
 from lab.vocab.job import (
@@ -98,17 +107,22 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         "ddp replicates them (the tiny model always trains with DDP)",
     )
     p.add_argument(
-        "--batch-size", type=int, default=None, help="samples per worker per step [tiny 64, gpt-small 8, gpt-100m 1]"
+        "--batch-size",
+        type=int,
+        default=None,
+        help="samples one worker puts through one forward and backward (its micro-batch) "
+        "[tiny 64, gpt-small 8, gpt-100m 1]",
     )
     p.add_argument(
-        "--lr", type=float, default=None, help="learning rate at world size 1 [tiny 0.05 SGD, GPT 3e-4 AdamW]"
+        "--lr", type=float, default=None, help="learning rate of one micro-batch [tiny 0.05 SGD, GPT 3e-4 AdamW]"
     )
     p.add_argument(
         "--lr-scaling",
-        choices=["linear", "sqrt", "none"],
+        choices=LR_SCALINGS,
         default="linear",
-        help="how the learning rate grows with the world size (global batch)",
+        help="how the learning rate grows with the global batch (in micro-batches)",
     )
+    _add_batch_args(p)
     p.add_argument("--dataset-size", type=int, default=None, help="samples in the data set [tiny 8192, GPT 2048]")
     p.add_argument("--seed", type=int, default=0, help="the data set, the initial weights and the sample order")
     p.add_argument(
@@ -117,6 +131,31 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="the order samples are drawn in, alone (default: --seed): runs that differ only in it show how "
         "much the loss depends on incidental choices",
+    )
+
+
+def _add_batch_args(p: argparse.ArgumentParser) -> None:
+    """The batch policy (lab.vocab.batch_policy); the defaults come from the launcher's environment."""
+    env = os.environ.get
+    p.add_argument(
+        "--batch-policy",
+        choices=BATCH_POLICIES,
+        default=env(ENV_BATCH_POLICY, BatchPolicy.FIXED_GLOBAL.value),
+        help="fixed-global: a step's samples and learning rate stay the job's whatever the world size, the "
+        "ranks accumulating micro-batches when nodes are missing; per-worker: one micro-batch per worker, the "
+        "global batch and learning rate following the world size",
+    )
+    p.add_argument(
+        "--global-batch",
+        type=int,
+        default=int(env(ENV_GLOBAL_BATCH) or 0) or None,
+        help="fixed-global: samples per step [--batch-size x --full-world-size]",
+    )
+    p.add_argument(
+        "--full-world-size",
+        type=int,
+        default=int(env(ENV_FULL_WORLD_SIZE) or 0) or None,
+        help="workers at the job's full size (its maximum nodes x workers per node) [the world size at the start]",
     )
 
 
@@ -207,6 +246,9 @@ def _check(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     for name in ("steps", "batch_size", "dataset_size"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}={getattr(args, name)} is invalid: expected >= 1")
+    for name in ("global_batch", "full_world_size"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')}={getattr(args, name)} is invalid: expected >= 1")
     if args.checkpoint_every < 0 or (args.checkpoint_every == 0 and args.fault_tolerance == "per-step"):
         p.error(f"--checkpoint-every={args.checkpoint_every} is invalid: expected >= 1, or 0 (derived) in elastic mode")
     if not args.notice_seconds > 0:
@@ -243,8 +285,8 @@ class ElasticTraining(Trainer):
         return self.step
 
     def learning_rate(self) -> float:
-        """Scaled to the world size (the global batch grows with it)."""
-        return scaled_lr(self.args.lr, self.world_size, self.args.lr_scaling)
+        """The global batch's (per-worker: it follows the world size)."""
+        return self.plan.learning_rate(self.args.lr, self.world_size, self.args.lr_scaling)
 
     # -------------------------------------------------------------------- 2. resume
     def resume(self) -> None:
@@ -328,9 +370,11 @@ class ElasticTraining(Trainer):
 
     # --------------------------------------------------------------------- 4. train
     def train_step(self) -> None:
-        args = self.args
-        indices, covered = self.sampler.peek(args.batch_size, self.rank, self.world_size)
-        batch = self.workload.batch(self.data, indices, self.device)
+        args, plan = self.args, self.plan
+        window = self.sampler.window(plan.step_samples(self.world_size))
+        covered = len(window)
+        parts = plan.share(window, self.rank, self.world_size)
+        indices = torch.cat(list(parts))
         if args.log_samples:
             # Logged before these samples' gradients can enter the all-reduce: an all-reduce can
             # complete on some ranks and fail on others (a peer left in the middle of it), and a
@@ -340,15 +384,14 @@ class ElasticTraining(Trainer):
             events.emit(Event.SAMPLES, step=self.step + 1, epoch=self.sampler.epoch, indices=indices.tolist())
         t0 = time.perf_counter()
         if args.step_time:
-            time.sleep(args.step_time)  # what an accelerator would spend on a real model
+            # What an accelerator would spend: a micro-batch's time per micro-batch of the
+            # largest share (every rank waits for that one at the gradients' all-reduce).
+            time.sleep(args.step_time * -(-covered // self.world_size) / plan.micro_batch)
         self.optimizer.zero_grad()
-        # DDP (and FSDP) average gradients over ranks; scaling the summed loss by world/covered
-        # makes that average the exact mean over the step's global batch, even for a short one.
         try:
             # FSDP2 gathers each block's parameters in the forward pass: a lost peer can fail it
             # there as well as in backward (DDP's gradient all_reduce).
-            local_loss = self.workload.loss_sum(self.model, batch)
-            (local_loss * (self.world_size / covered)).backward()  # type: ignore[no-untyped-call]
+            local_loss = self._accumulate(parts, covered)
         except RuntimeError as exc:  # a collective failed: a peer vanished or timed out
             self.peer_lost(exc)
         self.checkpointer.wait_for_staging()  # a save in flight copies the state this step changes
@@ -357,9 +400,32 @@ class ElasticTraining(Trainer):
             self.optimizer.step()
             self.step += 1
             self.sampler.advance(covered)
-        self.loss = local_loss.item() / max(len(indices), 1)
-        self.covered, self.local_loss, self.step_seconds = covered, local_loss.item(), time.perf_counter() - t0
+        self.loss = local_loss / max(len(indices), 1)
+        self.covered, self.local_loss, self.step_seconds = covered, local_loss, time.perf_counter() - t0
+        self.micro_batches = len(parts)
         self.phases = {"compute": computed - t0, "update": time.perf_counter() - computed}
+
+    def _accumulate(self, parts: list[torch.Tensor], covered: int) -> float:
+        """Forward and backward over this rank's micro-batches; the gradients are averaged over
+        the ranks once, in the last one's backward. DDP (and FSDP) average gradients over
+        ranks: scaling each summed loss by world/covered makes that average the exact mean
+        over the step's global batch, even for a short one. Returns this rank's summed loss."""
+        total = torch.zeros((), device=self.device)
+        for i, part in enumerate(parts):
+            with self._gradient_sync(last=i == len(parts) - 1):
+                batch = self.workload.batch(self.data, part, self.device)
+                loss = self.workload.loss_sum(self.model, batch)
+                (loss * (self.world_size / covered)).backward()  # type: ignore[no-untyped-call]
+            total += loss.detach()
+        return total.item()
+
+    def _gradient_sync(self, *, last: bool) -> AbstractContextManager[object]:
+        """Gradients are only accumulated locally before the last micro-batch (DDP's no_sync;
+        FSDP2 keeps them unsharded until its reduce-scatter)."""
+        if self.fsdp:
+            self.model.set_requires_gradient_sync(last)  # type: ignore[operator]
+            return nullcontext()
+        return nullcontext() if last else self.model.no_sync()  # type: ignore[operator]
 
     def boundary_alone(self) -> None:
         """Whole checkpoints: no rank waits at the boundary for a notice; the step's event
@@ -374,6 +440,7 @@ class ElasticTraining(Trainer):
                 loss=round(loss, 5),
                 world_size=self.world_size,
                 samples=self.covered,
+                micro_batches=self.micro_batches,
                 epoch=self.sampler.epoch,
                 position=self.sampler.position,
                 seconds=round(self.step_seconds, 5),

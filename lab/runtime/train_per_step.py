@@ -49,7 +49,7 @@ import torch.distributed as dist
 
 from lab.runtime import events, heal_state
 from lab.runtime.checkpointer import Resumed, SaveRecord, TrainingState
-from lab.runtime.demo import GlobalSampler, scaled_lr, set_lr
+from lab.runtime.demo import GlobalSampler, set_lr
 from lab.runtime.spot_notice import SpotNotice
 from lab.runtime.trainer import Trainer, peak_rss_mb
 from lab.vocab.events import EXIT_DONE, SAVE_INTERVAL, SAVE_NOTICE, Event
@@ -279,6 +279,11 @@ class PerStepTraining(Trainer):
             )
         return resumed
 
+    def full_world_at_start(self) -> int:
+        """The job's full size in workers, when the launcher does not say it: this group's
+        workers in as many groups as a quorum needs."""
+        return self.world_size * max(int(os.environ.get(ENV_MIN_REPLICAS, "1")), 1)
+
     # ---------------------------------------------------------------------- join
     def join(self, loaded: Resumed | None) -> None:
         """This group's TorchFT manager: the cross-group process group, the quorum's
@@ -346,7 +351,7 @@ class PerStepTraining(Trainer):
         work = self._compute(t0)
         participants = work.quorum[1]
         world = max(participants, 1) * self.world_size
-        set_lr(self.optimizer, scaled_lr(self.args.lr, world, self.args.lr_scaling))
+        set_lr(self.optimizer, self.plan.learning_rate(self.args.lr, world, self.args.lr_scaling))
         self.last_quorum_size = participants
         new_quorum = self._time_the_collective()
         self._reduce(work.flat)
@@ -372,22 +377,22 @@ class PerStepTraining(Trainer):
         if guess is None:
             guess = (manager.participating_rank(), manager.num_participants())  # waits for the quorum
         waited = time.perf_counter() - t0
-        indices, covered = self._batch(*guess)
+        parts, covered = self._batch(*guess)
         computing = time.perf_counter()
-        flat, grads, local_loss = self._gradients(indices, covered)
+        flat, grads, local_loss = self._gradients(parts, covered, guess[1])
         computed = time.perf_counter()
         quorum = (manager.participating_rank(), manager.num_participants())
         known = time.perf_counter()
         if quorum != guess:  # the batch was another quorum's: this quorum's instead
-            indices, covered = self._batch(*quorum)
-            flat, grads, local_loss = self._gradients(indices, covered)
+            parts, covered = self._batch(*quorum)
+            flat, grads, local_loss = self._gradients(parts, covered, quorum[1])
         ready = time.perf_counter()
         phases = {
             "quorum": waited + known - computed,
             "compute": computed - computing,
             "recompute": ready - known if quorum != guess else 0.0,
         }
-        return _Work(quorum, indices, covered, flat, grads, local_loss, phases, ready)
+        return _Work(quorum, torch.cat(list(parts)), covered, flat, grads, local_loss, phases, ready)
 
     def _time_the_collective(self) -> bool:
         """The timeout of this step's cross-group collective; whether its quorum is new. A new
@@ -424,40 +429,55 @@ class PerStepTraining(Trainer):
             error=str(manager.errored())[:200] if manager.errored() else None,
         )
 
-    def _batch(self, replica_rank: int | None, participants: int) -> tuple[torch.Tensor, int]:
-        """This worker's sample indices of the step's global batch in a quorum where this group
-        has `replica_rank` among `participants` groups, and how many samples that batch covers
-        (none for this worker when the group sits the step out: healing, or a spare)."""
+    def _batch(self, replica_rank: int | None, participants: int) -> tuple[list[torch.Tensor], int]:
+        """This worker's micro-batches of the step's global batch in a quorum where this group
+        has `replica_rank` among `participants` groups (the batch policy's), and how many
+        samples the step covers (none for this worker when the group sits the step out:
+        healing, or a spare; it still runs as many empty micro-batches as its group)."""
         world = max(participants, 1) * self.world_size
+        window = self.sampler.window(self.plan.step_samples(world))
         rank_in_step = (replica_rank or 0) * self.world_size + self.rank
-        indices, covered = self.sampler.peek(self.args.batch_size, rank_in_step, world)
-        return (indices[:0] if replica_rank is None else indices), covered
+        parts = self.plan.share(window, rank_in_step, world)
+        return ([p[:0] for p in parts] if replica_rank is None else list(parts)), len(window)
 
-    def _gradients(self, indices: torch.Tensor, covered: int) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
-        """(the gradients as one flat tensor, the gradients, this worker's summed loss).
-        Summed over every worker of the step, these gradients are the exact mean over its
-        global batch (the last batch of an epoch is short)."""
-        device = self.device
+    def _gradients(
+        self, parts: list[torch.Tensor], covered: int, participants: int
+    ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
+        """(the gradients as one flat tensor, the gradients, this worker's summed loss), over
+        its micro-batches in a quorum of `participants` groups. Summed over every worker of
+        the step, these gradients are the exact mean over its global batch (the last batch of
+        an epoch is short)."""
         if self.args.step_time:
-            time.sleep(self.args.step_time)
+            # A micro-batch's accelerator time per micro-batch of the step's largest share.
+            largest = -(-covered // (max(participants, 1) * self.world_size))
+            time.sleep(self.args.step_time * largest / self.plan.micro_batch)
         self.optimizer.zero_grad()
-        # Under FSDP2 every worker of the group runs the step, even with no samples: its
-        # forward and backward are the group's collectives. It averages the gradients over
-        # the group's workers, so the loss is scaled up by their number to give their sum.
-        if len(indices) or self.fsdp:
-            batch = self.workload.batch(self.data, indices, device)
-            try:
-                local_loss = self.workload.loss_sum(self.net, batch)
-                (local_loss * ((self.world_size if self.fsdp else 1) / covered)).backward()  # type: ignore[no-untyped-call]
-            except RuntimeError as exc:  # FSDP2's collectives within the group: a worker of it is gone
-                self._group_lost(exc)
-        else:
-            local_loss = torch.zeros((), device=device)
+        local_loss = torch.zeros((), device=self.device)
+        for i, part in enumerate(parts):
+            # Under FSDP2 every worker of the group runs every micro-batch, even with no
+            # samples: its forward and backward are the group's collectives; it reduces the
+            # gradients after the last one only.
+            if len(part) or self.fsdp:
+                if self.fsdp:
+                    self.net.set_requires_gradient_sync(i == len(parts) - 1)  # type: ignore[operator]
+                local_loss += self._backward(part, covered)
         grads = [
             heal_state.local(p.grad) if p.grad is not None else torch.zeros_like(heal_state.local(p))
             for p in self.params
         ]
         return heal_state.flatten(grads), grads, local_loss
+
+    def _backward(self, part: torch.Tensor, covered: int) -> torch.Tensor:
+        """One micro-batch's forward and backward; its summed loss. FSDP2 averages the
+        gradients over the group's workers, so the loss is scaled up by their number to give
+        their sum."""
+        batch = self.workload.batch(self.data, part, self.device)
+        try:
+            loss = self.workload.loss_sum(self.net, batch)
+            (loss * ((self.world_size if self.fsdp else 1) / covered)).backward()  # type: ignore[no-untyped-call]
+        except RuntimeError as exc:  # FSDP2's collectives within the group: a worker of it is gone
+            self._group_lost(exc)
+        return loss.detach()
 
     def _reduce(self, flat: torch.Tensor) -> None:
         """Sum within the group (FSDP2 did, in backward), then across the quorum's groups:
@@ -494,7 +514,7 @@ class PerStepTraining(Trainer):
             committed = bool(self.manager.should_commit())
             if committed:
                 if self.healed_bytes and self.async_quorum:
-                    covered = self.sampler.peek(self.args.batch_size, 0, world)[1]
+                    covered = len(self.sampler.window(self.plan.step_samples(world)))
                 for p, g in zip(self.params, heal_state.unflatten(flat, grads), strict=True):
                     p.grad = heal_state.like(g, p)
                 self.optimizer.step()
@@ -525,6 +545,7 @@ class PerStepTraining(Trainer):
                 replica=self.replica,
                 quorum=quorum,
                 samples=work.covered,
+                micro_batches=self.plan.micro_batches(work.covered, world),
                 epoch=self.sampler.epoch,
                 position=self.sampler.position,
                 seconds=round(time.perf_counter() - t0, 5),

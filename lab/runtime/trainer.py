@@ -25,6 +25,7 @@ from lab.runtime.checkpointer import Checkpointer, Resumed, SaveRecord, Training
 from lab.runtime.demo import GlobalSampler, pick_device
 from lab.runtime.spot_notice import SpotNotice
 from lab.runtime.workload import Workload, build_model, open_checkpointer
+from lab.vocab.batch_policy import BatchPlan
 from lab.vocab.events import EXIT_NOTICE, SAVE_FINAL, Event
 
 
@@ -47,6 +48,9 @@ class Trainer:
         self.identity: dict[str, Any] = {}  # fields of this worker's events (the per-step mode's replica)
         self.sampler = GlobalSampler(args.dataset_size, args.order_seed)
         self.workload = Workload(args.model, args.dataset_size, args.seed)
+        self.plan = BatchPlan(
+            args.batch_policy, args.batch_size, args.full_world_size or self.full_world_at_start(), args.global_batch
+        )
 
     # ------------------------------------------------------------ what a mode says
     def current_step(self) -> int:
@@ -59,6 +63,10 @@ class Trainer:
 
     def learning_rate(self) -> float:
         return float(self.args.lr)
+
+    def full_world_at_start(self) -> int:
+        """The job's full size in workers, when the launcher does not say it: this world's."""
+        return self.world_size
 
     def joined(self) -> None:
         """Runs once the process group is up, before anything is built."""

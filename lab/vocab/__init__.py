@@ -11,6 +11,8 @@ layout.py          where the checkout and its charts are
 versions.py        pinned versions of what the platform installs
 job.py             JobSpec: a job's launch parameters, the LAB_* / PET_* contract
 job_flags.py       the command-line flags of a JobSpec, shared by `drill` and `submit`
+rendezvous_timeouts.py   RendezvousTimeouts: an elastic job's rendezvous timings
+batch_policy.py    the batch policy: how a step's samples are shared by the live ranks (BatchPlan)
 per_step.py        PerStepSettings: the per-step mode's (TorchFT) timeouts and ports
 events.py          the events of a job and a drill: names, fields, the JSON-lines format
 script_findings.py the names of the drill's findings on a script of one's own (`--accept`)

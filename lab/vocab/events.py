@@ -120,6 +120,7 @@ FIELDS: Mapping[Event, frozenset[str]] = {
             "loss",
             "world_size",
             "samples",
+            "micro_batches",
             "epoch",
             "position",
             "seconds",

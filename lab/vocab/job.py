@@ -20,10 +20,18 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 from lab.vocab import checkpoint_location
+from lab.vocab.batch_policy import (
+    BATCH_POLICIES,
+    ENV_BATCH_POLICY,
+    ENV_FULL_WORLD_SIZE,
+    ENV_GLOBAL_BATCH,
+    BatchPolicy,
+)
 from lab.vocab.checkpoint_interval import BAND_NAMES
 from lab.vocab.names import DNS_1035_LABEL, IMAGE_REFERENCE
 from lab.vocab.per_step import ENV_FAULT_TOLERANCE, LIGHTHOUSE_PORT, PerStepSettings
-from lab.vocab.problems import InvalidInput, Problem, Problems, seconds_problems
+from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.rendezvous_timeouts import RendezvousTimeouts
 
 
 class RdzvBackend(StrEnum):
@@ -139,103 +147,6 @@ def _is_endpoint(value: Any) -> bool:
     return bool(host) and bool(_HOST.match(host)) and port.isdigit() and 0 < int(port) < 65536
 
 
-@dataclass(frozen=True)
-class RendezvousTimeouts:
-    """Dynamic-rendezvous timings in seconds.
-
-    Defaults are ours, tuned for fast recovery: fractions of a second need our launcher
-    (`python -m lab.runtime.launch`, torchrun plus a handler that reads fractional seconds);
-    `torch_defaults()` gives torchrun's own whole-second settings.
-
-    join_s is how long an agent waits for min_nodes to join. On a cluster that wait includes
-    GPU spot nodes being provisioned (the pool scales from zero, a replacement for an evicted
-    node is requested, the GPU driver is installed: minutes, longer when spot capacity is
-    short), so the default is 15 minutes. When it runs out the agent exits with a retryable
-    code and leaves the rendezvous open (lab.runtime.launch), and its restarted pod waits again.
-    server_outage_s is how long training goes on while the rendezvous server (etcd, the c10d
-    store) is unreachable, e.g. restarting on an upgrade, before the agent exits to be retried;
-    a rendezvous or an agent's start that meets the server down waits for it as long.
-    """
-
-    join_s: float = 900  # how long an agent waits for min_nodes before exiting to be retried
-    # Extra wait for stragglers once min_nodes have joined. A round of the survivors of an
-    # eviction never reaches max_nodes, so each recovery waits this out in full: 0.2 s, not
-    # 0.5, took ~0.3 s off every elastic recovery (benchmarks/fault_tolerance.py).
-    last_call_s: float = 0.2
-    close_s: float = 10  # wait for the round to close after it completed
-    keep_alive_interval_s: float = 0.5  # heartbeat period of each agent
-    keep_alive_max_attempt: int = 3  # missed heartbeats before a node is declared dead
-    # How often an agent reads the rendezvous state afresh: while training (nodes waiting to
-    # join, participants lost) and while waiting for a round to form. torch serves every read
-    # within a second of the last one from its cache, so a node that joined was seen up to 1 s
-    # late and an agent that rejoins after a restart could find the round's last call over and
-    # be left out of it (a second restart for everyone); the launcher caches this long instead.
-    poll_interval_s: float = 0.1
-    server_outage_s: float = 60  # training goes on this long while the rendezvous server is unreachable
-
-    @classmethod
-    def torch_defaults(cls) -> RendezvousTimeouts:
-        return cls(
-            join_s=600,
-            last_call_s=30,
-            close_s=30,
-            keep_alive_interval_s=5,
-            keep_alive_max_attempt=3,
-            poll_interval_s=1,
-            server_outage_s=60,
-        )
-
-    def problems(self, prefix: str = "rdzv_timeouts.") -> list[Problem]:
-        """Every invalid setting, keys under `prefix`."""
-        if not_seconds := seconds_problems(self, prefix):
-            return not_seconds
-        out = Problems()
-        if not isinstance(self.keep_alive_max_attempt, int) or self.keep_alive_max_attempt < 3:
-            out.add(
-                prefix + "keep_alive_max_attempt",
-                self.keep_alive_max_attempt,
-                "a whole number >= 3 (with fewer, agents declare themselves dead right after joining)",
-            )
-        window = self.keep_alive_interval_s * self.keep_alive_max_attempt
-        if window < 1.5:
-            out.add(
-                prefix + "keep_alive_interval_s",
-                self.keep_alive_interval_s,
-                f"keep_alive_interval_s x keep_alive_max_attempt >= 1.5 s (now {window:g} s): a shorter "
-                "window declares live agents dead",
-            )
-        if self.keep_alive_interval_s < 0.25 or self.poll_interval_s < 0.05:
-            out.add(
-                prefix + "keep_alive_interval_s",
-                self.keep_alive_interval_s,
-                ">= 0.25 s (and poll_interval_s >= 0.05 s): faster heartbeats overload the store",
-            )
-        if self.poll_interval_s >= self.last_call_s:
-            out.add(
-                prefix + "poll_interval_s",
-                self.poll_interval_s,
-                f"< last_call_s ({self.last_call_s:g}): an agent that reads the state less often than the "
-                "last call lasts can miss the round it rejoins",
-            )
-        return out.items
-
-    def validate(self) -> None:
-        if problems := self.problems():
-            raise InvalidInput(problems)
-
-    def conf(self) -> dict[str, str]:
-        """The `--rdzv-conf` keys torch's dynamic rendezvous (and lab.runtime.launch) read."""
-        return {
-            "join_timeout": f"{self.join_s:g}",
-            "last_call_timeout": f"{self.last_call_s:g}",
-            "close_timeout": f"{self.close_s:g}",
-            "keep_alive_interval": f"{self.keep_alive_interval_s:g}",
-            "keep_alive_max_attempt": str(self.keep_alive_max_attempt),
-            "poll_interval": f"{self.poll_interval_s:g}",
-            "server_outage": f"{self.server_outage_s:g}",
-        }
-
-
 def _new_rdzv_id(name: str) -> str:
     return f"{name}-{secrets.token_hex(4)}"
 
@@ -270,6 +181,11 @@ class JobSpec:
         In per-step mode the rendezvous settings do not apply: each node runs torchrun on
         its own, and `lighthouse_endpoint` (host:port) forms the quorum of every step.
       per_step: the per-step mode's timings (lab.vocab.per_step.PerStepSettings).
+      batch_policy: `fixed-global` (the job's global batch and learning rate whatever the world
+        size: the ranks accumulate micro-batches when nodes are missing) or `per-worker` (one
+        micro-batch per worker: the global batch and learning rate follow the world size)
+        [fixed-global]; lab.vocab.batch_policy.
+      global_batch: fixed-global's samples per step [a worker's batch x max_nodes x nproc_per_node].
     """
 
     name: str = "elastic-demo"
@@ -292,6 +208,8 @@ class JobSpec:
     rdzv_timeouts: RendezvousTimeouts = field(default_factory=RendezvousTimeouts)
     monitor_interval_s: float = 0.1
     fault_tolerance: FaultTolerance = FaultTolerance.ELASTIC
+    batch_policy: BatchPolicy = BatchPolicy.FIXED_GLOBAL
+    global_batch: int | None = None
     lighthouse_endpoint: str = f"127.0.0.1:{LIGHTHOUSE_PORT}"
     per_step: PerStepSettings = field(default_factory=PerStepSettings)
 
@@ -313,6 +231,10 @@ class JobSpec:
             object.__setattr__(self, "fault_tolerance", FaultTolerance(self.fault_tolerance))
         except ValueError:
             found.add("fault_tolerance", self.fault_tolerance, "one of " + ", ".join(f.value for f in FaultTolerance))
+        try:
+            object.__setattr__(self, "batch_policy", BatchPolicy(self.batch_policy))
+        except ValueError:
+            found.add("batch_policy", self.batch_policy, "one of " + ", ".join(BATCH_POLICIES))
         if isinstance(self.per_step, Mapping):
             kwargs, unknown = _known_fields(PerStepSettings, self.per_step, "per_step.")
             found.extend(unknown)
@@ -397,6 +319,17 @@ class JobSpec:
             out.add("min_nodes", self.min_nodes, f"<= max_nodes ({self.max_nodes})")
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
             out.add("max_restarts", self.max_restarts, "a whole number >= 0")
+        self._batch(out)
+
+    def _batch(self, out: Problems) -> None:
+        """The global batch: samples per step, set for a fixed-global policy only."""
+        batch = self.global_batch
+        if batch is None:
+            return
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= INT32_MAX:
+            out.add("global_batch", batch, "samples per step >= 1, or unset: a worker's batch x the full world size")
+        elif self.batch_policy is BatchPolicy.PER_WORKER:
+            out.add("global_batch", batch, "unset with batch_policy per-worker (its batch follows the world size)")
 
     def _rendezvous(self, out: Problems) -> None:
         """The rendezvous endpoint and id, the process group's timeout, the agent's monitor interval."""
@@ -455,7 +388,11 @@ class JobSpec:
             ENV_CHECKPOINT_WRITES: self.checkpoint_writes.value,
             ENV_PG_TIMEOUT: f"{self.pg_timeout_s:g}",
             ENV_FAULT_TOLERANCE: self.fault_tolerance.value,
+            ENV_BATCH_POLICY: self.batch_policy.value,
+            ENV_FULL_WORLD_SIZE: str(self.max_nodes * self.nproc_per_node),
         }
+        if self.global_batch is not None:
+            env[ENV_GLOBAL_BATCH] = str(self.global_batch)
         if self.per_step_mode:
             env.update(
                 self.per_step.train_env(min_replicas=self.min_nodes, lighthouse=f"http://{self.lighthouse_endpoint}")

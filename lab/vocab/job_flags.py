@@ -9,11 +9,13 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from lab.vocab.batch_policy import BATCH_POLICIES, BatchPolicy
 from lab.vocab.checkpoint_interval import BAND_NAMES
-from lab.vocab.job import FaultTolerance, JobSpec, RdzvBackend, RendezvousTimeouts
+from lab.vocab.job import FaultTolerance, JobSpec, RdzvBackend
 from lab.vocab.models import MODELS, PARALLEL, TINY
 from lab.vocab.per_step import PerStepSettings
 from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.rendezvous_timeouts import RendezvousTimeouts
 
 RDZV_SETTINGS = {"ours": RendezvousTimeouts, "torch-defaults": RendezvousTimeouts.torch_defaults}
 PER_STEP_SETTINGS = {"ours": PerStepSettings, "torch-defaults": PerStepSettings.torchft_defaults}
@@ -31,6 +33,8 @@ OPTIONS = {
     "eviction_band": "--eviction-band",
     "pg_timeout_s": "--pg-timeout",
     "fault_tolerance": "--fault-tolerance",
+    "batch_policy": "--batch-policy",
+    "global_batch": "--global-batch",
     "image": "--image",
     "module": "--module",
     "script": "--script",
@@ -89,6 +93,21 @@ def _mode_arguments(group: argparse._ArgumentGroup) -> None:
         help="elastic: torchrun restarts every worker when a node leaves or joins; per-step: each node is a "
         f"TorchFT replica group, a lighthouse forms a quorum per step and the survivors train on "
         f"[{FaultTolerance.ELASTIC.value}]",
+    )
+    group.add_argument(
+        "--batch-policy",
+        default=BatchPolicy.FIXED_GLOBAL.value,
+        metavar="{" + ",".join(BATCH_POLICIES) + "}",
+        help="fixed-global: the job's global batch and learning rate whatever the world size (the ranks "
+        "accumulate micro-batches while nodes are missing: a step at world 2 of 3 takes about 3/2 as long); "
+        "per-worker: one micro-batch per worker, the global batch and learning rate follow the world size "
+        f"[{BatchPolicy.FIXED_GLOBAL.value}]",
+    )
+    group.add_argument(
+        "--global-batch",
+        type=int,
+        default=None,
+        help="fixed-global: samples per step [the trainer's batch size x max-nodes x nproc-per-node]",
     )
     group.add_argument(
         "--backend",
@@ -168,6 +187,8 @@ def job_fields(args: argparse.Namespace) -> dict[str, Any]:
         "eviction_band": args.eviction_band,
         "pg_timeout_s": args.pg_timeout,
         "fault_tolerance": args.fault_tolerance,
+        "batch_policy": args.batch_policy,
+        "global_batch": args.global_batch,
         "per_step": PER_STEP_SETTINGS[args.rdzv_settings](),
     }
 

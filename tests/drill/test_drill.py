@@ -580,7 +580,7 @@ def test_a_rendezvous_server_that_dies_is_named_in_the_report(workdir):
 
     import psutil
 
-    from lab.vocab.job import RendezvousTimeouts
+    from lab.vocab.rendezvous_timeouts import RendezvousTimeouts
 
     def kill_etcd_once_training() -> None:
         events_file = workdir / "events.jsonl"

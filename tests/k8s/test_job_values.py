@@ -23,12 +23,13 @@ from lab.k8s.job_values import (
 from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
 from lab.k8s.schemas import validate_objects
 from lab.vocab.checkpoint_location import CheckpointAccess
-from lab.vocab.job import POD_FIELD_ENV, FaultTolerance, JobSpec, RendezvousTimeouts
+from lab.vocab.job import POD_FIELD_ENV, FaultTolerance, JobSpec
 from lab.vocab.layout import ETCD_CHART, JOB_CHART
 from lab.vocab.per_step import CHECKPOINT_PORT, LIGHTHOUSE_PORT, MANAGER_PORT, PerStepSettings
 from lab.vocab.platform_facts import TERMINATION_GRACE_S
 from lab.vocab.pools import PoolPlacement
 from lab.vocab.problems import InvalidInput
+from lab.vocab.rendezvous_timeouts import RendezvousTimeouts
 from tests.k8s.helpers import render_job, the
 from tests.patience import within
 

@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
-from lab.vocab.job import JobSpec, RendezvousTimeouts
+from lab.vocab.job import JobSpec
 from lab.vocab.problems import InvalidInput
+from lab.vocab.rendezvous_timeouts import RendezvousTimeouts
 
 
 def test_defaults_give_consistent_torchrun_args_and_pet_env():

@@ -8,10 +8,10 @@ import pytest
 
 from lab.cli import drill as drill_cli
 from lab.cli import submit as submit_cli
-from lab.vocab.job import RendezvousTimeouts
 from lab.vocab.job_flags import add_job_arguments, job_spec
 from lab.vocab.per_step import PerStepSettings
 from lab.vocab.problems import InvalidInput
+from lab.vocab.rendezvous_timeouts import RendezvousTimeouts
 
 
 def test_drill_and_submit_describe_the_job_with_the_same_flags():
