@@ -27,7 +27,7 @@ TORCH_TABLES = {
     "torch.distributed.elastic.events.handlers": ("_log_handlers",),
     "torch.distributed.elastic.agent.server.local_elastic_agent": ("LocalElasticAgent._monitor_workers",),
     "torch.distributed.elastic.agent.server.api": ("SimpleElasticAgent._exit_barrier",),
-    "torch.distributed.elastic.multiprocessing.api": ("_terminate_process_handler",),
+    "torch.distributed.elastic.multiprocessing.api": ("_terminate_process_handler", "MultiprocessContext._poll"),
     "torch.distributed.run": ("elastic_launch",),
     "torch._logging._internal": ("TorchLogsFormatter.format",),
     "torch.distributed": ("destroy_process_group",),

@@ -35,6 +35,7 @@ def install() -> None:
     remember_the_agents_stop()
     forgive_failures_of_a_lost_round()
     record_success_before_the_exit_barrier()
+    torch_seam.take_exit_zero_as_done()
 
 
 def remember_the_agents_stop() -> None:

@@ -13,7 +13,8 @@ records, as events (lab.vocab.events, with its rank, node and round from torchru
   script_saved     each one it saves: torch.save to a path, torch.distributed.checkpoint's save
                    and async_save (both with the script's file:line that called them);
   script_group     its process group: init_process_group's backend, timeout, file:line;
-  script_ended     how the script ended: its exit code, and the exception that ended it.
+  script_ended     how the script ended: its exit code, and the exception that ended it; a
+                   script that ends its process itself (os._exit, from any thread) included.
 
 Each wrapper calls torch's own function with the same arguments and records only once it
 returned: what the script sees is unchanged. Nothing is recorded outside a drill.
@@ -116,6 +117,7 @@ def install() -> None:
         torch.load, lambda *a, **k: _path_of(k.get("f", a[0] if a else None)), Event.SCRIPT_LOADED, "torch.load"
     )
     torch.distributed.init_process_group = _group_recording(torch.distributed.init_process_group)
+    os._exit = _exit_recording(os._exit)
     for name, io, event in (
         ("save", "storage_writer", Event.SCRIPT_SAVED),
         ("async_save", "storage_writer", Event.SCRIPT_SAVED),
@@ -150,6 +152,21 @@ def _group_recording(original: Callable[..., Any]) -> Any:
     return wrapper
 
 
+def _exit_recording(original: Callable[[int], Any]) -> Any:
+    """os._exit, recording the code first: the process ends there, before the script returns
+    to the runner that records how it ended."""
+
+    @functools.wraps(original)
+    def _exit(code: int) -> Any:
+        ended(code)
+        return original(code)
+
+    return _exit
+
+
+_ENDED: list[int] = []  # the code recorded, once: a script's os._exit, then the runner's own
+
+
 def started() -> None:
     """The script starts; with the folder its output goes to (torchrun puts the worker's error
     file there: TORCHELASTIC_ERROR_FILE), so that the drill reads this worker's own output."""
@@ -159,4 +176,7 @@ def started() -> None:
 
 def ended(code: int, error: BaseException | None = None) -> None:
     """How the script ended: 0 when it returned, its exit code, or 1 with the exception."""
+    if _ENDED:
+        return
+    _ENDED.append(code)
     emit(Event.SCRIPT_ENDED, code=code, **({"error": type(error).__name__} if error is not None else {}))

@@ -39,6 +39,7 @@ REPLACED = (
     ("torch.distributed.elastic.agent.server.local_elastic_agent", "LocalElasticAgent._monitor_workers"),
     ("torch.distributed.elastic.agent.server.api", "SimpleElasticAgent._exit_barrier"),
     ("torch.distributed.elastic.multiprocessing.api", "_terminate_process_handler"),
+    ("torch.distributed.elastic.multiprocessing.api", "MultiprocessContext._poll"),
     ("torch._logging._internal", "TorchLogsFormatter.format"),
     ("torch.distributed.run", "elastic_launch"),
     ("torch.distributed.distributed_c10d", "destroy_process_group"),
@@ -184,6 +185,36 @@ def remember_terminate_signal(remember: Callable[[signal.Signals], None]) -> Non
         original(signum, frame)
 
     _replace(api, "_terminate_process_handler", _terminate_process_handler)
+
+
+def take_exit_zero_as_done() -> None:
+    """Replaces `MultiprocessContext._poll(self) -> RunProcsResult | None` (torch 2.13.0) with one
+    that counts a worker whose process ended with exit code 0 before its function returned (a
+    script that ends with `os._exit(0)`) as done, with None for its return value, once every
+    other worker is done or ended likewise. Why: torch's poll waits for a return value from
+    every worker of a function-started group (the launcher's warm workers are one), so such a
+    script's job never ends, and a worker that did return waits on torch's event for the others
+    forever; plain torchrun, which starts `python script.py` as a subprocess, takes its exit code."""
+    from torch.distributed.elastic.multiprocessing.api import MultiprocessContext
+
+    original = MultiprocessContext._poll
+    if is_replaced(original):
+        return
+
+    @functools.wraps(original)
+    def _poll(self: Any) -> Any:
+        result = original(self)
+        if result is not None or self._pc is None:
+            return result
+        returned = self._return_values
+        codes = [p.exitcode for p in self._pc.processes]
+        ended = [rank for rank, code in enumerate(codes) if code == 0 and rank not in returned]
+        if ended and all(code == 0 or rank in returned for rank, code in enumerate(codes)):
+            returned.update(dict.fromkeys(ended))
+            return original(self)
+        return None
+
+    _replace(MultiprocessContext, "_poll", _poll)
 
 
 def restarts_left(agent: Any) -> int:

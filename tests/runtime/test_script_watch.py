@@ -82,3 +82,24 @@ def test_nothing_is_recorded_outside_a_drill(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "LAB_WATCH_SCRIPT"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=within(60))
     assert out.stdout.strip() == "False"
+
+
+def test_a_script_that_ends_its_process_itself_is_recorded_with_its_code(tmp_path):
+    """os._exit from a thread (a notice's handler saving and leaving): the process ends there,
+    before the script returns to the runner that records how it ended; recorded once."""
+    events = tmp_path / "events.jsonl"
+    script = tmp_path / "leaves.py"
+    script.write_text(
+        textwrap.dedent("""
+            import os, threading
+            from lab.runtime import script_watch
+            script_watch.install()
+            threading.Thread(target=lambda: os._exit(143)).start()
+            threading.Event().wait(60)
+        """)
+    )
+    env = {**os.environ, "LAB_EVENTS_FILE": str(events), "RANK": "0", "LAB_NODE": "node-0"}
+    done = subprocess.run([sys.executable, str(script)], env=env, timeout=within(120))
+    assert done.returncode == 143
+    found = [json.loads(line) for line in events.read_text().splitlines()]
+    assert [(e["event"], e["code"]) for e in found] == [("script_ended", 143)]

@@ -25,6 +25,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
 import lab.runtime
 from lab.runtime import launch, torch_seam, warm
 from tests.conftest import TORCH_TABLES
+from tests.patience import within
 from tests.runtime.conftest import owner_of
 
 
@@ -386,3 +387,41 @@ def test_the_public_methods_the_launchers_handler_overrides_keep_their_signature
     for name in ("num_nodes_waiting", "next_rendezvous", "shutdown"):
         assert _parameters(getattr(DynamicRendezvousHandler, name)) == ["self"], name
         assert getattr(ResilientRendezvousHandler, name) is not getattr(DynamicRendezvousHandler, name), name
+
+
+def _returns_or_exits(how: str) -> int:
+    if how == "exit":
+        import os
+
+        os._exit(0)  # ends the process before the function returns: torch gets no return value
+    return 7
+
+
+def test_a_worker_that_ends_its_process_with_exit_code_0_counts_as_done(restored_torch, tmp_path):
+    """A function-started group (the warm workers') with one worker that returns and one that
+    ends itself with os._exit(0): torch's poll alone waits for the second's return value
+    forever, and the first waits on torch's event for it."""
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, start_processes
+    from torch.distributed.elastic.multiprocessing.api import MultiprocessContext
+
+    assert _parameters(MultiprocessContext._poll) == ["self"]
+    assert _calls_in(MultiprocessContext._poll, "self._return_values[local_rank] = return_queue.get()")
+    torch_seam.take_exit_zero_as_done()
+    # torch's start installs its own handlers of these signals in the calling process.
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)}
+    group = start_processes(
+        name="seam",
+        entrypoint=_returns_or_exits,
+        args={0: ("return",), 1: ("exit",)},
+        envs={0: {}, 1: {}},
+        logs_specs=DefaultLogsSpecs(log_dir=str(tmp_path)),
+        start_method="fork",
+    )
+    try:
+        result = group.wait(timeout=within(60), period=0.05)
+    finally:
+        group.close()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert result is not None and not result.is_failed()
+    assert result.return_values == {0: 7, 1: None}
