@@ -28,7 +28,8 @@ python-etcd and the kubernetes client, beside the vocabulary (lab.vocab).
   round_store.py     the rendezvous store, with waits that end when their round is gone
   round_logs.py      worker logs kept per rendezvous round (`--logs-specs lab-rounds`)
   script_watch.py    what the drill sees of a script that reports nothing itself;
-                     report_step.py, the one line such a script may add
+                     report_step.py, the one line such a script may add;
+                     elastic_batches.py, the job's batch policy for such a script
   thread_dumps.py    every thread's Python stack written when the drill asks (a thread dump)
   process_title.py   process titles `ps` and `top` tell apart
   events.py          structured events of the training script, for the drill

@@ -36,7 +36,6 @@ import logging
 import os
 import sys
 import time
-from contextlib import AbstractContextManager, nullcontext
 from typing import NoReturn
 
 import torch
@@ -48,6 +47,7 @@ from lab.runtime import events, job_history
 from lab.runtime.checkpoint_pacer import CheckpointPacer
 from lab.runtime.checkpointer import PeerLost, Resumed, SaveRecord
 from lab.runtime.demo import restore_rng, rng_fingerprint, set_lr
+from lab.runtime.elastic_batches import gradient_sync
 from lab.runtime.object_store import open_store
 from lab.runtime.spot_notice import SpotNotice
 from lab.runtime.trainer import Trainer, peak_rss_mb
@@ -412,20 +412,12 @@ class ElasticTraining(Trainer):
         over the step's global batch, even for a short one. Returns this rank's summed loss."""
         total = torch.zeros((), device=self.device)
         for i, part in enumerate(parts):
-            with self._gradient_sync(last=i == len(parts) - 1):
+            with gradient_sync(self.model, last=i == len(parts) - 1):
                 batch = self.workload.batch(self.data, part, self.device)
                 loss = self.workload.loss_sum(self.model, batch)
                 (loss * (self.world_size / covered)).backward()  # type: ignore[no-untyped-call]
             total += loss.detach()
         return total.item()
-
-    def _gradient_sync(self, *, last: bool) -> AbstractContextManager[object]:
-        """Gradients are only accumulated locally before the last micro-batch (DDP's no_sync;
-        FSDP2 keeps them unsharded until its reduce-scatter)."""
-        if self.fsdp:
-            self.model.set_requires_gradient_sync(last)  # type: ignore[operator]
-            return nullcontext()
-        return nullcontext() if last else self.model.no_sync()  # type: ignore[operator]
 
     def boundary_alone(self) -> None:
         """Whole checkpoints: no rank waits at the boundary for a notice; the step's event

@@ -50,6 +50,7 @@ import torch.distributed as dist
 from lab.runtime import events, heal_state
 from lab.runtime.checkpointer import Resumed, SaveRecord, TrainingState
 from lab.runtime.demo import GlobalSampler, set_lr
+from lab.runtime.elastic_batches import gradient_sync
 from lab.runtime.spot_notice import SpotNotice
 from lab.runtime.trainer import Trainer, peak_rss_mb
 from lab.vocab.events import EXIT_DONE, SAVE_INTERVAL, SAVE_NOTICE, Event
@@ -458,9 +459,8 @@ class PerStepTraining(Trainer):
             # samples: its forward and backward are the group's collectives; it reduces the
             # gradients after the last one only.
             if len(part) or self.fsdp:
-                if self.fsdp:
-                    self.net.set_requires_gradient_sync(i == len(parts) - 1)  # type: ignore[operator]
-                local_loss += self._backward(part, covered)
+                with gradient_sync(self.net, last=i == len(parts) - 1):
+                    local_loss += self._backward(part, covered)
         grads = [
             heal_state.local(p.grad) if p.grad is not None else torch.zeros_like(heal_state.local(p))
             for p in self.params
