@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lab.drill import per_step_report
+from lab.drill import batch_cost, per_step_report
 from lab.drill.agent_events import AgentEvent
 from lab.drill.checkpoint_cost import advice as interval_advice
 from lab.drill.report import DrillReport, Eviction, Join, ReducedSize, RendezvousOutage, Scaling
@@ -61,6 +61,8 @@ def measure(
         report.reduced = [_reduced(run, e, report.joins) for e in run.of(Event.EVICT) if e.get("cause") != "scale-in"]
     report.loss_curve, report.world_timeline = _curves(run)
     nodes = {e.get("node") for e in run.of(Event.NODE_ADDED) if e["t"] <= run.first_step_t}
+    worlds = batch_cost.by_world(run.events)
+    report.batch_by_world, report.batch_text = [vars(w) for w in worlds], batch_cost.summary(worlds)
     found = interval_advice(run.events, len(nodes - {None}), checkpoint_every, derived=derived)
     if found is not None:
         report.checkpoint_advice, report.checkpoint_advice_text = found.to_dict(), found.summary()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lab.drill.convergence import Curve
+from lab.drill.parity import differences
 from lab.drill.report import DrillReport
 
 
@@ -114,7 +116,12 @@ def plot_convergence(report: DrillReport, path: str | Path) -> Path:
     if conv is None:
         raise ValueError("the report has no comparison with uninterrupted runs (drill with --baselines N)")
     path = Path(path)
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    twin = conv["curves"].get("twin")
+    if twin is None:
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+    else:
+        fig, (ax, diff_ax) = plt.subplots(2, 1, figsize=(9, 7), sharex=True, height_ratios=(3, 2))
+        _plot_differences(diff_ax, conv)
     for i, (samples, loss) in enumerate(conv["curves"]["baselines"]):
         ax.plot(samples, _smooth(loss), color="tab:grey", linewidth=0.9, label="uninterrupted runs" if i == 0 else None)
     samples, loss = conv["curves"]["drilled"]
@@ -140,6 +147,34 @@ def plot_convergence(report: DrillReport, path: str | Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _plot_differences(ax: Any, conv: dict[str, Any]) -> None:
+    """Each run's loss minus its twin's (the same job uninterrupted, the same sample order), step
+    by step: the drilled run's and, for scale, those of the runs in other orders."""
+    twin = Curve(*map(tuple, conv["curves"]["twin"]))
+    for i, (samples, loss) in enumerate(conv["curves"]["baselines"]):
+        diffs = differences(Curve(tuple(samples), tuple(loss)), twin)
+        ax.plot(
+            [s for s, _ in diffs],
+            [d for _, d in diffs],
+            color="tab:grey",
+            linewidth=0.7,
+            label="another sample order, uninterrupted" if i == 0 else None,
+        )
+    drilled = differences(Curve(*map(tuple, conv["curves"]["drilled"])), twin)
+    ax.plot([s for s, _ in drilled], [d for _, d in drilled], color="tab:red", linewidth=1.2, label="drilled run")
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_xlabel("samples trained")
+    ax.set_ylabel("loss - same order uninterrupted")
+    parity = conv.get("parity")
+    if parity:
+        ax.set_title(
+            f"largest per-step difference {abs(parity['largest_difference']['loss']):.3g}: "
+            f"{parity['largest_fraction']:.1%} of another order's {parity['spread_between_orders']:.3g}",
+            fontsize=9,
+        )
+    ax.legend(fontsize=8)
 
 
 def _smooth(values: list[float], width: int = 9) -> list[float]:

@@ -151,6 +151,9 @@ class DrillReport:
     worker_errors: list[dict[str, Any]] = field(default_factory=list)
     t0: float = 0.0
     fault_tolerance: str = "elastic"
+    # Per world size: samples a step, micro-batches a rank, the median step time (lab.drill.batch_cost).
+    batch_by_world: list[dict[str, Any]] = field(default_factory=list)
+    batch_text: str | None = None
     # The loss against uninterrupted runs of the same job (lab.drill.convergence), when asked.
     convergence: dict[str, Any] | None = None
     # Checkpoint-like files the script wrote under a node's own directory (its working
@@ -267,10 +270,14 @@ class DrillReport:
         if self.loss_curve:
             first, last = self.loss_curve[0], self.loss_curve[-1]
             lines.append(f"  loss: {first[2]:.4f} at step {first[1]} -> {last[2]:.4f} at step {last[1]}")
+        if self.batch_text:
+            lines.append(self.batch_text)
         if self.checkpoint_advice_text:
             lines.append(self.checkpoint_advice_text)
         if self.convergence is not None:
             lines.append(self.convergence["summary"])
+            if "parity" in self.convergence:
+                lines.append(self.convergence["parity"]["summary"])
         if self.node_local_checkpoints:
             lines.append(f"  WARNING: {node_local_warning(self.node_local_checkpoints)}")
         lines += [f"  ACCEPTED ({f['name']}, with --accept): {f['text']}" for f in self.findings if f["accepted"]]

@@ -25,6 +25,7 @@ from lab.drill.diagnosis import (
     worker_errors,
 )
 from lab.drill.findings import after_each_change, script_findings
+from lab.drill.parity import parity
 from lab.drill.report import DrillReport, StillRunning
 from lab.drill.script_runs import read_positions, script_rounds
 from lab.drill.thread_dumps import where
@@ -237,47 +238,52 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
 
 
 def compare_with_baselines(cfg: DrillConfig, report: DrillReport, progress: Progress) -> tuple[int, int] | None:
-    """Run the drilled job `cfg.baselines` times without faults, each drawing its samples in
-    another order, and set the drilled run's loss against theirs in `report`; or (run, of runs):
-    an uninterrupted run that did not finish, and no comparison."""
+    """Run the drilled job without faults: once in the drilled run's own sample order (its
+    twin), then `cfg.baselines` times, each drawing its samples in another order; set the
+    drilled run's loss against theirs in `report` (lab.drill.convergence, lab.drill.parity); or
+    (run, of runs): an uninterrupted run that did not finish, and no comparison."""
     drilled = Curve.of(events.read(cfg.workdir / "events.jsonl"))
     curves = []
-    for i in range(1, cfg.baselines + 1):
-        recorded = run_uninterrupted(cfg, order_seed=i, progress=progress)
+    for i, order in enumerate((None, *range(1, cfg.baselines + 1)), start=1):
+        recorded = run_uninterrupted(cfg, order_seed=order, progress=progress)
         if not _done(recorded):
-            return i, cfg.baselines
+            return i, cfg.baselines + 1
         curves.append(Curve.of(recorded))
-    result = compare(drilled, curves)
+    twin, others = curves[0], curves[1:]
+    result = compare(drilled, others)
     report.convergence = {
         **result.to_dict(),
+        "parity": parity(drilled, twin, others).to_dict(),
         "curves": {
             "drilled": [list(drilled.samples), list(drilled.loss)],
-            "baselines": [[list(c.samples), list(c.loss)] for c in curves],
+            "twin": [list(twin.samples), list(twin.loss)],
+            "baselines": [[list(c.samples), list(c.loss)] for c in others],
         },
     }
     return None
 
 
-def run_uninterrupted(cfg: DrillConfig, *, order_seed: int, progress: Progress) -> list[dict[str, Any]]:
+def run_uninterrupted(cfg: DrillConfig, *, order_seed: int | None, progress: Progress) -> list[dict[str, Any]]:
     """The drilled job on as many nodes, without any fault, its samples drawn in order
-    `order_seed`, in a directory of its own under the drill's: its events."""
-    workdir = cfg.workdir / f"baseline-{order_seed}"
-    spec = cfg.spec.replace(
-        script_args=(*cfg.spec.script_args, "--order-seed", str(order_seed)),
-        checkpoint_dir=str(workdir / "checkpoints"),
-    )
+    `order_seed` (None: the drilled run's own), in a directory of its own under the drill's:
+    its events."""
+    name = "twin" if order_seed is None else f"baseline-{order_seed}"
+    workdir = cfg.workdir / name
+    order = () if order_seed is None else ("--order-seed", str(order_seed))
+    spec = cfg.spec.replace(script_args=(*cfg.spec.script_args, *order), checkpoint_dir=str(workdir / "checkpoints"))
+    what = "uninterrupted run, same order" if order_seed is None else f"uninterrupted run {order_seed}"
     with LocalTarget(spec, workdir, etcd_binary=cfg.etcd_binary, env={"LOGLEVEL": cfg.agent_log_level}) as local:
         for _ in range(cfg.nodes):
             local.add_node()
-        progress.say(f"uninterrupted run {order_seed}", cfg.nodes, force=True)
+        progress.say(what, cfg.nodes, force=True)
         tail = events.Tail(local.events_file)
 
         def tick() -> None:
             progress.see(tail.poll())
-            progress.say(f"uninterrupted run {order_seed}", len(local.alive_nodes))
+            progress.say(what, len(local.alive_nodes))
 
         local.wait(cfg.timeout_s, on_tick=tick)
-        progress.say(f"uninterrupted run {order_seed} done", len(local.alive_nodes), force=True)
+        progress.say(f"{what} done", len(local.alive_nodes), force=True)
         return local.events()
 
 

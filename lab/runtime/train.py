@@ -420,9 +420,15 @@ class ElasticTraining(Trainer):
         return total.item()
 
     def boundary_alone(self) -> None:
-        """Whole checkpoints: no rank waits at the boundary for a notice; the step's event
-        carries rank 0's own loss."""
-        self._record_step(self.loss)
+        """Whole checkpoints: no rank waits at the boundary for a notice (the noticed rank saves
+        alone); the ranks sum their losses (one small all_reduce) for the step's mean loss over
+        its global batch, which the step's event carries."""
+        total = torch.tensor([self.local_loss], dtype=torch.float64, device=self.device)
+        try:
+            dist.all_reduce(total)
+        except RuntimeError as exc:
+            self.peer_lost(exc)
+        self._record_step(total.item() / max(self.covered, 1))
 
     def _record_step(self, loss: float) -> None:
         if self.rank == 0:

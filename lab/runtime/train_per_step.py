@@ -447,7 +447,9 @@ class PerStepTraining(Trainer):
         """(the gradients as one flat tensor, the gradients, this worker's summed loss), over
         its micro-batches in a quorum of `participants` groups. Summed over every worker of
         the step, these gradients are the exact mean over its global batch (the last batch of
-        an epoch is short)."""
+        an epoch is short). The flat tensor ends with the loss summed over this worker's
+        samples (over its group's, under FSDP2, whose ranks hold shards of one gradient): the
+        step's reduction sums it over the whole step, whose mean loss its event then carries."""
         if self.args.step_time:
             # A micro-batch's accelerator time per micro-batch of the step's largest share.
             largest = -(-covered // (max(participants, 1) * self.world_size))
@@ -465,7 +467,14 @@ class PerStepTraining(Trainer):
             heal_state.local(p.grad) if p.grad is not None else torch.zeros_like(heal_state.local(p))
             for p in self.params
         ]
-        return heal_state.flatten(grads), grads, local_loss
+        flat = heal_state.flatten(grads)
+        loss_sum = local_loss.reshape(1).to(flat.dtype)
+        if self.fsdp:
+            try:
+                dist.all_reduce(loss_sum)
+            except RuntimeError as exc:
+                self._group_lost(exc)
+        return torch.cat([flat, loss_sum]), grads, local_loss
 
     def _backward(self, part: torch.Tensor, covered: int) -> torch.Tensor:
         """One micro-batch's forward and backward; its summed loss. FSDP2 averages the
@@ -515,7 +524,7 @@ class PerStepTraining(Trainer):
             if committed:
                 if self.healed_bytes and self.async_quorum:
                     covered = len(self.sampler.window(self.plan.step_samples(world)))
-                for p, g in zip(self.params, heal_state.unflatten(flat, grads), strict=True):
+                for p, g in zip(self.params, heal_state.unflatten(flat[:-1], grads), strict=True):
                     p.grad = heal_state.like(g, p)
                 self.optimizer.step()
                 self.sampler.advance(covered)
@@ -538,7 +547,7 @@ class PerStepTraining(Trainer):
             events.emit(
                 Event.STEP,
                 step=step,
-                loss=round(work.local_loss.item() / max(len(work.indices), 1), 5),
+                loss=round(work.flat[-1].item() / max(work.covered, 1), 5),
                 world_size=world,
                 participants=participants,
                 participating=replica_rank is not None,
