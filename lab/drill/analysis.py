@@ -5,6 +5,7 @@ from __future__ import annotations
 from lab.drill import per_step_report
 from lab.drill.agent_events import AgentEvent
 from lab.drill.checkpoint_cost import advice as interval_advice
+from lab.drill.ledger import sample_ledger
 from lab.drill.report import DrillReport, Eviction, Join, ReducedSize, RendezvousOutage, Scaling
 from lab.drill.timeline import WORK_EVENTS, Record, Timeline, is_done
 from lab.drill.verdict import Observed, judged
@@ -60,6 +61,7 @@ def measure(
     if run.emits:
         report.reduced = [_reduced(run, e, report.joins) for e in run.of(Event.EVICT) if e.get("cause") != "scale-in"]
     report.loss_curve, report.world_timeline = _curves(run)
+    report.ledger = sample_ledger(run)
     nodes = {e.get("node") for e in run.of(Event.NODE_ADDED) if e["t"] <= run.first_step_t}
     found = interval_advice(run.events, len(nodes - {None}), checkpoint_every, derived=derived)
     if found is not None:

@@ -7,6 +7,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lab.drill.ledger import SampleLedger
+
 
 @dataclass
 class Eviction:
@@ -167,6 +169,9 @@ class DrillReport:
     findings: list[dict[str, Any]] = field(default_factory=list)
     # ... and what its workers did in the round after each membership change, a line each.
     script_rounds: list[str] = field(default_factory=list)
+    # Which samples the model was trained on, per epoch: once, more than once or never
+    # (lab.drill.ledger); None where no ledger was made.
+    ledger: SampleLedger | None = None
 
     @property
     def passed(self) -> bool:
@@ -267,6 +272,8 @@ class DrillReport:
         if self.loss_curve:
             first, last = self.loss_curve[0], self.loss_curve[-1]
             lines.append(f"  loss: {first[2]:.4f} at step {first[1]} -> {last[2]:.4f} at step {last[1]}")
+        if self.ledger is not None:
+            lines.append(self.ledger.summary())
         if self.checkpoint_advice_text:
             lines.append(self.checkpoint_advice_text)
         if self.convergence is not None:
