@@ -26,6 +26,7 @@ the order: each counts the positions it walked, no more.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lab.drill.timeline import Record, Timeline
@@ -99,14 +100,20 @@ class SampleLedger:
     def summary(self) -> str:
         if not self.kept:
             return f"  samples: not counted: {self.why_not}"
-        partial = [e for e in self.epochs if not e.full]
         covered = f"epochs {self.epochs[0].epoch}-{self.epochs[-1].epoch}" if self.epochs else "no epoch"
-        parts = f"{self.full_epochs} full" + "".join(f", {e.epoch} partial ({e.walked} walked)" for e in partial)
-        redone = f"; {self.redone_steps} step(s) redone after a resume from before them" if self.redone_steps else ""
+        partial = "".join(f", epoch {e.epoch} partial ({e.walked} samples walked)" for e in self.epochs if not e.full)
+        redone = f"; {self.redone_steps} step(s) begun, then redone after a resume from before them"
         return (
-            f"  samples: {covered} ({parts}): {self.once} trained once, {self.lost} lost, {self.doubled} "
-            f"trained more than once{redone}"
+            f"  samples: {covered}, {self.full_epochs} full{partial}: {self.once} trained once, {self.lost} lost,"
+            f" {self.doubled} trained more than once{redone if self.redone_steps else ''}"
         )
+
+
+def lost_and_doubled(ledgers: Iterable[SampleLedger | None]) -> str:
+    """Samples lost and doubled over several runs' ledgers, as a benchmark's table shows them:
+    `lost/doubled`, or `-` when no run kept a ledger (nothing known is not 0)."""
+    kept = [ledger for ledger in ledgers if ledger is not None and ledger.kept]
+    return f"{sum(k.lost for k in kept)}/{sum(k.doubled for k in kept)}" if kept else "-"
 
 
 def recording_samples(spec: JobSpec) -> JobSpec:

@@ -255,8 +255,8 @@ def test_the_verdict_fails_a_run_that_trained_samples_twice_in_the_users_words()
     report = analyze(run.events, [], target_steps=8, checkpoint_every=4, node_exit_codes={})
     assert report.problems == ["18 samples of epoch 0 were trained twice (steps 1, 2, 3, 4, 5, 6)"]
     assert (
-        "  samples: epochs 0-1 (1 full, 1 partial (6 walked)): 12 trained once, 0 lost, 18 trained more than once"
-        in report.summary()
+        "  samples: epochs 0-1, 1 full, epoch 1 partial (6 samples walked): 12 trained once, 0 lost, 18 trained "
+        "more than once" in report.summary()
     )
     assert report.to_dict()["ledger"]["doubled"] == 18
     clean = Recorder()
