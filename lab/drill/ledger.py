@@ -135,7 +135,7 @@ def sample_ledger(run: Timeline) -> SampleLedger:
     end = max((s["step"] for s in steps), default=None)
     trained = [e for e in in_model if end is None or e["step"] <= end]
     redone = {e["step"] for e in recorded if not _kept(e, starts)}
-    size = 1 + max(i for e in recorded for i in e["indices"])
+    size = 1 + max((i for e in recorded for i in e["indices"]), default=-1)
     walk = _walk(steps, trained, size)
     epochs = sorted({e["epoch"] for e in trained} | set(walk.epochs() if walk else ()))
     return SampleLedger.of(

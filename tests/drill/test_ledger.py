@@ -136,16 +136,21 @@ def test_steps_after_the_checkpoint_a_round_resumed_from_are_redone_not_doubled(
     assert ledger.full_epochs == 3
 
 
-def test_a_resume_at_the_wrong_data_position_doubles_the_samples_it_walks_again():
-    """The round resumes step 4's model at the start of its epoch (the data position not
-    restored): the 18 samples of steps 1-3 are trained again, in steps 5-7."""
+def _resumed_at(position: tuple[int, int], before: int, after: int) -> Recorder:
+    """Elastic: a round trains `before` steps; the next resumes the last one's checkpoint at the
+    data `position` given (a wrong one) and trains `after` more."""
     run = Recorder()
     run.round_from(0)
-    run.train(3)
-    run.round_from(3, position=(0, 0))
-    run.train(4)
-    ledger = run.ledger()
-    (epoch,) = ledger.epochs
+    run.train(before)
+    run.round_from(before, position=position)
+    run.train(after)
+    return run
+
+
+def test_a_resume_at_the_wrong_data_position_doubles_the_samples_it_walks_again():
+    """The round resumes step 3's model at the start of its epoch (the data position not
+    restored): the 18 samples of steps 1-3 are trained again, in steps 4-6."""
+    (epoch,) = _resumed_at((0, 0), before=3, after=4).ledger().epochs
     assert (epoch.doubled, epoch.most, epoch.doubled_steps, epoch.lost) == (18, 2, (1, 2, 3, 4, 5, 6), 0)
     assert epoch.doubled_words() == "18 samples of epoch 0 were trained twice (steps 1, 2, 3, 4, 5, 6)"
 
@@ -153,12 +158,7 @@ def test_a_resume_at_the_wrong_data_position_doubles_the_samples_it_walks_again(
 def test_a_resume_past_its_data_position_loses_the_samples_it_skips():
     """The round resumes step 2's model 6 positions further on: those 6 samples are never
     trained, though every step's window was."""
-    run = Recorder()
-    run.round_from(0)
-    run.train(2)
-    run.round_from(2, position=(0, 18))
-    run.train(3)
-    ledger = run.ledger()
+    ledger = _resumed_at((0, 18), before=2, after=3).ledger()
     assert _counts(ledger) == [(0, 24, 18, 0, 6, True), (1, 12, 12, 0, 0, False)]
     assert ledger.epochs[0].lost_words() == "6 samples of epoch 0 were never trained (of the 24 its steps 1-3 walked)"
 
@@ -246,11 +246,7 @@ def test_without_recorded_samples_the_ledger_says_it_was_not_kept():
 def test_the_verdict_fails_a_run_that_trained_samples_twice_in_the_users_words():
     """The drill's analysis of the recorded events (lab.drill.analysis): a doubled sample fails
     it, said in the ledger's words, and the report shows the ledger."""
-    run = Recorder()
-    run.round_from(0)
-    run.train(3)
-    run.round_from(3, position=(0, 0))
-    run.train(5)
+    run = _resumed_at((0, 0), before=3, after=5)
     run.finish()
     report = analyze(run.events, [], target_steps=8, checkpoint_every=4, node_exit_codes={})
     assert report.problems == ["18 samples of epoch 0 were trained twice (steps 1, 2, 3, 4, 5, 6)"]
