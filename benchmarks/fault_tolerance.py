@@ -5,7 +5,8 @@ at the smaller world size, every worker restarted; per-step: eviction -> the sur
 first committed step in a quorum without the evicted group), committed steps lost,
 in-flight steps discarded (per-step); per join: node start -> first step with it (per-step
 also: its workers started -> its first step in a quorum), and the survivors' longest stall
-meanwhile. Prints medians and a plot.
+meanwhile; per run, the samples its model was trained on lost or doubled (the drill's sample
+ledger, lab/drill/ledger.py: the goal is none). Prints medians and a plot.
 
 Run: .venv/bin/python benchmarks/fault_tolerance.py [--runs 5] [--evictions hard notice silent]
      [--modes elastic per-step] [--plot fault_tolerance.png]
@@ -20,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from lab.drill.ledger import lost_and_doubled
 from lab.drill.run import DrillConfig, Progress, run_drill
 from lab.vocab.job import JobSpec
 
@@ -61,6 +63,7 @@ def one(mode: str, eviction: str, root: Path, steps: int, every: int) -> dict:
         "join_stall_s": join.stall_s if join else None,
         "from_workers_s": join.from_workers_s if join else None,
         "duration_s": report.duration_s,
+        "samples": report.ledger,
         "problems": report.problems,
     }
 
@@ -130,8 +133,9 @@ def main() -> int:
                 join = "none" if r["join_s"] is None else f"{r['join_s']:.2f} s"
                 print(
                     f"  run {i + 1}/{args.runs} {mode:<8} {eviction:<7} stall {stall}, lost {r['lost']}, "
-                    f"discarded {r['discarded']}, join {join}, passed {r['passed']} ({time.time() - t:.0f} s)"
-                    + ("" if r["passed"] else f" {r['problems']}"),
+                    f"discarded {r['discarded']}, join {join}, "
+                    f"samples lost/doubled {lost_and_doubled([r['samples']])}, "
+                    f"passed {r['passed']} ({time.time() - t:.0f} s)" + ("" if r["passed"] else f" {r['problems']}"),
                     file=sys.stderr,
                     flush=True,
                 )
@@ -141,7 +145,7 @@ def main() -> int:
     )
     print(
         f"{'mode':<9} {'eviction':<8} {'stall s':>8} {'min s':>6} {'max s':>6} {'lost':>5} {'discarded':>9} "
-        f"{'join s':>7} {'workers->quorum s':>17} {'join stall s':>12} {'passed':>7}"
+        f"{'join s':>7} {'workers->quorum s':>17} {'join stall s':>12} {'samples lost/doubled':>20} {'passed':>7}"
     )
     for (mode, eviction), rs in results.items():
         stalls = [r["stall_s"] for r in rs if r["stall_s"] is not None] or [float("nan")]
@@ -149,7 +153,7 @@ def main() -> int:
             f"{mode:<9} {eviction:<8} {med(stalls):8.2f} {min(stalls):6.2f} {max(stalls):6.2f} "
             f"{med([r['lost'] for r in rs]):5.0f} {med([r['discarded'] for r in rs]):9.0f} "
             f"{med([r['join_s'] for r in rs]):7.2f} {med([r['from_workers_s'] for r in rs]):17.2f} "
-            f"{med([r['join_stall_s'] for r in rs]):12.2f} "
+            f"{med([r['join_stall_s'] for r in rs]):12.2f} {lost_and_doubled(r['samples'] for r in rs):>20} "
             f"{sum(r['passed'] for r in rs):>4}/{len(rs)}"
         )
     if args.plot:

@@ -13,6 +13,7 @@ Per size it measures, from the drills' events:
 - a per-step (TorchFT) hard kill with a group added back: the survivors' stall, the heal's
   seconds and bytes, the join;
 - the peak resident memory of a worker;
+- each drill's samples lost or doubled (its sample ledger, lab/drill/ledger.py: the goal is none);
 - with --baselines N: each mode's drill against N uninterrupted runs (lab.drill.convergence).
 
 Prints a table per size and draws one figure (--plot).
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.drill.checkpoint_cost import save_cost
+from lab.drill.ledger import lost_and_doubled
 from lab.drill.run import DrillConfig, Progress, run_drill
 from lab.vocab import events
 from lab.vocab.checkpoint_interval import young_interval_s
@@ -195,6 +197,10 @@ def measure(model: str, root: Path, baselines: int) -> dict[str, Any]:
     out["passed"]["per-step hard"] = per_step.passed
     out["per_step"] = per_step_figures(per_step, per_step_events)
     out["convergence"]["per-step"] = per_step.convergence
+    out["samples"] = {  # the drills' sample ledgers: lost/doubled (the goal is none)
+        name: lost_and_doubled([report.ledger])
+        for name, report in (("elastic hard", hard), ("elastic notice", notice), ("per-step hard", per_step))
+    }
     rss = [e["peak_rss_mb"] for rec in (hard_events, notice_events, per_step_events) for e in rec if "peak_rss_mb" in e]
     out["peak_rss_mb"] = max(rss) if rss else None
     return out
@@ -241,6 +247,7 @@ def table(results: list[dict[str, Any]]) -> str:
         ),
         ("per-step: join", lambda r: _fmt(r["per_step"]["join_s"], " s")),
         ("peak memory per worker", lambda r: _fmt(r["peak_rss_mb"], " MiB", 0)),
+        ("samples lost/doubled: elastic hard, notice, per-step", lambda r: ", ".join(r["samples"].values())),
         ("drills passed", lambda r: f"{sum(r['passed'].values())}/{len(r['passed'])}"),
     ]
     head = "| | " + " | ".join(r["model"] for r in results) + " |"

@@ -1,7 +1,8 @@
 """Recovery after an eviction of one of three nodes: hard kill, notice and silent loss (the
 node's tree stopped, as a vanished VM), etcd-v2 and c10d; our rendezvous settings or
 torchrun's defaults. The demo trains with DistributedDataParallel and torch.optim. Prints
-medians of several drills on the local target.
+medians of several drills on the local target, and the samples their models were trained on
+lost or doubled over all runs (the drill's sample ledger, lab/drill/ledger.py: the goal is none).
 
 Run: .venv/bin/python benchmarks/recovery.py [--runs 5] [--backends etcd-v2 c10d]
      [--evictions hard notice silent] [--settings ours torch-defaults]
@@ -17,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from lab.drill.ledger import lost_and_doubled
 from lab.drill.run import DrillConfig, Progress, run_drill
 from lab.vocab.job import JobSpec
 from lab.vocab.rendezvous_timeouts import RendezvousTimeouts
@@ -73,6 +75,7 @@ def one(
         "rdzv_s": ev.rendezvous_s,
         "detected_s": ev.detected_s,
         "restarts_used": report.max_restart_count,
+        "samples": report.ledger,
     }
 
 
@@ -128,7 +131,8 @@ def main() -> int:
                     rec = "none" if r["recovery_s"] is None else f"{r['recovery_s']:.2f} s"
                     print(
                         f"  {settings:<15} {backend:<8} {eviction:<7} run {i + 1}/{args.runs}: recovery {rec}, "
-                        f"lost {r['lost']} steps, passed {r['passed']} ({time.time() - t:.0f} s)",
+                        f"lost {r['lost']} steps, samples lost/doubled {lost_and_doubled([r['samples']])}, "
+                        f"passed {r['passed']} ({time.time() - t:.0f} s)",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -138,7 +142,8 @@ def main() -> int:
     )
     print(
         f"{'settings':<15} {'backend':<8} {'eviction':<8} {'median s':>9} {'min s':>7} {'max s':>7} "
-        f"{'seen s':>7} {'rdzv s':>7} {'lost steps':>10} {'max lost':>8} {'save s':>7} {'passed':>7}"
+        f"{'seen s':>7} {'rdzv s':>7} {'lost steps':>10} {'max lost':>8} {'save s':>7} "
+        f"{'samples lost/doubled':>20} {'passed':>7}"
     )
     for (settings, backend, eviction), rs in results.items():
         rec = [r["recovery_s"] for r in rs if r["recovery_s"] is not None] or [float("nan")]
@@ -147,7 +152,7 @@ def main() -> int:
             f"{settings:<15} {backend:<8} {eviction:<8} {med(rec):9.2f} {min(rec):7.2f} {max(rec):7.2f} "
             f"{med([r['detected_s'] for r in rs]):7.2f} {med([r['rdzv_s'] for r in rs]):7.2f} "
             f"{med(lost):10.1f} {max(lost):8.0f} {med([r['save_s'] for r in rs]):7.3f} "
-            f"{sum(r['passed'] for r in rs):>4}/{len(rs)}"
+            f"{lost_and_doubled(r['samples'] for r in rs):>20} {sum(r['passed'] for r in rs):>4}/{len(rs)}"
         )
     for backend in args.backends:
         for eviction in args.evictions:

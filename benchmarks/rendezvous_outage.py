@@ -3,7 +3,8 @@
 etcd empty, as a pod moved to another node; a c10d store, which always restarts empty); then one
 node is evicted and one added, through the restarted server. Prints, per case, the medians of
 several drills: the longest gap between steps around the outage, worker restarts and steps lost
-because of it, and the eviction's recovery after it.
+because of it, the eviction's recovery after it, and the samples the models were trained on
+lost or doubled over all runs (the drill's sample ledger, lab/drill/ledger.py: the goal is none).
 
 Run: .venv/bin/python benchmarks/rendezvous_outage.py [--runs 5] [--outage 3] [--cases etcd-kept etcd-lost c10d]
 """
@@ -18,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from lab.drill.ledger import lost_and_doubled
 from lab.drill.run import DrillConfig, Progress, run_drill
 from lab.vocab.job import JobSpec
 
@@ -61,6 +63,7 @@ def one(case: str, outage_s: float, root: Path, steps: int) -> dict:
         "lost": outage.lost_steps,
         "cut_off_s": outage.agents_cut_off_s,
         "evict_recovery_s": ev.recovery_s if ev else None,
+        "samples": report.ledger,
     }
 
 
@@ -92,7 +95,8 @@ def main() -> int:
             print(
                 f"  {case:<9} run {i + 1}/{args.runs}: server down {r['down_s']:.2f} s, stall {r['stall_s']:.2f} s, "
                 f"restarts {r['restarts']}, lost {r['lost']}, eviction after it recovered in "
-                f"{r['evict_recovery_s']:.2f} s, passed {r['passed']} ({time.time() - t:.0f} s)",
+                f"{r['evict_recovery_s']:.2f} s, samples lost/doubled {lost_and_doubled([r['samples']])}, "
+                f"passed {r['passed']} ({time.time() - t:.0f} s)",
                 file=sys.stderr,
                 flush=True,
             )
@@ -102,14 +106,15 @@ def main() -> int:
     )
     print(
         f"{'case':<9} {'down s':>7} {'agents cut off s':>16} {'stall s':>8} {'max stall s':>11} "
-        f"{'steps during':>12} {'restarts':>8} {'lost':>5} {'eviction after s':>16}"
+        f"{'steps during':>12} {'restarts':>8} {'lost':>5} {'eviction after s':>16} {'samples lost/doubled':>20}"
     )
     for case, rs in results.items():
         print(
             f"{case:<9} {med([r['down_s'] for r in rs]):7.2f} {med([r['cut_off_s'] for r in rs]):16.2f} "
             f"{med([r['stall_s'] for r in rs]):8.2f} {max(r['stall_s'] or 0 for r in rs):11.2f} "
             f"{med([r['steps_during'] for r in rs]):12.0f} {med([r['restarts'] for r in rs]):8.0f} "
-            f"{med([r['lost'] for r in rs]):5.0f} {med([r['evict_recovery_s'] for r in rs]):16.2f}"
+            f"{med([r['lost'] for r in rs]):5.0f} {med([r['evict_recovery_s'] for r in rs]):16.2f} "
+            f"{lost_and_doubled(r['samples'] for r in rs):>20}"
         )
     return 0 if all(r["passed"] for rs in results.values() for r in rs) else 1
 

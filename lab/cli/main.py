@@ -22,8 +22,9 @@ from lab.vocab.names import PROJECT
 SUBCOMMANDS = (stack, plan, submit, job, drill, teardown)
 # What an exit status means for a command, besides what it means for all (command_flags.EXIT_STATUS).
 EXIT_STATUS_OF = {
-    "drill": "1 also: the drill failed (the job did not recover, did not finish, or lost more than a checkpoint "
-    "interval); 143 stopped by SIGTERM; every process it started is stopped in every case",
+    "drill": "1 also: the drill failed (the job did not recover, did not finish, lost more than a checkpoint "
+    "interval, or trained a sample twice or never); 143 stopped by SIGTERM; every process it started is stopped "
+    "in every case",
     "check": "1: something required is missing (a warning alone is 0)",
     "submit": "2 also: a job that cannot run on the stack's pools, refused before anything is created",
     "teardown": "1 also: something could not be deleted (it is named, with what to do)",

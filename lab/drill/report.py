@@ -7,6 +7,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lab.drill.ledger import SampleLedger
+
 
 @dataclass
 class Eviction:
@@ -170,6 +172,9 @@ class DrillReport:
     findings: list[dict[str, Any]] = field(default_factory=list)
     # ... and what its workers did in the round after each membership change, a line each.
     script_rounds: list[str] = field(default_factory=list)
+    # Which samples the model was trained on, per epoch: once, more than once or never
+    # (lab.drill.ledger); None where no ledger was made.
+    ledger: SampleLedger | None = None
 
     @property
     def passed(self) -> bool:
@@ -272,6 +277,8 @@ class DrillReport:
             lines.append(f"  loss: {first[2]:.4f} at step {first[1]} -> {last[2]:.4f} at step {last[1]}")
         if self.batch_text:
             lines.append(self.batch_text)
+        if self.ledger is not None:
+            lines.append(self.ledger.summary())
         if self.checkpoint_advice_text:
             lines.append(self.checkpoint_advice_text)
         if self.convergence is not None:

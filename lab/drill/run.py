@@ -25,6 +25,7 @@ from lab.drill.diagnosis import (
     worker_errors,
 )
 from lab.drill.findings import after_each_change, script_findings
+from lab.drill.ledger import recording_samples
 from lab.drill.parity import parity
 from lab.drill.report import DrillReport, StillRunning
 from lab.drill.script_runs import read_positions, script_rounds
@@ -227,8 +228,9 @@ def _errors(local: LocalTarget) -> list[WorkerError]:
 def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport:
     """Run the drill `cfg` describes (every bad value is refused before anything starts),
     measure it and judge it (lab.drill.verdict); every process it started is stopped when it
-    returns, or raises."""
+    returns, or raises. The demo trainer records its samples for the ledger (lab.drill.ledger)."""
     cfg.validate()
+    cfg = dataclasses.replace(cfg, spec=recording_samples(cfg.spec))
     progress = progress or Progress(target=cfg.target_steps)
     seen = _Drill(cfg, progress).run()
     if cfg.baselines and seen.finished and seen.local is not None:

@@ -77,12 +77,14 @@ class Timeline:
 
 
 def _resume_rounds(events: list[Record]) -> list[Record]:
-    """One entry per worker-group start (rendezvous round): its time and resumed step."""
+    """One entry per worker-group start (rendezvous round; per-step mode: a replica group's
+    torchrun round): its time, resumed step and replica group (None in elastic mode)."""
     rounds: dict[object, Record] = {}
     for e in events:
         if e["event"] in (Event.RESUME, Event.FRESH):
-            key = e.get("round", e["t"])
-            r = rounds.setdefault(key, {"t": e["t"], "step": e["step"]})
+            replica = e.get("replica")
+            key = (replica, e.get("round", e["t"]))
+            r = rounds.setdefault(key, {"t": e["t"], "step": e["step"], "replica": replica})
             r["t"] = min(r["t"], e["t"])
             r["step"] = min(r["step"], e["step"])
     return sorted(rounds.values(), key=lambda r: r["t"])

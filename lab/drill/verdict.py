@@ -40,6 +40,8 @@ from lab.vocab.drill_findings import (
     RENDEZVOUS_DIED,
     RENDEZVOUS_GIVEN_UP,
     RENDEZVOUS_NOT_BACK,
+    SAMPLES_DOUBLED,
+    SAMPLES_LOST,
     SCRIPT_CRASH_LOOP,
     STILL_RUNNING,
     TIMED_OUT,
@@ -370,6 +372,16 @@ def _evictions(seen: Observed) -> list[Finding]:
     return found
 
 
+def _samples(seen: Observed) -> list[Finding]:
+    """The sample ledger (lab.drill.ledger): every sample of every epoch trained into the model
+    once, none twice, none left out."""
+    epochs = seen.report.ledger.epochs if seen.report.ledger is not None else ()
+    return [
+        *(Finding(SAMPLES_DOUBLED, words) for e in epochs if (words := e.doubled_words()) is not None),
+        *(Finding(SAMPLES_LOST, words) for e in epochs if (words := e.lost_words()) is not None),
+    ]
+
+
 Rule = Callable[[Observed], list[Finding]]
 # The rules on the events and their figures, in the report's order.
 EVENT_RULES: tuple[Rule, ...] = (
@@ -381,4 +393,5 @@ EVENT_RULES: tuple[Rule, ...] = (
     _job_failed,
     _never_scaled,
     _evictions,
+    _samples,
 )

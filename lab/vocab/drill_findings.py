@@ -15,6 +15,9 @@ JOB_FAILED = "job-failed"
 NEVER_SCALED = "never-scaled"
 LOST_TOO_MUCH = "lost-too-much"
 NOT_RECOVERED = "not-recovered"
+# The sample ledger (lab.drill.ledger): a sample trained into the model twice or more, or never.
+SAMPLES_DOUBLED = "samples-doubled"
+SAMPLES_LOST = "samples-lost"
 # What the local drill saw itself.
 RENDEZVOUS_DIED = "rendezvous-died"
 TIMED_OUT = "timed-out"

@@ -28,6 +28,7 @@ from lab.vocab.batch_policy import (
     BatchPolicy,
 )
 from lab.vocab.checkpoint_interval import BAND_NAMES
+from lab.vocab.models import DEMO_MODULE
 from lab.vocab.names import DNS_1035_LABEL, IMAGE_REFERENCE
 from lab.vocab.per_step import ENV_FAULT_TOLERANCE, LIGHTHOUSE_PORT, PerStepSettings
 from lab.vocab.problems import InvalidInput, Problem, Problems
@@ -190,7 +191,7 @@ class JobSpec:
 
     name: str = "elastic-demo"
     image: str = "ghcr.io/elastic-spot-lab/trainer:0.1.0"
-    module: str | None = "lab.runtime.train"
+    module: str | None = DEMO_MODULE
     script: str | None = None
     script_args: tuple[str, ...] = ()
     min_nodes: int = 2

@@ -4,6 +4,10 @@
 
 from __future__ import annotations
 
+# The demo trainer, as a job runs it (`python -m`), and its flag that has every rank record the
+# samples of each step (the drill's sample ledger, lab.drill.ledger).
+DEMO_MODULE = "lab.runtime.train"
+LOG_SAMPLES = "--log-samples"
 # The step a drill of the demo trainer trains to unless told (`drill --steps`), here and on a cluster.
 DEFAULT_STEPS = 400
 TINY = "tiny"  # a small classifier: quick drills, whole checkpoints

@@ -17,6 +17,7 @@ from lab.vocab import events
 from lab.vocab.checkpoint_interval import FIRST_SAVE_AFTER
 from lab.vocab.events import Event, unknown_fields
 from lab.vocab.job import JobSpec
+from tests.drill.ledger_checks import assert_every_sample_trained_once
 from tests.patience import within
 
 pytestmark = pytest.mark.processes  # every drill starts etcd, agents and workers
@@ -131,6 +132,7 @@ def test_the_job_rides_out_a_rendezvous_server_restart(workdir, name):
     assert join.world_after == 3 and join.lost_steps == 0
     assert set(report.node_exit_codes.values()) == {0, -9}
     assert _undeclared(workdir) == []  # the agents' rendezvous events among them
+    assert_every_sample_trained_once(report.ledger, full_epochs=6)  # 260 steps of 192 samples, 8192 an epoch
 
 
 @pytest.mark.timeout(90)  # every drill test ends within 90 s
@@ -166,6 +168,7 @@ def test_notice_on_the_first_node_with_a_c10d_store_loses_nothing(workdir):
     assert [(e["node"], e["signal"]) for e in left] == [("node-0", "SIGTERM")]
     saved = next(e["t"] for e in recorded if e["event"] == Event.CHECKPOINT_SAVED and e.get("reason") == "notice")
     assert left[0]["t"] >= saved
+    assert_every_sample_trained_once(report.ledger, full_epochs=3)  # 150 steps of 192 samples, 8192 an epoch
 
 
 @pytest.mark.timeout(180)
@@ -207,6 +210,8 @@ def test_a_derived_checkpoint_interval_saves_where_the_job_chose_and_counts_the_
     assert after and all(e["evictions"] == 1 for e in after), after
     assert report.checkpoint_derived and ev.lost_steps is not None and ev.lost_steps <= report.checkpoint_every
     assert _undeclared(workdir) == []
+    # The steps after the checkpoint it resumed from were redone, each sample still trained once.
+    assert_every_sample_trained_once(report.ledger, full_epochs=1)
 
 
 USER_SCRIPT = textwrap.dedent("""
@@ -316,6 +321,9 @@ def test_the_cli_drill_of_a_hard_kill_and_a_join_reports_json_and_a_timeline(wor
     loads = [e for e in recorded if e["event"] == "checkpoint_loaded"]
     assert {(e["world_size_saved"], e["world_size"]) for e in loads} >= {(3, 2), (2, 3)}  # resharded both ways
     assert report["convergence"]["passed"], report["convergence"]["summary"]
+    # Steps after the sharded checkpoint it resumed from were redone: each sample still trained once.
+    assert_every_sample_trained_once(report["ledger"], full_epochs=1)
+    assert report["ledger"]["redone_steps"] >= ev["lost_steps"]  # their samples were recorded, then discarded
     for name in ("timeline.png", "convergence.png"):
         png = workdir / name
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
@@ -440,6 +448,7 @@ def test_a_node_that_vanishes_is_left_behind_on_its_heartbeat(workdir):
     assert ev.lost_steps is not None and ev.lost_steps <= 1
     assert report.max_restart_count == 0  # a membership change, not a failure: no restart used
     assert report.node_exit_codes["node-2"] == -9  # killed when the target closed
+    assert_every_sample_trained_once(report.ledger, full_epochs=3)
 
 
 DRILL_THEN_WAIT = textwrap.dedent("""

@@ -15,6 +15,7 @@ from lab.local import LocalTarget
 from lab.vocab import events
 from lab.vocab.events import unknown_fields
 from lab.vocab.job import JobSpec
+from tests.drill.ledger_checks import assert_every_sample_trained_once
 from tests.patience import within
 
 pytestmark = pytest.mark.processes  # every drill starts a lighthouse, agents and workers
@@ -54,11 +55,11 @@ def _checkpointed_steps(workdir) -> list[int]:
 
 def _eviction_and_join(workdir, eviction: str, model: str = "tiny", nproc: int = 1) -> DrillConfig:
     """3 replica groups of `nproc` workers; node-2's group evicted at step EVICT_AT, a group
-    added back 1 s after the survivors went on. Every worker logs the samples of its committed steps:
-    an epoch is 512 samples, 8 per worker and step."""
+    added back 1 s after the survivors went on. The drill has every worker record the samples of
+    its committed steps: an epoch is 512 samples, 8 per worker and step."""
     args = ("--steps", str(JOIN_RUN_STEPS), "--step-time", JOIN_STEP_TIME, "--dataset-size", "512", "--batch-size", "8")
     return DrillConfig(
-        spec=_spec(workdir, script_args=(*args, "--model", model, "--log-samples"), nproc_per_node=nproc),
+        spec=_spec(workdir, script_args=(*args, "--model", model), nproc_per_node=nproc),
         workdir=workdir,
         nodes=3,
         target_steps=JOIN_RUN_STEPS,
@@ -93,7 +94,11 @@ def _assert_the_survivors_trained_on(report, workdir, eviction: str, nproc: int 
     assert _checkpointed_steps(workdir) == [60, 90, 120]  # every 30 steps, the newest 3 kept
     _assert_each_step_says_where_its_time_went(recorded, asynchronous=nproc == 1)
     assert [e for e in recorded if unknown_fields(e)] == []  # only the fields lab.vocab.events declares
-    _assert_every_sample_of_an_epoch_was_trained_once(recorded)
+    # The same sharding by global position as the elastic mode: across the eviction (its
+    # in-flight step discarded) and the join (the new group healed from a peer, the sampler's
+    # position included), the committed steps trained every sample of each epoch once.
+    assert any(e["event"] == "samples" and e.get("replica") == "node-3" for e in recorded), "node-3 never trained"
+    assert_every_sample_trained_once(report.ledger, full_epochs=3)
 
 
 def _assert_the_groups_trained_together(recorded: list[dict]) -> None:
@@ -125,22 +130,6 @@ def _assert_each_step_says_where_its_time_went(recorded: list[dict], asynchronou
         assert any(e["replica"] in ("node-0", "node-1") and e["participants"] == 3 for e in recomputed), recomputed
     else:
         assert recomputed == []
-
-
-def _assert_every_sample_of_an_epoch_was_trained_once(recorded: list[dict]) -> None:
-    """The same sharding by global position as the elastic mode: across the eviction (its
-    in-flight step discarded) and the join (the new group healed from a peer, the sampler's
-    position included), the committed steps of every full epoch cover each sample exactly
-    once."""
-    assert any(e["event"] == "samples" and e.get("replica") == "node-3" for e in recorded), "node-3 never trained"
-    per_epoch: dict[int, list[int]] = {}
-    for e in recorded:
-        if e["event"] == "samples":
-            per_epoch.setdefault(e["epoch"], []).extend(e["indices"])
-    full = [epoch for epoch in per_epoch if epoch < max(per_epoch)]
-    assert len(full) >= 3, per_epoch.keys()
-    for epoch in full:
-        assert sorted(per_epoch[epoch]) == list(range(512)), f"epoch {epoch} skipped or repeated samples"
 
 
 # eviction, model, workers per group: the notice's run trains a small GPT sharded over each

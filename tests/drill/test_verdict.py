@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from lab.drill import verdict as verdict_module
+from lab.drill.ledger import NOT_KEPT, EpochTally, SampleLedger
 from lab.drill.report import DrillReport, Eviction, RendezvousOutage, Scaling, StillRunning
 from lab.drill.timeline import Timeline
 from lab.drill.verdict import ClusterSeen, Finding, LocalSeen, Observed, judged, verdict
@@ -53,6 +54,11 @@ def _failed_loop(node: str = "node-0") -> dict[str, Any]:
 
 
 NOT_FINISHED = {"finished": False, "final_step": 12}
+# An epoch of 24 samples, 3 of them trained twice (in steps 5 and 7).
+DOUBLED = EpochTally(
+    epoch=1, walked=24, full=True, once=21, doubled=3, lost=0, most=2, first_step=5, last_step=8, doubled_steps=(5, 7)
+)
+LOST = dataclasses.replace(DOUBLED, once=21, doubled=0, lost=3, most=1, doubled_steps=())
 CONVERGED = {"summary": "  convergence: fine", "passed": True}
 DIVERGED = {"summary": "  convergence: loss 2.0 vs 1.0", "passed": False}
 
@@ -105,6 +111,12 @@ CASES = [
         [kinds.NOT_RECOVERED],
         id="no-step-at-a-new-world-size",
     ),
+    pytest.param(
+        _seen(ledger=SampleLedger.of([DOUBLED, LOST], 0)),
+        [kinds.SAMPLES_DOUBLED, kinds.SAMPLES_LOST],
+        id="samples-trained-twice-and-never",
+    ),
+    pytest.param(_seen(ledger=SampleLedger(kept=False, why_not=NOT_KEPT)), [], id="no-sample-ledger-fails-nothing"),
     # What the local drill saw itself.
     pytest.param(_seen(local=LocalSeen()), [], id="local-a-recovered-finished-run-passes"),
     pytest.param(
@@ -270,6 +282,14 @@ def test_the_judged_report_holds_the_verdicts_words_and_the_scripts_findings():
     assert not report.passed and report.finished
     assert seen.report.problems == [], "the measured figures are not edited"
     assert f"  ACCEPTED ({RANKS_ENDED_EARLY}, with --accept): {accepted.text}" in report.summary()
+
+
+def test_samples_trained_twice_or_never_are_said_per_epoch_with_their_steps():
+    found = verdict(_seen(ledger=SampleLedger.of([DOUBLED, LOST], 0))).failing
+    assert [f.text for f in found] == [
+        "3 samples of epoch 1 were trained twice (steps 5, 7)",
+        "3 samples of epoch 1 were never trained (of the 24 its steps 5-8 walked)",
+    ]
 
 
 def test_a_finding_one_may_accept_is_listed_with_its_name():
