@@ -11,6 +11,8 @@
   diagnosis.py      why workers fail, in the script's terms (error files, a usage error's stderr)
   checkpoint_cost.py   what a job's saves cost, and the interval that cost calls for per band
   convergence.py    does a job trained through evictions end where it would have without them
+  parity.py         is it the model the same job trains uninterrupted, step by step (its twin)
+  batch_cost.py     what the batch policy cost at each world size
   ledger.py         the sample ledger: which samples each epoch trained into the model once, twice or never
   thread_dumps.py   where a process that outlived the drill's time was, from its thread dump
   plot.py           the timeline plot (the command is lab/cli/drill.py)
