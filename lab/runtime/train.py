@@ -259,7 +259,7 @@ class ElasticTraining(Trainer):
     """One worker of the elastic job, from its start to its exit (see the module's docstring).
     `step` is the last completed step: what every save writes."""
 
-    keeps_rng = True  # each rank resumes its own RNG stream from a whole checkpoint
+    keeps_rng = True  # each rank resumes its own RNG streams from a checkpoint of this world size
 
     def __init__(self, args: argparse.Namespace, notice: SpotNotice) -> None:
         super().__init__(args, notice)
@@ -296,8 +296,8 @@ class ElasticTraining(Trainer):
         resumed = self.load_checkpoint()
         if resumed is not None:
             self._apply(resumed)
-        # A sharded checkpoint holds no RNG state (no dropout in the model: a fresh stream per
-        # rank and step is all it needs); a whole one holds each rank's, at its world size.
+        # Both kinds of checkpoint hold each rank's RNG streams: at the world size they were
+        # saved at, every rank resumes its own; at another, a fresh stream per rank and step.
         restore_rng(
             resumed.rng_by_rank if resumed else None,
             resumed.world_size if resumed else None,
@@ -438,6 +438,7 @@ class ElasticTraining(Trainer):
                 Event.STEP,
                 step=self.step,
                 loss=round(loss, 5),
+                loss_hex=loss.hex(),
                 world_size=self.world_size,
                 samples=self.covered,
                 micro_batches=self.micro_batches,
