@@ -14,13 +14,6 @@ In `rename` mode each file is written to a temporary name, fsynced and renamed; 
 their final names and the pointer alone makes them valid. The writer id in the names keeps
 two ranks that save the same step from ever touching each other's files.
 
-A rank that saves a step alone also leaves its RNG streams beside it:
-
-  rng-000000120-<writer>.pt      {rank: its streams} (torch.save)
-
-When every node gets a spot notice each rank saves alone, and the step's payload is the one
-rank that wrote first (or each rank's, when they raced): the others' streams are in these files.
-
 `WholeCheckpointer` puts them behind the trainer's contract (lab.runtime.checkpointer): rank 0
 picks the checkpoint every rank loads, and any one rank can save the whole state, alone.
 """
@@ -53,8 +46,6 @@ log = logging.getLogger(__name__)
 
 _POINTER = re.compile(r"^step-(\d{9})-([A-Za-z0-9_.]+)\.json$")
 _PAYLOAD = re.compile(r"^step-(\d{9})-([A-Za-z0-9_.]+)\.pt$")
-_RNG = re.compile(r"^rng-(\d{9})-([A-Za-z0-9_.]+)\.pt$")
-_TEMPORARY = re.compile(r"^\.tmp-(?:step|rng)-(\d{9})-")  # a rename-mode write cut short
 
 
 class CheckpointDirError(Refused, OSError):
@@ -143,32 +134,6 @@ class CheckpointStore:
     def has(self, step: int) -> bool:
         return any(s == step for s, _ in self._pointers())
 
-    def save_rng(self, step: int, writer: str, rng_by_rank: dict[int, Any]) -> None:
-        """RNG streams beside step `step`'s checkpoint (see the module's docstring); once per
-        writer and step (a lost peer's save, then a notice's, of the same step)."""
-        path = self.dir / f"rng-{step:09d}-{writer}.pt"
-        if path.exists():
-            return
-        buf = io.BytesIO()
-        torch.save(rng_by_rank, buf)
-        self._write(path, buf.getbuffer())
-        self._fsync_dir()
-
-    def rng_beside(self, step: int) -> dict[int, Any]:
-        """The RNG streams left beside step `step` by the ranks that saved it alone, on the
-        CPU (where torch sets them from); a file that does not load (a write-once writer killed
-        midway) is skipped."""
-        found: dict[int, Any] = {}
-        for entry in sorted(os.listdir(self.dir)):
-            m = _RNG.match(entry)
-            if not (m and int(m.group(1)) == step):
-                continue
-            try:
-                found.update(torch.load(self.dir / entry, map_location="cpu", weights_only=True))
-            except Exception as exc:  # noqa: BLE001 - a torn file: that rank starts a fresh stream
-                log.warning("skipping RNG streams %s: %s", entry, exc)
-        return found
-
     def _write(self, path: Path, data: memoryview | bytes) -> None:
         write_file(path, data, self.writes, temporary=f".tmp-{path.name}")
 
@@ -183,8 +148,9 @@ class CheckpointStore:
             return
         oldest_kept = steps[self.keep - 1]
         for entry in os.listdir(self.dir):
-            m = _POINTER.match(entry) or _PAYLOAD.match(entry) or _RNG.match(entry) or _TEMPORARY.match(entry)
-            if m and int(m.group(1)) < oldest_kept:
+            m = _POINTER.match(entry) or _PAYLOAD.match(entry)
+            stale_tmp = entry.startswith(".tmp-step-") and int(entry[10:19]) < oldest_kept
+            if (m and int(m.group(1)) < oldest_kept) or stale_tmp:
                 try:
                     os.unlink(self.dir / entry)
                 except FileNotFoundError:
@@ -314,9 +280,7 @@ class WholeCheckpointer:
         snapshot = TrainingSnapshot.from_payload(loaded.state)
         snapshot.apply(model, optimizer)
         fields = {"path": loaded.path.name, "skipped": list(loaded.skipped)}
-        # The payload's streams (each rank's, when the group saved it) and those left beside it.
-        rng_by_rank = {**self.store.rng_beside(choice.step), **snapshot.rng_by_rank}
-        return Resumed.at(snapshot, loaded.seconds, fields, rng_by_rank)
+        return Resumed.at(snapshot, loaded.seconds, fields, snapshot.rng_by_rank)
 
     def save(
         self, state: TrainingState, reason: str, *, blocking: bool = False, since: float | None = None
@@ -332,14 +296,8 @@ class WholeCheckpointer:
             return self._write(state, reason, rng_by_rank, since)
 
     def save_alone(self, state: TrainingState, reason: str) -> SaveRecord:
-        """This rank alone (its caller holds `exclusive`). With `keeps_rng` its RNG streams go
-        beside the step too: another rank may have written the step's payload (every node
-        given a notice at once)."""
-        rng_by_rank = {self.rank: rng_state(self.device)} if self.keeps_rng else {}
-        record = self._write(state, reason, rng_by_rank, None)
-        if rng_by_rank:
-            self.store.save_rng(state.step, self.writer, rng_by_rank)
-        return record
+        """This rank alone (its caller holds `exclusive`)."""
+        return self._write(state, reason, {self.rank: rng_state(self.device)} if self.keeps_rng else {}, None)
 
     def _write(
         self, state: TrainingState, reason: str, rng_by_rank: dict[int, dict[str, Any]], since: float | None

@@ -139,12 +139,11 @@ def restore_rng(
     device: torch.device,
 ) -> None:
     """Each rank resumes its own RNG stream when the checkpoint has it (saved at the same
-    world size); otherwise it starts a fresh stream derived from (seed, rank, step). torch sets
-    a stream only from a CPU tensor: a checkpoint loaded onto a GPU holds the saved ones there."""
+    world size); otherwise it starts a fresh stream derived from (seed, rank, step)."""
     saved = rng_by_rank or {}
     if saved_world_size == world_size and rank in saved:
-        torch.set_rng_state(saved[rank]["torch"].cpu())
+        torch.set_rng_state(saved[rank]["torch"])
         if device.type == "cuda" and saved[rank].get("cuda") is not None:
-            torch.cuda.set_rng_state(saved[rank]["cuda"].cpu(), device)
+            torch.cuda.set_rng_state(saved[rank]["cuda"], device)
     else:
         torch.manual_seed(seed * 1_000_003 + step * 1009 + rank)

@@ -22,9 +22,6 @@ its collectives must not interleave with training's). One save is in flight at a
 
 What reshards is what DCP reshards: the model's and the optimizer's tensors. The training's
 progress (step, data position) is saved beside them as plain values, the same on every rank.
-Each rank's RNG streams are saved under a key of that rank's own (`_rng_key`), as torchtitan keys
-a data loader's per-rank state: state that does not reshard, loaded back by the same rank where
-the checkpoint has it (the trainer uses it only at the world size it was saved at).
 
 `ShardedCheckpointer` puts them behind the trainer's contract (lab.runtime.checkpointer).
 """
@@ -47,7 +44,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
-from torch.distributed.checkpoint.metadata import Metadata, TensorStorageMetadata
+from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
@@ -57,7 +54,6 @@ from torch.distributed.checkpoint.storage import WriteResult
 
 from lab.runtime.checkpoint import CheckpointError
 from lab.runtime.checkpointer import Choice, PeerLost, Resumed, SaveRecord, TrainingState
-from lab.runtime.demo import rng_state
 from lab.runtime.object_store import DcpFiles, LocalFiles, ObjectStore, open_store
 from lab.vocab.job import CheckpointWrites
 
@@ -71,12 +67,6 @@ _STEP_DIR = re.compile(r"^step-(\d{9})$")
 
 def step_dir_name(step: int) -> str:
     return f"step-{step:09d}"
-
-
-def _rng_key(rank: int) -> str:
-    """The key of rank `rank`'s RNG streams in a checkpoint's state (DCP flattens the dict under
-    it to `rng_rank0.torch`, ...): no other rank writes it, so DCP keeps every rank's."""
-    return f"rng_rank{rank}"
 
 
 @dataclass(frozen=True)
@@ -138,17 +128,6 @@ class CommitLastWriter(FileSystemWriter):
         data = pickle.dumps(metadata)
         self.store.put(f"{self.key}/{METADATA}", data)
         self.written_bytes += len(data)
-
-
-def _saved_under(metadata: Metadata, key: str) -> dict[str, torch.Tensor]:
-    """Tensors to load the checkpoint's tensors under `key` into: DCP loads in place, into
-    tensors of the saved shapes; none where it has no such key."""
-    prefix = f"{key}."
-    return {
-        name.removeprefix(prefix): torch.empty(saved.size, dtype=saved.properties.dtype)
-        for name, saved in metadata.state_dict_metadata.items()
-        if name.startswith(prefix) and isinstance(saved, TensorStorageMetadata)
-    }
 
 
 def _reader(store: ObjectStore, step: int) -> FileSystemReader:
@@ -294,26 +273,15 @@ class ShardedCheckpoints:
     def load(self, step: int, model: nn.Module, optimizer: torch.optim.Optimizer) -> Progress:
         """Load step `step` into the (sharded) model and optimizer, resharded to this world
         size, and return its progress."""
-        return self.load_with_rng(step, model, optimizer)[0]
-
-    def load_with_rng(
-        self, step: int, model: nn.Module, optimizer: torch.optim.Optimizer
-    ) -> tuple[Progress, dict[str, torch.Tensor] | None]:
-        """`load`, and this rank's RNG streams where the checkpoint has them (None: saved
-        without them, or by a world that had no rank of this number)."""
         model_state, optim_state = get_state_dict(model, optimizer)
         state: dict[str, Any] = {
             "model": model_state,
             "optim": optim_state,
             "progress": dict.fromkeys(Progress.__dataclass_fields__, 0),
         }
-        reader = _reader(self.store, step)
-        saved_rng = _saved_under(reader.read_metadata(), _rng_key(self.rank))
-        if saved_rng:
-            state[_rng_key(self.rank)] = saved_rng
-        dcp_load(state, storage_reader=reader, process_group=self.group)
+        dcp_load(state, storage_reader=_reader(self.store, step), process_group=self.group)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-        return Progress.from_state(state["progress"]), saved_rng or None
+        return Progress.from_state(state["progress"])
 
     # ------------------------------------------------------------------- saving
     def save(
@@ -324,12 +292,10 @@ class ShardedCheckpoints:
         *,
         reason: str,
         blocking: bool = False,
-        rng: dict[str, torch.Tensor] | None = None,
     ) -> SaveStats:
-        """Save `progress.step` (with this rank's RNG streams `rng`, where given). Asynchronous
-        unless `blocking`: the state is staged in a thread (call `wait_for_staging` before the
-        optimizer changes it again) and written by another. A save still in flight is waited
-        for first (its time counts as blocking)."""
+        """Save `progress.step`. Asynchronous unless `blocking`: the state is staged in a thread
+        (call `wait_for_staging` before the optimizer changes it again) and written by another.
+        A save still in flight is waited for first (its time counts as blocking)."""
         started = time.monotonic()
         stats = SaveStats(step=progress.step, reason=reason, started=started)
         self.wait()
@@ -339,8 +305,6 @@ class ShardedCheckpoints:
             return stats
         model_state, optim_state = get_state_dict(model, optimizer)
         state = {"model": model_state, "optim": optim_state, "progress": progress.as_state()}
-        if rng:
-            state[_rng_key(self.rank)] = rng
         writer = CommitLastWriter(self.store, progress.step)
         if blocking:
             try:
@@ -445,16 +409,12 @@ class ShardedCheckpoints:
 class ShardedCheckpointer:
     """Sharded checkpoints as a trainer uses them (lab.runtime.checkpointer.Checkpointer): every
     rank saves its shards together with the others, in the background unless told to block; no
-    rank can save alone. A save's record is rank 0's (its bytes: rank 0's shards). With
-    `keeps_rng` every save holds each rank's RNG streams (of `device` and the CPU's)."""
+    rank can save alone. A save's record is rank 0's (its bytes: rank 0's shards)."""
 
     saves_alone = False
 
-    def __init__(
-        self, checkpoints: ShardedCheckpoints, *, keeps_rng: bool = False, device: torch.device | None = None
-    ) -> None:
+    def __init__(self, checkpoints: ShardedCheckpoints) -> None:
         self.checkpoints = checkpoints
-        self.keeps_rng, self.device = keeps_rng, device or torch.device("cpu")
 
     def choose(self) -> Choice | None:
         started = time.perf_counter()
@@ -464,10 +424,9 @@ class ShardedCheckpointer:
     def load(self, choice: Choice, model: nn.Module, optimizer: torch.optim.Optimizer) -> Resumed:
         """Every rank reads the shards it holds now: the checkpoint may come from another world
         size (DCP reshards the model and the optimizer; the data position is global)."""
-        progress, rng = self.checkpoints.load_with_rng(choice.step, model, optimizer)
+        progress = self.checkpoints.load(choice.step, model, optimizer)
         fields = {"path": choice.name, "skipped": list(choice.skipped), "world_size_saved": progress.world_size}
-        rng_by_rank = {self.checkpoints.rank: rng} if rng else None
-        return Resumed.at(progress, time.perf_counter() - choice.started, fields, rng_by_rank)
+        return Resumed.at(progress, time.perf_counter() - choice.started, fields)
 
     def save(
         self, state: TrainingState, reason: str, *, blocking: bool = False, since: float | None = None
@@ -475,11 +434,8 @@ class ShardedCheckpointer:
         progress = Progress(
             state.step, state.sampler.epoch, state.sampler.position, state.world_size, state.batches_committed
         )
-        rng = {name: t for name, t in rng_state(self.device).items() if t is not None} if self.keeps_rng else None
         try:
-            stats = self.checkpoints.save(
-                progress, state.model, state.optimizer, reason=reason, blocking=blocking, rng=rng
-            )
+            stats = self.checkpoints.save(progress, state.model, state.optimizer, reason=reason, blocking=blocking)
         except RuntimeError as exc:  # every rank saves its shards together: a collective failed
             raise PeerLost(str(exc)) from exc
         if not blocking:

@@ -95,8 +95,7 @@ def open_checkpointer(
 ) -> Checkpointer:
     """The job's checkpoints, chosen once: sharded ones for a GPT (lab.runtime.sharded_checkpoint),
     whole ones for the tiny model (lab.runtime.checkpoint), where the script's settings say.
-    `writer` names this rank's files, `exclusive`: see WholeCheckpointer; `keeps_rng`: whether
-    each save holds every rank's RNG streams (of `device` and the CPU's)."""
+    `writer` names this rank's files, `exclusive` and `keeps_rng`: see WholeCheckpointer."""
     if workload.sharded:
         from lab.runtime.sharded_checkpoint import ShardedCheckpointer, ShardedCheckpoints
 
@@ -106,9 +105,7 @@ def open_checkpointer(
                 args.checkpoint_writes,
                 keep=max(2, args.keep_checkpoints),
                 pinned=getattr(args, "pinned_staging", None),
-            ),
-            keeps_rng=keeps_rng,
-            device=device,
+            )
         )
     from lab.runtime.checkpoint import CheckpointStore, WholeCheckpointer
 

@@ -22,20 +22,3 @@ def test_a_worker_given_gpus_it_cannot_use_fails_at_once(monkeypatch, tmp_path):
     for nothing in ("void", "none", "all", ""):
         monkeypatch.setenv(demo.ENV_VISIBLE_GPUS, nothing)
         assert demo.pick_device(0) == (torch.device("cpu"), "gloo")
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: streams of a checkpoint loaded onto it")
-def test_streams_of_a_checkpoint_loaded_onto_a_gpu_are_restored():
-    """A whole checkpoint is loaded onto the rank's device: its saved streams arrive there, and
-    torch sets a stream only from a CPU tensor."""
-    from lab.runtime import demo
-
-    device = torch.device("cuda", 0)
-    with torch.random.fork_rng(devices=[device]):
-        saved = {name: state.clone() for name, state in demo.rng_state(device).items()}
-        torch.rand(3)  # both streams move on
-        torch.rand(3, device=device)
-        on_gpu = {0: {name: state.to(device) for name, state in saved.items()}}
-        demo.restore_rng(on_gpu, 1, rank=0, world_size=1, seed=0, step=5, device=device)
-        assert torch.equal(torch.get_rng_state(), saved["torch"])
-        assert torch.equal(torch.cuda.get_rng_state(device), saved["cuda"])
