@@ -37,7 +37,6 @@ class Trainer:
 
     fsdp: bool  # the model sharded over the workers by FSDP2 (else held whole by each)
     parallel: str  # how the model_built event names that
-    keeps_rng: bool  # whether checkpoints hold each rank's RNG streams
 
     def __init__(self, args: argparse.Namespace, notice: SpotNotice) -> None:
         self.args, self.notice = args, notice
@@ -118,7 +117,6 @@ class Trainer:
             writer=self.writer,
             device=self.device,
             exclusive=self.notice.consistent,
-            keeps_rng=self.keeps_rng,
         )
         events.emit(
             Event.MODEL_BUILT,
