@@ -1,7 +1,7 @@
 """Bit-identical resumption on the local target: a job stopped on every node (a spot notice to
 each, or all of them SIGKILLed after a checkpoint) and started again at the same world size
 trains, at every step, exactly the loss of the same job run without a stop (each step's loss
-compared as float.hex, not rounded), on the same samples, and ends with every rank's RNG
+compared as float.hex, not rounded), at the same data position, and ends with every rank's RNG
 stream where the uninterrupted run's ends."""
 
 from __future__ import annotations
