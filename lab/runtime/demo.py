@@ -126,7 +126,7 @@ def rng_fingerprint() -> str:
 def derive_rng(seed: int, rank: int, step: int) -> None:
     """Set rank `rank`'s random-number streams (the CPU's and every GPU's) to those of the end
     of step `step`, derived from (seed, rank, step) as the sample order is from (seed, epoch);
-    the trainer sets them anew at the end of every step, as JAX folds the step into its key.
+    the elastic mode sets them anew at the end of every step, as JAX folds the step into its key.
 
     A job resumed at a step then draws what the uninterrupted job drew, whichever checkpoint
     it resumes from and whoever saved it: nothing to save, and nothing a saved stream could get
