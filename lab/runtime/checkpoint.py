@@ -36,8 +36,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from lab.runtime.checkpointer import Choice, PeerLost, Resumed, SaveRecord, TrainingState
-from lab.runtime.demo import rng_state
+from lab.runtime.checkpointer import Choice, Resumed, SaveRecord, TrainingState
 from lab.runtime.snapshot import TrainingSnapshot
 from lab.vocab.errors import LabError, Refused
 from lab.vocab.job import CheckpointWrites
@@ -248,8 +247,8 @@ class WholeCheckpointer:
 
     `exclusive` is held while rank 0 writes the group's save: the training loop's lock of a
     completed step (lab.runtime.spot_notice.SpotNotice.consistent), which a notice's save from
-    another thread holds too. With `keeps_rng` every save holds each rank's RNG stream (the
-    group's are gathered, a collective), for ranks that resume their own."""
+    another thread holds too. No save holds RNG streams: each rank's are derived from the step
+    (lab.runtime.demo.derive_rng)."""
 
     saves_alone = True
 
@@ -260,10 +259,9 @@ class WholeCheckpointer:
         writer: str,
         device: torch.device,
         exclusive: threading.Lock,
-        keeps_rng: bool,
     ) -> None:
         self.store, self.writer, self.device = store, writer, device
-        self.exclusive, self.keeps_rng = exclusive, keeps_rng
+        self.exclusive = exclusive
         self.rank = dist.get_rank()
 
     def choose(self) -> Choice | None:
@@ -280,28 +278,22 @@ class WholeCheckpointer:
         snapshot = TrainingSnapshot.from_payload(loaded.state)
         snapshot.apply(model, optimizer)
         fields = {"path": loaded.path.name, "skipped": list(loaded.skipped)}
-        return Resumed.at(snapshot, loaded.seconds, fields, snapshot.rng_by_rank)
+        return Resumed.at(snapshot, loaded.seconds, fields)
 
     def save(
         self, state: TrainingState, reason: str, *, blocking: bool = False, since: float | None = None
     ) -> SaveRecord | None:
-        """Every rank: their RNG states gathered (`keeps_rng`); rank 0 writes. Always blocking."""
-        try:
-            rng_by_rank = self._gather_rng() if self.keeps_rng else {}
-        except RuntimeError as exc:
-            raise PeerLost(str(exc)) from exc
+        """Rank 0 writes (every rank holds the same state); no collective. Always blocking."""
         if self.rank != 0:
             return None
         with self.exclusive:
-            return self._write(state, reason, rng_by_rank, since)
+            return self._write(state, reason, since)
 
     def save_alone(self, state: TrainingState, reason: str) -> SaveRecord:
         """This rank alone (its caller holds `exclusive`)."""
-        return self._write(state, reason, {self.rank: rng_state(self.device)} if self.keeps_rng else {}, None)
+        return self._write(state, reason, None)
 
-    def _write(
-        self, state: TrainingState, reason: str, rng_by_rank: dict[int, dict[str, Any]], since: float | None
-    ) -> SaveRecord:
+    def _write(self, state: TrainingState, reason: str, since: float | None) -> SaveRecord:
         if self.store.has(state.step):
             # Another rank (or the periodic timer) already saved this very step: nothing to write.
             return SaveRecord(state.step, reason, already=True)
@@ -311,18 +303,12 @@ class WholeCheckpointer:
             state.sampler,
             step=state.step,
             world_size=state.world_size,
-            rng_by_rank=rng_by_rank,
             batches_committed=state.batches_committed,
         )
         saved = self.store.save(snapshot.to_payload(), state.step, self.writer)
-        # seconds: writing the files; blocking_s: all the training loop waited (with the RNG gather)
+        # seconds: writing the files; blocking_s: all the training loop waited
         blocking = time.perf_counter() - since if since is not None else saved.seconds
         return SaveRecord(state.step, reason, saved.seconds, blocking, saved.nbytes, saved.path.name)
-
-    def _gather_rng(self) -> dict[int, dict[str, Any]]:
-        states: list[Any] = [None] * dist.get_world_size()
-        dist.all_gather_object(states, rng_state(self.device))
-        return dict(enumerate(states))
 
     def wait_for_staging(self) -> None:
         """Nothing in flight: every save has written before it returned."""

@@ -10,7 +10,7 @@ lab.runtime.job_history).
 
 The first interval save comes a few steps after the job (or a restarted group) starts, to
 measure a save; until one is measured a save is taken to cost one step. Every rank must save
-at the same steps (a sharded save is collective, a whole one gathers the ranks' RNG), so at
+at the same steps (a sharded save is collective, and so is the agreement below), so at
 each save the ranks agree on the figures (the largest of each, one small all_reduce) and
 compute the same next step from them.
 """

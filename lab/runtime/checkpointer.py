@@ -80,12 +80,9 @@ class Resumed:
     batches_committed: int
     seconds: float
     fields: dict[str, Any]  # the checkpoint_loaded event's fields of this kind: path, skipped, ...
-    rng_by_rank: dict[int, dict[str, Any]] | None = None  # each rank's RNG state, where it was saved
 
     @classmethod
-    def at(
-        cls, where: Progressed, seconds: float, fields: dict[str, Any], rng_by_rank: dict[int, Any] | None = None
-    ) -> Resumed:
+    def at(cls, where: Progressed, seconds: float, fields: dict[str, Any]) -> Resumed:
         """Resumed where a checkpoint's record of its progress says (a whole one's snapshot, a
         sharded one's progress)."""
         return cls(
@@ -96,7 +93,6 @@ class Resumed:
             where.batches_committed,
             seconds,
             fields,
-            rng_by_rank,
         )
 
     def sampler(self, size: int, seed: int) -> GlobalSampler:

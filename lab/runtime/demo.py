@@ -8,7 +8,6 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
@@ -119,31 +118,18 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
-# ---------------------------------------------------------------------------- RNG state
-def rng_state(device: torch.device) -> dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
-
-
+# ---------------------------------------------------------------------------- RNG streams
 def rng_fingerprint() -> str:
     return hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest()[:12]
 
 
-def restore_rng(
-    rng_by_rank: dict[int, dict[str, Any]] | None,
-    saved_world_size: int | None,
-    *,
-    rank: int,
-    world_size: int,
-    seed: int,
-    step: int,
-    device: torch.device,
-) -> None:
-    """Each rank resumes its own RNG stream when the checkpoint has it (saved at the same
-    world size); otherwise it starts a fresh stream derived from (seed, rank, step)."""
-    saved = rng_by_rank or {}
-    if saved_world_size == world_size and rank in saved:
-        torch.set_rng_state(saved[rank]["torch"])
-        if device.type == "cuda" and saved[rank].get("cuda") is not None:
-            torch.cuda.set_rng_state(saved[rank]["cuda"], device)
-    else:
-        torch.manual_seed(seed * 1_000_003 + step * 1009 + rank)
+def derive_rng(seed: int, rank: int, step: int) -> None:
+    """Set rank `rank`'s random-number streams (the CPU's and every GPU's) to those of the end
+    of step `step`, derived from (seed, rank, step) as the sample order is from (seed, epoch);
+    the elastic mode sets them anew at the end of every step, as JAX folds the step into its key.
+
+    A job resumed at a step then draws what the uninterrupted job drew, whichever checkpoint
+    it resumes from and whoever saved it: nothing to save, and nothing a saved stream could get
+    wrong (ranks given a notice at once may save different steps alone, one rank still in the
+    step another completed; a save from the middle of a step would hold that step's draws)."""
+    torch.manual_seed(seed * 1_000_003 + step * 1009 + rank)

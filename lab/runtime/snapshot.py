@@ -8,7 +8,7 @@ it with torch.save), so checkpoints of earlier runs load too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,8 +24,7 @@ class TrainingSnapshot:
     step: int  # optimizer steps completed
     epoch: int  # the data position: epoch, and global sample position in it
     position: int
-    world_size: int  # workers when it was taken (the elastic mode's RNG streams are per rank)
-    rng_by_rank: dict[int, dict[str, Any]] = field(default_factory=dict)  # each rank's RNG state, when gathered
+    world_size: int  # workers when it was taken
     batches_committed: int = 0  # the per-step mode's TorchFT manager count
 
     @classmethod
@@ -37,7 +36,6 @@ class TrainingSnapshot:
         *,
         step: int,
         world_size: int,
-        rng_by_rank: dict[int, dict[str, Any]] | None = None,
         batches_committed: int = 0,
     ) -> TrainingSnapshot:
         return cls(
@@ -47,7 +45,6 @@ class TrainingSnapshot:
             epoch=sampler.epoch,
             position=sampler.position,
             world_size=world_size,
-            rng_by_rank=dict(rng_by_rank or {}),
             batches_committed=batches_committed,
         )
 
@@ -69,7 +66,6 @@ class TrainingSnapshot:
             "epoch": self.epoch,
             "position": self.position,
             "world_size": self.world_size,
-            "rng_by_rank": self.rng_by_rank,
             "batches_committed": self.batches_committed,
         }
 
@@ -82,6 +78,5 @@ class TrainingSnapshot:
             epoch=int(payload["epoch"]),
             position=int(payload["position"]),
             world_size=int(payload.get("world_size", 0)),
-            rng_by_rank=dict(payload.get("rng_by_rank") or {}),
             batches_committed=int(payload.get("batches_committed", 0)),
         )

@@ -46,7 +46,7 @@ from torch.nn.parallel import DistributedDataParallel
 from lab.runtime import events, job_history
 from lab.runtime.checkpoint_pacer import CheckpointPacer
 from lab.runtime.checkpointer import PeerLost, Resumed, SaveRecord
-from lab.runtime.demo import restore_rng, rng_fingerprint, set_lr
+from lab.runtime.demo import derive_rng, rng_fingerprint, set_lr
 from lab.runtime.elastic_batches import gradient_sync
 from lab.runtime.object_store import open_store
 from lab.runtime.spot_notice import SpotNotice
@@ -259,8 +259,6 @@ class ElasticTraining(Trainer):
     """One worker of the elastic job, from its start to its exit (see the module's docstring).
     `step` is the last completed step: what every save writes."""
 
-    keeps_rng = True  # each rank resumes its own RNG stream from a whole checkpoint
-
     def __init__(self, args: argparse.Namespace, notice: SpotNotice) -> None:
         super().__init__(args, notice)
         self.step = 0
@@ -296,17 +294,7 @@ class ElasticTraining(Trainer):
         resumed = self.load_checkpoint()
         if resumed is not None:
             self._apply(resumed)
-        # A sharded checkpoint holds no RNG state (no dropout in the model: a fresh stream per
-        # rank and step is all it needs); a whole one holds each rank's, at its world size.
-        restore_rng(
-            resumed.rng_by_rank if resumed else None,
-            resumed.world_size if resumed else None,
-            rank=self.rank,
-            world_size=self.world_size,
-            seed=self.args.seed,
-            step=self.step,
-            device=self.device,
-        )
+        derive_rng(self.args.seed, self.rank, self.step)  # each rank's streams of this step
         loaded = resumed is not None
         if self.args.checkpoint_every == 0:
             nodes = max(self.world_size // int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
@@ -400,6 +388,7 @@ class ElasticTraining(Trainer):
             self.optimizer.step()
             self.step += 1
             self.sampler.advance(covered)
+        derive_rng(args.seed, self.rank, self.step)  # what the next step draws: the step's own
         self.loss = local_loss / max(len(indices), 1)
         self.covered, self.local_loss, self.step_seconds = covered, local_loss, time.perf_counter() - t0
         self.micro_batches = len(parts)
@@ -436,6 +425,7 @@ class ElasticTraining(Trainer):
                 Event.STEP,
                 step=self.step,
                 loss=round(loss, 5),
+                loss_hex=loss.hex(),
                 world_size=self.world_size,
                 samples=self.covered,
                 micro_batches=self.micro_batches,
@@ -484,8 +474,8 @@ class ElasticTraining(Trainer):
             self.next_interval()
 
     def save_interval(self) -> None:
-        """Every rank is at this step: gather their RNG states so each resumes its own (whole
-        checkpoints), or start the background save of every rank's shards."""
+        """Every rank is at this step: rank 0 writes the whole state (whole checkpoints), or
+        every rank starts the background save of its shards."""
         started = time.perf_counter()
         try:
             record = self.save(SAVE_INTERVAL, since=started)

@@ -187,8 +187,6 @@ class PerStepTraining(Trainer):
     """One worker of a replica group, from its start to its exit (see the module's
     docstring). Read `run` top to bottom. Its rank and world size are within its group."""
 
-    keeps_rng = False  # a group heals from a peer, whose RNG streams are its own
-
     def __init__(self, args: argparse.Namespace, notice: SpotNotice) -> None:
         super().__init__(args, notice)
         self.replica = os.environ.get(ENV_REPLICA_GROUP) or os.environ.get(ENV_NODE) or socket.gethostname()

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from lab.runtime import events
@@ -36,7 +37,6 @@ class Trainer:
 
     fsdp: bool  # the model sharded over the workers by FSDP2 (else held whole by each)
     parallel: str  # how the model_built event names that
-    keeps_rng: bool  # whether whole checkpoints hold each rank's RNG stream
 
     def __init__(self, args: argparse.Namespace, notice: SpotNotice) -> None:
         self.args, self.notice = args, notice
@@ -89,6 +89,10 @@ class Trainer:
     # ----------------------------------------------------------------------- start
     def start(self) -> None:
         args = self.args
+        # torch's deterministic kernels wherever it has them: at a world size it was saved at, a
+        # job resumed from a checkpoint repeats the uninterrupted run bit for bit (what torch
+        # cannot make so: docs/real-size.md). An op that has none warns in the worker's log.
+        torch.use_deterministic_algorithms(True, warn_only=True)
         self.device, backend = pick_device(self.local_rank)
         # A short timeout: a vanished peer is noticed in seconds, not after gloo's 30 minutes.
         dist.init_process_group(backend, timeout=timedelta(seconds=args.pg_timeout))
@@ -99,6 +103,7 @@ class Trainer:
             restarts=self.restarts,
             backend=backend,
             device=str(self.device),
+            deterministic=torch.are_deterministic_algorithms_enabled(),
             **self.identity,
         )
         built = time.perf_counter()
@@ -112,7 +117,6 @@ class Trainer:
             writer=self.writer,
             device=self.device,
             exclusive=self.notice.consistent,
-            keeps_rng=self.keeps_rng,
         )
         events.emit(
             Event.MODEL_BUILT,

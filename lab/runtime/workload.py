@@ -91,11 +91,11 @@ def build_model(workload: Workload, device: torch.device, seed: int, *, sharded:
 
 
 def open_checkpointer(
-    workload: Workload, args: Any, *, writer: str, device: torch.device, exclusive: threading.Lock, keeps_rng: bool
+    workload: Workload, args: Any, *, writer: str, device: torch.device, exclusive: threading.Lock
 ) -> Checkpointer:
     """The job's checkpoints, chosen once: sharded ones for a GPT (lab.runtime.sharded_checkpoint),
     whole ones for the tiny model (lab.runtime.checkpoint), where the script's settings say.
-    `writer` names this rank's files, `exclusive` and `keeps_rng`: see WholeCheckpointer."""
+    `writer` names this rank's files, `exclusive`: see WholeCheckpointer."""
     if workload.sharded:
         from lab.runtime.sharded_checkpoint import ShardedCheckpointer, ShardedCheckpoints
 
@@ -110,7 +110,7 @@ def open_checkpointer(
     from lab.runtime.checkpoint import CheckpointStore, WholeCheckpointer
 
     store = CheckpointStore(args.checkpoint_dir, args.checkpoint_writes, keep=args.keep_checkpoints)
-    return WholeCheckpointer(store, writer=writer, device=device, exclusive=exclusive, keeps_rng=keeps_rng)
+    return WholeCheckpointer(store, writer=writer, device=device, exclusive=exclusive)
 
 
 def shard(model: nn.Module, device: torch.device, group: Any = None) -> nn.Module:

@@ -97,7 +97,8 @@ IDENTITY_FIELDS = {
 # Every field an event may carry besides `t`, `event`, `pid`, `source` and the identity
 # fields; the per-step mode adds `replica` (its group) to most of the training script's.
 FIELDS: Mapping[Event, frozenset[str]] = {
-    Event.START: frozenset({"world_size", "restarts", "backend", "device", "replica"}),
+    # deterministic: torch's deterministic algorithms are on (torch.use_deterministic_algorithms).
+    Event.START: frozenset({"world_size", "restarts", "backend", "device", "deterministic", "replica"}),
     Event.FRESH: frozenset({"step", "world_size", "lr", "restarts", "rng", "replica"}),
     Event.RESUME: frozenset({"step", "world_size", "lr", "restarts", "rng", "replica"}),
     Event.MODEL_BUILT: frozenset({"model", "parameters", "parallel", "seconds", "replica"}),
@@ -118,6 +119,7 @@ FIELDS: Mapping[Event, frozenset[str]] = {
         {
             "step",
             "loss",
+            "loss_hex",  # the loss exactly (float.hex): runs compared bit for bit
             "world_size",
             "samples",
             "micro_batches",

@@ -107,10 +107,15 @@ POD_FIELD_ENV = {ENV_NODE: "metadata.name", ENV_K8S_NODE: "spec.nodeName"}
 #   sees the error. 2 (CleanUpOnly) aborts the communicators and raises the error in the
 #   worker instead, so the script's "save on peer loss" runs and it exits on its own terms.
 #   gloo (CPU) ignores it.
+# - CUBLAS_WORKSPACE_CONFIG: cuBLAS on CUDA >= 10.2 gives the same bits run after run only with
+#   a fixed workspace (":4096:8", NVIDIA's cuBLAS docs, "Results reproducibility"); without it
+#   torch's deterministic mode, which the demo script turns on, warns that cuBLAS is not
+#   deterministic. Read when CUDA starts; CPUs ignore it.
 AGENT_ENV = {
     "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     "TORCH_ELASTIC_WORKER_IDENTICAL": "1",
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
+    "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
 }
 
 # The trainer image's user and group (the Dockerfile's `useradd --uid` and `USER`). Worker pods

@@ -37,7 +37,7 @@ def one_rank(tmp_path):
         os.environ[INDUCTOR_CACHE] = cache_dir
 
 
-def _open(kind: str, directory, **settings) -> Checkpointer:
+def _open(kind: str, directory) -> Checkpointer:
     args = SimpleNamespace(
         checkpoint_dir=str(directory), checkpoint_writes="rename", keep_checkpoints=3, pinned_staging=False
     )
@@ -47,7 +47,6 @@ def _open(kind: str, directory, **settings) -> Checkpointer:
         writer="r0.test",
         device=torch.device("cpu"),
         exclusive=threading.Lock(),
-        keeps_rng=settings.get("keeps_rng", True),
     )
 
 
@@ -138,15 +137,6 @@ def test_a_whole_save_blocks_and_any_rank_can_save_alone(tmp_path, one_rank):
     checkpointer.close()
 
 
-@pytest.mark.parametrize("keeps_rng", [True, False])
-def test_a_whole_checkpoint_holds_each_ranks_rng_stream_where_asked(keeps_rng, tmp_path, one_rank):
-    checkpointer = _open("whole", tmp_path / "ckpt", keeps_rng=keeps_rng)
-    checkpointer.save(_trained(step=2), "interval")
-    state = _trained(step=0)
-    resumed = checkpointer.load(checkpointer.choose(), state.model, state.optimizer)
-    assert set(resumed.rng_by_rank) == ({0} if keeps_rng else set())
-
-
 def test_the_kind_is_chosen_by_the_model(tmp_path, one_rank):
     assert isinstance(_open("whole", tmp_path / "a"), WholeCheckpointer)
     sharded = _open("sharded", tmp_path / "b")
@@ -156,19 +146,24 @@ def test_the_kind_is_chosen_by_the_model(tmp_path, one_rank):
 
 def test_a_saves_collective_that_fails_is_a_lost_peer_and_its_write_failing_is_not(tmp_path, one_rank, monkeypatch):
     """The trainer leaves for the agent to restart the group (exit 75, never a crash loop) only when
-    a save's collective failed; a write that fails (a full disk) is the save's own error, raised as
-    it is so that a persistent fault ends in a crash loop, not in restarts for ever."""
-    checkpointer = _open("whole", tmp_path / "ckpt")
-    assert isinstance(checkpointer, WholeCheckpointer)
+    a save's collective failed (a sharded save's: every rank writes its shards together; one rank
+    writes a whole save, with no collective); a write that fails (a full disk) is the save's own
+    error, raised as it is so that a persistent fault ends in a crash loop, not in restarts for ever."""
+    sharded = _open("sharded", tmp_path / "sharded")
+    assert isinstance(sharded, ShardedCheckpointer)
 
-    def gather_fails():
+    def collective_fails(*args, **kwargs):
         raise RuntimeError("Connection closed by peer")
 
-    monkeypatch.setattr(checkpointer, "_gather_rng", gather_fails)
+    monkeypatch.setattr(sharded.checkpoints, "save", collective_fails)
     with pytest.raises(PeerLost) as lost:
-        checkpointer.save(_trained(step=3), "interval")
+        sharded.save(_trained(step=3), "interval")
     assert str(lost.value.__cause__) == "Connection closed by peer"
     monkeypatch.undo()
+    sharded.close()
+
+    checkpointer = _open("whole", tmp_path / "ckpt")
+    assert isinstance(checkpointer, WholeCheckpointer)
 
     def write_fails(*args, **kwargs):
         raise RuntimeError("PytorchStreamWriter failed writing file")
