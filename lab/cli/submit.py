@@ -109,14 +109,14 @@ def job_spec(args: argparse.Namespace, target: Any) -> JobSpec:
 
 def trainer_argument_problems(spec: JobSpec) -> list[Problem]:
     """The arguments after `--`, when the job runs the demo trainer: checked by the trainer's own
-    parser (lab.runtime.train.parse_args), which would refuse them on every worker. A module or
-    script of the user's gets its arguments untouched."""
+    parser (lab.runtime.train_settings.parse_args), which would refuse them on every worker. A
+    module or script of the user's gets its arguments untouched."""
     if spec.module != DEMO_TRAINER or not spec.script_args:
         return []
     import contextlib
     import io
 
-    from lab.runtime.train import parse_args
+    from lab.runtime.train_settings import parse_args
 
     said = io.StringIO()
     try:

@@ -12,7 +12,7 @@ python-etcd and the kubernetes client, beside the vocabulary (lab.vocab).
   torch_seam.py      every write into torch's (and multiprocessing's) internals, named
   warm.py, warm_server.py   workers forked from a server that imported torch once
   preload.py         what it imports for them (and the local target's node forker)
-  train.py           the demo elastic training script (DDP, torch.optim)
+  train.py           the demo elastic training script (DDP, torch.optim); train_settings.py its flags
   train_per_step.py  its per-step fault-tolerant mode (TorchFT); heal_state.py what a heal copies
   trainer.py         what both modes share: start, resume, saves, notices
   checkpointer.py    the checkpoints as a trainer uses them, whatever their kind
