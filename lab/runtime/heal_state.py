@@ -40,13 +40,24 @@ def unflatten(flat: torch.Tensor, shapes: list[torch.Tensor]) -> list[torch.Tens
     return [chunk.view_as(t) for chunk, t in zip(torch.split(flat, [t.numel() for t in shapes]), shapes, strict=True)]
 
 
+def held_now(t: Any) -> torch.Tensor:
+    """The part of `t` this worker holds, as it is now. TorchFT's HTTP transport serves the
+    tensors it is handed when the joining group asks, later, and copies only those on an
+    accelerator: a tensor in host memory is served as the optimizer has left it by then, one
+    update ahead of the step the heal is labelled with (the joining group then applies that
+    update again, and the groups' weights part for good). Host tensors are copied here."""
+    held = local(t)
+    return held.detach().clone() if held.device.type == "cpu" else held
+
+
 def state_of(net: nn.Module, optimizer: torch.optim.Optimizer, sampler: GlobalSampler) -> dict[str, Any]:
-    """This worker's part of the state a heal copies (its step comes with it, from TorchFT)."""
+    """This worker's part of the state a heal copies, as it is at the quorum's step (its step
+    comes with it, from TorchFT)."""
     optim = optimizer.state_dict()
     return {
-        "model": {k: local(v) for k, v in net.state_dict().items()},
+        "model": {k: held_now(v) for k, v in net.state_dict().items()},
         "optimizer": {
-            "state": {i: {k: local(v) for k, v in st.items()} for i, st in optim["state"].items()},
+            "state": {i: {k: held_now(v) for k, v in st.items()} for i, st in optim["state"].items()},
             "param_groups": optim["param_groups"],
         },
         "epoch": sampler.epoch,
@@ -78,6 +89,17 @@ def copied_bytes(state: dict[str, Any]) -> int:
     tensors = [*state["model"].values()]
     tensors += [v for st in state["optimizer"]["state"].values() for v in st.values()]
     return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+def weights_digest(net: nn.Module) -> str:
+    """A digest of the parameters this worker holds: equal on the workers of the same rank of
+    every group that trained the same steps."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for p in net.parameters():
+        digest.update(local(p).detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def bound_bytes(net: nn.Module) -> int:

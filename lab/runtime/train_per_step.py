@@ -622,5 +622,6 @@ class PerStepTraining(Trainer):
             step=self.manager.current_step(),
             replica=self.replica,
             peak_rss_mb=peak_rss_mb(),
+            weights=heal_state.weights_digest(self.net),
         )
         self.manager.shutdown(wait=False)

@@ -136,7 +136,9 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.SAMPLES: frozenset({"step", "epoch", "indices", "replica"}),
     Event.COLLECTIVE_FAILED: frozenset({"step", "error", "message"}),
     # saved: false when a notice found no step boundary in time (the last checkpoint stands).
-    Event.EXIT: frozenset({"reason", "step", "notice_to_exit_s", "rng", "replica", "saved", "peak_rss_mb"}),
+    # weights: per-step mode, a digest of the parameters the worker holds at the end (equal on the
+    # workers of one rank in every group).
+    Event.EXIT: frozenset({"reason", "step", "notice_to_exit_s", "rng", "replica", "saved", "peak_rss_mb", "weights"}),
     Event.REPLICA_GROUP: frozenset({"replica", "manager", "weights"}),
     Event.STEP_DISCARDED: frozenset({"step", "participants", "replica", "quorum", "error"}),
     # seconds: the quorum that healed, the copy of bytes (this worker's part) included.

@@ -99,6 +99,19 @@ def _assert_the_survivors_trained_on(report, workdir, eviction: str, nproc: int 
     # position included), the committed steps trained every sample of each epoch once.
     assert any(e["event"] == "samples" and e.get("replica") == "node-3" for e in recorded), "node-3 never trained"
     assert_every_sample_trained_once(report.ledger, full_epochs=3)
+    _assert_every_group_ends_with_the_same_weights(recorded)
+
+
+def _assert_every_group_ends_with_the_same_weights(recorded: list[dict]) -> None:
+    """The groups of a quorum apply the same summed gradients: the survivors and the group that
+    healed from one of them end with the same parameters, worker by worker (a heal that copied a
+    peer's state one update late would leave the new group apart for good)."""
+    ends = [e for e in recorded if e["event"] == "exit" and e.get("reason") == "done" and "weights" in e]
+    by_rank: dict[int, set[str]] = {}
+    for e in ends:
+        by_rank.setdefault(e["rank"], set()).add(e["weights"])
+    assert {e["replica"] for e in ends} == {"node-0", "node-1", "node-3"}, ends
+    assert all(len(digests) == 1 for digests in by_rank.values()), by_rank
 
 
 def _assert_the_groups_trained_together(recorded: list[dict]) -> None:
