@@ -190,7 +190,7 @@ def _plot(args: argparse.Namespace, rows: list[tuple[str, str, Parity, dict[str,
     fig.suptitle(f"{args.model}: parity through evictions ({args.batch_policy})")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     print(f"plot: {path}")
 
