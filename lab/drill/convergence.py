@@ -49,7 +49,9 @@ class Curve:
         for step in sorted(by_step):
             total += int(by_step[step]["samples"])
             samples.append(total)
-            loss.append(float(by_step[step]["loss"]))
+            e = by_step[step]
+            # The exact loss where the trainer gives it (float.hex), else the rounded one.
+            loss.append(float.fromhex(e["loss_hex"]) if "loss_hex" in e else float(e["loss"]))
         return cls(tuple(samples), tuple(loss))
 
     def window(self, start: float, end: float) -> list[tuple[int, float]]:

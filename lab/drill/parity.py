@@ -87,9 +87,14 @@ class Parity:
     def summary(self) -> str:
         samples, diff = self.largest
         verdict = "holds" if self.holds else "does NOT hold"
+        largest = (
+            f"the loss is bit-identical at every one of {self.steps_compared} steps"
+            if diff == 0
+            else f"the largest per-step loss difference is {abs(diff):.3g} (at sample {samples}, "
+            f"{self.steps_compared} steps compared)"
+        )
         return (
-            f"  parity {verdict}: against the same job uninterrupted in the same sample order, the largest "
-            f"per-step loss difference is {abs(diff):.3g} (at sample {samples}, {self.steps_compared} steps compared), "
+            f"  parity {verdict}: against the same job uninterrupted in the same sample order, {largest}, "
             f"{self.largest_fraction:.1%} of the {self.spread:.3g} that another sample order makes (goal < "
             f"{FRACTION:.0%}); the last fifth's mean loss {self.final_drilled:.4f} vs {self.final_twin:.4f} "
             f"({self.final_relative:+.2%}, goal within {FINAL_WINDOW_TOLERANCE:.1%})"

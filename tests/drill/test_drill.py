@@ -321,6 +321,8 @@ def test_the_cli_drill_of_a_hard_kill_and_a_join_reports_json_and_a_timeline(wor
     loads = [e for e in recorded if e["event"] == "checkpoint_loaded"]
     assert {(e["world_size_saved"], e["world_size"]) for e in loads} >= {(3, 2), (2, 3)}  # resharded both ways
     assert report["convergence"]["passed"], report["convergence"]["summary"]
+    # Its global batch fixed, the drilled run trains its twin's model (uninterrupted, the same order).
+    assert report["convergence"]["parity"]["holds"], report["convergence"]["parity"]["summary"]
     # Steps after the sharded checkpoint it resumed from were redone: each sample still trained once.
     assert_every_sample_trained_once(report["ledger"], full_epochs=1)
     assert report["ledger"]["redone_steps"] >= ev["lost_steps"]  # their samples were recorded, then discarded
