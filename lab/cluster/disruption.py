@@ -85,7 +85,8 @@ def observe(events: Iterable[Record], evict: Record) -> Observed | None:
     sign, earliest = min(seen.items(), key=lambda item: item[1]["t"])
     t = float(earliest["t"])
     if earliest is restarted or earliest is peer_failed:
-        t -= CONSEQUENCE_S  # a consequence of the disruption: it came before, not with it
+        # A consequence of the disruption: it came before, not with it; and after the request.
+        t = max(t - CONSEQUENCE_S, requested)
     if notice is not None:
         kind = "notice"
     elif pod_left is not None and (node_gone is None or pod_left["t"] <= node_gone["t"]):

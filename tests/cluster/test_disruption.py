@@ -89,3 +89,16 @@ def test_a_step_at_a_smaller_world_bounds_it_too():
         _pod(104.0, "Deleted"),
     ]
     assert observe(stream, REQUEST).t == 102.0 - CONSEQUENCE_S
+
+
+def test_a_consequence_seen_at_once_puts_the_disruption_at_the_request_not_before_it():
+    """The survivors restart a moment after a drain deleted the pod (the simulated cluster acts at
+    once): the disruption is bounded by the request, with no lead time, not a negative one."""
+    stream = [
+        {"t": 90.0, "event": "step", "step": 9, "world_size": 3, "loss": 1.0},
+        REQUEST,
+        {"t": 100.0005, "event": "resume", "step": 9, "round": 2, "node": "w-0", "world_size": 2},
+        _pod(100.4, "Terminating"),
+    ]
+    (evict,) = [e for e in as_observed(stream) if e["event"] == "evict"]
+    assert (evict["t"], evict["lead_s"], evict["first_sign"]) == (100.0, 0.0, "the survivors' restart")

@@ -94,7 +94,10 @@ def _assert_bit_identical(resumed: list[dict[str, Any]], uninterrupted: list[dic
     trained = _steps(resumed)
     loads = [e for e in resumed if e["event"] == Event.CHECKPOINT_LOADED]
     assert loads and all(0 < e["step"] < STEPS for e in loads), loads  # resumed before the end
-    assert {e["step"] for e in trained} == set(expected)
+    # A notice can save a step whose event its process never emitted (the step's loss is summed
+    # over the ranks at its boundary, where a rank already gone fails the collective): the
+    # resume from that step stands for it, and every later step is compared below.
+    assert {e["step"] for e in trained} | {e["step"] for e in loads} == set(expected)
     different = [
         (e["step"], e["loss_hex"], expected[e["step"]]["loss_hex"])
         for e in trained
