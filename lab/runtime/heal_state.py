@@ -52,14 +52,12 @@ def held_now(t: Any) -> torch.Tensor:
 
 def state_of(net: nn.Module, optimizer: torch.optim.Optimizer, sampler: GlobalSampler) -> dict[str, Any]:
     """This worker's part of the state a heal copies, as it is at the quorum's step (its step
-    comes with it, from TorchFT)."""
+    comes with it, from TorchFT): the weights, the optimizer's per-parameter state (moments,
+    step counts) and the data position. Not the optimizer's hyper-parameters: see load_state."""
     optim = optimizer.state_dict()
     return {
         "model": {k: held_now(v) for k, v in net.state_dict().items()},
-        "optimizer": {
-            "state": {i: {k: held_now(v) for k, v in st.items()} for i, st in optim["state"].items()},
-            "param_groups": optim["param_groups"],
-        },
+        "optimizer": {"state": {i: {k: held_now(v) for k, v in st.items()} for i, st in optim["state"].items()}},
         "epoch": sampler.epoch,
         "position": sampler.position,
     }
@@ -67,7 +65,12 @@ def state_of(net: nn.Module, optimizer: torch.optim.Optimizer, sampler: GlobalSa
 
 def load_state(state: dict[str, Any], net: nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """A peer's state (`state_of` on the worker of the same rank) into this worker's model and
-    optimizer, in their own layout; the data position is the caller's."""
+    optimizer, in their own layout; the data position is the caller's. The optimizer keeps its
+    own hyper-parameters: the learning rate is the step's (it follows the quorum's world size
+    under the per-worker policy), set before an asynchronous quorum's heal lands in the step's
+    commit, and the peer's, read before the peer set its own for the step, may be another
+    (before its first step, the unscaled rate the optimizer was built with): the healed group
+    would apply the step's update at another rate than its peers, and their weights part."""
     with torch.no_grad():
         for key, value in net.state_dict().items():
             local(value).copy_(state["model"][key])
@@ -79,7 +82,7 @@ def load_state(state: dict[str, Any], net: nn.Module, optimizer: torch.optim.Opt
                 i: {k: like(v, by_index[int(i)]) if v.dim() else v for k, v in st.items()}
                 for i, st in optim["state"].items()
             },
-            "param_groups": optim["param_groups"],
+            "param_groups": optimizer.state_dict()["param_groups"],
         }
     )
 

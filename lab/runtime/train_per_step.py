@@ -302,6 +302,12 @@ class PerStepTraining(Trainer):
             state_dict=self.user_state,
             min_replica_size=int(os.environ.get(ENV_MIN_REPLICAS, "1")),
             use_async_quorum=self.async_quorum,
+            # Every group builds the same weights from the job's seed (build_model), so the first
+            # quorum copies nothing: with TorchFT's init_sync every group but one would heal at
+            # step 0, and under the asynchronous quorum such a group still counts as a participant
+            # (its rank, its share of the batch) while TorchFT zeroes its gradients (healing,
+            # is_participating() is False): its samples would be logged as trained, never trained.
+            init_sync=False,
             # RPCs, the heal's transfer and the commit lock that waits for it; the step's
             # collective has its own (short) timeout, see _cross_group.
             timeout=self.heal_timeout,

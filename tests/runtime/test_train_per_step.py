@@ -89,3 +89,63 @@ def test_a_steps_collective_timeout_follows_the_slowest_recent_collective():
     assert derived_collective_timeout(recent, heal) == timedelta(seconds=9)
     recent.extend([0.004] * COLLECTIVE_SAMPLES)  # the slow one is forgotten after 32 steps
     assert derived_collective_timeout(recent, heal) == timedelta(seconds=0.5)
+
+
+def _two_nodes(workdir, fault_tolerance: str, model: str = "tiny", nproc: int = 1) -> list[dict]:
+    """The events of a job of two nodes from start to end, nothing evicted."""
+    spec = JobSpec(
+        name="twins",
+        min_nodes=2,
+        max_nodes=2,
+        fault_tolerance=fault_tolerance,
+        nproc_per_node=nproc,
+        checkpoint_dir=str(workdir / "ckpt"),
+        checkpoint_every_steps=100,
+        script_args=("--steps", "8", "--model", model, "--dataset-size", "256", "--batch-size", "4"),
+    )
+    with LocalTarget(spec, workdir) as local:
+        local.add_node()
+        local.add_node()
+        assert local.wait(within(120)), f"the {fault_tolerance} job of two nodes did not finish"
+        return [json.loads(line) for line in local.events_file.read_text().splitlines()]
+
+
+def _losses(recorded: list[dict]) -> dict[int, set[float]]:
+    """Each committed step's loss, as every group (every node) reported it."""
+    by_step: dict[int, set[float]] = {}
+    for e in recorded:
+        if e["event"] == "step" and e.get("rank", 0) == 0:
+            by_step.setdefault(e["step"], set()).add(e["loss"])
+    return by_step
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize(("model", "nproc"), [("tiny", 1), ("gpt-small", 2)])
+def test_two_groups_trained_without_a_fault_hold_the_same_weights_at_the_end(workdir, model, nproc):
+    """Both groups build the same weights from the job's seed: the first quorum copies nothing
+    (under the asynchronous quorum, a group that copied the state at step 0 trained a share of
+    the batch whose gradients TorchFT zeroed), and every committed step applies the same summed
+    gradients at the same learning rate everywhere: the groups end with the same weights, worker
+    by worker. A whole replica (tiny) runs the asynchronous quorum; FSDP2 (gpt-small) waits for it."""
+    recorded = _two_nodes(workdir, "per-step", model, nproc)
+    ends = [e for e in recorded if e["event"] == "exit" and e.get("reason") == "done"]
+    by_rank: dict[int, set[str]] = {}
+    for e in ends:
+        by_rank.setdefault(e["rank"], set()).add(e["weights"])
+    assert len(ends) == 2 * nproc and all(len(digests) == 1 for digests in by_rank.values()), by_rank
+    losses = _losses(recorded)
+    assert sorted(losses) == list(range(1, 9)) and all(len(each) == 1 for each in losses.values()), losses
+    assert [(e["replica"], e["rank"], e["step"]) for e in recorded if e["event"] == "healed"] == []
+
+
+@pytest.mark.timeout(150)
+def test_the_per_step_mode_trains_what_the_elastic_mode_trains(workdir):
+    """The same job of two nodes in both fault-tolerance modes: the same samples per step, the
+    same summed gradients, the same learning rate: the same loss at every step, the first one
+    included (a global batch of which one group's share was zeroed would differ from it)."""
+    per_step = _losses(_two_nodes(workdir / "per-step", "per-step"))
+    elastic = _losses(_two_nodes(workdir / "elastic", "elastic"))
+    assert sorted(per_step) == sorted(elastic) == list(range(1, 9))
+    for step, (loss,) in elastic.items():
+        (mine,) = per_step[step]
+        assert mine == pytest.approx(loss, abs=1e-4), (step, mine, loss)
