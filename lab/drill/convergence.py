@@ -45,17 +45,30 @@ class Curve:
         for e in sorted(events, key=lambda e: e["t"]):
             if e.get("event") == Event.STEP and "loss" in e and "samples" in e:
                 by_step[int(e["step"])] = e
-        samples, loss, total = [], [], 0
+        samples, loss, total, previous = [], [], 0, None
         for step in sorted(by_step):
-            total += int(by_step[step]["samples"])
-            samples.append(total)
             e = by_step[step]
+            total += _samples_since(previous, e, step - (int(previous["step"]) if previous else 0))
+            samples.append(total)
+            previous = e
             # The exact loss where the trainer gives it (float.hex), else the rounded one.
             loss.append(float.fromhex(e["loss_hex"]) if "loss_hex" in e else float(e["loss"]))
         return cls(tuple(samples), tuple(loss))
 
     def window(self, start: float, end: float) -> list[tuple[int, float]]:
         return [(s, v) for s, v in zip(self.samples, self.loss, strict=True) if start < s <= end]
+
+
+def _samples_since(previous: Mapping[str, Any] | None, e: Mapping[str, Any], steps: int) -> int:
+    """Samples trained from the step event `previous` to the step event `e`, `steps` steps on.
+    A step can be trained without its event (its process left at the step's boundary, a
+    notice's save or a lost peer's having kept it): the data positions the two events give say
+    how far the data went; without them, each step missing trained as many samples as `e`."""
+    if steps <= 1:
+        return int(e["samples"])
+    if previous is not None and previous.get("epoch") == e.get("epoch") and "position" in e and "position" in previous:
+        return int(e["position"]) - int(previous["position"])
+    return steps * int(e["samples"])
 
 
 @dataclass(frozen=True)

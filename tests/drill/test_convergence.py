@@ -80,3 +80,16 @@ def test_without_a_baseline_there_is_nothing_to_compare():
 def test_a_window_with_too_few_steps_has_no_error_bar():
     level = Level.of([(10, 1.0), (20, 0.9)])
     assert level.points == 2 and math.isinf(level.stderr)
+
+
+def test_a_step_trained_without_its_event_still_counts_its_samples():
+    """Step 3's process left at its boundary (a lost peer's save kept it, its event never came):
+    step 4 is at the same samples as in a run that reported every step."""
+    full = [
+        {"t": float(i), "event": "step", "step": i, "loss": 1.0, "samples": 24, "epoch": 0, "position": 24 * i}
+        for i in range(1, 6)
+    ]
+    gap = [e for e in full if e["step"] != 3]
+    assert Curve.of(gap).samples == (24, 48, 96, 120) == tuple(s for s in Curve.of(full).samples if s != 72)
+    no_positions = [{k: v for k, v in e.items() if k not in ("epoch", "position")} for e in gap]
+    assert Curve.of(no_positions).samples == (24, 48, 96, 120)
