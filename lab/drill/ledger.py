@@ -13,7 +13,10 @@ Which records are in the model:
 - elastic mode: a rank records its samples before the step's all-reduce, and every round of
   workers starts from a checkpoint (`resume`, or `fresh` at step 0): a step after that one
   recorded by an earlier round never reached the model that goes on (it is redone);
-- per-step mode: a replica group records its samples when its quorum commits the step. A group
+- per-step mode: a replica group records its samples before the step's cross-group reduction,
+  with its quorum; they are in the model when a group committed that step in that quorum (its
+  `step` event says the quorum), even if the group that recorded them died before its own
+  commit, and not when the quorum discarded the step (it is redone in the next one). A group
   that starts heals from a live peer (the data position comes with the state) and goes on from
   the peers' step; a group whose first committed step follows its own checkpoint found no live
   peer, and the job went back to that checkpoint (its later steps are redone).
@@ -130,7 +133,7 @@ def sample_ledger(run: Timeline) -> SampleLedger:
     if not recorded:
         return SampleLedger(kept=False, why_not=NOT_KEPT)
     starts = _starts(run)
-    in_model = [e for e in recorded if _kept(e, starts)]
+    in_model = [e for e in recorded if _kept(e, starts) and _committed(e, run)]
     steps = [s for s in run.of(Event.STEP) if _kept(s, starts)]
     end = max((s["step"] for s in steps), default=None)
     trained = [e for e in in_model if end is None or e["step"] <= end]
@@ -155,6 +158,14 @@ def _starts(run: Timeline) -> list[Record]:
 
 def _first_commit(commits: list[Record], start: Record) -> int | None:
     return next((s["step"] for s in commits if s["t"] > start["t"] and s.get("replica") == start["replica"]), None)
+
+
+def _committed(e: Record, run: Timeline) -> bool:
+    """A per-step group's record of a step in a quorum: some group committed that step in that
+    quorum (a record without its quorum, as the elastic mode's, stands)."""
+    if "quorum" not in e:
+        return True
+    return any(s["step"] == e["step"] and s.get("quorum") == e["quorum"] for s in run.of(Event.STEP))
 
 
 def _kept(e: Record, starts: list[Record]) -> bool:

@@ -359,9 +359,21 @@ class PerStepTraining(Trainer):
         set_lr(self.optimizer, self.plan.learning_rate(self.args.lr, world, self.args.lr_scaling))
         self.last_quorum_size = participants
         new_quorum = self._time_the_collective()
+        if self.args.log_samples and len(work.indices):
+            # Logged before they enter the cross-group reduction, with the quorum: a group killed
+            # after the reduction, before its commit, still trained them into its peers' update
+            # (the step committed in that quorum is what counts them, lab.drill.ledger).
+            events.emit(
+                Event.SAMPLES,
+                step=self.manager.current_step() + 1,
+                epoch=self.sampler.epoch,
+                indices=work.indices.tolist(),
+                replica=self.replica,
+                quorum=_quorum_id(self.manager),
+            )
         self._reduce(work.flat)
         reduced = time.perf_counter()
-        committed, work.covered = self._commit(work.flat, work.grads, work.covered, world, work.indices)
+        committed, work.covered = self._commit(work.flat, work.grads, work.covered, world)
         self._report_heal(t0)
         # The next step's batch is chosen for this quorum while its own quorum runs, unless
         # this one failed or healed this group (the next quorum then differs).
@@ -513,15 +525,12 @@ class PerStepTraining(Trainer):
         logging.shutdown()
         os._exit(EXIT_PEER_LOST)
 
-    def _commit(
-        self, flat: torch.Tensor, grads: list[torch.Tensor], covered: int, world: int, indices: torch.Tensor
-    ) -> tuple[bool, int]:
+    def _commit(self, flat: torch.Tensor, grads: list[torch.Tensor], covered: int, world: int) -> tuple[bool, int]:
         """Whether the step committed, and the samples it covered. A notice saves either before
         this step's commit or after its update: should_commit moves the manager's step on, the
         update follows (the commit waits at most the collective timeout). A group healed by an
         asynchronous quorum loads its peer's state in should_commit, its sampler's position
-        included: the step's batch is counted from there. The step's samples (--log-samples)
-        are logged with the update: a notice's save after it never leaves them out."""
+        included: the step's batch is counted from there."""
         self.checkpointer.wait_for_staging()  # a save in flight copies the state this step changes
         with self.notice.consistent:
             committed = bool(self.manager.should_commit())
@@ -532,14 +541,6 @@ class PerStepTraining(Trainer):
                     p.grad = heal_state.like(g, p)
                 self.optimizer.step()
                 self.sampler.advance(covered)
-                if self.args.log_samples and len(indices):
-                    events.emit(
-                        Event.SAMPLES,
-                        step=self.manager.current_step(),
-                        epoch=self.sampler.epoch_of_last_step,
-                        indices=indices.tolist(),
-                        replica=self.replica,
-                    )
         return committed, covered
 
     def _record_step(self, work: _Work, world: int, t0: float) -> None:

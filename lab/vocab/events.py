@@ -133,7 +133,8 @@ FIELDS: Mapping[Event, frozenset[str]] = {
             "quorum",
         }
     ),
-    Event.SAMPLES: frozenset({"step", "epoch", "indices", "replica"}),
+    # quorum: per-step mode, the quorum the group trained the step in (logged before its reduction).
+    Event.SAMPLES: frozenset({"step", "epoch", "indices", "replica", "quorum"}),
     Event.COLLECTIVE_FAILED: frozenset({"step", "error", "message"}),
     # saved: false when a notice found no step boundary in time (the last checkpoint stands).
     # weights: per-step mode, a digest of the parameters the worker holds at the end (equal on the

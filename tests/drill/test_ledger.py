@@ -86,17 +86,30 @@ class Recorder:
         self.rounds += 1
         self.emit(Event.RESUME if step else Event.FRESH, step=step, round=self.rounds, replica=replica, rank=0)
 
-    def commit(self, groups: list[str], samples: int = 6, healed: tuple[str, ...] = ()) -> None:
+    def commit(
+        self,
+        groups: list[str],
+        samples: int = 6,
+        healed: tuple[str, ...] = (),
+        *,
+        quorum: int | None = None,
+        died: tuple[str, ...] = (),
+        discarded: bool = False,
+    ) -> None:
         """A step committed by a quorum of `groups`; those in `healed` copied a peer's state in
-        it, sat it out and report their heal after it."""
+        it, sat it out and report their heal after it. With `quorum`, the groups record their
+        samples before the reduction, with it; those in `died` go after the reduction, before
+        their commit; a `discarded` step is recorded and committed by none."""
         window = self.window(samples)
         training = [g for g in groups if g not in healed]
-        self.advance(len(window))
+        epoch, tag = self.epoch, ({} if quorum is None else {"quorum": quorum})
         for i, group in enumerate(training):
             share = window[i :: len(training)]
-            epoch = self.epoch if self.position else self.epoch - 1
-            self.emit(Event.SAMPLES, step=self.step, epoch=epoch, indices=share, replica=group, rank=0)
-        for group in groups:
+            self.emit(Event.SAMPLES, step=self.step + 1, epoch=epoch, indices=share, replica=group, rank=0, **tag)
+        if discarded:
+            return
+        self.advance(len(window))
+        for group in [g for g in groups if g not in died]:
             if group in healed:
                 self.emit(Event.HEALED, step=self.step - 1, replica=group, rank=0)
             self.emit(
@@ -109,6 +122,7 @@ class Recorder:
                 participating=group not in healed,
                 replica=group,
                 rank=0,
+                **tag,
             )
 
     def ledger(self) -> SampleLedger:
@@ -269,3 +283,20 @@ def test_the_drill_records_the_demo_trainers_samples_and_runs_a_users_script_as_
     assert recording_samples(already) == already
     own = JobSpec(module=None, script="train.py", script_args=("--steps", "10"))
     assert recording_samples(own) == own
+
+
+def test_a_per_step_group_killed_after_the_reduction_trained_its_share_into_its_peers_update():
+    """Group c records its share of step 3 with its quorum, the reduction sums it, then c is
+    killed before its own commit: a and b commit step 3 in that quorum, c's samples in it. A
+    step the quorum discarded (a peer lost mid-reduction) is trained again in the next one."""
+    run = Recorder()
+    for group in ("a", "b", "c"):
+        run.group_from(group, 0)
+    run.commit(["a", "b", "c"], quorum=1)
+    run.commit(["a", "b", "c"], quorum=1)
+    run.commit(["a", "b", "c"], quorum=1, died=("c",))
+    run.commit(["a", "b"], quorum=2, discarded=True)
+    for _ in range(3):
+        run.commit(["a", "b"], quorum=3)
+    ledger = run.ledger()
+    assert _counts(ledger) == [(0, 24, 24, 0, 0, True), (1, 12, 12, 0, 0, False)]
