@@ -170,3 +170,20 @@ def test_a_dotted_module_name_runs(module):
 
 def test_a_python_file_runs_as_the_script():
     assert JobSpec(module=None, script="/app/train.py").entrypoint() == ["/app/train.py"]
+
+
+def test_the_batch_policy_reaches_the_workers_and_a_bad_one_is_named():
+    from lab.vocab.problems import InvalidInput
+
+    env = JobSpec(max_nodes=4, nproc_per_node=2).train_env()
+    assert (env["LAB_BATCH_POLICY"], env["LAB_FULL_WORLD_SIZE"]) == ("fixed-global", "8")
+    assert "LAB_GLOBAL_BATCH" not in env
+    assert JobSpec(global_batch=96).train_env()["LAB_GLOBAL_BATCH"] == "96"
+    for kwargs, key in (
+        ({"batch_policy": "fixed"}, "batch_policy"),
+        ({"global_batch": 0}, "global_batch"),
+        ({"batch_policy": "per-worker", "global_batch": 96}, "global_batch"),
+    ):
+        with pytest.raises(InvalidInput) as refused:
+            JobSpec(**kwargs)
+        assert [p.key for p in refused.value.problems] == [key], refused.value
