@@ -173,8 +173,6 @@ def test_a_python_file_runs_as_the_script():
 
 
 def test_the_batch_policy_reaches_the_workers_and_a_bad_one_is_named():
-    from lab.vocab.problems import InvalidInput
-
     env = JobSpec(max_nodes=4, nproc_per_node=2).train_env()
     assert (env["LAB_BATCH_POLICY"], env["LAB_FULL_WORLD_SIZE"]) == ("fixed-global", "8")
     assert "LAB_GLOBAL_BATCH" not in env
