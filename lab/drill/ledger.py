@@ -133,7 +133,8 @@ def sample_ledger(run: Timeline) -> SampleLedger:
     if not recorded:
         return SampleLedger(kept=False, why_not=NOT_KEPT)
     starts = _starts(run)
-    in_model = [e for e in recorded if _kept(e, starts) and _committed(e, run)]
+    committed = {(s["step"], s.get("quorum")) for s in run.of(Event.STEP)}
+    in_model = [e for e in recorded if _kept(e, starts) and _committed(e, committed)]
     steps = [s for s in run.of(Event.STEP) if _kept(s, starts)]
     end = max((s["step"] for s in steps), default=None)
     trained = [e for e in in_model if end is None or e["step"] <= end]
@@ -160,12 +161,11 @@ def _first_commit(commits: list[Record], start: Record) -> int | None:
     return next((s["step"] for s in commits if s["t"] > start["t"] and s.get("replica") == start["replica"]), None)
 
 
-def _committed(e: Record, run: Timeline) -> bool:
+def _committed(e: Record, committed: set[tuple[int, object]]) -> bool:
     """A per-step group's record of a step in a quorum: some group committed that step in that
-    quorum (a record without its quorum, as the elastic mode's, stands)."""
-    if "quorum" not in e:
-        return True
-    return any(s["step"] == e["step"] and s.get("quorum") == e["quorum"] for s in run.of(Event.STEP))
+    quorum, as `committed` (step, quorum) says (a record without its quorum, as the elastic
+    mode's, stands)."""
+    return "quorum" not in e or (e["step"], e["quorum"]) in committed
 
 
 def _kept(e: Record, starts: list[Record]) -> bool:

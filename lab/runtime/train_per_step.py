@@ -176,9 +176,8 @@ class _Work:
     quorum: tuple[int | None, int]  # (this group's replica rank, participants)
     indices: torch.Tensor  # this worker's samples
     covered: int  # the step's samples, all workers together
-    flat: torch.Tensor  # the gradients as one tensor
+    flat: torch.Tensor  # the gradients as one tensor, then the summed loss (reduced with them)
     grads: list[torch.Tensor]
-    local_loss: torch.Tensor  # this worker's summed loss
     phases: dict[str, float]  # seconds each phase took: quorum, compute, recompute (then reduce, commit)
     ready: float  # time.perf_counter() when the gradients were ready
 
@@ -396,20 +395,20 @@ class PerStepTraining(Trainer):
         waited = time.perf_counter() - t0
         parts, covered = self._batch(*guess)
         computing = time.perf_counter()
-        flat, grads, local_loss = self._gradients(parts, covered, guess[1])
+        flat, grads = self._gradients(parts, covered, guess[1])
         computed = time.perf_counter()
         quorum = (manager.participating_rank(), manager.num_participants())
         known = time.perf_counter()
         if quorum != guess:  # the batch was another quorum's: this quorum's instead
             parts, covered = self._batch(*quorum)
-            flat, grads, local_loss = self._gradients(parts, covered, quorum[1])
+            flat, grads = self._gradients(parts, covered, quorum[1])
         ready = time.perf_counter()
         phases = {
             "quorum": waited + known - computed,
             "compute": computed - computing,
             "recompute": ready - known if quorum != guess else 0.0,
         }
-        return _Work(quorum, torch.cat(list(parts)), covered, flat, grads, local_loss, phases, ready)
+        return _Work(quorum, torch.cat(list(parts)), covered, flat, grads, phases, ready)
 
     def _time_the_collective(self) -> bool:
         """The timeout of this step's cross-group collective; whether its quorum is new. A new
@@ -459,8 +458,8 @@ class PerStepTraining(Trainer):
 
     def _gradients(
         self, parts: list[torch.Tensor], covered: int, participants: int
-    ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
-        """(the gradients as one flat tensor, the gradients, this worker's summed loss), over
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """(the gradients as one flat tensor, the gradients), over
         its micro-batches in a quorum of `participants` groups. Summed over every worker of
         the step, these gradients are the exact mean over its global batch (the last batch of
         an epoch is short). The flat tensor ends with the loss summed over this worker's
@@ -490,7 +489,7 @@ class PerStepTraining(Trainer):
                 dist.all_reduce(loss_sum)
             except RuntimeError as exc:
                 self._group_lost(exc)
-        return torch.cat([flat, loss_sum]), grads, local_loss
+        return torch.cat([flat, loss_sum]), grads
 
     def _backward(self, part: torch.Tensor, covered: int) -> torch.Tensor:
         """One micro-batch's forward and backward; its summed loss. FSDP2 averages the
