@@ -14,6 +14,7 @@
   parity.py         is it the model the same job trains uninterrupted, step by step (its twin)
   batch_cost.py     what the batch policy cost at each world size
   ledger.py         the sample ledger: which samples each epoch trained into the model once, twice or never
+  lighthouse_log.py why a per-step job's lighthouse left a live group out of a quorum, from its log
   thread_dumps.py   where a process that outlived the drill's time was, from its thread dump
   plot.py           the timeline plot (the command is lab/cli/drill.py)
 """

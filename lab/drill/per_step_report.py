@@ -11,8 +11,10 @@ its node.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
+from lab.drill.lighthouse_log import HEARTBEAT, JOIN_WAIT, LeftOut
 from lab.vocab.events import Event
 
 
@@ -123,10 +125,11 @@ def join_figures(j: Any, events: list[dict[str, Any]]) -> None:
 TURN_TAKING_HEALS = 3
 
 
-def turn_taking(events: list[dict[str, Any]]) -> str | None:
-    """What to say when groups that already trained keep healing: each quorum forms without
-    one of them, which then copies the state back (the lighthouse's join wait is shorter than
-    a step); None when they trained on together."""
+def turn_taking(events: list[dict[str, Any]], left_out: Sequence[LeftOut] | None = None) -> str | None:
+    """What to say when groups that already trained keep healing: quorums form without one of
+    them, which then copies the state back; None when they trained on together. `left_out`,
+    from the lighthouse's log (None where it cannot be read), says why the lighthouse left live
+    groups out."""
     trained: set[str] = set()
     again: dict[str, int] = {}
     for e in events:
@@ -141,8 +144,36 @@ def turn_taking(events: list[dict[str, Any]]) -> str | None:
     if total < TURN_TAKING_HEALS:
         return None
     groups = ", ".join(f"{r} {n}x" for r, n in sorted(again.items()))
+    said = (
+        f"groups that had trained healed again {total} times ({groups}): quorums formed without "
+        "a live group, which then copied the state back"
+    )
+    return f"{said}; {_why_left_out(left_out)}"
+
+
+def _why_left_out(left_out: Sequence[LeftOut] | None) -> str:
+    lapsed = [g for g in left_out or () if g.cause == HEARTBEAT]
+    late = [g for g in left_out or () if g.cause == JOIN_WAIT]
+    why = []
+    if lapsed:
+        lapses = [g.lapse_s for g in lapsed if g.lapse_s is not None]
+        longest = f", fewer groups heartbeating for up to {max(lapses):.2f} s beyond the timeout" if lapses else ""
+        why.append(
+            f"the lighthouse left a live group out {len(lapsed)} times because its heartbeats lapsed{longest}: "
+            "a group's process paused longer than per_step.heartbeat_timeout_s, which must be longer than "
+            "its longest pause (a killed group is then dropped that much later)"
+        )
+    if late:
+        why.append(
+            f"the lighthouse left a live group out {len(late)} times because it asked after the join wait ran out: "
+            "per_step.join_timeout_s must be longer than a step, heal included"
+        )
+    if why:
+        return "; ".join(why)
+    if left_out is not None:
+        return "the lighthouse's log shows no live group left out: the groups' own failures made them heal"
     return (
-        f"groups that had trained healed again {total} times ({groups}): the quorums formed without one "
-        "group at a time, which then copied the state back; the lighthouse's join wait "
-        "(per_step.join_timeout_s) must be longer than a step"
+        "either a group's heartbeats lapsed (per_step.heartbeat_timeout_s shorter than its process's "
+        "pauses) or it asked after the join wait (per_step.join_timeout_s shorter than a step): "
+        "the lighthouse's log tells which"
     )

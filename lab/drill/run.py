@@ -26,12 +26,14 @@ from lab.drill.diagnosis import (
 )
 from lab.drill.findings import after_each_change, script_findings
 from lab.drill.ledger import recording_samples
+from lab.drill.lighthouse_log import read_left_out
 from lab.drill.parity import parity
 from lab.drill.report import DrillReport, StillRunning
 from lab.drill.script_runs import read_positions, script_rounds
 from lab.drill.thread_dumps import where
 from lab.drill.verdict import Finding, LocalSeen, Observed, judged
 from lab.local import LocalTarget
+from lab.local.lighthouse import LIGHTHOUSE_LOG
 from lab.local.target import AGENT_EVENTS, TORCHELASTIC_LOGS, Agent
 from lab.local.thread_dumps import ThreadDump
 from lab.vocab import events
@@ -518,6 +520,7 @@ class _Drill:
                 failures=len(errors),
                 timed_out_s=cfg.timeout_s if timed_out else None,
                 rendezvous_died=tuple(self.server_died),
+                left_out=read_left_out(local.workdir / LIGHTHOUSE_LOG) if cfg.spec.per_step_mode else None,
             ),
         )
 

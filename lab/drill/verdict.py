@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lab.drill import per_step_report
+from lab.drill.lighthouse_log import LeftOut
 from lab.drill.report import DrillReport, node_local_warning
 from lab.drill.timeline import Timeline
 from lab.vocab.drill_findings import (
@@ -84,6 +85,8 @@ class LocalSeen:
     timed_out_s: float | None = None  # the drill's time ran out: its timeout
     rendezvous_died: tuple[str, ...] = ()  # the rendezvous server died while the job ran: how and when
     baseline_unfinished: tuple[int, int] | None = None  # (run, of runs): an uninterrupted run that did not finish
+    # A per-step job: the live groups its lighthouse left out of a quorum, from its log.
+    left_out: tuple[LeftOut, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -328,7 +331,8 @@ def _crash_loops(seen: Observed) -> list[Finding]:
 
 
 def _turn_taking(seen: Observed) -> list[Finding]:
-    turns = per_step_report.turn_taking(seen.run.events) if seen.run.per_step else None
+    left_out = seen.local.left_out if seen.local is not None else None
+    turns = per_step_report.turn_taking(seen.run.events, left_out) if seen.run.per_step else None
     return [Finding(TURN_TAKING, turns)] if turns else []
 
 

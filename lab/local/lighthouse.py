@@ -36,6 +36,9 @@ def find_lighthouse() -> str:
     )
 
 
+LIGHTHOUSE_LOG = "lighthouse.log"  # in the local target's directory
+
+
 class Lighthouse:
     """Start with `start()`, stop with `stop()`; its log is `workdir/lighthouse.log`."""
 
@@ -44,7 +47,7 @@ class Lighthouse:
         self.workdir, self.settings, self.min_replicas, self.host = Path(workdir), settings, min_replicas, host
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = self.workdir / "lighthouse.log"
+        self.log_path = self.workdir / LIGHTHOUSE_LOG
 
     @property
     def endpoint(self) -> str:

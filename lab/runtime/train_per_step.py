@@ -49,7 +49,7 @@ import torch.distributed as dist
 
 from lab.runtime import events, heal_state
 from lab.runtime.checkpointer import Resumed, SaveRecord, TrainingState
-from lab.runtime.demo import GlobalSampler, set_lr
+from lab.runtime.demo import GlobalSampler, derive_rng, rng_fingerprint, set_lr
 from lab.runtime.elastic_batches import gradient_sync
 from lab.runtime.spot_notice import SpotNotice
 from lab.runtime.trainer import Trainer, peak_rss_mb
@@ -453,6 +453,9 @@ class PerStepTraining(Trainer):
         world = max(participants, 1) * self.world_size
         window = self.sampler.window(self.plan.step_samples(world))
         rank_in_step = (replica_rank or 0) * self.world_size + self.rank
+        # The streams this worker draws from in the step, derived from its rank among the
+        # step's workers as the elastic mode's are: a job resumed here draws the same.
+        derive_rng(self.args.seed, rank_in_step, self.manager.current_step())
         parts = self.plan.share(window, rank_in_step, world)
         return ([p[:0] for p in parts] if replica_rank is None else list(parts)), len(window)
 
@@ -548,10 +551,12 @@ class PerStepTraining(Trainer):
         replica_rank, participants = work.quorum
         if self.rank == 0:
             quorum = _quorum_id(self.manager)
+            loss = work.flat[-1].item() / max(work.covered, 1)
             events.emit(
                 Event.STEP,
                 step=step,
-                loss=round(work.flat[-1].item() / max(work.covered, 1), 5),
+                loss=round(loss, 5),
+                loss_hex=loss.hex(),
                 world_size=world,
                 participants=participants,
                 participating=replica_rank is not None,
@@ -629,5 +634,6 @@ class PerStepTraining(Trainer):
             replica=self.replica,
             peak_rss_mb=peak_rss_mb(),
             weights=heal_state.weights_digest(self.net),
+            rng=rng_fingerprint(),
         )
         self.manager.shutdown(wait=False)

@@ -53,7 +53,8 @@ class PerStepSettings:
     heartbeat_timeout_s: the lighthouse drops a group whose heartbeats stop this long. A
       group's manager heartbeats every 0.1 s (TorchFT's interval), so the default, 0.2 s, drops
       a killed group within 0.1-0.2 s and a live one only when two heartbeats in a row come
-      late: raise it where a group's CPUs are saturated or the lighthouse is far away (a
+      late: raise it where a group's CPUs are saturated, its process pauses (a large model's
+      buffers freed and mapped: 2 s at gpt-100m on a CPU) or the lighthouse is far away (a
       group dropped by mistake sits a step out and heals from a peer).
     join_timeout_s: once enough groups asked for a quorum, how long the lighthouse waits for
       the other live ones before issuing it. A group that is gone stops heartbeating and is

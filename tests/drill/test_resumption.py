@@ -31,12 +31,14 @@ STOP_AT = 14
 NOTICE_S = 30.0
 
 
-def _spec(workdir, model: str, checkpoint_every: int) -> JobSpec:
-    """A job of exactly NODES nodes (it starts at that size and no other)."""
+def _spec(workdir, model: str, checkpoint_every: int, mode: str = "elastic") -> JobSpec:
+    """A job of exactly NODES nodes (it starts at that size and no other): in the per-step mode
+    every quorum then has every group."""
     return JobSpec(
         name="t",
         min_nodes=NODES,
         max_nodes=NODES,
+        fault_tolerance=mode,
         checkpoint_dir=str(workdir / "ckpt"),
         checkpoint_every_steps=checkpoint_every,
         script_args=("--model", model, "--steps", str(STEPS), "--step-time", STEP_TIME),
@@ -79,9 +81,10 @@ def _steps(recorded: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in recorded if e["event"] == Event.STEP]
 
 
-def _rng_at_the_end(recorded: list[dict[str, Any]]) -> dict[int, str]:
-    """Each rank's RNG fingerprint when it finished training."""
-    return {e["rank"]: e["rng"] for e in recorded if e["event"] == Event.EXIT and e["reason"] == EXIT_DONE}
+def _rng_at_the_end(recorded: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """Each rank's RNG fingerprint when it finished training (per-step: each group's ranks,
+    whose groups are named after nodes that differ from run to run)."""
+    return sorted((e["rank"], e["rng"]) for e in recorded if e["event"] == Event.EXIT and e["reason"] == EXIT_DONE)
 
 
 def _assert_bit_identical(resumed: list[dict[str, Any]], uninterrupted: list[dict[str, Any]]) -> None:
@@ -105,18 +108,20 @@ def _assert_bit_identical(resumed: list[dict[str, Any]], uninterrupted: list[dic
         != tuple(expected[e["step"]][k] for k in ("loss_hex", "world_size", "epoch", "position"))
     ]
     assert not different, f"(step, loss, uninterrupted loss) of the steps that differ: {different}"
-    assert _rng_at_the_end(resumed) == _rng_at_the_end(uninterrupted) != {}
+    assert _rng_at_the_end(resumed) == _rng_at_the_end(uninterrupted) != []
     starts = [e for e in [*resumed, *uninterrupted] if e["event"] == Event.START]
     assert starts and all(e["deterministic"] for e in starts)  # torch's deterministic kernels
     assert [e for e in resumed if unknown_fields(e)] == []
 
 
-# (model, checkpoint interval, how every node is stopped): the tiny model's checkpoints are
-# whole (DDP), a GPT's sharded (FSDP2, DCP).
+# (model, checkpoint interval, how every node is stopped, mode): the tiny model's checkpoints
+# are whole (DDP), a GPT's sharded (FSDP2, DCP). A per-step job's groups given a notice each
+# save nothing (each expects its peers to carry on): it is stopped by killing them.
 RUNS = {
-    "tiny-ddp-notice-to-every-node": ("tiny", 50, True),
-    "tiny-ddp-every-node-killed-after-a-checkpoint": ("tiny", 10, False),
-    "gpt-small-fsdp2-notice-to-every-node": ("gpt-small", 50, True),
+    "tiny-ddp-notice-to-every-node": ("tiny", 50, True, "elastic"),
+    "tiny-ddp-every-node-killed-after-a-checkpoint": ("tiny", 10, False, "elastic"),
+    "gpt-small-fsdp2-notice-to-every-node": ("gpt-small", 50, True, "elastic"),
+    "tiny-per-step-every-group-killed-after-a-checkpoint": ("tiny", 10, False, "per-step"),
 }
 
 
@@ -124,7 +129,7 @@ RUNS = {
 @pytest.mark.long
 @pytest.mark.parametrize("name", RUNS)
 def test_a_job_stopped_on_every_node_resumes_bit_identical(workdir, name):
-    model, checkpoint_every, notice = RUNS[name]
-    uninterrupted = _uninterrupted(_spec(workdir, model, checkpoint_every), workdir)
-    resumed = _stopped_then_resumed(_spec(workdir, model, checkpoint_every), workdir, notice=notice)
+    model, checkpoint_every, notice, mode = RUNS[name]
+    uninterrupted = _uninterrupted(_spec(workdir, model, checkpoint_every, mode), workdir)
+    resumed = _stopped_then_resumed(_spec(workdir, model, checkpoint_every, mode), workdir, notice=notice)
     _assert_bit_identical(resumed, uninterrupted)
