@@ -28,6 +28,7 @@ current_stack.py   the current stack: the one a command uses when given no --sta
 models.py          the demo job's model sizes (--model, --parallel) and its drill's default steps
 checkpoint_location.py   where a job's checkpoints live, as LAB_CHECKPOINT_DIR names it
 checkpoint_interval.py   the checkpoint interval from a save's cost and the job's MTBF (Young, Daly)
+replay_schedule.py ReplaySchedule: a window of a real spot trace as a job's slots lost and given back
 spot_goodput.py    the share of a spot job's time that trains, per mode, at an eviction rate
 thread_dumps.py    thread dumps on request: the signal, the file each process writes them to
 """

@@ -1,0 +1,88 @@
+"""A window of a real spot capacity trace as a job's schedule: which of its slots (nodes) are
+lost when, with how much notice, and when capacity comes back, in the replay's time (the
+trace's time divided by the speed-up). Made from a trace by lab.vocab.spot_trace; replayed on
+the local target by lab.drill.replay, and on a cluster by the cluster drill.
+
+The notice rules are the clouds' (../shared/FACTS.md): AWS gives 2 minutes, GCP 30 s, Azure up
+to 30 s best effort and in practice often under 10 s (5 s here); `none` gives none. A notice is
+time compressed like the rest of the window: 120 s at a speed-up of 20 is 6 s of replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# Seconds of notice per cloud, in the trace's time (before compression).
+NOTICE_RULES: dict[str, float | None] = {"aws": 120.0, "gcp": 30.0, "azure": 5.0, "none": None}
+
+LOST: Literal["lost"] = "lost"
+BACK: Literal["back"] = "back"
+
+
+@dataclass(frozen=True)
+class SlotChange:
+    """One node of the job lost, or one slot given capacity back."""
+
+    t_s: float  # seconds from the window's start, in the replay's time
+    slot: int  # 0 .. slots-1
+    kind: Literal["lost", "back"]
+    # lost: seconds of notice in the replay's time, None for none (the node vanishes or is killed)
+    notice_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ReplaySchedule:
+    """What a job of `slots` nodes is offered over one window of a trace.
+
+    source: the trace it came from (a file name, with its origin where the project carries it).
+    window_s: (start, end) in the trace's own seconds.
+    speedup: the time compression (the trace's seconds per second of replay).
+    rule: how the trace's instances or counts became the job's slots, in words (spares,
+      proportional counts, which nodes a drop takes and its seed).
+    alive_at_start: the slots that have a node when the window starts.
+    changes: in time order; a slot is lost only while it has a node and given back only while
+      it has none.
+    duration_s: the window's length in the replay's time.
+    """
+
+    source: str
+    window_s: tuple[float, float]
+    speedup: float
+    slots: int
+    rule: str
+    alive_at_start: frozenset[int]
+    changes: tuple[SlotChange, ...]
+    duration_s: float
+
+    def alive(self) -> list[tuple[float, int]]:
+        """The number of slots with a node, from t=0 and after each change: (t, count)."""
+        count = len(self.alive_at_start)
+        out = [(0.0, count)]
+        for c in self.changes:
+            count += 1 if c.kind == BACK else -1
+            out.append((c.t_s, count))
+        return out
+
+    def capacity_node_seconds(self, until_s: float | None = None) -> float:
+        """The capacity offered, in node-seconds of replay: the integral of the nodes alive
+        (never more than the job's slots) from the start to `until_s` (the window's end)."""
+        end = self.duration_s if until_s is None else min(until_s, self.duration_s)
+        steps = self.alive()
+        total = 0.0
+        for (t, n), (t_next, _) in zip(steps, [*steps[1:], (end, 0)], strict=True):
+            if t >= end:
+                break
+            total += min(n, self.slots) * (min(t_next, end) - t)
+        return total
+
+    def wipeouts(self) -> list[tuple[float, float | None]]:
+        """Each time every slot was lost: (when, when capacity first came back; None: not in
+        the window)."""
+        out: list[tuple[float, float | None]] = []
+        for (t, n), (_, before) in zip(self.alive()[1:], self.alive(), strict=False):
+            if n == 0 and before > 0:
+                out.append((t, None))
+            elif n > 0 and before == 0 and out and out[-1][1] is None:
+                out[-1] = (out[-1][0], t)
+        return out
