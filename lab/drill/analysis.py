@@ -6,6 +6,7 @@ from lab.drill import batch_cost, per_step_report
 from lab.drill.agent_events import AgentEvent
 from lab.drill.checkpoint_cost import advice as interval_advice
 from lab.drill.ledger import sample_ledger
+from lab.drill.replay_goodput import replay_goodput
 from lab.drill.report import DrillReport, Eviction, Join, ReducedSize, RendezvousOutage, Scaling
 from lab.drill.timeline import WORK_EVENTS, Record, Timeline, is_done
 from lab.drill.verdict import Observed, judged
@@ -62,6 +63,7 @@ def measure(
         report.reduced = [_reduced(run, e, report.joins) for e in run.of(Event.EVICT) if e.get("cause") != "scale-in"]
     report.loss_curve, report.world_timeline = _curves(run)
     report.ledger = sample_ledger(run)
+    report.replay = replay_goodput(run.events)
     nodes = {e.get("node") for e in run.of(Event.NODE_ADDED) if e["t"] <= run.first_step_t}
     worlds = batch_cost.by_world(run.events)
     report.batch_by_world, report.batch_text = [vars(w) for w in worlds], batch_cost.summary(worlds)

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lab.drill.ledger import SampleLedger
+from lab.drill.replay_goodput import ReplayGoodput
 
 
 @dataclass
@@ -175,6 +176,8 @@ class DrillReport:
     # Which samples the model was trained on, per epoch: once, more than once or never
     # (lab.drill.ledger); None where no ledger was made.
     ledger: SampleLedger | None = None
+    # A replayed trace window: its goodput against the capacity it offered (lab.drill.replay_goodput).
+    replay: ReplayGoodput | None = None
 
     @property
     def passed(self) -> bool:
@@ -183,6 +186,8 @@ class DrillReport:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["passed"] = self.passed
+        if self.replay is not None:
+            d["replay"] = self.replay.to_dict()
         return d
 
     def to_json(self) -> str:
@@ -279,6 +284,8 @@ class DrillReport:
             lines.append(self.batch_text)
         if self.ledger is not None:
             lines.append(self.ledger.summary())
+        if self.replay is not None:
+            lines.append(self.replay.summary())
         if self.checkpoint_advice_text:
             lines.append(self.checkpoint_advice_text)
         if self.convergence is not None:

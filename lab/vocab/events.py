@@ -62,6 +62,8 @@ class Event(StrEnum):
     NODE_ADDED = "node_added"
     EVICT = "evict"
     SCALE = "scale"  # the job asked to run at another number of nodes (a scale-out or scale-in)
+    # A replayed trace's capacity: its start, each slot lost or given back, its end.
+    CAPACITY = "capacity"
     NOTICE_EXPIRED = "notice_expired"  # a node given a notice was killed when it ran out
     VANISHED_KILLED = "vanished_killed"  # a silently evicted node's processes were killed
     RDZV_DOWN = "rdzv_down"
@@ -170,6 +172,9 @@ FIELDS: Mapping[Event, frozenset[str]] = {
         {"node", "kind", "notice_s", "k8s_node", "detail", "backend", "requested_t", "lead_s", "first_sign", "cause"}
     ),
     Event.SCALE: frozenset({"nodes", "from_nodes"}),
+    # alive: the slots with a node now, of `slots`; change: start, lost, back or end; window_t:
+    # the trace's own seconds (before compression) of this moment.
+    Event.CAPACITY: frozenset({"alive", "slots", "slot", "change", "notice_s", "window_t"}),
     Event.NOTICE_EXPIRED: frozenset({"node"}),
     Event.VANISHED_KILLED: frozenset({"node"}),
     Event.RDZV_DOWN: frozenset({"backend"}),

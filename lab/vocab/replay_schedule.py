@@ -10,6 +10,7 @@ time compressed like the rest of the window: 120 s at a speed-up of 20 is 6 s of
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -80,7 +81,7 @@ class ReplaySchedule:
         """Each time every slot was lost: (when, when capacity first came back; None: not in
         the window)."""
         out: list[tuple[float, float | None]] = []
-        for (t, n), (_, before) in zip(self.alive()[1:], self.alive(), strict=False):
+        for (_, before), (t, n) in itertools.pairwise(self.alive()):
             if n == 0 and before > 0:
                 out.append((t, None))
             elif n > 0 and before == 0 and out and out[-1][1] is None:

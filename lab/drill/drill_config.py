@@ -1,0 +1,190 @@
+"""A drill on the local target, as asked: the job, its nodes, the fault and its timings, and
+every bad value among them (refused before anything starts)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.vocab.job import JobSpec
+from lab.vocab.problems import InvalidInput, Problem, Problems
+from lab.vocab.replay_schedule import ReplaySchedule
+
+FAULTS = ("node", "rendezvous-restart", "scale", "trace")
+# A scale-in's grace: the node's workers save and leave within it (a pod deleted by a scale-in gets
+# its terminationGracePeriodSeconds; the platform keeps it under the eviction notice).
+SCALE_IN_GRACE_S = 25.0
+EVICTIONS = ("hard", "notice", "silent")
+
+
+@dataclass(frozen=True)
+class DrillConfig:
+    """One drill: start `nodes` nodes, evict one after warm-up, optionally add one back.
+
+    spec: the job (its min/max nodes, rendezvous, checkpoints, script).
+    fault: "node" (evict a node) or "rendezvous-restart": after warm-up the rendezvous server
+      is stopped for `outage_s` seconds and started again at the same address (etcd keeps its
+      data), as an etcd pod restarts on an upgrade; then a node is evicted and one added as
+      usual, to show the restarted server still runs the rendezvous. With
+      `outage_keeps_data=False` etcd comes back empty, as a rescheduled etcd pod does. Or
+      "scale": no fault; after warm-up the job is made to run at each of `scale_to` nodes in
+      turn, as `elastic-lab scale` does on a cluster: nodes added (joins), or the newest ones
+      told to leave (SIGTERM with SCALE_IN_GRACE_S to save and go, as a deleted pod), each size
+      held until the job trains at it.
+    target_steps: the step the job must reach (None for a script without our events).
+    eviction: "hard" (SIGKILL), "notice" (SIGTERM, SIGKILL after notice_s) or "silent"
+      (SIGSTOP: the node vanishes with its sockets open, as a VM taken back without a word).
+    evict_at_step: evict once rank 0 reports this step; scripts without our events are
+      evicted `evict_after_s` seconds after every node's workers started at full size instead.
+    scale_out_after_s: add a node back this many seconds after the job recovered (None: never).
+    replacement_rank, replacement_capacity: the GPU capacity the node added back stands for:
+      a capacity fault is a replacement that comes late (a long `scale_out_after_s`: no spot
+      capacity at rank 1 until the autoscaler gave up on it) from a fallback rank; the report
+      shows the job at reduced size meanwhile and its goodput.
+    baselines: after the drill, run the same job this many times more without any fault, each
+      drawing samples in another order, and compare the losses (lab.drill.convergence).
+    """
+
+    spec: JobSpec
+    workdir: Path
+    nodes: int = 3
+    fault: str = "node"
+    outage_s: float = 3.0
+    outage_keeps_data: bool = True
+    target_steps: int | None = None
+    eviction: str = "hard"
+    notice_s: float = 30.0
+    evict_at_step: int = 60
+    evict_after_s: float = 10.0
+    victim: int = -1
+    scale_out_after_s: float | None = 2.0
+    timeout_s: float = 240.0
+    agent_log_level: str = "INFO"
+    etcd_binary: str | None = None
+    baselines: int = 0
+    scale_to: tuple[int, ...] = ()
+    replacement_rank: int | None = None
+    replacement_capacity: str | None = None
+    # Findings on a script of one's own that the user accepts (lab.drill.findings): in the
+    # report as accepted, not failing the drill.
+    accept: tuple[str, ...] = ()
+    # fault "trace": the window of a real spot trace to replay (lab.drill.replay); `nodes` is
+    # its slots, and `eviction` what a loss with no notice is (hard or silent).
+    replay: ReplaySchedule | None = None
+
+    def validate(self) -> None:
+        """Every bad value at once (InvalidInput), before anything is started."""
+        problems = drill_problems(
+            self.spec,
+            fault=self.fault,
+            outage_s=self.outage_s,
+            nodes=self.nodes,
+            eviction=self.eviction,
+            notice_s=self.notice_s,
+            evict_at_step=self.evict_at_step,
+            target_steps=self.target_steps,
+            victim=self.victim,
+            scale_to=self.scale_to,
+        )
+        problems.extend(_replay_problems(self.spec, self.fault, self.nodes, self.eviction, self.replay))
+        if self.baselines and self.target_steps is None:
+            problems.append(
+                Problem(
+                    "baselines", self.baselines, "0 for a script of your own: runs are compared by their step events"
+                )
+            )
+        elif not 0 <= self.baselines <= 5:
+            problems.append(Problem("baselines", self.baselines, "0..5 uninterrupted runs to compare with"))
+        if problems:
+            raise InvalidInput(problems)
+
+
+def drill_problems(
+    spec: JobSpec | None,
+    *,
+    fault: str = "node",
+    outage_s: float = 3.0,
+    nodes: int,
+    eviction: str,
+    notice_s: float,
+    evict_at_step: int,
+    target_steps: int | None,
+    victim: int,
+    scale_to: tuple[int, ...] = (),
+) -> list[Problem]:
+    """The drill's own bad values; those measured against the job's node range only when
+    there is a valid `spec`."""
+    found = Problems()
+    if fault not in FAULTS:
+        found.add("fault", fault, "one of " + ", ".join(FAULTS))
+    if fault == "rendezvous-restart" and not (
+        isinstance(outage_s, (int, float)) and not isinstance(outage_s, bool) and 0 < outage_s <= 600
+    ):
+        found.add("outage_s", outage_s, "seconds in (0, 600]")
+    if nodes < 1:
+        found.add("nodes", nodes, "at least 1")
+    elif spec is None:
+        pass
+    elif nodes > spec.max_nodes:
+        found.add("nodes", nodes, f"at most max_nodes={spec.max_nodes}")
+    elif nodes < spec.min_nodes:
+        found.add("nodes", nodes, f"at least min_nodes={spec.min_nodes}")
+    elif fault not in ("scale", "trace") and nodes - 1 < spec.min_nodes:
+        found.add(
+            "nodes", nodes, f"at least {spec.min_nodes + 1}: evicting one must leave min_nodes={spec.min_nodes} running"
+        )
+    if eviction not in EVICTIONS:
+        found.add("eviction", eviction, "one of " + ", ".join(EVICTIONS))
+    if eviction == "notice" and not 0 < notice_s <= 600:
+        found.add("notice_s", notice_s, "seconds in (0, 600]")
+    if fault != "trace" and target_steps is not None and not 0 < evict_at_step < target_steps:
+        found.add("evict_at_step", evict_at_step, f"1..{target_steps - 1} (before the job ends)")
+    if not -nodes <= victim < nodes:
+        found.add("victim", victim, f"a node index in {-nodes}..{nodes - 1}")
+    found.extend(_scale_problems(spec, fault, nodes, scale_to))
+    return found.items
+
+
+def _scale_problems(spec: JobSpec | None, fault: str, nodes: int, scale_to: tuple[int, ...]) -> list[Problem]:
+    """A scale drill's sizes: one or more, each within the job's node range and other than the
+    size before it."""
+    if fault != "scale":
+        return [Problem("scale_to", list(scale_to), "none without fault 'scale'")] if scale_to else []
+    if not scale_to:
+        return [Problem("scale_to", [], "one or more node counts to scale the job to, in turn")]
+    low, high = (spec.min_nodes, spec.max_nodes) if spec is not None else (1, None)
+    sizes = [nodes, *scale_to]
+    bad = [n for before, n in itertools.pairwise(sizes) if n == before or n < low or (high is not None and n > high)]
+    if bad:
+        where = f"{low}..{high}" if high is not None else f"{low} or more"
+        return [
+            Problem(
+                "scale_to",
+                list(scale_to),
+                f"node counts in the job's range {where}, each other than the one before it (starting from {nodes})",
+            )
+        ]
+    return []
+
+
+def _replay_problems(
+    spec: JobSpec, fault: str, nodes: int, eviction: str, replay: ReplaySchedule | None
+) -> list[Problem]:
+    """A trace replay's schedule: given with fault 'trace' only, as many slots as nodes, and a
+    no-notice loss that is a kill or a vanishing."""
+    if fault != "trace":
+        return [Problem("replay", replay.source, "none without fault 'trace'")] if replay is not None else []
+    found = Problems()
+    if replay is None:
+        found.add("replay", None, "a trace window to replay with fault 'trace'")
+        return found.items
+    if replay.slots != nodes:
+        found.add("nodes", nodes, f"the replayed window's slots ({replay.slots})")
+    if replay.slots > spec.max_nodes:
+        found.add("max_nodes", spec.max_nodes, f"at least the replayed window's slots ({replay.slots})")
+    if eviction == "notice":
+        found.add(
+            "eviction", eviction, "hard or silent: what a loss the trace gives no notice is (notices come from it)"
+        )
+    return found.items

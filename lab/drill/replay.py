@@ -1,0 +1,126 @@
+"""A window of a real spot trace replayed on the local target: the drill's nodes are lost and
+capacity comes back exactly as its ReplaySchedule says, several nodes at once and the whole
+pool included.
+
+The window's time starts when the job first trains. A lost slot's node gets the schedule's
+notice (SIGTERM, SIGKILL when it runs out) or, with none, the drill's no-notice fault (SIGKILL,
+or SIGSTOP of its whole tree: a VM gone without a word). A slot given back gets a new node once
+the pool has room (a noticed node still saving holds its place, as it would hold its VM). When
+the window ends every slot is given back, so that the job can finish; its goodput is counted
+over the window only (lab.drill.replay_goodput).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from lab.local import LocalTarget, LocalTargetError
+from lab.local.target import Agent
+from lab.vocab.events import Event
+from lab.vocab.replay_schedule import LOST, ReplaySchedule, SlotChange
+
+# How often the replay looks at the job while it waits for the next change.
+TICK_S = 0.05
+
+
+class ReplayHost(Protocol):
+    """What the replay needs of the drill that runs it."""
+
+    local: LocalTarget
+
+    def pump(self, phase: str) -> None: ...
+    def done(self) -> bool: ...
+    def remaining(self) -> float: ...
+    def first_step_seen(self) -> bool: ...
+
+
+class Replay:
+    def __init__(self, host: ReplayHost, schedule: ReplaySchedule, no_notice: str) -> None:
+        self.host, self.schedule, self.no_notice = host, schedule, no_notice
+        self.slots: dict[int, Agent] = {}
+
+    def start_nodes(self) -> None:
+        """A node for every slot alive when the window starts."""
+        for slot in sorted(self.schedule.alive_at_start):
+            self.slots[slot] = self.host.local.add_node()
+
+    def run(self) -> None:
+        """Wait for the job's first step, then play the window's changes at their times, and
+        give every slot back at its end."""
+        host, schedule = self.host, self.schedule
+        deadline = time.monotonic() + host.remaining()
+        while not host.first_step_seen():
+            if host.done() or time.monotonic() > deadline or not host.local.alive_nodes:
+                return
+            host.pump("warming up")
+            time.sleep(TICK_S)
+        t0 = time.monotonic()
+        self._record("start", None, None, 0.0)
+        played = self._play(t0, deadline)
+        # The window's end, or the job's if it finished first: the goodput counts up to here.
+        self._record("end", None, None, min(time.monotonic() - t0, schedule.duration_s))
+        if played:
+            for slot in sorted(set(range(schedule.slots)) - set(self.slots)):
+                self._give_back(slot, deadline)
+
+    def _play(self, t0: float, deadline: float) -> bool:
+        """Each change at its time; True once the window's end was reached with the job on."""
+        for change in self.schedule.changes:
+            if not self._wait_until(t0 + change.t_s, deadline):
+                return False
+            if change.kind == LOST:
+                self._lose(change)
+            else:
+                self._give_back(change.slot, deadline)
+            self._record(change.kind, change.slot, change.notice_s, change.t_s)
+        return self._wait_until(t0 + self.schedule.duration_s, deadline)
+
+    def _wait_until(self, due: float, deadline: float) -> bool:
+        """Watch the job until `due`; False when it finished or the drill's time ran out."""
+        host = self.host
+        phase = "replaying" if self.slots else "replaying: no capacity"
+        while time.monotonic() < due:
+            if host.done() or time.monotonic() > deadline:
+                return False
+            host.pump(phase)
+            time.sleep(min(TICK_S, max(due - time.monotonic(), 0.0)))
+        return not host.done()
+
+    def _lose(self, change: SlotChange) -> None:
+        node = self.slots.pop(change.slot, None)
+        if node is None or not node.alive:
+            return
+        local = self.host.local
+        try:
+            if change.notice_s is not None:
+                local.evict(node, change.notice_s)
+            else:
+                local.evict(node, silent=self.no_notice == "silent")
+        except LocalTargetError:
+            pass  # it exited between the look and the eviction (its job just finished)
+
+    def _give_back(self, slot: int, deadline: float) -> None:
+        """A new node in `slot`, once a node still leaving has made room for it."""
+        local, host = self.host.local, self.host
+        while len(local.alive_nodes) >= local.spec.max_nodes:
+            if host.done() or time.monotonic() > deadline:
+                return
+            host.pump("replaying: waiting for a node to leave")
+            time.sleep(TICK_S)
+        if not host.done():
+            self.slots[slot] = local.add_node()
+
+    def _record(self, change: str, slot: int | None, notice_s: float | None, t_s: float) -> None:
+        schedule = self.schedule
+        fields: dict[str, object] = {
+            "alive": len(self.slots),
+            "slots": schedule.slots,
+            "change": change,
+            "window_t": round(schedule.window_s[0] + t_s * schedule.speedup, 3),
+        }
+        if slot is not None:
+            fields["slot"] = slot
+        if notice_s is not None:
+            fields["notice_s"] = notice_s
+        self.host.local.record(Event.CAPACITY, **fields)

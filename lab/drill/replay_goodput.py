@@ -1,0 +1,137 @@
+"""Goodput of a replayed trace window against the capacity it offered.
+
+The bound: no schedule can train more than the capacity offered allows, the integral over the
+window of min(nodes alive, the job's slots), times one node's throughput at full size. The job's
+useful samples are those of the steps in the final model's history (a step trained again after
+a restart replaces the lost one) that ended inside the window. Their ratio is the replay's
+goodput. One node's throughput changes with the world size (fewer nodes may synchronise faster,
+or a fixed global batch makes each step longer): the figures per world size come with the
+ratio, so a ratio above 1 cannot hide a loss.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lab.vocab.events import Event
+
+
+@dataclass(frozen=True)
+class NodeThroughput:
+    """Samples a second per node, at one number of nodes (median over its consecutive steps)."""
+
+    nodes: int
+    per_node: float
+    steps: int
+
+
+@dataclass(frozen=True)
+class ReplayGoodput:
+    window_s: float  # the replay's seconds from the first capacity record to the window's end
+    capacity_node_s: float  # the integral of min(alive, slots) over the window
+    full_nodes: int
+    full_per_node: float | None  # one node's samples a second at full size; None: never at full size
+    useful_samples: int
+    per_size: tuple[NodeThroughput, ...]
+    wipeouts: int  # times every node was gone in the window
+    wipeouts_resumed: int  # of those, the times the job trained again afterwards
+
+    @property
+    def bound(self) -> float | None:
+        """The samples the capacity offered could have trained."""
+        return None if self.full_per_node is None else self.capacity_node_s * self.full_per_node
+
+    @property
+    def ratio(self) -> float | None:
+        bound = self.bound
+        return None if not bound else self.useful_samples / bound
+
+    def summary(self) -> str:
+        sizes = ", ".join(f"{t.nodes} node(s) {t.per_node:.3g}" for t in self.per_size)
+        ratio = self.ratio
+        head = (
+            f"  replay goodput: {ratio:.1%} of the capacity bound ({self.useful_samples:,} useful samples of "
+            f"{self.bound:,.0f}: {self.capacity_node_s:.1f} node-seconds offered in {self.window_s:.1f} s at "
+            f"{self.full_per_node:.3g} samples/s a node at full size)"
+            if ratio is not None and self.bound is not None and self.full_per_node is not None
+            else f"  replay goodput: no bound (the job never trained at full size, {self.full_nodes} nodes); "
+            f"{self.useful_samples:,} useful samples in {self.window_s:.1f} s"
+        )
+        return (
+            f"{head}\n    samples/s a node by size: {sizes or 'no steps'}; "
+            f"wipeouts: {self.wipeouts} ({self.wipeouts_resumed} resumed)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "window_s": self.window_s,
+            "capacity_node_s": self.capacity_node_s,
+            "full_nodes": self.full_nodes,
+            "full_per_node": self.full_per_node,
+            "useful_samples": self.useful_samples,
+            "bound": self.bound,
+            "ratio": self.ratio,
+            "per_size": [{"nodes": t.nodes, "per_node": t.per_node, "steps": t.steps} for t in self.per_size],
+            "wipeouts": self.wipeouts,
+            "wipeouts_resumed": self.wipeouts_resumed,
+        }
+
+
+def _steps(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """One step event per trained step, in time order: rank 0's, or in the per-step mode the
+    first group's report of each committed step."""
+    out: list[Mapping[str, Any]] = []
+    seen: set[tuple[Any, int]] = set()
+    for e in events:
+        if e.get("event") != Event.STEP or not e.get("participating", True) or "samples" not in e:
+            continue
+        key = (e.get("quorum"), int(e["step"])) if "quorum" in e else (e["t"], int(e["step"]))
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
+    return out
+
+
+def _capacity(events: Sequence[Mapping[str, Any]]) -> list[tuple[float, int, int]]:
+    """(t, alive, slots) at the window's start and each change; the window's end last."""
+    return [(float(e["t"]), int(e["alive"]), int(e["slots"])) for e in events if e.get("event") == Event.CAPACITY]
+
+
+def throughput(steps: Sequence[Mapping[str, Any]], nproc_per_node: int) -> list[NodeThroughput]:
+    """Samples a second per node at each number of nodes (largest first), from consecutive
+    steps at that size: the wall time between them holds everything a step costs."""
+    rates: dict[int, list[float]] = {}
+    for before, after in itertools.pairwise(steps):
+        same = before["world_size"] == after["world_size"] and int(after["step"]) == int(before["step"]) + 1
+        dt = float(after["t"]) - float(before["t"])
+        if same and dt > 0:
+            nodes = max(int(after["world_size"]) // nproc_per_node, 1)
+            if "participants" in after:
+                nodes = int(after["participants"])
+            rates.setdefault(nodes, []).append(int(after["samples"]) / dt / nodes)
+    return [NodeThroughput(n, statistics.median(r), len(r)) for n, r in sorted(rates.items(), reverse=True)]
+
+
+def replay_goodput(events: Sequence[Mapping[str, Any]], nproc_per_node: int = 1) -> ReplayGoodput | None:
+    """The replay's goodput from a drill's events (None: no capacity was replayed)."""
+    capacity = _capacity(events)
+    if len(capacity) < 2:
+        return None
+    start, end = capacity[0][0], capacity[-1][0]
+    pairs = itertools.pairwise(capacity)
+    offered = sum(min(alive, slots) * (t_next - t) for (t, alive, slots), (t_next, _, _) in pairs)
+    slots = capacity[0][2]
+    steps = _steps(events)
+    final: dict[int, Mapping[str, Any]] = {}
+    for e in steps:  # a step trained again replaces the one lost
+        final[int(e["step"])] = e
+    useful = sum(int(e["samples"]) for e in final.values() if start <= float(e["t"]) <= end)
+    sizes = throughput(steps, nproc_per_node)
+    full = next((t.per_node for t in sizes if t.nodes == slots), None)
+    zero = [t for (_, before, _), (t, alive, _) in itertools.pairwise(capacity) if alive == 0 and before > 0]
+    resumed = [t0 for t0 in zero if any(float(e["t"]) > t0 for e in steps)]
+    return ReplayGoodput(end - start, offered, slots, full, useful, tuple(sizes), len(zero), len(resumed))
