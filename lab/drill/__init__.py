@@ -1,7 +1,10 @@
 """The eviction drill: evict a node from a running job and measure that training goes on
 (seconds to recover, steps lost, seconds for a new node to join).
 
-  run.py            the drill on the local target (DrillConfig, run_drill)
+  run.py            the drill on the local target (run_drill)
+  drill_config.py   DrillConfig: the drill asked for, and its bad values
+  replay.py         a window of a real spot trace replayed on the local target (fault 'trace')
+  replay_goodput.py a replay's goodput against the capacity its window offered
   report.py         the report (DrillReport): its figures, problems, text and JSON
   timeline.py       a drill's events in time order, and the questions asked of them
   analysis.py       the figures from the events (`measure`); per_step_report.py in per-step mode

@@ -1,0 +1,100 @@
+"""A trace window replayed on the local target (lab.drill.replay), in both fault-tolerance
+modes, with real agents, workers and kills: one node lost alone, then the other two at once (a
+wipeout: one with a notice, one without), then capacity back one slot at a time. The job must
+survive the wipeout, train every sample once, and record the capacity it was offered."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.drill.replay_goodput import replay_goodput
+from lab.drill.run import DrillConfig, run_drill
+from lab.vocab import events
+from lab.vocab.events import Event, unknown_fields
+from lab.vocab.job import JobSpec
+from lab.vocab.problems import InvalidInput
+from lab.vocab.replay_schedule import BACK, LOST, ReplaySchedule, SlotChange
+from tests.drill.ledger_checks import assert_every_sample_trained_once
+from tests.patience import within
+
+STEPS = 600
+# Seconds of replay: the window's changes, then the job trains on at full size to its end.
+WINDOW = ReplaySchedule(
+    source="by hand: one loss, a wipeout of two at once, three slots back",
+    window_s=(0.0, 280.0),
+    speedup=20.0,
+    slots=3,
+    rule="the slots named",
+    alive_at_start=frozenset({0, 1, 2}),
+    changes=(
+        SlotChange(2.0, 2, LOST),
+        SlotChange(5.0, 0, LOST, notice_s=2.0),
+        SlotChange(5.0, 1, LOST),
+        SlotChange(8.0, 0, BACK),
+        SlotChange(8.5, 1, BACK),
+        SlotChange(10.0, 2, BACK),
+    ),
+    duration_s=12.0,
+)
+
+
+def _config(workdir, mode: str, **kw) -> DrillConfig:
+    spec = JobSpec(
+        name="t",
+        min_nodes=1,
+        max_nodes=3,
+        fault_tolerance=mode,
+        checkpoint_dir=str(workdir / "ckpt"),
+        checkpoint_every_steps=20,
+        script_args=("--steps", str(STEPS), "--step-time", "0.03"),
+    )
+    base = {"nodes": 3, "fault": "trace", "replay": WINDOW, "target_steps": STEPS, "timeout_s": within(150)}
+    base.update(kw)
+    return DrillConfig(spec=spec, workdir=workdir / "run", **base)
+
+
+@pytest.mark.processes
+@pytest.mark.long
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode", ["elastic", "per-step"])
+def test_a_replayed_window_with_a_wipeout_is_survived_and_every_sample_trained_once(workdir, mode):
+    report = run_drill(_config(workdir, mode))
+    assert report.passed and report.finished, report.summary()
+    assert_every_sample_trained_once(report.ledger, full_epochs=1)
+    recorded = events.read(workdir / "run" / "events.jsonl")
+    capacity = [e for e in recorded if e["event"] == Event.CAPACITY]
+    assert [(e["change"], e["alive"]) for e in capacity] == [
+        ("start", 3),
+        ("lost", 2),
+        ("lost", 1),
+        ("lost", 0),
+        ("back", 1),
+        ("back", 2),
+        ("back", 3),
+        ("end", 3),
+    ]
+    assert [e for e in capacity if unknown_fields(e)] == []
+    evicted = [e for e in recorded if e["event"] == Event.EVICT]
+    assert [(e["node"], e["kind"]) for e in evicted] == [("node-2", "hard"), ("node-0", "notice"), ("node-1", "hard")]
+    # The wipeout: training stopped with the last node, and went on once capacity was back.
+    wiped = capacity[3]["t"]
+    steps = [e for e in recorded if e["event"] == Event.STEP]
+    assert not [e for e in steps if wiped + 0.5 < e["t"] < capacity[4]["t"]]
+    goodput = replay_goodput(recorded)
+    assert goodput is not None and report.replay == goodput
+    assert (goodput.wipeouts, goodput.wipeouts_resumed) == (1, 1)
+    assert 0 < goodput.useful_samples and goodput.ratio is not None and 0 < goodput.ratio
+    assert "replay goodput" in report.summary()
+
+
+def test_a_replay_is_checked_against_the_drill_before_anything_starts(workdir):
+    with pytest.raises(InvalidInput) as caught:
+        _config(workdir, "elastic", nodes=2, eviction="notice").validate()
+    said = str(caught.value)
+    assert "nodes=2 is invalid: expected the replayed window's slots (3)" in said
+    assert "eviction='notice' is invalid" in said
+    with pytest.raises(InvalidInput, match="a trace window to replay"):
+        _config(workdir, "elastic", replay=None).validate()
+    with pytest.raises(InvalidInput, match="none without fault 'trace'"):
+        _config(workdir, "elastic", fault="node").validate()
+    assert not (workdir / "run").exists()
