@@ -83,7 +83,7 @@ def test_a_replayed_window_with_a_wipeout_is_survived_and_every_sample_trained_o
     goodput = replay_goodput(recorded)
     assert goodput is not None and report.replay == goodput
     assert (goodput.wipeouts, goodput.wipeouts_resumed) == (1, 1)
-    assert 0 < goodput.useful_samples and goodput.ratio is not None and 0 < goodput.ratio
+    assert goodput.useful_samples > 0 and goodput.ratio is not None and goodput.ratio > 0
     assert "replay goodput" in report.summary()
 
 
