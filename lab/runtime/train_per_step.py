@@ -198,6 +198,7 @@ class PerStepTraining(Trainer):
         self.collective_timeout = timedelta(seconds=configured) if configured > 0 else None
         self.reduce_seconds: deque[float] = deque(maxlen=COLLECTIVE_SAMPLES)
         self.last_quorum_size = 0  # replica groups in the quorum of the step in flight
+        self.last_replica_rank: int | None = None  # this group's rank in that quorum (None: sat out)
         self.quorum_seen = -1  # the quorum last logged
         self.quorum_of_last_step = -1
         self.healed_bytes = 0  # what load_user_state received in this step's quorum
@@ -356,7 +357,7 @@ class PerStepTraining(Trainer):
         participants = work.quorum[1]
         world = max(participants, 1) * self.world_size
         set_lr(self.optimizer, self.plan.learning_rate(self.args.lr, world, self.args.lr_scaling))
-        self.last_quorum_size = participants
+        self.last_quorum_size, self.last_replica_rank = participants, work.quorum[0]
         new_quorum = self._time_the_collective()
         if self.args.log_samples and len(work.indices):
             # Logged before they enter the cross-group reduction, with the quorum: a group killed
@@ -592,17 +593,26 @@ class PerStepTraining(Trainer):
         if flag.item() == 0:
             return
         self.notice.acknowledge()
-        if self.last_quorum_size <= 1:
+        if self.saves_on_notice():
             # A save in flight finishes first: its wait counts in this one's blocking time.
             self.save(SAVE_NOTICE, blocking=True, since=time.perf_counter())
         self.hand_over_to_the_notice()
 
     def leave_on_notice(self) -> None:
-        """A spot notice: the peers carry the job on; the last group standing saves first."""
-        # The quorum of the step in flight (asking the manager could wait on a quorum).
-        if self.rank == 0 and self.last_quorum_size <= 1:
+        """A spot notice: the peers carry the job on; the group that saves saves first."""
+        if self.rank == 0 and self.saves_on_notice():
             self.save_alone(SAVE_NOTICE)
         self.emit_notice_exit()
+
+    def saves_on_notice(self) -> bool:
+        """Whether this group saves before it leaves on a notice: when it is the last group
+        standing, or the quorum's first group (the one that writes the interval checkpoints).
+        A group cannot know whether its peers got notices too: when the whole pool is taken
+        back each gets one, and without this save the job would resume from its last interval
+        checkpoint. One group per quorum saves, so no two write one step at once; its peers,
+        if they carry on, lose nothing by it. From the quorum of the step in flight (asking the
+        manager could wait on a quorum)."""
+        return self.last_quorum_size <= 1 or self.last_replica_rank == 0
 
     def leave_if_the_job_ends_first(self, first_quorum: threading.Event) -> None:
         """A group that starts as the others finish (a replacement node that came a moment
