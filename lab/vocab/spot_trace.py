@@ -81,7 +81,7 @@ class SpotTrace:
         return float(start), float(end)
 
     def _span_text(self) -> str:
-        return f"start < end, both within its 0 s to {self.span_s:g} s ({self.span_s / 3600:.1f} h)"
+        return f"start < end, both within its 0 s to {seconds_text(self.span_s)} s ({self.span_s / 3600:.1f} h)"
 
 
 def finite_number(value: Any) -> TypeGuard[float]:
@@ -120,6 +120,16 @@ def parse_window(text: str) -> tuple[float, float] | None:
             ]
         )
     return None if start == 0 and end == math.inf else (start, end)
+
+
+def window_text(window: Window) -> str:
+    """A window as `A:B` in seconds, as parse_window reads it."""
+    return f"{seconds_text(window[0])}:{seconds_text(window[1])}"
+
+
+def seconds_text(seconds: float) -> str:
+    """Seconds in plain digits, to the millisecond: 1016100, 12.5."""
+    return f"{seconds:.3f}".rstrip("0").rstrip(".")
 
 
 def _duration_s(text: str) -> float | None:

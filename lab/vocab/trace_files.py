@@ -165,7 +165,7 @@ def _instance_events(text: str, where: str, source: str) -> SpotTrace:
             else:
                 del running[instance]
             events.append(InstanceEvent(ms / 1000, kind, instance))
-            last_ms = ms
+        last_ms = max(last_ms, ms)
     if not found and last_ms == 0:
         found.add(where, "every event at 0 ms", "a trace that spans some time")
     found.raise_if_any()
@@ -190,8 +190,6 @@ def _tick_counts(text: str, where: str, source: str) -> SpotTrace:
         raise InvalidInput(
             [Problem(f"{where}:{error.lineno}", line[:80], f"JSON ({error.msg}, column {error.colno})")]
         ) from None
-    if not isinstance(doc, dict):
-        raise InvalidInput([Problem(where, type(doc).__name__, SHAPES[TICK_COUNTS])])
     found = Problems()
     metadata = doc.get("metadata")
     gap = metadata.get("gap_seconds") if isinstance(metadata, dict) else None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from lab.vocab.layout import SHARED_TRACES_DIR
 from lab.vocab.problems import InvalidInput, Problem
-from lab.vocab.spot_trace import SpotTrace, Window
+from lab.vocab.spot_trace import SpotTrace, Window, window_text
 from lab.vocab.trace_files import CARRIED_TRACES, load_trace
 
 
@@ -72,10 +72,9 @@ def load_window(name: str) -> tuple[SpotTrace, Window]:
         return load_trace(window.trace), window.window_s
     path = SHARED_TRACES_DIR / window.trace
     if not path.is_file():
-        start, end = window.window_s
         expected = (
-            f"a checkout with ../shared/traces beside it: {window.trace} has no licence, so the project does not "
-            f"carry it (not found at {path}); replay your copy with --trace FILE --window {start:g}:{end:g}"
+            f"a checkout with ../shared/traces beside it: {window.trace} has no licence, so the project does not carry "
+            f"it (not found at {path}); replay your copy with --trace FILE --window {window_text(window.window_s)}"
         )
         raise InvalidInput([Problem("window", name, expected)])
     return load_trace(path), window.window_s
