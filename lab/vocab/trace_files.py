@@ -244,7 +244,7 @@ def _round_counts(text: str, where: str, source: str) -> SpotTrace:
     for number, line in rows:
         at_text, _, count_text = line.partition(",")
         at, count_text = _iso_time(at_text), count_text.strip()
-        if at is None or not count_text.isdigit() or int(count_text) > pool:
+        if at is None or not count_text.isdecimal() or int(count_text) > pool:
             found.add(
                 f"{where}:{number}", line, f"scheduled_at,count: an ISO 8601 time, then instances launched, 0 to {pool}"
             )

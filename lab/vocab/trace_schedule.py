@@ -71,7 +71,7 @@ def schedule(
     InvalidInput names every bad argument, and a window that offers the job no capacity."""
     (start, end), notice_s = _checked(trace, slots, window, speedup, notice, rule, seed)
     if rule == SPARES and trace.shape == INSTANCE_EVENTS:
-        alive, changes = _cut(_instance_slots(trace, slots), slots, start, end)
+        alive, changes = _cut(_instance_slots(trace, slots), start, end)
         mapping = (
             f"instance events to {slots} slot(s): each arriving instance takes the lowest free slot; instances "
             f"beyond {slots} wait as spares in arrival order, the first taking a lost slot at once"
@@ -152,7 +152,7 @@ def _instance_slots(trace: SpotTrace, slots: int) -> list[TraceChange]:
     return out
 
 
-def _cut(changes: list[TraceChange], slots: int, start: float, end: float) -> tuple[set[int], list[TraceChange]]:
+def _cut(changes: list[TraceChange], start: float, end: float) -> tuple[set[int], list[TraceChange]]:
     """The slots with a node at `start` (after every change up to it) and the changes within."""
     alive: set[int] = set()
     for t, slot, kind in changes:

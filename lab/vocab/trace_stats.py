@@ -84,10 +84,7 @@ def window_stats(trace: SpotTrace, window: tuple[float, float] | None = None) ->
     it), in the trace's seconds."""
     start, end = trace.checked_window(window)
     if trace.shape == INSTANCE_EVENTS:
-        moments = [
-            (t, sum(e.kind == "remove" for e in group), sum(e.kind == "add" for e in group))
-            for t, group in ((t, list(g)) for t, g in groupby(trace.events, key=lambda e: e.t_s))
-        ]
+        moments = _grouped([(e.t_s, e.kind == "remove") for e in trace.events])
     else:
         moments = [
             (t, max(0, before - after), max(0, after - before)) for (_, before), (t, after) in pairwise(trace.capacity)
@@ -98,11 +95,18 @@ def window_stats(trace: SpotTrace, window: tuple[float, float] | None = None) ->
 
 def schedule_stats(schedule: ReplaySchedule) -> CapacityStats:
     """The statistics of the job's slots over a replay schedule, in the replay's seconds."""
-    moments = [
-        (t, sum(c.kind == LOST for c in group), sum(c.kind != LOST for c in group))
-        for t, group in ((t, list(g)) for t, g in groupby(schedule.changes, key=lambda c: c.t_s))
-    ]
+    moments = _grouped([(c.t_s, c.kind == LOST) for c in schedule.changes])
     return capacity_stats(len(schedule.alive_at_start), moments, schedule.slots, 0.0, schedule.duration_s)
+
+
+def _grouped(changes: list[tuple[float, bool]]) -> list[Moment]:
+    """One moment per time of `changes`: (t, whether it lost a node or else gained one), in
+    time order."""
+    moments: list[Moment] = []
+    for t, group in groupby(changes, key=lambda change: change[0]):
+        lost = [loss for _, loss in group]
+        moments.append((t, sum(lost), len(lost) - sum(lost)))
+    return moments
 
 
 def capacity_stats(alive: int, moments: Iterable[Moment], full: int, start: float, end: float) -> CapacityStats:
