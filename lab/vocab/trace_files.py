@@ -25,7 +25,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any, Literal
 
@@ -139,6 +139,19 @@ def _steps(points: Iterable[tuple[float, V]], start: V) -> tuple[tuple[float, V]
 
 
 def _instance_events(text: str, where: str, source: str) -> SpotTrace:
+    events = _checked_events(text, where)
+    running = accumulate(1 if event.kind == "add" else -1 for event in events)
+    capacity = _steps(zip((event.t_s for event in events), running, strict=True), 0)
+    resolution_s = math.gcd(*(round(event.t_s * 1000) for event in events)) / 1000
+    # The last events hold for one step of the trace, as a tick's count does.
+    span_s = events[-1].t_s + resolution_s
+    pool = max(n for _, n in capacity)
+    return SpotTrace(source, INSTANCE_EVENTS, pool, resolution_s, span_s, capacity, tuple(events))
+
+
+def _checked_events(text: str, where: str) -> list[InstanceEvent]:
+    """The file's instance events, or InvalidInput naming every line that is not one, out of
+    time order, or adds a running instance or removes one that is not."""
     found = Problems()
     events: list[InstanceEvent] = []
     running: dict[str, int] = {}  # instance -> the line that added it
@@ -169,16 +182,7 @@ def _instance_events(text: str, where: str, source: str) -> SpotTrace:
     if not found and last_ms == 0:
         found.add(where, "every event at 0 ms", "a trace that spans some time")
     found.raise_if_any()
-    levels, level = [], 0
-    for event in events:
-        level += 1 if event.kind == "add" else -1
-        levels.append((event.t_s, level))
-    capacity = _steps(levels, 0)
-    resolution_s = math.gcd(*(round(e.t_s * 1000) for e in events)) / 1000
-    pool = max(n for _, n in capacity)
-    # The last events hold for one step of the trace, as a tick's count does.
-    span_s = last_ms / 1000 + resolution_s
-    return SpotTrace(source, INSTANCE_EVENTS, pool, resolution_s, span_s, capacity, tuple(events))
+    return events
 
 
 def _tick_counts(text: str, where: str, source: str) -> SpotTrace:
@@ -206,18 +210,25 @@ def _tick_counts(text: str, where: str, source: str) -> SpotTrace:
     if data and not found and max(data) == 0:
         found.add(f"{where}:data", "0 at every tick", "a count above 0 at some tick (a pool that never ran)")
     prices = doc.get("prices")
-    if prices is not None and (not isinstance(prices, list) or len(prices) != len(data)):
-        found.add(f"{where}:prices", _size(prices), f"a list of prices in $/h, one per tick ({len(data)})")
-    elif prices is not None:
-        for index, price in enumerate(prices):
-            if not (finite_number(price) and price >= 0):
-                found.add(f"{where}:prices[{index}]", price, "a spot price in $/h, a number >= 0")
+    if prices is not None and data:
+        found.extend(_price_problems(prices, len(data), where))
     found.raise_if_any()
     capacity = _steps(((i * gap_s, count) for i, count in enumerate(data)), data[0])
     price_steps = (
         None if prices is None else _steps(((i * gap_s, float(p)) for i, p in enumerate(prices)), float(prices[0]))
     )
     return SpotTrace(source, TICK_COUNTS, max(data), gap_s, len(data) * gap_s, capacity, (), price_steps)
+
+
+def _price_problems(prices: Any, ticks: int, where: str) -> list[Problem]:
+    """A problem unless `prices` is a list of one spot price in $/h per tick."""
+    if not isinstance(prices, list) or len(prices) != ticks:
+        return [Problem(f"{where}:prices", _size(prices), f"a list of prices in $/h, one per tick ({ticks})")]
+    return [
+        Problem(f"{where}:prices[{index}]", price, "a spot price in $/h, a number >= 0")
+        for index, price in enumerate(prices)
+        if not (finite_number(price) and price >= 0)
+    ]
 
 
 def _size(value: Any) -> str:

@@ -280,3 +280,11 @@ def test_ticks_and_rounds_written_by_the_tests_helpers_read_back(tmp_path):
         (60.0, 0.7),
     )
     assert read_trace(rounds_file(tmp_path, [2, 1], of=2)).capacity == ((0.0, 2), (600.0, 1))
+
+
+def test_prices_are_not_measured_against_data_that_is_not_there(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"metadata": {"gap_seconds": 60}, "prices": [0.9, 0.9]}))
+    with pytest.raises(InvalidInput) as error:
+        read_trace(path)
+    assert list(_problems(error)) == [f"{path}:data"]
