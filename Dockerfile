@@ -22,6 +22,8 @@ COPY pyproject.toml README.md ./
 COPY lab/__init__.py ./lab/
 COPY lab/vocab ./lab/vocab
 COPY lab/runtime ./lab/runtime
+# Not traces/: a replay of a spot trace is driven from outside the job (the drill evicts and adds
+# its nodes), and nothing the image runs reads one.
 # The base install only: the training runtime, no infrastructure tooling.
 RUN pip install . && python -c "import torch, etcd, torchft.manager, lab.runtime.launch, lab.runtime.train, lab.runtime.train_per_step, lab.runtime.warm, lab.runtime.store, lab.runtime.notice.cli, lab.runtime.sharded_checkpoint, boto3, azure.storage.blob, azure.identity" && command -v torchft_lighthouse
 # The user the job's pods run as (lab/vocab/job.py TRAINER_UID), also their fsGroup.

@@ -29,6 +29,11 @@ models.py          the demo job's model sizes (--model, --parallel) and its dril
 checkpoint_location.py   where a job's checkpoints live, as LAB_CHECKPOINT_DIR names it
 checkpoint_interval.py   the checkpoint interval from a save's cost and the job's MTBF (Young, Daly)
 replay_schedule.py ReplaySchedule: a window of a real spot trace as a job's slots lost and given back
+spot_trace.py      SpotTrace: a real spot pool's capacity over time; windows of it (`A:B`)
+trace_files.py     reading the three shapes of spot trace file, and the traces the project carries
+trace_schedule.py  a window of a trace as a job's ReplaySchedule: the mapping rules, notices, compression
+trace_stats.py     a window's capacity statistics: loss events, bursts, wipeouts, time to come back
+trace_windows.py   the replay benchmark's named windows of real traces
 spot_goodput.py    the share of a spot job's time that trains, per mode, at an eviction rate
 thread_dumps.py    thread dumps on request: the signal, the file each process writes them to
 """

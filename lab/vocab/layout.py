@@ -1,4 +1,5 @@
-"""Where the project's own files are: the root of the checkout, its charts and schemas."""
+"""Where the project's own files are: the root of the checkout, its charts, schemas and the spot
+traces it carries."""
 
 from __future__ import annotations
 
@@ -11,3 +12,9 @@ ETCD_CHART = CHARTS_DIR / "etcd-rendezvous"
 NOTICE_CHART = CHARTS_DIR / "spot-notice-handler"
 # Schemas the offline checks validate against (the PyTorchJob CRD), carried with the project.
 SCHEMAS_DIR = ROOT / "schemas"
+# Real spot capacity traces the project carries (their licences allow it; traces/README.md
+# names each one's source), replayed by name (lab.vocab.spot_trace).
+TRACES_DIR = ROOT / "traces"
+# Traces the project may not carry (they have no licence), read where a checkout has them beside
+# it: ../shared/traces, when present.
+SHARED_TRACES_DIR = ROOT.parent / "shared" / "traces"

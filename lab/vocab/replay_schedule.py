@@ -1,6 +1,6 @@
 """A window of a real spot capacity trace as a job's schedule: which of its slots (nodes) are
 lost when, with how much notice, and when capacity comes back, in the replay's time (the
-trace's time divided by the speed-up). Made from a trace by lab.vocab.spot_trace; replayed on
+trace's time divided by the speed-up). Made from a trace by lab.vocab.trace_schedule; replayed on
 the local target by lab.drill.replay, and on a cluster by the cluster drill.
 
 The notice rules are the clouds' (../shared/FACTS.md): AWS gives 2 minutes, GCP 30 s, Azure up
