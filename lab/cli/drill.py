@@ -29,6 +29,7 @@ from lab.vocab.script_findings import FINDINGS
 
 if TYPE_CHECKING:
     from lab.drill.run import DrillConfig
+    from lab.vocab.replay_schedule import ReplaySchedule
 
 MAX_LOCAL_NODES = 16  # every node is a torchrun agent and its workers on this machine
 
@@ -42,6 +43,7 @@ OPTIONS = {
     "evict_at_step": "--evict-at-step",
     "victim": "--victim",
     "scale_to": "--scale-to",
+    "max_nodes": "--max-nodes",
 }
 
 
@@ -100,6 +102,7 @@ def _fault_arguments(ev: argparse._ArgumentGroup) -> None:
         "newest leave with a grace to save and go)",
     )
     ev.add_argument("--outage", type=float, default=3.0, help="rendezvous-restart: seconds the server is down [3]")
+    _trace_arguments(ev)
     ev.add_argument(
         "--rendezvous-data",
         choices=["kept", "lost"],
@@ -107,6 +110,79 @@ def _fault_arguments(ev: argparse._ArgumentGroup) -> None:
         help="rendezvous-restart: etcd comes back with its data (a restarted pod) or empty (a pod moved to "
         "another node, its emptyDir gone); a c10d store always comes back empty [kept]",
     )
+
+
+def _trace_arguments(ev: argparse._ArgumentGroup) -> None:
+    """A window of a real spot trace replayed (lab.drill.replay): the fault is the trace's."""
+    ev.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE|NAME",
+        help="replay a spot capacity trace: a file of one of the three shapes (traces/README.md), or a carried "
+        "trace's name (bamboo-p3-32, bamboo-g4dn-24, skynomad-gcp-h100-16-us-east4-a); --nodes is the job's slots",
+    )
+    ev.add_argument(
+        "--window",
+        default=":",
+        metavar="A:B",
+        help="--trace: the window, in the trace's seconds (or with m, h, d: 100h:103h); an empty side is the "
+        "trace's start or end [the whole trace]",
+    )
+    ev.add_argument("--speedup", type=float, default=60.0, help="--trace: the time compression [60]")
+    ev.add_argument(
+        "--trace-rule",
+        choices=["proportional", "spares"],
+        default="proportional",
+        help="--trace: a pool's counts scaled to the job's slots (proportional), or its first instances as the "
+        "slots and the rest as spares [proportional]",
+    )
+    ev.add_argument("--trace-seed", type=int, default=0, help="--trace: which running nodes a drop takes [0]")
+
+
+def _replay(args: argparse.Namespace) -> tuple[ReplaySchedule | None, list[Problem]]:
+    """The window of --trace as the job's schedule (None without --trace), or its problems keyed
+    by the options that set them."""
+    if args.trace is None:
+        return None, []
+    from lab.vocab.spot_trace import parse_window
+    from lab.vocab.trace_files import load_trace
+    from lab.vocab.trace_schedule import schedule
+
+    keys = {
+        "window": "--window",
+        "speedup": "--speedup",
+        "notice": "--notice",
+        "slots": "--nodes",
+        "seed": "--trace-seed",
+    }
+    try:
+        trace = load_trace(args.trace)
+        window = parse_window(args.window)
+        notice = "none" if args.notice is None else args.notice
+        replay = schedule(trace, args.nodes, window, args.speedup, notice, args.trace_rule, args.trace_seed)
+    except InvalidInput as exc:
+        return None, [
+            Problem(keys.get(p.key, p.key if p.key.startswith("-") else f"--{p.key}"), p.value, p.expected)
+            for p in exc.problems
+        ]
+    return replay, []
+
+
+def _notice_s(args: argparse.Namespace) -> float | None:
+    """--notice for an eviction with notice: seconds, or a cloud's; None when it names none."""
+    from lab.vocab.trace_schedule import notice_seconds
+
+    try:
+        return notice_seconds("30" if args.notice is None else args.notice)
+    except InvalidInput:
+        return None
+
+
+def _as_number(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _eviction_arguments(ev: argparse._ArgumentGroup) -> None:
@@ -118,7 +194,13 @@ def _eviction_arguments(ev: argparse._ArgumentGroup) -> None:
         help="hard: SIGKILL of the node; notice: SIGTERM, SIGKILL when the notice runs out; silent: SIGSTOP "
         "of the node's whole tree, as a VM that vanishes (sockets stay open), killed 30 s later [hard]",
     )
-    ev.add_argument("--notice", type=float, default=30.0, help="notice seconds [30, Azure's]")
+    ev.add_argument(
+        "--notice",
+        default=None,
+        metavar="aws|gcp|azure|none|SECONDS",
+        help="--eviction notice: seconds of notice, or a cloud's (aws 120, gcp 30, azure 5) [30]; --trace: the "
+        "notice a loss gets, before compression [none: the --eviction fault, hard or silent]",
+    )
     ev.add_argument(
         "--evict-at-step",
         type=int,
@@ -217,12 +299,15 @@ def _option_problems(args: argparse.Namespace) -> Problems:
         ("--evict-after", args.evict_after, lambda v: v >= 0, "a finite number of seconds >= 0"),
         ("--scale-out-after", args.scale_out_after, lambda v: True, "a finite number of seconds (negative: never)"),
         ("--step-time", args.step_time, lambda v: v >= 0, "a finite number of seconds >= 0"),
-        ("--notice", args.notice, lambda v: v > 0, "a finite number of seconds > 0"),
         ("--outage", args.outage, lambda v: v > 0, "a finite number of seconds > 0"),
     )
     for option, value, fits, expected in seconds:
         if not (math.isfinite(value) and fits(value)):
             found.add(option, value, expected)
+    if args.trace is None and _notice_s(args) is None:
+        found.add("--notice", _as_number(args.notice), "seconds of notice > 0, or aws, gcp or azure")
+    if args.trace is not None and args.fault != "node":
+        found.add("--fault", args.fault, "none with --trace: the trace's losses are the fault")
     if args.steps < 2:
         found.add("--steps", args.steps, "a whole number >= 2 (a node is evicted before the last step)")
     if not 0 <= args.baselines <= 5:
@@ -299,7 +384,7 @@ def build(args: argparse.Namespace) -> DrillConfig:
     each keyed by its option. Creates the default workdir once every value is valid."""
     from lab.drill.run import DrillConfig
 
-    spec, target, evict_at = _checked_job(args)
+    spec, target, evict_at, replay = _checked_job(args)
     workdir = Path(args.workdir) if args.workdir is not None else _new_workdir()
     if args.workdir is None:
         spec = spec.replace(checkpoint_dir=str((workdir / "checkpoints").absolute()))
@@ -307,12 +392,12 @@ def build(args: argparse.Namespace) -> DrillConfig:
         spec=spec,
         workdir=workdir.absolute(),
         nodes=args.nodes,
-        fault=args.fault,
+        fault="trace" if replay is not None else args.fault,
         outage_s=args.outage,
         outage_keeps_data=args.rendezvous_data == "kept",
         target_steps=target,
         eviction=args.eviction,
-        notice_s=args.notice,
+        notice_s=_notice_s(args) or 30.0,
         evict_at_step=evict_at,
         evict_after_s=args.evict_after,
         victim=args.victim,
@@ -324,13 +409,14 @@ def build(args: argparse.Namespace) -> DrillConfig:
         replacement_rank=args.replacement_from[0] if args.replacement_from else None,
         replacement_capacity=args.replacement_from[1] if args.replacement_from else None,
         accept=tuple(args.accept),
+        replay=replay,
     )
 
 
-def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int]:
+def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int, ReplaySchedule | None]:
     """(the job, the step it trains to or None for a script, the step to evict at), or every
     bad value of the job's and the drill's at once (one InvalidInput)."""
-    from lab.drill.run import drill_problems
+    from lab.drill.run import drill_problems, replay_problems
 
     extra = list(args.script_args or [])
     if extra[:1] == ["--"]:
@@ -355,13 +441,15 @@ def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int]:
     except InvalidInput as exc:
         _add_new(found, exc.problems)
     evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, args.steps // 4)
+    replay, bad_trace = _replay(args)
+    _add_new(found, bad_trace)
     drill = drill_problems(
         spec,
-        fault=args.fault,
+        fault="trace" if args.trace is not None else args.fault,
         outage_s=args.outage,
         nodes=args.nodes,
         eviction=args.eviction,
-        notice_s=args.notice,
+        notice_s=_notice_s(args) or 30.0,
         evict_at_step=evict_at,
         target_steps=target if steps_ok else None,
         victim=args.victim,
@@ -370,9 +458,17 @@ def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int]:
     if args.nodes < 1:
         drill = [p for p in drill if p.key != "victim"]  # no index fits no nodes: --nodes says it
     _add_new(found, (Problem(OPTIONS.get(p.key, p.key), p.value, p.expected) for p in drill))
+    if replay is not None and spec is not None:
+        _add_new(
+            found,
+            (
+                Problem(OPTIONS.get(p.key, p.key), p.value, p.expected)
+                for p in replay_problems(spec, args.nodes, args.eviction, replay)
+            ),
+        )
     if found or spec is None:
         raise InvalidInput(found.items)
-    return spec, target, evict_at
+    return spec, target, evict_at, replay
 
 
 def main(args: argparse.Namespace) -> int:
@@ -424,6 +520,12 @@ def _heading(cfg: DrillConfig) -> str:
         if cfg.fault == "scale"
         else f"{cfg.eviction} eviction"
     )
+    if cfg.replay is not None:
+        r = cfg.replay
+        fault = (
+            f"replaying {r.source} {r.window_s[0]:g}-{r.window_s[1]:g} s at {r.speedup:g}x "
+            f"({len(r.changes)} changes in {r.duration_s:.0f} s; {r.rule})"
+        )
     return (
         f"Eviction drill: {cfg.nodes} nodes ({cfg.spec.min_nodes}..{cfg.spec.max_nodes}), "
         f"{cfg.spec.rdzv_backend.value} rendezvous, {restart}{fault}, workdir {cfg.workdir}"

@@ -87,7 +87,14 @@ class DrillConfig:
             victim=self.victim,
             scale_to=self.scale_to,
         )
-        problems.extend(_replay_problems(self.spec, self.fault, self.nodes, self.eviction, self.replay))
+        if self.fault != "trace":
+            problems.extend(
+                [Problem("replay", self.replay.source, "none without fault 'trace'")] if self.replay else []
+            )
+        elif self.replay is None:
+            problems.append(Problem("replay", None, "a trace window to replay with fault 'trace'"))
+        else:
+            problems.extend(replay_problems(self.spec, self.nodes, self.eviction, self.replay))
         if self.baselines and self.target_steps is None:
             problems.append(
                 Problem(
@@ -168,23 +175,14 @@ def _scale_problems(spec: JobSpec | None, fault: str, nodes: int, scale_to: tupl
     return []
 
 
-def _replay_problems(
-    spec: JobSpec, fault: str, nodes: int, eviction: str, replay: ReplaySchedule | None
-) -> list[Problem]:
-    """A trace replay's schedule: given with fault 'trace' only, as many slots as nodes, and a
-    no-notice loss that is a kill or a vanishing."""
-    if fault != "trace":
-        return [Problem("replay", replay.source, "none without fault 'trace'")] if replay is not None else []
+def replay_problems(spec: JobSpec, nodes: int, eviction: str, replay: ReplaySchedule) -> list[Problem]:
+    """A trace replay's schedule against the drill: as many slots as nodes, room for them in
+    the job, and a loss without notice that is a kill or a vanishing."""
     found = Problems()
-    if replay is None:
-        found.add("replay", None, "a trace window to replay with fault 'trace'")
-        return found.items
     if replay.slots != nodes:
         found.add("nodes", nodes, f"the replayed window's slots ({replay.slots})")
     if replay.slots > spec.max_nodes:
         found.add("max_nodes", spec.max_nodes, f"at least the replayed window's slots ({replay.slots})")
     if eviction == "notice":
-        found.add(
-            "eviction", eviction, "hard or silent: what a loss the trace gives no notice is (notices come from it)"
-        )
+        found.add("eviction", eviction, "hard or silent: what a loss without notice is (notices come from the trace)")
     return found.items

@@ -3,8 +3,9 @@ capacity comes back exactly as its ReplaySchedule says, several nodes at once an
 pool included.
 
 The window's time starts when the job first trains. A lost slot's node gets the schedule's
-notice (SIGTERM, SIGKILL when it runs out) or, with none, the drill's no-notice fault (SIGKILL,
-or SIGSTOP of its whole tree: a VM gone without a word). A slot given back gets a new node once
+notice (SIGTERM, then SIGKILL when it runs out, at the loss's time) or, with none, the drill's
+no-notice fault at the loss's time (SIGKILL, or SIGSTOP of its whole tree: a VM gone without a
+word). A slot given back gets a new node once
 the pool has room (a noticed node still saving holds its place, as it would hold its VM). When
 the window ends every slot is given back, so that the job can finish; its goodput is counted
 over the window only (lab.drill.replay_goodput).
@@ -65,16 +66,36 @@ class Replay:
                 self._give_back(slot, deadline)
 
     def _play(self, t0: float, deadline: float) -> bool:
-        """Each change at its time; True once the window's end was reached with the job on."""
-        for change in self.schedule.changes:
-            if not self._wait_until(t0 + change.t_s, deadline):
+        """Each change at its time; True once the window's end was reached with the job on. A
+        slot lost with a notice is gone at its change's time: its notice starts that much
+        earlier (lab.vocab.trace_schedule keeps it after the window's start and the slot's
+        last node's arrival)."""
+        for at, kind, change in self._actions():
+            if not self._wait_until(t0 + at, deadline):
                 return False
+            if kind == "notice":
+                self._lose(change, change.t_s - at)
+                continue
             if change.kind == LOST:
-                self._lose(change)
+                if change.notice_s is None:
+                    self._lose(change, None)
+                self.slots.pop(change.slot, None)
             else:
                 self._give_back(change.slot, deadline)
             self._record(change.kind, change.slot, change.notice_s, change.t_s)
         return self._wait_until(t0 + self.schedule.duration_s, deadline)
+
+    def _actions(self) -> list[tuple[float, str, SlotChange]]:
+        """(when, what, change) in time order: each change, and before a loss with notice its
+        notice; at one time, notices before changes and changes in the schedule's order."""
+        actions = [(c.t_s, "change", i, c) for i, c in enumerate(self.schedule.changes)]
+        actions += [
+            (max(c.t_s - c.notice_s, 0.0), "notice", i, c)
+            for i, c in enumerate(self.schedule.changes)
+            if c.kind == LOST and c.notice_s is not None
+        ]
+        actions.sort(key=lambda a: (a[0], a[1] != "notice", a[2]))
+        return [(at, kind, c) for at, kind, _, c in actions]
 
     def _wait_until(self, due: float, deadline: float) -> bool:
         """Watch the job until `due`; False when it finished or the drill's time ran out."""
@@ -87,14 +108,16 @@ class Replay:
             time.sleep(min(TICK_S, max(due - time.monotonic(), 0.0)))
         return not host.done()
 
-    def _lose(self, change: SlotChange) -> None:
-        node = self.slots.pop(change.slot, None)
+    def _lose(self, change: SlotChange, notice_s: float | None) -> None:
+        """The slot's node evicted: with `notice_s` of notice, until the change's time (its
+        slot counts as alive until then), or without, at once."""
+        node = self.slots.get(change.slot)
         if node is None or not node.alive:
             return
         local = self.host.local
         try:
-            if change.notice_s is not None:
-                local.evict(node, change.notice_s)
+            if notice_s is not None:
+                local.evict(node, max(notice_s, 0.01))
             else:
                 local.evict(node, silent=self.no_notice == "silent")
         except LocalTargetError:

@@ -21,7 +21,7 @@ from lab.drill.diagnosis import (
     last_unrecovered,
     worker_errors,
 )
-from lab.drill.drill_config import EVICTIONS, FAULTS, SCALE_IN_GRACE_S, DrillConfig, drill_problems
+from lab.drill.drill_config import EVICTIONS, FAULTS, SCALE_IN_GRACE_S, DrillConfig, drill_problems, replay_problems
 from lab.drill.findings import after_each_change, script_findings
 from lab.drill.ledger import recording_samples
 from lab.drill.lighthouse_log import read_left_out
@@ -39,7 +39,16 @@ from lab.vocab import events
 from lab.vocab.events import EXIT_DONE, Event
 
 # What callers import from here: the drill's configuration lives in lab.drill.drill_config.
-__all__ = ["EVICTIONS", "FAULTS", "DrillConfig", "Progress", "drill_problems", "run_drill", "run_uninterrupted"]
+__all__ = [
+    "EVICTIONS",
+    "FAULTS",
+    "DrillConfig",
+    "Progress",
+    "drill_problems",
+    "replay_problems",
+    "run_drill",
+    "run_uninterrupted",
+]
 
 
 class Progress:
