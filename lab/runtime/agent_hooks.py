@@ -105,7 +105,10 @@ def monitor_workers(agent: Any, worker_group: Any, torchs_monitor: Callable[[Any
     by_a_peer = a_peer_failed(result.failures)
     # torch restarts the group for a waiting node on the same tick once this is healthy.
     joining = not lost and by_a_peer and handler.num_nodes_waiting() > 0
-    if not lost and not joining and by_a_peer and hasattr(handler, "find_the_lost_peer"):
+    # A round of this node alone (a per-step replica group's) has no peer to look for: the
+    # search would wait out the whole keep-alive window before the agent restarts its workers.
+    alone = getattr(worker_group, "group_world_size", None) == 1
+    if not lost and not joining and by_a_peer and not alone and hasattr(handler, "find_the_lost_peer"):
         lost = handler.find_the_lost_peer()
     if lost or joining:
         log.warning(

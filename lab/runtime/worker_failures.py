@@ -32,6 +32,11 @@ _PEER_FAILURE = re.compile(
 )
 
 
+# A worker's store could not bind its port (torch's TCPStore server: "failed to listen ...
+# EADDRINUSE").
+_PORT_TAKEN = re.compile(r"EADDRINUSE|[Aa]ddress already in use|failed to listen on any local network address")
+
+
 # How long torch waits for workers to leave on SIGTERM before it SIGKILLs them (torch.multiprocessing's
 # ProcessContext.join and elastic's PContext.close, 30 s each): a worker found killed by SIGKILL
 # within a monitor tick shorter than this was killed by someone else than its agent.
@@ -94,8 +99,10 @@ def failure_signature(failures: Mapping[int, Any]) -> tuple[str, int] | None:
 
 
 def caused_by_a_peer(message: str) -> bool:
-    """Whether a worker's exception says a peer failed or vanished (a consequence elsewhere)."""
-    return bool(_PEER_FAILURE.search(message))
+    """Whether a worker's exception says a peer failed or vanished (a consequence elsewhere).
+    A port another process took between its choice and the worker's bind (a DistNetworkError
+    too) is the worker's own failure: nothing happened elsewhere, and a restart picks again."""
+    return bool(_PEER_FAILURE.search(message)) and not _PORT_TAKEN.search(message)
 
 
 # The crash streak of each agent (torch's, or a test's stand-in), kept beside it.

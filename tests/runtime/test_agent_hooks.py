@@ -55,6 +55,41 @@ def test_workers_a_peer_failed_while_a_node_waits_to_join_are_a_membership_chang
     assert crashed.state == WorkerState.FAILED  # its own failure (exit code 1, no peer's error)
 
 
+class _Searching(_Handler):
+    """A handler that finds no lost peer, and counts its searches (each would wait out the
+    keep-alive window)."""
+
+    searches = 0
+
+    def find_the_lost_peer(self):
+        self.searches += 1
+        return frozenset()
+
+
+@pytest.mark.parametrize(("nodes", "searched"), [(1, 0), (3, 1)])
+def test_a_round_of_this_node_alone_does_not_look_for_a_lost_peer(monkeypatch, nodes, searched):
+    """A per-step replica group's round holds its own node only: a worker failure that reads
+    like a peer's cannot be one, and the agent restarts its workers at once instead of searching
+    the keep-alive window for a peer that does not exist."""
+    from types import SimpleNamespace
+
+    from torch.distributed.elastic.agent.server.api import RunResult, WorkerState
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    from lab.vocab.job import EXIT_PEER_LOST
+
+    failures = {0: ProcessFailure(local_rank=0, pid=1, exitcode=EXIT_PEER_LOST, error_file="/nonexistent")}
+    monkeypatch.setattr(
+        LocalElasticAgent, "_monitor_workers", lambda self, group: RunResult(WorkerState.FAILED, failures=failures)
+    )
+    agent_hooks.forgive_failures_of_a_lost_round()
+    handler = _Searching(())
+    group = SimpleNamespace(spec=SimpleNamespace(rdzv_handler=handler), group_world_size=nodes)
+    assert LocalElasticAgent._monitor_workers(_Budget(100), group).state == WorkerState.FAILED
+    assert handler.searches == searched
+
+
 def test_a_stop_lost_on_its_way_up_is_raised_again_at_the_next_look_at_the_workers(monkeypatch):
     """torch's handler raises the agent's SIGTERM as a SignalException wherever the main thread
     is; caught on the way as any other error, the agent would train on in a job it was told to

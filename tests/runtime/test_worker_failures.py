@@ -86,6 +86,14 @@ def test_different_crashes_or_a_peers_failure_in_between_start_the_count_again(t
         (1, "RuntimeError: Connection closed by peer [127.0.0.1]:5555", True),  # a script's gloo error
         (1, "ValueError: shapes (3,) and (4,) not aligned", False),
         (-9, None, False),
+        # The port chosen for the worker's store was taken before it bound it: its own failure.
+        (
+            1,
+            "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+            "address. port: 43949, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use",
+            False,
+        ),
+        (1, "torch.distributed.DistNetworkError: Connection reset by peer", True),
     ],
 )
 def test_a_peer_failure_is_told_from_a_crash(tmp_path, exitcode, message, peer):
