@@ -47,11 +47,15 @@ class Replay:
             self.slots[slot] = self.host.local.add_node()
 
     def run(self) -> None:
-        """Wait for the job's first step, then play the window's changes at their times, and
-        give every slot back at its end."""
+        """Wait for the job's first step (none to wait for when the window starts with no node),
+        then play the window's changes at their times, and give every slot back at its end."""
         host, schedule = self.host, self.schedule
         deadline = time.monotonic() + host.remaining()
-        while not host.first_step_seen():
+        # A window that starts with no capacity starts once a node can start at once (the
+        # nodes' forker imports torch first): its first slot given back starts the job.
+        if not self.slots:
+            host.local.ready_to_add(host.remaining())
+        while self.slots and not host.first_step_seen():
             if host.done() or time.monotonic() > deadline or not host.local.alive_nodes:
                 return
             host.pump("warming up")

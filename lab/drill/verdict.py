@@ -222,6 +222,9 @@ def _no_fault(report: DrillReport, local: LocalSeen, stopped: str | None) -> lis
         return (
             [] if report.scaling else [Finding(NO_FAULT, "no scaling happened: the job ended or failed during warm-up")]
         )
+    if local.fault == "trace":  # a window may lose no node: its capacity was replayed all the same
+        replayed = report.replay is not None
+        return [] if replayed else [Finding(NO_FAULT, "no window was replayed: the job ended or failed before it")]
     return (
         [] if report.evictions else [Finding(NO_FAULT, "no eviction happened: the job ended or failed during warm-up")]
     )

@@ -442,6 +442,11 @@ class LocalTarget:
             "TMPDIR": str(self.tmp_dir),
         }
 
+    def ready_to_add(self, timeout: float) -> bool:
+        """Wait until a node added now starts at once (the nodes' forker has imported torch,
+        seconds after the target started); False when `timeout` ran out first."""
+        return self._forker is not None and self._forker.wait_until_ready(timeout)
+
     def add_node(self, *, rank: int | None = None, capacity: str | None = None) -> Agent:
         """A node more; `rank` and `capacity` say which GPU capacity it stands for (a fallback
         rank's, in a capacity drill), recorded with it."""

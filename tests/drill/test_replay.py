@@ -98,3 +98,27 @@ def test_a_replay_is_checked_against_the_drill_before_anything_starts(workdir):
     with pytest.raises(InvalidInput, match="none without fault 'trace'"):
         _config(workdir, "elastic", fault="node").validate()
     assert not (workdir / "run").exists()
+
+
+@pytest.mark.processes
+@pytest.mark.long
+@pytest.mark.timeout(200)
+def test_a_window_that_starts_with_no_capacity_starts_the_job_when_its_first_slot_comes(workdir):
+    empty = ReplaySchedule(
+        source="by hand: no node at first",
+        window_s=(0.0, 100.0),
+        speedup=20.0,
+        slots=3,
+        rule="the slots named",
+        alive_at_start=frozenset(),
+        changes=(SlotChange(1.0, 0, BACK), SlotChange(1.5, 1, BACK), SlotChange(2.0, 2, BACK)),
+        duration_s=3.0,
+    )
+    report = run_drill(_config(workdir, "elastic", replay=empty))
+    assert report.passed and report.finished, report.summary()
+    recorded = events.read(workdir / "run" / "events.jsonl")
+    capacity = [(e["change"], e["alive"]) for e in recorded if e["event"] == Event.CAPACITY]
+    assert capacity == [("start", 0), ("back", 1), ("back", 2), ("back", 3), ("end", 3)]
+    first_step = next(e["t"] for e in recorded if e["event"] == Event.STEP)
+    first_node = next(e["t"] for e in recorded if e["event"] == Event.NODE_ADDED)
+    assert first_step > first_node
