@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lab.cli.common import said
-from lab.cli.drill_cluster import add_drill_arguments
+from lab.cli.drill_cluster import add_drill_arguments, trace_schedule_of
 from lab.vocab.command_flags import add_output
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import add_job_arguments, add_model_arguments, job_spec, own_model_problems
@@ -119,7 +119,8 @@ def _trace_arguments(ev: argparse._ArgumentGroup) -> None:
         default=None,
         metavar="FILE|NAME",
         help="replay a spot capacity trace: a file of one of the three shapes (traces/README.md), or a carried "
-        "trace's name (bamboo-p3-32, bamboo-g4dn-24, skynomad-gcp-h100-16-us-east4-a); --nodes is the job's slots",
+        "trace's name (bamboo-p3-32, bamboo-g4dn-24, skynomad-gcp-h100-16-us-east4-a); --nodes is the job's slots "
+        "(with --stack: its workers, --max-nodes)",
     )
     ev.add_argument(
         "--window",
@@ -140,32 +141,9 @@ def _trace_arguments(ev: argparse._ArgumentGroup) -> None:
 
 
 def _replay(args: argparse.Namespace) -> tuple[ReplaySchedule | None, list[Problem]]:
-    """The window of --trace as the job's schedule (None without --trace), or its problems keyed
-    by the options that set them."""
-    if args.trace is None:
-        return None, []
-    from lab.vocab.spot_trace import parse_window
-    from lab.vocab.trace_files import load_trace
-    from lab.vocab.trace_schedule import schedule
-
-    keys = {
-        "window": "--window",
-        "speedup": "--speedup",
-        "notice": "--notice",
-        "slots": "--nodes",
-        "seed": "--trace-seed",
-    }
-    try:
-        trace = load_trace(args.trace)
-        window = parse_window(args.window)
-        notice = "none" if args.notice is None else args.notice
-        replay = schedule(trace, args.nodes, window, args.speedup, notice, args.trace_rule, args.trace_seed)
-    except InvalidInput as exc:
-        return None, [
-            Problem(keys.get(p.key, p.key if p.key.startswith("-") else f"--{p.key}"), p.value, p.expected)
-            for p in exc.problems
-        ]
-    return replay, []
+    """The window of --trace as the schedule of the drill's --nodes slots (None without
+    --trace), or its problems keyed by the options that set them."""
+    return trace_schedule_of(args, args.nodes)
 
 
 def _notice_s(args: argparse.Namespace) -> float | None:

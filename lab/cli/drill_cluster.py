@@ -1,6 +1,8 @@
 """`elastic-lab drill --stack STACK`: the eviction drill on a stack's cluster (lab.cluster.drill),
 added to the local drill's command: without --stack the local drill runs, and the cluster's
-options are refused there.
+options are refused there. A spot trace is replayed on either target with the same flags
+(--trace, --window, --speedup, --notice, --trace-rule, --trace-seed); on a cluster its slots are
+the job's workers (--max-nodes, or the attached job's maxReplicas).
 
 Only argparse and the job vocabulary are imported here; the clients when the drill runs.
 """
@@ -12,7 +14,7 @@ import sys
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.cli.common import connected, said, spec_or_problems, stack_target_of
 from lab.vocab.command_flags import add_namespace
@@ -21,6 +23,9 @@ from lab.vocab.job_flags import job_spec as job_fields_spec
 from lab.vocab.job_flags import own_model_problems
 from lab.vocab.models import DEFAULT_STEPS, demo_args
 from lab.vocab.problems import InvalidInput, Problem
+
+if TYPE_CHECKING:
+    from lab.vocab.replay_schedule import ReplaySchedule
 
 BACKENDS = ("aks", "eks", "kubernetes")
 # Options of the cluster drill that mean nothing on the local target (flag -> dest).
@@ -61,9 +66,50 @@ LOCAL_ONLY = (
 
 
 def local_only_given(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
-    """The local-only options given a value other than their default (named as typed)."""
+    """The local-only options given a value other than their default (named as typed); a
+    replayed trace's --notice is the cluster's too."""
     flags = {a.dest: a.option_strings[-1] for a in parser._actions if a.option_strings}
-    return [flags[dest] for dest in LOCAL_ONLY if dest in flags and getattr(args, dest) != parser.get_default(dest)]
+    local_only = [dest for dest in LOCAL_ONLY if not (dest == "notice" and args.trace is not None)]
+    return [flags[dest] for dest in local_only if dest in flags and getattr(args, dest) != parser.get_default(dest)]
+
+
+def trace_schedule_of(args: argparse.Namespace, slots: int) -> tuple[ReplaySchedule | None, list[Problem]]:
+    """The window of --trace as the schedule of a job of `slots` nodes (None without --trace),
+    or its problems keyed by the options that set them."""
+    if args.trace is None:
+        return None, []
+    from lab.vocab.spot_trace import parse_window
+    from lab.vocab.trace_files import load_trace
+    from lab.vocab.trace_schedule import schedule
+
+    keys = {
+        "window": "--window",
+        "speedup": "--speedup",
+        "notice": "--notice",
+        "slots": "--nodes",
+        "seed": "--trace-seed",
+    }
+    try:
+        trace = load_trace(args.trace)
+        window = parse_window(args.window)
+        notice = "none" if args.notice is None else args.notice
+        replay = schedule(trace, slots, window, args.speedup, notice, args.trace_rule, args.trace_seed)
+    except InvalidInput as exc:
+        return None, [
+            Problem(keys.get(p.key, p.key if p.key.startswith("-") else f"--{p.key}"), p.value, p.expected)
+            for p in exc.problems
+        ]
+    return replay, []
+
+
+def _cluster_replay(args: argparse.Namespace, slots: int) -> ReplaySchedule | None:
+    """--trace's window over the job's `slots` workers, or every bad trace option (InvalidInput)."""
+    replay, problems = trace_schedule_of(args, slots)
+    if problems:
+        raise InvalidInput(
+            [Problem("--max-nodes" if p.key == "--nodes" else p.key, p.value, p.expected) for p in problems]
+        )
+    return replay
 
 
 def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argparse.Namespace], int]) -> None:
@@ -164,7 +210,8 @@ def _rehearse(cfg: Any, target: Any, spec: JobSpec | None, why: str) -> None:
     if spec is not None:
         lines.append(
             f"  run the job {spec.name} ({spec.min_nodes}..{spec.max_nodes} nodes) from the image {spec.image}, and "
-            f"evict a node once it trained step {cfg.evict_at_step} at full size, through {cfg.evictor.name}:"
+            f"evict {'the nodes a trace window loses' if cfg.replay else 'a node'} once it trained step "
+            f"{cfg.evict_at_step} at full size, through {cfg.evictor.name}:"
         )
     else:
         lines.append(
@@ -218,11 +265,13 @@ def drill_main(args: argparse.Namespace) -> int:
     if args.deadline <= 0 or args.deadline != args.deadline:
         raise InvalidInput([Problem("--deadline", args.deadline, "a finite number of seconds > 0")])
     spec, objects = _drilled_job(args, target)
+    # An attached job's slots are known once it is read; a dry run that cannot read it takes --max-nodes.
+    replay = _cluster_replay(args, spec.max_nodes if spec is not None else args.max_nodes)
     name = spec.name if spec is not None else args.job  # the job rendered here, or an existing one
     evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, (args.steps or DEFAULT_STEPS) // 4)
     workdir = Path(args.workdir or f"runs/cluster-drill-{name}").absolute()
 
-    def config(namespace: str, evictor: Any, checkpoint_every: int) -> ClusterDrillConfig:
+    def config(namespace: str, evictor: Any, checkpoint_every: int, replay: Any = replay) -> ClusterDrillConfig:
         return ClusterDrillConfig(
             namespace=namespace,
             job=name,
@@ -237,6 +286,7 @@ def drill_main(args: argparse.Namespace) -> int:
             target_steps=None if args.job or args.script else (args.steps or DEFAULT_STEPS),
             checkpoint_every=checkpoint_every,
             timeout_s=args.deadline,
+            replay=replay,
         )
 
     with ExitStack() as context:
@@ -253,8 +303,10 @@ def drill_main(args: argparse.Namespace) -> int:
             return 0
         evictor = _evictor(backend, args, kube, outputs)
         every = spec.checkpoint_every_steps if spec else jobs.checkpoint_every(kube, name, namespace)
+        if spec is None and args.trace is not None:
+            replay = _cluster_replay(args, int(jobs.status(kube, name, namespace).max_replicas or 1))
         drill = ClusterDrill(
-            config(namespace, evictor, every),
+            config(namespace, evictor, every, replay),
             kube,
             say=lambda line: print(line, file=sys.stderr, flush=True),
         )

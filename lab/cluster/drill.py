@@ -2,7 +2,11 @@
 until it trains at full size, evict one GPU spot node through a backend (Azure VMSS
 simulateEviction, an AWS FIS experiment, a Kubernetes drain), follow the job until it has
 trained again and finished or a deadline passed, and report with the local drill's analysis
-and verdict (lab.drill.analysis, lab.drill.verdict), from one stream of events:
+and verdict (lab.drill.analysis, lab.drill.verdict), from one stream of events. Given a window
+of a spot trace (a ReplaySchedule), it evicts the nodes the window loses at its times instead
+of one node (lab.cluster.replay).
+
+The stream:
 
 - the job's own JSON-lines events, read from every worker pod's log (each pod's log is
   followed from the moment it runs; a pod recreated under the same name is a new stream);
@@ -31,6 +35,7 @@ from kubernetes.client.rest import ApiException
 from lab.cluster import disruption, jobs
 from lab.cluster.eviction import EvictionError, EvictionRefused, EvictionStarted, Evictor, Node, pool_refusal
 from lab.cluster.kube import KubeApi, KubeError, api_error
+from lab.cluster.replay import ClusterReplay
 from lab.drill.analysis import measure
 from lab.drill.report import DrillReport
 from lab.drill.verdict import ClusterSeen, judged
@@ -38,6 +43,7 @@ from lab.vocab import events
 from lab.vocab.capacity import rank_in
 from lab.vocab.events import Event
 from lab.vocab.pools import CAPACITY_LABEL
+from lab.vocab.replay_schedule import LOST, ReplaySchedule
 
 
 class DrillRefused(KubeError):
@@ -61,6 +67,9 @@ class ClusterDrillConfig:
     checkpoint_every: int = 50
     timeout_s: float = 1800.0
     poll_s: float = 2.0
+    # A window of a spot trace: its losses are evicted at their times (slot i: worker i's node)
+    # from the moment the job trained at full size; None: one eviction.
+    replay: ReplaySchedule | None = None
 
 
 @dataclass
@@ -214,7 +223,7 @@ class ClusterDrill:
             for e in self.events
         )
 
-    def _finished(self) -> bool:
+    def finished(self) -> bool:
         return any(c in ("Succeeded", "Failed") for c in self.seen.conditions)
 
     def choose_node(self) -> Node:
@@ -227,6 +236,11 @@ class ClusterDrill:
                 raise KubeError(f"job {self.cfg.namespace}/{self.cfg.job} has no running worker on a node to evict")
             name = max(running, key=lambda p: (p.index or 0, p.name)).node
         assert name is not None
+        return self.node_of(name)
+
+    def node_of(self, name: str) -> Node:
+        """Node `name` of the cluster, refused unless it is in the stack's GPU spot pool (or
+        `force`)."""
         try:
             node = Node.from_k8s(self.kube.core.read_node(name))
         except ApiException as exc:
@@ -260,6 +274,14 @@ class ClusterDrill:
                 "until a job runs): pass --node, or submit the job first"
             )
         return ready[-1]
+
+    def running_workers(self) -> dict[int, str]:
+        """{replica index: node} of the job's running worker pods."""
+        return {p.index: p.node for p in self._running_pods() if p.index is not None}
+
+    def nodes_added(self) -> int:
+        """How many times a worker started on a node it did not run on before an eviction."""
+        return sum(1 for e in self.events if e["event"] == Event.NODE_ADDED)
 
     def _running_pods(self) -> list[Any]:
         try:
@@ -305,11 +327,18 @@ class ClusterDrill:
                 self.say(f"submitted {', '.join(created)} to namespace {cfg.namespace}")
             world = self.full_world()
             self.say(f"waiting for the job to train at full size ({world} workers) and reach step {cfg.evict_at_step}")
-            if self._wait("waiting for full size", lambda: self._at_full_size(world), deadline):
+            at_full_size = self._wait("waiting for full size", lambda: self._at_full_size(world), deadline)
+            if at_full_size and cfg.replay is not None:
+                self.say(
+                    f"replaying {cfg.replay.source}: {len(cfg.replay.changes)} changes in {cfg.replay.duration_s:.0f} s"
+                )
+                ClusterReplay(self, cfg.replay, cfg.poll_s).run(deadline)
+                self._wait("following the job after the window", self.finished, deadline)
+            elif at_full_size:
                 node = self.choose_node()
                 started = self.evict(node)
                 self.say(f"evicted {node.name} through {started.backend}: {started.detail}")
-                self._wait("following the job after the eviction", self._finished, deadline)
+                self._wait("following the job after the eviction", self.finished, deadline)
         finally:
             cleanup = getattr(cfg.evictor, "cleanup", None)
             if callable(cleanup):
@@ -331,7 +360,7 @@ class ClusterDrill:
             full_world=world,
             evict_at_step=cfg.evict_at_step,
             evicted=self.evicted is not None,
-            job_ended=self._finished(),
+            job_ended=self.finished(),
             cleanup_error=cleanup_error,
         )
         return judged(dataclasses.replace(seen, cluster=cluster))
@@ -354,8 +383,24 @@ def planned_calls(cfg: ClusterDrillConfig, node: Node) -> list[str]:
         "follow their logs, list the GPU pool's nodes"
     )
     out.append(f"kubernetes: read_node({node.name}) and check its labels against the GPU spot pool")
+    if cfg.replay is not None:
+        out += replay_plan(cfg.replay)
     out += [str(call) + ("  [read]" if call.reads_only else "") for call in cfg.evictor.calls(node)]
     out.append("kubernetes: poll as above until the job succeeds or fails, or the deadline passes")
+    return out
+
+
+def replay_plan(replay: ReplaySchedule) -> list[str]:
+    """What a replay adds to the calls: when each loss evicts which slot's node (each eviction
+    makes the backend's calls below, for that node)."""
+    losses = [c for c in replay.changes if c.kind == LOST]
+    out = [
+        f"replay {replay.source} {replay.window_s[0]:g}-{replay.window_s[1]:g} s at {replay.speedup:g}x "
+        f"({replay.duration_s:g} s from the first step at full size): {len(losses)} loss(es), each evicting the "
+        "node of the lost slot's worker (slot i: worker i) through the calls below; capacity comes back as the "
+        "cloud gives it"
+    ]
+    out += [f"  at +{c.t_s:g} s: slot {c.slot}" for c in losses]
     return out
 
 

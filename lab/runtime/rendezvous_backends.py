@@ -44,6 +44,7 @@ log = logging.getLogger(LAUNCH_MODULE)  # the launcher's one log
 FRACTIONAL_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout", "keep_alive_interval")
 POLL_KEY = "poll_interval"
 OUTAGE_KEY = "server_outage"
+STATE_TTL_KEY = "state_ttl"  # etcd-v2: seconds etcd keeps the rendezvous state nobody writes
 # How long the participants of a round written back to an empty server are counted alive
 # without a heartbeat: the time the other agents take to reconnect.
 RESTORED_HEARTBEAT_GRACE_S = 5.0
@@ -124,10 +125,22 @@ def etcd_v2(params: RendezvousParameters) -> Any:
     # Seconds one etcd request may take (torch's default: 60). The agent's monitor loop waits
     # on these requests, and a restarting or vanished etcd answers none of them.
     params.config.setdefault("read_timeout", str(ETCD_READ_TIMEOUT_S))
-    handler = _reach_server(lambda: _create_handler(create_etcd_backend, params), params)
+    handler = _reach_server(lambda: _create_handler(_etcd_backend, params), params)
     handler.reconnect = functools.partial(_reconnect_etcd, handler, params)
     container_ledger.check_in(handler)
     return handler
+
+
+def _etcd_backend(params: RendezvousParameters) -> tuple[Any, Any]:
+    """torch's etcd-v2 backend and store, the state kept `state_ttl` seconds (rdzv-conf key;
+    torch's own 2 hours without it) after its last write."""
+    backend, store = create_etcd_backend(params)
+    ttl = params.get_as_int(STATE_TTL_KEY)
+    if ttl is not None:
+        if ttl <= 0:
+            raise ValueError(f"rdzv-conf {STATE_TTL_KEY}={ttl!r} is invalid: expected whole seconds > 0")
+        torch_seam.keep_etcd_rendezvous_state_for(backend, ttl)
+    return backend, store
 
 
 def _reach_server(create: Callable[[], Any], params: RendezvousParameters) -> Any:
@@ -241,7 +254,7 @@ def _reconnect_etcd(handler: Any, params: RendezvousParameters) -> None:
             # One short request first: a restarting etcd accepts connections before it answers.
             with urllib.request.urlopen(f"http://{params.endpoint}/version", timeout=1) as answer:
                 answer.read()
-        backend, store = create_etcd_backend(params)
+        backend, store = _etcd_backend(params)
         backend.get_state()
     except SignalException:
         raise  # the agent's stop, not an unreachable server

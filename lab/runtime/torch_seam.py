@@ -336,6 +336,14 @@ def cache_rendezvous_state_for(handler: Any, seconds: float) -> None:
     handler._state_holder._cache_duration = seconds
 
 
+def keep_etcd_rendezvous_state_for(backend: Any, seconds: int) -> None:
+    """Sets an `EtcdRendezvousBackend`'s `_ttl` (torch 2.13.0: 7200 s, `_DEFAULT_TTL`, and
+    `create_backend` passes no other): the TTL every write of the rendezvous state gives its etcd
+    key. Why: with no agent left to write it (every node of the job evicted), etcd drops the state
+    after that long, and the next round is numbered 0 again over the stale keys of the first."""
+    backend._ttl = seconds
+
+
 def rendezvous_backend(handler: Any) -> Any:
     """The backend the state holder reads and writes (`_state_holder._backend`, torch 2.13.0)."""
     return handler._state_holder._backend

@@ -41,6 +41,14 @@ class RendezvousTimeouts:
     # be left out of it (a second restart for everyone); the launcher caches this long instead.
     poll_interval_s: float = 0.1
     server_outage_s: float = 60  # training goes on this long while the rendezvous server is unreachable
+    # etcd-v2 only: how long etcd keeps the rendezvous state once no agent writes it (every write,
+    # each heartbeat included, starts it again). torch's default is 2 hours
+    # (etcd_rendezvous_backend._DEFAULT_TTL): a wipeout longer than that (the whole pool gone and
+    # capacity back after hours, as spot traces show) lost the state, and the job's next round
+    # started again at 0, whose keys from the job's first round are still in the store (EtcdStore
+    # writes them without a TTL): agents read a stale master address and ranks. 30 days keeps it
+    # for any wait the job survives otherwise.
+    state_ttl_s: float = 30 * 86400
 
     @classmethod
     def torch_defaults(cls) -> RendezvousTimeouts:
@@ -52,6 +60,7 @@ class RendezvousTimeouts:
             keep_alive_max_attempt=3,
             poll_interval_s=1,
             server_outage_s=60,
+            state_ttl_s=7200,
         )
 
     def problems(self, prefix: str = "rdzv_timeouts.") -> list[Problem]:
@@ -102,4 +111,5 @@ class RendezvousTimeouts:
             "keep_alive_max_attempt": str(self.keep_alive_max_attempt),
             "poll_interval": f"{self.poll_interval_s:g}",
             "server_outage": f"{self.server_outage_s:g}",
+            "state_ttl": f"{self.state_ttl_s:.0f}",  # etcd takes whole seconds
         }

@@ -179,3 +179,24 @@ def test_the_planned_outputs_keep_the_names_the_config_gives_and_hold_places_for
     assert planned.vpc_id == "<vpcId of eks-dev: known once deployed>"
     assert planned.fis_role_arn == "<fisRoleArn of eks-dev: known once deployed>"
     assert planned.kubeconfig is None  # the cluster's secret: never made up
+
+
+def test_the_drill_replays_a_trace_window_on_a_cluster_with_the_local_replays_flags(nothing_here, capsys):
+    """--trace, --window, --speedup and --notice mean on a cluster what they mean locally; the
+    window's slots are the job's workers (--max-nodes)."""
+    trace = ["--trace", "bamboo-p3-32", "--window", "7800:18600", "--speedup", "600", "--notice", "aws"]
+    lines = _ok(capsys, "drill", "-s", "byo", "--dry-run", "--image", IMAGE, "--name", "demo", *trace)
+    replay = [line for line in lines if "replay bamboo-p3-32" in line]
+    assert replay and "7800-18600 s at 600x (18 s from the first step at full size)" in replay[0]
+    losses = [line.strip() for line in lines if line.strip().startswith("at +")]
+    assert losses and all(line.split(": slot ")[1] in ("0", "1", "2") for line in losses)
+    _in_order(
+        lines, "evict the nodes a trace window loses", "replay bamboo-p3-32", "at +", "create_namespaced_pod_eviction("
+    )
+
+
+def test_a_bad_trace_window_is_refused_on_a_cluster_before_anything(nothing_here, capsys):
+    code = main(["drill", "-s", "byo", "--dry-run", "--image", IMAGE, "--trace", "bamboo-p3-32", "--window", "5h"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "--window='5h' is invalid: expected A:B" in err, (out, err)
+    assert nothing_here == []

@@ -20,7 +20,7 @@ from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from lab.local import procs
 from lab.local.etcd import EtcdServer
-from lab.runtime import launch, rendezvous_backends
+from lab.runtime import launch, rendezvous_backends, torch_seam
 from lab.vocab import events
 from lab.vocab.job import JobSpec
 from lab.vocab.thread_dumps import ENV_THREAD_DUMPS
@@ -490,3 +490,20 @@ def test_the_agents_stop_is_never_taken_for_a_rendezvous_store_error(etcd, insta
             rendezvous_backends._reconnect_etcd(handler, params)
     finally:
         handler._stop_heartbeats()
+
+
+def test_etcd_keeps_the_rendezvous_state_through_a_wipeout_of_hours(etcd, installed):
+    """While every node of the job is gone nobody writes the rendezvous state, and etcd drops it
+    when its TTL runs out (torch's: 2 hours). The job's settings keep it 30 days: the key's TTL
+    as etcd reports it after a write."""
+    import etcd as etcd_client
+
+    conf = JobSpec().rdzv_conf()
+    params = RendezvousParameters(
+        backend="etcd-v2", endpoint=etcd.endpoint, run_id="wipeout", min_nodes=1, max_nodes=1, **conf
+    )
+    handler = get_rendezvous_handler(params)
+    torch_seam.rendezvous_backend(handler).set_state(b"a round", None)  # as the first agent's join writes it
+    host, port = etcd.endpoint.split(":")
+    key = etcd_client.Client(host=host, port=int(port)).read("/torch/elastic/rendezvous/wipeout")
+    assert conf["state_ttl"] == "2592000" and 2592000 - 60 <= key.ttl <= 2592000

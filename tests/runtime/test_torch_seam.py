@@ -425,3 +425,15 @@ def test_a_worker_that_ends_its_process_with_exit_code_0_counts_as_done(restored
             signal.signal(sig, handler)
     assert result is not None and not result.is_failed()
     assert result.return_values == {0: 7, 1: None}
+
+
+def test_the_etcd_backends_state_ttl_is_where_the_seam_sets_it():
+    """torch's EtcdRendezvousBackend writes the state with `self._ttl` (2 hours unless its
+    constructor is given another, which create_backend never does)."""
+    from torch.distributed.elastic.rendezvous.etcd_rendezvous_backend import EtcdRendezvousBackend
+
+    assert EtcdRendezvousBackend._DEFAULT_TTL == 7200
+    assert "self._ttl" in inspect.getsource(EtcdRendezvousBackend.set_state)
+    backend = EtcdRendezvousBackend.__new__(EtcdRendezvousBackend)
+    torch_seam.keep_etcd_rendezvous_state_for(backend, 2592000)
+    assert backend._ttl == 2592000
