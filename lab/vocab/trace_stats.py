@@ -33,6 +33,11 @@ class CapacityStats:
     """A window's capacity, of `full` nodes over `span_s` seconds.
 
     loss_events: moments that lost nodes; nodes_lost: how many in all.
+    gain_events: moments that gained nodes (a loss and a gain in one moment count as both);
+      nodes_gained: how many in all.
+    drops_from_full: loss events that began at full capacity; returns_to_full: moments that
+      brought capacity back to full from below it; returns_from_zero: moments that brought
+      some back after none.
     loss_gap_mean_s, loss_gap_cv: the gaps between loss events, their mean and coefficient of
       variation (the standard deviation over the mean: 1 for a Poisson process, more for
       bursts); None with fewer than two gaps.
@@ -40,6 +45,8 @@ class CapacityStats:
       the window's end at most).
     back_median_s, back_p90_s: how long a lost node took to come back (None: none came back);
       not_back: lost nodes not back by the window's end.
+    level_s: the seconds spent at each number of nodes, 0 to `full` (more than full counts as
+      full).
     share_full, share_partial, share_zero: the shares of the time at full, partial and no
       capacity; partial_points: the capacity offered while partial, in points of the full
       capacity over the window (100 x the integral of alive / full over that time / span);
@@ -51,6 +58,11 @@ class CapacityStats:
     span_s: float
     loss_events: int
     nodes_lost: int
+    gain_events: int
+    nodes_gained: int
+    drops_from_full: int
+    returns_to_full: int
+    returns_from_zero: int
     loss_gap_mean_s: float | None
     loss_gap_cv: float | None
     wipeouts: int
@@ -58,6 +70,7 @@ class CapacityStats:
     back_median_s: float | None
     back_p90_s: float | None
     not_back: int
+    level_s: tuple[float, ...]
     share_full: float
     share_partial: float
     share_zero: float
@@ -118,12 +131,19 @@ def capacity_stats(alive: int, moments: Iterable[Moment], full: int, start: floa
     gaps = [b - a for (a, _), (b, _) in pairwise(losses)]
     zero_s = _wipeouts(alive, moments, end)
     back_s, not_back = _back_times(alive, moments)
-    shares = _time_at(alive, moments, full, start, end)
+    level_s = _level_s(alive, moments, full, start, end)
+    partial_s = level_s[1:full]
+    levels = list(_levels(alive, moments))
     return CapacityStats(
         full=full,
         span_s=span,
         loss_events=len(losses),
         nodes_lost=sum(lost for _, lost in losses),
+        gain_events=sum(1 for _, _, gained in moments if gained),
+        nodes_gained=sum(gained for _, _, gained in moments),
+        drops_from_full=sum(1 for _, before, lost, _ in levels if lost and before >= full),
+        returns_to_full=sum(1 for _, before, _, after in levels if before < full <= after),
+        returns_from_zero=sum(1 for _, before, _, after in levels if before <= 0 < after),
         loss_gap_mean_s=statistics.mean(gaps) if len(gaps) >= 2 else None,
         loss_gap_cv=statistics.pstdev(gaps) / statistics.mean(gaps) if len(gaps) >= 2 and sum(gaps) > 0 else None,
         wipeouts=len(zero_s),
@@ -131,11 +151,12 @@ def capacity_stats(alive: int, moments: Iterable[Moment], full: int, start: floa
         back_median_s=statistics.median(back_s) if back_s else None,
         back_p90_s=_p90(back_s),
         not_back=not_back,
-        share_full=shares["full"] / span,
-        share_partial=shares["partial"] / span,
-        share_zero=shares["zero"] / span,
-        partial_points=100 * shares["partial capacity"] / span,
-        capacity_share=shares["capacity"] / span,
+        level_s=level_s,
+        share_full=level_s[full] / span,
+        share_partial=sum(partial_s) / span,
+        share_zero=level_s[0] / span,
+        partial_points=100 * sum(n / full * s for n, s in enumerate(partial_s, 1)) / span,
+        capacity_share=sum(n / full * s for n, s in enumerate(level_s)) / span,
     )
 
 
@@ -171,20 +192,14 @@ def _back_times(alive: int, moments: list[Moment]) -> tuple[list[float], int]:
     return back, len(lost_at)
 
 
-def _time_at(alive: int, moments: list[Moment], full: int, start: float, end: float) -> dict[str, float]:
-    """Seconds at full, partial and no capacity; the node-seconds offered over `full` in all
-    (`capacity`) and while partial (`partial capacity`)."""
-    out = dict.fromkeys(("full", "partial", "zero", "capacity", "partial capacity"), 0.0)
+def _level_s(alive: int, moments: list[Moment], full: int, start: float, end: float) -> tuple[float, ...]:
+    """Seconds at each number of nodes, 0 to `full` (more than full counts as full)."""
+    out = [0.0] * (full + 1)
     level, since = alive, start
     for t, _, _, after in [*_levels(alive, moments), (end, 0, 0, 0)]:
-        held = t - since
-        kind = "zero" if level <= 0 else "full" if level >= full else "partial"
-        out[kind] += held
-        out["capacity"] += min(level, full) / full * held
-        if kind == "partial":
-            out["partial capacity"] += level / full * held
+        out[min(max(level, 0), full)] += t - since
         level, since = after, t
-    return out
+    return tuple(out)
 
 
 def _p90(values: list[float]) -> float | None:
