@@ -1,35 +1,42 @@
 """What share of a trace window's capacity bound a job trains, per fault-tolerance mode: the
-goodput model of lab.vocab.spot_goodput fed with the window's capacity statistics
-(lab.vocab.trace_stats) instead of single Poisson evictions, for `elastic-lab plan --trace` and
-for checking the model against a replay of the window (`check_against_replay`).
+goodput model of lab.vocab.spot_goodput fed with a window's capacity (lab.vocab.trace_stats)
+instead of single Poisson evictions, for `elastic-lab plan --trace` and for checking the model
+against a replay of the window (`check_against_replay`).
 
 The bound is the replay's (lab/drill/replay_goodput.py): the integral over the window of
-min(nodes alive, N), times one node's throughput at full size. Everything below is counted in
-node-seconds at that throughput, in the job's own time (the trace's seconds over the replay's
-speed-up; the costs are the job's seconds, not compressed). At k nodes the job trains k x_k / x_N
-of them a second, x_k being one node's throughput at k nodes (`per_node`; the same at every size
-when not given). Per mode:
+min(nodes alive, N), times one node's throughput at full size. Everything here is counted in
+node-seconds at that throughput, in the job's own time (the window's seconds over the replay's
+speed-up; the measured costs are the job's seconds, never compressed). At k nodes the job trains
+k x_k / x_N of them a second, x_k being one node's throughput at k nodes (`per_node`; the same
+at every size when not given).
 
-- elastic: trains at whatever is alive. A loss event that leaves survivors stalls them for the
-  recovery (a notice's when the loss had one; nothing is redone: the survivors save the last
-  completed step when a peer vanishes); a gain while some node runs stalls them for the join;
-  each node given back trains only once it has started. A wipeout ends the job until capacity
-  returns: the first nodes back pay the restart, and without a notice the work since the last
-  checkpoint (half an interval) is redone;
+Real capacity changes in bursts: a loss, then the rest of the pool a minute later, then a node
+back. A stall is cut short by the next change (the job starts its recovery over), so per-event
+costs cannot be added up from counts: the model walks the window's changes in order
+(CapacityStats.moments) and, per mode:
+
+- elastic: trains at whatever is alive. A loss that leaves survivors stalls them for the
+  recovery (a notice's when the loss had one); nothing is redone, as the survivors save the
+  last completed step when a peer vanishes. A node given back starts, then the others stall
+  for its join. A wipeout stops the job until capacity returns; then it resumes from its
+  newest save (`resume_s` from the first node back to its first step), and without a notice
+  it redoes the work since that save: the later of the last change (every change saves) and
+  the last checkpoint, at a phase it cannot know (E[min(w, U T)] for w trained since the
+  change, T the interval);
 - per-step: the same, with its own stalls at a loss and at a join; when it is not given its own
   throughput, every step pays the mode's overhead;
-- restart-everything: trains only at full size. Each return to full pays a restart of N nodes;
-  each loss from full stops all N, redoing half an interval without a notice;
+- restart-everything: trains only at full size. Each loss from full stops all N (redoing the
+  work since its last save without a notice); each return to full restarts them (`restart_s`);
 
-and every mode pays C/(T+C) for its checkpoints. A loss with a notice costs the node told the
-notice's length: it saves and leaves when told (restart-everything stops all N then). Within
-an event the model takes the job's mean size while up, not the size at that moment.
+and every mode pays C/(T+C) for its checkpoints. A loss with a notice happens when the node is
+told (it saves and leaves): the notice's length earlier, but never before the change before it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import statistics
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -41,20 +48,24 @@ from lab.vocab.trace_stats import CapacityStats, schedule_stats
 # How close the model must come to a replay's measured goodput, in points of the bound.
 WITHIN_POINTS = 3.0
 
+RESTART_EVERYTHING = "restart-everything"
+
 
 @dataclass(frozen=True)
 class TraceGoodput:
     """A mode's predicted goodput over a window.
 
     bound_node_s: the capacity offered, node-seconds of the job's time.
-    trained_node_s: what the nodes alive would train with no loss, at one node's full-size
-      throughput (restart-everything: its time at full size only).
-    lost_node_s: what each cost takes of that, by name.
+    offered_node_s: what the mode could train on that capacity with no cost at all, at one
+      node's full-size throughput (restart-everything: its time at full size only).
+    lost_node_s: what each cost takes of that, by name: `stalls` (recoveries, joins, resumes,
+      restarts), `redone`, `late and early` (nodes that leave at a notice or train only once
+      started), `checkpoints`.
     """
 
     mode: str
     bound_node_s: float
-    trained_node_s: float
+    offered_node_s: float
     lost_node_s: Mapping[str, float]
 
     @property
@@ -62,7 +73,16 @@ class TraceGoodput:
         """Useful samples over the capacity bound (0 when the window offers none)."""
         if not self.bound_node_s > 0:
             return 0.0
-        return max(0.0, self.trained_node_s - sum(self.lost_node_s.values())) / self.bound_node_s
+        return max(0.0, self.offered_node_s - sum(self.lost_node_s.values())) / self.bound_node_s
+
+
+@dataclass(frozen=True)
+class _Change:
+    """A change of the nodes the job trains on, in the job's seconds: `before` to `after`."""
+
+    t: float
+    before: int
+    after: int
 
 
 def trace_goodput(
@@ -85,43 +105,128 @@ def trace_goodput(
         raise ValueError(f"speedup={speedup!r}: expected a number > 0")
     costs = costs or MeasuredCosts()
     full = stats.full
-    level_s = [s / speedup for s in stats.level_s]
     rate = _rates(full, per_node, mode, costs)
+    level_s = [s / speedup for s in stats.level_s]
     bound = sum(min(n, full) * s for n, s in enumerate(level_s))
-    span = stats.span_s / speedup
+    offered = (
+        level_s[full] * rate[full] if mode == RESTART_EVERYTHING else sum(s * rate[n] for n, s in enumerate(level_s))
+    )
     notice = None if notice_s is None else notice_s / speedup
-    redoing = stats.drops_from_full if mode == "restart-everything" else stats.wipeouts
-    interval = _interval(interval_s, costs.save_cost_s, span, 0 if notice is not None else redoing)
-    redo = 0.0 if notice is not None else interval / 2
-    if mode == "restart-everything":
-        trained = level_s[full] * rate[full]
-        lost = {
-            "restarts": stats.returns_to_full * costs.restart_s * rate[full],
-            "redone": stats.drops_from_full * redo * rate[full],
-            "notices": stats.drops_from_full * (notice or 0.0) * rate[full],
-        }
-    else:
-        trained = sum(s * rate[n] for n, s in enumerate(level_s))
-        up_s = span - level_s[0]
-        up_rate = trained / up_s if up_s > 0 else 0.0
-        back_from_zero = stats.returns_from_zero
-        elastic = mode == "elastic"
-        stall = (
-            (costs.elastic_notice_recovery_s if notice is not None else costs.elastic_recovery_s)
-            if elastic
-            else costs.per_step_stall_s
-        )
-        join = costs.elastic_join_stall_s if elastic else costs.per_step_join_stall_s
-        lost = {
-            "recovery": (stats.loss_events - stats.wipeouts) * stall * up_rate,
-            "joins": (stats.gain_events - back_from_zero) * join * up_rate,
-            "node starts": stats.nodes_gained * costs.node_start_s,
-            "restarts": back_from_zero * costs.restart_s * up_rate,
-            "redone": stats.wipeouts * redo * up_rate,
-            "notices": stats.nodes_lost * (notice or 0.0),
-        }
-    lost["checkpoints"] = trained * costs.save_cost_s / (interval + costs.save_cost_s)
-    return TraceGoodput(mode, bound, trained, lost)
+    changes = list(_job_changes(stats, speedup, notice, 0.0 if mode == RESTART_EVERYTHING else costs.node_start_s))
+    failures = 0 if notice is not None else sum(_redoes(mode, full, c) for c in changes)
+    interval = _interval(interval_s, costs.save_cost_s, stats.span_s / speedup, failures)
+    trained, stalled, redone = _walk(
+        mode, stats, changes, rate, _stalls(mode, costs, notice), interval, notice, speedup
+    )
+    lost = {
+        "stalls": stalled,
+        "redone": redone,
+        "late and early": max(0.0, offered - trained - stalled),
+        "checkpoints": trained * costs.save_cost_s / (interval + costs.save_cost_s),
+    }
+    return TraceGoodput(mode, bound, offered, lost)
+
+
+def _job_changes(stats: CapacityStats, speedup: float, notice: float | None, start_s: float) -> Iterator[_Change]:
+    """The window's moments as changes of the nodes the job trains on, in its seconds: a loss
+    when its node is told (`notice` earlier, not before the moment before), a gain to a running
+    job once its node has started (`start_s` later, not after the moment after); a moment that
+    lost and gained, its loss first."""
+    moments = [(t / speedup, lost, gained) for t, lost, gained in stats.moments]
+    ends = [t for t, _, _ in moments[1:]] + [stats.span_s / speedup]
+    level, previous = stats.alive_at_start, 0.0
+    timed: list[tuple[float, int, int]] = []  # (t, lost, gained)
+    for (t, lost, gained), next_t in zip(moments, ends, strict=True):
+        if lost:
+            timed.append((max(t - (notice or 0.0), previous), lost, 0))
+        if gained:
+            running = level - lost > 0
+            timed.append((min(t + start_s, next_t) if running else t, 0, gained))
+        level, previous = level - lost + gained, t
+    level = stats.alive_at_start
+    for t, lost, gained in sorted(timed, key=lambda change: change[0]):
+        yield _Change(t, level, level - lost + gained)
+        level = level - lost + gained
+
+
+def _redoes(mode: str, full: int, change: _Change) -> bool:
+    """Whether a change without notice makes `mode` redo work: a wipeout, or for
+    restart-everything any loss from full."""
+    if mode == RESTART_EVERYTHING:
+        return change.before >= full > change.after
+    return change.before > 0 == change.after
+
+
+@dataclass(frozen=True)
+class _Stalls:
+    """Seconds the job stops training at each kind of change."""
+
+    loss: float
+    join: float
+    resume: float
+
+
+def _stalls(mode: str, costs: MeasuredCosts, notice: float | None) -> _Stalls:
+    if mode == RESTART_EVERYTHING:
+        return _Stalls(0.0, 0.0, costs.restart_s)
+    if mode == "elastic":
+        loss = costs.elastic_notice_recovery_s if notice is not None else costs.elastic_recovery_s
+        return _Stalls(loss, costs.elastic_join_stall_s, costs.resume_s)
+    return _Stalls(costs.per_step_stall_s, costs.per_step_join_stall_s, costs.resume_s)
+
+
+def _walk(
+    mode: str,
+    stats: CapacityStats,
+    changes: list[_Change],
+    rate: list[float],
+    stalls: _Stalls,
+    interval: float,
+    notice: float | None,
+    speedup: float,
+) -> tuple[float, float, float]:
+    """(trained, stalled, redone) node-seconds over the job's changes in order: between two
+    changes it trains at its size once its last stall is over; a change stalls it, or stops it
+    and counts the work it redoes."""
+    full = stats.full
+    trained = stalled = redone = 0.0
+    level, since, stall_until, since_save = stats.alive_at_start, 0.0, 0.0, 0.0
+    ending = _Change(stats.span_s / speedup, level, level)
+    for change in [*changes, ending]:
+        speed = (rate[full] if level >= full else 0.0) if mode == RESTART_EVERYTHING else rate[level]
+        held = max(0.0, change.t - since)
+        training = max(0.0, change.t - max(since, stall_until))
+        trained += training * speed
+        stalled += (held - training) * speed
+        since_save += training
+        if change is ending:
+            break
+        if _redoes(mode, full, change):
+            redone += (0.0 if notice is not None else _expected_redo(since_save, interval)) * speed
+            since_save = 0.0
+        elif _stops_then_starts(mode, full, change):
+            stall_until, since_save = change.t + stalls.resume, 0.0
+        elif mode != RESTART_EVERYTHING and change.after > 0:
+            stall = stalls.loss if change.after < change.before else stalls.join
+            stall_until, since_save = max(stall_until, change.t + stall), 0.0
+        level, since = change.after, change.t
+    return trained, stalled, redone
+
+
+def _stops_then_starts(mode: str, full: int, change: _Change) -> bool:
+    """Whether the job starts again at this change: capacity back after none, or for
+    restart-everything back to full."""
+    if mode == RESTART_EVERYTHING:
+        return change.before < full <= change.after
+    return change.before == 0 < change.after
+
+
+def _expected_redo(trained_s: float, interval_s: float) -> float:
+    """The work lost at a failure `trained_s` after the last change's save, checkpoints coming
+    every `interval_s` at a phase unknown: E[min(w, U T)] for U uniform on [0, 1]."""
+    if trained_s >= interval_s:
+        return interval_s / 2
+    return trained_s - trained_s**2 / (2 * interval_s)
 
 
 def _rates(full: int, per_node: Mapping[int, float] | None, mode: str, costs: MeasuredCosts) -> list[float]:
@@ -198,13 +303,36 @@ class ModelCheck:
         )
 
 
+def report_costs(report: Mapping[str, Any], base: MeasuredCosts | None = None) -> MeasuredCosts:
+    """`base` (the measured figures by default) with what a drill's JSON report measured in its
+    own run, where it did: the median recovery of the evictions that left survivors and the
+    median stall of the joins to a running job (as the mode's), and its checkpoints' cost."""
+    costs = base or MeasuredCosts()
+    elastic = report.get("fault_tolerance", "elastic") == "elastic"
+    recoveries = [
+        e["recovery_s"] for e in report.get("evictions") or () if e.get("world_after") and e.get("recovery_s")
+    ]
+    stalls = [j["stall_s"] for j in report.get("joins") or () if j.get("world_before") and j.get("stall_s")]
+    kinds = {e.get("kind") for e in report.get("evictions") or ()}
+    measured: dict[str, float] = {}
+    if recoveries:
+        loss_field = "elastic_notice_recovery_s" if kinds == {"notice"} else "elastic_recovery_s"
+        measured[loss_field if elastic else "per_step_stall_s"] = statistics.median(recoveries)
+    if stalls:
+        measured["elastic_join_stall_s" if elastic else "per_step_join_stall_s"] = statistics.median(stalls)
+    saves = (report.get("checkpoint_advice") or {}).get("cost") or {}
+    if saves.get("cost_s"):
+        measured["save_cost_s"] = float(saves["cost_s"])
+    return replace(costs, **measured)
+
+
 def check_against_replay(
     schedule: ReplaySchedule, report: Mapping[str, Any], costs: MeasuredCosts | None = None
 ) -> ModelCheck:
     """The model against a replay drill of `schedule`, from the drill's JSON report: its mode
     (`fault_tolerance`), its replay's measured goodput and one node's throughput at each size
-    (`replay`), and its checkpoints' measured cost and interval (`checkpoint_advice`), which
-    replace those of `costs` (the measured figures by default)."""
+    (`replay`), and its checkpoint interval; the costs are `costs`, or by default the measured
+    figures with what the report measured in its own run (report_costs)."""
     replay = report.get("replay") or {}
     measured = replay.get("ratio")
     if measured is None:
@@ -213,12 +341,8 @@ def check_against_replay(
             "--trace whose job trained at full size)"
         )
     per_node = {int(size["nodes"]): float(size["per_node"]) for size in replay["per_size"]}
-    advice = report.get("checkpoint_advice") or {}
-    saves = advice.get("cost") or {}
-    costs = costs or MeasuredCosts()
-    if saves.get("cost_s"):
-        costs = replace(costs, save_cost_s=float(saves["cost_s"]))
-    interval = float(advice["every_s"]) if advice.get("every_s") else None
+    every_s = (report.get("checkpoint_advice") or {}).get("every_s")
     mode = str(report.get("fault_tolerance") or "elastic")
-    predicted = replay_prediction(mode, schedule, costs, per_node, interval).ratio
+    costs = costs or report_costs(report)
+    predicted = replay_prediction(mode, schedule, costs, per_node, float(every_s) if every_s else None).ratio
     return ModelCheck(mode, predicted, float(measured))

@@ -33,11 +33,6 @@ class CapacityStats:
     """A window's capacity, of `full` nodes over `span_s` seconds.
 
     loss_events: moments that lost nodes; nodes_lost: how many in all.
-    gain_events: moments that gained nodes (a loss and a gain in one moment count as both);
-      nodes_gained: how many in all.
-    drops_from_full: loss events that began at full capacity; returns_to_full: moments that
-      brought capacity back to full from below it; returns_from_zero: moments that brought
-      some back after none.
     loss_gap_mean_s, loss_gap_cv: the gaps between loss events, their mean and coefficient of
       variation (the standard deviation over the mean: 1 for a Poisson process, more for
       bursts); None with fewer than two gaps.
@@ -47,6 +42,9 @@ class CapacityStats:
       not_back: lost nodes not back by the window's end.
     level_s: the seconds spent at each number of nodes, 0 to `full` (more than full counts as
       full).
+    alive_at_start, moments: the nodes at the window's start and each moment's (t, lost,
+      gained), t in seconds from the window's start: the sequence the figures are counted from
+      (a goodput model walks it: lab.vocab.trace_goodput).
     share_full, share_partial, share_zero: the shares of the time at full, partial and no
       capacity; partial_points: the capacity offered while partial, in points of the full
       capacity over the window (100 x the integral of alive / full over that time / span);
@@ -58,11 +56,6 @@ class CapacityStats:
     span_s: float
     loss_events: int
     nodes_lost: int
-    gain_events: int
-    nodes_gained: int
-    drops_from_full: int
-    returns_to_full: int
-    returns_from_zero: int
     loss_gap_mean_s: float | None
     loss_gap_cv: float | None
     wipeouts: int
@@ -71,6 +64,8 @@ class CapacityStats:
     back_p90_s: float | None
     not_back: int
     level_s: tuple[float, ...]
+    alive_at_start: int
+    moments: tuple[Moment, ...]
     share_full: float
     share_partial: float
     share_zero: float
@@ -133,17 +128,11 @@ def capacity_stats(alive: int, moments: Iterable[Moment], full: int, start: floa
     back_s, not_back = _back_times(alive, moments)
     level_s = _level_s(alive, moments, full, start, end)
     partial_s = level_s[1:full]
-    levels = list(_levels(alive, moments))
     return CapacityStats(
         full=full,
         span_s=span,
         loss_events=len(losses),
         nodes_lost=sum(lost for _, lost in losses),
-        gain_events=sum(1 for _, _, gained in moments if gained),
-        nodes_gained=sum(gained for _, _, gained in moments),
-        drops_from_full=sum(1 for _, before, lost, _ in levels if lost and before >= full),
-        returns_to_full=sum(1 for _, before, _, after in levels if before < full <= after),
-        returns_from_zero=sum(1 for _, before, _, after in levels if before <= 0 < after),
         loss_gap_mean_s=statistics.mean(gaps) if len(gaps) >= 2 else None,
         loss_gap_cv=statistics.pstdev(gaps) / statistics.mean(gaps) if len(gaps) >= 2 and sum(gaps) > 0 else None,
         wipeouts=len(zero_s),
@@ -152,6 +141,8 @@ def capacity_stats(alive: int, moments: Iterable[Moment], full: int, start: floa
         back_p90_s=_p90(back_s),
         not_back=not_back,
         level_s=level_s,
+        alive_at_start=alive,
+        moments=tuple((t - start, lost, gained) for t, lost, gained in moments),
         share_full=level_s[full] / span,
         share_partial=sum(partial_s) / span,
         share_zero=level_s[0] / span,
