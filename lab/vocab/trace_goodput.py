@@ -133,7 +133,7 @@ def _job_changes(stats: CapacityStats, speedup: float, notice: float | None, sta
     job once its node has started (`start_s` later, not after the moment after); a moment that
     lost and gained, its loss first."""
     moments = [(t / speedup, lost, gained) for t, lost, gained in stats.moments]
-    ends = [t for t, _, _ in moments[1:]] + [stats.span_s / speedup]
+    ends = [*(t for t, _, _ in moments), stats.span_s / speedup][1:]  # each moment's next, or the end
     level, previous = stats.alive_at_start, 0.0
     timed: list[tuple[float, int, int]] = []  # (t, lost, gained)
     for (t, lost, gained), next_t in zip(moments, ends, strict=True):
