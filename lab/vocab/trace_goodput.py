@@ -307,23 +307,24 @@ def report_costs(report: Mapping[str, Any], base: MeasuredCosts | None = None) -
     """`base` (the measured figures by default) with what a drill's JSON report measured in its
     own run, where it did: the median recovery of the evictions that left survivors and the
     median stall of the joins to a running job (as the mode's), and its checkpoints' cost."""
-    costs = base or MeasuredCosts()
     elastic = report.get("fault_tolerance", "elastic") == "elastic"
-    recoveries = [
-        e["recovery_s"] for e in report.get("evictions") or () if e.get("world_after") and e.get("recovery_s")
-    ]
+    evictions = report.get("evictions") or ()
+    recoveries = [e["recovery_s"] for e in evictions if e.get("world_after") and e.get("recovery_s")]
     stalls = [j["stall_s"] for j in report.get("joins") or () if j.get("world_before") and j.get("stall_s")]
-    kinds = {e.get("kind") for e in report.get("evictions") or ()}
     measured: dict[str, float] = {}
     if recoveries:
-        loss_field = "elastic_notice_recovery_s" if kinds == {"notice"} else "elastic_recovery_s"
+        noticed = all(e.get("kind") == "notice" for e in evictions)
+        loss_field = "elastic_notice_recovery_s" if noticed else "elastic_recovery_s"
         measured[loss_field if elastic else "per_step_stall_s"] = statistics.median(recoveries)
     if stalls:
         measured["elastic_join_stall_s" if elastic else "per_step_join_stall_s"] = statistics.median(stalls)
+    return replace(_with_save_cost(base or MeasuredCosts(), report), **measured)
+
+
+def _with_save_cost(costs: MeasuredCosts, report: Mapping[str, Any]) -> MeasuredCosts:
+    """`costs` with the save cost the report measured (the job's own checkpoints), if it did."""
     saves = (report.get("checkpoint_advice") or {}).get("cost") or {}
-    if saves.get("cost_s"):
-        measured["save_cost_s"] = float(saves["cost_s"])
-    return replace(costs, **measured)
+    return replace(costs, save_cost_s=float(saves["cost_s"])) if saves.get("cost_s") else costs
 
 
 def check_against_replay(
@@ -331,8 +332,8 @@ def check_against_replay(
 ) -> ModelCheck:
     """The model against a replay drill of `schedule`, from the drill's JSON report: its mode
     (`fault_tolerance`), its replay's measured goodput and one node's throughput at each size
-    (`replay`), and its checkpoint interval; the costs are `costs`, or by default the measured
-    figures with what the report measured in its own run (report_costs)."""
+    (`replay`), its checkpoints' interval and cost; the other costs are `costs`, or by default
+    the measured figures with what the report measured in its own run (report_costs)."""
     replay = report.get("replay") or {}
     measured = replay.get("ratio")
     if measured is None:
@@ -343,6 +344,6 @@ def check_against_replay(
     per_node = {int(size["nodes"]): float(size["per_node"]) for size in replay["per_size"]}
     every_s = (report.get("checkpoint_advice") or {}).get("every_s")
     mode = str(report.get("fault_tolerance") or "elastic")
-    costs = costs or report_costs(report)
+    costs = report_costs(report) if costs is None else _with_save_cost(costs, report)
     predicted = replay_prediction(mode, schedule, costs, per_node, float(every_s) if every_s else None).ratio
     return ModelCheck(mode, predicted, float(measured))

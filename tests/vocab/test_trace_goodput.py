@@ -228,6 +228,16 @@ def test_the_model_is_checked_against_a_replay_within_three_points():
     assert f"NOT within {WITHIN_POINTS:g}" in far.line() and "(-3.1 points" in far.line()
 
 
+def test_costs_given_to_the_check_keep_only_the_reports_own_save_cost():
+    """The benchmarks' figures instead of the run's stalls; a save's cost is always the job's."""
+    given = check_against_replay(SCHEDULE, report(0.9), COSTS)
+    own_save = MeasuredCosts(**{**COSTS.__dict__, "save_cost_s": 0.5})
+    assert given.predicted == pytest.approx(
+        replay_prediction("elastic", SCHEDULE, own_save, {3: 100.0, 2: 110.0}, interval_s=100.0).ratio
+    )
+    assert given.predicted != pytest.approx(check_against_replay(SCHEDULE, report(0.9)).predicted)
+
+
 def test_a_report_without_a_replay_goodput_is_named():
     with pytest.raises(ValueError, match=r"replay=.*expected a replay's goodput against its capacity bound"):
         check_against_replay(SCHEDULE, report(None))
