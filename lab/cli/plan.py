@@ -10,13 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.cli.common import attempt, command_with_text
 from lab.vocab.checkpoint_interval import BAND_NAMES
 from lab.vocab.command_flags import add_output
 from lab.vocab.current_stack import STACK_DEFAULT, STACK_REQUIRED
 from lab.vocab.errors import LabError
+from lab.vocab.problems import InvalidInput
+
+if TYPE_CHECKING:
+    from lab.plan.trace_saving import TraceChoice
 
 
 def register(sub: Any) -> None:
@@ -48,6 +52,24 @@ def register(sub: Any) -> None:
         help="also show what spot saves against on demand at this monthly eviction band, per fault-tolerance "
         "mode (goodput from measured drills)",
     )
+    p.add_argument(
+        "--trace",
+        metavar="FILE|NAME",
+        help="also show the goodput and cost per fault-tolerance mode over a window of a spot capacity trace: a file "
+        "of one of the three shapes (traces/README.md), or a carried trace's name (bamboo-p3-32, bamboo-g4dn-24, "
+        "skynomad-gcp-h100-16-us-east4-a); its pool's counts are scaled to the spot pool at its largest",
+    )
+    p.add_argument(
+        "--window",
+        metavar="A:B",
+        help="--trace: the window, in the trace's seconds (or with m, h, d: 100h:103h); an empty side is the "
+        "trace's start or end [the whole trace]",
+    )
+    p.add_argument(
+        "--notice",
+        metavar="aws|gcp|azure|none|SECONDS",
+        help="--trace: the notice each loss gets (aws 120 s, gcp 30 s, azure 5 s) [the stack's cloud's]",
+    )
     p.add_argument("--check", metavar="NAME", action="append", help="run only this check (repeatable)")
     p.add_argument("--show-secrets", action="store_true", help="print secret values (mock values offline)")
     p.set_defaults(func=run, stack_default=STACK_REQUIRED)
@@ -67,6 +89,39 @@ def _overrides(pairs: list[str]) -> dict[str, str]:
     if problems:
         raise InvalidInput(problems)
     return out
+
+
+def trace_choice(args: argparse.Namespace) -> TraceChoice | None:
+    """The trace window of --trace, --window and --notice, read and checked (None without
+    --trace), or InvalidInput naming each bad one by its option."""
+    from lab.plan.trace_saving import TraceChoice
+    from lab.vocab.problems import Problem, Problems
+    from lab.vocab.spot_trace import parse_window
+    from lab.vocab.trace_files import load_trace
+    from lab.vocab.trace_schedule import notice_seconds
+
+    found = Problems()
+    if args.trace is None:
+        for option, value in (("--window", args.window), ("--notice", args.notice)):
+            if value is not None:
+                found.add(option, value, "--trace too: the trace whose window is priced")
+        found.raise_if_any()
+        return None
+    choice = None
+    try:
+        trace = load_trace(args.trace)
+        window = None if args.window is None else parse_window(args.window)
+        choice = TraceChoice(trace, trace.checked_window(window) if window else None, args.notice)
+    except InvalidInput as error:
+        options = {"trace": "--trace", "window": "--window"}  # a bad line of the file keeps its file:line
+        found.extend(Problem(options.get(p.key, p.key), p.value, p.expected) for p in error.problems)
+    if args.notice is not None:
+        try:
+            notice_seconds(args.notice)
+        except InvalidInput as error:
+            found.extend(Problem("--notice", p.value, p.expected) for p in error.problems)
+    found.raise_if_any()
+    return choice
 
 
 def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] | None, str]:
@@ -94,6 +149,7 @@ def plan_one(stack: str, args: argparse.Namespace) -> tuple[int, dict[str, Any] 
         "api": api,
         "save_cost_s": args.save_cost,
         "band": args.band,
+        "trace": args.trace_choice,
     }
     if args.output == "json":
         return status, display.json_dict(plan, runs, estimate, **shown), ""
@@ -107,6 +163,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.save_cost > 0 or args.save_cost == float("inf"):
         print(f"elastic-lab plan: --save-cost={args.save_cost:g} is invalid: expected seconds > 0", file=sys.stderr)
         return 2
+    try:
+        args.trace_choice = trace_choice(args)  # a trace read and checked before planning anything
+    except InvalidInput as exc:
+        print(f"elastic-lab plan: {exc}", file=sys.stderr)
+        return exc.exit_code
     try:
         check_unknown(args.check)  # before planning anything
     except UnknownCheck as exc:

@@ -19,6 +19,7 @@ checked and shown.
   policy_pack.py      the same checks as a Pulumi policy pack (policy/)
   quota_needs.py      the vCPUs each quota must leave free, from the plan
   cost.py, cost_checks.py, saving.py   hourly cost, its checks, what spot saves at a band
+  trace_saving.py     goodput and what spot saves over a window of a real spot trace
   prices.yaml         the price table
   display.py          the text and JSON views (the command is lab/cli/plan.py)
 

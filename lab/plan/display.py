@@ -13,6 +13,7 @@ from lab.plan.cost import HOURS_PER_WEEK, CostEstimate
 from lab.plan.findings import errors
 from lab.plan.quota_needs import quota_lines, stack_quota
 from lab.plan.saving import saving_lines, saving_rows
+from lab.plan.trace_saving import TraceChoice, notice_for, trace_lines, trace_rows
 from lab.program.recording import SECRET_PLACEHOLDER, Plan, RecordedResource
 from lab.vocab.capacity import PROVISION_TIMEOUT_MIN
 from lab.vocab.checkpoint_interval import duration, intervals
@@ -339,9 +340,10 @@ class Shown(TypedDict, total=False):
     api: dict[str, dict[str, str]] | None  # the ARM API versions the checks read
     save_cost_s: float  # what a checkpoint's save costs training, for Daly's interval
     band: str | None  # the monthly eviction band whose saving is shown, if any
+    trace: TraceChoice | None  # the trace window whose goodput and saving are shown, if any
 
 
-SHOWN_DEFAULTS: Shown = {"show_secrets": False, "api": None, "save_cost_s": 1.0, "band": None}
+SHOWN_DEFAULTS: Shown = {"show_secrets": False, "api": None, "save_cost_s": 1.0, "band": None, "trace": None}
 
 
 def text(plan: Plan, runs: list[CheckRun], cost: CostEstimate | None, **options: Unpack[Shown]) -> str:
@@ -363,6 +365,7 @@ def text(plan: Plan, runs: list[CheckRun], cost: CostEstimate | None, **options:
         "Evictions and checkpoints:",
         *eviction_lines(cost, shown["save_cost_s"]),
         *(saving_lines(cost, band) if (band := shown["band"]) else []),
+        *(trace_lines(cost, trace, plan.cloud) if (trace := shown["trace"]) else []),
         "",
         "Checks:",
         *checks_lines(runs, shown["api"]),
@@ -412,6 +415,14 @@ def _resource_json(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _trace_json(cost: CostEstimate | None, trace: TraceChoice, cloud: str | None) -> dict[str, Any]:
+    window = trace.trace.checked_window(trace.window)
+    return {
+        "trace": {"source": trace.trace.source, "window_s": list(window), "notice": notice_for(trace, cloud)},
+        "trace_saving": trace_rows(cost, trace, cloud),
+    }
+
+
 def json_dict(plan: Plan, runs: list[CheckRun], cost: CostEstimate | None, **options: Unpack[Shown]) -> dict[str, Any]:
     shown: Shown = {**SHOWN_DEFAULTS, **options}
     base = plan.to_json_dict(show_secrets=shown["show_secrets"])
@@ -430,6 +441,7 @@ def json_dict(plan: Plan, runs: list[CheckRun], cost: CostEstimate | None, **opt
             "save_cost_s": shown["save_cost_s"],
             "rows": eviction_rows(cost, shown["save_cost_s"]),
             **({"band": band, "saving": saving_rows(cost, band)} if (band := shown["band"]) else {}),
+            **(_trace_json(cost, trace, plan.cloud) if (trace := shown["trace"]) else {}),
         },
         "checks": [{"name": r.name, "applied": r.applied, "findings": [f.to_dict() for f in r.findings]} for r in runs],
         "findings": [f.to_dict() for f in all_findings],

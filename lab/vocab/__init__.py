@@ -35,5 +35,6 @@ trace_schedule.py  a window of a trace as a job's ReplaySchedule: the mapping ru
 trace_stats.py     a window's capacity statistics: loss events, bursts, wipeouts, time to come back
 trace_windows.py   the replay benchmark's named windows of real traces
 spot_goodput.py    the share of a spot job's time that trains, per mode, at an eviction rate
+trace_goodput.py   the share of a trace window's capacity bound a job trains, per mode; checked against a replay
 thread_dumps.py    thread dumps on request: the signal, the file each process writes them to
 """

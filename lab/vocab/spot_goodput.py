@@ -44,6 +44,11 @@ class MeasuredCosts:
     per_step_join_stall_s: float = 0.17  # the same drills' survivors' stall at the join, median of 3
     per_step_overhead: float = 0.032  # per-step step interval over elastic's at 3 groups (benchmarks/step_tax.py)
     restart_s: float = 10.0  # restart-everything: the job's start and checkpoint load (a guess, not measured)
+    # A node's start on the local target, forked: wall time, median of 5 (benchmarks/node_start.py).
+    node_start_s: float = 0.43
+    # Elastic and per-step after a wipeout: from the first node back to the job's first step (the replay drill of
+    # the aws-4node-wipeouts window at a speed-up of 300, no notice, tiny model: the median of its 4 resumes).
+    resume_s: float = 1.09
     save_cost_s: float = 1.376  # a real-size save's whole cost to training on one H200 (benchmarks/accelerator.py)
 
 

@@ -40,6 +40,11 @@ class CapacityStats:
       the window's end at most).
     back_median_s, back_p90_s: how long a lost node took to come back (None: none came back);
       not_back: lost nodes not back by the window's end.
+    level_s: the seconds spent at each number of nodes, 0 to `full` (more than full counts as
+      full).
+    alive_at_start, moments: the nodes at the window's start and each moment's (t, lost,
+      gained), t in seconds from the window's start: the sequence the figures are counted from
+      (a goodput model walks it: lab.vocab.trace_goodput).
     share_full, share_partial, share_zero: the shares of the time at full, partial and no
       capacity; partial_points: the capacity offered while partial, in points of the full
       capacity over the window (100 x the integral of alive / full over that time / span);
@@ -58,6 +63,9 @@ class CapacityStats:
     back_median_s: float | None
     back_p90_s: float | None
     not_back: int
+    level_s: tuple[float, ...]
+    alive_at_start: int
+    moments: tuple[Moment, ...]
     share_full: float
     share_partial: float
     share_zero: float
@@ -118,7 +126,8 @@ def capacity_stats(alive: int, moments: Iterable[Moment], full: int, start: floa
     gaps = [b - a for (a, _), (b, _) in pairwise(losses)]
     zero_s = _wipeouts(alive, moments, end)
     back_s, not_back = _back_times(alive, moments)
-    shares = _time_at(alive, moments, full, start, end)
+    level_s = _level_s(alive, moments, full, start, end)
+    partial_s = level_s[1:full]
     return CapacityStats(
         full=full,
         span_s=span,
@@ -131,11 +140,14 @@ def capacity_stats(alive: int, moments: Iterable[Moment], full: int, start: floa
         back_median_s=statistics.median(back_s) if back_s else None,
         back_p90_s=_p90(back_s),
         not_back=not_back,
-        share_full=shares["full"] / span,
-        share_partial=shares["partial"] / span,
-        share_zero=shares["zero"] / span,
-        partial_points=100 * shares["partial capacity"] / span,
-        capacity_share=shares["capacity"] / span,
+        level_s=level_s,
+        alive_at_start=alive,
+        moments=tuple((t - start, lost, gained) for t, lost, gained in moments),
+        share_full=level_s[full] / span,
+        share_partial=sum(partial_s) / span,
+        share_zero=level_s[0] / span,
+        partial_points=100 * sum(n / full * s for n, s in enumerate(partial_s, 1)) / span,
+        capacity_share=sum(n / full * s for n, s in enumerate(level_s)) / span,
     )
 
 
@@ -171,20 +183,14 @@ def _back_times(alive: int, moments: list[Moment]) -> tuple[list[float], int]:
     return back, len(lost_at)
 
 
-def _time_at(alive: int, moments: list[Moment], full: int, start: float, end: float) -> dict[str, float]:
-    """Seconds at full, partial and no capacity; the node-seconds offered over `full` in all
-    (`capacity`) and while partial (`partial capacity`)."""
-    out = dict.fromkeys(("full", "partial", "zero", "capacity", "partial capacity"), 0.0)
+def _level_s(alive: int, moments: list[Moment], full: int, start: float, end: float) -> tuple[float, ...]:
+    """Seconds at each number of nodes, 0 to `full` (more than full counts as full)."""
+    out = [0.0] * (full + 1)
     level, since = alive, start
     for t, _, _, after in [*_levels(alive, moments), (end, 0, 0, 0)]:
-        held = t - since
-        kind = "zero" if level <= 0 else "full" if level >= full else "partial"
-        out[kind] += held
-        out["capacity"] += min(level, full) / full * held
-        if kind == "partial":
-            out["partial capacity"] += level / full * held
+        out[min(max(level, 0), full)] += t - since
         level, since = after, t
-    return out
+    return tuple(out)
 
 
 def _p90(values: list[float]) -> float | None:

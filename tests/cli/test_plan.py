@@ -243,6 +243,84 @@ def test_the_plan_shows_what_spot_saves_at_a_chosen_band(capsys):
     assert "saving" not in json.loads(without)["evictions"]  # only when a band is asked for
 
 
+def test_the_plan_shows_goodput_and_cost_over_a_chosen_trace_window(capsys):
+    """Per fault-tolerance mode over the window: the model's goodput on the pool at its largest
+    (the trace's counts scaled to its 3 nodes, the stack's cloud's notice), the price of a useful
+    node-hour on spot (the capacity offered, billed) against on demand; in text and JSON."""
+    from lab.vocab.trace_files import load_trace
+    from lab.vocab.trace_goodput import replay_prediction
+    from lab.vocab.trace_schedule import schedule
+
+    flags = ("--trace", "bamboo-p3-32", "--window", "130m:310m")
+    code, out, _ = _plan(capsys, "--stack", "eks-dev", "-o", "json", *flags)
+    doc = json.loads(out)
+    rows = doc["evictions"]["trace_saving"]
+    assert code == 0 and doc["evictions"]["trace"]["window_s"] == [7800.0, 18600.0]
+    assert doc["evictions"]["trace"]["notice"] == "aws"  # an EKS stack's
+    window = schedule(load_trace("bamboo-p3-32"), 3, (7800.0, 18600.0), 1.0, "aws")
+    assert [r["mode"] for r in rows] == ["elastic", "per-step", "restart-everything"]
+    for r in rows:
+        assert r["goodput"] == pytest.approx(replay_prediction(r["mode"], window).ratio, abs=1e-6)
+        assert r["capacity_share"] == pytest.approx(0.848148, abs=1e-6)  # 0.85 of full capacity, as named
+        assert r["full_size_share"] == pytest.approx(r["goodput"] * r["capacity_share"], abs=1e-5)
+        assert r["saving"] == pytest.approx(1 - r["spot_per_useful_node_hour"] / r["on_demand_per_node_hour"], abs=1e-3)
+    by_mode = {r["mode"]: r for r in rows}
+    # Restart-everything trains only at full size: the window is partial 46 % of the time.
+    assert by_mode["restart-everything"]["goodput"] < 0.6 < 0.9 < by_mode["elastic"]["goodput"]
+    assert by_mode["restart-everything"]["spot_per_useful_node_hour"] > by_mode["elastic"]["spot_per_useful_node_hour"]
+    _, text, _ = _plan(capsys, "--stack", "eks-dev", *flags)
+    assert "over the trace window bamboo-p3-32 (uclasystem/bamboo" in text and "7800:18600" in text
+    assert f"gpu-spot at 3 node(s), elastic: {100 * by_mode['elastic']['goodput']:.2f} % of 84.8 % offered" in text
+    _, out, _ = _plan(capsys, "--stack", "aks-dev", "-o", "json", *flags, "--notice", "none")
+    assert json.loads(out)["evictions"]["trace"]["notice"] == "none"
+    _, out, _ = _plan(capsys, "--stack", "aks-dev", "-o", "json", *flags)
+    assert json.loads(out)["evictions"]["trace"]["notice"] == "azure"  # an AKS stack's
+    _, without, _ = _plan(capsys, "--stack", "eks-dev", "-o", "json")
+    assert "trace_saving" not in json.loads(without)["evictions"]  # only when a trace is asked for
+
+
+def test_a_trace_window_that_offers_the_pool_nothing_says_so(capsys, tmp_path):
+    from tests.traces import ticks_file
+
+    trace = ticks_file(tmp_path, [4, 0, 0, 0, 4])
+    code, out, _ = _plan(capsys, "--stack", "eks-dev", "--trace", str(trace), "--window", "100:400")
+    assert code == 0
+    assert "gpu-spot at 3 node(s): window=(100.0, 400.0) is invalid: expected a window of" in out
+    assert "that offers 3 slot(s) capacity under proportional (it offers none)" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--trace", "nope"], ["--trace='nope' is invalid", "bamboo-p3-32"]),
+        (
+            ["--trace", "bamboo-p3-32", "--window", "5:2", "--notice", "soon"],
+            ["--window=(5.0, 2.0) is invalid", "0 s to 40980 s", "--notice='soon' is invalid", "aws, gcp, azure"],
+        ),
+        (["--trace", "bamboo-p3-32", "--window", "soon"], ["--window='soon' is invalid", "A:B"]),
+        (["--window", "1:2", "--notice", "aws"], ["--window='1:2' is invalid", "--notice='aws' is invalid"]),
+    ],
+)
+def test_a_bad_trace_option_is_named_before_anything_is_planned(capsys, monkeypatch, args, named):
+    from lab.program import harness
+
+    def not_planned(*_args, **_kw):
+        raise AssertionError("planned")
+
+    monkeypatch.setattr(harness, "run_program", not_planned)
+    code, _, err = _plan(capsys, "--stack", "eks-dev", *args)
+    assert code == 2
+    for text in named:
+        assert text in err
+
+
+def test_a_bad_line_of_a_trace_file_is_named_with_its_file_and_line(capsys, tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("1000,add,a\n2000,remove,b\n")
+    code, _, err = _plan(capsys, "--stack", "eks-dev", "--trace", str(trace))
+    assert code == 2 and f"{trace}:2='2000,remove,b' is invalid: expected the remove of a running instance" in err
+
+
 def test_a_band_that_is_not_one_of_the_published_ones_is_refused(capsys):
     with pytest.raises(SystemExit) as exit_:
         _plan(capsys, "--band", "12%")

@@ -3,7 +3,7 @@ from lab.plan import display
 
 def test_views_left_without_options_show_the_defaults(aks_plan):
     defaults = display.SHOWN_DEFAULTS
-    assert defaults == {"show_secrets": False, "api": None, "save_cost_s": 1.0, "band": None}
+    assert defaults == {"show_secrets": False, "api": None, "save_cost_s": 1.0, "band": None, "trace": None}
     assert display.text(aks_plan, [], None) == display.text(aks_plan, [], None, **defaults)
     shown = display.json_dict(aks_plan, [], None)
     assert shown == display.json_dict(aks_plan, [], None, **defaults)

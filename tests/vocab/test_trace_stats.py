@@ -29,6 +29,15 @@ def test_a_small_count_trace_by_hand(tmp_path):
     assert (stats.nodes_per_loss_event, stats.node_mtbf_s) == (pytest.approx(5 / 3), 200.0)
 
 
+def test_a_window_carries_its_time_at_each_size_and_its_changes_from_its_start(tmp_path):
+    """What a goodput model walks: the seconds at 0..4 nodes, the nodes at the window's start,
+    and each moment (t from the window's start, lost, gained)."""
+    stats = window_stats(counts(tmp_path, [4, 4, 2, 2, 0, 0, 4, 4, 3, 4], gap_s=100), (100, 1000))
+    assert stats.level_s == (200.0, 0.0, 200.0, 100.0, 400.0)
+    assert stats.alive_at_start == 4
+    assert stats.moments == ((100.0, 2, 0), (300.0, 2, 0), (500.0, 0, 4), (700.0, 1, 0), (800.0, 0, 1))
+
+
 def test_a_window_starts_from_the_traces_state_then(tmp_path):
     trace = counts(tmp_path, [4, 4, 2, 2, 0, 0, 4, 4, 3, 4], gap_s=100)
     stats = window_stats(trace, (300, 700))  # 2 nodes at 300 s, both lost at 400 s, 4 back at 600 s
