@@ -13,4 +13,5 @@
   disruption_guardrails.py  drains and PodDisruptionBudgets
   worker_guardrails.py      the workers: preemptible, checkpoints writable, failures visible, HPA
   job.py                    a job rendered for a platform and checked (sizing, schemas, guardrails)
+  operator_rules.py         the training operator's rule for ended worker pods, and what a budget would stop
 """
