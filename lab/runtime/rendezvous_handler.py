@@ -86,6 +86,10 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
         except Exception:  # noqa: BLE001 - unknown: not known to have succeeded
             return False
 
+    def in_a_round(self) -> bool:
+        """Whether this agent's workers run in a round it completed (not while it waits for one)."""
+        return self._round is not None
+
     def rank0_present(self) -> bool:
         """Whether the round this agent completed still has its rank 0 (the agent that
         writes the round's addresses): False once it is dropped, or the round is over."""
