@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.rendezvous.api import (
@@ -62,6 +63,8 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
     _members: frozenset[object] = frozenset()  # the round's node descriptors
     _lost_reported = False
     waiting_thread: int | None = None  # the thread waiting in next_rendezvous (None: none)
+    # The nodes waiting to join when this agent last left a round, with their last heartbeats.
+    _left_round_for: Mapping[object, object] = MappingProxyType({})
     # The last round this agent's workers ran in: its store and size, for its exit barrier.
     _last_round: RendezvousInfo | None = None
 
@@ -111,19 +114,34 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
             except RendezvousConnectionError:
                 return self._still_down(now)
         try:
-            waiting = super().num_nodes_waiting()
+            super().num_nodes_waiting()  # the state, read afresh (at most once a poll interval)
         except RendezvousConnectionError as exc:
             if self._unreachable_since is None:
                 self._unreachable_since = self._reconnected_at = now
                 outage_began(exc, "workers keep training", self.server_outage_s)
             return self._still_down(now)
         self._server_back()
+        waiting = self._still_waiting()
         if waiting and self.job_succeeded():
             # Another agent's workers finished the job and it waits in its exit barrier for
             # this one: restarting for a node that joins now would stop workers that are
             # finishing, and the next round could never form while that agent holds this one.
             waiting = 0
         return waiting + len(self._lost_members())
+
+    def _still_waiting(self) -> int:
+        """Nodes on the wait list, but those this agent last left its round for that have not
+        beaten since. A live waiter joins the round that forms for it (torch moves it from the
+        wait list to the participants at its next poll) and beats every keep-alive interval
+        while it waits; one that died on the wait list (a node killed as it joined) stays
+        listed until torch drops it, a whole keep-alive window later, and every round that
+        completed meanwhile would be restarted for it: workers stopped and started again for
+        a node that never comes. A waiter that is only slow is counted again at its next beat."""
+        state = torch_seam.rendezvous_state(self)
+        left_for = self._left_round_for
+        return sum(
+            1 for node in state.wait_list if node not in left_for or state.last_heartbeats.get(node) != left_for[node]
+        )
 
     def find_the_lost_peer(self) -> frozenset[object]:
         """This agent's workers failed because a peer went (a closed connection): find
@@ -247,6 +265,8 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
             log.warning("could not check in to the finished round's exit barrier (%s)", exc)
 
     def _next_round(self) -> RendezvousInfo:
+        state = torch_seam.rendezvous_state(self)
+        self._left_round_for = {node: state.last_heartbeats.get(node) for node in state.wait_list}
         self._round = None
         if self._peers_lost_marker is not None:
             self._peers_lost_marker.unlink(missing_ok=True)  # the round it marked is over

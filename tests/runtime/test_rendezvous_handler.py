@@ -126,3 +126,79 @@ def test_live_peers_are_not_dropped_and_the_search_ends_with_the_usual_window(mo
     finally:
         beating.set()
         beats.join()
+
+
+def _agents_meeting(run_id: str, count: int, keep_alive_s: float):
+    """`count` of our handlers on one store (a round needs two), a tenth of a second's last call."""
+    from torch.distributed import HashStore
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import RendezvousTimeout
+
+    store = HashStore()
+    timeout = RendezvousTimeout(last_call=timedelta(seconds=0.1))
+    return [
+        ResilientRendezvousHandler.from_backend(
+            run_id, store, C10dRendezvousBackend(store, run_id), 2, 3, "127.0.0.1", timeout, keep_alive_s, 3
+        )
+        for _ in range(count)
+    ]
+
+
+def _meet(handlers) -> list:
+    """Every handler's next_rendezvous at once, as the agents of a round call it: their worlds."""
+    import threading
+
+    worlds: list = [None] * len(handlers)
+
+    def join(i: int) -> None:
+        worlds[i] = handlers[i].next_rendezvous().world_size
+
+    threads = [threading.Thread(target=join, args=(i,), daemon=True) for i in range(len(handlers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return worlds
+
+
+def test_a_node_that_died_on_the_wait_list_is_left_for_once(restored_torch, monkeypatch):
+    """Agents a and b train; node c joined the wait list and died there (killed as it joined). a
+    and b leave their round for it, as torch's agents do for a waiting node, and form the next
+    one without it (it never moves to the participants). torch keeps c listed until its
+    heartbeats expire, a keep-alive window later: counted as waiting, it would restart every
+    round that completed meanwhile. Once c beats again (a live but slow waiter) it is counted."""
+    import pickle
+    from datetime import datetime
+
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _NodeDesc
+
+    from lab.runtime import torch_seam
+
+    monkeypatch.setenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")  # as in every agent (lab.vocab.job)
+    torch_seam.replace_rendezvous_poll_delay(0.05, lambda: None)
+    # A keep-alive window (3 x 2 s) torch's own drop of c does not reach while the test runs.
+    a, b = _agents_meeting("t-dead-waiter", 2, keep_alive_s=2.0)
+    try:
+        assert _meet([a, b]) == [2, 2]
+        for handler in (a, b):
+            torch_seam.cache_rendezvous_state_for(handler, 0)  # every read goes to the server
+
+        backend = torch_seam.rendezvous_backend(a)
+
+        def c_beats() -> None:
+            bits, token = backend.get_state()
+            state = pickle.loads(bits)
+            c = _NodeDesc("c", 1, 0)
+            state.wait_list.add(c)
+            state.last_heartbeats[c] = datetime.now(UTC)
+            assert backend.set_state(pickle.dumps(state), token)[2], "written"
+
+        c_beats()  # c joins the wait list
+        assert a.num_nodes_waiting() == b.num_nodes_waiting() == 1
+        assert _meet([a, b]) == [2, 2]  # the round formed for c, without it
+        assert a.num_nodes_waiting() == b.num_nodes_waiting() == 0, "c, dead on the wait list, is waited for again"
+        c_beats()
+        assert a.num_nodes_waiting() == b.num_nodes_waiting() == 1
+    finally:
+        for handler in (a, b):
+            handler._stop_heartbeats()
