@@ -110,13 +110,18 @@ def _create_handler(
     torch_seam.cache_rendezvous_state_for(handler, poll_s)
     # The rendezvous op loop's poll of the shared state takes `poll_s`, and a waiting agent
     # stops once the job is done (with or without a poll interval of the job's own).
-    torch_seam.replace_rendezvous_poll_delay(poll_s, _stop_waiting_if_the_job_is_done)
+    # torch's jitter before a first join is left out where this agent rejoins.
+    torch_seam.replace_rendezvous_poll_delay(poll_s, _stop_waiting_if_the_job_is_done, _rejoining)
     return handler
 
 
 def _stop_waiting_if_the_job_is_done() -> None:
     for handler in HANDLERS:
         handler.stop_waiting_if_the_job_is_done()
+
+
+def _rejoining() -> bool:
+    return any(handler.rejoining() for handler in HANDLERS)
 
 
 def etcd_v2(params: RendezvousParameters) -> Any:

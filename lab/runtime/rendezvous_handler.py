@@ -63,6 +63,7 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
     _members: frozenset[object] = frozenset()  # the round's node descriptors
     _lost_reported = False
     waiting_thread: int | None = None  # the thread waiting in next_rendezvous (None: none)
+    _had_a_round = False  # a round of this agent's completed before
     # The nodes waiting to join when this agent last left a round, with their last heartbeats.
     _left_round_for: Mapping[object, object] = MappingProxyType({})
     # The last round this agent's workers ran in: its store and size, for its exit barrier.
@@ -236,6 +237,10 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
         finally:
             self.waiting_thread = None
 
+    def rejoining(self) -> bool:
+        """Whether this agent, waiting for a round on the calling thread, was in a round before."""
+        return self.waiting_thread == threading.get_ident() and self._had_a_round
+
     def stop_waiting_if_the_job_is_done(self) -> None:
         """Called at each poll while this agent waits for a round: the others' workers may
         have finished the job meanwhile (an agent that restarted its workers for a joining
@@ -300,6 +305,7 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
         self._server_back()
         state = torch_seam.rendezvous_state(self)
         self._round, self._members, self._lost_reported = state.round, frozenset(state.participants), False
+        self._had_a_round = True
         self._last_round = info
         store = info.bootstrap_store_info
         if store is not None:

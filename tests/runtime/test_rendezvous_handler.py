@@ -175,7 +175,7 @@ def test_a_node_that_died_on_the_wait_list_is_left_for_once(restored_torch, monk
     from lab.runtime import torch_seam
 
     monkeypatch.setenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")  # as in every agent (lab.vocab.job)
-    torch_seam.replace_rendezvous_poll_delay(0.05, lambda: None)
+    torch_seam.replace_rendezvous_poll_delay(0.05, lambda: None, lambda: False)
     # A keep-alive window (3 x 2 s) torch's own drop of c does not reach while the test runs.
     a, b = _agents_meeting("t-dead-waiter", 2, keep_alive_s=2.0)
     try:

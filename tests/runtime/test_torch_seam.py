@@ -48,7 +48,7 @@ def _everything_replaced() -> None:
     launch.install()
     torch_seam.replace_elastic_launch(lambda config, entrypoint: None)
     torch_seam.drain_gloo_after_destroy(0.0)
-    torch_seam.replace_rendezvous_poll_delay(1.0, lambda: None)
+    torch_seam.replace_rendezvous_poll_delay(1.0, lambda: None, lambda: False)
     torch_seam.register_event_log_handler("test", lambda: None)
 
 
@@ -275,18 +275,24 @@ def test_a_check_in_lets_a_waiting_exit_barrier_pass():
 
 
 # ------------------------------------------------------------------ the dynamic rendezvous
-def test_the_rendezvous_poll_delay_is_replaced_and_other_delays_are_torchs(restored_torch, monkeypatch):
+@pytest.mark.parametrize("rejoining", [False, True], ids=["first-join", "rejoining"])
+def test_the_rendezvous_poll_delay_is_replaced_and_other_delays_are_torchs(restored_torch, monkeypatch, rejoining):
+    """The op loop's poll sleeps the job's interval; torch's jitter before a join while the
+    state's round is 0 is kept for an agent's first join and left out when it rejoins."""
     from torch.distributed.elastic.rendezvous import dynamic_rendezvous, utils
 
     assert dynamic_rendezvous._delay is utils._delay
     assert _calls_in(dynamic_rendezvous._DistributedRendezvousOpExecutor.run, "_delay(seconds=1)")
+    jitter = f"_delay(seconds={torch_seam.TORCH_FIRST_JOIN_JITTER_S})"
+    assert _calls_in(DynamicRendezvousHandler.next_rendezvous, jitter)
     slept, polls = [], []
     monkeypatch.setattr(utils.time, "sleep", slept.append)
-    monkeypatch.setattr(utils.random, "uniform", lambda low, high: low)
-    torch_seam.replace_rendezvous_poll_delay(0.05, lambda: polls.append(1))
+    monkeypatch.setattr(utils.random, "uniform", lambda low, high: high)
+    torch_seam.replace_rendezvous_poll_delay(0.05, lambda: polls.append(1), lambda: rejoining)
     dynamic_rendezvous._delay(seconds=1)
+    dynamic_rendezvous._delay(seconds=(0, 0.3))
     dynamic_rendezvous._delay(seconds=(0.3, 0.6))
-    assert slept == [0.05, 0.3] and polls == [1]
+    assert slept == ([0.05, 0.6] if rejoining else [0.05, 0.3, 0.6]) and polls == [1]
 
 
 def test_torch_names_rendezvous_events_from_the_whole_stack():
