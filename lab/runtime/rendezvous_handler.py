@@ -10,8 +10,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.rendezvous.api import (
@@ -177,8 +179,10 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
             # nodes leaving now are done, not lost; a restart would train nothing.
             return frozenset()
         # A member on the wait list left only to rejoin (its agent restarts for a node that
-        # joins): it is not lost.
-        lost = self._members - set(state.participants) - set(state.wait_list)
+        # joins): it is not lost. One whose heartbeats expired in this agent's view of the
+        # state is: torch drops it at its next read of the state, up to a poll interval later.
+        present = (set(state.participants) | set(state.wait_list)) - self._expired(state)
+        lost = self._members - present
         if lost and not self._lost_reported:
             self._lost_reported = True
             # Before the agent stops the workers: sharded workers then leave at once
@@ -189,6 +193,13 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
             log.warning("participant(s) %s left round %d; restarting the workers", ", ".join(names), state.round)
             events.emit(Event.RDZV_MEMBER_LOST, nodes=names, round=state.round, source="agent")
         return lost
+
+    def _expired(self, state: Any) -> set[object]:
+        """The nodes whose last heartbeat in `state` is older than the keep-alive window now
+        (torch's test, `_BackendRendezvousStateHolder._sanitize`, made when it reads)."""
+        settings = self.settings
+        oldest = datetime.now(UTC) - settings.keep_alive_interval * settings.keep_alive_max_attempt
+        return {node for node, beat in state.last_heartbeats.items() if beat < oldest}
 
     def _server_back(self) -> None:
         """Note the end of an outage, if one was going on."""

@@ -79,6 +79,18 @@ def test_a_closed_connection_finds_the_silent_peer_before_its_heartbeats_expire(
     assert sorted(n.addr for n in pickle.loads(backend.get_state()[0]).participants) == ["a", "b"]
 
 
+def test_a_member_whose_heartbeats_expired_in_the_agents_view_is_lost_before_the_next_read():
+    """The agent's view of the state was read when c's last heartbeat was 1.4 s old (within the
+    1.5 s keep-alive window); c beats no more. At the agent's next look, within its cache of the
+    view, c's heartbeat is past the window: it is lost then, not at the next read of the server."""
+    handler, _ = _handler_in_a_round({"a": 0.1, "b": 0.1, "c": 0.1})
+    view = handler._state_holder.state
+    assert handler._lost_members() == frozenset()
+    c = next(n for n in view.participants if n.addr == "c")
+    view.last_heartbeats[c] -= timedelta(seconds=1.5)  # the same view, now that c has been silent 1.6 s
+    assert handler._lost_members() == {c}
+
+
 def test_a_member_that_left_to_rejoin_is_waiting_not_lost():
     """An agent restarting for a node that joins leaves its round and waits for the next
     one: the others' closed connection must not report it lost."""
