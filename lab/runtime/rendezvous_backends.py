@@ -108,16 +108,18 @@ def _create_handler(
     # cache, whatever the poll: the monitor's check for nodes waiting to join and a waiting
     # agent's look for an open round would see the server's state up to a second late.
     torch_seam.cache_rendezvous_state_for(handler, poll_s)
-    # The rendezvous op loop's poll of the shared state takes `poll_s`, and a waiting agent
-    # stops once the job is done (with or without a poll interval of the job's own).
-    # torch's jitter before a first join is left out where this agent rejoins.
-    torch_seam.replace_rendezvous_poll_delay(poll_s, _stop_waiting_if_the_job_is_done, _rejoining)
+    # The rendezvous op loop's poll of the shared state takes `poll_s`; at each, a waiting
+    # agent stops once the job is done (with or without a poll interval of the job's own), and
+    # ends the round's last call once every node it expects has joined. torch's jitter before
+    # a first join is left out where this agent rejoins.
+    torch_seam.replace_rendezvous_poll_delay(poll_s, _at_each_poll, _rejoining)
     return handler
 
 
-def _stop_waiting_if_the_job_is_done() -> None:
+def _at_each_poll() -> None:
     for handler in HANDLERS:
         handler.stop_waiting_if_the_job_is_done()
+        handler.end_the_last_call_once_all_are_in()
 
 
 def _rejoining() -> bool:

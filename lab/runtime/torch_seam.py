@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 # The torch release every entry below was read against (torch/distributed/elastic, as installed).
@@ -391,6 +392,19 @@ def drop_participants_silent_for(handler: Any, keep_alive_intervals: float) -> N
             holder.sync()
     finally:
         holder._settings = normal
+
+
+def end_last_call(handler: Any) -> None:
+    """Sets the last call of the round in the handler's view of the state (the state holder's
+    `state.deadline`, which torch sets to last_call_timeout after min_nodes joined) to now, and
+    marks the view for writing (`mark_dirty`; torch 2.13.0): the rendezvous op loop writes it at
+    its next step, and a participant then marks the round complete (`_RendezvousJoinOp`: enough
+    participants and the deadline passed). A lost race of the write re-reads the state, and
+    the caller's next poll tries again. Why: a round in which every expected node has joined
+    completes without waiting for stragglers that are not coming."""
+    holder = handler._state_holder
+    holder.state.deadline = datetime.now(UTC)
+    holder.mark_dirty()
 
 
 def stop_heartbeats(handler: Any) -> None:

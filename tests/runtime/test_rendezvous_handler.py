@@ -140,20 +140,32 @@ def test_live_peers_are_not_dropped_and_the_search_ends_with_the_usual_window(mo
         beats.join()
 
 
-def _agents_meeting(run_id: str, count: int, keep_alive_s: float):
-    """`count` of our handlers on one store (a round needs two), a tenth of a second's last call."""
+def _agents_meeting(run_id: str, count: int, keep_alive_s: float, last_call_s: float = 0.1, max_nodes: int = 3):
+    """`count` of our handlers on one store (a round needs two)."""
     from torch.distributed import HashStore
     from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import RendezvousTimeout
 
     store = HashStore()
-    timeout = RendezvousTimeout(last_call=timedelta(seconds=0.1))
+    timeout = RendezvousTimeout(last_call=timedelta(seconds=last_call_s))
     return [
         ResilientRendezvousHandler.from_backend(
-            run_id, store, C10dRendezvousBackend(store, run_id), 2, 3, "127.0.0.1", timeout, keep_alive_s, 3
+            run_id, store, C10dRendezvousBackend(store, run_id), 2, max_nodes, "127.0.0.1", timeout, keep_alive_s, 3
         )
         for _ in range(count)
     ]
+
+
+def _polls_ending_the_last_call(handlers) -> None:
+    """The op loop's poll as the launcher wires it (lab.runtime.rendezvous_backends): each waiting
+    handler ends its round's last call once every node it expects has joined."""
+    from lab.runtime import torch_seam
+
+    def at_each_poll() -> None:
+        for handler in handlers:
+            handler.end_the_last_call_once_all_are_in()
+
+    torch_seam.replace_rendezvous_poll_delay(0.05, at_each_poll, lambda: False)
 
 
 def _meet(handlers) -> list:
@@ -213,4 +225,52 @@ def test_a_node_that_died_on_the_wait_list_is_left_for_once(restored_torch, monk
         assert a.num_nodes_waiting() == b.num_nodes_waiting() == 1
     finally:
         for handler in (a, b):
+            handler._stop_heartbeats()
+
+
+# torch's own last call in the tests below: a round that waited it out would outlast the test.
+LONG_LAST_CALL_S = 600
+
+
+def test_the_survivors_round_completes_once_both_have_joined(restored_torch, monkeypatch):
+    """a, b and c train (the round reached max_nodes); c vanishes. a and b find it lost and
+    rejoin: each expects the other, and their round completes once both are in, not a last
+    call later (a round of survivors never reaches max_nodes)."""
+    from lab.local.procs import wait_until
+
+    monkeypatch.setenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")  # as in every agent (lab.vocab.job)
+    a, b, c = _agents_meeting("t-survivors", 3, keep_alive_s=0.5, last_call_s=LONG_LAST_CALL_S)
+    _polls_ending_the_last_call([a, b, c])
+    try:
+        assert _meet([a, b, c]) == [3, 3, 3]  # max_nodes: complete at once
+        c._stop_heartbeats()  # c vanishes
+        assert wait_until(lambda: a.num_nodes_waiting() and b.num_nodes_waiting(), 30), "c was not found lost"
+        assert _meet([a, b]) == [2, 2], "the survivors waited out the last call"
+    finally:
+        for handler in (a, b, c):
+            handler._stop_heartbeats()
+
+
+def test_a_node_waiting_to_join_when_the_agents_leave_their_round_is_waited_for(restored_torch, monkeypatch):
+    """a and b train (their first round waited out its last call: they expected nobody); c asks
+    to join. a and b leave their round for it and expect it: their next round has c in it (a
+    round of a and b alone would have completed as soon as both were in)."""
+    import threading
+
+    from lab.local.procs import wait_until
+
+    monkeypatch.setenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    a, b, c = _agents_meeting("t-joiner", 3, keep_alive_s=0.5, last_call_s=2.0, max_nodes=4)
+    _polls_ending_the_last_call([a, b, c])
+    try:
+        assert _meet([a, b]) == [2, 2]
+        joined: list = []
+        waiting = threading.Thread(target=lambda: joined.append(c.next_rendezvous().world_size), daemon=True)
+        waiting.start()
+        assert wait_until(lambda: a.num_nodes_waiting() == 1 == b.num_nodes_waiting(), 30), "c did not ask to join"
+        assert _meet([a, b]) == [3, 3]
+        waiting.join(30)
+        assert joined == [3]
+    finally:
+        for handler in (a, b, c):
             handler._stop_heartbeats()

@@ -9,6 +9,7 @@ import ast
 import inspect
 import pickle
 import signal
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -332,6 +333,25 @@ def test_a_participant_silent_past_the_short_window_is_dropped_on_the_server_too
     assert sorted(n.addr for n in torch_seam.rendezvous_state(handler).participants) == ["a", "b"]
     assert _on_server(backend) == ["a", "b"]
     assert handler.settings.keep_alive_interval == timedelta(seconds=0.5)  # torch's settings are back
+
+
+def test_a_last_call_ended_in_the_view_lets_a_participant_complete_the_round():
+    """Round 8 is forming: a (this handler) and b joined (min_nodes 2), and torch set its last
+    call 600 s ahead. Ended in a's view, torch's own join completes the round at once."""
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _RendezvousJoinOp
+
+    handler, backend = _handler_in_a_round({"b": 0.0})
+    state = pickle.loads(backend.get_state()[0])
+    state.round, state.complete = 8, False
+    state.participants = {torch_seam.this_node(handler): 0, **state.participants}
+    state.last_heartbeats[torch_seam.this_node(handler)] = datetime.now(UTC)
+    state.deadline = datetime.now(UTC) + timedelta(seconds=600)
+    backend.set_state(pickle.dumps(state), backend.get_state()[1])
+    torch_seam.read_rendezvous_state_now(handler)
+    torch_seam.end_last_call(handler)
+    handler._op_executor.run(_RendezvousJoinOp(), time.monotonic() + 5)  # torch's join, as next_rendezvous runs it
+    written = pickle.loads(backend.get_state()[0])
+    assert (written.round, written.complete, len(written.participants)) == (8, True, 2)
 
 
 def test_the_state_holders_cache_backend_and_version_are_where_the_seam_sets_them():
