@@ -137,12 +137,13 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
 
     def _waiting(self, state: Any) -> set[object]:
         """The nodes on the wait list of `state`, but those this agent last left its round for
-        that have not beaten since. A live waiter joins the round that forms for it (torch moves it from the
-        wait list to the participants at its next poll) and beats every keep-alive interval
-        while it waits; one that died on the wait list (a node killed as it joined) stays
-        listed until torch drops it, a whole keep-alive window later, and every round that
-        completed meanwhile would be restarted for it: workers stopped and started again for
-        a node that never comes. A waiter that is only slow is counted again at its next beat."""
+        that have not beaten since. A live waiter joins the round that forms for it (torch
+        moves it from the wait list to the participants at its next poll) and beats every
+        keep-alive interval while it waits; one that died on the wait list (a node killed as
+        it joined) stays listed until torch drops it, a whole keep-alive window later, and
+        every round that completed meanwhile would be restarted for it: workers stopped and
+        started again for a node that never comes. A waiter that is only slow is counted
+        again at its next beat."""
         left_for = self._left_round_for
         return {
             node
