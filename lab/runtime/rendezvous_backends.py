@@ -109,15 +109,22 @@ def _create_handler(
     # cache, whatever the poll: the monitor's check for nodes waiting to join and a waiting
     # agent's look for an open round would see the server's state up to a second late.
     torch_seam.cache_rendezvous_state_for(handler, poll_s)
-    # The rendezvous op loop's poll of the shared state takes `poll_s`, and a waiting agent
-    # stops once the job is done (with or without a poll interval of the job's own).
-    torch_seam.replace_rendezvous_poll_delay(poll_s, _stop_waiting_if_the_job_is_done)
+    # The rendezvous op loop's poll of the shared state takes `poll_s`; at each, a waiting
+    # agent stops once the job is done (with or without a poll interval of the job's own), and
+    # ends the round's last call once every node it expects has joined. torch's jitter before
+    # a first join is left out where this agent rejoins.
+    torch_seam.replace_rendezvous_poll_delay(poll_s, _at_each_poll, _rejoining)
     return handler
 
 
-def _stop_waiting_if_the_job_is_done() -> None:
+def _at_each_poll() -> None:
     for handler in HANDLERS:
         handler.stop_waiting_if_the_job_is_done()
+        handler.end_the_last_call_once_all_are_in()
+
+
+def _rejoining() -> bool:
+    return any(handler.rejoining() for handler in HANDLERS)
 
 
 def etcd_v2(params: RendezvousParameters) -> Any:
@@ -229,14 +236,18 @@ def _restore_round(handler: Any, backend: Any) -> None:
     """A server that came back empty (an etcd pod that moved, any c10d store) lost the round the
     workers train in, and with it the participants' heartbeats: a node that vanishes later
     would never be seen to stop heartbeating. Write this agent's last view of the state back,
-    with every participant's heartbeat counted from now (the outage was nobody's fault), unless
-    the server has a state (it kept its data, or another agent wrote it back first: the
-    write only creates an absent state)."""
+    with every participant's heartbeat counted from now (the outage was nobody's fault), if
+    this agent's workers run in a round and the server has no state (it may have kept its
+    data, or another agent wrote it back first: the write only creates an absent state)."""
+    if not handler.in_a_round():
+        # No round of its workers to lose. The first agent to join a new rendezvous gets here
+        # too (its write creates the state, with no version), its own pending join in its
+        # view: written back, that join's heartbeat would be dated the grace into the future,
+        # and a node that vanished in the round's first seconds would be found that much later.
+        return
     if backend.get_state() is not None:
         return
     state = copy.deepcopy(torch_seam.rendezvous_state(handler))
-    if not state.participants:
-        return  # no round yet: nothing was lost
     # torch's heartbeat clock. Every participant's heartbeat is dated a grace into the future: the
     # others reconnect one by one (each tries once a second, slower on a loaded machine), and a
     # heartbeat dated now would expire (keep-alive window, 1.5 s) before a slow one's first

@@ -9,8 +9,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.rendezvous.api import (
@@ -62,6 +65,12 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
     _members: frozenset[object] = frozenset()  # the round's node descriptors
     _lost_reported = False
     waiting_thread: int | None = None  # the thread waiting in next_rendezvous (None: none)
+    _had_a_round = False  # a round of this agent's completed before
+    # The nodes waiting to join when this agent last left a round, with their last heartbeats.
+    _left_round_for: Mapping[object, object] = MappingProxyType({})
+    # The nodes this agent expects in the round it rejoins for: its last round's members still
+    # there and the nodes that waited to join when it left (none before its first round).
+    _expected: frozenset[object] = frozenset()
     # The last round this agent's workers ran in: its store and size, for its exit barrier.
     _last_round: RendezvousInfo | None = None
 
@@ -86,6 +95,10 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
         except Exception:  # noqa: BLE001 - unknown: not known to have succeeded
             return False
 
+    def in_a_round(self) -> bool:
+        """Whether this agent's workers run in a round it completed (not while it waits for one)."""
+        return self._round is not None
+
     def rank0_present(self) -> bool:
         """Whether the round this agent completed still has its rank 0 (the agent that
         writes the round's addresses): False once it is dropped, or the round is over."""
@@ -107,19 +120,36 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
             except RendezvousConnectionError:
                 return self._still_down(now)
         try:
-            waiting = super().num_nodes_waiting()
+            super().num_nodes_waiting()  # the state, read afresh (at most once a poll interval)
         except RendezvousConnectionError as exc:
             if self._unreachable_since is None:
                 self._unreachable_since = self._reconnected_at = now
                 outage_began(exc, "workers keep training", self.server_outage_s)
             return self._still_down(now)
         self._server_back()
+        waiting = len(self._waiting(torch_seam.rendezvous_state(self)))
         if waiting and self.job_succeeded():
             # Another agent's workers finished the job and it waits in its exit barrier for
             # this one: restarting for a node that joins now would stop workers that are
             # finishing, and the next round could never form while that agent holds this one.
             waiting = 0
         return waiting + len(self._lost_members())
+
+    def _waiting(self, state: Any) -> set[object]:
+        """The nodes on the wait list of `state`, but those this agent last left its round for
+        that have not beaten since. A live waiter joins the round that forms for it (torch
+        moves it from the wait list to the participants at its next poll) and beats every
+        keep-alive interval while it waits; one that died on the wait list (a node killed as
+        it joined) stays listed until torch drops it, a whole keep-alive window later, and
+        every round that completed meanwhile would be restarted for it: workers stopped and
+        started again for a node that never comes. A waiter that is only slow is counted
+        again at its next beat."""
+        left_for = self._left_round_for
+        return {
+            node
+            for node in state.wait_list
+            if node not in left_for or state.last_heartbeats.get(node) != left_for[node]
+        }
 
     def find_the_lost_peer(self) -> frozenset[object]:
         """This agent's workers failed because a peer went (a closed connection): find
@@ -154,8 +184,9 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
             # nodes leaving now are done, not lost; a restart would train nothing.
             return frozenset()
         # A member on the wait list left only to rejoin (its agent restarts for a node that
-        # joins): it is not lost.
-        lost = self._members - set(state.participants) - set(state.wait_list)
+        # joins): it is not lost. One whose heartbeats expired in this agent's view of the
+        # state is: torch drops it at its next read of the state, up to a poll interval later.
+        lost = self._members - self._present(state)
         if lost and not self._lost_reported:
             self._lost_reported = True
             # Before the agent stops the workers: sharded workers then leave at once
@@ -166,6 +197,17 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
             log.warning("participant(s) %s left round %d; restarting the workers", ", ".join(names), state.round)
             events.emit(Event.RDZV_MEMBER_LOST, nodes=names, round=state.round, source="agent")
         return lost
+
+    def _present(self, state: Any) -> set[object]:
+        """The nodes in `state`'s round or on its wait list whose heartbeats have not expired."""
+        return (set(state.participants) | set(state.wait_list)) - self._expired(state)
+
+    def _expired(self, state: Any) -> set[object]:
+        """The nodes whose last heartbeat in `state` is older than the keep-alive window now
+        (torch's test, `_BackendRendezvousStateHolder._sanitize`, made when it reads)."""
+        settings = self.settings
+        oldest = datetime.now(UTC) - settings.keep_alive_interval * settings.keep_alive_max_attempt
+        return {node for node, beat in state.last_heartbeats.items() if beat < oldest}
 
     def _server_back(self) -> None:
         """Note the end of an outage, if one was going on."""
@@ -214,6 +256,10 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
         finally:
             self.waiting_thread = None
 
+    def rejoining(self) -> bool:
+        """Whether this agent, waiting for a round on the calling thread, was in a round before."""
+        return self.waiting_thread == threading.get_ident() and self._had_a_round
+
     def stop_waiting_if_the_job_is_done(self) -> None:
         """Called at each poll while this agent waits for a round: the others' workers may
         have finished the job meanwhile (an agent that restarted its workers for a joining
@@ -225,6 +271,22 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
                 f"while this agent waited for a round of the rendezvous {self.get_run_id()!r}, "
                 "the other agents' workers finished the job"
             )
+
+    def end_the_last_call_once_all_are_in(self) -> None:
+        """Called at each poll while this agent waits for a round. torch completes a round a
+        last call (`last_call_timeout`) after min_nodes joined, for stragglers to join too; a
+        round of an eviction's survivors never reaches max_nodes, so every recovery waited the
+        whole last call. Once every node this agent expects has joined, no straggler is known
+        to come: the round's last call ends now, and a participant marks it complete at its
+        next step (one that comes later joins the round after, as after any last call)."""
+        if self.waiting_thread != threading.get_ident() or not self._expected:
+            return
+        state = torch_seam.rendezvous_state(self)
+        # torch sets the deadline once min_nodes have joined (and clears it below that).
+        if state.complete or state.deadline is None or torch_seam.this_node(self) not in state.participants:
+            return
+        if self._expected <= set(state.participants):
+            torch_seam.end_last_call(self)
 
     def check_in_to_the_exit_barrier(self) -> None:
         """This agent leaves without its workers finishing: it stopped them for a node that
@@ -243,6 +305,12 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
             log.warning("could not check in to the finished round's exit barrier (%s)", exc)
 
     def _next_round(self) -> RendezvousInfo:
+        state = torch_seam.rendezvous_state(self)
+        if self._round is not None:  # leaving a round: for a node that waits, or a lost one
+            self._expected = frozenset((self._members & self._present(state)) | self._waiting(state))
+        else:
+            self._expected = frozenset()
+        self._left_round_for = {node: state.last_heartbeats.get(node) for node in state.wait_list}
         self._round = None
         if self._peers_lost_marker is not None:
             self._peers_lost_marker.unlink(missing_ok=True)  # the round it marked is over
@@ -276,6 +344,7 @@ class ResilientRendezvousHandler(DynamicRendezvousHandler):
         self._server_back()
         state = torch_seam.rendezvous_state(self)
         self._round, self._members, self._lost_reported = state.round, frozenset(state.participants), False
+        self._had_a_round = True
         self._last_round = info
         store = info.bootstrap_store_info
         if store is not None:

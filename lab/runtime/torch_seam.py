@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 # The torch release every entry below was read against (torch/distributed/elastic, as installed).
@@ -53,6 +54,9 @@ WRITTEN_TABLES = (
 # The seconds torch's rendezvous op loop passes `_delay` between two polls of the shared state
 # (dynamic_rendezvous._DistributedRendezvousOpExecutor.run: `_delay(seconds=1)`).
 TORCH_POLL_DELAY_S = 1
+# The jitter torch's DynamicRendezvousHandler.next_rendezvous passes `_delay` before it joins
+# while the state's round is 0 (`_delay(seconds=(0, 0.3))`).
+TORCH_FIRST_JOIN_JITTER_S = (0, 0.3)
 
 
 def is_replaced(function: object) -> bool:
@@ -265,12 +269,17 @@ def check_in_to_exit_barrier(store: Any, world_size: int) -> None:
 
 
 # ------------------------------------------------------------------ the dynamic rendezvous
-def replace_rendezvous_poll_delay(poll_s: float, on_poll: Callable[[], None]) -> None:
+def replace_rendezvous_poll_delay(poll_s: float, on_poll: Callable[[], None], rejoining: Callable[[], bool]) -> None:
     """Replaces `dynamic_rendezvous._delay`, which the rendezvous op loop calls as
     `_delay(seconds=1)` between polls of the shared state (torch 2.13.0; imported there from
     `rendezvous.utils`), with one that calls `on_poll()` and sleeps `poll_s` instead of that
-    second. Other delays (jittered retries) are torch's. Why: torch's poll is a whole second,
-    a round change's cost; `on_poll` lets a waiting agent stop once the job is done."""
+    second, and that skips the jitter before a join (`_delay(seconds=(0, 0.3))`) when
+    `rejoining()`. Other delays are torch's. Why: torch's poll is a whole second, a round
+    change's cost; `on_poll` lets a waiting agent stop once the job is done. torch jitters
+    "if this is our first run" to spread the nodes' first joins, but tests the state's round
+    (0), which stays 0 until the first round ends: every agent that leaves the job's first
+    round for an eviction's recovery waits up to 0.3 s more, and the round forms when the
+    last of them joins."""
     from torch.distributed.elastic.rendezvous import dynamic_rendezvous, utils
 
     original = utils._delay
@@ -279,6 +288,8 @@ def replace_rendezvous_poll_delay(poll_s: float, on_poll: Callable[[], None]) ->
         if seconds == TORCH_POLL_DELAY_S:
             on_poll()
             seconds = poll_s
+        elif seconds == TORCH_FIRST_JOIN_JITTER_S and rejoining():
+            return
         original(seconds=seconds)
 
     _replace(dynamic_rendezvous, "_delay", _delay)
@@ -389,6 +400,19 @@ def drop_participants_silent_for(handler: Any, keep_alive_intervals: float) -> N
             holder.sync()
     finally:
         holder._settings = normal
+
+
+def end_last_call(handler: Any) -> None:
+    """Sets the last call of the round in the handler's view of the state (the state holder's
+    `state.deadline`, which torch sets to last_call_timeout after min_nodes joined) to now, and
+    marks the view for writing (`mark_dirty`; torch 2.13.0): the rendezvous op loop writes it at
+    its next step, and a participant then marks the round complete (`_RendezvousJoinOp`: enough
+    participants and the deadline passed). A lost race of the write re-reads the state, and
+    the caller's next poll tries again. Why: a round in which every expected node has joined
+    completes without waiting for stragglers that are not coming."""
+    holder = handler._state_holder
+    holder.state.deadline = datetime.now(UTC)
+    holder.mark_dirty()
 
 
 def stop_heartbeats(handler: Any) -> None:

@@ -28,8 +28,10 @@ class RendezvousTimeouts:
 
     join_s: float = 900  # how long an agent waits for min_nodes before exiting to be retried
     # Extra wait for stragglers once min_nodes have joined. A round of the survivors of an
-    # eviction never reaches max_nodes, so each recovery waits this out in full: 0.2 s, not
-    # 0.5, took ~0.3 s off every elastic recovery (benchmarks/fault_tolerance.py).
+    # eviction never reaches max_nodes, so each recovery waited this out in full: 0.2 s, not
+    # 0.5, took ~0.3 s off every elastic recovery (benchmarks/fault_tolerance.py). The launcher
+    # now ends it as soon as every node an agent expects (its round's members still there, the
+    # nodes that waited to join) has joined; it is waited out when one of them does not come.
     last_call_s: float = 0.2
     close_s: float = 10  # wait for the round to close after it completed
     keep_alive_interval_s: float = 0.5  # heartbeat period of each agent

@@ -72,6 +72,31 @@ def test_an_agent_sees_a_node_waiting_to_join_within_a_poll_interval(etcd, insta
     assert training.num_nodes_waiting() == 1
 
 
+def test_an_agent_that_rejoins_the_first_round_waits_no_jitter(etcd, installed, monkeypatch):
+    """torch jitters each join (up to 0.3 s) while the state's round is 0, meant for the nodes'
+    first join; the round stays 0 until the job's first round ends, so the agents that leave it
+    for an eviction's recovery would each wait up to 0.3 s more. Ours jitter at their first join
+    only."""
+    from torch.distributed.elastic.rendezvous import utils
+
+    from tests.runtime.test_launch_rendezvous_errors import _handlers, _meet
+
+    jitters = []
+    uniform = utils.random.uniform
+    monkeypatch.setattr(utils.random, "uniform", lambda low, high: jitters.append((low, high)) or uniform(low, high))
+    monkeypatch.setenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")  # as in every agent (lab.vocab.job)
+    agents = _handlers(etcd, "t-jitter", 2)
+    try:
+        assert [info.world_size for info in _meet(agents)] == [2, 2]
+        assert jitters == [torch_seam.TORCH_FIRST_JOIN_JITTER_S] * 2  # each agent's first join
+        assert [info.world_size for info in _meet(agents)] == [2, 2]  # both leave round 0 and meet again
+        assert torch_seam.rendezvous_state(agents[0]).round == 1
+        assert jitters == [torch_seam.TORCH_FIRST_JOIN_JITTER_S] * 2, "a rejoin waited torch's first-join jitter"
+    finally:
+        for agent in agents:
+            agent._stop_heartbeats()
+
+
 def test_bad_fractional_value_is_a_clear_error(etcd, installed):
     conf = {**JobSpec().rdzv_conf(), "keep_alive_interval": "fast"}
     with pytest.raises(ValueError, match="rdzv-conf keep_alive_interval='fast' is invalid: expected seconds"):

@@ -1,5 +1,6 @@
 """lab.runtime.rendezvous_backends: the round written back to a server that came back empty."""
 
+import time
 from datetime import UTC, timedelta
 
 from lab.runtime import rendezvous_backends
@@ -12,8 +13,12 @@ class _Holder:
 
 
 class _Agent:
-    def __init__(self, state):
+    def __init__(self, state, in_a_round: bool = True):
         self._state_holder = _Holder(state)
+        self._in_a_round = in_a_round
+
+    def in_a_round(self) -> bool:
+        return self._in_a_round
 
 
 def test_a_server_that_came_back_empty_gets_the_round_back_with_fresh_heartbeats():
@@ -49,8 +54,36 @@ def test_an_agent_with_no_round_yet_writes_nothing_back():
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _RendezvousState
 
     backend = C10dRendezvousBackend(HashStore(), "t-restore")
-    rendezvous_backends._restore_round(_Agent(_RendezvousState()), backend)
+    rendezvous_backends._restore_round(_Agent(_RendezvousState(), in_a_round=False), backend)
     assert backend.get_state() is None
+
+
+def test_the_first_agent_to_join_a_new_rendezvous_is_written_as_it_joined():
+    """The first join's write creates the state (no version yet), with that agent's join in its
+    view: the round is not written back in its place, so its heartbeat is dated by its join, not
+    the restore's grace into the future. Were it, a node that vanished in the round's first
+    seconds (the first to join, among others) would be found seconds after its heartbeats
+    stopped. torch's own join runs here (one node, max 1: it completes the round at once)."""
+    import pickle
+    from datetime import datetime
+
+    from torch.distributed import HashStore
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _RendezvousJoinOp
+
+    from lab.runtime.rendezvous_handler import ResilientRendezvousHandler
+
+    store = HashStore()
+    backend = C10dRendezvousBackend(store, "t-first")
+    handler = ResilientRendezvousHandler.from_backend(
+        "t-first", store, backend, 1, 1, "127.0.0.1", keep_alive_interval=0.5, keep_alive_max_attempt=3
+    )
+    rendezvous_backends._restoring(handler, backend)  # as the launcher builds its handlers
+    handler._op_executor.run(_RendezvousJoinOp(), time.monotonic() + 10)
+    written = pickle.loads(backend.get_state()[0])
+    assert written.complete and [n.addr for n in written.participants] == ["127.0.0.1"]
+    (joined,) = written.last_heartbeats.values()
+    assert joined <= datetime.now(UTC), f"the first join's heartbeat is dated {joined - datetime.now(UTC)} ahead"
 
 
 def test_any_read_that_meets_a_server_come_back_empty_writes_the_round_back_first():

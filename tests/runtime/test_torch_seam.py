@@ -9,6 +9,7 @@ import ast
 import inspect
 import pickle
 import signal
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def _everything_replaced() -> None:
     launch.install()
     torch_seam.replace_elastic_launch(lambda config, entrypoint: None)
     torch_seam.drain_gloo_after_destroy(0.0)
-    torch_seam.replace_rendezvous_poll_delay(1.0, lambda: None)
+    torch_seam.replace_rendezvous_poll_delay(1.0, lambda: None, lambda: False)
     torch_seam.register_event_log_handler("test", lambda: None)
 
 
@@ -275,18 +276,24 @@ def test_a_check_in_lets_a_waiting_exit_barrier_pass():
 
 
 # ------------------------------------------------------------------ the dynamic rendezvous
-def test_the_rendezvous_poll_delay_is_replaced_and_other_delays_are_torchs(restored_torch, monkeypatch):
+@pytest.mark.parametrize("rejoining", [False, True], ids=["first-join", "rejoining"])
+def test_the_rendezvous_poll_delay_is_replaced_and_other_delays_are_torchs(restored_torch, monkeypatch, rejoining):
+    """The op loop's poll sleeps the job's interval; torch's jitter before a join while the
+    state's round is 0 is kept for an agent's first join and left out when it rejoins."""
     from torch.distributed.elastic.rendezvous import dynamic_rendezvous, utils
 
     assert dynamic_rendezvous._delay is utils._delay
     assert _calls_in(dynamic_rendezvous._DistributedRendezvousOpExecutor.run, "_delay(seconds=1)")
+    jitter = f"_delay(seconds={torch_seam.TORCH_FIRST_JOIN_JITTER_S})"
+    assert _calls_in(DynamicRendezvousHandler.next_rendezvous, jitter)
     slept, polls = [], []
     monkeypatch.setattr(utils.time, "sleep", slept.append)
-    monkeypatch.setattr(utils.random, "uniform", lambda low, high: low)
-    torch_seam.replace_rendezvous_poll_delay(0.05, lambda: polls.append(1))
+    monkeypatch.setattr(utils.random, "uniform", lambda low, high: high)
+    torch_seam.replace_rendezvous_poll_delay(0.05, lambda: polls.append(1), lambda: rejoining)
     dynamic_rendezvous._delay(seconds=1)
+    dynamic_rendezvous._delay(seconds=(0, 0.3))
     dynamic_rendezvous._delay(seconds=(0.3, 0.6))
-    assert slept == [0.05, 0.3] and polls == [1]
+    assert slept == ([0.05, 0.6] if rejoining else [0.05, 0.3, 0.6]) and polls == [1]
 
 
 def test_torch_names_rendezvous_events_from_the_whole_stack():
@@ -326,6 +333,25 @@ def test_a_participant_silent_past_the_short_window_is_dropped_on_the_server_too
     assert sorted(n.addr for n in torch_seam.rendezvous_state(handler).participants) == ["a", "b"]
     assert _on_server(backend) == ["a", "b"]
     assert handler.settings.keep_alive_interval == timedelta(seconds=0.5)  # torch's settings are back
+
+
+def test_a_last_call_ended_in_the_view_lets_a_participant_complete_the_round():
+    """Round 8 is forming: a (this handler) and b joined (min_nodes 2), and torch set its last
+    call 600 s ahead. Ended in a's view, torch's own join completes the round at once."""
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _RendezvousJoinOp
+
+    handler, backend = _handler_in_a_round({"b": 0.0})
+    state = pickle.loads(backend.get_state()[0])
+    state.round, state.complete = 8, False
+    state.participants = {torch_seam.this_node(handler): 0, **state.participants}
+    state.last_heartbeats[torch_seam.this_node(handler)] = datetime.now(UTC)
+    state.deadline = datetime.now(UTC) + timedelta(seconds=600)
+    backend.set_state(pickle.dumps(state), backend.get_state()[1])
+    torch_seam.read_rendezvous_state_now(handler)
+    torch_seam.end_last_call(handler)
+    handler._op_executor.run(_RendezvousJoinOp(), time.monotonic() + 5)  # torch's join, as next_rendezvous runs it
+    written = pickle.loads(backend.get_state()[0])
+    assert (written.round, written.complete, len(written.participants)) == (8, True, 2)
 
 
 def test_the_state_holders_cache_backend_and_version_are_where_the_seam_sets_them():
