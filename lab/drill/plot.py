@@ -1,7 +1,9 @@
-"""Timeline PNG of a drill: step and world size over time, evictions and joins marked."""
+"""Timeline PNG of a drill: step and world size over time, evictions and joins marked; for a
+replayed trace window, the capacity it offered as a band behind the world size."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +19,16 @@ def plot_timeline(report: DrillReport, path: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    panels = 3 if report.loss_curve else 1
+    panels = 3 if report.loss_curve else 2 if report.capacity_timeline else 1
     fig, axes = plt.subplots(panels, 1, sharex=True, figsize=(9, 2.2 * panels + 1), squeeze=False)
     axes = axes[:, 0]
     if report.loss_curve:
         _steps_and_loss(report, axes[0], axes[2])
+    world_ax = axes[0] if panels == 1 else axes[1]
+    if report.capacity_timeline:
+        _capacity(report, world_ax)
     if report.world_timeline:
-        _world(report, axes[0] if panels == 1 else axes[1])
+        _world(report, world_ax)
     for ax in axes:
         _mark_changes(report, ax)
     if report.evictions or report.joins or report.outages:
@@ -63,7 +68,18 @@ def _world(report: DrillReport, ax: Any) -> None:
         color="tab:green",
     )
     ax.set_ylabel("world size")
-    ax.set_ylim(0, max(p[1] for p in report.world_timeline) + 1)
+    top = max(p[1] for p in [*report.world_timeline, *report.capacity_timeline])
+    ax.set_ylim(0, top + 1)
+
+
+def _capacity(report: DrillReport, ax: Any) -> None:
+    """The nodes the replayed trace offered, a band held from each change to the next."""
+    t = [p[0] for p in report.capacity_timeline]
+    alive = [p[1] for p in report.capacity_timeline]
+    ax.fill_between(t, alive, step="post", color="tab:cyan", alpha=0.25, label="capacity offered (nodes)")
+    ax.set_ylabel("world size")
+    ax.set_ylim(0, max(alive) + 1)
+    ax.legend(loc="lower left", fontsize=8)
 
 
 def _mark_changes(report: DrillReport, ax: Any) -> None:
@@ -93,14 +109,20 @@ def _mark_changes(report: DrillReport, ax: Any) -> None:
 
 
 def _timeline_title(report: DrillReport) -> str:
-    kind = "scaling drill" if report.scaling else "eviction drill"
+    kind = "trace replay" if report.capacity_timeline else "scaling drill" if report.scaling else "eviction drill"
     title = f"{kind}: " + ("passed" if report.passed else "FAILED")
-    recov = [f"{e.recovery_s:.1f}s" for e in report.evictions if e.recovery_s is not None]
-    if recov:
-        title += f" | recovery {', '.join(recov)}"
-    lost = [str(e.lost_steps) for e in report.evictions if e.lost_steps is not None]
-    if lost:
-        title += f" | steps lost {', '.join(lost)}"
+    recov = [e.recovery_s for e in report.evictions if e.recovery_s is not None]
+    if len(recov) > 4:  # a replay's dozens: their middle and worst
+        title += f" | recovery median {statistics.median(recov):.1f}s, max {max(recov):.1f}s ({len(recov)})"
+    elif recov:
+        title += f" | recovery {', '.join(f'{r:.1f}s' for r in recov)}"
+    lost = [e.lost_steps for e in report.evictions if e.lost_steps is not None]
+    if len(lost) > 4:
+        title += f" | steps lost {sum(lost)} in all, at most {max(lost)}"
+    elif lost:
+        title += f" | steps lost {', '.join(map(str, lost))}"
+    if report.replay is not None and report.replay.ratio is not None:
+        title += f" | {report.replay.ratio:.1%} of the capacity bound"
     return title
 
 
