@@ -3,7 +3,6 @@ replayed trace window, the capacity it offered as a band behind the world size."
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -109,21 +108,31 @@ def _mark_changes(report: DrillReport, ax: Any) -> None:
 
 
 def _timeline_title(report: DrillReport) -> str:
-    kind = "trace replay" if report.capacity_timeline else "scaling drill" if report.scaling else "eviction drill"
-    title = f"{kind}: " + ("passed" if report.passed else "FAILED")
-    recov = [e.recovery_s for e in report.evictions if e.recovery_s is not None]
-    if len(recov) > 4:  # a replay's dozens: their middle and worst
-        title += f" | recovery median {statistics.median(recov):.1f}s, max {max(recov):.1f}s ({len(recov)})"
-    elif recov:
-        title += f" | recovery {', '.join(f'{r:.1f}s' for r in recov)}"
-    lost = [e.lost_steps for e in report.evictions if e.lost_steps is not None]
-    if len(lost) > 4:
-        title += f" | steps lost {sum(lost)} in all, at most {max(lost)}"
-    elif lost:
-        title += f" | steps lost {', '.join(map(str, lost))}"
-    if report.replay is not None and report.replay.ratio is not None:
-        title += f" | {report.replay.ratio:.1%} of the capacity bound"
+    verdict = "passed" if report.passed else "FAILED"
+    if report.capacity_timeline:
+        return f"trace replay: {verdict} | " + _replay_title(report)
+    kind = "scaling drill" if report.scaling else "eviction drill"
+    title = f"{kind}: {verdict}"
+    recov = [f"{e.recovery_s:.1f}s" for e in report.evictions if e.recovery_s is not None]
+    if recov:
+        title += f" | recovery {', '.join(recov)}"
+    lost = [str(e.lost_steps) for e in report.evictions if e.lost_steps is not None]
+    if lost:
+        title += f" | steps lost {', '.join(lost)}"
     return title
+
+
+def _replay_title(report: DrillReport) -> str:
+    """A replay's dozens of evictions in a few figures: its share of the bound, its wipeouts
+    and the steps they cost."""
+    replay = report.replay
+    if replay is None or replay.ratio is None:
+        return f"{len(report.evictions)} evictions, no capacity bound"
+    lost = f", steps lost {sum(replay.wipeout_steps_lost)}" if replay.wipeout_steps_lost else ""
+    return (
+        f"{replay.ratio:.1%} of the capacity bound | {len(report.evictions)} evictions, "
+        f"{replay.wipeouts_resumed}/{replay.wipeouts} wipeouts resumed{lost}"
+    )
 
 
 def plot_convergence(report: DrillReport, path: str | Path) -> Path:
