@@ -44,6 +44,7 @@ OPTIONS = {
     "victim": "--victim",
     "scale_to": "--scale-to",
     "max_nodes": "--max-nodes",
+    "timeout_s": "--timeout",
 }
 
 
@@ -441,7 +442,7 @@ def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int, Re
             found,
             (
                 Problem(OPTIONS.get(p.key, p.key), p.value, p.expected)
-                for p in replay_problems(spec, args.nodes, args.eviction, replay)
+                for p in replay_problems(spec, args.nodes, args.eviction, replay, args.timeout)
             ),
         )
     if found or spec is None:

@@ -62,6 +62,7 @@ def measure(
     if run.emits:
         report.reduced = [_reduced(run, e, report.joins) for e in run.of(Event.EVICT) if e.get("cause") != "scale-in"]
     report.loss_curve, report.world_timeline = _curves(run)
+    report.capacity_timeline = [(e["t"] - run.t0, int(e["alive"])) for e in run.of(Event.CAPACITY)]
     report.ledger = sample_ledger(run)
     report.replay = replay_goodput(run.events)
     nodes = {e.get("node") for e in run.of(Event.NODE_ADDED) if e["t"] <= run.first_step_t}

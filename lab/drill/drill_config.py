@@ -72,6 +72,9 @@ class DrillConfig:
     # fault "trace": the window of a real spot trace to replay (lab.drill.replay); `nodes` is
     # its slots, and `eviction` what a loss with no notice is (hard or silent).
     replay: ReplaySchedule | None = None
+    # ... replayed by restart-everything instead: every node stopped at each loss, the job
+    # started again at full size once every slot is back (lab.drill.replay).
+    restart_everything: bool = False
 
     def validate(self) -> None:
         """Every bad value at once (InvalidInput), before anything is started."""
@@ -91,10 +94,14 @@ class DrillConfig:
             problems.extend(
                 [Problem("replay", self.replay.source, "none without fault 'trace'")] if self.replay else []
             )
+            if self.restart_everything:
+                problems.append(Problem("restart_everything", True, "False without fault 'trace'"))
         elif self.replay is None:
             problems.append(Problem("replay", None, "a trace window to replay with fault 'trace'"))
         else:
-            problems.extend(replay_problems(self.spec, self.nodes, self.eviction, self.replay))
+            problems.extend(replay_problems(self.spec, self.nodes, self.eviction, self.replay, self.timeout_s))
+            if self.restart_everything:
+                problems.extend(restart_everything_problems(self.spec, self.replay))
         if self.baselines and self.target_steps is None:
             problems.append(
                 Problem(
@@ -105,6 +112,24 @@ class DrillConfig:
             problems.append(Problem("baselines", self.baselines, "0..5 uninterrupted runs to compare with"))
         if problems:
             raise InvalidInput(problems)
+
+
+def restart_everything_problems(spec: JobSpec, replay: ReplaySchedule) -> list[Problem]:
+    """Restart-everything is a job of fixed size (elastic fault tolerance with min_nodes at the
+    window's slots), and its window starts with every slot alive (it waits for all of them)."""
+    found = Problems()
+    if spec.per_step_mode:
+        found.add("fault_tolerance", spec.fault_tolerance.value, "elastic with restart_everything")
+    if spec.min_nodes != replay.slots:
+        found.add("min_nodes", spec.min_nodes, f"the replayed window's slots ({replay.slots}) with restart_everything")
+    if len(replay.alive_at_start) != replay.slots:
+        found.add(
+            "replay",
+            replay.source,
+            f"a window that starts with all {replay.slots} slots alive with restart_everything "
+            f"(it starts with {len(replay.alive_at_start)})",
+        )
+    return found.items
 
 
 def drill_problems(
@@ -175,10 +200,21 @@ def _scale_problems(spec: JobSpec | None, fault: str, nodes: int, scale_to: tupl
     return []
 
 
-def replay_problems(spec: JobSpec, nodes: int, eviction: str, replay: ReplaySchedule) -> list[Problem]:
+def replay_problems(
+    spec: JobSpec, nodes: int, eviction: str, replay: ReplaySchedule, timeout_s: float
+) -> list[Problem]:
     """A trace replay's schedule against the drill: as many slots as nodes, room for them in
-    the job, and a loss without notice that is a kill or a vanishing."""
+    the job, a loss without notice that is a kill or a vanishing, and the time to play it all:
+    the replay plays each change at its time, and a drill that gives up first ends it part-way,
+    the rest of its capacity never offered."""
     found = Problems()
+    if not timeout_s > replay.duration_s:
+        found.add(
+            "timeout_s",
+            timeout_s,
+            f"more seconds than the replayed window's {replay.duration_s:g} s of replay (the job starts, plays the "
+            "window, then trains to its end)",
+        )
     if replay.slots != nodes:
         found.add("nodes", nodes, f"the replayed window's slots ({replay.slots})")
     if replay.slots > spec.max_nodes:

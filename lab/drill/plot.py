@@ -1,4 +1,5 @@
-"""Timeline PNG of a drill: step and world size over time, evictions and joins marked."""
+"""Timeline PNG of a drill: step and world size over time, evictions and joins marked; for a
+replayed trace window, the capacity it offered as a band behind the world size."""
 
 from __future__ import annotations
 
@@ -17,13 +18,16 @@ def plot_timeline(report: DrillReport, path: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    panels = 3 if report.loss_curve else 1
+    panels = 3 if report.loss_curve else 2 if report.capacity_timeline else 1
     fig, axes = plt.subplots(panels, 1, sharex=True, figsize=(9, 2.2 * panels + 1), squeeze=False)
     axes = axes[:, 0]
     if report.loss_curve:
         _steps_and_loss(report, axes[0], axes[2])
+    world_ax = axes[0] if panels == 1 else axes[1]
+    if report.capacity_timeline:
+        _capacity(report, world_ax)
     if report.world_timeline:
-        _world(report, axes[0] if panels == 1 else axes[1])
+        _world(report, world_ax)
     for ax in axes:
         _mark_changes(report, ax)
     if report.evictions or report.joins or report.outages:
@@ -63,7 +67,18 @@ def _world(report: DrillReport, ax: Any) -> None:
         color="tab:green",
     )
     ax.set_ylabel("world size")
-    ax.set_ylim(0, max(p[1] for p in report.world_timeline) + 1)
+    top = max(p[1] for p in [*report.world_timeline, *report.capacity_timeline])
+    ax.set_ylim(0, top + 1)
+
+
+def _capacity(report: DrillReport, ax: Any) -> None:
+    """The nodes the replayed trace offered, a band held from each change to the next."""
+    t = [p[0] for p in report.capacity_timeline]
+    alive = [p[1] for p in report.capacity_timeline]
+    ax.fill_between(t, alive, step="post", color="tab:cyan", alpha=0.25, label="capacity offered (nodes)")
+    ax.set_ylabel("world size")
+    ax.set_ylim(0, max(alive) + 1)
+    ax.legend(loc="lower left", fontsize=8)
 
 
 def _mark_changes(report: DrillReport, ax: Any) -> None:
@@ -93,8 +108,11 @@ def _mark_changes(report: DrillReport, ax: Any) -> None:
 
 
 def _timeline_title(report: DrillReport) -> str:
+    verdict = "passed" if report.passed else "FAILED"
+    if report.capacity_timeline:
+        return f"trace replay: {verdict} | " + _replay_title(report)
     kind = "scaling drill" if report.scaling else "eviction drill"
-    title = f"{kind}: " + ("passed" if report.passed else "FAILED")
+    title = f"{kind}: {verdict}"
     recov = [f"{e.recovery_s:.1f}s" for e in report.evictions if e.recovery_s is not None]
     if recov:
         title += f" | recovery {', '.join(recov)}"
@@ -102,6 +120,19 @@ def _timeline_title(report: DrillReport) -> str:
     if lost:
         title += f" | steps lost {', '.join(lost)}"
     return title
+
+
+def _replay_title(report: DrillReport) -> str:
+    """A replay's dozens of evictions in a few figures: its share of the bound, its wipeouts
+    and the steps they cost."""
+    replay = report.replay
+    if replay is None or replay.ratio is None:
+        return f"{len(report.evictions)} evictions, no capacity bound"
+    lost = f", steps lost {sum(replay.wipeout_steps_lost)}" if replay.wipeout_steps_lost else ""
+    return (
+        f"{replay.ratio:.1%} of the capacity bound | {len(report.evictions)} evictions, "
+        f"{replay.wipeouts_resumed}/{replay.wipeouts} wipeouts resumed{lost}"
+    )
 
 
 def plot_convergence(report: DrillReport, path: str | Path) -> Path:

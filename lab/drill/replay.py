@@ -9,6 +9,13 @@ word). A slot given back gets a new node once
 the pool has room (a noticed node still saving holds its place, as it would hold its VM). When
 the window ends every slot is given back, so that the job can finish; its goodput is counted
 over the window only (lab.drill.replay_goodput).
+
+Restart-everything, the baseline without elasticity, replays the same capacity another way: a
+job of fixed size stops every node at each loss (a noticed loss gives every node that notice: the
+whole job goes at its time; without one, the other nodes are killed with the lost one, as a
+fixed-size job's survivors have nothing to save from once a peer is gone), and is started again
+at full size, from its checkpoint, once every slot is back. The capacity records are the same
+either way: the bound is the capacity offered, not the nodes the job chose to run.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from lab.vocab.replay_schedule import LOST, ReplaySchedule, SlotChange
 
 # How often the replay looks at the job while it waits for the next change.
 TICK_S = 0.05
+# The cause of a node that restart-everything stopped with a lost one (lab.local.LocalTarget.evict).
+RESTART_CAUSE = "restart-everything"
 
 
 class ReplayHost(Protocol):
@@ -37,12 +46,21 @@ class ReplayHost(Protocol):
 
 
 class Replay:
-    def __init__(self, host: ReplayHost, schedule: ReplaySchedule, no_notice: str) -> None:
+    def __init__(
+        self, host: ReplayHost, schedule: ReplaySchedule, no_notice: str, *, restart_everything: bool = False
+    ) -> None:
         self.host, self.schedule, self.no_notice = host, schedule, no_notice
-        self.slots: dict[int, Agent] = {}
+        self.restart_everything = restart_everything
+        self.offered: set[int] = set(schedule.alive_at_start)  # the slots the capacity offers now
+        self.slots: dict[int, Agent] = {}  # the slots with a node of the job
+        self.restarts = 0
+        self.rdzv_id = host.local.spec.rdzv_id  # the job's first; each restart's is named from it
 
     def start_nodes(self) -> None:
-        """A node for every slot alive when the window starts."""
+        """A node for every slot alive when the window starts (restart-everything: only when
+        every slot is)."""
+        if self.restart_everything and len(self.offered) < self.schedule.slots:
+            return
         for slot in sorted(self.schedule.alive_at_start):
             self.slots[slot] = self.host.local.add_node()
 
@@ -66,7 +84,7 @@ class Replay:
         # The window's end, or the job's if it finished first: the goodput counts up to here.
         self._record("end", None, None, min(time.monotonic() - t0, schedule.duration_s))
         if played:
-            for slot in sorted(set(range(schedule.slots)) - set(self.slots)):
+            for slot in sorted(set(range(schedule.slots)) - self.offered):
                 self._give_back(slot, deadline)
 
     def _play(self, t0: float, deadline: float) -> bool:
@@ -83,7 +101,10 @@ class Replay:
             if change.kind == LOST:
                 if change.notice_s is None:
                     self._lose(change, None)
+                self.offered.discard(change.slot)
                 self.slots.pop(change.slot, None)
+                if self.restart_everything:
+                    self.slots.clear()
             else:
                 self._give_back(change.slot, deadline)
             self._record(change.kind, change.slot, change.notice_s, change.t_s)
@@ -114,21 +135,45 @@ class Replay:
 
     def _lose(self, change: SlotChange, notice_s: float | None) -> None:
         """The slot's node evicted: with `notice_s` of notice, until the change's time (its
-        slot counts as alive until then), or without, at once."""
+        slot counts as alive until then), or without, at once. Restart-everything stops the
+        other nodes with it: with the same notice, or at once (SIGKILL)."""
         node = self.slots.get(change.slot)
         if node is None or not node.alive:
             return
-        local = self.host.local
+        if notice_s is not None:
+            self._evict(node, max(notice_s, 0.01))
+        else:
+            self._evict(node, None, silent=self.no_notice == "silent")
+        if self.restart_everything:
+            for other in [n for slot, n in sorted(self.slots.items()) if slot != change.slot and n.alive]:
+                self._evict(other, None if notice_s is None else max(notice_s, 0.01), cause=RESTART_CAUSE)
+
+    def _evict(self, node: Agent, notice_s: float | None, *, silent: bool = False, cause: str | None = None) -> None:
         try:
-            if notice_s is not None:
-                local.evict(node, max(notice_s, 0.01))
-            else:
-                local.evict(node, silent=self.no_notice == "silent")
+            self.host.local.evict(node, notice_s, silent=silent, cause=cause)
         except LocalTargetError:
             pass  # it exited between the look and the eviction (its job just finished)
 
     def _give_back(self, slot: int, deadline: float) -> None:
-        """A new node in `slot`, once a node still leaving has made room for it."""
+        """Capacity back in `slot`: a new node there, once a node still leaving has made room
+        for it. Restart-everything starts the whole job again, on every slot, once all are
+        back."""
+        self.offered.add(slot)
+        if not self.restart_everything:
+            self._add_node(slot, deadline)
+        elif len(self.offered) == self.schedule.slots and not self.slots:
+            self._restart(deadline)
+
+    def _restart(self, deadline: float) -> None:
+        """The job started again at full size under a rendezvous of its own (the stopped
+        nodes' round left nothing to join): it resumes from its newest checkpoint."""
+        local = self.host.local
+        self.restarts += 1
+        local.spec = local.spec.replace(rdzv_id=f"{self.rdzv_id}-restart-{self.restarts}")
+        for slot in sorted(self.offered):
+            self._add_node(slot, deadline)
+
+    def _add_node(self, slot: int, deadline: float) -> None:
         local, host = self.host.local, self.host
         while len(local.alive_nodes) >= local.spec.max_nodes:
             if host.done() or time.monotonic() > deadline:
@@ -141,7 +186,7 @@ class Replay:
     def _record(self, change: str, slot: int | None, notice_s: float | None, t_s: float) -> None:
         schedule = self.schedule
         fields: dict[str, object] = {
-            "alive": len(self.slots),
+            "alive": len(self.offered),
             "slots": schedule.slots,
             "change": change,
             "window_t": round(schedule.window_s[0] + t_s * schedule.speedup, 3),

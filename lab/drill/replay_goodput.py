@@ -7,6 +7,12 @@ a restart replaces the lost one) that ended inside the window. Their ratio is th
 goodput. One node's throughput changes with the world size (fewer nodes may synchronise faster,
 or a fixed global batch makes each step longer): the figures per world size come with the
 ratio, so a ratio above 1 cannot hide a loss.
+
+Cost per million useful samples: the nodes the capacity offered paid at a spot price per
+node-hour (a job holds the nodes it is given, restart-everything's idle ones included), over the
+useful samples; on demand, no loss: every slot trains the whole time at one node's full-size
+throughput, at the on-demand price. The speed-up cancels out: a replay K times faster trains K
+times fewer samples on K times fewer node-hours.
 """
 
 from __future__ import annotations
@@ -39,6 +45,23 @@ class ReplayGoodput:
     per_size: tuple[NodeThroughput, ...]
     wipeouts: int  # times every node was gone in the window
     wipeouts_resumed: int  # of those, the times the job trained again afterwards
+    # Per wipeout resumed: the steps trained before it that were trained again after it (the
+    # newest step before it, less the step the job resumed from).
+    wipeout_steps_lost: tuple[int, ...] = ()
+
+    def spot_cost_per_million(self, spot_per_node_hour: float) -> float | None:
+        """The capacity offered at `spot_per_node_hour`, per million useful samples (None: no
+        useful sample)."""
+        if not self.useful_samples:
+            return None
+        return spot_per_node_hour * self.capacity_node_s / 3600 / self.useful_samples * 1e6
+
+    def on_demand_cost_per_million(self, on_demand_per_node_hour: float) -> float | None:
+        """Every slot on demand for the window, trained at full size, per million samples (None:
+        the job never trained at full size)."""
+        if not self.full_per_node:
+            return None
+        return on_demand_per_node_hour / 3600 / self.full_per_node * 1e6
 
     @property
     def bound(self) -> float | None:
@@ -61,9 +84,10 @@ class ReplayGoodput:
             else f"  replay goodput: no bound (the job never trained at full size, {self.full_nodes} nodes); "
             f"{self.useful_samples:,} useful samples in {self.window_s:.1f} s"
         )
+        lost = f", steps lost {', '.join(map(str, self.wipeout_steps_lost))}" if self.wipeout_steps_lost else ""
         return (
             f"{head}\n    samples/s a node by size: {sizes or 'no steps'}; "
-            f"wipeouts: {self.wipeouts} ({self.wipeouts_resumed} resumed)"
+            f"wipeouts: {self.wipeouts} ({self.wipeouts_resumed} resumed{lost})"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,6 +102,7 @@ class ReplayGoodput:
             "per_size": [{"nodes": t.nodes, "per_node": t.per_node, "steps": t.steps} for t in self.per_size],
             "wipeouts": self.wipeouts,
             "wipeouts_resumed": self.wipeouts_resumed,
+            "wipeout_steps_lost": list(self.wipeout_steps_lost),
         }
 
 
@@ -133,5 +158,16 @@ def replay_goodput(events: Sequence[Mapping[str, Any]], nproc_per_node: int = 1)
     sizes = throughput(steps, nproc_per_node)
     full = next((t.per_node for t in sizes if t.nodes == slots), None)
     zero = [t for (_, before, _), (t, alive, _) in itertools.pairwise(capacity) if alive == 0 and before > 0]
-    resumed = [t0 for t0 in zero if any(float(e["t"]) > t0 for e in steps)]
-    return ReplayGoodput(end - start, offered, slots, full, useful, tuple(sizes), len(zero), len(resumed))
+    lost = [n for t0 in zero if (n := _steps_lost(steps, t0)) is not None]
+    return ReplayGoodput(end - start, offered, slots, full, useful, tuple(sizes), len(zero), len(lost), tuple(lost))
+
+
+def _steps_lost(steps: Sequence[Mapping[str, Any]], wiped_at: float) -> int | None:
+    """The steps a wipeout at `wiped_at` cost: the newest step trained before it less the one
+    the job resumed from (the first step after it, less one); None: the job never trained
+    again."""
+    before = [int(e["step"]) for e in steps if float(e["t"]) <= wiped_at]
+    after = next((int(e["step"]) for e in steps if float(e["t"]) > wiped_at), None)
+    if after is None:
+        return None
+    return max(0, (before[-1] if before else 0) - (after - 1))

@@ -148,6 +148,8 @@ class DrillReport:
     node_exit_codes: dict[str, int | None] = field(default_factory=dict)
     loss_curve: list[tuple[float, int, float, int]] = field(default_factory=list)  # (s, step, loss, world)
     world_timeline: list[tuple[float, int]] = field(default_factory=list)  # (s, world size) from agents or steps
+    # A replayed trace window: (s, nodes the capacity offered) at its start, each change and its end.
+    capacity_timeline: list[tuple[float, int]] = field(default_factory=list)
     # The verdict (lab.drill.verdict): what fails the drill, in order; it passes without any.
     problems: list[str] = field(default_factory=list)
     # Every worker that died of an exception (torchelastic's error files): node, attempt, message, hint.

@@ -172,7 +172,7 @@ class _Drill:
         try:
             with local:
                 if cfg.replay is not None:
-                    replay = Replay(self, cfg.replay, cfg.eviction)
+                    replay = Replay(self, cfg.replay, cfg.eviction, restart_everything=cfg.restart_everything)
                     replay.start_nodes()
                     self.progress.say("starting", len(local.alive_nodes), force=True)
                     replay.run()

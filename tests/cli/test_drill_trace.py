@@ -36,6 +36,12 @@ def problems(*argv: str) -> dict[str, str]:
         (["--trace", "bamboo-p3-32", "--eviction", "notice"], "--eviction", "hard or silent"),
         (["--trace", "bamboo-p3-32", "--fault", "scale"], "--fault", "none with --trace"),
         (["--trace", "bamboo-p3-32", "--nodes", "4"], "--max-nodes", "at least the replayed window's slots (4)"),
+        # The whole trace at 60x is 683 s of replay: the default 240 s would end it part-way.
+        (
+            ["--trace", "bamboo-p3-32"],
+            "--timeout",
+            "--timeout=240.0 is invalid: expected more seconds than the replayed window's 683 s",
+        ),
     ],
 )
 def test_a_bad_trace_option_is_named_before_anything_starts(tmp_path, argv, option, shown):

@@ -5,8 +5,11 @@ survive the wipeout, train every sample once, and record the capacity it was off
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from lab.drill.replay import RESTART_CAUSE
 from lab.drill.replay_goodput import replay_goodput
 from lab.drill.run import DrillConfig, run_drill
 from lab.vocab import events
@@ -38,10 +41,10 @@ WINDOW = ReplaySchedule(
 )
 
 
-def _config(workdir, mode: str, **kw) -> DrillConfig:
+def _config(workdir, mode: str, min_nodes: int = 1, **kw) -> DrillConfig:
     spec = JobSpec(
         name="t",
-        min_nodes=1,
+        min_nodes=min_nodes,
         max_nodes=3,
         fault_tolerance=mode,
         checkpoint_dir=str(workdir / "ckpt"),
@@ -122,3 +125,63 @@ def test_a_window_that_starts_with_no_capacity_starts_the_job_when_its_first_slo
     first_step = next(e["t"] for e in recorded if e["event"] == Event.STEP)
     first_node = next(e["t"] for e in recorded if e["event"] == Event.NODE_ADDED)
     assert first_step > first_node
+
+
+@pytest.mark.processes
+@pytest.mark.long
+@pytest.mark.timeout(300)
+def test_restart_everything_stops_every_node_at_each_loss_and_restarts_at_full_size_once_all_are_back(workdir):
+    report = run_drill(_config(workdir, "elastic", min_nodes=3, restart_everything=True))
+    assert report.passed and report.finished, report.summary()
+    assert_every_sample_trained_once(report.ledger, full_epochs=1)
+    recorded = events.read(workdir / "run" / "events.jsonl")
+    # The same capacity records as the elastic replay's: the bound is what was offered.
+    capacity = [(e["change"], e["alive"]) for e in recorded if e["event"] == Event.CAPACITY]
+    assert capacity == [
+        ("start", 3),
+        ("lost", 2),
+        ("lost", 1),
+        ("lost", 0),
+        ("back", 1),
+        ("back", 2),
+        ("back", 3),
+        ("end", 3),
+    ]
+    evicted = [(e["node"], e["kind"], e.get("cause")) for e in recorded if e["event"] == Event.EVICT]
+    # The first loss stops the whole job; the wipeout finds no node.
+    assert evicted == [("node-2", "hard", None), ("node-0", "hard", RESTART_CAUSE), ("node-1", "hard", RESTART_CAUSE)]
+    added = [e["t"] for e in recorded if e["event"] == Event.NODE_ADDED]
+    backs = [e["t"] for e in recorded if e["event"] == Event.CAPACITY and e["change"] == "back"]
+    # Three nodes again, none of them before the last slot came back (its record follows them).
+    assert len(added) == 6 and all(t > backs[-2] for t in added[3:])
+    last_back = backs[-1]
+    steps = [e for e in recorded if e["event"] == Event.STEP]
+    first_loss = next(e["t"] for e in recorded if e["event"] == Event.EVICT)
+    # Never below full size: nothing trained from the first loss until every slot was back.
+    assert {e["world_size"] for e in steps} == {3}
+    assert not [e for e in steps if first_loss + 0.5 < e["t"] < last_back]
+    assert report.replay is not None and report.replay.ratio is not None and 0 < report.replay.ratio < 1
+
+
+def test_restart_everything_is_a_fixed_size_elastic_job_on_a_window_that_starts_full(workdir):
+    starts_partial = dataclasses.replace(WINDOW, alive_at_start=frozenset({0, 1}), changes=WINDOW.changes[4:])
+    with pytest.raises(InvalidInput) as caught:
+        _config(workdir, "per-step", restart_everything=True, replay=starts_partial).validate()
+    said = str(caught.value)
+    assert "fault_tolerance='per-step' is invalid: expected elastic with restart_everything" in said
+    assert "min_nodes=1 is invalid: expected the replayed window's slots (3) with restart_everything" in said
+    assert "expected a window that starts with all 3 slots alive with restart_everything (it starts with 2)" in said
+    with pytest.raises(InvalidInput, match="restart_everything=True is invalid: expected False without fault 'trace'"):
+        _config(workdir, "elastic", fault="node", replay=None, restart_everything=True).validate()
+    _config(workdir, "elastic", min_nodes=3, restart_everything=True).validate()
+
+
+def test_a_drill_that_would_give_up_before_the_window_ends_is_refused(workdir):
+    """The drill's time is a budget too: a whole trace replayed must fit in it, or the replay
+    stops part-way with most of the trace's changes never played."""
+    with pytest.raises(InvalidInput) as caught:
+        _config(workdir, "elastic", timeout_s=WINDOW.duration_s).validate()
+    assert "timeout_s=12.0 is invalid: expected more seconds than the replayed window's 12 s of replay" in str(
+        caught.value
+    )
+    _config(workdir, "elastic", timeout_s=WINDOW.duration_s + 1).validate()

@@ -52,3 +52,41 @@ def test_per_step_throughput_counts_the_quorums_groups_as_nodes():
     steps = [{**_step(float(i), i, 2, 30), "participants": 3, "quorum": 1} for i in range(1, 4)]
     (at,) = throughput(steps, nproc_per_node=1)
     assert (at.nodes, at.per_node, at.steps) == (3, pytest.approx(10.0), 2)
+
+
+def _wiped_run(resumed_from: int) -> list[dict]:
+    """Two nodes train steps 1-8, capacity goes to zero at 8.5 and comes back at 10; the job
+    resumes from `resumed_from` and trains on to step 12."""
+    recorded = [_capacity(0.0, 2, "start"), *(_step(float(i), i, 2) for i in range(1, 9))]
+    recorded += [_capacity(8.5, 0, "lost"), _capacity(10.0, 2, "back")]
+    recorded += [_step(10.5 + i, resumed_from + 1 + i, 2) for i in range(12 - resumed_from)]
+    return [*recorded, _capacity(30.0, 2, "end")]
+
+
+@pytest.mark.parametrize(("resumed_from", "lost"), [(8, 0), (5, 3)], ids=["saved-at-the-notice", "from-a-checkpoint"])
+def test_a_wipeout_costs_the_steps_trained_again_after_it(resumed_from, lost):
+    g = replay_goodput(_wiped_run(resumed_from))
+    assert g is not None and (g.wipeouts, g.wipeouts_resumed) == (1, 1)
+    assert g.wipeout_steps_lost == (lost,)
+    assert g.to_dict()["wipeout_steps_lost"] == [lost]
+    assert f"1 resumed, steps lost {lost}" in g.summary()
+
+
+def test_a_wipeout_never_resumed_costs_no_steps_it_can_count():
+    recorded = [_capacity(0.0, 2, "start"), *(_step(float(i), i, 2) for i in range(1, 5)), _capacity(4.5, 0, "lost")]
+    g = replay_goodput([*recorded, _capacity(9.0, 0, "end")])
+    assert g is not None and (g.wipeouts, g.wipeouts_resumed, g.wipeout_steps_lost) == (1, 0, ())
+
+
+def test_cost_per_million_useful_samples_pays_the_capacity_offered_and_on_demand_pays_every_slot():
+    g = replay_goodput(_wiped_run(8))
+    assert g is not None
+    # 2 nodes offered for 8.5 s and 20 s: 57 node-seconds; 12 steps of 10 samples.
+    assert g.capacity_node_s == pytest.approx(57.0) and g.useful_samples == 120
+    assert g.spot_cost_per_million(0.9) == pytest.approx(0.9 * 57 / 3600 / 120 * 1e6)
+    # On demand trains 5 samples a second a node (10 a second at 2 nodes), with no loss.
+    assert g.full_per_node == pytest.approx(5.0)
+    assert g.on_demand_cost_per_million(3.06) == pytest.approx(3.06 / 3600 / 5.0 * 1e6)
+    nothing = replay_goodput([_capacity(0.0, 2, "start"), _capacity(1.0, 2, "end")])
+    assert nothing is not None
+    assert nothing.spot_cost_per_million(0.9) is None and nothing.on_demand_cost_per_million(3.06) is None

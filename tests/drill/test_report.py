@@ -432,3 +432,33 @@ def test_a_node_that_never_joined_is_said_so_in_plain_words():
     assert join.join_s is None and join.world_after is None
     line = next(line for line in report.summary().splitlines() if "node c added" in line)
     assert line == "  node c added at 2.0 s: world 2 -> no new size seen, did NOT join"  # no "lost None step(s)"
+
+
+def test_a_replay_draws_the_capacity_offered_behind_the_world_size(tmp_path, monkeypatch):
+    from lab.drill import plot
+
+    recorded = [
+        {"t": 10.0, "event": "capacity", "alive": 2, "slots": 2, "change": "start", "window_t": 0.0},
+        *({"t": 10.0 + i, "event": "step", "step": i, "world_size": 2, "loss": 1.0, "samples": 8} for i in (1, 2)),
+        {"t": 13.0, "event": "capacity", "alive": 0, "slots": 2, "change": "lost", "slot": 0, "window_t": 60.0},
+        {"t": 15.0, "event": "capacity", "alive": 2, "slots": 2, "change": "back", "slot": 0, "window_t": 100.0},
+        {"t": 16.0, "event": "step", "step": 3, "world_size": 2, "loss": 1.0, "samples": 8},
+        {"t": 17.0, "event": "capacity", "alive": 2, "slots": 2, "change": "end", "window_t": 140.0},
+    ]
+    report = analyze(recorded, [], target_steps=None, checkpoint_every=10, node_exit_codes={})
+    assert report.capacity_timeline == [(0.0, 2), (3.0, 0), (5.0, 2), (7.0, 2)]
+    import matplotlib.pyplot as plt
+
+    figures: list = []
+    monkeypatch.setattr(plt, "close", figures.append)  # the figure kept, to look at what was drawn
+    assert plot.plot_timeline(report, tmp_path / "t.png").is_file()
+    (fig,) = figures
+    world_ax = fig.axes[1]
+    (band,) = world_ax.collections
+    outline = {(round(float(x), 3), round(float(y), 3)) for x, y in band.get_paths()[0].vertices}
+    # Held from each change to the next: 2 nodes until 3 s, none until 5 s, 2 again.
+    assert {(0.0, 2.0), (3.0, 2.0), (3.0, 0.0), (5.0, 0.0), (5.0, 2.0), (7.0, 2.0)} <= outline
+    labels = [t.get_text() for t in world_ax.get_legend().get_texts()]
+    assert "capacity offered (nodes)" in labels
+    assert "trace replay" in fig._suptitle.get_text()
+    plt.close(fig)
