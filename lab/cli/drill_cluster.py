@@ -10,6 +10,7 @@ Only argparse and the job vocabulary are imported here; the clients when the dri
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -254,7 +255,7 @@ def _drilled_job(args: argparse.Namespace, target: Any) -> tuple[JobSpec | None,
 
 def drill_main(args: argparse.Namespace) -> int:
     from lab.cluster import jobs
-    from lab.cluster.drill import ClusterDrill, ClusterDrillConfig
+    from lab.cluster.drill import ClusterDrill
     from lab.cluster.kube import KubeError
     from lab.stacks import rehearsal
     from lab.stacks.automation import StackError
@@ -271,24 +272,7 @@ def drill_main(args: argparse.Namespace) -> int:
     evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, (args.steps or DEFAULT_STEPS) // 4)
     workdir = Path(args.workdir or f"runs/cluster-drill-{name}").absolute()
 
-    def config(namespace: str, evictor: Any, checkpoint_every: int, replay: Any = replay) -> ClusterDrillConfig:
-        return ClusterDrillConfig(
-            namespace=namespace,
-            job=name,
-            evictor=evictor,
-            gpu_labels=dict(target.facts.pools.gpu_labels),
-            workdir=workdir,
-            objects=objects,
-            replace=args.replace,
-            node=args.node,
-            force=args.force,
-            evict_at_step=evict_at,
-            target_steps=None if args.job or args.script else (args.steps or DEFAULT_STEPS),
-            checkpoint_every=checkpoint_every,
-            timeout_s=args.deadline,
-            replay=replay,
-        )
-
+    config = functools.partial(_drill_config, args, target, name, objects, evict_at, workdir)
     with ExitStack() as context:
         try:
             outputs = read_outputs(target.stack) if backend != "kubernetes" else None
@@ -298,7 +282,7 @@ def drill_main(args: argparse.Namespace) -> int:
                 raise
             # Nothing of the deployed stack can be read here: the drill from its offline plan.
             planned = rehearsal.planned_outputs(target.stack) if backend != "kubernetes" else None
-            cfg = config(args.namespace or target.facts.namespace, _evictor(backend, args, None, planned), 0)
+            cfg = config(args.namespace or target.facts.namespace, _evictor(backend, args, None, planned), 0, replay)
             _rehearse(cfg, target, spec, str(exc))
             return 0
         evictor = _evictor(backend, args, kube, outputs)
@@ -316,6 +300,40 @@ def drill_main(args: argparse.Namespace) -> int:
             return 0
         report = drill.run()
     return _reported(report, args, workdir)
+
+
+def _drill_config(
+    args: argparse.Namespace,
+    target: Any,
+    name: str,
+    objects: Any,
+    evict_at: int,
+    workdir: Path,
+    namespace: str,
+    evictor: Any,
+    checkpoint_every: int,
+    replay: Any,
+) -> Any:
+    """The cluster drill's configuration (lab.cluster.drill.ClusterDrillConfig) from its flags,
+    once the namespace, the evictor and the job's checkpoint interval are known."""
+    from lab.cluster.drill import ClusterDrillConfig
+
+    return ClusterDrillConfig(
+        namespace=namespace,
+        job=name,
+        evictor=evictor,
+        gpu_labels=dict(target.facts.pools.gpu_labels),
+        workdir=workdir,
+        objects=objects,
+        replace=args.replace,
+        node=args.node,
+        force=args.force,
+        evict_at_step=evict_at,
+        target_steps=None if args.job or args.script else (args.steps or DEFAULT_STEPS),
+        checkpoint_every=checkpoint_every,
+        timeout_s=args.deadline,
+        replay=replay,
+    )
 
 
 def _reported(report: Any, args: argparse.Namespace, workdir: Path) -> int:

@@ -14,6 +14,7 @@ python-etcd and the kubernetes client, beside the vocabulary (lab.vocab).
   preload.py         what it imports for them (and the local target's node forker)
   train.py           the demo elastic training script (DDP, torch.optim); train_settings.py its flags
   train_per_step.py  its per-step fault-tolerant mode (TorchFT); heal_state.py what a heal copies
+  per_step_torchft.py TorchFT's servers, transport and gloo group as that mode uses them, and its timeouts
   trainer.py         what both modes share: start, resume, saves, notices
   checkpointer.py    the checkpoints as a trainer uses them, whatever their kind
   checkpoint.py      whole checkpoints that survive a kill at any moment

@@ -38,10 +38,8 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from http.server import ThreadingHTTPServer
 from typing import Any, NoReturn
 
 import torch
@@ -51,6 +49,15 @@ from lab.runtime import events, heal_state
 from lab.runtime.checkpointer import Resumed, SaveRecord, TrainingState
 from lab.runtime.demo import GlobalSampler, derive_rng, rng_fingerprint, set_lr
 from lab.runtime.elastic_batches import gradient_sync
+from lab.runtime.per_step_torchft import (
+    COLLECTIVE_SAMPLES,
+    derived_collective_timeout,
+    heal_timeout,
+    heal_transport,
+    listen_on,
+    quorum_id,
+    step_timeout_gloo,
+)
 from lab.runtime.spot_notice import SpotNotice
 from lab.runtime.trainer import Trainer, peak_rss_mb
 from lab.vocab.events import EXIT_DONE, SAVE_INTERVAL, SAVE_NOTICE, Event
@@ -73,100 +80,6 @@ JOB_END_LOOK_EVERY_S = 0.5
 
 def _seconds(name: str, default: float) -> timedelta:
     return timedelta(seconds=float(os.environ.get(name, default)))
-
-
-def _listen_on(host: str, checkpoint_port: int) -> None:
-    """Make TorchFT's servers listen on `host` only, not on every address: its manager
-    server binds "[::]:port" and its checkpoint server ("", 0), both hard-coded. The
-    checkpoint server takes `checkpoint_port` (0: any free port)."""
-    import torchft.checkpointing.http_transport as http_transport
-    import torchft.manager as manager_module
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    bind_host = f"[{host}]" if family == socket.AF_INET6 else host
-    server_class = manager_module.ManagerServer
-
-    def manager_server(*args: Any, bind: str, **kwargs: Any) -> Any:
-        port = bind.rpartition(":")[2]
-        return server_class(*args, bind=f"{bind_host}:{port}", **kwargs)
-
-    class HostHTTPServer(ThreadingHTTPServer):
-        address_family = family
-        request_queue_size = 1024
-
-        def __init__(self, server_address: tuple[str, int], handler: Any) -> None:
-            super().__init__((host, checkpoint_port or server_address[1]), handler)
-
-    manager_module.ManagerServer = manager_server
-    http_transport._IPv6HTTPServer = HostHTTPServer
-
-
-# Parallel streams of a heal's HTTP transfer (TorchFT's default, 0, sends one stream).
-HEAL_CHUNKS = 4
-# What a heal's timeout assumes of the network between groups (a worst case: a pod network
-# on TCP, through the weights' HTTP server), and the time it adds for everything else.
-HEAL_BYTES_PER_S = 50e6
-HEAL_BASE_S = 10.0
-
-
-def heal_timeout(state_bytes: int, collective_timeout_s: float, configured_s: float = 0.0) -> timedelta:
-    """How long a heal may take: the job's setting, or the state's size at a worst-case rate."""
-    if configured_s > 0:
-        return timedelta(seconds=configured_s)
-    return timedelta(seconds=max(collective_timeout_s, HEAL_BASE_S + state_bytes / HEAL_BYTES_PER_S))
-
-
-def _transport(host: str, timeout: timedelta) -> Any:
-    """TorchFT's HTTP checkpoint transport, advertising `host` (it would advertise the
-    machine's hostname, which other pods cannot resolve)."""
-    from torchft.checkpointing.http_transport import HTTPTransport
-
-    class Transport(HTTPTransport):  # type: ignore[misc]  # torchft ships no type information (py.typed)
-        def address(self) -> str:
-            port = self._server.socket.getsockname()[1]
-            shown = f"[{host}]" if ":" in host else host
-            return f"http://{shown}:{port}/checkpoint/"
-
-    return Transport(timeout=timeout, num_chunks=HEAL_CHUNKS)
-
-
-# A step's cross-group collective, when the job leaves its timeout to be derived: this many
-# times the slowest of the last `COLLECTIVE_SAMPLES` measured, and never under the floor. A
-# collective's time includes waiting for the slowest group to finish its compute, so a busy
-# machine or a slow network raises the timeout with it.
-COLLECTIVE_TIMEOUT_FACTOR = 10
-COLLECTIVE_TIMEOUT_FLOOR_S = 0.5
-COLLECTIVE_SAMPLES = 32
-
-
-def derived_collective_timeout(recent_s: Sequence[float], heal: timedelta) -> timedelta:
-    """The timeout of a step's cross-group collective from the durations of recent ones
-    (seconds); before any was measured, the heal's (a bound on moving the whole state)."""
-    if not recent_s:
-        return heal
-    return timedelta(seconds=max(COLLECTIVE_TIMEOUT_FLOOR_S, COLLECTIVE_TIMEOUT_FACTOR * max(recent_s)))
-
-
-def _cross_group(collective_timeout: timedelta) -> Any:
-    """TorchFT's reconfigurable gloo group, whose collectives take `step_timeout` when it is
-    set (every step sets it: the heal's, the job's or one derived from the recent collectives)
-    and `collective_timeout` otherwise."""
-    from torchft.process_group import ProcessGroupGloo
-
-    class StepTimeoutGloo(ProcessGroupGloo):  # type: ignore[misc]  # torchft ships no type information
-        step_timeout: timedelta | None = None
-
-        def _opts_hook(self, opts: Any) -> Any:
-            if self.step_timeout is not None and hasattr(opts, "timeout"):
-                opts.timeout = self.step_timeout
-            return opts
-
-    return StepTimeoutGloo(timeout=collective_timeout)
-
-
-def _quorum_id(manager: Any) -> int:
-    """The id of the manager's current quorum (TorchFT keeps it private; -1 if it moves)."""
-    return int(getattr(manager, "_quorum_id", -1))
 
 
 @dataclass
@@ -235,7 +148,7 @@ class PerStepTraining(Trainer):
     def joined(self) -> None:
         """The group's own process group is up (gradients summed within the node first)."""
         if self.advertise:
-            _listen_on(self.advertise, int(os.environ.get(ENV_CHECKPOINT_PORT) or 0))
+            listen_on(self.advertise, int(os.environ.get(ENV_CHECKPOINT_PORT) or 0))
 
     def start(self) -> None:
         super().start()  # sharded over this group's workers (its process group is the default one)
@@ -295,7 +208,7 @@ class PerStepTraining(Trainer):
             timeout.total_seconds() if timeout else 0.0,
             float(os.environ.get(ENV_HEAL_TIMEOUT) or 0),
         )
-        self.cross_group = _cross_group(timeout or self.heal_timeout)
+        self.cross_group = step_timeout_gloo(timeout or self.heal_timeout)
         self.manager = Manager(
             pg=self.cross_group,
             load_state_dict=self.load_user_state,
@@ -309,7 +222,7 @@ class PerStepTraining(Trainer):
             # is_participating() is False): its samples would be logged as trained, never trained.
             init_sync=False,
             # RPCs, the heal's transfer and the commit lock that waits for it; the step's
-            # collective has its own (short) timeout, see _cross_group.
+            # collective has its own (short) timeout, see step_timeout_gloo.
             timeout=self.heal_timeout,
             quorum_timeout=_seconds(ENV_QUORUM_TIMEOUT, 900),
             connect_timeout=_seconds(ENV_CONNECT_TIMEOUT, 10),
@@ -318,7 +231,7 @@ class PerStepTraining(Trainer):
             # this address: torchrun's own store address ("localhost" alone) is not theirs.
             hostname=advertise or socket.gethostname(),
             store_addr=advertise or None,
-            checkpoint_transport=_transport(advertise, self.heal_timeout) if advertise else None,
+            checkpoint_transport=heal_transport(advertise, self.heal_timeout) if advertise else None,
         )
         if self.rank == 0:
             # Where this group serves its peers (TorchFT keeps its servers private).
@@ -369,7 +282,7 @@ class PerStepTraining(Trainer):
                 epoch=self.sampler.epoch,
                 indices=work.indices.tolist(),
                 replica=self.replica,
-                quorum=_quorum_id(self.manager),
+                quorum=quorum_id(self.manager),
             )
         self._reduce(work.flat)
         reduced = time.perf_counter()
@@ -415,14 +328,14 @@ class PerStepTraining(Trainer):
         """The timeout of this step's cross-group collective; whether its quorum is new. A new
         quorum (a group joined, and heals now, or one left): this step's collective may wait
         for a heal's copy of the state, so it gets the heal's timeout."""
-        quorum_id = _quorum_id(self.manager)
-        new_quorum = quorum_id != self.quorum_of_last_step
+        current = quorum_id(self.manager)
+        new_quorum = current != self.quorum_of_last_step
         self.cross_group.step_timeout = (
             self.heal_timeout
             if new_quorum
             else self.collective_timeout or derived_collective_timeout(self.reduce_seconds, self.heal_timeout)
         )
-        self.quorum_of_last_step = quorum_id
+        self.quorum_of_last_step = current
         return new_quorum
 
     def _report_heal(self, t0: float) -> None:
@@ -442,7 +355,7 @@ class PerStepTraining(Trainer):
             step=manager.current_step(),
             participants=participants,
             replica=self.replica,
-            quorum=_quorum_id(manager),
+            quorum=quorum_id(manager),
             error=str(manager.errored())[:200] if manager.errored() else None,
         )
 
@@ -551,7 +464,7 @@ class PerStepTraining(Trainer):
         step = self.manager.current_step()
         replica_rank, participants = work.quorum
         if self.rank == 0:
-            quorum = _quorum_id(self.manager)
+            quorum = quorum_id(self.manager)
             loss = work.flat[-1].item() / max(work.covered, 1)
             events.emit(
                 Event.STEP,

@@ -79,7 +79,7 @@ class PerStepSettings:
       TORCHFT_QUORUM_RETRIES (its default, 0, ends the job at the lighthouse's first restart).
     heal_timeout_s: how long a group joining may take to copy the state from a live peer, and
       how long the peers' collective of that step waits for it; 0 (the default) derives it
-      from the size of the state (lab.runtime.train_per_step.heal_timeout).
+      from the size of the state (lab.runtime.per_step_torchft.heal_timeout).
     """
 
     heartbeat_timeout_s: float = 0.2

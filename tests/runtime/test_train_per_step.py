@@ -79,7 +79,7 @@ def test_a_steps_collective_timeout_follows_the_slowest_recent_collective():
     from collections import deque
     from datetime import timedelta
 
-    from lab.runtime.train_per_step import COLLECTIVE_SAMPLES, derived_collective_timeout
+    from lab.runtime.per_step_torchft import COLLECTIVE_SAMPLES, derived_collective_timeout
 
     heal = timedelta(seconds=12)
     assert derived_collective_timeout([], heal) == heal  # nothing measured yet: the heal's bound
