@@ -44,13 +44,16 @@ from lab.drill.report import DrillReport
 from lab.drill.run import DrillConfig, Progress, run_drill
 from lab.plan.cost import load_prices
 from lab.vocab.job import JobSpec
-from lab.vocab.layout import SHARED_TRACES_DIR
+from lab.vocab.layout import ROOT
 from lab.vocab.models import GPT_SIZES, TINY, demo_args
 from lab.vocab.replay_schedule import NOTICE_RULES, ReplaySchedule
 from lab.vocab.spot_trace import SpotTrace
 from lab.vocab.trace_files import CARRIED_TRACES, load_trace
 from lab.vocab.trace_schedule import schedule
 from lab.vocab.trace_windows import NAMED_WINDOWS, load_window
+
+# The public traces the project may not carry (no licence): read beside the checkout, when there.
+SHARED_TRACES_DIR = ROOT.parent / "shared" / "traces"
 
 MODES = ("elastic", "per-step", "restart-everything")
 SLOTS = 3
@@ -191,7 +194,7 @@ def replays(args: argparse.Namespace) -> list[tuple[str, str, ReplaySchedule]]:
             out.append((f"{args.whole_trace} (whole)", notice, schedule(trace, SLOTS, None, args.speedup, notice)))
             continue
         for name in args.windows:
-            trace, window = load_window(name)
+            trace, window = load_window(name, SHARED_TRACES_DIR)
             out.append((name, notice, schedule(trace, SLOTS, window, args.speedup, notice)))
     return out
 

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from lab.vocab.layout import SHARED_TRACES_DIR
+from lab.vocab.layout import ROOT
 from lab.vocab.spot_trace import SpotTrace
 from lab.vocab.trace_files import read_trace
 
+# The public traces the project may not carry (no licence), beside the checkout when present.
+SHARED_TRACES_DIR = ROOT.parent / "shared" / "traces"
 FOUR_NODE = "spot-traces-preemption-4node-aws-us-west-2c-v100.json"
 SIXTEEN_NODE = "spot-traces-availability-16node-aws-us-east-2b-v100.json"
 ONE_NODE_PRICES = "spot-traces-preemption-1node-aws-us-west-2c-v100-prices.json"

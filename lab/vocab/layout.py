@@ -15,6 +15,3 @@ SCHEMAS_DIR = ROOT / "schemas"
 # Real spot capacity traces the project carries (their licences allow it; traces/README.md
 # names each one's source), replayed by name (lab.vocab.spot_trace).
 TRACES_DIR = ROOT / "traces"
-# Traces the project may not carry (they have no licence), read where a checkout has them beside
-# it: ../shared/traces, when present.
-SHARED_TRACES_DIR = ROOT.parent / "shared" / "traces"

@@ -3,7 +3,7 @@ lost when, with how much notice, and when capacity comes back, in the replay's t
 trace's time divided by the speed-up). Made from a trace by lab.vocab.trace_schedule; replayed on
 the local target by lab.drill.replay, and on a cluster by the cluster drill.
 
-The notice rules are the clouds' (../shared/FACTS.md): AWS gives 2 minutes, GCP 30 s, Azure up
+The notice rules are the clouds': AWS gives 2 minutes, GCP 30 s, Azure up
 to 30 s best effort and in practice often under 10 s (5 s here); `none` gives none. A notice is
 time compressed like the rest of the window: 120 s at a speed-up of 20 is 6 s of replay.
 """

@@ -1,5 +1,5 @@
 """Reading spot capacity traces: the three shapes of file public traces come in, told apart by
-their content (../shared/traces/README.md describes the public ones):
+their content (traces/README.md names the ones the project carries):
 
 - instance events (Bamboo, NSDI'23): CSV lines `ms_since_start,add|remove,instance`, one per
   instance launched or lost, in time order;

@@ -1,8 +1,8 @@
 """A window of a spot trace as a job's schedule (ReplaySchedule): which of its N slots lose their
 node when, with how much notice, and when capacity comes back, time compressed.
 
-How the pool's instances or counts become the job's slots (../shared/traces/README.md, "To
-replay on a machine with a few nodes"), one of RULES:
+How the pool's instances or counts become the job's slots (the advice that comes with the
+public traces on replaying them on a machine with a few nodes), one of RULES:
 
 - `proportional` (the default): the job feels the pool's pressure: alive = round(alive_pool *
   N / pool), halves up. A pool of 32 scaled to 3 slots loses a slot once it has lost 6 of its

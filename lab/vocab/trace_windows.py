@@ -3,15 +3,15 @@ data with lab.vocab.trace_stats (the figures in `why` are its own: the pool's, t
 slots under the proportional rule). Each starts with the job at full size and ends with every
 lost slot back, so that a replay has the window's whole story and a wipeout its return.
 
-The 4-node AWS trace has no licence, so the project does not carry it: it is read from
-../shared/traces beside the checkout, when there (layout.SHARED_TRACES_DIR).
+The 4-node AWS trace has no licence, so the project does not carry it: it is read from a
+folder the caller names (the benchmark and the tests: the public traces beside the checkout).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from lab.vocab.layout import SHARED_TRACES_DIR
 from lab.vocab.problems import InvalidInput, Problem
 from lab.vocab.spot_trace import SpotTrace, Window, window_text
 from lab.vocab.trace_files import CARRIED_TRACES, load_trace
@@ -19,8 +19,8 @@ from lab.vocab.trace_files import CARRIED_TRACES, load_trace
 
 @dataclass(frozen=True)
 class NamedWindow:
-    """name: what the benchmark calls it; trace: a carried trace's name, or a file of
-    ../shared/traces; window_s: (start, end) in the trace's seconds; why: what its statistics
+    """name: what the benchmark calls it; trace: a carried trace's name, or the name of a file
+    the project does not carry; window_s: (start, end) in the trace's seconds; why: what its statistics
     show."""
 
     name: str
@@ -64,16 +64,17 @@ def named_window(name: str) -> NamedWindow:
     raise InvalidInput([Problem("window", name, "one of " + ", ".join(w.name for w in NAMED_WINDOWS))])
 
 
-def load_window(name: str) -> tuple[SpotTrace, Window]:
+def load_window(name: str, uncarried: Path) -> tuple[SpotTrace, Window]:
     """The trace of the named window `name`, read, and its window. A trace the project does not
-    carry is read from ../shared/traces; InvalidInput says so where it is not there."""
+    carry is read from the folder `uncarried` (the benchmark and the tests pass the public traces' folder);
+    InvalidInput says so where it is not there."""
     window = named_window(name)
     if window.trace in CARRIED_TRACES:
         return load_trace(window.trace), window.window_s
-    path = SHARED_TRACES_DIR / window.trace
+    path = uncarried / window.trace
     if not path.is_file():
         expected = (
-            f"a checkout with ../shared/traces beside it: {window.trace} has no licence, so the project does not carry "
+            f"the trace in {uncarried}: {window.trace} has no licence, so the project does not carry "
             f"it (not found at {path}); replay your copy with --trace FILE --window {window_text(window.window_s)}"
         )
         raise InvalidInput([Problem("window", name, expected)])

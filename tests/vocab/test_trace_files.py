@@ -9,11 +9,20 @@ import re
 
 import pytest
 
-from lab.vocab.layout import SHARED_TRACES_DIR, TRACES_DIR
+from lab.vocab.layout import TRACES_DIR
 from lab.vocab.problems import InvalidInput
 from lab.vocab.spot_trace import INSTANCE_EVENTS, ROUND_COUNTS, TICK_COUNTS
 from lab.vocab.trace_files import CARRIED_TRACES, load_trace, read_trace, resolve_trace, shape_of
-from tests.traces import FOUR_NODE, ONE_NODE_PRICES, SIXTEEN_NODE, events_file, rounds_file, shared_trace, ticks_file
+from tests.traces import (
+    FOUR_NODE,
+    ONE_NODE_PRICES,
+    SHARED_TRACES_DIR,
+    SIXTEEN_NODE,
+    events_file,
+    rounds_file,
+    shared_trace,
+    ticks_file,
+)
 
 
 def _problems(error: pytest.ExceptionInfo[InvalidInput]) -> dict[str, str]:

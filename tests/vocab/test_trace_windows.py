@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from lab.vocab import trace_windows
 from lab.vocab.problems import InvalidInput
 from lab.vocab.trace_files import CARRIED_TRACES
 from lab.vocab.trace_schedule import schedule
 from lab.vocab.trace_stats import schedule_stats, window_stats
 from lab.vocab.trace_windows import NAMED_WINDOWS, load_window, named_window
-from tests.traces import shared_trace
+from tests.traces import SHARED_TRACES_DIR, shared_trace
 
 # What each window's statistics are (the pool's; a job of 3 slots, proportional), as its `why` says.
 FIGURES = {
@@ -26,7 +25,7 @@ def _loaded(name):
     window = named_window(name)
     if window.trace not in CARRIED_TRACES:
         shared_trace(window.trace)
-    return load_window(name)
+    return load_window(name, SHARED_TRACES_DIR)
 
 
 @pytest.mark.parametrize("name", [w.name for w in NAMED_WINDOWS])
@@ -64,14 +63,13 @@ def test_a_job_of_3_slots_starts_each_window_full_and_has_every_slot_back_at_its
 
 
 def test_a_window_of_a_trace_not_carried_says_where_it_is_looked_for(tmp_path, monkeypatch):
-    monkeypatch.setattr(trace_windows, "SHARED_TRACES_DIR", tmp_path)
     with pytest.raises(InvalidInput) as error:
-        load_window("aws-4node-wipeouts")
+        load_window("aws-4node-wipeouts", tmp_path)
     (problem,) = error.value.problems
     assert (problem.key, problem.value) == ("window", "aws-4node-wipeouts")
-    assert "../shared/traces" in problem.expected and "no licence" in problem.expected
+    assert "no licence" in problem.expected
     assert str(tmp_path) in problem.expected and "--trace FILE --window 1016100:1026900" in problem.expected
-    assert load_window("bamboo-p3-partial")[1] == (7800.0, 18600.0)  # carried: read from traces/
+    assert load_window("bamboo-p3-partial", tmp_path)[1] == (7800.0, 18600.0)  # carried: read from traces/
 
 
 def test_an_unknown_window_lists_the_named_ones():
