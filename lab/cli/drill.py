@@ -141,12 +141,6 @@ def _trace_arguments(ev: argparse._ArgumentGroup) -> None:
     ev.add_argument("--trace-seed", type=int, default=0, help="--trace: which running nodes a drop takes [0]")
 
 
-def _replay(args: argparse.Namespace) -> tuple[ReplaySchedule | None, list[Problem]]:
-    """The window of --trace as the schedule of the drill's --nodes slots (None without
-    --trace), or its problems keyed by the options that set them."""
-    return trace_schedule_of(args, args.nodes)
-
-
 def _notice_s(args: argparse.Namespace) -> float | None:
     """--notice for an eviction with notice: seconds, or a cloud's; None when it names none."""
     from lab.vocab.trace_schedule import notice_seconds
@@ -420,7 +414,7 @@ def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int, Re
     except InvalidInput as exc:
         _add_new(found, exc.problems)
     evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, args.steps // 4)
-    replay, bad_trace = _replay(args)
+    replay, bad_trace = trace_schedule_of(args, args.nodes)
     _add_new(found, bad_trace)
     drill = drill_problems(
         spec,

@@ -40,6 +40,18 @@ WINDOW = ReplaySchedule(
     duration_s=12.0,
 )
 
+# The capacity records WINDOW's replay writes: (change, slots with a node), start to end.
+WINDOW_CAPACITY = [
+    ("start", 3),
+    ("lost", 2),
+    ("lost", 1),
+    ("lost", 0),
+    ("back", 1),
+    ("back", 2),
+    ("back", 3),
+    ("end", 3),
+]
+
 
 def _config(workdir, mode: str, min_nodes: int = 1, **kw) -> DrillConfig:
     spec = JobSpec(
@@ -66,16 +78,7 @@ def test_a_replayed_window_with_a_wipeout_is_survived_and_every_sample_trained_o
     assert_every_sample_trained_once(report.ledger, full_epochs=1)
     recorded = events.read(workdir / "run" / "events.jsonl")
     capacity = [e for e in recorded if e["event"] == Event.CAPACITY]
-    assert [(e["change"], e["alive"]) for e in capacity] == [
-        ("start", 3),
-        ("lost", 2),
-        ("lost", 1),
-        ("lost", 0),
-        ("back", 1),
-        ("back", 2),
-        ("back", 3),
-        ("end", 3),
-    ]
+    assert [(e["change"], e["alive"]) for e in capacity] == WINDOW_CAPACITY
     assert [e for e in capacity if unknown_fields(e)] == []
     evicted = [e for e in recorded if e["event"] == Event.EVICT]
     assert [(e["node"], e["kind"]) for e in evicted] == [("node-2", "hard"), ("node-0", "notice"), ("node-1", "hard")]
@@ -137,16 +140,7 @@ def test_restart_everything_stops_every_node_at_each_loss_and_restarts_at_full_s
     recorded = events.read(workdir / "run" / "events.jsonl")
     # The same capacity records as the elastic replay's: the bound is what was offered.
     capacity = [(e["change"], e["alive"]) for e in recorded if e["event"] == Event.CAPACITY]
-    assert capacity == [
-        ("start", 3),
-        ("lost", 2),
-        ("lost", 1),
-        ("lost", 0),
-        ("back", 1),
-        ("back", 2),
-        ("back", 3),
-        ("end", 3),
-    ]
+    assert capacity == WINDOW_CAPACITY
     evicted = [(e["node"], e["kind"], e.get("cause")) for e in recorded if e["event"] == Event.EVICT]
     # The first loss stops the whole job; the wipeout finds no node.
     assert evicted == [("node-2", "hard", None), ("node-0", "hard", RESTART_CAUSE), ("node-1", "hard", RESTART_CAUSE)]
