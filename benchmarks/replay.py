@@ -161,7 +161,9 @@ def prices_for(trace_name: str) -> Prices | None:
 
 def drill_config(replay: ReplaySchedule, mode: str, model: str, workdir: Path) -> DrillConfig:
     """A drill of `replay` by `mode`, sized to train through it and timed to hold it."""
-    steps = math.ceil(replay.duration_s / STEP_TIME_S)
+    # What the capacity offered trains at full-size throughput, and a tenth more: the job ends
+    # soon after the window (a job that ends inside it is counted up to its end).
+    steps = math.ceil(replay.capacity_node_seconds() / replay.slots / STEP_TIME_S * 1.1)
     spec = JobSpec(
         name="replay",
         min_nodes=SLOTS if mode == "restart-everything" else 1,

@@ -150,7 +150,10 @@ class Replay:
 
     def _evict(self, node: Agent, notice_s: float | None, *, silent: bool = False, cause: str | None = None) -> None:
         try:
-            self.host.local.evict(node, notice_s, silent=silent, cause=cause)
+            # A trace's notice rule gives each notice its length, which the clouds' notices say
+            # (AWS's instance-action time, Azure's NotBefore, GCP's fixed 30 s): the job may
+            # train on through it.
+            self.host.local.evict(node, notice_s, silent=silent, cause=cause, says_when=notice_s is not None)
         except LocalTargetError:
             pass  # it exited between the look and the eviction (its job just finished)
 

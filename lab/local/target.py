@@ -29,6 +29,7 @@ from lab.local.procs import ServerError
 from lab.local.thread_dumps import ThreadDump, ask_for_thread_dumps
 from lab.local.workdir import EVENTS_FILE, NODES_DIR, WorkdirLock
 from lab.runtime.events import emit
+from lab.runtime.spot_notice import write_notice_deadline
 from lab.vocab import events
 from lab.vocab.errors import Refused
 from lab.vocab.events import Event, Source
@@ -36,6 +37,7 @@ from lab.vocab.job import (
     ENV_AGENT_EVENTS,
     ENV_EVENTS_FILE,
     ENV_NODE,
+    ENV_NOTICE_DEADLINE_FILE,
     ENV_WATCH_SCRIPT,
     ROUND_LOGS_SPECS,
     JobSpec,
@@ -55,6 +57,8 @@ TORCHELASTIC_LOGS = "torchelastic"
 AGENT_EVENTS = "agent-events.jsonl"
 # Under each node's directory: where its agent and workers write their thread dumps when asked.
 THREAD_DUMPS_DIR = "thread-dumps"
+# Under each node's directory: when a notice that says when the node goes ends (Unix time).
+NOTICE_DEADLINE = "notice-deadline"
 # The longest temp dir path under which multiprocessing's sockets still fit.
 MAX_TMP_PATH = 60
 # Under the nodes' directory: what the node forker (lab.local.node_forker) printed.
@@ -471,6 +475,7 @@ class LocalTarget:
             ENV_AGENT_EVENTS: str(home / AGENT_EVENTS),
             ENV_WATCH_SCRIPT: "1",  # what the script does with checkpoints, for the drill (lab.runtime.script_watch)
             ENV_THREAD_DUMPS: str(home / THREAD_DUMPS_DIR),
+            ENV_NOTICE_DEADLINE_FILE: str(home / NOTICE_DEADLINE),
         }
         cmd = [
             *self.spec.launcher(sys.executable),
@@ -499,15 +504,22 @@ class LocalTarget:
         return node
 
     def evict(
-        self, node: Agent, notice_s: float | None = None, *, silent: bool = False, cause: str | None = None
+        self,
+        node: Agent,
+        notice_s: float | None = None,
+        *,
+        silent: bool = False,
+        cause: str | None = None,
+        says_when: bool = False,
     ) -> None:
         """Evict a node like a spot reclaim: with a notice (SIGTERM to its whole tree, then
-        SIGKILL when the notice runs out), hard (SIGKILL, no warning: on loopback its sockets
-        close at once, so peers learn of it in milliseconds) or silent (SIGSTOP of the whole
-        tree, as a VM that vanishes: its sockets stay open and nothing more is said; the tree
-        is killed SILENT_KILL_S later, or when the target closes). `cause` says why, when not a
-        spot reclaim ("scale-in": the job was made smaller, as a pod deleted with its grace
-        period)."""
+        SIGKILL when the notice runs out; `says_when`: the notice says when, as AWS's and
+        Azure's do, in the node's NOTICE_DEADLINE file, and the job may train on through it),
+        hard (SIGKILL, no warning: on loopback its sockets close at once, so peers learn of it
+        in milliseconds) or silent (SIGSTOP of the whole tree, as a VM that vanishes: its
+        sockets stay open and nothing more is said; the tree is killed SILENT_KILL_S later, or
+        when the target closes). `cause` says why, when not a spot reclaim ("scale-in": the
+        job was made smaller, as a pod deleted with its grace period)."""
         if not node.alive:
             raise LocalTargetError(f"node={node.name!r} is not running: expected a live node to evict")
         if silent and notice_s is not None:
@@ -523,6 +535,8 @@ class LocalTarget:
             procs.signal_tree(node.proc.pid, signal.SIGSTOP)
             self._kill_later(node, SILENT_KILL_S, Event.VANISHED_KILLED)
             return
+        if says_when:
+            write_notice_deadline(self.node_dir(node.name) / NOTICE_DEADLINE, time.time() + (notice_s or 0.0))
         procs.signal_tree(node.proc.pid, signal.SIGTERM)
         self._kill_later(node, notice_s or 0.0, Event.NOTICE_EXPIRED)
 

@@ -14,9 +14,35 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lab.runtime import torch_seam
+from lab.vocab.job import ENV_NOTICE_DEADLINE_FILE
+
 EXIT_ON_NOTICE = 128 + signal.SIGTERM  # the conventional code for "stopped by SIGTERM"
 
 log = logging.getLogger(__name__)
+
+# What a worker that trains on through a notice keeps, past two steps and two saves, between its
+# leaving and the node's end: its agent leaves the rendezvous then (a node killed before that is
+# found lost only when its heartbeats expire, which stalls its peers).
+LEAVE_RESERVE_S = 0.5
+
+
+def notice_deadline() -> float | None:
+    """When this node goes (Unix time), if its notice said so (`ENV_NOTICE_DEADLINE_FILE`)."""
+    path = os.environ.get(ENV_NOTICE_DEADLINE_FILE)
+    if not path:
+        return None
+    try:
+        return float(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def write_notice_deadline(path: Path, deadline: float) -> None:
+    """The notifier's side: when the node goes, written whole before the SIGTERM."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(f"{deadline:.3f}\n")
+    tmp.replace(path)
 
 
 def peers_lost_marker(run_id: str, master_addr: str, master_port: int | str) -> Path:
@@ -61,12 +87,23 @@ class SpotNotice:
       `on_timeout` runs and the process exits with what the last checkpoint holds. When the
       agent marked the round as having lost a peer (`peers_lost_marker`), the SIGTERM is its
       restart of the workers: `on_timeout` runs at once, without waiting for a boundary.
+
+    A notice that says when the node goes (`notice_deadline`) is trained through: a rank that
+    holds the whole state saves the last completed step at once (`save_now`: safe whatever
+    comes), then every rank trains on with its peers until two steps, two saves and
+    `LEAVE_RESERVE_S` before the end (or the agent's shutdown timeout, whichever is first), and
+    only then takes the notice as above. A node that leaves at its notice gives up the
+    notice's length of capacity: AWS's is two minutes.
     """
 
     def __init__(self) -> None:
         self.received_at: float | None = None
         self.consistent = threading.Lock()
         self.on_notice: Callable[[], None] | None = None
+        self.save_now: Callable[[], None] | None = None  # whole state: a save before training on
+        self.step_s = 0.0  # the last step's seconds (the training loop updates it)
+        self.save_s = 0.0  # the longest save's seconds this process has seen
+        self.trained_on_s = 0.0  # how long after the notice this process trained on
         self.requested = threading.Event()
         self._acknowledged = threading.Event()
         self._handled = threading.Event()
@@ -100,9 +137,38 @@ class SpotNotice:
         """The training loop saved for the notice: the process may end."""
         self._handled.set()
 
+    def saved(self, seconds: float) -> None:
+        """A save took `seconds`: training on through a notice keeps time for two such."""
+        self.save_s = max(self.save_s, seconds)
+
+    def _train_on_s(self) -> float:
+        """How long this rank may go on training after its notice: none when the notice did
+        not say when the node goes."""
+        end = notice_deadline()
+        if end is None or self.received_at is None:
+            return 0.0
+        end = min(end, self.received_at + torch_seam.agent_shutdown_timeout_s())
+        return max(end - time.time() - (2 * self.step_s + 2 * self.save_s + LEAVE_RESERVE_S), 0.0)
+
+    def _train_on(self) -> None:
+        """Through a notice that says when the node goes: save first where one rank can, then
+        let the training loop go on until the notice must be taken."""
+        if self._train_on_s() <= 0 or _peers_lost():
+            return
+        if self._deadline_s is None and self.save_now is not None:
+            started = time.monotonic()
+            with self.consistent:
+                self.save_now()
+            self.saved(time.monotonic() - started)
+        hold = self._train_on_s()
+        log.warning("spot notice: training on for %.2f s before leaving", hold)
+        time.sleep(hold)
+        self.trained_on_s = round(time.time() - self.received_at, 4) if self.received_at else 0.0
+
     def _wait(self) -> None:
         signal.sigwait({signal.SIGTERM})
         self.received_at = time.time()
+        self._train_on()
         if self._deadline_s is not None:
             self.requested.set()
             started = time.monotonic()

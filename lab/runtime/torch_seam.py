@@ -59,6 +59,16 @@ TORCH_POLL_DELAY_S = 1
 TORCH_FIRST_JOIN_JITTER_S = (0, 0.3)
 
 
+def agent_shutdown_timeout_s() -> float:
+    """How long torchrun's agent, told to stop, lets its workers run after it signals them
+    before it kills them (LaunchConfig.shutdown_timeout: TORCH_ELASTIC_SHUTDOWN_TIMEOUT, 30 s
+    unset; the agent's `_shutdown` passes it to `PContext.close`)."""
+    try:
+        return float(os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "30"))
+    except ValueError:
+        return 30.0
+
+
 def is_replaced(function: object) -> bool:
     """Whether `function` is a replacement made here."""
     return bool(getattr(function, MARK, False))

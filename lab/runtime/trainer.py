@@ -27,7 +27,7 @@ from lab.runtime.demo import GlobalSampler, pick_device
 from lab.runtime.spot_notice import SpotNotice
 from lab.runtime.workload import Workload, build_model, open_checkpointer
 from lab.vocab.batch_policy import BatchPlan
-from lab.vocab.events import EXIT_NOTICE, SAVE_FINAL, Event
+from lab.vocab.events import EXIT_NOTICE, SAVE_FINAL, SAVE_NOTICE, Event
 
 
 class Trainer:
@@ -145,9 +145,23 @@ class Trainer:
         rank: a notice is agreed on at the next step boundary and saved by all of them."""
         if self.checkpointer.saves_alone:
             self.notice.on_notice = self.leave_on_notice
-            return self.boundary_alone
+            self.notice.save_now = lambda: self.save_alone(SAVE_NOTICE)
+            return self.timed(self.boundary_alone)
         self.notice.cooperate(max(self.args.notice_seconds - 3, 1), on_timeout=self.notice_not_saved)
-        return self.agree_on_notice
+        return self.timed(self.agree_on_notice)
+
+    def timed(self, boundary: Callable[[], None]) -> Callable[[], None]:
+        """`boundary`, telling the notice each step's time first (a notice trained through
+        leaves two of them)."""
+        last = time.perf_counter()
+
+        def at_boundary() -> None:
+            nonlocal last
+            now = time.perf_counter()
+            self.notice.step_s, last = now - last, now
+            boundary()
+
+        return at_boundary
 
     def notice_not_saved(self) -> None:
         """The notice's deadline passed with the main thread stuck (a vanished peer): leave."""
@@ -160,8 +174,13 @@ class Trainer:
             step=self.current_step(),
             notice_to_exit_s=round(self.notice.seconds_since(), 4),
             **self.identity,
+            **self.trained_on(),
             **extra,
         )
+
+    def trained_on(self) -> dict[str, Any]:
+        """How long this rank trained on through its notice, where it did."""
+        return {"trained_on_s": self.notice.trained_on_s} if self.notice.trained_on_s else {}
 
     def hand_over_to_the_notice(self) -> None:
         """The notice's save is done (or not this group's to make): its thread ends the process."""
@@ -172,17 +191,26 @@ class Trainer:
     # ----------------------------------------------------------------------- saves
     def save(self, reason: str, *, blocking: bool = False, since: float | None = None) -> SaveRecord | None:
         """A save by every rank of the group together; its record, where this rank reports it."""
+        started = time.perf_counter()
         record = self.checkpointer.save(self.state(), reason, blocking=blocking, since=since)
-        self.report(record)
+        if blocking:
+            self.notice.saved(time.perf_counter() - started)
+        self.report(self.timed_save(record))
         return record
 
     def save_alone(self, reason: str) -> None:
         """A save from this rank alone (whole checkpoints; its caller holds the notice's lock)."""
-        self.report(self.checkpointer.save_alone(self.state(), reason))
+        self.report(self.timed_save(self.checkpointer.save_alone(self.state(), reason)))
 
     def report_save(self) -> None:
         """A background save that committed (or failed) since the last step: its event."""
-        self.report(self.checkpointer.finished())
+        self.report(self.timed_save(self.checkpointer.finished()))
+
+    def timed_save(self, record: SaveRecord | None) -> SaveRecord | None:
+        """A save's time, told to the notice (one trained through keeps time for two saves)."""
+        if record is not None and not record.already:
+            self.notice.saved(record.seconds)
+        return record
 
     def save_last(self, *, saves: bool = True) -> None:
         """The end of training: a save in flight reported, the last step saved (where `saves`),

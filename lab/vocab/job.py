@@ -70,6 +70,10 @@ ENV_PG_TIMEOUT = "LAB_PG_TIMEOUT_S"
 # How long a spot notice gives before the node goes (the cloud's: Azure 30 s, AWS 120 s).
 ENV_NOTICE_S = "LAB_NOTICE_S"
 ENV_EVENTS_FILE = "LAB_EVENTS_FILE"
+# A file that the notifier of a spot notice writes before its SIGTERM, holding when the node
+# goes (Unix time, the cloud's own: AWS's instance-action time, Azure's NotBefore): a worker that
+# finds it trains on until shortly before, then saves and leaves (lab.runtime.spot_notice).
+ENV_NOTICE_DEADLINE_FILE = "LAB_NOTICE_DEADLINE_FILE"
 # The agent's module: torchrun with our rendezvous handler, exit codes and crash-loop rule.
 LAUNCH_MODULE = "lab.runtime.launch"
 # torchrun's --logs-specs for worker logs kept per rendezvous round (lab.runtime.round_logs, the

@@ -6,10 +6,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 
-from lab.runtime.spot_notice import EXIT_ON_NOTICE, mark_peers_lost, peers_lost_marker
+from lab.runtime.spot_notice import EXIT_ON_NOTICE, mark_peers_lost, peers_lost_marker, write_notice_deadline
+from lab.vocab.job import ENV_NOTICE_DEADLINE_FILE
 from tests.patience import within
 
 # A worker that cooperates on notices, never reaches a step boundary (its main thread is
@@ -103,3 +106,77 @@ def test_a_notice_reaches_a_worker_with_threads_older_than_the_notice():
         proc.kill()
         proc.wait()
     assert (proc.returncode, out.strip()) == (EXIT_ON_NOTICE, "saved")
+
+
+# A worker whose training loop goes on after a notice only if the notice lets it: it says each
+# step it trains after the notice came, and what the notice made it save. Cooperating (sharded
+# state), it takes the notice when `requested` is set, as the loop's step boundary does.
+TRAINING_WORKER = textwrap.dedent(
+    """
+    import sys, time
+    from lab.runtime.spot_notice import SpotNotice
+
+    notice = SpotNotice()
+    if sys.argv[1] == "sharded":
+        notice.cooperate(30.0)
+    else:
+        notice.save_now = lambda: print("saved at once", flush=True)
+        notice.on_notice = lambda: print("saved at the end", flush=True)
+    notice.step_s = 0.05
+    print("ready", flush=True)
+    while True:
+        time.sleep(0.05)
+        if notice.requested.is_set():
+            print("saved at the end", flush=True)
+            notice.acknowledge()
+            notice.handled()
+            time.sleep(60)
+        if notice.received_at is not None:
+            print("step after the notice", flush=True)
+    """
+)
+
+
+def _notice(kind: str, env: dict[str, str], deadline_in_s: float | None, deadline_file: Path) -> tuple[int, list[str]]:
+    """SIGTERM to a ready TRAINING_WORKER whose notice ends `deadline_in_s` later (None: it does
+    not say): its exit code and what it printed after `ready`."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TRAINING_WORKER, kind],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**env, ENV_NOTICE_DEADLINE_FILE: str(deadline_file)},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        if deadline_in_s is not None:
+            write_notice_deadline(deadline_file, time.time() + deadline_in_s)
+        proc.terminate()
+        out, _ = proc.communicate(timeout=within(30))
+        return proc.returncode, out.split("\n")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("kind", ["whole", "sharded"])
+def test_a_notice_that_says_when_the_node_goes_is_trained_through(kind, tmp_path):
+    import os
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    deadline_file = tmp_path / "notice-deadline"
+    # Without a deadline the notice is taken at once: no step after it.
+    code, lines = _notice(kind, env, None, deadline_file)
+    assert code == EXIT_ON_NOTICE and "step after the notice" not in lines, lines
+    # With one, the loop trains on, and the notice's last save comes after those steps; a rank
+    # that holds the whole state saved first.
+    code, lines = _notice(kind, env, 4.0, deadline_file)
+    assert code == EXIT_ON_NOTICE, lines
+    trained_on = [i for i, line in enumerate(lines) if line == "step after the notice"]
+    assert trained_on and lines.index("saved at the end") > trained_on[-1], lines
+    if kind == "whole":
+        assert lines.index("saved at once") < trained_on[0], lines
+    # A deadline already past (a notice that came late) is taken at once.
+    code, lines = _notice(kind, env, -1.0, deadline_file)
+    assert code == EXIT_ON_NOTICE and "step after the notice" not in lines, lines
