@@ -102,6 +102,8 @@ class Row:
             "goodput": g.to_dict() if g else None,
             "samples_lost": ledger.lost if ledger and ledger.kept else None,
             "samples_doubled": ledger.doubled if ledger and ledger.kept else None,
+            "preemptions": self.report.preemptions,
+            "nodes_added": self.report.nodes_added,
             "restart_budget_used": self.report.max_restart_count,
             "spot_cost_per_million": spot,
             "on_demand_cost_per_million": on_demand,
@@ -221,9 +223,10 @@ def run_one(what: str, notice: str, replay: ReplaySchedule, mode: str, args: arg
 def table(rows: list[Row]) -> list[str]:
     head = (
         "| window | notice | mode | of the bound | useful samples | wipeouts survived | steps lost per wipeout | "
-        "samples lost / doubled | samples/s a node by size | restarts used | $ / M samples (spot; on demand) |"
+        "samples lost / doubled | samples/s a node by size | preempted; added | restarts used | "
+        "$ / M samples (spot; on demand) |"
     )
-    lines = [head, "|---" * 11 + "|"]
+    lines = [head, "|---" * 12 + "|"]
     for row in rows:
         f, g = row.figures(), row.report.replay
         ratio = f"{g.ratio:.1%}" if g and g.ratio is not None else "no bound"
@@ -237,7 +240,8 @@ def table(rows: list[Row]) -> list[str]:
         lines.append(
             f"| {row.window} | {row.notice} | {row.mode}{'' if row.report.passed else ' (FAILED)'} | {ratio} | "
             f"{g.useful_samples if g else 0:,} | {f'{g.wipeouts_resumed}/{g.wipeouts}' if g else '-'} | {lost} | "
-            f"{f['samples_lost']} / {f['samples_doubled']} | {sizes} | {f['restart_budget_used']} of "
+            f"{f['samples_lost']} / {f['samples_doubled']} | {sizes} | {f['preemptions']}; {f['nodes_added']} | "
+            f"{f['restart_budget_used']} of "
             f"{f['max_restarts']} | {cost} |"
         )
     return lines

@@ -21,7 +21,7 @@ from lab.cluster.pytorchjob import (
     read_job,
     replica_index,
 )
-from lab.vocab.job import CONTAINER_KILLS, FaultTolerance
+from lab.vocab.job import CONTAINER_KILLS, RETRYABLE_EXIT_CODE, FaultTolerance
 
 # How a container killed at its memory limit ended (its terminated state's reason), and the exit
 # code of a process killed by SIGKILL (128 + 9), as the operator reports a worker's.
@@ -62,6 +62,10 @@ class JobStatus:
     # rule), with the number of its ExitedWithCode events for them; the pods are recreated at once.
     memory_kills: dict[str, int] = field(default_factory=dict)
     memory_limit: str | None = None  # the workers' memory limit, as the job sets it
+    # Worker exits the operator saw, counted apart: preemptions (exit >= 128, recreated without
+    # counting) and failures (a script's error).
+    preempted_exits: int = 0
+    failed_exits: int = 0
 
     @property
     def state(self) -> str:
@@ -91,6 +95,11 @@ class JobStatus:
             f"container restarts {self.restarts} (job allows {self.max_restarts})"
         ]
         out += [f"  condition {t}: {r} {m}".rstrip() for t, r, m in self.conditions]
+        if self.preempted_exits or self.failed_exits:
+            out.append(
+                f"  worker exits the operator saw: {self.preempted_exits} preempted or killed (exit >= 128: pods "
+                f"recreated, nothing counted), {self.failed_exits} failed (the script's error)"
+            )
         for p in self.pods:
             out.append(
                 f"  pod {p.name} (worker {p.index}): {p.phase}{' ready' if p.ready else ''} "
@@ -170,8 +179,8 @@ def _memory_limit(job: Mapping[str, Any]) -> str | None:
     return None
 
 
-def memory_kills(kube: KubeApi, name: str, namespace: str) -> dict[str, int]:
-    """{pod: events} of the job's worker pods the training operator saw exit with 137: its
+def exited_with_code(kube: KubeApi, name: str, namespace: str) -> list[tuple[str, int, int]]:
+    """(pod, exit code, events) of the job's worker pods the training operator saw end: its
     ExitedWithCode events (pkg/controller.v1/common/pod.go, "Pod: <namespace>.<pod> exited with
     code <code>"), the only trace left of a pod it deleted and recreated. Empty where events cannot
     be read (they expire after an hour by default; the kubeconfig's user may lack the right)."""
@@ -180,16 +189,33 @@ def memory_kills(kube: KubeApi, name: str, namespace: str) -> dict[str, int]:
             namespace, field_selector=f"involvedObject.kind={PYTORCHJOB},involvedObject.name={name}"
         ).items
     except ApiException:
-        return {}
-    kills: dict[str, int] = {}
+        return []
+    exits = []
     for event in found:
         involved = event.involved_object
         if event.reason != EXITED_WITH_CODE or involved is None or (involved.kind, involved.name) != (PYTORCHJOB, name):
             continue
         m = _EXITED.match(event.message or "")
-        if m and m["namespace"] == namespace and int(m["code"]) == EXIT_KILLED:
-            kills[m["pod"]] = kills.get(m["pod"], 0) + (event.count or 1)
+        if m and m["namespace"] == namespace:
+            exits.append((m["pod"], int(m["code"]), event.count or 1))
+    return exits
+
+
+def memory_kills(exits: list[tuple[str, int, int]]) -> dict[str, int]:
+    """{pod: events} of the worker pods seen to exit with 137."""
+    kills: dict[str, int] = {}
+    for pod, code, count in exits:
+        if code == EXIT_KILLED:
+            kills[pod] = kills.get(pod, 0) + count
     return kills
+
+
+def preemptions_and_failures(exits: list[tuple[str, int, int]]) -> tuple[int, int]:
+    """Worker exits the operator recreates without counting (exit >= 128: a notice's SIGTERM, a
+    kill, a node lost without an exit code: lab.k8s.operator_rules), and the others (a script's
+    error, which ends the job under restartPolicy ExitCode)."""
+    preempted = sum(count for _, code, count in exits if code >= RETRYABLE_EXIT_CODE)
+    return preempted, sum(count for _, _, count in exits) - preempted
 
 
 def status(kube: KubeApi, name: str, namespace: str) -> JobStatus:
@@ -197,6 +223,8 @@ def status(kube: KubeApi, name: str, namespace: str) -> JobStatus:
     if job is None:
         raise JobError(f"no PyTorchJob {namespace}/{name}")
     fault_tolerance, minimum, maximum, restarts = job_limits(job)
+    exits = exited_with_code(kube, name, namespace)
+    preempted, failed = preemptions_and_failures(exits)
     conditions = [
         (c.get("type", "?"), c.get("reason", ""), c.get("message", ""))
         for c in ((job.get("status") or {}).get("conditions") or [])
@@ -211,6 +239,8 @@ def status(kube: KubeApi, name: str, namespace: str) -> JobStatus:
         max_restarts=restarts,
         pods=[pod_state(p) for p in job_pods(kube, name, namespace)],
         fault_tolerance=fault_tolerance,
-        memory_kills=memory_kills(kube, name, namespace),
+        memory_kills=memory_kills(exits),
+        preempted_exits=preempted,
+        failed_exits=failed,
         memory_limit=_memory_limit(job),
     )

@@ -92,6 +92,15 @@ def _restart_rounds(run: Timeline) -> int:
     return max(0, _agent_rounds(run.agent_events) - 1)
 
 
+def _nodes_added_later(run: Timeline) -> int:
+    """Nodes added once the job had started (its first worker's start, or its agents' where the
+    script says nothing): not the first ones."""
+    starts = [e["t"] for e in run.of(Event.START)] + [a.t for a in run.agent_events if a.kind == "started"]
+    if not starts:
+        return 0
+    return sum(1 for e in run.of(Event.NODE_ADDED) if e["t"] > min(starts))
+
+
 # ------------------------------------------------------------------ what the run was
 def _overview(
     run: Timeline, target_steps: int | None, checkpoint_every: int, node_exit_codes: dict[str, int | None]
@@ -122,6 +131,8 @@ def _overview(
         duration_s=(run.events[-1]["t"] - run.t0) if run.events else 0.0,
         restart_rounds=_restart_rounds(run),
         max_restart_count=max(restart_counts or [0]),
+        preemptions=sum(1 for e in run.of(Event.EVICT) if not e.get("cause")),
+        nodes_added=_nodes_added_later(run),
         node_exit_codes=node_exit_codes,
         t0=run.t0,
         fault_tolerance="per-step" if run.per_step else "elastic",

@@ -140,6 +140,10 @@ class DrillReport:
     duration_s: float
     restart_rounds: int
     max_restart_count: int
+    # Spot reclaims (evictions with no other cause) and nodes added: the membership changes,
+    # which torch's agents (and the training operator) restart for without counting them.
+    preemptions: int = 0
+    nodes_added: int = 0
     evictions: list[Eviction] = field(default_factory=list)
     outages: list[RendezvousOutage] = field(default_factory=list)
     joins: list[Join] = field(default_factory=list)
@@ -198,7 +202,9 @@ class DrillReport:
     def summary(self) -> str:
         lines = [f"Drill {'PASSED' if self.passed else 'FAILED'} in {self.duration_s:.1f} s", self._how_it_ended()]
         lines.append(
-            f"  restart rounds: {self.restart_rounds} (max TORCHELASTIC_RESTART_COUNT {self.max_restart_count})"
+            f"  restart rounds: {self.restart_rounds} ({self.preemptions} node(s) preempted, {self.nodes_added} added: "
+            f"membership changes); failures counted against --max-restarts: {self.max_restart_count} "
+            "(the highest TORCHELASTIC_RESTART_COUNT)"
         )
         for o in self.outages:
             lines += _outage_lines(o, self.t0)

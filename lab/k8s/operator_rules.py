@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from lab.vocab.job import RETRYABLE_EXIT_CODE
+
 # pod.go:340: the exit code the operator assumes when the container reported no end.
 NO_EXIT_CODE = 0xBEEF
 RECREATE: Literal["recreate"] = "recreate"
@@ -34,7 +36,7 @@ KEEP: Literal["keep"] = "keep"
 
 def retryable(exit_code: int) -> bool:
     """train_util.go IsRetryableExitCode."""
-    return exit_code >= 128
+    return exit_code >= RETRYABLE_EXIT_CODE
 
 
 def worker_outcome(

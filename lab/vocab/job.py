@@ -83,6 +83,10 @@ ROUND_LOGS_SPECS = "lab-rounds"
 # (lab.runtime.script_watch); the local target sets it, for the drill.
 ENV_WATCH_SCRIPT = "LAB_WATCH_SCRIPT"
 ROUND_DIR_PREFIX = "round_"
+# The training operator (v1.9, restartPolicy ExitCode) recreates a worker pod that exited with a
+# code of at least this (pkg/util/train/train_util.go IsRetryableExitCode), and fails the job on a
+# lower one (lab.k8s.operator_rules).
+RETRYABLE_EXIT_CODE = 128
 # A worker's exit code when its collective failed because a peer went: its agent then looks
 # for the lost node at once (EX_TEMPFAIL: the job goes on without it).
 EXIT_PEER_LOST = 75

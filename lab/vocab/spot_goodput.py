@@ -50,6 +50,10 @@ class MeasuredCosts:
     # the aws-4node-wipeouts window at a speed-up of 300, no notice, tiny model: the median of its 4 resumes).
     resume_s: float = 1.09
     save_cost_s: float = 1.376  # a real-size save's whole cost to training on one H200 (benchmarks/accelerator.py)
+    # A notice that says when the node goes is trained through: the node leaves this long before
+    # its end (two steps, two saves and the agent's leave; lab.runtime.spot_notice). The replay
+    # drill of the aws-4node-wipeouts window at 60x, AWS's notice, tiny model: median of its exits.
+    notice_lead_s: float = 0.67
 
 
 def goodput(

@@ -28,8 +28,9 @@ costs cannot be added up from counts: the model walks the window's changes in or
 - restart-everything: trains only at full size. Each loss from full stops all N (redoing the
   work since its last save without a notice); each return to full restarts them (`restart_s`);
 
-and every mode pays C/(T+C) for its checkpoints. A loss with a notice happens when the node is
-told (it saves and leaves): the notice's length earlier, but never before the change before it.
+and every mode pays C/(T+C) for its checkpoints. A loss with a notice happens when the node
+leaves: it trains through the notice (which says when it goes) and leaves `notice_lead_s` before
+its end (or at the notice, when that is shorter), but never before the change before it.
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ def trace_goodput(
         level_s[full] * rate[full] if mode == RESTART_EVERYTHING else sum(s * rate[n] for n, s in enumerate(level_s))
     )
     notice = None if notice_s is None else notice_s / speedup
-    changes = list(_job_changes(stats, speedup, notice, 0.0 if mode == RESTART_EVERYTHING else costs.node_start_s))
+    lead = None if notice is None else min(notice, costs.notice_lead_s)
+    changes = list(_job_changes(stats, speedup, lead, 0.0 if mode == RESTART_EVERYTHING else costs.node_start_s))
     failures = 0 if notice is not None else sum(_redoes(mode, full, c) for c in changes)
     interval = _interval(interval_s, costs.save_cost_s, stats.span_s / speedup, failures)
     trained, stalled, redone = _walk(
@@ -127,9 +129,9 @@ def trace_goodput(
     return TraceGoodput(mode, bound, offered, lost)
 
 
-def _job_changes(stats: CapacityStats, speedup: float, notice: float | None, start_s: float) -> Iterator[_Change]:
+def _job_changes(stats: CapacityStats, speedup: float, lead: float | None, start_s: float) -> Iterator[_Change]:
     """The window's moments as changes of the nodes the job trains on, in its seconds: a loss
-    when its node is told (`notice` earlier, not before the moment before), a gain to a running
+    when its node leaves (`lead` earlier: the notice trained through, not before the moment before), a gain to a running
     job once its node has started (`start_s` later, not after the moment after); a moment that
     lost and gained, its loss first."""
     moments = [(t / speedup, lost, gained) for t, lost, gained in stats.moments]
@@ -138,7 +140,7 @@ def _job_changes(stats: CapacityStats, speedup: float, notice: float | None, sta
     timed: list[tuple[float, int, int]] = []  # (t, lost, gained)
     for (t, lost, gained), next_t in zip(moments, ends, strict=True):
         if lost:
-            timed.append((max(t - (notice or 0.0), previous), lost, 0))
+            timed.append((max(t - (lead or 0.0), previous), lost, 0))
         if gained:
             running = level - lost > 0
             timed.append((min(t + start_s, next_t) if running else t, 0, gained))

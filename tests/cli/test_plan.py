@@ -266,7 +266,7 @@ def test_the_plan_shows_goodput_and_cost_over_a_chosen_trace_window(capsys):
         assert r["saving"] == pytest.approx(1 - r["spot_per_useful_node_hour"] / r["on_demand_per_node_hour"], abs=1e-3)
     by_mode = {r["mode"]: r for r in rows}
     # Restart-everything trains only at full size: the window is partial 46 % of the time.
-    assert by_mode["restart-everything"]["goodput"] < 0.6 < 0.9 < by_mode["elastic"]["goodput"]
+    assert by_mode["restart-everything"]["goodput"] < 0.7 < 0.9 < by_mode["elastic"]["goodput"]
     assert by_mode["restart-everything"]["spot_per_useful_node_hour"] > by_mode["elastic"]["spot_per_useful_node_hour"]
     _, text, _ = _plan(capsys, "--stack", "eks-dev", *flags)
     assert "over the trace window bamboo-p3-32 (uclasystem/bamboo" in text and "7800:18600" in text

@@ -98,6 +98,26 @@ def _operator_saw(api_server, pod: str, code: int, count: int, job: str = "demo"
     )
 
 
+def test_status_counts_preemptions_apart_from_failures(api_server, kube, rendered):
+    """Evictions end worker pods with exit codes the operator recreates them for without counting
+    (143 after a notice's SIGTERM, 137 killed, 0xbeef for a node gone without an exit code); a
+    script's error (exit 1) is a failure: status says how many of each it saw."""
+    _, objects = rendered
+    submit(kube, objects, NS)
+    job_worker(api_server, 0, "gpu-0")
+    _operator_saw(api_server, "demo-worker-0", 143, count=3)
+    _operator_saw(api_server, "demo-worker-1", 0xBEEF, count=1)
+    _operator_saw(api_server, "demo-worker-1", 137, count=1)
+    _operator_saw(api_server, "demo-worker-2", 1, count=1)
+    _operator_saw(api_server, "other-worker-0", 143, count=7, job="other")
+    st = status(kube, "demo", NS)
+    assert (st.preempted_exits, st.failed_exits) == (5, 1)
+    assert (
+        "worker exits the operator saw: 5 preempted or killed (exit >= 128: pods recreated, nothing counted), "
+        "1 failed (the script's error)" in "\n".join(st.lines())
+    )
+
+
 def test_status_names_workers_killed_for_memory_and_their_limit(api_server, kube, rendered):
     """A worker pod ends OOMKilled (exit 137) at its container's memory limit, the memory request
     submit made its limit; the operator deletes and recreates it at once, so its ExitedWithCode

@@ -82,6 +82,11 @@ def test_a_replayed_window_with_a_wipeout_is_survived_and_every_sample_trained_o
     assert [e for e in capacity if unknown_fields(e)] == []
     evicted = [e for e in recorded if e["event"] == Event.EVICT]
     assert [(e["node"], e["kind"]) for e in evicted] == [("node-2", "hard"), ("node-0", "notice"), ("node-1", "hard")]
+    # Three preemptions and three nodes back: membership changes, none counted as a failure.
+    assert (report.preemptions, report.nodes_added, report.max_restart_count) == (3, 3, 0), report.summary()
+    # The notice said when node-0 would go: its workers trained on through it, then saved.
+    noticed = [e for e in recorded if e["event"] == Event.EXIT and e.get("node") == "node-0"]
+    assert noticed and all(e["reason"] == "notice" and e.get("trained_on_s", 0) > 0 for e in noticed), noticed
     # The wipeout: training stopped with the last node, and went on once capacity was back.
     wiped = capacity[3]["t"]
     steps = [e for e in recorded if e["event"] == Event.STEP]

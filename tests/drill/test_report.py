@@ -31,6 +31,12 @@ def test_a_script_without_events_is_timed_from_the_agents_events():
     assert ev.world_after == 2
     assert round(ev.rendezvous_s, 2) == 2.5 and round(ev.restarted_s, 2) == 2.9
     assert report.restart_rounds == 1 and report.max_restart_count == 1
+    # The node lost is a preemption, counted apart from the failures torch's agents counted.
+    assert (report.preemptions, report.nodes_added) == (1, 0)
+    assert (
+        "restart rounds: 1 (1 node(s) preempted, 0 added: membership changes); failures counted against "
+        "--max-restarts: 1" in report.summary()
+    )
     assert "recovery: 2.90 s to workers running again at the new world size" in report.summary()
     # The world size drawn to the job's end (the agents' last word), not to the last change.
     assert [(round(t, 1), size) for t, size in report.world_timeline[-2:]] == [(12.6, 2), (30.0, 2)]

@@ -4,6 +4,9 @@ by size) for each mode, and its check against a replay drill's report."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 
 from lab.vocab.replay_schedule import BACK, LOST, ReplaySchedule, SlotChange
@@ -30,6 +33,7 @@ COSTS = MeasuredCosts(
     node_start_s=1.0,
     resume_s=3.0,
     save_cost_s=1.0,
+    notice_lead_s=math.inf,  # a notice that says no end: the node leaves when told
 )
 INTERVAL_S = 100.0  # seconds of training between checkpoints: they take 1/101 of what is trained
 
@@ -38,8 +42,8 @@ def window(moments: list[Moment], full: int = 3, span_s: float = 1000.0, alive: 
     return capacity_stats(alive, moments, full, 0.0, span_s)
 
 
-def predicted(mode: str, stats: CapacityStats, **kw):
-    return trace_goodput(mode, stats, COSTS, interval_s=INTERVAL_S, **kw)
+def predicted(mode: str, stats: CapacityStats, costs: MeasuredCosts = COSTS, **kw):
+    return trace_goodput(mode, stats, costs, interval_s=INTERVAL_S, **kw)
 
 
 def test_with_no_change_every_mode_pays_only_its_checkpoints_and_per_step_its_overhead():
@@ -140,6 +144,17 @@ def test_a_notice_moves_the_loss_to_when_the_node_is_told_and_saves_the_work():
     told = predicted("elastic", window(PARTIAL), notice_s=10.0)
     assert told.lost_node_s["late and early"] == pytest.approx(1.0 + 10.0)
     assert told.lost_node_s["stalls"] == pytest.approx(1.0 * 2 + 0.5 * 3)
+
+
+def test_a_notice_that_says_when_is_trained_through_and_the_node_leaves_its_lead_before():
+    """The same wipeout with AWS's notice trained through: the nodes leave 5 s before the end,
+    not 30 s; a notice shorter than the lead is left at when told."""
+    stats = window([(1600.0, 3, 0), (2400.0, 0, 3)], span_s=4000.0)
+    through = predicted("elastic", stats, notice_s=120.0, speedup=4.0, costs=replace(COSTS, notice_lead_s=5.0))
+    assert through.lost_node_s["late and early"] == pytest.approx(3 * 5.0)
+    assert through.lost_node_s["redone"] == 0.0
+    short = predicted("elastic", stats, notice_s=8.0, speedup=4.0, costs=replace(COSTS, notice_lead_s=5.0))
+    assert short.lost_node_s["late and early"] == pytest.approx(3 * 2.0)
 
 
 def test_a_notice_is_never_before_the_change_before_it():
