@@ -87,8 +87,19 @@ class _Seen:
 
 
 class ClusterDrill:
-    def __init__(self, cfg: ClusterDrillConfig, kube: KubeApi, say: Callable[[str], None] = lambda line: None):
+    def __init__(
+        self,
+        cfg: ClusterDrillConfig,
+        kube: KubeApi,
+        say: Callable[[str], None] = lambda line: None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.cfg, self.kube, self.say = cfg, kube, say
+        # The waits (and a replay's) go through these, so tests drive a simulated cluster on a
+        # simulated clock; events keep the wall clock the job's own events carry.
+        self._sleep, self._clock = sleep, clock
         self.events: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.seen = _Seen()
@@ -193,14 +204,14 @@ class ClusterDrill:
 
     def _wait(self, what: str, done: Callable[[], bool], deadline: float) -> bool:
         last_said = 0.0
-        while time.monotonic() < deadline:
+        while self._clock() < deadline:
             self.poll()
             if done():
                 return True
-            if time.monotonic() - last_said > 15:
-                last_said = time.monotonic()
+            if self._clock() - last_said > 15:
+                last_said = self._clock()
                 self.say(f"[{time.time() - self.started:6.0f}s] {what}; {self._where()}")
-            time.sleep(self.cfg.poll_s)
+            self._sleep(self.cfg.poll_s)
         return False
 
     def _where(self) -> str:
@@ -318,7 +329,7 @@ class ClusterDrill:
         cfg = self.cfg
         cfg.workdir.mkdir(parents=True, exist_ok=True)
         self._sink = (cfg.workdir / "events.jsonl").open("a", encoding="utf-8")
-        deadline = time.monotonic() + cfg.timeout_s
+        deadline = self._clock() + cfg.timeout_s
         cleanup_error: str | None = None
         try:
             if cfg.objects is not None:
@@ -332,7 +343,7 @@ class ClusterDrill:
                 self.say(
                     f"replaying {cfg.replay.source}: {len(cfg.replay.changes)} changes in {cfg.replay.duration_s:.0f} s"
                 )
-                ClusterReplay(self, cfg.replay, cfg.poll_s).run(deadline)
+                ClusterReplay(self, cfg.replay, cfg.poll_s, sleep=self._sleep, clock=self._clock).run(deadline)
                 self._wait("following the job after the window", self.finished, deadline)
             elif at_full_size:
                 node = self.choose_node()
@@ -346,7 +357,7 @@ class ClusterDrill:
                     cleanup()
                 except EvictionError as exc:
                     cleanup_error = str(exc)
-            time.sleep(min(cfg.poll_s, 1.0))  # the last lines of the followed logs
+            time.sleep(min(cfg.poll_s, 1.0))  # the last lines of the followed logs (real threads: real time)
             self._sink.close()
         seen = measure(
             disruption.as_observed(list(self.events)),

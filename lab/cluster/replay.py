@@ -14,11 +14,14 @@ The window's time starts when the job trained at full size (the drill's usual st
 eviction requests go out at the losses' times; each backend's own notice follows them (AKS:
 a Scheduled Events Preempt at least 30 s ahead; FIS: its template's durationBeforeInterruption;
 a drain: each pod's grace period), so the schedule's notice is recorded, not imposed.
+
+Waits go through `sleep` and `clock`, so tests replay a window on a simulated clock.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from lab.cluster.eviction import EvictionStarted, Node
@@ -41,8 +44,17 @@ class ReplayHost(Protocol):
 class ClusterReplay:
     """The losses of `schedule` played on the cluster through `host` (the drill)."""
 
-    def __init__(self, host: ReplayHost, schedule: ReplaySchedule, poll_s: float) -> None:
+    def __init__(
+        self,
+        host: ReplayHost,
+        schedule: ReplaySchedule,
+        poll_s: float,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.host, self.schedule, self.poll_s = host, schedule, poll_s
+        self._sleep, self._clock = sleep, clock
         self.alive = 0  # the slots the cloud gives a node to, as far as the drill saw
         self.evicted: list[EvictionStarted] = []
         self._added_seen = 0
@@ -53,7 +65,7 @@ class ClusterReplay:
         host, schedule = self.host, self.schedule
         self.alive = min(len(host.running_workers()), schedule.slots)
         self._added_seen = host.nodes_added()
-        t0 = time.monotonic()
+        t0 = self._clock()
         self._record("start", None, None, 0.0)
         played = True
         for change in schedule.changes:
@@ -64,7 +76,7 @@ class ClusterReplay:
                 self._lose(change)
         if played:
             played = self._wait_until(t0 + schedule.duration_s, deadline)
-        self._record("end", None, None, min(time.monotonic() - t0, schedule.duration_s))
+        self._record("end", None, None, min(self._clock() - t0, schedule.duration_s))
         return played
 
     def _wait_until(self, due: float, deadline: float) -> bool:
@@ -73,11 +85,11 @@ class ClusterReplay:
         while True:
             self.host.poll()
             self._count_returns()
-            if self.host.finished() or time.monotonic() > deadline:
+            if self.host.finished() or self._clock() > deadline:
                 return False
-            if time.monotonic() >= due:
+            if self._clock() >= due:
                 return True
-            time.sleep(min(self.poll_s, max(due - time.monotonic(), 0.0)))
+            self._sleep(min(self.poll_s, max(due - self._clock(), 0.0)))
 
     def _count_returns(self) -> None:
         """A worker running on a node it did not run on before the last eviction: the cloud gave
