@@ -87,8 +87,19 @@ class _Seen:
 
 
 class ClusterDrill:
-    def __init__(self, cfg: ClusterDrillConfig, kube: KubeApi, say: Callable[[str], None] = lambda line: None):
+    def __init__(
+        self,
+        cfg: ClusterDrillConfig,
+        kube: KubeApi,
+        say: Callable[[str], None] = lambda line: None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.cfg, self.kube, self.say = cfg, kube, say
+        # The waits (and a replay's) go through these, so tests drive a simulated cluster on a
+        # simulated clock; events keep the wall clock the job's own events carry.
+        self._sleep, self._clock = sleep, clock
         self.events: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.seen = _Seen()
@@ -193,14 +204,14 @@ class ClusterDrill:
 
     def _wait(self, what: str, done: Callable[[], bool], deadline: float) -> bool:
         last_said = 0.0
-        while time.monotonic() < deadline:
+        while self._clock() < deadline:
             self.poll()
             if done():
                 return True
-            if time.monotonic() - last_said > 15:
-                last_said = time.monotonic()
+            if self._clock() - last_said > 15:
+                last_said = self._clock()
                 self.say(f"[{time.time() - self.started:6.0f}s] {what}; {self._where()}")
-            time.sleep(self.cfg.poll_s)
+            self._sleep(self.cfg.poll_s)
         return False
 
     def _where(self) -> str:
@@ -279,9 +290,10 @@ class ClusterDrill:
         """{replica index: node} of the job's running worker pods."""
         return {p.index: p.node for p in self._running_pods() if p.index is not None}
 
-    def nodes_added(self) -> int:
-        """How many times a worker started on a node it did not run on before an eviction."""
-        return sum(1 for e in self.events if e["event"] == Event.NODE_ADDED)
+    def nodes_added(self) -> list[str]:
+        """The node of each worker that started on a node it did not run on before an eviction,
+        in order."""
+        return [str(e.get("k8s_node", "")) for e in self.events if e["event"] == Event.NODE_ADDED]
 
     def _running_pods(self) -> list[Any]:
         try:
@@ -291,34 +303,50 @@ class ClusterDrill:
         return [p for p in map(jobs.pod_state, pods) if p.phase == "Running" and p.node]
 
     def evict(self, node: Node) -> EvictionStarted:
+        return self.evict_all([node])[0]
+
+    def evict_all(self, nodes: list[Node]) -> list[EvictionStarted]:
+        """Evict `nodes` together: each checked first (refused unless forced), then evicted, all
+        started before any is waited for where the backend can (its `evict_all`: FIS's
+        experiments), else one after another."""
+        for node in nodes:
+            self._check(node)
+        workers = {
+            node.name: [s[0] for s in self.seen.pods.values() if s[2] == node.name and s[1] == "Running"]
+            for node in nodes
+        }
+        self.seen.nodes_before = {n for _, phase, n in self.seen.pods.values() if n and phase == "Running"}
+        together = getattr(self.cfg.evictor, "evict_all", None)
+        started = together(nodes) if callable(together) else [self.cfg.evictor.evict(node) for node in nodes]
+        for node, accepted in zip(nodes, started, strict=True):
+            self.evicted = accepted
+            self.record(
+                {
+                    "t": round(accepted.at, 4),
+                    "event": Event.EVICT,
+                    "source": "drill",
+                    "node": workers[node.name][0] if workers[node.name] else node.name,
+                    "kind": accepted.backend,
+                    "k8s_node": node.name,
+                    "detail": accepted.detail,
+                }
+            )
+        return started
+
+    def _check(self, node: Node) -> None:
+        """The backend's check of `node`: a refusal ends the drill unless forced."""
         try:
             self.cfg.evictor.check(node)
         except EvictionRefused as exc:
             if not self.cfg.force:
                 raise DrillRefused(f"{exc}; pass --force to evict it anyway") from None
             self.say(f"warning: {exc}; evicting it because of --force")
-        pods = [s for s in self.seen.pods.values() if s[2] == node.name and s[1] == "Running"]
-        self.seen.nodes_before = {n for _, phase, n in self.seen.pods.values() if n and phase == "Running"}
-        started = self.cfg.evictor.evict(node)
-        self.evicted = started
-        self.record(
-            {
-                "t": round(started.at, 4),
-                "event": Event.EVICT,
-                "source": "drill",
-                "node": pods[0][0] if pods else node.name,
-                "kind": started.backend,
-                "k8s_node": node.name,
-                "detail": started.detail,
-            }
-        )
-        return started
 
     def run(self) -> DrillReport:
         cfg = self.cfg
         cfg.workdir.mkdir(parents=True, exist_ok=True)
         self._sink = (cfg.workdir / "events.jsonl").open("a", encoding="utf-8")
-        deadline = time.monotonic() + cfg.timeout_s
+        deadline = self._clock() + cfg.timeout_s
         cleanup_error: str | None = None
         try:
             if cfg.objects is not None:
@@ -332,7 +360,7 @@ class ClusterDrill:
                 self.say(
                     f"replaying {cfg.replay.source}: {len(cfg.replay.changes)} changes in {cfg.replay.duration_s:.0f} s"
                 )
-                ClusterReplay(self, cfg.replay, cfg.poll_s).run(deadline)
+                ClusterReplay(self, cfg.replay, cfg.poll_s, sleep=self._sleep, clock=self._clock).run(deadline)
                 self._wait("following the job after the window", self.finished, deadline)
             elif at_full_size:
                 node = self.choose_node()
@@ -346,7 +374,7 @@ class ClusterDrill:
                     cleanup()
                 except EvictionError as exc:
                     cleanup_error = str(exc)
-            time.sleep(min(cfg.poll_s, 1.0))  # the last lines of the followed logs
+            time.sleep(min(cfg.poll_s, 1.0))  # the last lines of the followed logs (real threads: real time)
             self._sink.close()
         seen = measure(
             disruption.as_observed(list(self.events)),

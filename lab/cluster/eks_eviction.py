@@ -14,9 +14,11 @@ so that the FIS console still shows where a running drill's experiment came from
 read back from the experiment's resolved targets. Either way `evict()` returns only once the
 experiment runs: FIS accepts a start and may fail the experiment afterwards (a role that may
 not interrupt the instance, a target that resolves to nothing), and a drill that did not look
-would wait for an eviction that never comes until its deadline. The one-off template's
-instance ARN takes its partition and account from the FIS role's ARN (a role acts in the
-account its single-account experiments run in), so no STS request is needed.
+would wait for an eviction that never comes until its deadline. `evict_all()` evicts several
+nodes at once (a replayed trace's loss of several slots): it starts every node's experiment
+before it waits for any, so that one experiment slow to run does not hold the next node back.
+The one-off template's instance ARN takes its partition and account from the FIS role's ARN (a
+role acts in the account its single-account experiments run in), so no STS request is needed.
 
 `check(node)` reads the instance from EC2 and refuses one that is not a spot instance of this
 cluster's GPU node group, whatever the node's labels say. Every AWS error becomes an
@@ -30,7 +32,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -259,10 +261,12 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
         runs; see the module docstring for the two modes. EvictionError with FIS's reason
         when the experiment failed or never ran. The EvictionStarted's time is when FIS
         accepted the start (the drill's request time), not when this wait saw it run."""
-        _, instance_id = parse_provider_id(node.provider_id)
-        if self.target_instance:
-            return self._evict_instance(node, instance_id)
-        return self._evict_any(node, instance_id)
+        return self.evict_all([node])[0]
+
+    def evict_all(self, nodes: Sequence[Node]) -> list[EvictionStarted]:
+        """evict() of each node, every experiment started before the first is waited for."""
+        waits = [self._begin(node) for node in nodes]
+        return [wait() for wait in waits]
 
     # ------------------------------------------------------------------ after evict()
 
@@ -341,7 +345,14 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
 
     # ------------------------------------------------------------------ the two modes
 
-    def _evict_instance(self, node: Node, instance_id: str) -> EvictionStarted:
+    def _begin(self, node: Node) -> Callable[[], EvictionStarted]:
+        """The node's experiment started: what waits until it runs and says so."""
+        _, instance_id = parse_provider_id(node.provider_id)
+        if self.target_instance:
+            return self._start_instance(node, instance_id)
+        return self._start_any(node, instance_id)
+
+    def _start_instance(self, node: Node, instance_id: str) -> Callable[[], EvictionStarted]:
         """A one-off template aimed at this instance alone, from the stack template's action
         and role, then an experiment of it."""
         source = self._call(
@@ -380,44 +391,53 @@ class FisEvictor(AbstractContextManager["FisEvictor"]):
         one_off = created["experimentTemplate"]["id"]
         # Remembered before starting it: a failed start still leaves a template to delete.
         self.one_off_templates.append(one_off)
-        experiment, accepted_at, status = self._run(one_off)
+        experiment, accepted_at = self._started(one_off)
         notice = action["parameters"][DURATION_PARAMETER]
-        return EvictionStarted(
-            node=node.name,
-            backend=self.name,
-            at=accepted_at,
-            detail=f"experiment {experiment} {status} (one-off template {one_off} aimed at {instance_id},"
-            f" {notice} notice)",
-        )
 
-    def _evict_any(self, node: Node, instance_id: str) -> EvictionStarted:
+        def running() -> EvictionStarted:
+            status = self.wait_started(experiment)
+            return EvictionStarted(
+                node=node.name,
+                backend=self.name,
+                at=accepted_at,
+                detail=f"experiment {experiment} {status} (one-off template {one_off} aimed at {instance_id},"
+                f" {notice} notice)",
+            )
+
+        return running
+
+    def _start_any(self, node: Node, instance_id: str) -> Callable[[], EvictionStarted]:
         """The stack's template as is: FIS picks one running instance of the group, which
         is known once the experiment runs (its targets are resolved by then)."""
-        experiment, accepted_at, _ = self._run(self.template_id)
-        chosen = self._resolved_instances(experiment)
-        if not chosen:
-            which = "FIS did not say which instance it interrupts"
-        elif instance_id in chosen:
-            which = f"FIS chose {instance_id}, node {node.name}'s instance"
-        else:
-            which = f"FIS chose {', '.join(chosen)}, not node {node.name}'s instance {instance_id}"
-        return EvictionStarted(
-            node=node.name,
-            backend=self.name,
-            at=accepted_at,
-            detail=f"experiment {experiment} of the stack's template {self.template_id}: {which}",
-        )
+        experiment, accepted_at = self._started(self.template_id)
+
+        def running() -> EvictionStarted:
+            self.wait_started(experiment)
+            chosen = self._resolved_instances(experiment)
+            if not chosen:
+                which = "FIS did not say which instance it interrupts"
+            elif instance_id in chosen:
+                which = f"FIS chose {instance_id}, node {node.name}'s instance"
+            else:
+                which = f"FIS chose {', '.join(chosen)}, not node {node.name}'s instance {instance_id}"
+            return EvictionStarted(
+                node=node.name,
+                backend=self.name,
+                at=accepted_at,
+                detail=f"experiment {experiment} of the stack's template {self.template_id}: {which}",
+            )
+
+        return running
 
     # ------------------------------------------------------------------ helpers
 
-    def _run(self, template_id: str) -> tuple[str, float, str]:
-        """Start an experiment of the template and wait until it runs: its id, when FIS
-        accepted the start (unix seconds) and the state it reached (running or completed)."""
+    def _started(self, template_id: str) -> tuple[str, float]:
+        """Start an experiment of the template: its id and when FIS accepted the start (unix
+        seconds)."""
         experiment_id = self._start(template_id)
         # Wall-clock time, as the drill stamps its events (lab/cluster/drill.py): the request's
         # time, from which the drill looks for the disruption's first sign (lab/cluster/disruption.py).
-        accepted_at = time.time()
-        return experiment_id, accepted_at, self.wait_started(experiment_id)
+        return experiment_id, time.time()
 
     def _start(self, template_id: str) -> str:
         # Only the stack's own template can be missing because the stack is not deployed.

@@ -11,14 +11,23 @@ A slot whose worker has no running pod at its loss (the cloud has not given it b
 nothing: the trace's loss is recorded as missed.
 
 The window's time starts when the job trained at full size (the drill's usual start). The
-eviction requests go out at the losses' times; each backend's own notice follows them (AKS:
-a Scheduled Events Preempt at least 30 s ahead; FIS: its template's durationBeforeInterruption;
-a drain: each pod's grace period), so the schedule's notice is recorded, not imposed.
+eviction requests go out at the losses' times, the slots lost at one time together (a backend
+that waits for each eviction to start, as FIS's experiments do, starts them all before it waits
+for any); each backend's own notice follows them (AKS: a Scheduled Events Preempt at least 30 s
+ahead; FIS: its template's durationBeforeInterruption; a drain: each pod's grace period), so the
+schedule's notice is recorded, not imposed. A cloud takes its time to act on a request (Azure
+evicts within 30 minutes, FIS after the notice): a slot lost again while its worker still runs on
+the node already asked for loses nothing more, and is recorded as missed too. A slot given back
+is recorded when the drill sees its worker on a new node, with that slot and the window's time.
+
+Waits go through `sleep` and `clock`, so tests replay a window on a simulated clock.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from lab.cluster.eviction import EvictionStarted, Node
@@ -32,39 +41,49 @@ class ReplayHost(Protocol):
     def poll(self) -> None: ...
     def running_workers(self) -> dict[int, str]: ...  # {replica index: the node its pod runs on}
     def node_of(self, name: str) -> Node: ...
-    def evict(self, node: Node) -> EvictionStarted: ...
+    def evict_all(self, nodes: list[Node]) -> list[EvictionStarted]: ...
     def emit(self, name: str, **fields: Any) -> None: ...
     def finished(self) -> bool: ...
-    def nodes_added(self) -> int: ...
+    def nodes_added(self) -> list[str]: ...  # the node of each worker started on a new node, in order
 
 
 class ClusterReplay:
     """The losses of `schedule` played on the cluster through `host` (the drill)."""
 
-    def __init__(self, host: ReplayHost, schedule: ReplaySchedule, poll_s: float) -> None:
+    def __init__(
+        self,
+        host: ReplayHost,
+        schedule: ReplaySchedule,
+        poll_s: float,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.host, self.schedule, self.poll_s = host, schedule, poll_s
+        self._sleep, self._clock = sleep, clock
         self.alive = 0  # the slots the cloud gives a node to, as far as the drill saw
         self.evicted: list[EvictionStarted] = []
+        self._asked: set[tuple[str, str]] = set()  # (name, providerID) of each node asked to go
         self._added_seen = 0
+        self._t0 = 0.0  # the window's start on the clock
 
     def run(self, deadline: float) -> bool:
         """Play every change at its time from now; True once the window's end was reached with
         the job still on (False: it finished, or the drill's deadline came first)."""
         host, schedule = self.host, self.schedule
         self.alive = min(len(host.running_workers()), schedule.slots)
-        self._added_seen = host.nodes_added()
-        t0 = time.monotonic()
+        self._added_seen = len(host.nodes_added())
+        self._t0 = self._clock()
         self._record("start", None, None, 0.0)
         played = True
-        for change in schedule.changes:
-            if not self._wait_until(t0 + change.t_s, deadline):
+        for t_s, together in itertools.groupby(schedule.changes, key=lambda change: change.t_s):
+            if not self._wait_until(self._t0 + t_s, deadline):
                 played = False
                 break
-            if change.kind == LOST:
-                self._lose(change)
+            self._lose([change for change in together if change.kind == LOST])
         if played:
-            played = self._wait_until(t0 + schedule.duration_s, deadline)
-        self._record("end", None, None, min(time.monotonic() - t0, schedule.duration_s))
+            played = self._wait_until(self._t0 + schedule.duration_s, deadline)
+        self._record("end", None, None, min(self._clock() - self._t0, schedule.duration_s))
         return played
 
     def _wait_until(self, due: float, deadline: float) -> bool:
@@ -73,38 +92,50 @@ class ClusterReplay:
         while True:
             self.host.poll()
             self._count_returns()
-            if self.host.finished() or time.monotonic() > deadline:
+            if self.host.finished() or self._clock() > deadline:
                 return False
-            if time.monotonic() >= due:
+            if self._clock() >= due:
                 return True
-            time.sleep(min(self.poll_s, max(due - time.monotonic(), 0.0)))
+            self._sleep(min(self.poll_s, max(due - self._clock(), 0.0)))
 
     def _count_returns(self) -> None:
-        """A worker running on a node it did not run on before the last eviction: the cloud gave
-        a slot's capacity back."""
-        added = self.host.nodes_added()
-        while self._added_seen < added:
+        """Each worker running on a node it did not run on before the last eviction: the cloud
+        gave its slot's capacity back, recorded with that slot at the time the drill saw it."""
+        added = self.host.nodes_added()[self._added_seen :]
+        if not added:
+            return
+        slot_of = {node: slot for slot, node in self.host.running_workers().items()}
+        for node in added:
             self._added_seen += 1
             self.alive = min(self.alive + 1, self.schedule.slots)
-            self._record("back", None, None, None)
+            self._record("back", slot_of.get(node), None, self._clock() - self._t0)
 
-    def _lose(self, change: SlotChange) -> None:
-        """The node of the slot's worker evicted, or the loss recorded as missed when that worker
-        has no node now."""
-        node = self.host.running_workers().get(change.slot)
-        if node is None:
-            self._record("missed", change.slot, change.notice_s, change.t_s)
+    def _lose(self, changes: list[SlotChange]) -> None:
+        """The nodes of the slots lost at one time evicted together; a loss recorded as missed
+        when its worker has no node now, or runs on a node already asked to go."""
+        if not changes:
             return
-        started = self.host.evict(self.host.node_of(node))
-        self.evicted.append(started)
-        self.alive = max(self.alive - 1, 0)
-        self._record(LOST, change.slot, change.notice_s, change.t_s)
+        workers = self.host.running_workers()
+        nodes = {c.slot: self.host.node_of(workers[c.slot]) for c in changes if c.slot in workers}
+        lost = {slot: node for slot, node in nodes.items() if (node.name, node.provider_id) not in self._asked}
+        going = list({(node.name, node.provider_id): node for node in lost.values()}.values())
+        if going:
+            self.evicted += self.host.evict_all(going)
+            self._asked.update((node.name, node.provider_id) for node in going)
+        for change in changes:
+            if change.slot in lost:
+                self.alive = max(self.alive - 1, 0)
+            self._record(LOST if change.slot in lost else "missed", change.slot, change.notice_s, change.t_s)
 
-    def _record(self, change: str, slot: int | None, notice_s: float | None, t_s: float | None) -> None:
+    def _record(self, change: str, slot: int | None, notice_s: float | None, t_s: float) -> None:
+        """A capacity record: `t_s` seconds into the window, as the trace's own seconds."""
         schedule = self.schedule
-        fields: dict[str, Any] = {"alive": self.alive, "slots": schedule.slots, "change": change}
-        if t_s is not None:
-            fields["window_t"] = round(schedule.window_s[0] + t_s * schedule.speedup, 3)
+        fields: dict[str, Any] = {
+            "alive": self.alive,
+            "slots": schedule.slots,
+            "change": change,
+            "window_t": round(schedule.window_s[0] + t_s * schedule.speedup, 3),
+        }
         if slot is not None:
             fields["slot"] = slot
         if notice_s is not None:

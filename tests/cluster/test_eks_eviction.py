@@ -101,12 +101,13 @@ def _instance(
     lifecycle: str | None = "spot",
     state: str = "running",
     zone: str = "us-east-1a",
+    instance_id: str = IID,
 ) -> dict[str, Any]:
-    """describe_instances' answer for IID."""
+    """describe_instances' answer for `instance_id`."""
     tags = [{"Key": k, "Value": v} for k, v in (("eks:cluster-name", kube), ("eks:nodegroup-name", group)) if v]
     codes = {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64, "stopped": 80}
     instance: dict[str, Any] = {
-        "InstanceId": IID,
+        "InstanceId": instance_id,
         "State": {"Name": state, "Code": codes[state]},
         "Placement": {"AvailabilityZone": zone},
         "Tags": tags,
@@ -144,16 +145,18 @@ def _stack_template(*, role: str = STACK_ROLE, action_id: str = "aws:ec2:send-sp
     }
 
 
-def _one_off_request(*, role: str = STACK_ROLE, account: str = ACCOUNT, token: str = "token-1") -> dict[str, Any]:
-    """The exact create_experiment_template request of a targeted eviction of NODE."""
+def _one_off_request(
+    *, role: str = STACK_ROLE, account: str = ACCOUNT, token: str = "token-1", node: str = NODE.name, iid: str = IID
+) -> dict[str, Any]:
+    """The exact create_experiment_template request of a targeted eviction of node `node`, instance `iid`."""
     return {
         "clientToken": token,
-        "description": f"elastic-spot-lab eviction drill: spot interruption of {IID} (node {NODE.name}) of {CLUSTER}",
+        "description": f"elastic-spot-lab eviction drill: spot interruption of {iid} (node {node}) of {CLUSTER}",
         "stopConditions": [{"source": "none"}],
         "targets": {
             "drill-node-instance": {
                 "resourceType": "aws:ec2:spot-instance",
-                "resourceArns": [f"arn:aws:ec2:{REGION}:{account}:instance/{IID}"],
+                "resourceArns": [f"arn:aws:ec2:{REGION}:{account}:instance/{iid}"],
                 "selectionMode": "ALL",
             }
         },
@@ -168,8 +171,8 @@ def _one_off_request(*, role: str = STACK_ROLE, account: str = ACCOUNT, token: s
         "tags": {
             PURPOSE_TAG: PURPOSE,
             DRILL_CLUSTER_TAG: CLUSTER,
-            DRILL_NODE_TAG: NODE.name,
-            DRILL_INSTANCE_TAG: IID,
+            DRILL_NODE_TAG: node,
+            DRILL_INSTANCE_TAG: iid,
             SOURCE_TEMPLATE_TAG: TEMPLATE,
         },
     }
