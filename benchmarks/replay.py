@@ -43,12 +43,14 @@ from lab.drill.plot import plot_timeline
 from lab.drill.report import DrillReport
 from lab.drill.run import DrillConfig, Progress, run_drill
 from lab.plan.cost import load_prices
-from lab.vocab.job import JobSpec
+from lab.vocab.job import FaultTolerance, JobSpec
 from lab.vocab.layout import ROOT
 from lab.vocab.models import GPT_SIZES, TINY, demo_args
 from lab.vocab.replay_schedule import NOTICE_RULES, ReplaySchedule
+from lab.vocab.spot_goodput import MeasuredCosts
 from lab.vocab.spot_trace import SpotTrace
 from lab.vocab.trace_files import CARRIED_TRACES, load_trace
+from lab.vocab.trace_goodput import check_against_replay
 from lab.vocab.trace_schedule import schedule
 from lab.vocab.trace_windows import NAMED_WINDOWS, load_window
 
@@ -170,7 +172,7 @@ def drill_config(replay: ReplaySchedule, mode: str, model: str, workdir: Path) -
         name="replay",
         min_nodes=SLOTS if mode == "restart-everything" else 1,
         max_nodes=SLOTS,
-        fault_tolerance="per-step" if mode == "per-step" else "elastic",
+        fault_tolerance=FaultTolerance.PER_STEP if mode == "per-step" else FaultTolerance.ELASTIC,
         checkpoint_dir=str(workdir / "checkpoints"),
         checkpoint_every_steps=CHECKPOINT_EVERY,
         script_args=demo_args(steps, STEP_TIME_S, model),
@@ -212,7 +214,12 @@ def run_one(what: str, notice: str, replay: ReplaySchedule, mode: str, args: arg
     cfg = drill_config(replay, mode, args.model, root / slug)
     report = run_drill(cfg, Progress(target=cfg.target_steps, every_s=30.0))
     row = Row(what, mode, notice, report, prices_for(_trace_of(what)))
-    row.extra = {"changes": len(replay.changes), "replay_s": replay.duration_s, "max_restarts": cfg.spec.max_restarts}
+    row.extra = {
+        "changes": len(replay.changes),
+        "replay_s": replay.duration_s,
+        "max_restarts": cfg.spec.max_restarts,
+        "model": model_figures(replay, mode, report),
+    }
     try:
         row.plot = str(plot_timeline(report, args.plots / f"{slug}.png"))
     except Exception as exc:  # noqa: BLE001 - the figures stand without their plot
@@ -220,13 +227,34 @@ def run_one(what: str, notice: str, replay: ReplaySchedule, mode: str, args: arg
     return row
 
 
+def model_figures(replay: ReplaySchedule, mode: str, report: DrillReport) -> dict[str, float] | None:
+    """The goodput model's prediction of this replay (lab.vocab.trace_goodput), fed with the
+    replay's schedule, its measured throughput per size and checkpoint interval: with the
+    project's measured costs, and with the stalls this replay measured itself."""
+    if report.replay is None or report.replay.ratio is None:
+        return None
+    doc = {**report.to_dict(), "fault_tolerance": mode}
+    return {
+        "default_costs": check_against_replay(replay, doc, MeasuredCosts()).predicted,
+        "own_costs": check_against_replay(replay, doc).predicted,
+    }
+
+
+def _model_cell(figures: dict[str, Any]) -> str:
+    model = figures.get("model")
+    if not model:
+        return "-"
+    return f"{100 * model['default_costs']:.1f}%; {100 * model['own_costs']:.1f}%"
+
+
 def table(rows: list[Row]) -> list[str]:
     head = (
-        "| window | notice | mode | of the bound | useful samples | wipeouts survived | steps lost per wipeout | "
+        "| window | notice | mode | of the bound | model (its costs; this run's) | useful samples | "
+        "wipeouts survived | steps lost per wipeout | "
         "samples lost / doubled | samples/s a node by size | preempted; added | restarts used | "
         "$ / M samples (spot; on demand) |"
     )
-    lines = [head, "|---" * 12 + "|"]
+    lines = [head, "|---" * 13 + "|"]
     for row in rows:
         f, g = row.figures(), row.report.replay
         ratio = f"{g.ratio:.1%}" if g and g.ratio is not None else "no bound"
@@ -239,6 +267,7 @@ def table(rows: list[Row]) -> list[str]:
         )
         lines.append(
             f"| {row.window} | {row.notice} | {row.mode}{'' if row.report.passed else ' (FAILED)'} | {ratio} | "
+            f"{_model_cell(f)} | "
             f"{g.useful_samples if g else 0:,} | {f'{g.wipeouts_resumed}/{g.wipeouts}' if g else '-'} | {lost} | "
             f"{f['samples_lost']} / {f['samples_doubled']} | {sizes} | {f['preemptions']}; {f['nodes_added']} | "
             f"{f['restart_budget_used']} of "
