@@ -249,8 +249,8 @@ def _model_cell(figures: dict[str, Any]) -> str:
 
 def table(rows: list[Row]) -> list[str]:
     head = (
-        "| window | notice | mode | of the bound | model (its costs; this run's) | useful samples | "
-        "wipeouts survived | steps lost per wipeout | "
+        "| window | notice | mode | of the bound (at each size's rate) | model (its costs; this run's) | "
+        "useful samples | wipeouts survived | steps lost per wipeout | "
         "samples lost / doubled | samples/s a node by size | preempted; added | restarts used | "
         "$ / M samples (spot; on demand) |"
     )
@@ -258,6 +258,8 @@ def table(rows: list[Row]) -> list[str]:
     for row in rows:
         f, g = row.figures(), row.report.replay
         ratio = f"{g.ratio:.1%}" if g and g.ratio is not None else "no bound"
+        if g and g.size_ratio is not None:
+            ratio += f" ({g.size_ratio:.1%})"
         sizes = ", ".join(f"{t.nodes}: {t.per_node:.0f}" for t in g.per_size) if g else "-"
         lost = ", ".join(map(str, g.wipeout_steps_lost)) if g and g.wipeout_steps_lost else "-"
         cost = (

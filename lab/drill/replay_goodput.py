@@ -48,6 +48,9 @@ class ReplayGoodput:
     # Per wipeout resumed: the steps trained before it that were trained again after it (the
     # newest step before it, less the step the job resumed from).
     wipeout_steps_lost: tuple[int, ...] = ()
+    # Node-seconds offered at each number of nodes (min(alive, slots)): the bound at each size's
+    # own throughput (`size_bound`) counts a smaller world at the rate it trains at.
+    offered_by_size: tuple[tuple[int, float], ...] = ()
 
     def spot_cost_per_million(self, spot_per_node_hour: float) -> float | None:
         """The capacity offered at `spot_per_node_hour`, per million useful samples (None: no
@@ -73,6 +76,25 @@ class ReplayGoodput:
         bound = self.bound
         return None if not bound else self.useful_samples / bound
 
+    @property
+    def size_bound(self) -> float | None:
+        """The samples the capacity offered could have trained with each size at its own
+        measured throughput per node (a size not measured: the nearest measured one's)."""
+        rates = {t.nodes: t.per_node for t in self.per_size}
+        if not rates:
+            return None
+        return sum(
+            node_s * rates[min(rates, key=lambda size: (abs(size - nodes), -size))]
+            for nodes, node_s in self.offered_by_size
+        )
+
+    @property
+    def size_ratio(self) -> float | None:
+        """Useful samples over `size_bound`: where a node trains faster in a smaller world, the
+        stricter of the two ratios."""
+        bound = self.size_bound
+        return None if not bound else self.useful_samples / bound
+
     def summary(self) -> str:
         sizes = ", ".join(f"{t.nodes} node(s) {t.per_node:.3g}" for t in self.per_size)
         ratio = self.ratio
@@ -85,8 +107,10 @@ class ReplayGoodput:
             f"{self.useful_samples:,} useful samples in {self.window_s:.1f} s"
         )
         lost = f", steps lost {', '.join(map(str, self.wipeout_steps_lost))}" if self.wipeout_steps_lost else ""
+        strict = self.size_ratio
+        at_size = f" ({strict:.1%} of the bound at each size's own rate)" if strict is not None else ""
         return (
-            f"{head}\n    samples/s a node by size: {sizes or 'no steps'}; "
+            f"{head}\n    samples/s a node by size: {sizes or 'no steps'}{at_size}; "
             f"wipeouts: {self.wipeouts} ({self.wipeouts_resumed} resumed{lost})"
         )
 
@@ -99,6 +123,9 @@ class ReplayGoodput:
             "useful_samples": self.useful_samples,
             "bound": self.bound,
             "ratio": self.ratio,
+            "size_bound": self.size_bound,
+            "size_ratio": self.size_ratio,
+            "offered_by_size": [{"nodes": n, "node_s": node_s} for n, node_s in self.offered_by_size],
             "per_size": [{"nodes": t.nodes, "per_node": t.per_node, "steps": t.steps} for t in self.per_size],
             "wipeouts": self.wipeouts,
             "wipeouts_resumed": self.wipeouts_resumed,
@@ -147,8 +174,11 @@ def replay_goodput(events: Sequence[Mapping[str, Any]], nproc_per_node: int = 1)
     if len(capacity) < 2:
         return None
     start, end = capacity[0][0], capacity[-1][0]
-    pairs = itertools.pairwise(capacity)
-    offered = sum(min(alive, slots) * (t_next - t) for (t, alive, slots), (t_next, _, _) in pairs)
+    by_size: dict[int, float] = {}
+    for (t, alive, slots), (t_next, _, _) in itertools.pairwise(capacity):
+        if min(alive, slots) > 0:
+            by_size[min(alive, slots)] = by_size.get(min(alive, slots), 0.0) + min(alive, slots) * (t_next - t)
+    offered = sum(by_size.values())
     slots = capacity[0][2]
     steps = _steps(events)
     final: dict[int, Mapping[str, Any]] = {}
@@ -159,7 +189,18 @@ def replay_goodput(events: Sequence[Mapping[str, Any]], nproc_per_node: int = 1)
     full = next((t.per_node for t in sizes if t.nodes == slots), None)
     zero = [t for (_, before, _), (t, alive, _) in itertools.pairwise(capacity) if alive == 0 and before > 0]
     lost = [n for t0 in zero if (n := _steps_lost(steps, t0)) is not None]
-    return ReplayGoodput(end - start, offered, slots, full, useful, tuple(sizes), len(zero), len(lost), tuple(lost))
+    return ReplayGoodput(
+        end - start,
+        offered,
+        slots,
+        full,
+        useful,
+        tuple(sizes),
+        len(zero),
+        len(lost),
+        tuple(lost),
+        tuple(sorted(by_size.items(), reverse=True)),
+    )
 
 
 def _steps_lost(steps: Sequence[Mapping[str, Any]], wiped_at: float) -> int | None:

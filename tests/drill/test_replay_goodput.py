@@ -39,6 +39,11 @@ def test_the_bound_is_the_capacity_offered_at_one_nodes_full_size_throughput():
     assert [(t.nodes, t.per_node) for t in g.per_size] == [(2, pytest.approx(5.0)), (1, pytest.approx(10.0))]
     assert (g.wipeouts, g.wipeouts_resumed) == (1, 1)
     assert "85.7% of the capacity bound" in g.summary() and "1 node(s) 10" in g.summary()
+    # At each size's own rate the 2 node-seconds at 1 node could have trained 20 samples, not 10:
+    # the stricter bound is 12 x 5 + 2 x 10.
+    assert g.offered_by_size == ((2, pytest.approx(12.0)), (1, pytest.approx(2.0)))
+    assert g.size_bound == pytest.approx(80.0) and g.size_ratio == pytest.approx(60 / 80)
+    assert "75.0% of the bound at each size's own rate" in g.summary()
 
 
 def test_no_replay_no_goodput_and_a_job_never_at_full_size_has_no_bound():
