@@ -219,6 +219,7 @@ def _notice_figures(run: Timeline, e: Record, ev: Eviction) -> None:
     ev.emergency_save_already = bool(save and save.get("already"))
     ev.emergency_save_missed = save is None and (leave is None or leave.get("saved") is False)
     ev.notice_to_exit_s = leave["notice_to_exit_s"] if leave else None
+    ev.trained_on_s = leave.get("trained_on_s") if leave else None
 
 
 def _cluster_figures(run: Timeline, e: Record, ev: Eviction) -> None:

@@ -31,6 +31,7 @@ class Eviction:
     # node went before the save committed); the newest committed checkpoint stood instead.
     emergency_save_missed: bool = False
     notice_to_exit_s: float | None = None  # notice only: SIGTERM -> worker exit
+    trained_on_s: float | None = None  # notice only: of that, trained on through a notice that said when
     # A cluster only: eviction -> the next node of the GPU pool Ready (a replacement, or one
     # that was there already) and -> the evicted node gone from the Ready nodes.
     replacement_node_s: float | None = None
@@ -271,6 +272,8 @@ class DrillReport:
             if ev.emergency_save_already:
                 saved = "nothing to write, the step was saved already"
             left = f"{ev.notice_to_exit_s:.2f} s" if ev.notice_to_exit_s is not None else "not seen"
+            if ev.trained_on_s:
+                left += f" (trained on through the notice for {ev.trained_on_s:.2f} s first)"
             return [f"    emergency save: {saved}; notice to worker exit: {left}"]
         if not ev.emergency_save_missed:
             return []

@@ -140,8 +140,11 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.COLLECTIVE_FAILED: frozenset({"step", "error", "message"}),
     # saved: false when a notice found no step boundary in time (the last checkpoint stands).
     # weights: per-step mode, a digest of the parameters the worker holds at the end (equal on the
-    # workers of one rank in every group).
-    Event.EXIT: frozenset({"reason", "step", "notice_to_exit_s", "rng", "replica", "saved", "peak_rss_mb", "weights"}),
+    # workers of one rank in every group). trained_on_s: the seconds a notice that said when the
+    # node goes was trained through before the notice's save.
+    Event.EXIT: frozenset(
+        {"reason", "step", "notice_to_exit_s", "trained_on_s", "rng", "replica", "saved", "peak_rss_mb", "weights"}
+    ),
     Event.REPLICA_GROUP: frozenset({"replica", "manager", "weights"}),
     Event.STEP_DISCARDED: frozenset({"step", "participants", "replica", "quorum", "error"}),
     # seconds: the quorum that healed, the copy of bytes (this worker's part) included.

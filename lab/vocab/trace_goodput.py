@@ -307,12 +307,22 @@ class ModelCheck:
 
 def report_costs(report: Mapping[str, Any], base: MeasuredCosts | None = None) -> MeasuredCosts:
     """`base` (the measured figures by default) with what a drill's JSON report measured in its
-    own run, where it did: the median recovery of the evictions that left survivors and the
+    own run, where it did: the median recovery of the evictions that left survivors (from when
+    the node left: a notice trained through is not counted) and the
     median stall of the joins to a running job (as the mode's), and its checkpoints' cost."""
     elastic = report.get("fault_tolerance", "elastic") == "elastic"
     evictions = report.get("evictions") or ()
-    recoveries = [e["recovery_s"] for e in evictions if e.get("world_after") and e.get("recovery_s")]
-    stalls = [j["stall_s"] for j in report.get("joins") or () if j.get("world_before") and j.get("stall_s")]
+    # From the node's leaving: a notice trained through is training, not a stall.
+    recoveries = [
+        e["recovery_s"] - (e.get("trained_on_s") or 0.0)
+        for e in evictions
+        if e.get("world_after") and e.get("recovery_s") and not _wiped_out_within(report, e.get("t"), e["recovery_s"])
+    ]
+    stalls = [
+        j["stall_s"]
+        for j in report.get("joins") or ()
+        if j.get("world_before") and j.get("stall_s") and not _wiped_out_within(report, j.get("t"), j["stall_s"])
+    ]
     measured: dict[str, float] = {}
     if recoveries:
         noticed = all(e.get("kind") == "notice" for e in evictions)
@@ -321,6 +331,16 @@ def report_costs(report: Mapping[str, Any], base: MeasuredCosts | None = None) -
     if stalls:
         measured["elastic_join_stall_s" if elastic else "per_step_join_stall_s"] = statistics.median(stalls)
     return replace(_with_save_cost(base or MeasuredCosts(), report), **measured)
+
+
+def _wiped_out_within(report: Mapping[str, Any], t: float | None, seconds: float) -> bool:
+    """Whether a replay's capacity fell to no node within `seconds` of `t` (the report's clock):
+    a recovery or a join's stall that spans a wipeout measures the wait for capacity, not the
+    change's own cost."""
+    if t is None:
+        return False
+    t0 = float(report.get("t0") or 0.0)
+    return any(alive == 0 and t - t0 <= s <= t - t0 + seconds for s, alive in report.get("capacity_timeline") or ())
 
 
 def _with_save_cost(costs: MeasuredCosts, report: Mapping[str, Any]) -> MeasuredCosts:

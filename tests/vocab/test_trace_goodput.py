@@ -231,6 +231,26 @@ def test_a_reports_own_measured_costs_replace_the_defaults():
     assert costs.resume_s == COSTS.resume_s
 
 
+def test_a_replays_own_costs_leave_out_notices_trained_through_and_waits_for_capacity():
+    """A noticed node trained on 5 s before it left: its survivors' stall is 0.7 s, not 5.7. A
+    recovery or a join's stall that spans a wipeout measures the wait for capacity: left out."""
+    doc = report(0.9) | {
+        "t0": 1000.0,
+        "capacity_timeline": [(0.0, 3), (40.0, 0), (90.0, 3)],
+        "evictions": [
+            {"kind": "notice", "t": 1010.0, "world_after": 2, "recovery_s": 5.7, "trained_on_s": 5.0},
+            {"kind": "notice", "t": 1035.0, "world_after": 3, "recovery_s": 60.0, "trained_on_s": 4.0},
+        ],
+        "joins": [
+            {"t": 1020.0, "world_before": 2, "stall_s": 0.6},
+            {"t": 1030.0, "world_before": 2, "stall_s": 61.0},
+        ],
+    }
+    costs = report_costs(doc, COSTS)
+    assert costs.elastic_notice_recovery_s == pytest.approx(0.7)
+    assert costs.elastic_join_stall_s == pytest.approx(0.6)
+
+
 def test_the_model_is_checked_against_a_replay_within_three_points():
     expected = replay_prediction(
         "elastic", SCHEDULE, report_costs(report(0.9)), {3: 100.0, 2: 110.0}, interval_s=100.0
