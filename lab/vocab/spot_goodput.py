@@ -52,7 +52,8 @@ class MeasuredCosts:
     save_cost_s: float = 1.376  # a real-size save's whole cost to training on one H200 (benchmarks/accelerator.py)
     # A notice that says when the node goes is trained through: the node leaves this long before
     # its end (two steps, two saves and the agent's leave; lab.runtime.spot_notice). The replay
-    # drill of the aws-4node-wipeouts window at 60x, AWS's notice, tiny model: median of its exits.
+    # drill of the aws-4node-wipeouts window, AWS's notice, tiny model, elastic: the median of its
+    # workers' notice exits, 0.68 s at a speed-up of 20 and 0.67 s at 60 (benchmarks/replay.py).
     notice_lead_s: float = 0.67
 
 
