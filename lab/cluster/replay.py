@@ -129,15 +129,4 @@ class ClusterReplay:
 
     def _record(self, change: str, slot: int | None, notice_s: float | None, t_s: float) -> None:
         """A capacity record: `t_s` seconds into the window, as the trace's own seconds."""
-        schedule = self.schedule
-        fields: dict[str, Any] = {
-            "alive": self.alive,
-            "slots": schedule.slots,
-            "change": change,
-            "window_t": round(schedule.window_s[0] + t_s * schedule.speedup, 3),
-        }
-        if slot is not None:
-            fields["slot"] = slot
-        if notice_s is not None:
-            fields["notice_s"] = notice_s
-        self.host.emit(Event.CAPACITY, **fields)
+        self.host.emit(Event.CAPACITY, **self.schedule.capacity_fields(self.alive, change, t_s, slot, notice_s))

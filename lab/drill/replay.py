@@ -187,15 +187,5 @@ class Replay:
             self.slots[slot] = local.add_node()
 
     def _record(self, change: str, slot: int | None, notice_s: float | None, t_s: float) -> None:
-        schedule = self.schedule
-        fields: dict[str, object] = {
-            "alive": len(self.offered),
-            "slots": schedule.slots,
-            "change": change,
-            "window_t": round(schedule.window_s[0] + t_s * schedule.speedup, 3),
-        }
-        if slot is not None:
-            fields["slot"] = slot
-        if notice_s is not None:
-            fields["notice_s"] = notice_s
+        fields = self.schedule.capacity_fields(len(self.offered), change, t_s, slot, notice_s)
         self.host.local.record(Event.CAPACITY, **fields)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.plan.cost import CostEstimate
-from lab.plan.saving import rest_of_the_cluster
+from lab.plan.saving import priced_spot_pools, saving_text
 from lab.vocab.problems import InvalidInput
 from lab.vocab.spot_goodput import MODES, MeasuredCosts
 from lab.vocab.spot_trace import SpotTrace, Window, window_text
@@ -54,11 +54,9 @@ def trace_rows(
     nodes), and the saving. A pool the window offers no capacity gets one row saying so."""
     rows: list[dict[str, Any]] = []
     notice = notice_for(choice, cloud)
-    for pool in cost.pools if cost else []:
-        if not pool.spot or pool.fallback or pool.max_nodes < 1 or pool.price is None or pool.on_demand_price is None:
-            continue
-        nodes = pool.max_nodes
-        head = {"pool": pool.pool, "nodes": nodes, "notice": notice}
+    for priced in priced_spot_pools(cost):
+        nodes = priced.nodes
+        head = {"pool": priced.pool, "nodes": nodes, "notice": notice}
         try:
             window = schedule(choice.trace, nodes, choice.window, 1.0, notice, PROPORTIONAL)
         except InvalidInput as no_capacity:
@@ -67,9 +65,7 @@ def trace_rows(
         stats = schedule_stats(window)
         span_h = stats.span_s / 3600
         offered_h = stats.capacity_share * nodes * span_h  # node-hours the window offers, all billed
-        fixed = rest_of_the_cluster(cost, pool) if cost else 0.0
-        on_demand = (pool.on_demand_price * nodes + fixed) / nodes
-        billed = pool.price * offered_h + fixed * span_h
+        billed = priced.spot_price * offered_h + priced.fixed * span_h
         for mode in MODES:
             ratio = replay_prediction(mode, window, costs).ratio
             spot = billed / (ratio * offered_h) if ratio * offered_h > 0 else float("inf")
@@ -81,9 +77,7 @@ def trace_rows(
                     "mode": mode,
                     "goodput": round(ratio, 6),
                     "full_size_share": round(ratio * stats.capacity_share, 6),
-                    "spot_per_useful_node_hour": round(spot, 4),
-                    "on_demand_per_node_hour": round(on_demand, 4),
-                    "saving": round(1 - spot / on_demand, 4),
+                    **priced.prices(spot),
                 }
             )
     return rows
@@ -91,24 +85,26 @@ def trace_rows(
 
 def trace_lines(cost: CostEstimate | None, choice: TraceChoice, cloud: str | None) -> list[str]:
     rows = trace_rows(cost, choice, cloud)
-    if not rows:
-        return ["  (no priced spot pool in this plan)"]
-    currency = cost.currency if cost else ""
-    lines = [
-        f"  over the trace window {choice.trace.source} "
-        f"{window_text(choice.trace.checked_window(choice.window))} (the pool's counts scaled to the pool at its "
-        f"largest, notice {rows[0]['notice']}), per fault-tolerance mode: the share of the capacity it offered that "
-        f"the job trains (of the time at full size) / {currency} per useful node-hour on spot against on demand "
-        "(the saving); the model and its measured figures: lab/vocab/trace_goodput.py"
-    ]
-    for r in rows:
-        if r["mode"] is None:
-            lines.append(f"  {r['pool']} at {r['nodes']} node(s): {r['problem']}")
-            continue
-        lines.append(
-            f"  {r['pool']} at {r['nodes']} node(s), {r['mode']}: {100 * r['goodput']:.2f} % of "
-            f"{100 * r['capacity_share']:.1f} % offered ({100 * r['full_size_share']:.2f} %) / "
-            f"{r['spot_per_useful_node_hour']:.4f} against {r['on_demand_per_node_hour']:.4f} "
-            f"({100 * r['saving']:.1f} % saved)"
+
+    def head() -> str:
+        currency = cost.currency if cost else ""
+        return (
+            f"  over the trace window {choice.trace.source} "
+            f"{window_text(choice.trace.checked_window(choice.window))} (the pool's counts scaled to the pool at "
+            f"its largest, notice {rows[0]['notice']}), per fault-tolerance mode: the share of the capacity it "
+            f"offered that the job trains (of the time at full size) / {currency} per useful node-hour on spot "
+            "against on demand (the saving); the model and its measured figures: lab/vocab/trace_goodput.py"
         )
-    return lines
+
+    return saving_text(rows, head, _row_line)
+
+
+def _row_line(r: dict[str, Any]) -> str:
+    if r["mode"] is None:
+        return f"  {r['pool']} at {r['nodes']} node(s): {r['problem']}"
+    return (
+        f"  {r['pool']} at {r['nodes']} node(s), {r['mode']}: {100 * r['goodput']:.2f} % of "
+        f"{100 * r['capacity_share']:.1f} % offered ({100 * r['full_size_share']:.2f} %) / "
+        f"{r['spot_per_useful_node_hour']:.4f} against {r['on_demand_per_node_hour']:.4f} "
+        f"({100 * r['saving']:.1f} % saved)"
+    )

@@ -77,6 +77,25 @@ class ReplaySchedule:
             total += min(n, self.slots) * (min(t_next, end) - t)
         return total
 
+    def capacity_fields(
+        self, alive: int, change: str, t_s: float, slot: int | None = None, notice_s: float | None = None
+    ) -> dict[str, object]:
+        """The fields of a capacity event (lab.vocab.events): `alive` slots with a node of the
+        job's slots after `change` (start, lost, back, missed or end), `t_s` seconds of replay
+        into the window as the trace's own seconds (`window_t`), and the slot changed and the
+        notice its loss had where there is one."""
+        fields: dict[str, object] = {
+            "alive": alive,
+            "slots": self.slots,
+            "change": change,
+            "window_t": round(self.window_s[0] + t_s * self.speedup, 3),
+        }
+        if slot is not None:
+            fields["slot"] = slot
+        if notice_s is not None:
+            fields["notice_s"] = notice_s
+        return fields
+
     def wipeouts(self) -> list[tuple[float, float | None]]:
         """Each time every slot was lost: (when, when capacity first came back; None: not in
         the window)."""

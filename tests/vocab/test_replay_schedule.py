@@ -21,3 +21,26 @@ def test_capacity_and_wipeouts_follow_the_changes():
     assert s.capacity_node_seconds() == 3 * 1 + 2 * 1 + 1 * 1
     assert s.capacity_node_seconds(until_s=1.5) == 3 * 1 + 2 * 0.5
     assert s.wipeouts() == [(2.0, 5.0), (6.0, None)]
+
+
+def test_a_capacity_record_is_in_the_traces_seconds_and_names_a_slot_and_notice_only_where_there_is_one():
+    # Window (500, 600) at a speed-up of 20: 2.5 s of replay is 550 s of the trace.
+    s = ReplaySchedule("t", (500.0, 600.0), 20.0, 3, "r", frozenset({0, 1, 2}), (), 5.0)
+    assert s.capacity_fields(3, "start", 0.0) == {"alive": 3, "slots": 3, "change": "start", "window_t": 500.0}
+    assert s.capacity_fields(2, LOST, 2.5, slot=1, notice_s=6.0) == {
+        "alive": 2,
+        "slots": 3,
+        "change": LOST,
+        "window_t": 550.0,
+        "slot": 1,
+        "notice_s": 6.0,
+    }
+    # Rounded to the millisecond; slot 0 and a notice of 0 s are said, not dropped as falsy.
+    assert s.capacity_fields(1, "missed", 1 / 3, slot=0, notice_s=0.0) == {
+        "alive": 1,
+        "slots": 3,
+        "change": "missed",
+        "window_t": 506.667,
+        "slot": 0,
+        "notice_s": 0.0,
+    }
