@@ -167,6 +167,10 @@ def _scaling(run: Timeline, e: Record) -> Scaling:
 def _per_step_eviction(run: Timeline, e: Record) -> Eviction:
     ev = _requested(Eviction(node=e["node"], kind=e["kind"], t=e["t"]), e)
     per_step_report.eviction_figures(ev, run.events)
+    if e["kind"] == "notice":  # how soon its group left, and how long it trained on first
+        leave = run.first(Event.EXIT, e["t"], reason=EXIT_NOTICE, node=e["node"])
+        ev.notice_to_exit_s = leave["notice_to_exit_s"] if leave else None
+        ev.trained_on_s = leave.get("trained_on_s") if leave else None
     return ev
 
 

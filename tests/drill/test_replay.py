@@ -87,6 +87,8 @@ def test_a_replayed_window_with_a_wipeout_is_survived_and_every_sample_trained_o
     # The notice said when node-0 would go: its workers trained on through it, then saved.
     noticed = [e for e in recorded if e["event"] == Event.EXIT and e.get("node") == "node-0"]
     assert noticed and all(e["reason"] == "notice" and e.get("trained_on_s", 0) > 0 for e in noticed), noticed
+    (told,) = [ev for ev in report.evictions if ev.node == "node-0"]
+    assert told.trained_on_s == noticed[0]["trained_on_s"], report.summary()
     # The wipeout: training stopped with the last node, and went on once capacity was back.
     wiped = capacity[3]["t"]
     steps = [e for e in recorded if e["event"] == Event.STEP]
