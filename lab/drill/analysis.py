@@ -347,7 +347,9 @@ def _curves(run: Timeline) -> tuple[list[tuple[float, int, float, int]], list[tu
     """(loss curve, world-size timeline): from the steps, else from the agents' rounds."""
     loss = [(s["t"] - run.t0, s["step"], s["loss"], s["world_size"]) for s in run.steps if "loss" in s]
     if run.steps:
-        return loss, [(s["t"] - run.t0, s["world_size"]) for s in run.steps]
+        # A replayed wipeout: no node, so no world, until the next step says otherwise.
+        gone = [(e["t"] - run.t0, 0) for e in run.of(Event.CAPACITY) if e.get("alive") == 0]
+        return loss, sorted([(s["t"] - run.t0, s["world_size"]) for s in run.steps] + gone)
     world = [
         (a.t - run.t0, a.group_world_size)
         for a in run.agent_events

@@ -257,6 +257,25 @@ def test_a_rendezvous_without_a_world_size_leaves_no_hole_in_the_timeline(tmp_pa
     assert plot_timeline(report, tmp_path / "t.png").is_file()
 
 
+def test_a_replayed_wipeout_takes_the_world_to_zero_until_the_next_step():
+    def step(t: float, n: int, world: int) -> dict:
+        return {"t": t, "event": "step", "step": n, "world_size": world, "samples": 4, "loss": 1.0}
+
+    def capacity(t: float, alive: int, change: str) -> dict:
+        return {"t": t, "event": "capacity", "alive": alive, "slots": 2, "change": change}
+
+    recorded = [
+        capacity(100.0, 2, "start"),
+        step(101.0, 1, 2),
+        step(102.0, 2, 2),
+        capacity(103.0, 0, "lost"),
+        capacity(110.0, 2, "back"),
+        step(112.0, 3, 2),
+    ]
+    report = analyze(recorded, [], target_steps=None, checkpoint_every=10, node_exit_codes={})
+    assert report.world_timeline == [(1.0, 2), (2.0, 2), (3.0, 0), (12.0, 2)]
+
+
 def test_a_member_lost_after_the_survivors_restarted_is_not_the_evictions_detection():
     base = {"world_size": 3, "loss": 1.0}
     recorded = [{"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": n} for n in ("a", "b", "c")] + [
