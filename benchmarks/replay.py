@@ -132,6 +132,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         choices=tuple(CARRIED_TRACES),
         help="replay this carried trace from start to end instead of the named windows",
     )
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=CHECKPOINT_EVERY,
+        help=f"steps between the job's checkpoints [{CHECKPOINT_EVERY}]",
+    )
     p.add_argument("--plots", type=Path, help="where the timeline plots go [a new temporary directory]")
     p.add_argument("--json", type=Path, help="write every replay's figures here")
     args = p.parse_args(argv)
@@ -163,7 +169,9 @@ def prices_for(trace_name: str) -> Prices | None:
     return Prices(spot if spot is not None else float(row["spot"]), float(row["on_demand"]), said)
 
 
-def drill_config(replay: ReplaySchedule, mode: str, model: str, workdir: Path) -> DrillConfig:
+def drill_config(
+    replay: ReplaySchedule, mode: str, model: str, workdir: Path, checkpoint_every: int = CHECKPOINT_EVERY
+) -> DrillConfig:
     """A drill of `replay` by `mode`, sized to train through it and timed to hold it."""
     # What the capacity offered trains at full-size throughput, and a tenth more: the job ends
     # soon after the window (a job that ends inside it is counted up to its end).
@@ -174,7 +182,7 @@ def drill_config(replay: ReplaySchedule, mode: str, model: str, workdir: Path) -
         max_nodes=SLOTS,
         fault_tolerance=FaultTolerance.PER_STEP if mode == "per-step" else FaultTolerance.ELASTIC,
         checkpoint_dir=str(workdir / "checkpoints"),
-        checkpoint_every_steps=CHECKPOINT_EVERY,
+        checkpoint_every_steps=checkpoint_every,
         script_args=demo_args(steps, STEP_TIME_S, model),
     )
     return DrillConfig(
@@ -211,7 +219,7 @@ def _trace_of(name: str) -> str:
 
 def run_one(what: str, notice: str, replay: ReplaySchedule, mode: str, args: argparse.Namespace, root: Path) -> Row:
     slug = f"{what.split(' ')[0]}-{mode}-{notice}"
-    cfg = drill_config(replay, mode, args.model, root / slug)
+    cfg = drill_config(replay, mode, args.model, root / slug, args.checkpoint_every)
     report = run_drill(cfg, Progress(target=cfg.target_steps, every_s=30.0))
     row = Row(what, mode, notice, report, prices_for(_trace_of(what)))
     row.extra = {
@@ -297,7 +305,9 @@ def main() -> int:
             if not row.report.passed:
                 print("  problems: " + "; ".join(row.report.problems), flush=True)
     print("\n".join(table(rows)))
-    print(f"model {args.model}, {SLOTS} slots, checkpoint every {CHECKPOINT_EVERY} steps, speed-up {args.speedup:g}x")
+    print(
+        f"model {args.model}, {SLOTS} slots, checkpoint every {args.checkpoint_every} steps, speed-up {args.speedup:g}x"
+    )
     priced = {row.prices.said for row in rows if row.prices}
     print("prices: " + ("; ".join(sorted(priced)) or "none"))
     ratios = [r.report.replay.ratio for r in rows if r.report.replay and r.report.replay.ratio is not None]
