@@ -8,7 +8,8 @@ offers, whether the mode trains on them or not."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lab.plan.cost import CostEstimate
@@ -35,6 +36,9 @@ class TraceChoice:
 # The notice rule (NOTICE_RULES) of the cloud each kind of stack runs on; a cluster of one's
 # own (byo) may be anywhere: none.
 STACK_NOTICES = {"eks": "aws", "aks": "azure"}
+# A cluster's workers are not told when their node goes (nothing writes the notice's deadline
+# file there, lab.runtime.spot_notice): a noticed node leaves when its pod is told to stop.
+CLUSTER_COSTS = replace(MeasuredCosts(), notice_lead_s=math.inf)
 
 
 def notice_for(choice: TraceChoice, cloud: str | None) -> str:
@@ -53,6 +57,7 @@ def trace_rows(
     of a useful node-hour on spot and on demand (the cluster's fixed part shared over the pool's
     nodes), and the saving. A pool the window offers no capacity gets one row saying so."""
     rows: list[dict[str, Any]] = []
+    costs = costs or CLUSTER_COSTS
     notice = notice_for(choice, cloud)
     for priced in priced_spot_pools(cost):
         nodes = priced.nodes

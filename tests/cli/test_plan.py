@@ -247,6 +247,7 @@ def test_the_plan_shows_goodput_and_cost_over_a_chosen_trace_window(capsys):
     """Per fault-tolerance mode over the window: the model's goodput on the pool at its largest
     (the trace's counts scaled to its 3 nodes, the stack's cloud's notice), the price of a useful
     node-hour on spot (the capacity offered, billed) against on demand; in text and JSON."""
+    from lab.plan.trace_saving import CLUSTER_COSTS
     from lab.vocab.trace_files import load_trace
     from lab.vocab.trace_goodput import replay_prediction
     from lab.vocab.trace_schedule import schedule
@@ -260,13 +261,15 @@ def test_the_plan_shows_goodput_and_cost_over_a_chosen_trace_window(capsys):
     window = schedule(load_trace("bamboo-p3-32"), 3, (7800.0, 18600.0), 1.0, "aws")
     assert [r["mode"] for r in rows] == ["elastic", "per-step", "restart-everything"]
     for r in rows:
-        assert r["goodput"] == pytest.approx(replay_prediction(r["mode"], window).ratio, abs=1e-6)
+        # A cluster's noticed node leaves when told (nothing tells its workers when it goes).
+        assert r["goodput"] == pytest.approx(replay_prediction(r["mode"], window, CLUSTER_COSTS).ratio, abs=1e-6)
+        assert r["goodput"] < replay_prediction(r["mode"], window).ratio
         assert r["capacity_share"] == pytest.approx(0.848148, abs=1e-6)  # 0.85 of full capacity, as named
         assert r["full_size_share"] == pytest.approx(r["goodput"] * r["capacity_share"], abs=1e-5)
         assert r["saving"] == pytest.approx(1 - r["spot_per_useful_node_hour"] / r["on_demand_per_node_hour"], abs=1e-3)
     by_mode = {r["mode"]: r for r in rows}
     # Restart-everything trains only at full size: the window is partial 46 % of the time.
-    assert by_mode["restart-everything"]["goodput"] < 0.7 < 0.9 < by_mode["elastic"]["goodput"]
+    assert by_mode["restart-everything"]["goodput"] < 0.6 < 0.9 < by_mode["elastic"]["goodput"]
     assert by_mode["restart-everything"]["spot_per_useful_node_hour"] > by_mode["elastic"]["spot_per_useful_node_hour"]
     _, text, _ = _plan(capsys, "--stack", "eks-dev", *flags)
     assert "over the trace window bamboo-p3-32 (uclasystem/bamboo" in text and "7800:18600" in text
