@@ -22,7 +22,7 @@ step time: at full size the job is still training at the window's end). Per repl
 windows (bamboo-p3-32: 11.4 h, 344 adds and removes of its pool): the drill's time is sized from
 the schedule, and the row says whether any budget ran out.
 
-Run: python benchmarks/replay.py [--windows aws-4node-wipeouts bamboo-p3-partial] [--speedup 60]
+Run: python benchmarks/replay.py [--windows aws-4node-wipeouts bamboo-p3-partial] [--speedup 20]
      [--modes elastic per-step restart-everything] [--notices aws gcp azure none] [--model tiny]
      [--whole-trace bamboo-p3-32] [--plots DIR] [--json FILE]
 """
@@ -123,7 +123,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--windows", nargs="+", choices=names, default=names[:2], help=f"named windows [{' '.join(names[:2])}]"
     )
-    p.add_argument("--speedup", type=float, default=60.0, help="the time compression [60]")
+    p.add_argument("--speedup", type=float, default=20.0, help="the time compression [20]")
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--notices", nargs="+", choices=tuple(NOTICE_RULES), default=["aws", "none"], help="[aws none]")
     p.add_argument("--model", choices=(TINY, GPT_SIZES[0]), default=TINY, help=f"the demo's model [{TINY}]")
