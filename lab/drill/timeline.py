@@ -4,6 +4,7 @@ of the report and every rule of the verdict ask of them."""
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 from lab.drill import per_step_report
@@ -12,6 +13,9 @@ from lab.vocab.events import EXIT_DONE, Event
 
 Record = dict[str, Any]
 WORK_EVENTS = (Event.STEP, Event.COLLECTIVE_FAILED, Event.CHECKPOINT_SAVED)  # events that carry a completed step
+# The workers of one round resume within seconds of each other (each loads the same checkpoint
+# as it starts); a round's master port met again later than this is another round.
+ROUND_SPREAD_S = 10.0
 
 
 class Timeline:
@@ -78,16 +82,22 @@ class Timeline:
 
 def _resume_rounds(events: list[Record]) -> list[Record]:
     """One entry per worker-group start (rendezvous round; per-step mode: a replica group's
-    torchrun round): its time, resumed step and replica group (None in elastic mode)."""
-    rounds: dict[object, Record] = {}
-    for e in events:
-        if e["event"] in (Event.RESUME, Event.FRESH):
-            replica = e.get("replica")
-            key = (replica, e.get("round", e["t"]))
-            r = rounds.setdefault(key, {"t": e["t"], "step": e["step"], "replica": replica})
-            r["t"] = min(r["t"], e["t"])
-            r["step"] = min(r["step"], e["step"])
-    return sorted(rounds.values(), key=lambda r: r["t"])
+    torchrun round): its time, resumed step and replica group (None in elastic mode). A round
+    is known by its master port (`round`), which torchrun picks anew for each round: a long
+    job meets a port again, so a resume more than ROUND_SPREAD_S after the last one of its
+    port starts another round."""
+    rounds: list[Record] = []
+    latest: dict[object, tuple[Record, float]] = {}  # per (replica, port): its newest round and resume
+    for e in sorted((e for e in events if e["event"] in (Event.RESUME, Event.FRESH)), key=lambda e: e["t"]):
+        replica = e.get("replica")
+        key = (replica, e.get("round", e["t"]))
+        r, last = latest.get(key, (None, -math.inf))
+        if r is None or e["t"] - last > ROUND_SPREAD_S:
+            r = {"t": e["t"], "step": e["step"], "replica": replica}
+            rounds.append(r)
+        r["step"] = min(r["step"], e["step"])
+        latest[key] = (r, e["t"])
+    return rounds
 
 
 def is_done(e: Record) -> bool:

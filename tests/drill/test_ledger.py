@@ -9,7 +9,7 @@ from typing import Any
 
 from lab.drill.analysis import analyze
 from lab.drill.ledger import SampleLedger, recording_samples, sample_ledger
-from lab.drill.timeline import Timeline
+from lab.drill.timeline import ROUND_SPREAD_S, Timeline
 from lab.vocab.events import Event, unknown_fields
 from lab.vocab.job import JobSpec
 
@@ -148,6 +148,25 @@ def test_steps_after_the_checkpoint_a_round_resumed_from_are_redone_not_doubled(
     assert _counts(ledger) == [(0, 24, 24, 0, 0, True), (1, 24, 24, 0, 0, True), (2, 24, 24, 0, 0, True)]
     assert ledger.redone_steps == 3 and ledger.once == 72 and ledger.doubled == 0 and ledger.lost == 0
     assert ledger.full_epochs == 3
+
+
+def test_a_round_that_meets_an_earlier_rounds_master_port_again_is_a_round_of_its_own():
+    """A round is known by its master port, which torchrun picks anew each round: a long job
+    meets one again (a replay of hundreds of changes did). The third round below has the
+    first's port; taken for the first round, its resume from step 11 would be lost and step
+    12, begun by the second round and redone by the third, counted twice."""
+    run = Recorder()
+    run.round_from(0)
+    run.train(6)
+    run.round_from(6)
+    run.train(6, completes=False)  # dies during step 12, its samples recorded
+    run.rounds = 0  # the next round draws the first one's port again
+    run.round_from(11)
+    run.train(5)
+    assert run.events[-1]["t"] - run.events[0]["t"] > 2 * ROUND_SPREAD_S
+    ledger = run.ledger()
+    assert (ledger.doubled, ledger.lost, ledger.redone_steps) == (0, 0, 1)
+    assert [(r["step"], r["t"]) for r in Timeline(run.events, []).rounds][2][0] == 11
 
 
 def _resumed_at(position: tuple[int, int], before: int, after: int) -> Recorder:
