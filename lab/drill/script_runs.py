@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.drill.timeline import ROUND_SPREAD_S
 from lab.vocab.events import Event
 from lab.vocab.job import ROUND_DIR_PREFIX
 
@@ -116,8 +117,11 @@ class ScriptRound:
 
 
 def script_rounds(events: Iterable[Mapping[str, Any]], nproc_per_node: int = 1) -> list[ScriptRound]:
-    """The rounds of a watched script, oldest first, from its workers' events."""
-    rounds: dict[object, ScriptRound] = {}
+    """The rounds of a watched script, oldest first, from its workers' events. A round is
+    known by its master port (`round`); a start more than ROUND_SPREAD_S after its port's
+    round began is another round that met the port again."""
+    rounds: list[ScriptRound] = []
+    current: dict[object, ScriptRound] = {}  # per port: its newest round
     workers: dict[tuple[object, int], WorkerRun] = {}
     for e in sorted(events, key=lambda e: e["t"]):
         kind, key, rank = e.get("event"), e.get("round"), e.get("rank")
@@ -134,7 +138,11 @@ def script_rounds(events: Iterable[Mapping[str, Any]], nproc_per_node: int = 1) 
                 logs=e.get("logs"),
             )
             workers[(key, rank)] = worker
-            rounds.setdefault(key, ScriptRound(key, e["t"])).workers.append(worker)
+            same = current.get(key)
+            if same is None or e["t"] - same.t > ROUND_SPREAD_S:
+                same = current[key] = ScriptRound(key, e["t"])
+                rounds.append(same)
+            same.workers.append(worker)
             continue
         worker_of = workers.get((key, rank))
         if worker_of is None:
@@ -146,7 +154,7 @@ def script_rounds(events: Iterable[Mapping[str, Any]], nproc_per_node: int = 1) 
             worker_of.group_timeout_s, worker_of.group_at = e.get("timeout_s"), e.get("at")
         elif kind == Event.SCRIPT_ENDED:
             worker_of.ended, worker_of.code, worker_of.error = e["t"], int(e.get("code") or 0), e.get("error")
-    return sorted(rounds.values(), key=lambda r: r.t)
+    return rounds
 
 
 def read_positions(rounds: list[ScriptRound], log_dirs: Mapping[str, Path]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lab.drill.script_runs import Position, described, position_of, read_positions, script_rounds
+from lab.drill.timeline import ROUND_SPREAD_S
 
 
 @pytest.mark.parametrize(
@@ -55,6 +56,25 @@ def test_rounds_group_workers_by_their_round_and_keep_what_each_did():
     assert zero.first_load().path == "/c/s.pt" and one.first_load() is None
     assert (zero.how_it_ended(), one.how_it_ended()) == ("finished", "ended with RuntimeError (exit 1)")
     assert first.workers[1].how_it_ended() == "was stopped (it never returned)"
+
+
+def test_a_round_that_meets_an_earlier_rounds_master_port_again_is_a_round_of_its_own():
+    """torchrun draws each round's master port anew: a long job meets one again. The third
+    round has the first's port; merged into it, the first round would seem to load what the
+    third one did, and the third round would be missing."""
+    events = [
+        _event(1.0, "script_started", 0, 111, "node-0"),
+        _event(1.1, "script_started", 1, 111, "node-1"),
+        _event(6.0, "script_started", 0, 222, "node-0"),
+        _event(6.0, "script_started", 1, 222, "node-3"),
+        _event(1.0 + 3 * ROUND_SPREAD_S, "script_started", 0, 111, "node-4"),
+        _event(1.1 + 3 * ROUND_SPREAD_S, "script_started", 1, 111, "node-5"),
+        _event(1.2 + 3 * ROUND_SPREAD_S, "script_loaded", 0, 111, "node-4", path="/c/s.pt", api="torch.load"),
+    ]
+    first, second, third = script_rounds(events)
+    assert [w.node for w in first.workers] == ["node-0", "node-1"] and first.workers[0].first_load() is None
+    assert [w.node for w in third.workers] == ["node-4", "node-5"] and third.workers[0].first_load().path == "/c/s.pt"
+    assert [r.t for r in (first, second, third)] == [1.0, 6.0, 1.0 + 3 * ROUND_SPREAD_S]
 
 
 def test_each_round_reads_the_output_of_its_own_folder(tmp_path):
