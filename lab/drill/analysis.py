@@ -167,10 +167,8 @@ def _scaling(run: Timeline, e: Record) -> Scaling:
 def _per_step_eviction(run: Timeline, e: Record) -> Eviction:
     ev = _requested(Eviction(node=e["node"], kind=e["kind"], t=e["t"]), e)
     per_step_report.eviction_figures(ev, run.events)
-    if e["kind"] == "notice":  # how soon its group left, and how long it trained on first
-        leave = run.first(Event.EXIT, e["t"], reason=EXIT_NOTICE, node=e["node"])
-        ev.notice_to_exit_s = leave["notice_to_exit_s"] if leave else None
-        ev.trained_on_s = leave.get("trained_on_s") if leave else None
+    if e["kind"] == "notice":
+        _leave_figures(run.first(Event.EXIT, e["t"], reason=EXIT_NOTICE, node=e["node"]), ev)
     return ev
 
 
@@ -222,6 +220,11 @@ def _notice_figures(run: Timeline, e: Record, ev: Eviction) -> None:
     ev.emergency_save_s = save["seconds"] if save else None
     ev.emergency_save_already = bool(save and save.get("already"))
     ev.emergency_save_missed = save is None and (leave is None or leave.get("saved") is False)
+    _leave_figures(leave, ev)
+
+
+def _leave_figures(leave: Record | None, ev: Eviction) -> None:
+    """How soon the noticed node's worker left, and how long it trained on through the notice first."""
     ev.notice_to_exit_s = leave["notice_to_exit_s"] if leave else None
     ev.trained_on_s = leave.get("trained_on_s") if leave else None
 
