@@ -26,12 +26,22 @@ from typing import Protocol
 from lab.local import LocalTarget, LocalTargetError
 from lab.local.target import Agent
 from lab.vocab.events import Event
+from lab.vocab.job import JobSpec
 from lab.vocab.replay_schedule import LOST, ReplaySchedule, SlotChange
 
 # How often the replay looks at the job while it waits for the next change.
 TICK_S = 0.05
 # The cause of a node that restart-everything stopped with a lost one (lab.local.LocalTarget.evict).
 RESTART_CAUSE = "restart-everything"
+
+
+def knowing_the_windows_rate(spec: JobSpec, replay: ReplaySchedule | None) -> JobSpec:
+    """The job a replay runs knows its window's rate of evictions, as a job on a pool with a
+    record knows the pool's, unless it was given one: a derived interval starts from it."""
+    if replay is None or spec.eviction_mtbf_s is not None:
+        return spec
+    mtbf = replay.mean_s_between_losses()
+    return spec if mtbf is None else spec.replace(eviction_mtbf_s=round(mtbf, 3))
 
 
 class ReplayHost(Protocol):

@@ -26,7 +26,7 @@ from lab.drill.findings import after_each_change, script_findings
 from lab.drill.ledger import recording_samples
 from lab.drill.lighthouse_log import read_left_out
 from lab.drill.parity import parity
-from lab.drill.replay import Replay
+from lab.drill.replay import Replay, knowing_the_windows_rate
 from lab.drill.report import DrillReport, StillRunning
 from lab.drill.script_runs import read_positions, script_rounds
 from lab.drill.thread_dumps import where
@@ -89,7 +89,7 @@ def run_drill(cfg: DrillConfig, progress: Progress | None = None) -> DrillReport
     measure it and judge it (lab.drill.verdict); every process it started is stopped when it
     returns, or raises. The demo trainer records its samples for the ledger (lab.drill.ledger)."""
     cfg.validate()
-    cfg = dataclasses.replace(cfg, spec=recording_samples(cfg.spec))
+    cfg = dataclasses.replace(cfg, spec=recording_samples(knowing_the_windows_rate(cfg.spec, cfg.replay)))
     progress = progress or Progress(target=cfg.target_steps)
     seen = _Drill(cfg, progress).run()
     if cfg.baselines and seen.finished and seen.local is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from lab.plan.cost import CostEstimate
 from lab.plan.saving import priced_spot_pools, saving_text
+from lab.vocab.checkpoint_interval import duration
 from lab.vocab.problems import InvalidInput
 from lab.vocab.spot_goodput import MODES, MeasuredCosts
 from lab.vocab.spot_trace import SpotTrace, Window, window_text
@@ -68,6 +69,10 @@ def trace_rows(
             rows.append({**head, "mode": None, "problem": str(no_capacity)})
             continue
         stats = schedule_stats(window)
+        # The pool's mean seconds between evictions over the window: an elastic job with a
+        # derived interval starts from it when given it (--eviction-mtbf).
+        if (mtbf := window.mean_s_between_losses()) is not None:
+            head["mean_s_between_losses"] = round(mtbf, 1)
         span_h = stats.span_s / 3600
         offered_h = stats.capacity_share * nodes * span_h  # node-hours the window offers, all billed
         billed = priced.spot_price * offered_h + priced.fixed * span_h
@@ -112,4 +117,10 @@ def _row_line(r: dict[str, Any]) -> str:
         f"{100 * r['capacity_share']:.1f} % offered ({100 * r['full_size_share']:.2f} %) / "
         f"{r['spot_per_useful_node_hour']:.4f} against {r['on_demand_per_node_hour']:.4f} "
         f"({100 * r['saving']:.1f} % saved)"
+        + (
+            f"; an eviction every {duration(r['mean_s_between_losses'])} of capacity: a derived checkpoint interval "
+            f"starts from it with --eviction-mtbf {r['mean_s_between_losses']:g}"
+            if r["mode"] == "elastic" and r.get("mean_s_between_losses")
+            else ""
+        )
     )

@@ -5,7 +5,8 @@ median of its recent steps; what a save costs training: what the save itself hel
 up, plus how much longer the steps until the next save took than the steps of this start
 before its first save (a save's writes and copies slow the steps beside it, on a busy CPU by
 more than it blocks); and its mean time between evictions: its band's until it has seen two
-evictions, then its own seconds over them (both counted across the job's restarts by
+evictions (or the mean time between them it was given, when known: a replayed trace's, a
+pool's own record), then its own seconds over them (both counted across the job's restarts by
 lab.runtime.job_history).
 
 The first interval save comes a few steps after the job (or a restarted group) starts, to
@@ -37,14 +38,15 @@ class Interval:
     step_s: float
     cost_s: float
     mtbf_s: float
-    source: str  # "band" or "observed"
+    source: str  # "band", "given" (the job's known rate) or "observed"
     evictions: int
     trained_s: float
 
 
 class CheckpointPacer:
     """See the module's docstring. `evictions` and `trained_s`: what the job had lived through
-    when this worker started (lab.runtime.job_history)."""
+    when this worker started (lab.runtime.job_history); `known_mtbf_s`: the job's mean seconds
+    between evictions, when known, in place of its band's."""
 
     def __init__(
         self,
@@ -54,8 +56,12 @@ class CheckpointPacer:
         evictions: int = 0,
         trained_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        known_mtbf_s: float | None = None,
     ) -> None:
-        self.band_mtbf_s = job_mtbf_s(band_share(band), max(nodes, 1))
+        if known_mtbf_s is not None and not known_mtbf_s > 0:
+            raise ValueError(f"known_mtbf_s={known_mtbf_s!r} is invalid: expected seconds > 0, or None")
+        self.known_mtbf_s = known_mtbf_s
+        self.band_mtbf_s = known_mtbf_s or job_mtbf_s(band_share(band), max(nodes, 1))
         self.evictions = evictions
         self.trained_before_s = trained_s
         self.clock = clock
@@ -108,6 +114,8 @@ class CheckpointPacer:
         step_s = max(step_s, 1e-6)
         cost = cost_s if cost_s > 0 else step_s  # no save measured yet: one step's worth
         mtbf, source = estimated_mtbf_s(self.band_mtbf_s, trained_s, int(evictions))
+        if source == "band" and self.known_mtbf_s is not None:
+            source = "given"
         steps = interval_steps(cost, step_s, mtbf)
         self.next_save = step + steps
         return Interval(steps, step_s, cost, mtbf, source, int(evictions), trained_s)

@@ -105,7 +105,14 @@ class ElasticTraining(Trainer):
         if self.args.checkpoint_every == 0:
             nodes = max(self.world_size // int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
             seen = self._record_start(nodes, loaded)
-            self.pacer = CheckpointPacer(self.args.eviction_band, nodes, self.step, seen.evictions, seen.trained_s)
+            self.pacer = CheckpointPacer(
+                self.args.eviction_band,
+                nodes,
+                self.step,
+                seen.evictions,
+                seen.trained_s,
+                known_mtbf_s=self.args.eviction_mtbf or None,
+            )
         events.emit(
             Event.RESUME if loaded else Event.FRESH,
             step=self.step,

@@ -22,6 +22,7 @@ from lab.vocab.job import (
     ENV_CHECKPOINT_EVERY,
     ENV_CHECKPOINT_WRITES,
     ENV_EVICTION_BAND,
+    ENV_EVICTION_MTBF,
     ENV_NOTICE_S,
     ENV_PG_TIMEOUT,
 )
@@ -125,6 +126,13 @@ def _add_recovery_args(p: argparse.ArgumentParser) -> None:
         choices=BAND_NAMES,
         default=env(ENV_EVICTION_BAND, "10-15%"),
         help="the monthly eviction-rate band a derived interval starts from, until the job has seen two evictions",
+    )
+    p.add_argument(
+        "--eviction-mtbf",
+        type=float,
+        default=float(env(ENV_EVICTION_MTBF, "0")),
+        help="the job's mean seconds between evictions when known: a derived interval starts from it instead "
+        "of --eviction-band's rate; 0: unknown",
     )
     p.add_argument(
         "--checkpoint-writes", default=env(ENV_CHECKPOINT_WRITES, "rename"), choices=["rename", "write-once"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import keyword
+import math
 import re
 import secrets
 from collections.abc import Mapping
@@ -65,6 +66,9 @@ ENV_CHECKPOINT_DIR = "LAB_CHECKPOINT_DIR"
 ENV_CHECKPOINT_EVERY = "LAB_CHECKPOINT_EVERY"  # 0: derived while the job runs (elastic mode)
 # The monthly eviction-rate band the derived checkpoint interval starts from (lab.vocab.checkpoint_interval).
 ENV_EVICTION_BAND = "LAB_EVICTION_BAND"
+# The job's mean seconds between evictions when known (a replayed trace's, a pool's own record):
+# the derived interval starts from it instead of the band's.
+ENV_EVICTION_MTBF = "LAB_EVICTION_MTBF_S"
 ENV_CHECKPOINT_WRITES = "LAB_CHECKPOINT_WRITES"
 ENV_PG_TIMEOUT = "LAB_PG_TIMEOUT_S"
 # How long a spot notice gives before the node goes (the cloud's: Azure 30 s, AWS 120 s).
@@ -188,6 +192,9 @@ class JobSpec:
         checkpoint_every_steps 0 (elastic mode): the interval is derived while the job runs,
         Daly's from what its saves cost and how often it loses a node: the rate of
         `eviction_band` [10-15%] until the job has seen two evictions, then the rate it saw.
+      eviction_mtbf_s: the job's mean seconds of training between evictions (of any of its
+        nodes), when known: a replayed trace's, a pool's own record. The derived interval
+        starts from it instead of `eviction_band`'s rate [unset].
       pg_timeout_s: process-group timeout: how fast a vanished peer is noticed [15].
       rdzv_timeouts: see RendezvousTimeouts.
       monitor_interval_s: how often agents poll their workers [0.1].
@@ -217,6 +224,7 @@ class JobSpec:
     checkpoint_dir: str = "/checkpoints"
     checkpoint_every_steps: int = 50
     eviction_band: str = "10-15%"
+    eviction_mtbf_s: float | None = None
     checkpoint_writes: CheckpointWrites = CheckpointWrites.RENAME
     pg_timeout_s: float = 15.0
     rdzv_timeouts: RendezvousTimeouts = field(default_factory=RendezvousTimeouts)
@@ -329,6 +337,11 @@ class JobSpec:
             )
         if self.eviction_band not in BAND_NAMES:
             out.add("eviction_band", self.eviction_band, "one of " + ", ".join(BAND_NAMES))
+        mtbf = self.eviction_mtbf_s
+        if mtbf is not None and (
+            isinstance(mtbf, bool) or not isinstance(mtbf, int | float) or not math.isfinite(mtbf) or mtbf <= 0
+        ):
+            out.add("eviction_mtbf_s", mtbf, "seconds > 0 between the job's evictions, or unset: its band's rate")
         if counts_ok and self.max_nodes < self.min_nodes:
             out.add("min_nodes", self.min_nodes, f"<= max_nodes ({self.max_nodes})")
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
@@ -407,6 +420,8 @@ class JobSpec:
         }
         if self.global_batch is not None:
             env[ENV_GLOBAL_BATCH] = str(self.global_batch)
+        if self.eviction_mtbf_s is not None:
+            env[ENV_EVICTION_MTBF] = f"{self.eviction_mtbf_s:g}"
         if self.per_step_mode:
             env.update(
                 self.per_step.train_env(min_replicas=self.min_nodes, lighthouse=f"http://{self.lighthouse_endpoint}")

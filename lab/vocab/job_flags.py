@@ -31,6 +31,7 @@ OPTIONS = {
     "max_restarts": "--max-restarts",
     "checkpoint_every_steps": "--checkpoint-every",
     "eviction_band": "--eviction-band",
+    "eviction_mtbf_s": "--eviction-mtbf",
     "pg_timeout_s": "--pg-timeout",
     "fault_tolerance": "--fault-tolerance",
     "batch_policy": "--batch-policy",
@@ -159,6 +160,14 @@ def _checkpoint_arguments(group: argparse._ArgumentGroup) -> None:
         + f"[{d['eviction_band'].default}]".replace("%", "%%"),
     )
     group.add_argument(
+        "--eviction-mtbf",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the job's mean seconds between evictions when known (a trace's: `plan --trace` gives it), for "
+        "--checkpoint-every 0 in place of --eviction-band's rate [unset; a drill with --trace: the window's]",
+    )
+    group.add_argument(
         "--pg-timeout",
         type=float,
         default=d["pg_timeout_s"].default,
@@ -185,6 +194,7 @@ def job_fields(args: argparse.Namespace) -> dict[str, Any]:
         "max_restarts": args.max_restarts,
         "checkpoint_every_steps": args.checkpoint_every,
         "eviction_band": args.eviction_band,
+        "eviction_mtbf_s": args.eviction_mtbf,
         "pg_timeout_s": args.pg_timeout,
         "fault_tolerance": args.fault_tolerance,
         "batch_policy": args.batch_policy,

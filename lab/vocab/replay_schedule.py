@@ -96,6 +96,21 @@ class ReplaySchedule:
             fields["notice_s"] = notice_s
         return fields
 
+    def mean_s_between_losses(self) -> float | None:
+        """The job's mean seconds between evictions over the window, as a job counts them: the
+        seconds with a node in some slot over the loss events (slots lost at the same moment
+        are one: its survivors restart once). None: the window loses no slot."""
+        losses = len({c.t_s for c in self.changes if c.kind == LOST})
+        if not losses:
+            return None
+        steps = self.alive()
+        with_capacity = sum(
+            min(t_next, self.duration_s) - t
+            for (t, n), (t_next, _) in zip(steps, [*steps[1:], (self.duration_s, 0)], strict=True)
+            if n > 0 and t < self.duration_s
+        )
+        return with_capacity / losses
+
     def wipeouts(self) -> list[tuple[float, float | None]]:
         """Each time every slot was lost: (when, when capacity first came back; None: not in
         the window)."""

@@ -267,6 +267,8 @@ def test_the_plan_shows_goodput_and_cost_over_a_chosen_trace_window(capsys):
         assert r["capacity_share"] == pytest.approx(0.848148, abs=1e-6)  # 0.85 of full capacity, as named
         assert r["full_size_share"] == pytest.approx(r["goodput"] * r["capacity_share"], abs=1e-5)
         assert r["saving"] == pytest.approx(1 - r["spot_per_useful_node_hour"] / r["on_demand_per_node_hour"], abs=1e-3)
+        # The pool's seconds with capacity over its loss events: what a derived interval starts from.
+        assert r["mean_s_between_losses"] == round(window.mean_s_between_losses(), 1)
     by_mode = {r["mode"]: r for r in rows}
     # Restart-everything trains only at full size: the window is partial 46 % of the time.
     assert by_mode["restart-everything"]["goodput"] < 0.6 < 0.9 < by_mode["elastic"]["goodput"]
@@ -274,6 +276,7 @@ def test_the_plan_shows_goodput_and_cost_over_a_chosen_trace_window(capsys):
     _, text, _ = _plan(capsys, "--stack", "eks-dev", *flags)
     assert "over the trace window bamboo-p3-32 (uclasystem/bamboo" in text and "7800:18600" in text
     assert f"gpu-spot at 3 node(s), elastic: {100 * by_mode['elastic']['goodput']:.2f} % of 84.8 % offered" in text
+    assert f"a derived checkpoint interval starts from it with --eviction-mtbf {rows[0]['mean_s_between_losses']:g}" in text
     _, out, _ = _plan(capsys, "--stack", "aks-dev", "-o", "json", *flags, "--notice", "none")
     assert json.loads(out)["evictions"]["trace"]["notice"] == "none"
     _, out, _ = _plan(capsys, "--stack", "aks-dev", "-o", "json", *flags)

@@ -53,14 +53,14 @@ WINDOW_CAPACITY = [
 ]
 
 
-def _config(workdir, mode: str, min_nodes: int = 1, **kw) -> DrillConfig:
+def _config(workdir, mode: str, min_nodes: int = 1, checkpoint_every_steps: int = 20, **kw) -> DrillConfig:
     spec = JobSpec(
         name="t",
         min_nodes=min_nodes,
         max_nodes=3,
         fault_tolerance=mode,
         checkpoint_dir=str(workdir / "ckpt"),
-        checkpoint_every_steps=20,
+        checkpoint_every_steps=checkpoint_every_steps,
         script_args=("--steps", str(STEPS), "--step-time", "0.03"),
     )
     base = {"nodes": 3, "fault": "trace", "replay": WINDOW, "target_steps": STEPS, "timeout_s": within(150)}
@@ -71,9 +71,11 @@ def _config(workdir, mode: str, min_nodes: int = 1, **kw) -> DrillConfig:
 @pytest.mark.processes
 @pytest.mark.long
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("mode", ["elastic", "per-step"])
-def test_a_replayed_window_with_a_wipeout_is_survived_and_every_sample_trained_once(workdir, mode):
-    report = run_drill(_config(workdir, mode))
+@pytest.mark.parametrize(
+    ("mode", "every"), [("elastic", 20), ("per-step", 20), ("elastic", 0)], ids=["elastic", "per-step", "derived"]
+)
+def test_a_replayed_window_with_a_wipeout_is_survived_and_every_sample_trained_once(workdir, mode, every):
+    report = run_drill(_config(workdir, mode, checkpoint_every_steps=every))
     assert report.passed and report.finished, report.summary()
     assert_every_sample_trained_once(report.ledger, full_epochs=1)
     recorded = events.read(workdir / "run" / "events.jsonl")
@@ -105,6 +107,18 @@ def test_a_replayed_window_with_a_wipeout_is_survived_and_every_sample_trained_o
     assert (goodput.wipeouts, goodput.wipeouts_resumed) == (1, 1)
     assert goodput.useful_samples > 0 and goodput.ratio is not None and goodput.ratio > 0
     assert "replay goodput" in report.summary()
+    if every == 0:
+        _the_derived_interval_started_from_the_windows_rate(recorded, report)
+
+
+def _the_derived_interval_started_from_the_windows_rate(recorded: list[dict], report) -> None:
+    """A derived interval's job knew the window's rate of evictions from its start: 9 s with a
+    node over 2 loss events (the two slots of the wipeout at once), until it had seen two."""
+    chosen = [e for e in recorded if e["event"] == Event.CHECKPOINT_INTERVAL]
+    assert chosen and chosen[0]["source"] == "given" and chosen[0]["mtbf_s"] == WINDOW.mean_s_between_losses() == 4.5
+    assert {e["source"] for e in chosen if e["evictions"] >= 2} <= {"observed"}, chosen
+    # What a wipeout redid is at most the interval the job had chosen.
+    assert all(ev.lost_steps is None or ev.lost_steps <= report.checkpoint_every for ev in report.evictions)
 
 
 def _started_between(recorded: list[dict], node: str, after: float, before: float) -> bool:

@@ -58,6 +58,23 @@ def test_the_rate_the_job_saw_replaces_its_bands_after_two_evictions():
     assert second.steps == round(daly_interval_s(2.0, 300.0)) and second.steps < first.steps
 
 
+def test_a_known_rate_replaces_the_bands_until_the_job_has_seen_its_own():
+    clock = Clock()
+    pacer = CheckpointPacer("<5%", nodes=3, start_step=0, clock=clock, known_mtbf_s=40.0)
+    pacer.step_done(0.05)
+    pacer.save_started()
+    pacer.save_held(0.01)
+    pacer.save_started()
+    clock.now += 30.0
+    first = pacer.decide(10, pacer.proposal())
+    assert (first.source, first.mtbf_s) == ("given", 40.0)
+    assert first.steps == round(daly_interval_s(0.01, 40.0) / 0.05)
+    pacer.evictions = 2
+    assert (pacer.decide(20, pacer.proposal()).source, pacer.band_mtbf_s) == ("observed", 40.0)
+    with pytest.raises(ValueError, match=r"known_mtbf_s=0\.0 is invalid"):
+        CheckpointPacer("<5%", nodes=3, start_step=0, known_mtbf_s=0.0)
+
+
 def test_every_rank_sets_the_next_save_from_the_agreed_figures_not_its_own():
     pacer = CheckpointPacer("10-15%", nodes=3, start_step=0, clock=Clock())
     pacer.step_done(0.1)

@@ -89,6 +89,9 @@ def test_c10d_agents_never_host_the_store():
             {"eviction_band": "12%"},
             "eviction_band='12%' is invalid: expected one of <5%, 5-10%, 10-15%, 15-20%, >20%",
         ),
+        ({"eviction_mtbf_s": 0.0}, "eviction_mtbf_s=0.0 is invalid: expected seconds > 0 between the job's"),
+        ({"eviction_mtbf_s": float("inf")}, "eviction_mtbf_s=inf is invalid: expected seconds > 0"),
+        ({"eviction_mtbf_s": "60"}, "eviction_mtbf_s='60' is invalid: expected seconds > 0"),
         # `python -m` takes a module: a file's name, a path or nothing at all never starts.
         ({"module": "my_train.py"}, "module='my_train.py' is invalid: expected a module name, not a file: my_train"),
         ({"module": "lab/runtime/train"}, "module='lab/runtime/train' is invalid: expected a Python module name"),
@@ -161,6 +164,9 @@ def test_a_derived_checkpoint_interval_reaches_the_workers_with_its_band():
     env = JobSpec(checkpoint_every_steps=0, eviction_band=">20%").train_env()
     assert (env["LAB_CHECKPOINT_EVERY"], env["LAB_EVICTION_BAND"]) == ("0", ">20%")
     assert JobSpec().train_env()["LAB_EVICTION_BAND"] == "10-15%"
+    # A known rate goes with it; unknown, nothing is said.
+    assert JobSpec(checkpoint_every_steps=0, eviction_mtbf_s=39.5).train_env()["LAB_EVICTION_MTBF_S"] == "39.5"
+    assert "LAB_EVICTION_MTBF_S" not in JobSpec().train_env()
 
 
 @pytest.mark.parametrize("module", ["lab.runtime.train", "train", "my_pkg.sub_2.main"])

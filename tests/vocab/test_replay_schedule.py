@@ -21,6 +21,9 @@ def test_capacity_and_wipeouts_follow_the_changes():
     assert s.capacity_node_seconds() == 3 * 1 + 2 * 1 + 1 * 1
     assert s.capacity_node_seconds(until_s=1.5) == 3 * 1 + 2 * 0.5
     assert s.wipeouts() == [(2.0, 5.0), (6.0, None)]
+    # 3 s with a node (0-2 s, 5-6 s) over 3 loss events: the two slots lost at 2 s are one.
+    assert s.mean_s_between_losses() == 1.0
+    assert _schedule(SlotChange(4.0, 0, BACK)).mean_s_between_losses() is None
 
 
 def test_a_capacity_record_is_in_the_traces_seconds_and_names_a_slot_and_notice_only_where_there_is_one():
