@@ -40,15 +40,20 @@ class Curve:
     @classmethod
     def of(cls, events: Iterable[Mapping[str, Any]]) -> Curve:
         """From a run's step events. A step re-done after a restart counts as the run that
-        went on (its last record); in per-step mode every group reports each step: one is kept."""
+        went on (its last record); in per-step mode every group reports each step: one is kept.
+        Where steps were trained without their event, the data positions of the steps and of
+        the checkpoints loaded between them say how far the data went."""
         by_step: dict[int, Mapping[str, Any]] = {}
+        marks: dict[int, Mapping[str, Any]] = {}  # step -> where the data stood after it
         for e in sorted(events, key=lambda e: e["t"]):
             if e.get("event") == Event.STEP and "loss" in e and "samples" in e:
                 by_step[int(e["step"])] = e
+            if e.get("event") in (Event.STEP, Event.CHECKPOINT_LOADED) and "position" in e and "epoch" in e:
+                marks[int(e["step"])] = e
         samples, loss, total, previous = [], [], 0, None
         for step in sorted(by_step):
             e = by_step[step]
-            total += _samples_since(previous, e, step - (int(previous["step"]) if previous else 0))
+            total += _samples_since(previous, e, marks)
             samples.append(total)
             previous = e
             # The exact loss where the trainer gives it (float.hex), else the rounded one.
@@ -59,16 +64,29 @@ class Curve:
         return [(s, v) for s, v in zip(self.samples, self.loss, strict=True) if start < s <= end]
 
 
-def _samples_since(previous: Mapping[str, Any] | None, e: Mapping[str, Any], steps: int) -> int:
-    """Samples trained from the step event `previous` to the step event `e`, `steps` steps on.
-    A step can be trained without its event (its process left at the step's boundary, a
-    notice's save or a lost peer's having kept it): the data positions the two events give say
-    how far the data went; without them, each step missing trained as many samples as `e`."""
-    if steps <= 1:
+def _samples_since(
+    previous: Mapping[str, Any] | None, e: Mapping[str, Any], marks: Mapping[int, Mapping[str, Any]]
+) -> int:
+    """Samples trained from the step event `previous` to the step event `e`. A step can be
+    trained without its event (its process left at the step's boundary, a notice's save or a
+    lost peer's having kept it): from one known data position to the next (a step's or a loaded
+    checkpoint's) within an epoch, the positions say how far the data went; one step into the
+    next epoch trained `e`'s samples; otherwise each step missing trained as many as `e`."""
+    here: Mapping[str, Any] = previous if previous is not None else {"step": 0}
+    if int(e["step"]) - int(here["step"]) <= 1:
         return int(e["samples"])
-    if previous is not None and previous.get("epoch") == e.get("epoch") and "position" in e and "position" in previous:
-        return int(e["position"]) - int(previous["position"])
-    return steps * int(e["samples"])
+    between = [marks[s] for s in sorted(marks) if int(here["step"]) < s < int(e["step"])]
+    total = 0
+    for mark in [*between, e]:
+        steps = int(mark["step"]) - int(here["step"])
+        if "position" in here and "position" in mark and here.get("epoch") == mark.get("epoch"):
+            total += int(mark["position"]) - int(here["position"])
+        elif steps == 1 and mark is e:
+            total += int(e["samples"])
+        else:
+            total += steps * int(e["samples"])
+        here = mark
+    return total
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,30 @@ def test_a_curve_is_by_samples_and_keeps_the_run_that_went_on():
     assert curve.samples == (24, 40, 56, 72) and curve.loss == (5.0, 3.9, 2.9, 2.5)
 
 
+def test_a_step_trained_without_its_event_is_counted_from_the_checkpoint_loaded_after_it():
+    """Step 42 was trained (its boundary's all-reduce failed, the step kept by a failure save)
+    and the job resumed from it at 2 nodes; step 43 ended the epoch: the epoch's end alone
+    cannot say how far step 42 went, the checkpoint loaded at it does."""
+
+    def step(t, n, samples, epoch, position):
+        return {
+            "t": t,
+            "event": "step",
+            "step": n,
+            "loss": 1.0,
+            "samples": samples,
+            "epoch": epoch,
+            "position": position,
+        }
+
+    events = [step(1.0, 40, 192, 0, 7680), step(2.0, 41, 192, 0, 7872)]
+    events.append({"t": 3.0, "event": "checkpoint_loaded", "step": 42, "epoch": 0, "position": 8064})
+    events += [step(4.0, 43, 128, 1, 0), step(5.0, 44, 192, 1, 192)]
+    assert Curve.of(events).samples == (7680, 7872, 7872 + 192 + 128, 7872 + 192 + 128 + 192)
+    # Without the checkpoint's position, each missing step counts as the next one's samples.
+    assert Curve.of([e for e in events if e["event"] == "step"]).samples[2] == 7872 + 2 * 128
+
+
 def test_every_group_reporting_a_step_counts_it_once():
     a = _steps([5.0, 4.0], 24, replica="node-0")
     b = _steps([5.0, 4.0], 24, t0=0.01, replica="node-1")
