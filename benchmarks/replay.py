@@ -30,6 +30,8 @@ Run: python benchmarks/replay.py [--windows aws-4node-wipeouts bamboo-p3-partial
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import json
 import math
 import statistics
@@ -41,8 +43,9 @@ from typing import Any
 
 from lab.drill.plot import plot_timeline
 from lab.drill.report import DrillReport
-from lab.drill.run import DrillConfig, Progress, run_drill
+from lab.drill.run import DrillConfig, Progress, run_drill, run_uninterrupted
 from lab.plan.cost import load_prices
+from lab.vocab.events import Event
 from lab.vocab.job import FaultTolerance, JobSpec
 from lab.vocab.layout import ROOT
 from lab.vocab.models import GPT_SIZES, TINY, demo_args
@@ -170,12 +173,18 @@ def prices_for(trace_name: str) -> Prices | None:
 
 
 def drill_config(
-    replay: ReplaySchedule, mode: str, model: str, workdir: Path, checkpoint_every: int = CHECKPOINT_EVERY
+    replay: ReplaySchedule,
+    mode: str,
+    model: str,
+    workdir: Path,
+    checkpoint_every: int = CHECKPOINT_EVERY,
+    step_s: float = STEP_TIME_S,
 ) -> DrillConfig:
-    """A drill of `replay` by `mode`, sized to train through it and timed to hold it."""
+    """A drill of `replay` by `mode`, sized to train through it and timed to hold it (`step_s`:
+    a step's seconds at full size)."""
     # What the capacity offered trains at full-size throughput, and a tenth more: the job ends
     # soon after the window (a job that ends inside it is counted up to its end).
-    steps = math.ceil(replay.capacity_node_seconds() / replay.slots / STEP_TIME_S * 1.1)
+    steps = math.ceil(replay.capacity_node_seconds() / replay.slots / step_s * 1.1)
     spec = JobSpec(
         name="replay",
         min_nodes=SLOTS if mode == "restart-everything" else 1,
@@ -199,6 +208,29 @@ def drill_config(
     )
 
 
+# Steps of the short uninterrupted run that times a model's step at full size, and the first
+# ones left out (the start's).
+CALIBRATION_STEPS = 40
+CALIBRATION_SKIP = 10
+
+
+def full_size_step_s(replay: ReplaySchedule, model: str, root: Path) -> float:
+    """A step's seconds of `model` at full size on this machine: the tiny model's is its
+    simulated compute (its CPU work is small beside it); a larger one's is measured by a short
+    uninterrupted run (the median time between its steps), so that its replay is sized to the
+    capacity offered and not to the tiny model's pace."""
+    if model == TINY:
+        return STEP_TIME_S
+    cfg = drill_config(replay, "elastic", model, root / f"calibrate-{model}")
+    cfg = dataclasses.replace(cfg, spec=cfg.spec.replace(script_args=demo_args(CALIBRATION_STEPS, STEP_TIME_S, model)))
+    recorded = run_uninterrupted(cfg, order_seed=None, progress=Progress(every_s=30.0))
+    times = sorted(float(e["t"]) for e in recorded if e["event"] == Event.STEP)
+    gaps = [b - a for a, b in itertools.pairwise(times[CALIBRATION_SKIP:])]
+    if not gaps:
+        raise SystemExit(f"model={model!r}: its timing run trained {len(times)} step(s), expected {CALIBRATION_STEPS}")
+    return statistics.median(gaps)
+
+
 def replays(args: argparse.Namespace) -> list[tuple[str, str, ReplaySchedule]]:
     """(what, trace, schedule) for each window and notice rule."""
     out = []
@@ -219,7 +251,7 @@ def _trace_of(name: str) -> str:
 
 def run_one(what: str, notice: str, replay: ReplaySchedule, mode: str, args: argparse.Namespace, root: Path) -> Row:
     slug = f"{what.split(' ')[0]}-{mode}-{notice}"
-    cfg = drill_config(replay, mode, args.model, root / slug, args.checkpoint_every)
+    cfg = drill_config(replay, mode, args.model, root / slug, args.checkpoint_every, args.step_s)
     report = run_drill(cfg, Progress(target=cfg.target_steps, every_s=30.0))
     row = Row(what, mode, notice, report, prices_for(_trace_of(what)))
     row.extra = {
@@ -292,6 +324,8 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-replay-"))
     args.plots = args.plots or root / "plots"
     rows: list[Row] = []
+    args.step_s = full_size_step_s(planned[0][2], args.model, root)
+    print(f"model {args.model}: a step at full size takes {args.step_s:.3f} s here", flush=True)
     for what, notice, replay in planned:
         print(
             f"{what}, notice {notice}: {len(replay.changes)} slot changes in {replay.duration_s:.0f} s of replay "
