@@ -75,13 +75,17 @@ class IntervalAdvice:
     every_steps: int
     bands: list[BandInterval]
     derived: bool = False  # every_steps: the longest interval the job chose while it ran
+    # Derived: the intervals it chose, their mean weighted by their length (a failure falls in a
+    # long one more often than in a short one), the interval a failure meets on average.
+    typical_steps: float | None = None
 
     @property
     def every_s(self) -> float:
         return self.every_steps * self.cost.step_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "every_s": self.every_s}
+        typical = {"typical_s": self.typical_steps * self.cost.step_s} if self.typical_steps else {}
+        return {**asdict(self), "every_s": self.every_s, **typical}
 
     def summary(self) -> str:
         rows = ", ".join(
@@ -104,7 +108,15 @@ class IntervalAdvice:
 def advice(
     events: Iterable[Mapping[str, Any]], nodes: int, every_steps: int, derived: bool = False
 ) -> IntervalAdvice | None:
+    events = list(events)
     cost = save_cost(events)
     if cost is None or cost.cost_s <= 0 or nodes < 1:
         return None
-    return IntervalAdvice(cost, nodes, every_steps, intervals(cost.cost_s, nodes, cost.step_s), derived)
+    typical = _typical_steps(events) if derived else None
+    return IntervalAdvice(cost, nodes, every_steps, intervals(cost.cost_s, nodes, cost.step_s), derived, typical)
+
+
+def _typical_steps(events: Iterable[Mapping[str, Any]]) -> float | None:
+    """The derived intervals' mean weighted by their length: sum(n^2) / sum(n)."""
+    chosen = [int(e["steps"]) for e in events if e.get("event") == Event.CHECKPOINT_INTERVAL and e.get("steps")]
+    return sum(n * n for n in chosen) / sum(chosen) if chosen else None

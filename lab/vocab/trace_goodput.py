@@ -364,7 +364,9 @@ def check_against_replay(
             "--trace whose job trained at full size)"
         )
     per_node = {int(size["nodes"]): float(size["per_node"]) for size in replay["per_size"]}
-    every_s = (report.get("checkpoint_advice") or {}).get("every_s")
+    # A derived interval's typical length (its intervals weighted by their length), else the one interval.
+    saves = report.get("checkpoint_advice") or {}
+    every_s = saves.get("typical_s") or saves.get("every_s")
     mode = str(report.get("fault_tolerance") or "elastic")
     costs = report_costs(report) if costs is None else _with_save_cost(costs, report)
     predicted = replay_prediction(mode, schedule, costs, per_node, float(every_s) if every_s else None).ratio

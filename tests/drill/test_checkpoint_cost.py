@@ -69,6 +69,10 @@ def test_a_derived_interval_is_reported_as_the_longest_the_job_chose():
     report = analyze(events, [], target_steps=40, checkpoint_every=0, node_exit_codes={})
     assert report.checkpoint_derived and report.checkpoint_every == 35
     assert "derived while it ran, at most every 35 steps (3.5 s here)" in report.summary()
+    # The interval a failure meets on average: each weighted by its length, (20^2 + 35^2) / 55.
+    advice_ = report.checkpoint_advice
+    assert advice_ is not None and advice_["typical_steps"] == pytest.approx((20 * 20 + 35 * 35) / 55)
+    assert advice_["typical_s"] == pytest.approx(advice_["typical_steps"] * advice_["cost"]["step_s"])
     # before any interval was chosen, the first save's distance from a start bounds the work lost
     early = analyze(events[:-2], [], target_steps=40, checkpoint_every=0, node_exit_codes={})
     assert early.checkpoint_every == 10
