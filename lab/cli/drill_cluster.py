@@ -231,10 +231,8 @@ def _rehearse(cfg: Any, target: Any, spec: JobSpec | None, why: str) -> None:
     print("\n".join(lines))
 
 
-def _drilled_job(args: argparse.Namespace, target: Any, replay: ReplaySchedule | None) -> tuple[JobSpec | None, Any]:
-    """(the job rendered for the stack, its objects), or (None, None) to attach to --job; a job
-    that replays a window knows its rate of evictions (lab.drill.replay.knowing_the_windows_rate)."""
-    from lab.drill.replay import knowing_the_windows_rate
+def _drilled_job(args: argparse.Namespace, target: Any) -> tuple[JobSpec | None, Any]:
+    """(the job rendered for the stack, its objects), or (None, None) to attach to --job."""
     from lab.k8s.job import render_job
 
     if args.job:
@@ -251,7 +249,7 @@ def _drilled_job(args: argparse.Namespace, target: Any, replay: ReplaySchedule |
         else {"script_args": demo_args(steps, args.step_time, args.model, args.parallel)}
     )
     spec = spec_or_problems(own, lambda: job_fields_spec(args, image=target.image_for(args.image), **script_kw))
-    job = render_job(knowing_the_windows_rate(spec, replay), target)
+    job = render_job(spec, target)
     return job.spec, job.objects
 
 
@@ -259,6 +257,8 @@ def drill_main(args: argparse.Namespace) -> int:
     from lab.cluster import jobs
     from lab.cluster.drill import ClusterDrill
     from lab.cluster.kube import KubeError
+    from lab.drill.replay import knowing_the_windows_rate
+    from lab.k8s.job import render_job
     from lab.stacks import rehearsal
     from lab.stacks.automation import StackError
     from lab.stacks.outputs import read_outputs
@@ -267,10 +267,13 @@ def drill_main(args: argparse.Namespace) -> int:
     backend = args.evict_with or DEFAULT_BACKEND.get(target.cloud, "kubernetes")
     if args.deadline <= 0 or args.deadline != args.deadline:
         raise InvalidInput([Problem("--deadline", args.deadline, "a finite number of seconds > 0")])
-    # The job's slots: --max-nodes, as the job rendered here has; an attached job's are known once
-    # it is read (a dry run that cannot read it takes --max-nodes).
-    replay = _cluster_replay(args, args.max_nodes)
-    spec, objects = _drilled_job(args, target, replay)
+    spec, objects = _drilled_job(args, target)
+    # An attached job's slots are known once it is read; a dry run that cannot read it takes --max-nodes.
+    replay = _cluster_replay(args, spec.max_nodes if spec is not None else args.max_nodes)
+    if spec is not None and (knowing := knowing_the_windows_rate(spec, replay)) is not spec:
+        # The job rendered here replays a window: it knows the window's rate of evictions.
+        job = render_job(knowing, target)
+        spec, objects = job.spec, job.objects
     name = spec.name if spec is not None else args.job  # the job rendered here, or an existing one
     evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, (args.steps or DEFAULT_STEPS) // 4)
     workdir = Path(args.workdir or f"runs/cluster-drill-{name}").absolute()

@@ -76,16 +76,20 @@ class IntervalAdvice:
     bands: list[BandInterval]
     derived: bool = False  # every_steps: the longest interval the job chose while it ran
     # Derived: the intervals it chose, their mean weighted by their length (a failure falls in a
-    # long one more often than in a short one), the interval a failure meets on average.
+    # long one more often than in a short one: the interval a failure meets on average), and
+    # their plain mean (how often the saves came).
     typical_steps: float | None = None
+    mean_steps: float | None = None
 
     @property
     def every_s(self) -> float:
         return self.every_steps * self.cost.step_s
 
     def to_dict(self) -> dict[str, Any]:
-        typical = {"typical_s": self.typical_steps * self.cost.step_s} if self.typical_steps else {}
-        return {**asdict(self), "every_s": self.every_s, **typical}
+        step_s = self.cost.step_s
+        typical = {"typical_s": self.typical_steps * step_s} if self.typical_steps else {}
+        mean = {"mean_s": self.mean_steps * step_s} if self.mean_steps else {}
+        return {**asdict(self), "every_s": self.every_s, **typical, **mean}
 
     def summary(self) -> str:
         rows = ", ".join(
@@ -112,11 +116,9 @@ def advice(
     cost = save_cost(events)
     if cost is None or cost.cost_s <= 0 or nodes < 1:
         return None
-    typical = _typical_steps(events) if derived else None
-    return IntervalAdvice(cost, nodes, every_steps, intervals(cost.cost_s, nodes, cost.step_s), derived, typical)
-
-
-def _typical_steps(events: Iterable[Mapping[str, Any]]) -> float | None:
-    """The derived intervals' mean weighted by their length: sum(n^2) / sum(n)."""
     chosen = [int(e["steps"]) for e in events if e.get("event") == Event.CHECKPOINT_INTERVAL and e.get("steps")]
-    return sum(n * n for n in chosen) / sum(chosen) if chosen else None
+    # As chosen: an interval a restart cut short, and a start's first save, are not counted.
+    typical = sum(n * n for n in chosen) / sum(chosen) if derived and chosen else None
+    mean = sum(chosen) / len(chosen) if derived and chosen else None
+    bands = intervals(cost.cost_s, nodes, cost.step_s)
+    return IntervalAdvice(cost, nodes, every_steps, bands, derived, typical, mean)

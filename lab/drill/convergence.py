@@ -44,12 +44,12 @@ class Curve:
         Where steps were trained without their event, the data positions of the steps and of
         the checkpoints loaded between them say how far the data went."""
         by_step: dict[int, Mapping[str, Any]] = {}
-        marks: dict[int, Mapping[str, Any]] = {}  # step -> where the data stood after it
+        marks: dict[int, list[Mapping[str, Any]]] = {}  # step -> where the data stood after it
         for e in sorted(events, key=lambda e: e["t"]):
             if e.get("event") == Event.STEP and "loss" in e and "samples" in e:
                 by_step[int(e["step"])] = e
             if e.get("event") in (Event.STEP, Event.CHECKPOINT_LOADED) and "position" in e and "epoch" in e:
-                marks[int(e["step"])] = e
+                marks.setdefault(int(e["step"]), []).append(e)
         samples, loss, total, previous = [], [], 0, None
         for step in sorted(by_step):
             e = by_step[step]
@@ -65,7 +65,7 @@ class Curve:
 
 
 def _samples_since(
-    previous: Mapping[str, Any] | None, e: Mapping[str, Any], marks: Mapping[int, Mapping[str, Any]]
+    previous: Mapping[str, Any] | None, e: Mapping[str, Any], marks: Mapping[int, list[Mapping[str, Any]]]
 ) -> int:
     """Samples trained from the step event `previous` to the step event `e`. A step can be
     trained without its event (its process left at the step's boundary, a notice's save or a
@@ -75,12 +75,24 @@ def _samples_since(
     here: Mapping[str, Any] = previous if previous is not None else {"step": 0}
     if int(e["step"]) - int(here["step"]) <= 1:
         return int(e["samples"])
-    between = [marks[s] for s in sorted(marks) if int(here["step"]) < s < int(e["step"])]
+    # Only the marks the run that went on left between the two events (a step re-done after a
+    # restart left one from before it as well).
+    after, before = float(here.get("t", float("-inf"))), float(e["t"])
+    between = [
+        [m for m in marks[s] if after < m["t"] < before][-1]
+        for s in sorted(marks)
+        if int(here["step"]) < s < int(e["step"]) and any(after < m["t"] < before for m in marks[s])
+    ]
     total = 0
     for mark in [*between, e]:
         steps = int(mark["step"]) - int(here["step"])
-        if "position" in here and "position" in mark and here.get("epoch") == mark.get("epoch"):
-            total += int(mark["position"]) - int(here["position"])
+        moved = (
+            int(mark["position"]) - int(here["position"])
+            if "position" in here and "position" in mark and here.get("epoch") == mark.get("epoch")
+            else -1
+        )
+        if moved >= 0:
+            total += moved
         elif steps == 1 and mark is e:
             total += int(e["samples"])
         else:

@@ -119,7 +119,7 @@ def _row_line(r: dict[str, Any]) -> str:
         f"({100 * r['saving']:.1f} % saved)"
         + (
             f"; an eviction every {duration(r['mean_s_between_losses'])} of capacity: a derived checkpoint interval "
-            f"starts from it with --eviction-mtbf {r['mean_s_between_losses']:g}"
+            f"starts from it with --eviction-mtbf {r['mean_s_between_losses']:.0f}"
             if r["mode"] == "elastic" and r.get("mean_s_between_losses")
             else ""
         )

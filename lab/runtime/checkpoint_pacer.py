@@ -18,6 +18,7 @@ compute the same next step from them.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections import deque
@@ -58,10 +59,13 @@ class CheckpointPacer:
         clock: Callable[[], float] = time.monotonic,
         known_mtbf_s: float | None = None,
     ) -> None:
-        if known_mtbf_s is not None and not known_mtbf_s > 0:
-            raise ValueError(f"known_mtbf_s={known_mtbf_s!r} is invalid: expected seconds > 0, or None")
+        if known_mtbf_s is not None and not (math.isfinite(known_mtbf_s) and known_mtbf_s > 0):
+            raise ValueError(
+                f"known_mtbf_s={known_mtbf_s!r} is invalid: expected a finite number of seconds > 0, or None"
+            )
         self.known_mtbf_s = known_mtbf_s
-        self.band_mtbf_s = known_mtbf_s or job_mtbf_s(band_share(band), max(nodes, 1))
+        # Until the job has seen its own: the rate it was given, else its band's.
+        self.prior_mtbf_s = known_mtbf_s or job_mtbf_s(band_share(band), max(nodes, 1))
         self.evictions = evictions
         self.trained_before_s = trained_s
         self.clock = clock
@@ -113,7 +117,7 @@ class CheckpointPacer:
         step_s, cost_s, trained_s, evictions = agreed
         step_s = max(step_s, 1e-6)
         cost = cost_s if cost_s > 0 else step_s  # no save measured yet: one step's worth
-        mtbf, source = estimated_mtbf_s(self.band_mtbf_s, trained_s, int(evictions))
+        mtbf, source = estimated_mtbf_s(self.prior_mtbf_s, trained_s, int(evictions))
         if source == "band" and self.known_mtbf_s is not None:
             source = "given"
         steps = interval_steps(cost, step_s, mtbf)

@@ -5,6 +5,7 @@ environment (the LAB_* contract of lab.vocab.job and lab.vocab.batch_policy), an
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 from lab.runtime.workload import MODELS, PARALLEL, TINY
@@ -209,5 +210,9 @@ def _check(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             p.error(f"--{name.replace('_', '-')}={getattr(args, name)} is invalid: expected >= 1")
     if args.checkpoint_every < 0 or (args.checkpoint_every == 0 and args.fault_tolerance == "per-step"):
         p.error(f"--checkpoint-every={args.checkpoint_every} is invalid: expected >= 1, or 0 (derived) in elastic mode")
+    if not (math.isfinite(args.eviction_mtbf) and args.eviction_mtbf >= 0):
+        p.error(
+            f"--eviction-mtbf={args.eviction_mtbf} is invalid: expected a finite number of seconds > 0, or 0: unknown"
+        )
     if not args.notice_seconds > 0:
         p.error(f"--notice-seconds={args.notice_seconds} is invalid: expected seconds > 0")

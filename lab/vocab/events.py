@@ -113,7 +113,8 @@ FIELDS: Mapping[Event, frozenset[str]] = {
         {"step", "reason", "seconds", "blocking_s", "bytes", "path", "already", "replica", "sharded"}
     ),
     # steps to the next save (`next_step`) from a step of `step_s`, a save costing `cost_s` and a mean
-    # time between evictions `mtbf_s` (`source`: the band's, or "observed" from `evictions` in `trained_s`).
+    # time between evictions `mtbf_s` (`source`: "band", "given" (the job's known rate), or "observed"
+    # from `evictions` in `trained_s`).
     Event.CHECKPOINT_INTERVAL: frozenset(
         {"step", "steps", "next_step", "step_s", "cost_s", "mtbf_s", "source", "evictions", "trained_s"}
     ),

@@ -192,9 +192,9 @@ class JobSpec:
         checkpoint_every_steps 0 (elastic mode): the interval is derived while the job runs,
         Daly's from what its saves cost and how often it loses a node: the rate of
         `eviction_band` [10-15%] until the job has seen two evictions, then the rate it saw.
-      eviction_mtbf_s: the job's mean seconds of training between evictions (of any of its
-        nodes), when known: a replayed trace's, a pool's own record. The derived interval
-        starts from it instead of `eviction_band`'s rate [unset].
+      eviction_mtbf_s: the job's mean seconds between evictions (of any of its nodes), when
+        known: a replayed trace window's, a pool's own record. The derived interval starts from
+        it instead of `eviction_band`'s rate [unset].
       pg_timeout_s: process-group timeout: how fast a vanished peer is noticed [15].
       rdzv_timeouts: see RendezvousTimeouts.
       monitor_interval_s: how often agents poll their workers [0.1].
@@ -341,7 +341,11 @@ class JobSpec:
         if mtbf is not None and (
             isinstance(mtbf, bool) or not isinstance(mtbf, int | float) or not math.isfinite(mtbf) or mtbf <= 0
         ):
-            out.add("eviction_mtbf_s", mtbf, "seconds > 0 between the job's evictions, or unset: its band's rate")
+            out.add(
+                "eviction_mtbf_s",
+                mtbf,
+                "a finite number of seconds > 0 between the job's evictions, or unset: its band's rate",
+            )
         if counts_ok and self.max_nodes < self.min_nodes:
             out.add("min_nodes", self.min_nodes, f"<= max_nodes ({self.max_nodes})")
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:

@@ -164,8 +164,9 @@ def _checkpoint_arguments(group: argparse._ArgumentGroup) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="the job's mean seconds between evictions when known (a trace's: `plan --trace` gives it), for "
-        "--checkpoint-every 0 in place of --eviction-band's rate [unset; a drill with --trace: the window's]",
+        help="the job's mean seconds between evictions when known (a pool's record; `plan --trace` gives a trace "
+        "window's, in the trace's own time), for --checkpoint-every 0 in place of --eviction-band's rate [unset; a "
+        "local drill with --trace: the window's, in replay time]",
     )
     group.add_argument(
         "--pg-timeout",

@@ -97,9 +97,11 @@ class ReplaySchedule:
         return fields
 
     def mean_s_between_losses(self) -> float | None:
-        """The job's mean seconds between evictions over the window, as a job counts them: the
-        seconds with a node in some slot over the loss events (slots lost at the same moment
-        are one: its survivors restart once). None: the window loses no slot."""
+        """The job's mean seconds between evictions over the window, as Daly's interval needs
+        them: the seconds with a node in some slot over the loss events (slots lost at the same
+        moment are one: the job rolls back once). The job's own count, once it has seen two
+        (lab.runtime.job_history), is the nodes it lost over its seconds since it started, a
+        figure that can differ. None: the window loses no slot."""
         losses = len({c.t_s for c in self.changes if c.kind == LOST})
         if not losses:
             return None

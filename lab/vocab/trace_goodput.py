@@ -94,12 +94,15 @@ def trace_goodput(
     notice_s: float | None = None,
     speedup: float = 1.0,
     interval_s: float | None = None,
+    saves_every_s: float | None = None,
 ) -> TraceGoodput:
     """`mode`'s goodput over the window of `stats` (the module's docstring says how), whose
     seconds run `speedup` times faster than the job's; `notice_s`: each loss's notice in the
     window's seconds (None: none); `per_node`: samples a second of one node at each number of
-    nodes, measured in this mode; `interval_s`: seconds of training between checkpoints
-    (Daly's for the save's cost and the window's rate of losses that redo work by default)."""
+    nodes, measured in this mode; `interval_s`: seconds of training between checkpoints, as a
+    failure meets them (Daly's for the save's cost and the window's rate of losses that redo
+    work by default); `saves_every_s`: as the saves come, for their cost (`interval_s` by
+    default; a derived interval's plain mean, where `interval_s` weighs each by its length)."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}: expected one of {', '.join(MODES)}")
     if not (math.isfinite(speedup) and speedup > 0):
@@ -124,7 +127,7 @@ def trace_goodput(
         "stalls": stalled,
         "redone": redone,
         "late and early": max(0.0, offered - trained - stalled),
-        "checkpoints": trained * costs.save_cost_s / (interval + costs.save_cost_s),
+        "checkpoints": trained * costs.save_cost_s / ((saves_every_s or interval) + costs.save_cost_s),
     }
     return TraceGoodput(mode, bound, offered, lost)
 
@@ -273,11 +276,12 @@ def replay_prediction(
     costs: MeasuredCosts | None = None,
     per_node: Mapping[int, float] | None = None,
     interval_s: float | None = None,
+    saves_every_s: float | None = None,
 ) -> TraceGoodput:
     """`mode`'s goodput over a replay of `schedule`: its slots' statistics and notices, in the
     replay's time (trace_goodput's arguments otherwise)."""
     stats = schedule_stats(schedule)
-    return trace_goodput(mode, stats, costs, per_node, schedule_notice_s(schedule), 1.0, interval_s)
+    return trace_goodput(mode, stats, costs, per_node, schedule_notice_s(schedule), 1.0, interval_s, saves_every_s)
 
 
 @dataclass(frozen=True)
@@ -364,10 +368,14 @@ def check_against_replay(
             "--trace whose job trained at full size)"
         )
     per_node = {int(size["nodes"]): float(size["per_node"]) for size in replay["per_size"]}
-    # A derived interval's typical length (its intervals weighted by their length), else the one interval.
+    # A derived interval: as a failure meets it (each weighted by its length) for the work redone,
+    # and its plain mean for the saves' cost; else the one interval for both.
     saves = report.get("checkpoint_advice") or {}
     every_s = saves.get("typical_s") or saves.get("every_s")
+    mean_s = saves.get("mean_s")
     mode = str(report.get("fault_tolerance") or "elastic")
     costs = report_costs(report) if costs is None else _with_save_cost(costs, report)
-    predicted = replay_prediction(mode, schedule, costs, per_node, float(every_s) if every_s else None).ratio
+    predicted = replay_prediction(
+        mode, schedule, costs, per_node, float(every_s) if every_s else None, float(mean_s) if mean_s else None
+    ).ratio
     return ModelCheck(mode, predicted, float(measured))

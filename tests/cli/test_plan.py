@@ -276,7 +276,8 @@ def test_the_plan_shows_goodput_and_cost_over_a_chosen_trace_window(capsys):
     _, text, _ = _plan(capsys, "--stack", "eks-dev", *flags)
     assert "over the trace window bamboo-p3-32 (uclasystem/bamboo" in text and "7800:18600" in text
     assert f"gpu-spot at 3 node(s), elastic: {100 * by_mode['elastic']['goodput']:.2f} % of 84.8 % offered" in text
-    assert f"a derived checkpoint interval starts from it with --eviction-mtbf {rows[0]['mean_s_between_losses']:g}" in text
+    given = rows[0]["mean_s_between_losses"]
+    assert f"a derived checkpoint interval starts from it with --eviction-mtbf {given:.0f}" in text
     _, out, _ = _plan(capsys, "--stack", "aks-dev", "-o", "json", *flags, "--notice", "none")
     assert json.loads(out)["evictions"]["trace"]["notice"] == "none"
     _, out, _ = _plan(capsys, "--stack", "aks-dev", "-o", "json", *flags)

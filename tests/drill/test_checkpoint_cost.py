@@ -73,6 +73,7 @@ def test_a_derived_interval_is_reported_as_the_longest_the_job_chose():
     advice_ = report.checkpoint_advice
     assert advice_ is not None and advice_["typical_steps"] == pytest.approx((20 * 20 + 35 * 35) / 55)
     assert advice_["typical_s"] == pytest.approx(advice_["typical_steps"] * advice_["cost"]["step_s"])
+    assert advice_["mean_steps"] == 27.5  # and how often the saves came: (20 + 35) / 2
     # before any interval was chosen, the first save's distance from a start bounds the work lost
     early = analyze(events[:-2], [], target_steps=40, checkpoint_every=0, node_exit_codes={})
     assert early.checkpoint_every == 10

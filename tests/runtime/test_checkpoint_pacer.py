@@ -70,8 +70,8 @@ def test_a_known_rate_replaces_the_bands_until_the_job_has_seen_its_own():
     assert (first.source, first.mtbf_s) == ("given", 40.0)
     assert first.steps == round(daly_interval_s(0.01, 40.0) / 0.05)
     pacer.evictions = 2
-    assert (pacer.decide(20, pacer.proposal()).source, pacer.band_mtbf_s) == ("observed", 40.0)
-    with pytest.raises(ValueError, match=r"known_mtbf_s=0\.0 is invalid"):
+    assert (pacer.decide(20, pacer.proposal()).source, pacer.prior_mtbf_s) == ("observed", 40.0)
+    with pytest.raises(ValueError, match=r"known_mtbf_s=0\.0 is invalid: expected a finite number"):
         CheckpointPacer("<5%", nodes=3, start_step=0, known_mtbf_s=0.0)
 
 

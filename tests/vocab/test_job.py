@@ -89,9 +89,9 @@ def test_c10d_agents_never_host_the_store():
             {"eviction_band": "12%"},
             "eviction_band='12%' is invalid: expected one of <5%, 5-10%, 10-15%, 15-20%, >20%",
         ),
-        ({"eviction_mtbf_s": 0.0}, "eviction_mtbf_s=0.0 is invalid: expected seconds > 0 between the job's"),
-        ({"eviction_mtbf_s": float("inf")}, "eviction_mtbf_s=inf is invalid: expected seconds > 0"),
-        ({"eviction_mtbf_s": "60"}, "eviction_mtbf_s='60' is invalid: expected seconds > 0"),
+        ({"eviction_mtbf_s": 0.0}, "eviction_mtbf_s=0.0 is invalid: expected a finite number of seconds > 0 between"),
+        ({"eviction_mtbf_s": float("inf")}, "eviction_mtbf_s=inf is invalid: expected a finite number of seconds > 0"),
+        ({"eviction_mtbf_s": "60"}, "eviction_mtbf_s='60' is invalid: expected a finite number of seconds > 0"),
         # `python -m` takes a module: a file's name, a path or nothing at all never starts.
         ({"module": "my_train.py"}, "module='my_train.py' is invalid: expected a module name, not a file: my_train"),
         ({"module": "lab/runtime/train"}, "module='lab/runtime/train' is invalid: expected a Python module name"),

@@ -275,11 +275,15 @@ def test_costs_given_to_the_check_keep_only_the_reports_own_save_cost():
 
 def test_a_derived_interval_is_modelled_at_its_typical_length_not_its_longest():
     derived = report(0.9)
-    derived["checkpoint_advice"] = {**derived["checkpoint_advice"], "every_s": 100.0, "typical_s": 20.0}
+    derived["checkpoint_advice"] = {**derived["checkpoint_advice"], "every_s": 100.0, "typical_s": 20.0, "mean_s": 8.0}
     costs = report_costs(derived)
-    assert check_against_replay(SCHEDULE, derived).predicted == pytest.approx(
-        replay_prediction("elastic", SCHEDULE, costs, {3: 100.0, 2: 110.0}, interval_s=20.0).ratio
+    per_node = {3: 100.0, 2: 110.0}
+    predicted = check_against_replay(SCHEDULE, derived).predicted
+    assert predicted == pytest.approx(
+        replay_prediction("elastic", SCHEDULE, costs, per_node, interval_s=20.0, saves_every_s=8.0).ratio
     )
+    # The saves' cost at their plain mean: more of them than the weighted length says.
+    assert predicted < replay_prediction("elastic", SCHEDULE, costs, per_node, interval_s=20.0).ratio
 
 
 def test_a_report_without_a_replay_goodput_is_named():
