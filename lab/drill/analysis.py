@@ -11,7 +11,7 @@ from lab.drill.report import DrillReport, Eviction, Join, ReducedSize, Rendezvou
 from lab.drill.timeline import WORK_EVENTS, Record, Timeline, is_done
 from lab.drill.verdict import Observed, judged
 from lab.vocab.checkpoint_interval import FIRST_SAVE_AFTER
-from lab.vocab.events import EXIT_NOTICE, SAVE_NOTICE, Event
+from lab.vocab.events import EXIT_DONE, EXIT_NOTICE, SAVE_NOTICE, Event
 
 
 def analyze(
@@ -169,6 +169,7 @@ def _per_step_eviction(run: Timeline, e: Record) -> Eviction:
     per_step_report.eviction_figures(ev, run.events)
     if e["kind"] == "notice":
         _leave_figures(run.first(Event.EXIT, e["t"], reason=EXIT_NOTICE, node=e["node"]), ev)
+        ev.finished_within = _finished_within(run, e, ev)
     return ev
 
 
@@ -219,8 +220,17 @@ def _notice_figures(run: Timeline, e: Record, ev: Eviction) -> None:
     leave = run.first(Event.EXIT, e["t"], reason=EXIT_NOTICE, node=e["node"])
     ev.emergency_save_s = save["seconds"] if save else None
     ev.emergency_save_already = bool(save and save.get("already"))
-    ev.emergency_save_missed = save is None and (leave is None or leave.get("saved") is False)
     _leave_figures(leave, ev)
+    ev.finished_within = _finished_within(run, e, ev)
+    ev.emergency_save_missed = (
+        save is None and not ev.finished_within and (leave is None or leave.get("saved") is False)
+    )
+
+
+def _finished_within(run: Timeline, e: Record, ev: Eviction) -> bool:
+    """The noticed node's workers trained through the notice to the job's end (it said when the
+    node would go, and the job's last step came first): nothing to recover from."""
+    return ev.notice_to_exit_s is None and run.first(Event.EXIT, e["t"], reason=EXIT_DONE, node=e["node"]) is not None
 
 
 def _leave_figures(leave: Record | None, ev: Eviction) -> None:

@@ -32,6 +32,8 @@ class Eviction:
     emergency_save_missed: bool = False
     notice_to_exit_s: float | None = None  # notice only: SIGTERM -> worker exit
     trained_on_s: float | None = None  # notice only: of that, trained on through a notice that said when
+    # notice only: the job's last step came within the notice, its workers trained through to the end
+    finished_within: bool = False
     # A cluster only: eviction -> the next node of the GPU pool Ready (a replacement, or one
     # that was there already) and -> the evicted node gone from the Ready nodes.
     replacement_node_s: float | None = None
@@ -258,6 +260,8 @@ class DrillReport:
             ]
         if ev.recovery_s is not None:
             return [f"    recovery: {ev.recovery_s:.2f} s to the first step at the new world size"]
+        if ev.finished_within:
+            return ["    recovery: none needed, the job trained through the notice to its last step"]
         if ev.world_before is None or self.finished:
             return []
         if self.emits_events:

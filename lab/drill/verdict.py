@@ -367,7 +367,7 @@ def _evictions(seen: Observed) -> list[Finding]:
                     f"checkpoint interval ({report.checkpoint_every})",
                 )
             )
-        if run.emits and ev.recovery_s is None and report.finished:
+        if run.emits and ev.recovery_s is None and report.finished and not ev.finished_within:
             found.append(
                 Finding(
                     NOT_RECOVERED,

@@ -106,6 +106,25 @@ def test_a_notice_that_finds_its_step_saved_says_so():
     )
 
 
+def test_a_notice_the_job_trained_through_to_its_last_step_needs_no_recovery():
+    """The notice said when the node would go, and the job's last step came first: the node's
+    workers finished the job, and no step at a smaller world size is owed."""
+    base = {"world_size": 2, "loss": 1.0}
+    recorded = [
+        {"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": "a"},
+        {"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": "b"},
+        *({"t": 1.0 + i / 10, "event": "step", "step": i, **base} for i in range(1, 11)),
+        {"t": 1.55, "event": "evict", "node": "b", "kind": "notice", "notice_s": 6.0},
+        {"t": 2.1, "event": "checkpoint_saved", "step": 10, "reason": "final", "seconds": 0.01, "node": "a"},
+        *({"t": 2.1, "event": "exit", "reason": "done", "node": n, "step": 10} for n in "ab"),
+    ]
+    report = analyze(recorded, [], target_steps=10, checkpoint_every=10, node_exit_codes={"a": 0, "b": 0})
+    (ev,) = report.evictions
+    assert ev.finished_within and ev.recovery_s is None and not ev.emergency_save_missed
+    assert report.passed, report.summary()
+    assert "recovery: none needed, the job trained through the notice to its last step" in report.summary()
+
+
 def test_a_job_that_trained_every_step_but_hung_on_exit_says_which_nodes():
     recorded = [
         {"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": "a"},

@@ -112,6 +112,11 @@ CASES = [
         id="no-step-at-a-new-world-size",
     ),
     pytest.param(
+        _seen(evictions=[dataclasses.replace(RECOVERED, kind="notice", recovery_s=None, finished_within=True)]),
+        [],
+        id="the-job-trained-through-a-notice-to-its-end",
+    ),
+    pytest.param(
         _seen(ledger=SampleLedger.of([DOUBLED, LOST], 0)),
         [kinds.SAMPLES_DOUBLED, kinds.SAMPLES_LOST],
         id="samples-trained-twice-and-never",
