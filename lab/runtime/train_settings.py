@@ -131,7 +131,7 @@ def _add_recovery_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--eviction-mtbf",
         type=float,
-        default=float(env(ENV_EVICTION_MTBF, "0")),
+        default=env(ENV_EVICTION_MTBF, "0"),  # argparse converts a string default with `type`
         help="the job's mean seconds between evictions when known: a derived interval starts from it instead "
         "of --eviction-band's rate; 0: unknown",
     )
