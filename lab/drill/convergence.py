@@ -78,11 +78,9 @@ def _samples_since(
     # Only the marks the run that went on left between the two events (a step re-done after a
     # restart left one from before it as well).
     after, before = float(here.get("t", float("-inf"))), float(e["t"])
-    between = [
-        [m for m in marks[s] if after < m["t"] < before][-1]
-        for s in sorted(marks)
-        if int(here["step"]) < s < int(e["step"]) and any(after < m["t"] < before for m in marks[s])
-    ]
+    gap = range(int(here["step"]) + 1, int(e["step"]))
+    kept = ([m for m in marks[s] if after < m["t"] < before] for s in sorted(marks) if s in gap)
+    between = [found[-1] for found in kept if found]
     total = 0
     for mark in [*between, e]:
         steps = int(mark["step"]) - int(here["step"])

@@ -11,6 +11,7 @@ time compressed like the rest of the window: 120 s at a speed-up of 20 is 6 s of
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -69,13 +70,15 @@ class ReplaySchedule:
         """The capacity offered, in node-seconds of replay: the integral of the nodes alive
         (never more than the job's slots) from the start to `until_s` (the window's end)."""
         end = self.duration_s if until_s is None else min(until_s, self.duration_s)
+        return sum(min(n, self.slots) * seconds for n, seconds in self._spans(end))
+
+    def _spans(self, end: float) -> Iterator[tuple[int, float]]:
+        """(slots with a node, for how many seconds) from the start to `end`, in order."""
         steps = self.alive()
-        total = 0.0
         for (t, n), (t_next, _) in zip(steps, [*steps[1:], (end, 0)], strict=True):
             if t >= end:
-                break
-            total += min(n, self.slots) * (min(t_next, end) - t)
-        return total
+                return
+            yield n, min(t_next, end) - t
 
     def capacity_fields(
         self, alive: int, change: str, t_s: float, slot: int | None = None, notice_s: float | None = None
@@ -105,13 +108,7 @@ class ReplaySchedule:
         losses = len({c.t_s for c in self.changes if c.kind == LOST})
         if not losses:
             return None
-        steps = self.alive()
-        with_capacity = sum(
-            min(t_next, self.duration_s) - t
-            for (t, n), (t_next, _) in zip(steps, [*steps[1:], (self.duration_s, 0)], strict=True)
-            if n > 0 and t < self.duration_s
-        )
-        return with_capacity / losses
+        return sum(seconds for n, seconds in self._spans(self.duration_s) if n > 0) / losses
 
     def wipeouts(self) -> list[tuple[float, float | None]]:
         """Each time every slot was lost: (when, when capacity first came back; None: not in
