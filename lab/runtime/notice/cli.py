@@ -148,7 +148,6 @@ def main(argv: list[str] | None = None, stop: threading.Event | None = None) -> 
         act_on=s.act_on,
         poll_interval_s=s.poll_interval_s,
         drain_timeout_s=s.drain_timeout_s,
-        stop=stop,
     )
     try:
         handler.run()

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -67,27 +67,18 @@ class EvictionResult:
     grace_s: int | None
 
 
+@dataclass(eq=False)
 class Drainer:
     """Cordons `node` and evicts its pods with `core` (a CoreV1Api)."""
 
-    def __init__(
-        self,
-        core: client.CoreV1Api,
-        node: str,
-        log: Log,
-        *,
-        margin_s: float = 5.0,
-        retry_interval_s: float = 1.0,
-        clock: Callable[[], float] = time.time,
-        stop: threading.Event | None = None,
-    ) -> None:
-        self.core = core
-        self.node = node
-        self.log = log
-        self.margin_s = margin_s
-        self.retry_interval_s = retry_interval_s
-        self.clock = clock
-        self.stop = stop or threading.Event()
+    core: client.CoreV1Api
+    node: str
+    log: Log
+    _: KW_ONLY
+    margin_s: float = 5.0
+    retry_interval_s: float = 1.0
+    clock: Callable[[], float] = time.time
+    stop: threading.Event = field(default_factory=threading.Event)
 
     def drain(self, not_before: float | None, deadline: float) -> list[EvictionResult]:
         """Cordon, then evict every evictable pod at once; return when each is evicted, gone,

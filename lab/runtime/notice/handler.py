@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import KW_ONLY, dataclass, field
 
 from lab.runtime.notice.drain import Drainer
 from lab.runtime.notice.imds import Imds, ImdsError, ScheduledEvent
@@ -22,31 +23,28 @@ DEFAULT_ACT_ON = ("Preempt", "Terminate")
 ERROR_LOG_EVERY_S = 60.0
 
 
+@dataclass(eq=False)
 class Handler:
-    def __init__(
-        self,
-        imds: Imds,
-        drainer: Drainer,
-        log: Log,
-        *,
-        act_on: Iterable[str] = DEFAULT_ACT_ON,
-        poll_interval_s: float = 1.0,
-        drain_timeout_s: float = 120.0,
-        clock: Callable[[], float] = time.time,
-        stop: threading.Event | None = None,
-    ) -> None:
-        self.imds = imds
-        self.drainer = drainer
-        self.log = log
-        self.act_on = frozenset(act_on)
-        self.poll_interval_s = poll_interval_s
-        self.drain_timeout_s = drain_timeout_s
-        self.clock = clock
-        self.stop = stop or drainer.stop
-        self.vm_name: str | None = None
-        self.seen: set[str] = set()  # EventIds logged
-        self.handled: set[str] = set()  # EventIds acted on
-        self._error_logged_at: float | None = None
+    imds: Imds
+    drainer: Drainer
+    log: Log
+    _: KW_ONLY
+    act_on: Iterable[str] = DEFAULT_ACT_ON
+    poll_interval_s: float = 1.0
+    drain_timeout_s: float = 120.0
+    clock: Callable[[], float] = time.time
+    vm_name: str | None = field(default=None, init=False)
+    seen: set[str] = field(default_factory=set, init=False)  # EventIds logged
+    handled: set[str] = field(default_factory=set, init=False)  # EventIds acted on
+    _error_logged_at: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.act_on = frozenset(self.act_on)
+
+    @property
+    def stop(self) -> threading.Event:
+        """Set to end the loop: the drainer's, so that one event stops both."""
+        return self.drainer.stop
 
     def run(self) -> None:
         """Poll until `stop` is set."""

@@ -70,7 +70,7 @@ def start(fakes):
             lines.append({"event": event, **fields})
 
         drainer = Drainer(kube.core_api(), NODE, log, margin_s=margin_s, retry_interval_s=retry_interval_s, stop=stop)
-        handler = Handler(Imds(imds.url, timeout_s=1.0), drainer, log, act_on=act_on, poll_interval_s=POLL_S, stop=stop)
+        handler = Handler(Imds(imds.url, timeout_s=1.0), drainer, log, act_on=act_on, poll_interval_s=POLL_S)
         thread = threading.Thread(target=handler.run, daemon=True)
         thread.start()
         threads.append(thread)
