@@ -112,6 +112,7 @@ class TrainingPlatform(pulumi.ComponentResource):
         self.namespace_resource = self._namespace(name, custom)
         in_namespace = after(custom, self.namespace_resource)
         self.service_account = self._service_account(name, cluster.identity, in_namespace)
+        self.pod_reader = self._pod_reader(name, in_namespace)
         self.checkpoint_resources = self._checkpoint(name, cluster.checkpoint, custom, in_namespace)
         self.device_plugin = self._device_plugin(name, cluster.node_image_ships_device_plugin, remote)
         self.operator, self.operator_placement = self._operator(name, remote)
@@ -199,6 +200,35 @@ class TrainingPlatform(pulumi.ComponentResource):
             },
             opts=opts,
         )
+
+    def _pod_reader(self, name: str, opts: pulumi.ResourceOptions) -> tuple[k8s.rbac.v1.Role, k8s.rbac.v1.RoleBinding]:
+        """`get` on pods in the jobs' namespace, for their service account: a worker that gets
+        SIGTERM reads its own pod's deletion time, to train on until its eviction's grace period
+        ends (lab.runtime.pod_deadline)."""
+        reader = f"{self.settings.service_account}-pod-reader"
+        metadata: k8s.meta.v1.ObjectMetaArgsDict = {
+            "name": reader,
+            "namespace": self.settings.namespace,
+            "labels": PART_OF,
+        }
+        role = k8s.rbac.v1.Role(
+            f"{name}-pod-reader",
+            metadata=metadata,
+            rules=[k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["get"])],
+            opts=opts,
+        )
+        binding = k8s.rbac.v1.RoleBinding(
+            f"{name}-pod-reader",
+            metadata=metadata,
+            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=reader),
+            subjects=[
+                k8s.rbac.v1.SubjectArgs(
+                    kind="ServiceAccount", name=self.settings.service_account, namespace=self.settings.namespace
+                )
+            ],
+            opts=opts,
+        )
+        return role, binding
 
     def _etcd(self, name: str, opts: pulumi.ResourceOptions) -> k8s.helm.v4.Chart:
         """etcd 3.5 with the v2 API: the rendezvous server, on the CPU pool."""

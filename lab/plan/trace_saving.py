@@ -8,13 +8,13 @@ offers, whether the mode trains on them or not."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 from lab.plan.cost import CostEstimate
 from lab.plan.saving import priced_spot_pools, saving_text
 from lab.vocab.checkpoint_interval import duration
+from lab.vocab.platform_facts import TERMINATION_GRACE_S
 from lab.vocab.problems import InvalidInput
 from lab.vocab.spot_goodput import MODES, MeasuredCosts
 from lab.vocab.spot_trace import SpotTrace, Window, window_text
@@ -37,9 +37,11 @@ class TraceChoice:
 # The notice rule (NOTICE_RULES) of the cloud each kind of stack runs on; a cluster of one's
 # own (byo) may be anywhere: none.
 STACK_NOTICES = {"eks": "aws", "aks": "azure"}
-# A cluster's workers are not told when their node goes (nothing writes the notice's deadline
-# file there, lab.runtime.spot_notice): a noticed node leaves when its pod is told to stop.
-CLUSTER_COSTS = replace(MeasuredCosts(), notice_lead_s=math.inf)
+# A cluster's worker trains through its notice until its pod's grace period ends (it reads that
+# end from its pod, lab.runtime.pod_deadline): the AKS notice handler's eviction ends it before
+# the VM's NotBefore, an EKS managed node group's drain gives the pod its own (the job's
+# terminationGracePeriodSeconds), so of AWS's two minutes the worker trains on for the grace's.
+CLUSTER_COSTS = replace(MeasuredCosts(), trained_through_s=float(TERMINATION_GRACE_S))
 
 
 def notice_for(choice: TraceChoice, cloud: str | None) -> str:

@@ -25,7 +25,8 @@ python-etcd and the kubernetes client, beside the vocabulary (lab.vocab).
                      from what the job has lived through
   workload.py        what the demo trains (--model): the model, its data, its checkpoint kind;
                      gpt.py the real-size GPT and its token data
-  spot_notice.py     SIGTERM while training: a notice, or the agent stopping its workers
+  spot_notice.py     SIGTERM while training: a notice, or the agent stopping its workers;
+                     pod_deadline.py, when a cluster's worker pod goes (its deletion time)
   round_store.py     the rendezvous store, with waits that end when their round is gone
   round_logs.py      worker logs kept per rendezvous round (`--logs-specs lab-rounds`)
   script_watch.py    what the drill sees of a script that reports nothing itself;

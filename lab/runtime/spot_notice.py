@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.runtime import torch_seam
+from lab.runtime.pod_deadline import load_client_soon, pod_deletion_deadline
 from lab.vocab.job import ENV_NOTICE_DEADLINE_FILE
 
 EXIT_ON_NOTICE = 128 + signal.SIGTERM  # the conventional code for "stopped by SIGTERM"
@@ -28,10 +29,11 @@ LEAVE_RESERVE_S = 0.5
 
 
 def notice_deadline() -> float | None:
-    """When this node goes (Unix time), if its notice said so (`ENV_NOTICE_DEADLINE_FILE`)."""
+    """When this node goes (Unix time), if its notice said so: the local target's notice file
+    (`ENV_NOTICE_DEADLINE_FILE`), or on a cluster the worker pod's own deletion time."""
     path = os.environ.get(ENV_NOTICE_DEADLINE_FILE)
     if not path:
-        return None
+        return pod_deletion_deadline()
     try:
         return float(Path(path).read_text().strip())
     except (OSError, ValueError):
@@ -98,6 +100,7 @@ class SpotNotice:
 
     def __init__(self) -> None:
         self.received_at: float | None = None
+        self.ends_at: float | None = None  # when the node goes, as its notice said (Unix time)
         self.consistent = threading.Lock()
         self.on_notice: Callable[[], None] | None = None
         self.save_now: Callable[[], None] | None = None  # whole state: a save before training on
@@ -113,6 +116,7 @@ class SpotNotice:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         self._thread = threading.Thread(target=self._wait, name="spot-notice", daemon=True)
         self._thread.start()
+        load_client_soon()
         if threading.current_thread() is threading.main_thread():
             # A thread started before this one (`import torch` starts one) does not block
             # SIGTERM, and the kernel hands a process the signal through any thread that does
@@ -144,10 +148,9 @@ class SpotNotice:
     def _train_on_s(self) -> float:
         """How long this rank may go on training after its notice: none when the notice did
         not say when the node goes."""
-        end = notice_deadline()
-        if end is None or self.received_at is None:
+        if self.ends_at is None or self.received_at is None:
             return 0.0
-        end = min(end, self.received_at + torch_seam.agent_shutdown_timeout_s())
+        end = min(self.ends_at, self.received_at + torch_seam.agent_shutdown_timeout_s())
         return max(end - time.time() - (2 * self.step_s + 2 * self.save_s + LEAVE_RESERVE_S), 0.0)
 
     def _train_on(self) -> None:
@@ -167,7 +170,10 @@ class SpotNotice:
 
     def _wait(self) -> None:
         signal.sigwait({signal.SIGTERM})
-        self.received_at = time.time()
+        came = time.time()
+        if not _peers_lost():  # the agent restarting the workers: no notice to read
+            self.ends_at = notice_deadline()
+        self.received_at = came  # published once the notice's end is known
         self._train_on()
         if self._deadline_s is not None:
             self.requested.set()

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 from lab.vocab import checkpoint_location
 from lab.vocab.batch_policy import (
-    BATCH_POLICIES,
     ENV_BATCH_POLICY,
     ENV_FULL_WORLD_SIZE,
     ENV_GLOBAL_BATCH,
@@ -104,7 +103,9 @@ ENV_AGENT_EVENTS = "LAB_AGENT_EVENTS"
 # a cluster the machine it runs on. A cluster sets them from the pod's own fields.
 ENV_NODE = "LAB_NODE"
 ENV_K8S_NODE = "LAB_K8S_NODE"
-POD_FIELD_ENV = {ENV_NODE: "metadata.name", ENV_K8S_NODE: "spec.nodeName"}
+# A cluster's worker pod only: where its own deletion time is read (lab.runtime.pod_deadline).
+ENV_POD_NAMESPACE = "LAB_POD_NAMESPACE"
+POD_FIELD_ENV = {ENV_NODE: "metadata.name", ENV_K8S_NODE: "spec.nodeName", ENV_POD_NAMESPACE: "metadata.namespace"}
 
 # The agent's environment (its workers inherit it):
 # - TORCH_DISABLE_SHARE_RDZV_TCP_STORE: torch 2.13 agents that re-use the rendezvous TCP store
@@ -167,6 +168,15 @@ def _is_endpoint(value: Any) -> bool:
 
 def _new_rdzv_id(name: str) -> str:
     return f"{name}-{secrets.token_hex(4)}"
+
+
+# The fields given as text (config files, flags) and the enum each must name a member of.
+_CHOICES: tuple[tuple[str, type[StrEnum]], ...] = (
+    ("rdzv_backend", RdzvBackend),
+    ("checkpoint_writes", CheckpointWrites),
+    ("fault_tolerance", FaultTolerance),
+    ("batch_policy", BatchPolicy),
+)
 
 
 @dataclass(frozen=True)
@@ -239,24 +249,12 @@ class JobSpec:
         # Accept plain strings and mappings from config files and flags, then report every
         # bad value at once.
         found = Problems()
-        try:
-            object.__setattr__(self, "rdzv_backend", RdzvBackend(self.rdzv_backend))
-        except ValueError:
-            found.add("rdzv_backend", self.rdzv_backend, "one of " + ", ".join(b.value for b in RdzvBackend))
-        try:
-            object.__setattr__(self, "checkpoint_writes", CheckpointWrites(self.checkpoint_writes))
-        except ValueError:
-            found.add(
-                "checkpoint_writes", self.checkpoint_writes, "one of " + ", ".join(w.value for w in CheckpointWrites)
-            )
-        try:
-            object.__setattr__(self, "fault_tolerance", FaultTolerance(self.fault_tolerance))
-        except ValueError:
-            found.add("fault_tolerance", self.fault_tolerance, "one of " + ", ".join(f.value for f in FaultTolerance))
-        try:
-            object.__setattr__(self, "batch_policy", BatchPolicy(self.batch_policy))
-        except ValueError:
-            found.add("batch_policy", self.batch_policy, "one of " + ", ".join(BATCH_POLICIES))
+        for name, kind in _CHOICES:
+            value = getattr(self, name)
+            try:
+                object.__setattr__(self, name, kind(value))
+            except ValueError:
+                found.add(name, value, "one of " + ", ".join(member.value for member in kind))
         if isinstance(self.per_step, Mapping):
             kwargs, unknown = _known_fields(PerStepSettings, self.per_step, "per_step.")
             found.extend(unknown)

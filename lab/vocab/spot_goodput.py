@@ -18,6 +18,7 @@ and every mode pays C/(T+C) for its checkpoints.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -55,6 +56,11 @@ class MeasuredCosts:
     # drill of the aws-4node-wipeouts window, AWS's notice, tiny model, elastic: the median of its
     # workers' notice exits, 0.68 s at a speed-up of 20 and 0.67 s at 60 (benchmarks/replay.py).
     notice_lead_s: float = 0.67
+    # The longest a noticed worker trains on: unbounded on the local target, whose notice file
+    # says when the node goes; on a cluster its pod's grace period, at whose end the kubelet kills
+    # it (the worker reads that end from its pod, lab.runtime.pod_deadline). A notice longer than
+    # this is left `notice - trained_through_s + notice_lead_s` before its end.
+    trained_through_s: float = math.inf
 
 
 def goodput(

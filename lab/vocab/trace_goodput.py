@@ -29,8 +29,9 @@ costs cannot be added up from counts: the model walks the window's changes in or
   work since its last save without a notice); each return to full restarts them (`restart_s`);
 
 and every mode pays C/(T+C) for its checkpoints. A loss with a notice happens when the node
-leaves: it trains through the notice (which says when it goes) and leaves `notice_lead_s` before
-its end (or at the notice, when that is shorter), but never before the change before it.
+leaves: it trains through the notice (which says when it goes) for at most `trained_through_s` (a
+cluster pod's grace period) and leaves `notice_lead_s` before the end of that (or at the notice,
+when that is shorter), but never before the change before it.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def trace_goodput(
         level_s[full] * rate[full] if mode == RESTART_EVERYTHING else sum(s * rate[n] for n, s in enumerate(level_s))
     )
     notice = None if notice_s is None else notice_s / speedup
-    lead = None if notice is None else min(notice, costs.notice_lead_s)
+    lead = None if notice is None else min(notice, max(notice - costs.trained_through_s, 0.0) + costs.notice_lead_s)
     changes = list(_job_changes(stats, speedup, lead, 0.0 if mode == RESTART_EVERYTHING else costs.node_start_s))
     failures = 0 if notice is not None else sum(_redoes(mode, full, c) for c in changes)
     interval = _interval(interval_s, costs.save_cost_s, stats.span_s / speedup, failures)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -248,6 +250,7 @@ def test_the_plan_shows_goodput_and_cost_over_a_chosen_trace_window(capsys):
     (the trace's counts scaled to its 3 nodes, the stack's cloud's notice), the price of a useful
     node-hour on spot (the capacity offered, billed) against on demand; in text and JSON."""
     from lab.plan.trace_saving import CLUSTER_COSTS
+    from lab.vocab.spot_goodput import MeasuredCosts
     from lab.vocab.trace_files import load_trace
     from lab.vocab.trace_goodput import replay_prediction
     from lab.vocab.trace_schedule import schedule
@@ -261,9 +264,14 @@ def test_the_plan_shows_goodput_and_cost_over_a_chosen_trace_window(capsys):
     window = schedule(load_trace("bamboo-p3-32"), 3, (7800.0, 18600.0), 1.0, "aws")
     assert [r["mode"] for r in rows] == ["elastic", "per-step", "restart-everything"]
     for r in rows:
-        # A cluster's noticed node leaves when told (nothing tells its workers when it goes).
+        # A cluster's noticed worker trains on only for its pod's grace period (the kubelet kills it then).
         assert r["goodput"] == pytest.approx(replay_prediction(r["mode"], window, CLUSTER_COSTS).ratio, abs=1e-6)
         assert r["goodput"] < replay_prediction(r["mode"], window).ratio
+        # ... and above a worker that left at its notice.
+        told = replace(MeasuredCosts(), notice_lead_s=math.inf)
+        assert r["goodput"] >= replay_prediction(r["mode"], window, told).ratio
+        if r["mode"] == "elastic":
+            assert r["goodput"] > replay_prediction(r["mode"], window, told).ratio
         assert r["capacity_share"] == pytest.approx(0.848148, abs=1e-6)  # 0.85 of full capacity, as named
         assert r["full_size_share"] == pytest.approx(r["goodput"] * r["capacity_share"], abs=1e-5)
         assert r["saving"] == pytest.approx(1 - r["spot_per_useful_node_hour"] / r["on_demand_per_node_hour"], abs=1e-3)

@@ -8,7 +8,14 @@ patches applied as JSON merges, DELETE with 200 and the object, pod logs (plain 
 429 while `refuse_evictions` names the pod, as a PodDisruptionBudget would), and the API group
 discovery (`GET /apis`: the groups it serves, plus the aggregated `api_groups` a test adds, as
 the aggregator lists an APIService's group while it is Available). Everything it was asked is
-kept in `requests` as (method, path, query, body).
+kept in `requests` as (method, path, query, body), and each request's Authorization header in
+`authorizations`.
+
+With `graceful_evictions`, an eviction of a pod bound to a node does what the API server does
+there: the pod stays, marked with `deletionTimestamp` (now plus the request's
+`deleteOptions.gracePeriodSeconds`, else the pod's own) and `deletionGracePeriodSeconds`, until
+its kubelet would confirm it gone. With `tls` (a server-side SSLContext) it serves HTTPS, as a
+pod's in-cluster client expects.
 
 The real `kubernetes` client and the kubeflow-training SDK talk to it through a kubeconfig
 that `kubeconfig()` writes, so their URL building, serialisation and error handling run for
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -57,6 +65,11 @@ def _merge(target: Any, patch: Any) -> Any:
     return out
 
 
+def _rfc3339(unix_s: float) -> str:
+    """A time as the API server writes metadata timestamps: whole seconds, UTC."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(unix_s))
+
+
 def _selected(obj: dict[str, Any], selector: str) -> bool:
     labels = obj.get("metadata", {}).get("labels") or {}
     for term in filter(None, selector.split(",")):
@@ -69,7 +82,10 @@ def _selected(obj: dict[str, Any], selector: str) -> bool:
 class FakeKube:
     """Start with `with FakeKube() as kube:`; `kube.kubeconfig(tmp_path)` is a kubeconfig for it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls
+        self.graceful_evictions = False
+        self.authorizations: list[str | None] = []
         self.objects: dict[str, dict[str, Any]] = {}  # "<group path>/<ns or ''>/<plural>/<name>" -> object
         self.logs: dict[tuple[str, str], list[str]] = {}  # (namespace, pod) -> lines
         self.closed_logs: set[tuple[str, str]] = set()
@@ -96,6 +112,7 @@ class FakeKube:
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw else None
                 url = urlparse(self.path)
+                fake.authorizations.append(self.headers.get("Authorization"))
                 fake._handle(self, method, url.path.strip("/"), parse_qs(url.query), body)
 
             def do_GET(self) -> None:
@@ -115,6 +132,8 @@ class FakeKube:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
@@ -128,7 +147,7 @@ class FakeKube:
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self._server.server_address[1]}"
 
     def kubeconfig(self, directory: Path, context: str = "fake", namespace: str = "default") -> Path:
         path = directory / f"kubeconfig-{context}.yaml"
@@ -245,7 +264,7 @@ class FakeKube:
         if sub == "log":
             return self._log(http, ns, name, query)
         if sub == "eviction" and method == "POST":
-            return self._evict(http, ns, name)
+            return self._evict(http, ns, name, body)
         if sub == "scale" and kind == "PyTorchJob":
             return self._scale(http, method, f"{group}/{ns}/{plural}/{name}", body)
         with self.lock:
@@ -347,7 +366,7 @@ class FakeKube:
                 return False
         return True
 
-    def _evict(self, http: BaseHTTPRequestHandler, ns: str, name: str) -> None:
+    def _evict(self, http: BaseHTTPRequestHandler, ns: str, name: str, body: Any) -> None:
         with self.lock:
             key = f"api/v1/{ns}/pods/{name}"
             if key not in self.objects:
@@ -360,7 +379,17 @@ class FakeKube:
                         429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget."
                     ),
                 )
-            del self.objects[key]
+            pod = self.objects[key]
+            if self.graceful_evictions and (pod.get("spec") or {}).get("nodeName"):
+                grace = ((body or {}).get("deleteOptions") or {}).get("gracePeriodSeconds")
+                if grace is None:
+                    grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
+                meta = pod["metadata"]
+                # Set once: a later request may shorten a deletion, never put it further off.
+                meta.setdefault("deletionTimestamp", _rfc3339(time.time() + grace))
+                meta.setdefault("deletionGracePeriodSeconds", grace)
+            else:
+                del self.objects[key]
         return self._send(http, 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
 
     def _log(self, http: BaseHTTPRequestHandler, ns: str, name: str, query: dict) -> None:
@@ -450,3 +479,40 @@ def job_worker(
     """Worker `index` of PyTorchJob `job`, labelled as the training operator labels it, put on the server."""
     labels = {JOB_NAME_LABEL: job, REPLICA_INDEX_LABEL: str(index), REPLICA_TYPE_LABEL: "worker"}
     return server.put(pod(f"{job}-worker-{index}", namespace, labels, node_name, phase, restarts))
+
+
+def loopback_tls(directory: Path) -> tuple[ssl.SSLContext, Path]:
+    """A server-side TLS context for 127.0.0.1 and the CA file a client verifies it with (a
+    self-signed certificate, as a cluster's ca.crt signs its API server's)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-kube-apiserver")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    ca = directory / "ca.crt"
+    ca.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file = directory / "apiserver.key"
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(ca, key_file)
+    return context, ca

@@ -490,7 +490,11 @@ def test_events_name_their_pod_and_node_from_the_pods_own_fields(facts):
     _, objects = render_job(JobSpec(), facts)
     env = worker_container(the(objects, "PyTorchJob"))["env"]
     fields = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in env if "valueFrom" in e}
-    assert fields == {"LAB_NODE": "metadata.name", "LAB_K8S_NODE": "spec.nodeName"}
+    assert fields == {
+        "LAB_NODE": "metadata.name",
+        "LAB_K8S_NODE": "spec.nodeName",
+        "LAB_POD_NAMESPACE": "metadata.namespace",  # with the name: the pod its deletion time is read from
+    }
 
 
 # ------------------------------------------------------------------ per-step (TorchFT) jobs

@@ -3,16 +3,19 @@ rank) or its agent restarting the workers after a peer was lost (leave at once).
 
 from __future__ import annotations
 
+import contextlib
+import math
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from lab.runtime.spot_notice import EXIT_ON_NOTICE, mark_peers_lost, peers_lost_marker, write_notice_deadline
-from lab.vocab.job import ENV_NOTICE_DEADLINE_FILE
+from lab.vocab.job import ENV_NODE, ENV_NOTICE_DEADLINE_FILE, ENV_POD_NAMESPACE
 from tests.patience import within
 
 # A worker that cooperates on notices, never reaches a step boundary (its main thread is
@@ -113,9 +116,13 @@ def test_a_notice_reaches_a_worker_with_threads_older_than_the_notice():
 # state), it takes the notice when `requested` is set, as the loop's step boundary does.
 TRAINING_WORKER = textwrap.dedent(
     """
-    import sys, time
+    import os, sys, time
+    from lab.runtime import pod_deadline
     from lab.runtime.spot_notice import SpotNotice
 
+    # A test's stand-ins for the service account's token and the cluster's CA, mounted in a pod.
+    pod_deadline.SERVICE_TOKEN_FILE = os.environ.get("TEST_TOKEN_FILE", pod_deadline.SERVICE_TOKEN_FILE)
+    pod_deadline.SERVICE_CA_FILE = os.environ.get("TEST_CA_FILE", pod_deadline.SERVICE_CA_FILE)
     notice = SpotNotice()
     if sys.argv[1] == "sharded":
         notice.cooperate(30.0)
@@ -137,19 +144,16 @@ TRAINING_WORKER = textwrap.dedent(
 )
 
 
-def _notice(kind: str, env: dict[str, str], deadline_in_s: float | None, deadline_file: Path) -> tuple[int, list[str]]:
+def _notice(
+    kind: str, env: dict[str, str], deadline_in_s: float | None, tell: Callable[[float], None]
+) -> tuple[int, list[str]]:
     """SIGTERM to a ready TRAINING_WORKER whose notice ends `deadline_in_s` later (None: it does
-    not say): its exit code and what it printed after `ready`."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", TRAINING_WORKER, kind],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**env, ENV_NOTICE_DEADLINE_FILE: str(deadline_file)},
-    )
+    not say; `tell` says it before the signal): its exit code and what it printed after `ready`."""
+    proc = subprocess.Popen([sys.executable, "-c", TRAINING_WORKER, kind], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         if deadline_in_s is not None:
-            write_notice_deadline(deadline_file, time.time() + deadline_in_s)
+            tell(deadline_in_s)
         proc.terminate()
         out, _ = proc.communicate(timeout=within(30))
         return proc.returncode, out.split("\n")
@@ -161,22 +165,84 @@ def _notice(kind: str, env: dict[str, str], deadline_in_s: float | None, deadlin
 @pytest.mark.processes
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("kind", ["whole", "sharded"])
-def test_a_notice_that_says_when_the_node_goes_is_trained_through(kind, tmp_path):
+@pytest.mark.parametrize("target", ["local", "cluster"])
+def test_a_notice_that_says_when_the_node_goes_is_trained_through(kind, target, tmp_path):
+    """Locally the notifier writes the node's end to a file; on a cluster the worker reads it
+    from its own pod, which the eviction marked with the end of its grace period."""
     import os
 
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    deadline_file = tmp_path / "notice-deadline"
+    with contextlib.ExitStack() as stack:
+        if target == "local":
+            deadline_file = tmp_path / "notice-deadline"
+            env[ENV_NOTICE_DEADLINE_FILE] = str(deadline_file)
+
+            def tell(in_s: float) -> None:
+                write_notice_deadline(deadline_file, time.time() + in_s)
+        else:
+            env.pop(ENV_NOTICE_DEADLINE_FILE, None)
+            tell = _pod_evicted_with_grace(stack, tmp_path, env)
+        _trained_through(kind, env, tell)
+
+
+def _trained_through(kind: str, env: dict[str, str], tell: Callable[[float], None]) -> None:
     # Without a deadline the notice is taken at once: no step after it.
-    code, lines = _notice(kind, env, None, deadline_file)
+    code, lines = _notice(kind, env, None, tell)
     assert code == EXIT_ON_NOTICE and "step after the notice" not in lines, lines
     # With one, the loop trains on, and the notice's last save comes after those steps; a rank
     # that holds the whole state saved first.
-    code, lines = _notice(kind, env, 4.0, deadline_file)
+    code, lines = _notice(kind, env, 4.0, tell)
     assert code == EXIT_ON_NOTICE, lines
     trained_on = [i for i, line in enumerate(lines) if line == "step after the notice"]
     assert trained_on and lines.index("saved at the end") > trained_on[-1], lines
     if kind == "whole":
         assert lines.index("saved at once") < trained_on[0], lines
     # A deadline already past (a notice that came late) is taken at once.
-    code, lines = _notice(kind, env, -1.0, deadline_file)
+    code, lines = _notice(kind, env, -1.0, tell)
     assert code == EXIT_ON_NOTICE and "step after the notice" not in lines, lines
+
+
+def _pod_evicted_with_grace(
+    stack: contextlib.ExitStack, tmp_path: Path, env: dict[str, str]
+) -> Callable[[float], None]:
+    """An HTTPS API server holding the worker's pod, `env` made the pod's (its name and
+    namespace, the service's address, a mounted token and CA), and a `tell` that evicts the pod
+    with a grace period ending then, as a drain does before the kubelet's SIGTERM."""
+    from kubernetes import client
+
+    from tests.cluster.fake_kube import FakeKube, loopback_tls, node, pod
+
+    tls, ca = loopback_tls(tmp_path)
+    kube = stack.enter_context(FakeKube(tls=tls))
+    kube.graceful_evictions = True
+    kube.put(node("gpu-0", {}))
+    token = tmp_path / "token"
+    token.write_text("trainer-token")
+    env.update(
+        {
+            ENV_NODE: "worker",
+            ENV_POD_NAMESPACE: "training",
+            "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+            "KUBERNETES_SERVICE_PORT": kube.url.rpartition(":")[2],
+            "TEST_TOKEN_FILE": str(token),
+            "TEST_CA_FILE": str(ca),
+        }
+    )
+    configuration = client.Configuration()
+    configuration.host, configuration.ssl_ca_cert = kube.url, str(ca)
+    core = client.CoreV1Api(stack.enter_context(client.ApiClient(configuration)))
+
+    def tell(in_s: float) -> None:
+        kube.put(pod("worker", "training", {}, node_name="gpu-0"))  # each run's pod anew
+        # The API server keeps whole seconds: a grace of ceil(in_s) ends at most a second later.
+        grace = max(0, math.ceil(in_s))
+        body = client.V1Eviction(
+            metadata=client.V1ObjectMeta(name="worker", namespace="training"),
+            delete_options=client.V1DeleteOptions(grace_period_seconds=grace),
+        )
+        if in_s < 0:  # a notice that came late: the pod's deletion time is already past
+            kube.get("Pod", "worker", "training")["metadata"]["deletionTimestamp"] = "2020-01-01T00:00:00Z"
+        else:
+            core.create_namespaced_pod_eviction("worker", "training", body)
+
+    return tell

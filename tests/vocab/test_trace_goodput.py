@@ -157,6 +157,18 @@ def test_a_notice_that_says_when_is_trained_through_and_the_node_leaves_its_lead
     assert short.lost_node_s["late and early"] == pytest.approx(3 * 2.0)
 
 
+def test_a_clusters_worker_trains_through_its_notice_only_as_long_as_its_pods_grace_period():
+    """On a cluster the kubelet kills a noticed worker when its pod's grace period ends: of a
+    30 s notice (AWS's 120 s at a speed-up of 4) a pod with 10 s of grace trains 10 s less its
+    lead, and leaves 25 s before the end; a notice within the grace is trained through whole."""
+    stats = window([(1600.0, 3, 0), (2400.0, 0, 3)], span_s=4000.0)
+    cluster = replace(COSTS, notice_lead_s=5.0, trained_through_s=10.0)
+    capped = predicted("elastic", stats, notice_s=120.0, speedup=4.0, costs=cluster)
+    assert capped.lost_node_s["late and early"] == pytest.approx(3 * (30.0 - 10.0 + 5.0))
+    inside = predicted("elastic", stats, notice_s=32.0, speedup=4.0, costs=cluster)
+    assert inside.lost_node_s["late and early"] == pytest.approx(3 * 5.0)
+
+
 def test_a_notice_is_never_before_the_change_before_it():
     """A node told at 70 s, the two others at 100 s (the moment before theirs, not 75 s): the
     survivors' recovery from 70 s, then the wipeout, nothing redone."""

@@ -122,6 +122,8 @@ def test_inventory(aks, eks, byo):
         "PriorityClass",
         "PriorityClass",
         "PriorityClass",
+        "Role",
+        "RoleBinding",
         "ServiceAccount",
     ]
     # + device plugin and the spot-notice handler (AKS: nothing else reads Scheduled Events)
@@ -141,6 +143,8 @@ def test_offline_checks_pass(cloud, request, crd):
         "PriorityClass",
         "Namespace",
         "ServiceAccount",
+        "Role",
+        "RoleBinding",
         "PersistentVolumeClaim",
         "Deployment",
         "Service",
@@ -329,6 +333,24 @@ def test_aks_checkpoint_is_static_blob_with_workload_identity(aks):
     assert sa["metadata"]["annotations"] == {
         "azure.workload.identity/client-id": "11111111-2222-3333-4444-555555555555"
     }
+
+
+@pytest.mark.parametrize("cloud", ["aks", "eks", "byo"])
+def test_the_jobs_service_account_may_read_pods_and_nothing_else(cloud, request):
+    """A worker reads its own pod's deletion time on SIGTERM (lab.runtime.pod_deadline): its
+    service account gets `get` on pods in the jobs' namespace, and no other verb or resource."""
+    plan = request.getfixturevalue(cloud)
+    sa = one(plan, "kubernetes:core/v1:ServiceAccount").inputs["metadata"]
+    role = one(plan, "kubernetes:rbac.authorization.k8s.io/v1:Role").inputs
+    binding = one(plan, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding").inputs
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == sa["namespace"] == "training"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}]
 
 
 def test_eks_checkpoint_is_s3_mountpoint(eks):
