@@ -18,7 +18,8 @@ How, one worker at a time, the highest rank first:
 2. The probe is deleted, which frees its place for the worker, and at once the worker's node is
    drained the way the drill's Kubernetes backend drains one (lab/cluster/drain.py: cordon, then the
    Eviction API for every pod but DaemonSet and mirror pods, each with its own grace period):
-   the worker gets SIGTERM, saves on the notice and leaves, the elastic job re-forms without it,
+   the worker gets SIGTERM, trains on until its grace period nearly ends (its pod says when:
+   lab.runtime.pod_deadline), saves and leaves, the elastic job re-forms without it,
    and the training operator recreates the pod. The cordoned node takes no pod again; the
    autoscaler removes it once it is empty.
 3. The recreated worker is waited for, up to `move_timeout_s`, running on another node; the

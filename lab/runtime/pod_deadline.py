@@ -1,24 +1,35 @@
 """When this worker's pod must be gone, read from the pod itself: its `deletionTimestamp`.
 
-A pod deleted with a grace period (evicted by a drain or by the spot-notice handler, which
-shortens the grace to end before the VM's `NotBefore`; a job scaled down) keeps running until
-`metadata.deletionTimestamp`, the request's time plus its grace period: the kubelet sends
-SIGTERM at once and SIGKILL then. A worker that reads it on its SIGTERM knows how long it may
-train on, as the local target's notice file tells a local node's workers.
+A pod that Kubernetes takes away with a grace period (evicted by a drain or by the spot-notice
+handler, which shortens the grace to end before the VM's `NotBefore`; preempted by the
+scheduler; deleted for a taint) keeps running until `metadata.deletionTimestamp`, the request's
+time plus its grace period, and carries the condition `DisruptionTarget`: the kubelet sends
+SIGTERM at once and SIGKILL at the end. A worker that reads it on its SIGTERM knows how long it
+may train on, as the local target's notice file tells a local node's workers. A pod deleted
+plainly (its job deleted or scaled in) has no such condition: its workers save and leave at
+once, as they do where the pod cannot be read (no service account, a VM that vanished, a
+kubelet shutting its node down).
 
-The read uses the pod's own service account (the platform grants it `get` on pods in the
-training namespace) and the pod's name and namespace, which the job's chart hands in from the
-Downward API (`ENV_NODE`, `ENV_POD_NAMESPACE`). Outside a cluster, or for a pod that was not
-deleted through the API (a VM that vanished, a kubelet shutting its node down), there is no
-deadline, and the worker takes its notice at once.
+The read is one GET of the pod, as the pod's own service account (the platform grants it `get`
+on pods in the training namespace) with the name and namespace the job's chart hands in from
+the Downward API (`ENV_NODE`, `ENV_POD_NAMESPACE`), over TLS checked against the cluster's CA.
+It is plain HTTPS rather than the Kubernetes client: the client's `Configuration` sets logger
+levels for the whole process (a user's script calls this), its timeouts take no float, and its
+import alone costs a quarter of a second of a notice that may be under ten.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import threading
+import ssl
+import urllib.request
 from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 from lab.vocab.job import ENV_NODE, ENV_POD_NAMESPACE
 
@@ -28,6 +39,11 @@ log = logging.getLogger(__name__)
 READ_TIMEOUT_S = 2.0
 SERVICE_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 SERVICE_CA_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+# Where a pod finds its API server (the kubelet sets them in every container).
+ENV_SERVICE_HOST = "KUBERNETES_SERVICE_HOST"
+ENV_SERVICE_PORT = "KUBERNETES_SERVICE_PORT"
+# The condition Kubernetes adds to a pod it takes away (an eviction, a preemption, a taint).
+DISRUPTION_TARGET = "DisruptionTarget"
 
 
 def on_a_cluster(environ: Mapping[str, str] = os.environ) -> bool:
@@ -35,53 +51,66 @@ def on_a_cluster(environ: Mapping[str, str] = os.environ) -> bool:
     return bool(environ.get(ENV_NODE) and environ.get(ENV_POD_NAMESPACE))
 
 
-def load_client_soon(environ: Mapping[str, str] = os.environ) -> None:
-    """On a cluster's worker, import the Kubernetes client in the background now (about 0.25 s),
-    so that a SIGTERM, a notice or the agent restarting the workers, does not wait for it."""
-    if on_a_cluster(environ):
-        threading.Thread(target=_import_client, name="pod-deadline-import", daemon=True).start()
-
-
-def _import_client() -> None:
-    from kubernetes import client
-    from kubernetes.config.incluster_config import InClusterConfigLoader
-
-    log.debug("loaded %s and %s", client.__name__, InClusterConfigLoader.__name__)
-
-
 def pod_deletion_deadline(
     environ: Mapping[str, str] = os.environ,
     *,
+    signalled_at: float | None = None,
     token_file: str | None = None,
     ca_file: str | None = None,
     timeout_s: float = READ_TIMEOUT_S,
 ) -> float | None:
-    """The Unix time at which this process's pod is killed, when the pod has been deleted with a
-    grace period; None when it has not, when this is no pod, or when the pod cannot be read.
-    The service account's token and the cluster's CA are read from where Kubernetes mounts them
-    (`SERVICE_TOKEN_FILE`, `SERVICE_CA_FILE`) unless given."""
+    """The Unix time at which this process's pod is killed, when Kubernetes is taking the pod
+    away with a grace period; None otherwise, or when the pod cannot be read. `signalled_at`
+    (when the SIGTERM came, on this node's clock) bounds it by the grace period the kubelet
+    counts from there, whatever the API server's clock says. The service account's token and
+    the cluster's CA are read where Kubernetes mounts them unless given."""
     if not on_a_cluster(environ):
         return None
     name, namespace = environ[ENV_NODE], environ[ENV_POD_NAMESPACE]
-    # Imported here: only a worker on a cluster that got a SIGTERM pays for the client.
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.config.config_exception import ConfigException
-    from kubernetes.config.incluster_config import InClusterConfigLoader
-    from urllib3.exceptions import HTTPError
-
-    configuration = client.Configuration()
     try:
-        InClusterConfigLoader(
-            token_file or SERVICE_TOKEN_FILE, ca_file or SERVICE_CA_FILE, environ=environ
-        ).load_and_set(configuration)
-        with client.ApiClient(configuration) as api:
-            pod = client.CoreV1Api(api).read_namespaced_pod(name, namespace, _request_timeout=timeout_s)
-    except (ConfigException, ApiException, HTTPError, OSError) as exc:
-        why = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else str(exc)
+        pod = _read_pod(
+            environ, name, namespace, token_file or SERVICE_TOKEN_FILE, ca_file or SERVICE_CA_FILE, timeout_s
+        )
+        return deadline_of(pod, signalled_at)
+    except Exception as exc:  # noqa: BLE001 - a notice must never be lost to this read
         log.warning(
-            "spot notice: pod %s/%s's deletion time cannot be read (%s): taking the notice now", namespace, name, why
+            "spot notice: pod %s/%s's deletion time cannot be read (%s): taking the notice now", namespace, name, exc
         )
         return None
-    stamp = pod.metadata.deletion_timestamp if pod.metadata is not None else None
-    return stamp.timestamp() if stamp is not None else None
+
+
+def deadline_of(pod: Mapping[str, Any], signalled_at: float | None = None) -> float | None:
+    """When `pod` (a Pod object as the API serves it) is killed: its deletion time when
+    Kubernetes is disrupting it, bounded by `signalled_at` plus its grace period."""
+    meta = pod.get("metadata") or {}
+    stamp = meta.get("deletionTimestamp")
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    disrupted = any(c.get("type") == DISRUPTION_TARGET and c.get("status") == "True" for c in conditions)
+    if not stamp or not disrupted:
+        return None
+    end = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    grace = meta.get("deletionGracePeriodSeconds")
+    if signalled_at is not None and isinstance(grace, int | float):
+        end = min(end, signalled_at + float(grace))
+    return end
+
+
+def _read_pod(
+    environ: Mapping[str, str], name: str, namespace: str, token_file: str, ca_file: str, timeout_s: float
+) -> dict[str, Any]:
+    host, port = environ.get(ENV_SERVICE_HOST), environ.get(ENV_SERVICE_PORT)
+    if not host or not port:
+        raise LookupError(f"{ENV_SERVICE_HOST} and {ENV_SERVICE_PORT} are not set")
+    token = Path(token_file).read_text().strip()
+    address = f"[{host}]" if ":" in host else host
+    url = f"https://{address}:{port}/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+    # No proxy: the API server is reached inside the cluster, as the Kubernetes client does.
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca_file))
+    )
+    with opener.open(request, timeout=timeout_s) as answer:
+        pod = json.load(answer)
+    if not isinstance(pod, dict):
+        raise ValueError(f"the API server answered a {type(pod).__name__}, not a Pod")
+    return pod

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.runtime import torch_seam
-from lab.runtime.pod_deadline import load_client_soon, pod_deletion_deadline
+from lab.runtime.pod_deadline import pod_deletion_deadline
 from lab.vocab.job import ENV_NOTICE_DEADLINE_FILE
 
 EXIT_ON_NOTICE = 128 + signal.SIGTERM  # the conventional code for "stopped by SIGTERM"
@@ -28,12 +28,13 @@ log = logging.getLogger(__name__)
 LEAVE_RESERVE_S = 0.5
 
 
-def notice_deadline() -> float | None:
+def notice_deadline(signalled_at: float | None = None) -> float | None:
     """When this node goes (Unix time), if its notice said so: the local target's notice file
-    (`ENV_NOTICE_DEADLINE_FILE`), or on a cluster the worker pod's own deletion time."""
+    (`ENV_NOTICE_DEADLINE_FILE`), or on a cluster the end of the grace period Kubernetes gave
+    the worker's pod (`signalled_at`: when its SIGTERM came)."""
     path = os.environ.get(ENV_NOTICE_DEADLINE_FILE)
     if not path:
-        return pod_deletion_deadline()
+        return pod_deletion_deadline(signalled_at=signalled_at)
     try:
         return float(Path(path).read_text().strip())
     except (OSError, ValueError):
@@ -116,7 +117,6 @@ class SpotNotice:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         self._thread = threading.Thread(target=self._wait, name="spot-notice", daemon=True)
         self._thread.start()
-        load_client_soon()
         if threading.current_thread() is threading.main_thread():
             # A thread started before this one (`import torch` starts one) does not block
             # SIGTERM, and the kernel hands a process the signal through any thread that does
@@ -172,7 +172,7 @@ class SpotNotice:
         signal.sigwait({signal.SIGTERM})
         came = time.time()
         if not _peers_lost():  # the agent restarting the workers: no notice to read
-            self.ends_at = notice_deadline()
+            self.ends_at = notice_deadline(came)
         self.received_at = came  # published once the notice's end is known
         self._train_on()
         if self._deadline_s is not None:

@@ -11,10 +11,11 @@ the aggregator lists an APIService's group while it is Available). Everything it
 kept in `requests` as (method, path, query, body), and each request's Authorization header in
 `authorizations`.
 
-With `graceful_evictions`, an eviction of a pod bound to a node does what the API server does
-there: the pod stays, marked with `deletionTimestamp` (now plus the request's
-`deleteOptions.gracePeriodSeconds`, else the pod's own) and `deletionGracePeriodSeconds`, until
-its kubelet would confirm it gone. With `tls` (a server-side SSLContext) it serves HTTPS, as a
+With `graceful_evictions`, an eviction or a DELETE of a pod bound to a node does what the API
+server does there: the pod stays, marked with `deletionTimestamp` (now plus the request's grace
+period, else the pod's own) and `deletionGracePeriodSeconds`, until its kubelet would confirm it
+gone; an eviction also adds the condition `DisruptionTarget` (reason `EvictionByEvictionAPI`).
+With `tls` (a server-side SSLContext) it serves HTTPS, as a
 pod's in-cluster client expects.
 
 The real `kubernetes` client and the kubeflow-training SDK talk to it through a kubeconfig
@@ -24,6 +25,7 @@ real.
 
 from __future__ import annotations
 
+import calendar
 import copy
 import json
 import ssl
@@ -312,6 +314,9 @@ class FakeKube:
                 self.objects[key] = _merge(obj, body)
                 return self._send(http, 200, copy.deepcopy(self.objects[key]))
             if method == "DELETE":
+                if kind == "Pod" and self.graceful_evictions and (obj.get("spec") or {}).get("nodeName"):
+                    self._mark_deleted(obj, (body or {}).get("gracePeriodSeconds"))
+                    return self._send(http, 200, copy.deepcopy(obj))
                 del self.objects[key]
                 if kind == "PyTorchJob":  # the garbage collector removes the pods it owns
                     for k, o in list(self.objects.items()):
@@ -366,6 +371,20 @@ class FakeKube:
                 return False
         return True
 
+    @staticmethod
+    def _mark_deleted(pod: dict[str, Any], grace: int | None) -> None:
+        """A graceful deletion of a pod bound to a node, as the API server records it: the
+        pod stays until its kubelet confirms it gone. A later request may bring the end
+        nearer, never put it further off."""
+        if grace is None:
+            grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
+        meta = pod["metadata"]
+        end = time.time() + grace
+        if "deletionTimestamp" in meta:
+            end = min(end, calendar.timegm(time.strptime(meta["deletionTimestamp"], "%Y-%m-%dT%H:%M:%SZ")))
+        meta["deletionTimestamp"] = _rfc3339(end)
+        meta["deletionGracePeriodSeconds"] = min(grace, meta.get("deletionGracePeriodSeconds", grace))
+
     def _evict(self, http: BaseHTTPRequestHandler, ns: str, name: str, body: Any) -> None:
         with self.lock:
             key = f"api/v1/{ns}/pods/{name}"
@@ -381,13 +400,10 @@ class FakeKube:
                 )
             pod = self.objects[key]
             if self.graceful_evictions and (pod.get("spec") or {}).get("nodeName"):
-                grace = ((body or {}).get("deleteOptions") or {}).get("gracePeriodSeconds")
-                if grace is None:
-                    grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
-                meta = pod["metadata"]
-                # Set once: a later request may shorten a deletion, never put it further off.
-                meta.setdefault("deletionTimestamp", _rfc3339(time.time() + grace))
-                meta.setdefault("deletionGracePeriodSeconds", grace)
+                conditions = pod.setdefault("status", {}).setdefault("conditions", [])
+                if not any(c.get("type") == "DisruptionTarget" for c in conditions):
+                    conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"})
+                self._mark_deleted(pod, ((body or {}).get("deleteOptions") or {}).get("gracePeriodSeconds"))
             else:
                 del self.objects[key]
         return self._send(http, 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})

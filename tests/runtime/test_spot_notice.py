@@ -54,6 +54,7 @@ def _stop(env: dict[str, str]) -> tuple[int, str, str]:
 
 
 LEFT_AT_ONCE = "stopped by the agent after a peer was lost"
+READ_TRIED = "deletion time cannot be read"
 
 
 @pytest.mark.processes
@@ -62,10 +63,15 @@ def test_a_worker_stopped_after_a_lost_peer_leaves_without_waiting_for_a_step_bo
     import os
 
     round_env = {"TORCHELASTIC_RUN_ID": f"t-{tmp_path.name}", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
-    env = {**os.environ, **round_env, "TMPDIR": str(tmp_path)}
+    # A cluster's worker (its pod named), where no API server answers: a notice tries to read
+    # the pod's end and says it could not; the agent's restart does not try.
+    pod_env = {ENV_NODE: "worker-pod", ENV_POD_NAMESPACE: "training"}
+    env = {**os.environ, **round_env, **pod_env, "TMPDIR": str(tmp_path)}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
     # A notice: the worker waits its boundary time for the step boundary, then leaves.
     code, out, err = _stop(env)
     assert code == EXIT_ON_NOTICE and "gave up" in out and LEFT_AT_ONCE not in err, err
+    assert READ_TRIED in err, err
     # Its agent marked the round (in the workers' temporary directory) before stopping it.
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
@@ -76,6 +82,7 @@ def test_a_worker_stopped_after_a_lost_peer_leaves_without_waiting_for_a_step_bo
     mark_peers_lost(marker)
     code, out, err = _stop(env)
     assert code == EXIT_ON_NOTICE and "gave up" in out and LEFT_AT_ONCE in err, err
+    assert READ_TRIED not in err, err
     # Another round (torchrun's new master port) has a mark of its own.
     assert peers_lost_marker(round_env["TORCHELASTIC_RUN_ID"], "127.0.0.1", 29556) != marker
 
@@ -228,21 +235,20 @@ def _pod_evicted_with_grace(
             "TEST_CA_FILE": str(ca),
         }
     )
+    kube.put(pod("worker", "training", {}, node_name="gpu-0"))  # running: its worker is told nothing
     configuration = client.Configuration()
     configuration.host, configuration.ssl_ca_cert = kube.url, str(ca)
     core = client.CoreV1Api(stack.enter_context(client.ApiClient(configuration)))
 
     def tell(in_s: float) -> None:
-        kube.put(pod("worker", "training", {}, node_name="gpu-0"))  # each run's pod anew
         # The API server keeps whole seconds: a grace of ceil(in_s) ends at most a second later.
-        grace = max(0, math.ceil(in_s))
         body = client.V1Eviction(
             metadata=client.V1ObjectMeta(name="worker", namespace="training"),
-            delete_options=client.V1DeleteOptions(grace_period_seconds=grace),
+            delete_options=client.V1DeleteOptions(grace_period_seconds=max(0, math.ceil(in_s))),
         )
-        if in_s < 0:  # a notice that came late: the pod's deletion time is already past
+        kube.put(pod("worker", "training", {}, node_name="gpu-0"))  # each run's pod anew
+        core.create_namespaced_pod_eviction("worker", "training", body)
+        if in_s < 0:  # a notice that came late: the pod's end already past
             kube.get("Pod", "worker", "training")["metadata"]["deletionTimestamp"] = "2020-01-01T00:00:00Z"
-        else:
-            core.create_namespaced_pod_eviction("worker", "training", body)
 
     return tell
