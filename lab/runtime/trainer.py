@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from lab.runtime import events
-from lab.runtime.checkpointer import Checkpointer, Resumed, SaveRecord, TrainingState
+from lab.runtime.checkpointer import Checkpointer, Choice, Resumed, SaveRecord, TrainingState
 from lab.runtime.demo import GlobalSampler, pick_device
 from lab.runtime.spot_notice import SpotNotice
 from lab.runtime.workload import Workload, build_model, open_checkpointer
@@ -106,11 +106,7 @@ class Trainer:
             deterministic=torch.are_deterministic_algorithms_enabled(),
             **self.identity,
         )
-        built = time.perf_counter()
         self.data = self.workload.data()
-        self.net, parameters = build_model(self.workload, self.device, args.seed, sharded=self.fsdp)
-        self.lr = self.learning_rate()
-        self.optimizer = self.workload.optimizer(self.net.parameters(), self.lr)
         self.checkpointer: Checkpointer = open_checkpointer(
             self.workload,
             args,
@@ -118,6 +114,15 @@ class Trainer:
             device=self.device,
             exclusive=self.notice.consistent,
         )
+        # Rank 0 picks the checkpoint before the model is built: a sharded model that one is
+        # about to fill is never initialised (build_model), which at real size is most of a build.
+        self.choice: Choice | None = self.checkpointer.choose()
+        built = time.perf_counter()
+        self.net, parameters = build_model(
+            self.workload, self.device, args.seed, sharded=self.fsdp, initialise=self.choice is None
+        )
+        self.lr = self.learning_rate()
+        self.optimizer = self.workload.optimizer(self.net.parameters(), self.lr)
         events.emit(
             Event.MODEL_BUILT,
             model=args.model,
@@ -128,12 +133,11 @@ class Trainer:
         )
 
     def load_checkpoint(self) -> Resumed | None:
-        """The newest valid checkpoint (rank 0 chose it for every rank), loaded into the model,
-        the optimizer and the sampler; None when there is none."""
-        choice = self.checkpointer.choose()
-        if choice is None:
+        """The newest valid checkpoint (rank 0 chose it for every rank as the job started),
+        loaded into the model, the optimizer and the sampler; None when there is none."""
+        if self.choice is None:
             return None
-        resumed = self.checkpointer.load(choice, self.net, self.optimizer)
+        resumed = self.checkpointer.load(self.choice, self.net, self.optimizer)
         self.sampler = resumed.sampler(self.args.dataset_size, self.args.order_seed)
         return resumed
 

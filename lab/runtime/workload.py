@@ -13,6 +13,7 @@ the optimizer, and how the model is spread over the ranks.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,14 +81,29 @@ class Workload:
         return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
 
 
-def build_model(workload: Workload, device: torch.device, seed: int, *, sharded: bool) -> tuple[nn.Module, int]:
+def build_model(
+    workload: Workload, device: torch.device, seed: int, *, sharded: bool, initialise: bool = True
+) -> tuple[nn.Module, int]:
     """The model with the same initial weights on every rank (`seed`), on `device`, sharded over
     the ranks by FSDP2 when `sharded` (each rank keeps its shard of those weights); and its
-    parameter count."""
+    parameter count. A sharded model that a checkpoint is about to overwrite whole (`initialise`
+    False) draws no weights: it is built on the meta device and sharded there, and each rank
+    allocates only its shards, left unset for the load."""
     torch.manual_seed(seed)
+    if sharded and not initialise:
+        net = shards_to_fill(workload.model, device)
+        return net, sum(p.numel() for p in net.parameters())
     net = workload.model().to(device)
     parameters = sum(p.numel() for p in net.parameters())
     return (shard(net, device) if sharded else net), parameters
+
+
+def shards_to_fill(make: Callable[[], nn.Module], device: torch.device) -> nn.Module:
+    """The model `make` builds, sharded by FSDP2 with no weights drawn: built on the meta device,
+    sharded there, then each rank's shards allocated on `device`, unset, for a load to fill."""
+    with torch.device("meta"):
+        net = make()
+    return shard(net, device).to_empty(device=device)
 
 
 def open_checkpointer(

@@ -2,6 +2,7 @@
 
     sharded_job.py save DIR STEPS [SAVE_EVERY]   train a GPT with AdamW, saving asynchronously
     sharded_job.py load DIR                      load the newest checkpoint at this world size
+                                                 (UNSET=1: into shards whose weights were never drawn)
     sharded_job.py verify DIR                    say why each step can or cannot be loaded
 
 Every mode prints one JSON line per rank (rank 0 first in its line's "rank" field): the step,
@@ -21,7 +22,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 
 from lab.runtime.gpt import GPT, GPTConfig, TokenData, sample_losses
 from lab.runtime.sharded_checkpoint import Progress, ShardedCheckpoints
-from lab.runtime.workload import shard
+from lab.runtime.workload import shard, shards_to_fill
 
 # Large enough (about 60 MB of state) that a save takes a moment to write.
 CONFIG = GPTConfig(vocab_size=512, seq_len=32, d_model=256, n_layers=int(os.environ.get("LAYERS", "4")), n_heads=4)
@@ -47,7 +48,10 @@ def main() -> None:
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
-    model = shard(GPT(CONFIG), torch.device("cpu"))
+    if mode == "load" and os.environ.get("UNSET"):
+        model = shards_to_fill(lambda: GPT(CONFIG), torch.device("cpu"))
+    else:
+        model = shard(GPT(CONFIG), torch.device("cpu"))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     checkpoints = ShardedCheckpoints(directory, keep=2)
     out: dict = {"rank": rank, "world": world}

@@ -95,8 +95,10 @@ def test_a_checkpoint_saved_by_two_ranks_loads_into_one_and_into_three(workdir, 
     ckpt = str(workdir / "ckpt")
     saved = _run(python, 2, "save", ckpt, "4", "2")
     assert saved[0]["committed"] == 4
-    for world in (1, 3):
-        loaded = _run(python, world, "load", ckpt)
+    # World size 3 twice: into drawn weights, and into shards never drawn (a resumed job's
+    # build, lab.runtime.workload.shards_to_fill): the load must set every tensor.
+    for world, env in ((1, {}), (3, {}), (3, {"UNSET": "1"})):
+        loaded = _run(python, world, "load", ckpt, env=env)
         assert len(loaded) == world
         for rank in loaded:
             assert rank["step"] == 4 and rank["saved_world"] == 2 and rank["skipped"] == []
