@@ -52,6 +52,7 @@ def measure(
         checkpoint_every = max([FIRST_SAVE_AFTER, *chosen])
     report = _overview(run, target_steps, checkpoint_every, node_exit_codes)
     report.checkpoint_derived = derived
+    report.checkpoints_sharded = any(e.get("sharded") for e in run.of(Event.CHECKPOINT_SAVED))
     for e in run.of(Event.EVICT):
         report.evictions.append(_per_step_eviction(run, e) if run.per_step else _elastic_eviction(run, e))
     report.outages = [_outage(run, down) for down in run.of(Event.RDZV_DOWN)]

@@ -174,6 +174,9 @@ class DrillReport:
     # What an interval save cost training, and the interval that calls for at each eviction band.
     checkpoint_advice: dict[str, Any] | None = None
     checkpoint_derived: bool = False  # the job derived its interval (checkpoint_every 0)
+    # Its checkpoints were sharded (no rank holds the whole state, so survivors of a hard loss
+    # cannot save the step they hold: they resume from the newest checkpoint).
+    checkpoints_sharded: bool = False
     checkpoint_advice_text: str = ""
     # The processes that still ran when the drill's time was up (it then killed them).
     still_running: list[StillRunning] = field(default_factory=list)

@@ -61,6 +61,10 @@ class MeasuredCosts:
     # it (the worker reads that end from its pod, lab.runtime.pod_deadline). A notice longer than
     # this is left `notice - trained_through_s + notice_lead_s` before its end.
     trained_through_s: float = math.inf
+    # Whether a loss without notice that leaves survivors makes them redo the work since the last
+    # save: sharded checkpoints, which no rank can save alone (a whole one, the tiny model's, any
+    # survivor saves at once, and nothing is redone). Elastic only: per-step survivors train on.
+    loss_redoes: bool = False
 
 
 def goodput(

@@ -17,7 +17,9 @@ costs cannot be added up from counts: the model walks the window's changes in or
 
 - elastic: trains at whatever is alive. A loss that leaves survivors stalls them for the
   recovery (a notice's when the loss had one); nothing is redone, as the survivors save the
-  last completed step when a peer vanishes. A node given back starts, then the others stall
+  last completed step when a peer vanishes, except with sharded checkpoints (`loss_redoes`:
+  no rank can save alone), where a loss without notice redoes the work since the last save as
+  a wipeout does. A node given back starts, then the others stall
   for its join. A wipeout stops the job until capacity returns; then it resumes from its
   newest save (`resume_s` from the first node back to its first step), and without a notice
   it redoes the work since that save: the later of the last change (every change saves) and
@@ -119,10 +121,15 @@ def trace_goodput(
     notice = None if notice_s is None else notice_s / speedup
     lead = None if notice is None else min(notice, max(notice - costs.trained_through_s, 0.0) + costs.notice_lead_s)
     changes = list(_job_changes(stats, speedup, lead, 0.0 if mode == RESTART_EVERYTHING else costs.node_start_s))
-    failures = 0 if notice is not None else sum(_redoes(mode, full, c) for c in changes)
+    loss_redoes = costs.loss_redoes and mode == "elastic"
+    failures = (
+        0
+        if notice is not None
+        else sum(_redoes(mode, full, c) or (loss_redoes and 0 < c.after < c.before) for c in changes)
+    )
     interval = _interval(interval_s, costs.save_cost_s, stats.span_s / speedup, failures)
     trained, stalled, redone = _walk(
-        mode, stats, changes, rate, _stalls(mode, costs, notice), interval, notice, speedup
+        mode, stats, changes, rate, _stalls(mode, costs, notice), interval, notice, speedup, loss_redoes=loss_redoes
     )
     lost = {
         "stalls": stalled,
@@ -190,10 +197,12 @@ def _walk(
     interval: float,
     notice: float | None,
     speedup: float,
+    *,
+    loss_redoes: bool = False,
 ) -> tuple[float, float, float]:
     """(trained, stalled, redone) node-seconds over the job's changes in order: between two
     changes it trains at its size once its last stall is over; a change stalls it, or stops it
-    and counts the work it redoes."""
+    and counts the work it redoes (at a loss that leaves survivors too, with `loss_redoes`)."""
     full = stats.full
     trained = stalled = redone = 0.0
     level, since, stall_until, since_save = stats.alive_at_start, 0.0, 0.0, 0.0
@@ -213,7 +222,10 @@ def _walk(
         elif _stops_then_starts(mode, full, change):
             stall_until, since_save = change.t + stalls.resume, 0.0
         elif mode != RESTART_EVERYTHING and change.after > 0:
-            stall = stalls.loss if change.after < change.before else stalls.join
+            lost = change.after < change.before
+            if lost and loss_redoes and notice is None:
+                redone += _expected_redo(since_save, interval) * speed
+            stall = stalls.loss if lost else stalls.join
             stall_until, since_save = max(stall_until, change.t + stall), 0.0
         level, since = change.after, change.t
     return trained, stalled, redone
@@ -328,7 +340,7 @@ def report_costs(report: Mapping[str, Any], base: MeasuredCosts | None = None) -
         for j in report.get("joins") or ()
         if j.get("world_before") and j.get("stall_s") and not _wiped_out_within(report, j.get("t"), j["stall_s"])
     ]
-    measured: dict[str, float] = {}
+    measured: dict[str, Any] = {}
     if recoveries:
         noticed = all(e.get("kind") == "notice" for e in evictions)
         loss_field = "elastic_notice_recovery_s" if noticed else "elastic_recovery_s"
@@ -376,6 +388,7 @@ def check_against_replay(
     mean_s = saves.get("mean_s")
     mode = str(report.get("fault_tolerance") or "elastic")
     costs = report_costs(report) if costs is None else _with_save_cost(costs, report)
+    costs = replace(costs, loss_redoes=bool(report.get("checkpoints_sharded")))
     predicted = replay_prediction(
         mode, schedule, costs, per_node, float(every_s) if every_s else None, float(mean_s) if mean_s else None
     ).ratio

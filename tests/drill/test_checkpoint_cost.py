@@ -77,3 +77,14 @@ def test_a_derived_interval_is_reported_as_the_longest_the_job_chose():
     # before any interval was chosen, the first save's distance from a start bounds the work lost
     early = analyze(events[:-2], [], target_steps=40, checkpoint_every=0, node_exit_codes={})
     assert early.checkpoint_every == 10
+
+
+def test_a_report_says_whether_its_jobs_checkpoints_were_sharded():
+    """Sharded saves (every rank's shards; no rank can save alone) mark their events: the
+    goodput model then counts a loss without notice as redoing the work since the last save."""
+    nodes = [{"t": 100.0, "event": "node_added", "node": n} for n in ("a", "b", "c")]
+    whole = analyze(nodes + _job(), [], target_steps=40, checkpoint_every=20, node_exit_codes={})
+    sharded_job = [{**e, "sharded": True} if e["event"] == "checkpoint_saved" else e for e in _job()]
+    sharded = analyze(nodes + sharded_job, [], target_steps=40, checkpoint_every=20, node_exit_codes={})
+    assert (whole.checkpoints_sharded, sharded.checkpoints_sharded) == (False, True)
+    assert sharded.to_dict()["checkpoints_sharded"] is True

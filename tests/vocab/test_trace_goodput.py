@@ -89,6 +89,18 @@ def test_work_redone_at_a_wipeout_is_only_that_since_the_last_change():
 PARTIAL = [(200.0, 1, 0), (700.0, 0, 1)]  # one of 3 lost for 500 s: 2500 node-s offered
 
 
+def test_with_sharded_checkpoints_a_loss_without_notice_redoes_the_work_since_the_last_save():
+    """No rank holds the whole state, so the survivors cannot save the step they hold: at the
+    loss at 200 s they resume from the last checkpoint (E[min(200, U x 100)] = 50 s of the 3
+    nodes' work), as at a wipeout. With a notice every rank saves first, and per-step survivors
+    train on: nothing redone."""
+    sharded = replace(COSTS, loss_redoes=True)
+    assert predicted("elastic", window(PARTIAL)).lost_node_s["redone"] == 0.0
+    assert predicted("elastic", window(PARTIAL), sharded).lost_node_s["redone"] == pytest.approx(3 * 50.0)
+    assert predicted("elastic", window(PARTIAL), sharded, notice_s=30.0).lost_node_s["redone"] == 0.0
+    assert predicted("per-step", window(PARTIAL), sharded).lost_node_s["redone"] == 0.0
+
+
 def test_partial_capacity_trains_elastic_and_not_restart_everything():
     """Elastic: the survivors' recovery (2 s of 2 nodes), the node back training 1 s after it is
     given (its start), then the join's stall (0.5 s of 3 nodes). Restart-everything: nothing
@@ -283,6 +295,17 @@ def test_costs_given_to_the_check_keep_only_the_reports_own_save_cost():
         replay_prediction("elastic", SCHEDULE, own_save, {3: 100.0, 2: 110.0}, interval_s=100.0).ratio
     )
     assert given.predicted != pytest.approx(check_against_replay(SCHEDULE, report(0.9)).predicted)
+
+
+def test_a_replay_of_sharded_checkpoints_is_modelled_redoing_its_losses():
+    """The report says its job's checkpoints were sharded (the drill saw sharded saves)."""
+    whole, sharded = report(0.9), report(0.9) | {"checkpoints_sharded": True}
+    per_node = {3: 100.0, 2: 110.0}
+    redoing = replace(report_costs(whole), loss_redoes=True)
+    assert check_against_replay(SCHEDULE, sharded).predicted == pytest.approx(
+        replay_prediction("elastic", SCHEDULE, redoing, per_node, interval_s=100.0).ratio
+    )
+    assert check_against_replay(SCHEDULE, sharded).predicted < check_against_replay(SCHEDULE, whole).predicted
 
 
 def test_a_derived_interval_is_modelled_at_its_typical_length_not_its_longest():
