@@ -92,10 +92,11 @@ def build_model(
     torch.manual_seed(seed)
     if sharded and not initialise:
         net = shards_to_fill(workload.model, device)
-        return net, sum(p.numel() for p in net.parameters())
-    net = workload.model().to(device)
-    parameters = sum(p.numel() for p in net.parameters())
-    return (shard(net, device) if sharded else net), parameters
+    else:
+        net = workload.model().to(device)
+        net = shard(net, device) if sharded else net
+    # A sharded parameter (a DTensor) counts its whole tensor, not this rank's shard.
+    return net, sum(p.numel() for p in net.parameters())
 
 
 def shards_to_fill(make: Callable[[], nn.Module], device: torch.device) -> nn.Module:
