@@ -47,6 +47,9 @@ Why:
   and exits 0. An agent that leaves so, or gives up on workers that failed with no restart
   left, counts itself in to its last round's exit barrier, where the agents whose workers
   finished would otherwise wait its 300 s for it.
+- Workers' checkpoint shards outlive them: the agent owns memory that each worker fills at a
+  checkpoint and reads back after a restart (lab.runtime.node_memory), so that a survivor of a
+  membership change loads from memory, not from storage.
 - Workers start warm: from a forkserver that imported torch once (lab.runtime.warm), not as new
   Pythons that import it on every restart. `LAB_WARM_WORKERS=0` turns it off; a
   `--no-python` entrypoint always runs as torchrun runs it.
@@ -76,6 +79,7 @@ from lab.runtime.agent_exits import (
     run_torchrun,
 )
 from lab.runtime.container_ledger import ContainerEntry, ContainerKillLoop, ContainerLedger
+from lab.runtime.node_memory import agent_memory
 from lab.runtime.process_title import set_title, where
 from lab.runtime.thread_dumps import dump_threads_on_request
 from lab.runtime.worker_failures import (
@@ -198,12 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get(ENV_AGENT_EVENTS):
         record_agent_events(os.environ[ENV_AGENT_EVENTS])
         args = with_event_log_handler(args)
-    if warm:
-        start_warm_workers()
-    try:
-        return run_torchrun(run.main, args, HANDLERS)
-    finally:
-        container_ledger.check_out(HANDLERS)
+    with agent_memory(args):
+        if warm:
+            start_warm_workers()
+        try:
+            return run_torchrun(run.main, args, HANDLERS)
+        finally:
+            container_ledger.check_out(HANDLERS)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,12 @@ its collectives must not interleave with training's). One save is in flight at a
 What reshards is what DCP reshards: the model's and the optimizer's tensors. The training's
 progress (step, data position) is saved beside them as plain values, the same on every rank.
 
+Where the agent keeps node memory (lab.runtime.node_memory), each rank's shard file is also
+teed into it as it is written, marked complete once the step commits and copied to the ring
+successor's memory; a load then takes from memory what it can (lab.runtime.memory_tier). Every
+save has a nonce, chosen by rank 0 and recorded as `.metadata`'s `save_id`: memory is used
+only for the very save that committed.
+
 `ShardedCheckpointer` puts them behind the trainer's contract (lab.runtime.checkpointer).
 """
 
@@ -35,8 +41,9 @@ import pickle
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
@@ -52,8 +59,10 @@ from torch.distributed.checkpoint.state_dict_saver import async_save as dcp_asyn
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 from torch.distributed.checkpoint.storage import WriteResult
 
+from lab.runtime import memory_tier
 from lab.runtime.checkpoint import CheckpointError
 from lab.runtime.checkpointer import Choice, PeerLost, Resumed, SaveRecord, TrainingState
+from lab.runtime.node_memory import Slot, WorkerSlots, worker_slots
 from lab.runtime.object_store import DcpFiles, LocalFiles, ObjectStore, open_store
 from lab.vocab.job import CheckpointWrites
 
@@ -93,7 +102,7 @@ class CommitLastWriter(FileSystemWriter):
     the module's docstring). On a directory, shards stream to files as DCP writes them; on an
     object store each shard is one object (lab.runtime.object_store.DcpFiles)."""
 
-    def __init__(self, store: ObjectStore, step: int) -> None:
+    def __init__(self, store: ObjectStore, step: int, nonce: str = "", slot: Slot | None = None) -> None:
         local = isinstance(store, LocalFiles)
         key = step_dir_name(step)
         super().__init__(
@@ -104,7 +113,10 @@ class CommitLastWriter(FileSystemWriter):
         )
         if not local:
             self.fs = DcpFiles(store)  # type: ignore[assignment]  # any FileSystemBase serves
-        self.store, self.key = store, key
+        self.tee = memory_tier.TeeFiles(self.fs, slot, step, nonce) if slot is not None else None
+        if self.tee is not None:
+            self.fs = self.tee  # type: ignore[assignment]
+        self.store, self.key, self.nonce = store, key, nonce or self.save_id
         self.written_bytes = 0  # by this rank: its shards (and the metadata on the coordinator)
 
     def write_data(self, plan: Any, planner: Any) -> torch.futures.Future[list[WriteResult]]:
@@ -125,6 +137,8 @@ class CommitLastWriter(FileSystemWriter):
         metadata.version = CURRENT_DCP_VERSION
         metadata.storage_data = {r.index: r.storage_data for rank_results in results for r in rank_results}
         metadata.storage_meta = self.storage_meta()
+        if metadata.storage_meta is not None:
+            metadata.storage_meta.save_id = self.nonce  # the same on every rank: memory's key
         data = pickle.dumps(metadata)
         self.store.put(f"{self.key}/{METADATA}", data)
         self.written_bytes += len(data)
@@ -255,6 +269,20 @@ class ShardedCheckpoints:
         self._pinned = torch.cuda.is_available() if pinned is None else pinned
         self._stager = self._new_stager()
         self._in_flight: _InFlight | None = None
+        self.slots = self._node_memory()
+        self._publisher: ThreadPoolExecutor | None = None
+        self.last_load: memory_tier.TierLoad | None = None
+
+    def _node_memory(self) -> WorkerSlots | None:
+        """This rank's node memory, used only when every rank has some (the load and the
+        ring copy are collectives): else None on every rank."""
+        slots = worker_slots()
+        have = torch.tensor([1 if slots is not None else 0], dtype=torch.int64)
+        dist.all_reduce(have, op=dist.ReduceOp.MIN, group=self.group)
+        if slots is not None and not int(have.item()):
+            slots.close()
+            return None
+        return slots
 
     # ------------------------------------------------------------------ loading
     def choose(self) -> tuple[int | None, list[str]]:
@@ -279,7 +307,14 @@ class ShardedCheckpoints:
             "optim": optim_state,
             "progress": dict.fromkeys(Progress.__dataclass_fields__, 0),
         }
-        dcp_load(state, storage_reader=_reader(self.store, step), process_group=self.group)
+        reader = _reader(self.store, step)
+        self.last_load = None
+        if self.slots is not None:
+            try:
+                self.last_load = memory_tier.prepare(state, reader, self.slots, step, self.group)
+            except RuntimeError as exc:  # a collective failed: a peer is gone
+                raise PeerLost(str(exc)) from exc
+        dcp_load(state, storage_reader=reader, process_group=self.group)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         return Progress.from_state(state["progress"])
 
@@ -300,12 +335,13 @@ class ShardedCheckpoints:
         stats = SaveStats(step=progress.step, reason=reason, started=started)
         self.wait()
         stats.path = step_dir_name(progress.step)
-        if self._committed_already(progress.step):
+        committed, nonce = self._committed_already(progress.step)
+        if committed:
             stats.seconds = stats.blocking_s = time.monotonic() - started
             return stats
         model_state, optim_state = get_state_dict(model, optimizer)
         state = {"model": model_state, "optim": optim_state, "progress": progress.as_state()}
-        writer = CommitLastWriter(self.store, progress.step)
+        writer = CommitLastWriter(self.store, progress.step, nonce, self.slots.own if self.slots else None)
         if blocking:
             try:
                 dcp_save(state, storage_writer=writer, process_group=self.group)
@@ -314,6 +350,7 @@ class ShardedCheckpoints:
                 raise
             finally:
                 stats.nbytes = writer.written_bytes
+            self._publish(writer)
             stats.seconds = stats.blocking_s = time.monotonic() - started
             self._prune()
             return stats
@@ -321,10 +358,32 @@ class ShardedCheckpoints:
             state, storage_writer=writer, process_group=self.group, async_stager=self._stager_for_a_save()
         )
         staging = getattr(response, "staging_completion", None)
-        upload = getattr(response, "upload_completion", response)
-        self._in_flight = _InFlight(stats, staging, cast(Future[Any], upload), writer)
+        upload = cast(Future[Any], getattr(response, "upload_completion", response))
+        if self.slots is not None:
+            if self._publisher is None:
+                self._publisher = ThreadPoolExecutor(1, thread_name_prefix="lab-checkpoint-memory")
+            upload = self._publisher.submit(self._publish_once_committed, upload, writer)
+        self._in_flight = _InFlight(stats, staging, upload, writer)
         stats.blocking_s = time.monotonic() - started
         return stats
+
+    def _publish_once_committed(self, upload: Future[Any], writer: CommitLastWriter) -> Any:
+        """The background save's end: its commit, then its bytes published to node memory."""
+        result = upload.result()  # a failed save raises here, and publishes nothing
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+        self._publish(writer)
+        return result
+
+    def _publish(self, writer: CommitLastWriter) -> None:
+        """Mark this rank's memory complete and pass it along the ring (every rank together).
+        The checkpoint is committed already: a failure here only costs memory its use."""
+        if self.slots is None:
+            return
+        try:
+            memory_tier.publish(self.slots, self.group, writer.tee.teed if writer.tee is not None else None)
+        except (RuntimeError, OSError) as exc:
+            log.warning("checkpoint of step %s kept in storage only: node memory not updated (%s)", writer.key, exc)
 
     def wait_for_staging(self) -> float:
         """Wait until the save in flight has copied the state (before the optimizer changes
@@ -373,6 +432,10 @@ class ShardedCheckpoints:
     def close(self) -> None:
         self.wait()
         self._stager.close()
+        if self._publisher is not None:
+            self._publisher.shutdown(wait=True)
+        if self.slots is not None:
+            self.slots.close()
 
     def _new_stager(self) -> DefaultStager:
         return DefaultStager(StagingOptions(self._pinned, False, True, self._pinned))
@@ -388,17 +451,19 @@ class ShardedCheckpoints:
         return self._stager
 
     # -------------------------------------------------------------- retention
-    def _committed_already(self, step: int) -> bool:
-        """Whether `step` is committed already (rank 0 looks, every rank gets its answer: ranks
-        that answered differently would part ways in the save's collectives). A directory
-        left by an interrupted save of it is removed first: every rank writes new shards."""
+    def _committed_already(self, step: int) -> tuple[bool, str]:
+        """Whether `step` is committed already, and the nonce of a new save of it (rank 0
+        decides, every rank gets its answer: ranks that answered differently would part ways
+        in the save's collectives). A directory left by an interrupted save of it is removed
+        first: every rank writes new shards."""
         answer: list[Any] = [None]
         if self.rank == 0:
-            answer[0] = self.steps.verify(step) is None
-            if not answer[0]:
+            committed = self.steps.verify(step) is None
+            if not committed:
                 self.store.delete_prefix(step_dir_name(step) + "/")
+            answer[0] = (committed, uuid.uuid4().hex)
         dist.broadcast_object_list(answer, src=dist.get_global_rank(self.group, 0), group=self.group)
-        return bool(answer[0])
+        return bool(answer[0][0]), str(answer[0][1])
 
     def _prune(self) -> None:
         """Old and interrupted steps removed (StepDirectories.prune), by rank 0 only."""
@@ -426,6 +491,8 @@ class ShardedCheckpointer:
         size (DCP reshards the model and the optimizer; the data position is global)."""
         progress = self.checkpoints.load(choice.step, model, optimizer)
         fields = {"path": choice.name, "skipped": list(choice.skipped), "world_size_saved": progress.world_size}
+        if self.checkpoints.last_load is not None:
+            fields.update(self.checkpoints.last_load.fields())
         return Resumed.at(progress, time.perf_counter() - choice.started, fields)
 
     def save(

@@ -105,6 +105,9 @@ ENV_NODE = "LAB_NODE"
 ENV_K8S_NODE = "LAB_K8S_NODE"
 # A cluster's worker pod only: where its own deletion time is read (lab.runtime.pod_deadline).
 ENV_POD_NAMESPACE = "LAB_POD_NAMESPACE"
+# The agent's memory files that keep its workers' checkpoint shards across their restarts, two
+# per local rank (lab.runtime.node_memory); `off` keeps none.
+ENV_NODE_MEMORY = "LAB_NODE_MEMORY"
 POD_FIELD_ENV = {ENV_NODE: "metadata.name", ENV_K8S_NODE: "spec.nodeName", ENV_POD_NAMESPACE: "metadata.namespace"}
 
 # The agent's environment (its workers inherit it):

@@ -2,7 +2,8 @@
 
     sharded_job.py save DIR STEPS [SAVE_EVERY]   train a GPT with AdamW, saving asynchronously
     sharded_job.py load DIR                      load the newest checkpoint at this world size
-                                                 (UNSET=1: into shards whose weights were never drawn)
+                                                 (UNSET=1: into shards whose weights were never drawn),
+                                                 saying where its bytes came from (memory, peers, storage)
     sharded_job.py verify DIR                    say why each step can or cannot be loaded
 
 Every mode prints one JSON line per rank (rank 0 first in its line's "rank" field): the step,
@@ -47,7 +48,7 @@ def main() -> None:
     mode, directory = sys.argv[1], sys.argv[2]
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(0)
+    torch.manual_seed(int(os.environ.get("SEED", "0")))  # another SEED: another model, saved alike
     if mode == "load" and os.environ.get("UNSET"):
         model = shards_to_fill(lambda: GPT(CONFIG), torch.device("cpu"))
     else:
@@ -62,6 +63,7 @@ def main() -> None:
         step, skipped = checkpoints.choose()
         progress = checkpoints.load(step, model, optimizer)
         out.update(step=progress.step, saved_world=progress.world_size, skipped=skipped)
+        out["tiers"] = checkpoints.last_load.fields() if checkpoints.last_load is not None else None
         out["model"], out["moments"] = checksums(model, optimizer)
     else:
         steps, every = int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 1

@@ -4,7 +4,6 @@ jobs run under the agent every target runs (torchrun through lab.runtime.launch)
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import signal
@@ -19,8 +18,8 @@ from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
 
 from lab.runtime.sharded_checkpoint import METADATA, StepDirectories, step_dir_name
 from tests.patience import within
-
-JOB = Path(__file__).with_name("sharded_job.py")
+from tests.runtime.sharded_runs import JOB
+from tests.runtime.sharded_runs import run_job as _run
 
 
 def _step(root: Path, step: int, shards: dict[str, int], *, metadata: bool = True, cut: int = 0) -> Path:
@@ -72,19 +71,6 @@ def test_nothing_committed_prunes_nothing(tmp_path):
     _step(tmp_path, 10, SHARDS, metadata=False)
     assert StepDirectories(tmp_path, keep=2).prune() == []
     assert StepDirectories(tmp_path).steps() == [10]
-
-
-def _run(python: str, nproc: int, *args: str, env: dict | None = None, timeout: float = 120) -> list[dict]:
-    proc = subprocess.run(
-        [python, "-m", "lab.runtime.launch", "--standalone", f"--nproc-per-node={nproc}", str(JOB), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    return sorted((x for x in lines if "world" in x), key=lambda x: x["rank"])
 
 
 @pytest.mark.timeout(240)

@@ -1,0 +1,394 @@
+"""A sharded checkpoint loaded from the nodes' memory first, storage only for what no node holds.
+
+Every node keeps, in memory its agent owns (lab.runtime.node_memory), its own shard file of the
+last committed checkpoint and a copy of its ring predecessor's. Loading a step:
+1. each rank works out which byte ranges of which shard files its new shards need (DCP's own
+   load planner on the step's `.metadata`: this is where a 3 -> 2 reshard is decided);
+2. the ranks share what they need and what their memory holds for that step (its nonce, DCP's
+   `save_id` in `.metadata`, must match: a slot from a save that never committed, or from an
+   earlier save of the same step, is refused);
+3. every rank computes the same assignment: ranges its own memory holds are read in place, ranges
+   another rank holds are sent by that rank (gloo, point to point), the rest come from storage;
+4. DCP then loads as always, through a reader whose files are those ranges where memory gave them.
+
+The exchange is exact or nothing: a range comes whole from one copy of one save. Storage is read
+only when no node holds a file (two neighbours lost at once, a wipeout, the first start).
+
+Saving (`publish`): once a step is committed, each rank marks its own slot complete (its bytes were
+teed into it as DCP wrote the file) and sends it to its ring successor's peer slot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+from torch.distributed.checkpoint.filesystem import FileSystemBase, FileSystemReader
+from torch.distributed.checkpoint.metadata import Metadata
+
+from lab.runtime.node_memory import COMPLETE, EMPTY, WRITING, Slot, SlotHeader, TeeStream, WorkerSlots
+
+log = logging.getLogger(__name__)
+
+Ranges = list[tuple[int, int]]  # [start, end) byte ranges of one file, sorted and merged
+_STATE_NAMES = {EMPTY: "empty", WRITING: "being written", COMPLETE: "complete"}
+_HEADER_WIRE = 1024  # a slot header on the wire, padded
+
+
+def needed_ranges(state: dict[str, Any], metadata: Metadata) -> dict[str, Ranges]:
+    """Which byte ranges of which saved files this rank's `state` reads (DCP's load plan)."""
+    planner = DefaultLoadPlanner()
+    planner.set_up_planner(state, metadata, is_coordinator=False)
+    plan = planner.create_local_plan()
+    storage = metadata.storage_data or {}
+    ranges: dict[str, Ranges] = {}
+    for item in plan.items:
+        info = storage[item.storage_index]
+        ranges.setdefault(info.relative_path, []).append((info.offset, info.offset + info.length))
+    return {name: merge(spans) for name, spans in ranges.items()}
+
+
+def merge(spans: Ranges) -> Ranges:
+    merged: Ranges = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def span_bytes(spans: Ranges) -> int:
+    return sum(end - start for start, end in spans)
+
+
+@dataclass(frozen=True)
+class Holding:
+    """A file of the step being loaded that a rank's memory holds whole."""
+
+    file: str
+    kind: str  # "own" or "peer"
+    length: int
+
+
+def holdings(slots: WorkerSlots, step: int, nonce: str) -> tuple[list[Holding], list[str]]:
+    """What this rank's slots hold of step `step` saved under `nonce`, and why any slot that
+    holds something else is refused."""
+    held: list[Holding] = []
+    refused: list[str] = []
+    for slot in (slots.own, slots.peer):
+        header = slot.header()
+        if header is None or header.state == EMPTY:
+            continue
+        if header.holds(step, nonce):
+            held.append(Holding(header.file, slot.kind, header.length))
+        elif header.step == step or header.state == WRITING:
+            why = "another save of it" if header.state == COMPLETE else _STATE_NAMES[header.state]
+            refused.append(f"{slot.kind} slot: step {header.step} {why}")
+    return held, refused
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """Ranges of `file` that rank `source` sends to rank `target` from its `kind` slot."""
+
+    source: int
+    target: int
+    file: str
+    kind: str
+    spans: tuple[tuple[int, int], ...]
+
+
+@dataclass
+class Assignment:
+    """Where every rank's ranges come from; computed the same on every rank."""
+
+    local: dict[int, dict[str, str]] = field(default_factory=dict)  # rank -> file -> slot kind
+    transfers: list[Transfer] = field(default_factory=list)
+    storage: dict[int, list[str]] = field(default_factory=dict)  # rank -> files read from storage
+    memory_bytes: int = 0
+    peer_bytes: int = 0
+    storage_bytes: int = 0
+
+
+def assign(needs: list[dict[str, Ranges]], held: list[list[Holding]]) -> Assignment:
+    """Each rank's ranges from its own memory, else from the lowest rank that holds the file
+    in its own slot, else in a peer slot, else from storage."""
+    out = Assignment()
+    holders: dict[str, list[tuple[int, int, str, int]]] = {}
+    for rank, items in enumerate(held):
+        for h in items:
+            holders.setdefault(h.file, []).append((0 if h.kind == "own" else 1, rank, h.kind, h.length))
+    for file_holders in holders.values():
+        file_holders.sort()
+    for rank, need in enumerate(needs):
+        for file, spans in sorted(need.items()):
+            nbytes = span_bytes(spans)
+            candidates = [c for c in holders.get(file, []) if spans[-1][1] <= c[3]]
+            mine = [c for c in candidates if c[1] == rank]
+            if mine:
+                out.local.setdefault(rank, {})[file] = mine[0][2]
+                out.memory_bytes += nbytes
+            elif candidates:
+                _, source, kind, _ = candidates[0]
+                out.transfers.append(Transfer(source, rank, file, kind, tuple(spans)))
+                out.peer_bytes += nbytes
+            else:
+                out.storage.setdefault(rank, []).append(file)
+                out.storage_bytes += nbytes
+    return out
+
+
+class SparseFile(io.RawIOBase):
+    """A read stream over some ranges of a file (in memory); reading outside them fails."""
+
+    def __init__(self, name: str, pieces: list[tuple[int, memoryview]]) -> None:
+        super().__init__()
+        self.name_ = name
+        self.pieces = sorted(pieces, key=lambda p: p[0])
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET, /) -> int:
+        if whence == os.SEEK_SET:
+            self.position = offset
+        elif whence == os.SEEK_CUR:
+            self.position += offset
+        else:
+            start, view = self.pieces[-1]
+            self.position = start + len(view) + offset
+        return self.position
+
+    def tell(self) -> int:
+        return self.position
+
+    def readinto(self, buffer: Any) -> int:
+        target = memoryview(buffer).cast("B")
+        for start, view in self.pieces:
+            if start <= self.position < start + len(view):
+                chunk = view[self.position - start : self.position - start + len(target)]
+                target[: len(chunk)] = chunk
+                self.position += len(chunk)
+                return len(chunk)
+        last_start, last = self.pieces[-1] if self.pieces else (0, memoryview(b""))
+        if target.nbytes == 0 or self.position >= last_start + len(last):
+            return 0  # the end of what is held
+        raise OSError(f"{self.name_}: byte {self.position} is not among the ranges held in memory")
+
+
+class _Wrapped(FileSystemBase):
+    """DCP's file interface, passed on to `inner` (the store's own)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    @contextlib.contextmanager
+    def create_stream(self, path: str | os.PathLike[str], mode: str) -> Iterator[io.IOBase]:
+        with self.inner.create_stream(path, mode) as stream:
+            yield stream
+
+    def concat_path(self, path: str | os.PathLike[str], suffix: str) -> str | os.PathLike[str]:
+        return self.inner.concat_path(path, suffix)  # type: ignore[no-any-return]
+
+    def rename(self, path: str | os.PathLike[str], new_path: str | os.PathLike[str]) -> None:
+        self.inner.rename(path, new_path)
+
+    def init_path(self, path: str | os.PathLike[str]) -> str | os.PathLike[str]:
+        return self.inner.init_path(path)  # type: ignore[no-any-return]
+
+    def mkdir(self, path: str | os.PathLike[str]) -> None:
+        self.inner.mkdir(path)
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
+        return True
+
+    def exists(self, path: str | os.PathLike[str]) -> bool:
+        return self.inner.exists(path)  # type: ignore[no-any-return]
+
+    def rm_file(self, path: str | os.PathLike[str]) -> None:
+        self.inner.rm_file(path)
+
+
+class TieredFiles(_Wrapped):
+    """Reading: files that memory gave are read from there, the rest from storage."""
+
+    def __init__(self, inner: Any, served: dict[str, list[tuple[int, memoryview]]]) -> None:
+        super().__init__(inner)
+        self.served = served
+
+    @contextlib.contextmanager
+    def create_stream(self, path: str | os.PathLike[str], mode: str) -> Iterator[io.IOBase]:
+        name = os.path.basename(str(path))
+        if "r" in mode and name in self.served:
+            yield SparseFile(name, self.served[name])
+            return
+        with self.inner.create_stream(path, mode) as stream:
+            yield stream
+
+
+class TeeFiles(_Wrapped):
+    """Writing: the rank's shard file goes to storage and, byte for byte, into its own slot
+    (marked as being written until `publish` marks it complete). A rank that writes more than
+    one file keeps none in memory."""
+
+    def __init__(self, inner: Any, slot: Slot, step: int, nonce: str) -> None:
+        super().__init__(inner)
+        self.slot, self.step, self.nonce = slot, step, nonce
+        self.files = 0
+        self.teed: SlotHeader | None = None
+
+    @contextlib.contextmanager
+    def create_stream(self, path: str | os.PathLike[str], mode: str) -> Iterator[io.IOBase]:
+        name = os.path.basename(str(path))
+        if "w" not in mode:
+            with self.inner.create_stream(path, mode) as stream:
+                yield stream
+            return
+        self.files += 1
+        self.teed = None
+        self.slot.begin(self.step, self.nonce, name)
+        with self.inner.create_stream(path, mode) as stream:
+            tee = TeeStream(stream, self.slot)
+            yield tee
+        if self.files == 1:
+            self.teed = SlotHeader(COMPLETE, self.step, self.nonce, name, tee.position)
+
+
+@dataclass
+class TierLoad:
+    """Where one load's bytes came from, summed over every rank."""
+
+    memory_bytes: int = 0  # read in place from a rank's own node memory
+    peer_bytes: int = 0  # sent by another rank from its node memory
+    storage_bytes: int = 0
+    refused: list[str] = field(default_factory=list)  # memory slots not used, and why
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "from_memory": self.memory_bytes,
+            "from_peers": self.peer_bytes,
+            "from_storage": self.storage_bytes,
+            **({"memory_refused": self.refused} if self.refused else {}),
+        }
+
+
+def _views(slot: Slot, length: int, spans: Ranges | tuple[tuple[int, int], ...]) -> list[tuple[int, memoryview]]:
+    data = slot.data(length)
+    return [(start, data[start:end]) for start, end in spans]
+
+
+def prepare(
+    state: dict[str, Any], reader: FileSystemReader, slots: WorkerSlots | None, step: int, group: dist.ProcessGroup
+) -> TierLoad:
+    """Called by every rank before DCP loads `step` through `reader`: fetch what memory holds
+    and point the reader at it. Without slots this rank holds nothing but still takes part."""
+    metadata = reader.read_metadata()
+    meta = getattr(metadata, "storage_meta", None)
+    nonce = str(getattr(meta, "save_id", "") or "")
+    need = needed_ranges(state, metadata)
+    held, refused = holdings(slots, step, nonce) if slots is not None and nonce else ([], [])
+    shared: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(shared, (need, held, refused), group=group)
+    me = dist.get_rank(group)
+    plan = assign([s[0] for s in shared], [s[1] for s in shared])
+    load = TierLoad(plan.memory_bytes, plan.peer_bytes, plan.storage_bytes)
+    load.refused = [f"rank {r} {why}" for r, s in enumerate(shared) for why in s[2]]
+    served: dict[str, list[tuple[int, memoryview]]] = {}
+    by_kind = {"own": slots.own, "peer": slots.peer} if slots is not None else {}
+    lengths = {h.file: h.length for h in held}
+    for file, kind in plan.local.get(me, {}).items():
+        served[file] = _views(by_kind[kind], lengths[file], need[file])
+    _exchange(plan.transfers, me, group, by_kind, lengths, served)
+    reader.fs = TieredFiles(reader.fs, served)  # type: ignore[assignment]  # any FileSystemBase serves
+    return load
+
+
+def _exchange(
+    transfers: list[Transfer],
+    me: int,
+    group: dist.ProcessGroup,
+    by_kind: dict[str, Slot],
+    lengths: dict[str, int],
+    served: dict[str, list[tuple[int, memoryview]]],
+) -> None:
+    """Send and receive every transfer this rank is part of, all at once (one tag each)."""
+    works = []
+    for tag, t in enumerate(transfers):
+        if t.source == me:
+            for _, view in _views(by_kind[t.kind], lengths[t.file], t.spans):
+                works.append(
+                    dist.isend(torch.frombuffer(view, dtype=torch.uint8), group=group, group_dst=t.target, tag=tag)
+                )
+        elif t.target == me:
+            for start, end in t.spans:
+                buffer = bytearray(end - start)
+                works.append(
+                    dist.irecv(torch.frombuffer(buffer, dtype=torch.uint8), group=group, group_src=t.source, tag=tag)
+                )
+                served.setdefault(t.file, []).append((start, memoryview(buffer)))
+    _wait_all(works)
+
+
+def publish(slots: WorkerSlots, group: dist.ProcessGroup, header: SlotHeader | None) -> None:
+    """After a step committed, called by every rank: mark the own slot complete (`header`:
+    what it holds; None when this rank's save did not fill it) and copy it into the ring
+    successor's peer slot."""
+    slots.own.mark(header if header is not None else SlotHeader(EMPTY, -1, "", "", 0))
+    size, me = dist.get_world_size(group), dist.get_rank(group)
+    if size == 1:
+        return
+    slots.peer.begin(-1, "", "")
+    try:
+        theirs = _pass_along(slots, group, header, (me + 1) % size, (me - 1) % size)
+    finally:
+        slots.own.release()
+        slots.peer.release()
+    complete = theirs is not None and theirs.state == COMPLETE
+    slots.peer.mark(theirs if theirs is not None and complete else SlotHeader(EMPTY, -1, "", "", 0))
+
+
+def _pass_along(
+    slots: WorkerSlots, group: dist.ProcessGroup, header: SlotHeader | None, successor: int, predecessor: int
+) -> SlotHeader | None:
+    """Send the own slot to `successor` and receive `predecessor`'s into the peer slot: the
+    headers first, then the bytes. The predecessor's header, once its bytes are in."""
+    outgoing = torch.zeros(_HEADER_WIRE, dtype=torch.uint8)
+    if header is not None:
+        encoded = header.encode()
+        outgoing[: len(encoded)] = torch.frombuffer(bytearray(encoded), dtype=torch.uint8)
+    incoming = torch.zeros(_HEADER_WIRE, dtype=torch.uint8)
+    _wait_all(
+        [
+            dist.isend(outgoing, group=group, group_dst=successor),
+            dist.irecv(incoming, group=group, group_src=predecessor),
+        ]
+    )
+    theirs = SlotHeader.decode(bytes(incoming.tolist()))
+    works = []
+    if header is not None and header.length:
+        source = torch.frombuffer(slots.own.data(header.length), dtype=torch.uint8)
+        works.append(dist.isend(source, group=group, group_dst=successor))
+    if theirs is not None and theirs.state == COMPLETE and theirs.length:
+        target = torch.frombuffer(slots.peer.data(theirs.length, resize=True), dtype=torch.uint8)
+        works.append(dist.irecv(target, group=group, group_src=predecessor))
+    _wait_all(works)
+    return theirs
+
+
+def _wait_all(works: list[Any]) -> None:
+    for work in works:
+        work.wait()
