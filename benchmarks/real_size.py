@@ -8,7 +8,8 @@ Per size it measures, from the drills' events:
   save's whole cost to training: what it blocked plus what it slowed the steps it overlapped;
 - an elastic hard kill: recovery split into detect (the survivors see the loss), rendezvous
   (their workers stop and the agents form the new round), worker start -> model built, state
-  loaded (resharded), first step; steps lost;
+  loaded (resharded), first step; where the state came from (the survivors' own memory, other
+  nodes' memory, storage); steps lost;
 - an elastic notice: the emergency save's seconds and the steps lost;
 - a per-step (TorchFT) hard kill with a group added back: the survivors' stall, the heal's
   seconds and bytes, the join;
@@ -182,6 +183,8 @@ def measure(model: str, root: Path, baselines: int) -> dict[str, Any]:
     out["parameters"] = built["parameters"] if built else None
     out["passed"] = {"elastic hard": hard.passed}
     out["recovery"] = recovery_parts(hard, hard_events)
+    # Where the survivors' state came from (bytes: own memory, other nodes' memory, storage).
+    out["state_from"] = hard.evictions[0].state_from if hard.evictions else None
     out["checkpoints"] = checkpoint_costs(hard_events, SIZES[model].every)
     out["convergence"] = {"elastic": hard.convergence}
     notice, notice_events = drill(model, "elastic", "notice", root, 0)
@@ -214,6 +217,13 @@ def _fmt(v: Any, unit: str = "", digits: int = 2) -> str:
     return f"{v}{unit}"
 
 
+def _state_from(r: dict[str, Any]) -> str:
+    where = r.get("state_from")
+    if not where:
+        return "-"
+    return " / ".join(_fmt(where[k] / 1e6, " MB", 1) for k in ("memory", "peers", "storage"))
+
+
 def table(results: list[dict[str, Any]]) -> str:
     rows = [
         ("parameters", lambda r: _fmt(r["parameters"])),
@@ -238,6 +248,7 @@ def table(results: list[dict[str, Any]]) -> str:
             (f"elastic recovery: {part}", lambda r, part=part: _fmt(r["recovery"][part], " s"))
             for part in ("detect", "rendezvous", "model build", "state load", "first step", "total")
         ),
+        ("elastic recovery: state from memory / peers / storage", _state_from),
         ("per-step: survivors' stall", lambda r: _fmt(r["per_step"]["survivors_stall_s"], " s")),
         (
             "per-step: heal (bytes)",

@@ -188,6 +188,7 @@ def _elastic_eviction(run: Timeline, e: Record) -> Eviction:
     if next_round:
         ev.last_step_before, ev.lost_steps = run.lost_for_round(next_round)
         ev.resumed_from = next_round["step"]
+        _state_sources(run, next_round["t"], ev)
         s = run.first_step_after(next_round["t"])
         if s:
             ev.recovery_s = s["t"] - e["t"]
@@ -196,6 +197,15 @@ def _elastic_eviction(run: Timeline, e: Record) -> Eviction:
         _notice_figures(run, e, ev)
     _cluster_figures(run, e, ev)
     return ev
+
+
+def _state_sources(run: Timeline, since: float, ev: Eviction) -> None:
+    """Where the resume's state came from, where the load says (node memory kept)."""
+    loaded = run.first(Event.CHECKPOINT_LOADED, since)
+    if loaded is None or "from_storage" not in loaded:
+        return
+    ev.state_from = {k: int(loaded.get(f"from_{k}") or 0) for k in ("memory", "peers", "storage")}
+    ev.memory_refused = list(loaded.get("memory_refused") or []) or None
 
 
 def _agents_figures(run: Timeline, e: Record, ev: Eviction) -> None:

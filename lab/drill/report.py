@@ -54,6 +54,10 @@ class Eviction:
     discarded_steps: int | None = None
     # Why the node went, when not a spot reclaim: "scale-in" (the job was made smaller).
     cause: str | None = None
+    # Elastic, sharded checkpoints with node memory: the resume's bytes from the ranks' own
+    # memory, from other ranks' memory and from storage; the memory slots refused and why.
+    state_from: dict[str, int] | None = None
+    memory_refused: list[str] | None = None
 
 
 @dataclass
@@ -244,6 +248,7 @@ class DrillReport:
         lines += self._recovery_lines(ev) + _on_the_way_back(ev)
         if ev.restarted_s is not None and not self.emits_events:
             lines.append(f"    recovery: {ev.restarted_s:.2f} s to workers running again at the new world size")
+        lines += _state_lines(ev)
         if ev.lost_steps is not None and self.fault_tolerance != "per-step":
             lines.append(
                 f"    lost work: {ev.lost_steps} step(s) (last step {ev.last_step_before},"
@@ -334,6 +339,19 @@ def _scaling_line(sc: Scaling, t0: float) -> str:
         else "NEVER trained at that size"
     )
     return f"  scaled {sc.from_nodes} -> {sc.to_nodes} node(s) at {sc.t - t0:.1f} s: {reached}"
+
+
+def _state_lines(ev: Eviction) -> list[str]:
+    """Where the resumed state came from: node memory, other nodes' memory, storage."""
+    if ev.state_from is None:
+        return []
+    mb = {k: v / 1e6 for k, v in ev.state_from.items()}
+    lines = [
+        f"    state: {mb['memory']:.1f} MB from the survivors' own memory, {mb['peers']:.1f} MB from"
+        f" other nodes' memory, {mb['storage']:.1f} MB from storage"
+    ]
+    lines += [f"    memory refused: {why}" for why in ev.memory_refused or []]
+    return lines
 
 
 def _on_the_way_back(ev: Eviction) -> list[str]:

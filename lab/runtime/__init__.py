@@ -20,6 +20,8 @@ python-etcd and the kubernetes client, beside the vocabulary (lab.vocab).
   checkpoint.py      whole checkpoints that survive a kill at any moment
   sharded_checkpoint.py   sharded, asynchronous checkpoints that reshard (torch DCP)
   object_store.py    where sharded checkpoints live: a directory, or an object store (S3, Blob)
+  node_memory.py     the agent's memory that keeps its workers' shards across their restarts
+  memory_tier.py     a sharded checkpoint loaded from the nodes' memory, storage only for the rest
   snapshot.py        the training state a checkpoint holds, one type for both modes
   checkpoint_pacer.py, job_history.py   the derived checkpoint interval: when to save next,
                      from what the job has lived through

@@ -104,9 +104,24 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.FRESH: frozenset({"step", "world_size", "lr", "restarts", "rng", "replica"}),
     Event.RESUME: frozenset({"step", "world_size", "lr", "restarts", "rng", "replica"}),
     Event.MODEL_BUILT: frozenset({"model", "parameters", "parallel", "seconds", "replica"}),
-    # world_size_saved: the world size of a sharded checkpoint, resharded to this one.
+    # world_size_saved: the world size of a sharded checkpoint, resharded to this one. Where node
+    # memory is kept (lab.runtime.memory_tier), the bytes every rank together read from its own
+    # memory, from other ranks' memory and from storage, and the memory slots refused and why.
     Event.CHECKPOINT_LOADED: frozenset(
-        {"step", "epoch", "position", "seconds", "path", "skipped", "world_size_saved", "replica"}
+        {
+            "step",
+            "epoch",
+            "position",
+            "seconds",
+            "path",
+            "skipped",
+            "world_size_saved",
+            "replica",
+            "from_memory",
+            "from_peers",
+            "from_storage",
+            "memory_refused",
+        }
     ),
     # sharded: every rank wrote its shards (bytes: rank 0's); else one rank wrote the whole state.
     Event.CHECKPOINT_SAVED: frozenset(
