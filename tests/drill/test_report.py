@@ -506,3 +506,40 @@ def test_a_replay_draws_the_capacity_offered_behind_the_world_size(tmp_path, mon
     assert "capacity offered (nodes)" in labels
     assert "trace replay" in fig._suptitle.get_text()
     plt.close(fig)
+
+
+def test_a_resume_says_where_its_state_came_from_and_which_memory_was_refused():
+    base = {"world_size": 3, "loss": 1.0}
+    loaded = {
+        "t": 3.0,
+        "event": "checkpoint_loaded",
+        "step": 10,
+        "node": "a",
+        "from_memory": 40_000_000,
+        "from_peers": 20_500_000,
+        "from_storage": 0,
+        "memory_refused": ["rank 1 peer slot: step 10 being written"],
+    }
+    recorded = [
+        *({"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": n} for n in "abc"),
+        *({"t": 1.0 + i / 10, "event": "step", "step": i, **base} for i in range(1, 11)),
+        {"t": 2.05, "event": "evict", "node": "c", "kind": "hard"},
+        {"t": 2.9, "event": "resume", "step": 10, "round": 2, "node": "a"},
+        loaded,
+        {"t": 3.5, "event": "step", "step": 11, "world_size": 2, "loss": 0.9},
+        {"t": 4.0, "event": "exit", "reason": "done", "node": "a", "step": 11},
+    ]
+    report = analyze(recorded, [], target_steps=11, checkpoint_every=10, node_exit_codes={"a": 0, "b": 0, "c": -9})
+    (ev,) = report.evictions
+    assert ev.state_from == {"memory": 40_000_000, "peers": 20_500_000, "storage": 0}
+    summary = report.summary()
+    assert (
+        "state: 40.0 MB from the survivors' own memory, 20.5 MB from other nodes' memory, 0.0 MB from storage"
+        in summary
+    )
+    assert "memory refused: rank 1 peer slot: step 10 being written" in summary
+    # Without node memory the load says nothing of it, and neither does the report.
+    for key in ("from_memory", "from_peers", "from_storage", "memory_refused"):
+        del loaded[key]
+    report = analyze(recorded, [], target_steps=11, checkpoint_every=10, node_exit_codes={"a": 0, "b": 0, "c": -9})
+    assert report.evictions[0].state_from is None and "state:" not in report.summary()

@@ -91,6 +91,31 @@ def test_a_steps_collective_timeout_follows_the_slowest_recent_collective():
     assert derived_collective_timeout(recent, heal) == timedelta(seconds=0.5)
 
 
+def test_the_heal_transport_lets_go_of_the_state_it_served_once_the_step_is_over():
+    """TorchFT's transport would keep the copy it served (the whole state) until its next heal."""
+    from datetime import timedelta
+
+    import torch
+
+    from lab.runtime.per_step_torchft import heal_transport
+
+    timeout = timedelta(seconds=within(10))
+    transport = heal_transport("127.0.0.1", timeout)
+    try:
+        state = {"w": torch.arange(6.0), "step": 3}
+        transport.send_checkpoint([1], step=3, state_dict=state, timeout=timeout)
+        healed = transport.recv_checkpoint(src_rank=0, metadata=transport.metadata(), step=3, timeout=timeout)
+        assert torch.equal(healed["w"], state["w"]) and healed["step"] == 3
+        assert transport._state_dict is not None  # held while the step that heals from it runs
+        transport.disallow_checkpoint()  # the step committed
+        assert transport._state_dict is None and transport._chunks is None
+        transport.send_checkpoint([1], step=4, state_dict={"w": torch.ones(2)}, timeout=timeout)  # the next heal
+        healed = transport.recv_checkpoint(src_rank=0, metadata=transport.metadata(), step=4, timeout=timeout)
+        assert torch.equal(healed["w"], torch.ones(2))
+    finally:
+        transport.shutdown()
+
+
 def _two_nodes(workdir, fault_tolerance: str, model: str = "tiny", nproc: int = 1) -> list[dict]:
     """The events of a job of two nodes from start to end, nothing evicted."""
     spec = JobSpec(
