@@ -15,7 +15,8 @@ The exchange is exact or nothing: a range comes whole from one copy of one save.
 only when no node holds a file (two neighbours lost at once, a wipeout, the first start).
 
 Saving (`publish`): once a step is committed, each rank marks its own slot complete (its bytes were
-teed into it as DCP wrote the file) and sends it to its ring successor's peer slot.
+teed into it as DCP wrote the file) and sends it to its ring successor's peer slot: the same local
+rank of the next node, so that no node holds the only copies of its own shards.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import contextlib
 import io
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -349,16 +350,28 @@ def publish(slots: WorkerSlots, group: dist.ProcessGroup, header: SlotHeader | N
     successor's peer slot."""
     slots.own.mark(header if header is not None else SlotHeader(EMPTY, -1, "", "", 0))
     size, me = dist.get_world_size(group), dist.get_rank(group)
-    if size == 1:
+    hop = ring_hop(size)
+    if hop == 0:
         return
     slots.peer.begin(-1, "", "")
     try:
-        theirs = _pass_along(slots, group, header, (me + 1) % size, (me - 1) % size)
+        theirs = _pass_along(slots, group, header, (me + hop) % size, (me - hop) % size)
     finally:
         slots.own.release()
         slots.peer.release()
     complete = theirs is not None and theirs.state == COMPLETE
     slots.peer.mark(theirs if theirs is not None and complete else SlotHeader(EMPTY, -1, "", "", 0))
+
+
+def ring_hop(size: int, environ: Mapping[str, str] | None = None) -> int:
+    """How far along the ranks a rank's copy goes: to the same local rank of the next node
+    (torchrun numbers a node's workers one after the other), so that a node lost takes no copy
+    of its own shards with it; 0 when there is no other node to hold one."""
+    env = os.environ if environ is None else environ
+    per_node = int(env.get("LOCAL_WORLD_SIZE", "1") or 1)
+    if per_node < 1 or size % per_node:
+        per_node = 1
+    return per_node if size > per_node else 0
 
 
 def _pass_along(
