@@ -188,8 +188,8 @@ def _elastic_eviction(run: Timeline, e: Record) -> Eviction:
     if next_round:
         ev.last_step_before, ev.lost_steps = run.lost_for_round(next_round)
         ev.resumed_from = next_round["step"]
-        _state_sources(run, next_round["t"], ev)
         s = run.first_step_after(next_round["t"])
+        _state_sources(run, e["t"], s["t"] if s else next_round["t"], ev)
         if s:
             ev.recovery_s = s["t"] - e["t"]
             ev.world_after = s["world_size"]
@@ -199,10 +199,12 @@ def _elastic_eviction(run: Timeline, e: Record) -> Eviction:
     return ev
 
 
-def _state_sources(run: Timeline, since: float, ev: Eviction) -> None:
-    """Where the resume's state came from, where the load says (node memory kept)."""
+def _state_sources(run: Timeline, since: float, until: float, ev: Eviction) -> None:
+    """Where the resume's state came from, where its load says (node memory kept): the load
+    between the eviction and the first step after it (a worker records its load before it
+    resumes, so before the round's first resume event)."""
     loaded = run.first(Event.CHECKPOINT_LOADED, since)
-    if loaded is None or "from_storage" not in loaded:
+    if loaded is None or loaded["t"] > until or "from_storage" not in loaded:
         return
     ev.state_from = {k: int(loaded.get(f"from_{k}") or 0) for k in ("memory", "peers", "storage")}
     ev.memory_refused = list(loaded.get("memory_refused") or []) or None

@@ -25,7 +25,7 @@ import contextlib
 import io
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,7 @@ from lab.runtime.node_memory import COMPLETE, EMPTY, WRITING, Slot, SlotHeader, 
 log = logging.getLogger(__name__)
 
 Ranges = list[tuple[int, int]]  # [start, end) byte ranges of one file, sorted and merged
+Served = tuple[int, list[tuple[int, memoryview]]]  # a file's length, and the ranges held of it
 _STATE_NAMES = {EMPTY: "empty", WRITING: "being written", COMPLETE: "complete"}
 _HEADER_WIRE = 1024  # a slot header on the wire, padded
 
@@ -106,6 +107,7 @@ class Transfer:
     file: str
     kind: str
     spans: tuple[tuple[int, int], ...]
+    length: int  # the whole file's
 
 
 @dataclass
@@ -121,9 +123,11 @@ class Assignment:
 
 
 def assign(needs: list[dict[str, Ranges]], held: list[list[Holding]]) -> Assignment:
-    """Each rank's ranges from its own memory, else from the lowest rank that holds the file
-    in its own slot, else in a peer slot, else from storage."""
+    """Each rank's ranges from its own memory, else from a rank that holds the file in its own
+    slot, else in a peer slot (among those, the one that sends least so far, then the lowest),
+    else from storage."""
     out = Assignment()
+    sending: dict[int, int] = {}
     holders: dict[str, list[tuple[int, int, str, int]]] = {}
     for rank, items in enumerate(held):
         for h in items:
@@ -139,8 +143,9 @@ def assign(needs: list[dict[str, Ranges]], held: list[list[Holding]]) -> Assignm
                 out.local.setdefault(rank, {})[file] = mine[0][2]
                 out.memory_bytes += nbytes
             elif candidates:
-                _, source, kind, _ = candidates[0]
-                out.transfers.append(Transfer(source, rank, file, kind, tuple(spans)))
+                _, source, kind, length = min(candidates, key=lambda c: (c[0], sending.get(c[1], 0), c[1]))
+                sending[source] = sending.get(source, 0) + nbytes
+                out.transfers.append(Transfer(source, rank, file, kind, tuple(spans), length))
                 out.peer_bytes += nbytes
             else:
                 out.storage.setdefault(rank, []).append(file)
@@ -149,12 +154,14 @@ def assign(needs: list[dict[str, Ranges]], held: list[list[Holding]]) -> Assignm
 
 
 class SparseFile(io.RawIOBase):
-    """A read stream over some ranges of a file (in memory); reading outside them fails."""
+    """A read stream over some ranges of a file of `length` bytes (in memory): reading outside
+    them fails, but at the file's end."""
 
-    def __init__(self, name: str, pieces: list[tuple[int, memoryview]]) -> None:
+    def __init__(self, name: str, pieces: list[tuple[int, memoryview]], length: int) -> None:
         super().__init__()
         self.name_ = name
         self.pieces = sorted(pieces, key=lambda p: p[0])
+        self.length = length
         self.position = 0
 
     def readable(self) -> bool:
@@ -169,8 +176,7 @@ class SparseFile(io.RawIOBase):
         elif whence == os.SEEK_CUR:
             self.position += offset
         else:
-            start, view = self.pieces[-1]
-            self.position = start + len(view) + offset
+            self.position = self.length + offset
         return self.position
 
     def tell(self) -> int:
@@ -184,9 +190,8 @@ class SparseFile(io.RawIOBase):
                 target[: len(chunk)] = chunk
                 self.position += len(chunk)
                 return len(chunk)
-        last_start, last = self.pieces[-1] if self.pieces else (0, memoryview(b""))
-        if target.nbytes == 0 or self.position >= last_start + len(last):
-            return 0  # the end of what is held
+        if target.nbytes == 0 or self.position >= self.length:
+            return 0  # the file's end
         raise OSError(f"{self.name_}: byte {self.position} is not among the ranges held in memory")
 
 
@@ -227,7 +232,7 @@ class _Wrapped(FileSystemBase):
 class TieredFiles(_Wrapped):
     """Reading: files that memory gave are read from there, the rest from storage."""
 
-    def __init__(self, inner: Any, served: dict[str, list[tuple[int, memoryview]]]) -> None:
+    def __init__(self, inner: Any, served: dict[str, Served]) -> None:
         super().__init__(inner)
         self.served = served
 
@@ -235,7 +240,8 @@ class TieredFiles(_Wrapped):
     def create_stream(self, path: str | os.PathLike[str], mode: str) -> Iterator[io.IOBase]:
         name = os.path.basename(str(path))
         if "r" in mode and name in self.served:
-            yield SparseFile(name, self.served[name])
+            length, pieces = self.served[name]
+            yield SparseFile(name, pieces, length)
             return
         with self.inner.create_stream(path, mode) as stream:
             yield stream
@@ -265,7 +271,7 @@ class TeeFiles(_Wrapped):
         with self.inner.create_stream(path, mode) as stream:
             tee = TeeStream(stream, self.slot)
             yield tee
-        if self.files == 1:
+        if self.files == 1 and not tee.broken:
             self.teed = SlotHeader(COMPLETE, self.step, self.nonce, name, tee.position)
 
 
@@ -292,114 +298,185 @@ def _views(slot: Slot, length: int, spans: Ranges | tuple[tuple[int, int], ...])
     return [(start, data[start:end]) for start, end in spans]
 
 
+# What can go wrong with memory on one rank alone (a slot gone, memory short): that rank's part
+# is read from storage instead, and the others learn it before anything is sent.
+_LOCAL_FAILURES = (OSError, ValueError, BufferError, MemoryError)
+
+
 def prepare(
     state: dict[str, Any], reader: FileSystemReader, slots: WorkerSlots | None, step: int, group: dist.ProcessGroup
 ) -> TierLoad:
     """Called by every rank before DCP loads `step` through `reader`: fetch what memory holds
-    and point the reader at it. Without slots this rank holds nothing but still takes part."""
-    metadata = reader.read_metadata()
-    meta = getattr(metadata, "storage_meta", None)
-    nonce = str(getattr(meta, "save_id", "") or "")
-    need = needed_ranges(state, metadata)
-    held, refused = holdings(slots, step, nonce) if slots is not None and nonce else ([], [])
+    and point the reader at it. Without slots this rank holds nothing but still takes part.
+    Memory is a shortcut: where a rank cannot plan or map its part, every rank learns it before
+    anything is sent, and what memory would have given is read from storage."""
+    mine: tuple[dict[str, Ranges], list[Holding], list[str]] | str
+    try:
+        metadata = reader.read_metadata()
+        nonce = str(getattr(getattr(metadata, "storage_meta", None), "save_id", "") or "")
+        need = needed_ranges(state, metadata)
+        held, refused = holdings(slots, step, nonce) if slots is not None and nonce else ([], [])
+        mine = (need, held, refused)
+    except Exception as exc:  # noqa: BLE001 - DCP's own load reports what is wrong; memory just stays out
+        mine = f"{type(exc).__name__}: {exc}"
     shared: list[Any] = [None] * dist.get_world_size(group)
-    dist.all_gather_object(shared, (need, held, refused), group=group)
+    dist.all_gather_object(shared, mine, group=group)
+    failed = [f"rank {r} could not plan a load from memory ({s})" for r, s in enumerate(shared) if isinstance(s, str)]
+    if failed:
+        return TierLoad(refused=failed)
     me = dist.get_rank(group)
+    need, held = shared[me][0], shared[me][1]
     plan = assign([s[0] for s in shared], [s[1] for s in shared])
     load = TierLoad(plan.memory_bytes, plan.peer_bytes, plan.storage_bytes)
     load.refused = [f"rank {r} {why}" for r, s in enumerate(shared) for why in s[2]]
-    served: dict[str, list[tuple[int, memoryview]]] = {}
     by_kind = {"own": slots.own, "peer": slots.peer} if slots is not None else {}
     lengths = {h.file: h.length for h in held}
-    for file, kind in plan.local.get(me, {}).items():
-        served[file] = _views(by_kind[kind], lengths[file], need[file])
-    _exchange(plan.transfers, me, group, by_kind, lengths, served)
+    served: dict[str, Served] = {}
+    try:
+        for file, kind in plan.local.get(me, {}).items():
+            served[file] = (lengths[file], _views(by_kind[kind], lengths[file], need[file]))
+        exchange = _Exchange.planned(plan.transfers, me, by_kind, lengths)
+    except _LOCAL_FAILURES as exc:
+        log.warning("node memory unusable on this rank (%s): its checkpoint loads from storage", exc)
+        served, exchange = {}, _Exchange(broken=True)
+    ready = torch.tensor([0 if exchange.broken else 1], dtype=torch.int64)
+    dist.all_reduce(ready, op=dist.ReduceOp.MIN, group=group)
+    if int(ready.item()):
+        exchange.run(group, served)
+    else:
+        load.storage_bytes += load.peer_bytes
+        load.peer_bytes = 0
+        load.refused.append("a rank could not map its node memory: nothing was sent between ranks")
     reader.fs = TieredFiles(reader.fs, served)  # type: ignore[assignment]  # any FileSystemBase serves
     return load
 
 
-def _exchange(
-    transfers: list[Transfer],
-    me: int,
-    group: dist.ProcessGroup,
-    by_kind: dict[str, Slot],
-    lengths: dict[str, int],
-    served: dict[str, list[tuple[int, memoryview]]],
-) -> None:
-    """Send and receive every transfer this rank is part of, all at once (one tag each)."""
-    works = []
-    for tag, t in enumerate(transfers):
-        if t.source == me:
-            for _, view in _views(by_kind[t.kind], lengths[t.file], t.spans):
-                works.append(
-                    dist.isend(torch.frombuffer(view, dtype=torch.uint8), group=group, group_dst=t.target, tag=tag)
-                )
-        elif t.target == me:
-            for start, end in t.spans:
-                buffer = bytearray(end - start)
-                works.append(
-                    dist.irecv(torch.frombuffer(buffer, dtype=torch.uint8), group=group, group_src=t.source, tag=tag)
-                )
-                served.setdefault(t.file, []).append((start, memoryview(buffer)))
-    _wait_all(works)
+@dataclass
+class _Exchange:
+    """This rank's part of the transfers: what it sends and the buffers it receives into, all
+    made (and any failure met) before any rank sends."""
+
+    sends: list[tuple[int, int, torch.Tensor]] = field(default_factory=list)  # (target, tag, bytes)
+    receives: list[tuple[int, int, str, int, int, bytearray]] = field(default_factory=list)
+    broken: bool = False
+
+    @classmethod
+    def planned(
+        cls, transfers: list[Transfer], me: int, by_kind: dict[str, Slot], lengths: dict[str, int]
+    ) -> _Exchange:
+        out = cls()
+        for tag, t in enumerate(transfers):
+            if t.source == me:
+                for _, view in _views(by_kind[t.kind], lengths[t.file], t.spans):
+                    out.sends.append((t.target, tag, torch.frombuffer(view, dtype=torch.uint8)))
+            elif t.target == me:
+                for start, end in t.spans:
+                    out.receives.append((t.source, tag, t.file, t.length, start, bytearray(end - start)))
+        return out
+
+    def run(self, group: dist.ProcessGroup, served: dict[str, Served]) -> None:
+        """Every send and receive at once (one tag per transfer); what came in, served."""
+        works = [dist.isend(data, group=group, group_dst=target, tag=tag) for target, tag, data in self.sends]
+        for source, tag, file, length, start, buffer in self.receives:
+            tensor = torch.frombuffer(buffer, dtype=torch.uint8)
+            works.append(dist.irecv(tensor, group=group, group_src=source, tag=tag))
+            served.setdefault(file, (length, []))[1].append((start, memoryview(buffer)))
+        _wait_all(works)
 
 
-def publish(slots: WorkerSlots, group: dist.ProcessGroup, header: SlotHeader | None) -> None:
-    """After a step committed, called by every rank: mark the own slot complete (`header`:
-    what it holds; None when this rank's save did not fill it) and copy it into the ring
-    successor's peer slot."""
-    slots.own.mark(header if header is not None else SlotHeader(EMPTY, -1, "", "", 0))
-    size, me = dist.get_world_size(group), dist.get_rank(group)
-    hop = ring_hop(size)
+def ring_hop(size: int, per_node: list[int]) -> int:
+    """How far along the ranks a rank's copy goes (`per_node`: every rank's LOCAL_WORLD_SIZE):
+    to the same local rank of the next node (torchrun numbers a node's workers one after the
+    other), so that a node lost takes no copy of its own shards with it; 0 when there is no
+    other node to hold one; the next rank where nodes differ in size."""
+    sizes = set(per_node)
+    if len(sizes) != 1:
+        return 1
+    hop = sizes.pop()
+    if hop < 1 or size % hop:
+        return 1
+    return hop if size > hop else 0
+
+
+def publish(slots: WorkerSlots, group: dist.ProcessGroup, header: SlotHeader | None, hop: int) -> None:
+    """After a step committed, called by every rank: mark the own slot complete (`header`: what
+    it holds; None when this rank's save did not fill it) and copy it `hop` ranks along the ring
+    (`ring_hop`; 0: no copy)."""
+    slots.own.mark(header if header is not None else _EMPTY)
     if hop == 0:
         return
+    size, me = dist.get_world_size(group), dist.get_rank(group)
     slots.peer.begin(-1, "", "")
     try:
         theirs = _pass_along(slots, group, header, (me + hop) % size, (me - hop) % size)
     finally:
         slots.own.release()
         slots.peer.release()
-    complete = theirs is not None and theirs.state == COMPLETE
-    slots.peer.mark(theirs if theirs is not None and complete else SlotHeader(EMPTY, -1, "", "", 0))
+    slots.peer.mark(theirs if theirs is not None else _EMPTY)
 
 
-def ring_hop(size: int, environ: Mapping[str, str] | None = None) -> int:
-    """How far along the ranks a rank's copy goes: to the same local rank of the next node
-    (torchrun numbers a node's workers one after the other), so that a node lost takes no copy
-    of its own shards with it; 0 when there is no other node to hold one."""
-    env = os.environ if environ is None else environ
-    per_node = int(env.get("LOCAL_WORLD_SIZE", "1") or 1)
-    if per_node < 1 or size % per_node:
-        per_node = 1
-    return per_node if size > per_node else 0
+_EMPTY = SlotHeader(EMPTY, -1, "", "", 0)
+_HEADER_TAG, _READY_TAG, _DATA_TAG = 1, 2, 3
 
 
 def _pass_along(
     slots: WorkerSlots, group: dist.ProcessGroup, header: SlotHeader | None, successor: int, predecessor: int
 ) -> SlotHeader | None:
     """Send the own slot to `successor` and receive `predecessor`'s into the peer slot: the
-    headers first, then the bytes. The predecessor's header, once its bytes are in."""
-    outgoing = torch.zeros(_HEADER_WIRE, dtype=torch.uint8)
-    if header is not None:
-        encoded = header.encode()
-        outgoing[: len(encoded)] = torch.frombuffer(bytearray(encoded), dtype=torch.uint8)
-    incoming = torch.zeros(_HEADER_WIRE, dtype=torch.uint8)
+    headers, then whether each side can take the bytes (its slot sized and mapped), then the
+    bytes; a side that cannot says so first, and nothing is sent to it. The predecessor's header
+    once its bytes are in, else None."""
+    source = None
+    if header is not None and header.length:
+        try:
+            source = torch.frombuffer(slots.own.data(header.length), dtype=torch.uint8)
+        except _LOCAL_FAILURES as exc:
+            log.warning("own node memory unreadable (%s): no copy of it this time", exc)
+            header = None
+    theirs = SlotHeader.decode(_swap(_wire(header), group, successor, predecessor))
+    target = None
+    if theirs is not None and theirs.state == COMPLETE and theirs.length:
+        try:
+            target = torch.frombuffer(slots.peer.data(theirs.length, resize=True), dtype=torch.uint8)
+        except _LOCAL_FAILURES as exc:
+            log.warning("peer node memory not writable (%s): no copy this time", exc)
+    # Readiness goes the other way round: to the predecessor, from the successor.
+    ready = torch.tensor([1 if target is not None else 0], dtype=torch.uint8)
+    theirs_ready = torch.zeros(1, dtype=torch.uint8)
     _wait_all(
         [
-            dist.isend(outgoing, group=group, group_dst=successor),
-            dist.irecv(incoming, group=group, group_src=predecessor),
+            dist.isend(ready, group=group, group_dst=predecessor, tag=_READY_TAG),
+            dist.irecv(theirs_ready, group=group, group_src=successor, tag=_READY_TAG),
         ]
     )
-    theirs = SlotHeader.decode(bytes(incoming.tolist()))
     works = []
-    if header is not None and header.length:
-        source = torch.frombuffer(slots.own.data(header.length), dtype=torch.uint8)
-        works.append(dist.isend(source, group=group, group_dst=successor))
-    if theirs is not None and theirs.state == COMPLETE and theirs.length:
-        target = torch.frombuffer(slots.peer.data(theirs.length, resize=True), dtype=torch.uint8)
-        works.append(dist.irecv(target, group=group, group_src=predecessor))
+    if source is not None and int(theirs_ready.item()):
+        works.append(dist.isend(source, group=group, group_dst=successor, tag=_DATA_TAG))
+    if target is not None:
+        works.append(dist.irecv(target, group=group, group_src=predecessor, tag=_DATA_TAG))
     _wait_all(works)
-    return theirs
+    return theirs if target is not None else None
+
+
+def _wire(header: SlotHeader | None) -> torch.Tensor:
+    """A header as a fixed-size tensor (zeros: no header)."""
+    out = torch.zeros(_HEADER_WIRE, dtype=torch.uint8)
+    if header is not None:
+        encoded = header.encode()
+        out[: len(encoded)] = torch.frombuffer(bytearray(encoded), dtype=torch.uint8)
+    return out
+
+
+def _swap(outgoing: torch.Tensor, group: dist.ProcessGroup, successor: int, predecessor: int) -> bytes:
+    """Send `outgoing` to the successor; the predecessor's, received the same way."""
+    incoming = torch.zeros_like(outgoing)
+    _wait_all(
+        [
+            dist.isend(outgoing, group=group, group_dst=successor, tag=_HEADER_TAG),
+            dist.irecv(incoming, group=group, group_src=predecessor, tag=_HEADER_TAG),
+        ]
+    )
+    return bytes(incoming.tolist())
 
 
 def _wait_all(works: list[Any]) -> None:

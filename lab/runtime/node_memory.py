@@ -137,11 +137,14 @@ class Slot:
 
 
 class TeeStream(io.RawIOBase):
-    """A write stream that also copies what it writes into a slot, at the same offsets."""
+    """A write stream that also copies what it writes into a slot, at the same offsets. A slot
+    that refuses a write (memory short, the agent gone) only stops the copy (`broken`): the
+    write to storage goes on."""
 
     def __init__(self, inner: io.IOBase, slot: Slot) -> None:
         super().__init__()
         self.inner, self.slot, self.position = inner, slot, 0
+        self.broken = False
 
     def writable(self) -> bool:
         return True
@@ -150,7 +153,12 @@ class TeeStream(io.RawIOBase):
         view = memoryview(data).cast("B")
         written = self.inner.write(view)
         written = len(view) if written is None else written
-        self.slot.write_at(self.position, view[:written])
+        if not self.broken:
+            try:
+                self.slot.write_at(self.position, view[:written])
+            except OSError as exc:
+                log.warning("node memory refused a write (%s): this save is kept in storage only", exc)
+                self.broken = True
         self.position += written
         return written
 
@@ -236,8 +244,9 @@ class NodeMemory:
 
 
 def local_ranks_of(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
-    """How many workers torchrun starts per node (--nproc-per-node, or PET_NPROC_PER_NODE);
-    for `gpu` or `auto`, the node's GPUs (1 without one)."""
+    """How many workers torchrun starts per node (--nproc-per-node, or PET_NPROC_PER_NODE,
+    where torchrun reads it): a number, or a worker per GPU (`gpu`, `auto` with GPUs) or per
+    CPU (`cpu`, `auto` without)."""
     env = os.environ if environ is None else environ
     value = env.get("PET_NPROC_PER_NODE", "1")
     for i, arg in enumerate(argv):
@@ -247,9 +256,17 @@ def local_ranks_of(argv: list[str], environ: Mapping[str, str] | None = None) ->
     try:
         return max(1, int(value))
     except ValueError:
-        import torch
+        pass
+    import torch
 
-        return max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    # torchrun's own rule for the names: a worker per GPU, or per CPU where it says cpu (or auto
+    # on a machine without one)
+    if value == "gpu" or (value == "auto" and gpus):
+        return max(1, gpus)
+    if value in ("cpu", "auto"):
+        return os.cpu_count() or 1
+    return 1
 
 
 @contextmanager

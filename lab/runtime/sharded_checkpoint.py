@@ -118,6 +118,7 @@ class CommitLastWriter(FileSystemWriter):
             self.fs = self.tee  # type: ignore[assignment]
         self.store, self.key, self.nonce = store, key, nonce or self.save_id
         self.written_bytes = 0  # by this rank: its shards (and the metadata on the coordinator)
+        self.committed_at: float | None = None  # time.monotonic() once every rank's shards are committed
 
     def write_data(self, plan: Any, planner: Any) -> torch.futures.Future[list[WriteResult]]:
         if threading.current_thread() is not threading.main_thread():
@@ -269,19 +270,24 @@ class ShardedCheckpoints:
         self._pinned = torch.cuda.is_available() if pinned is None else pinned
         self._stager = self._new_stager()
         self._in_flight: _InFlight | None = None
+        self.hop = 0
         self.slots = self._node_memory()
         self._publisher: ThreadPoolExecutor | None = None
         self.last_load: memory_tier.TierLoad | None = None
 
     def _node_memory(self) -> WorkerSlots | None:
         """This rank's node memory, used only when every rank has some (the load and the
-        ring copy are collectives): else None on every rank."""
+        ring copy are collectives): else None on every rank. Sets how far along the ranks each
+        rank's copy goes (`hop`), from every rank's count of workers on its node."""
         slots = worker_slots()
-        have = torch.tensor([1 if slots is not None else 0], dtype=torch.int64)
-        dist.all_reduce(have, op=dist.ReduceOp.MIN, group=self.group)
-        if slots is not None and not int(have.item()):
-            slots.close()
+        mine = (slots is not None, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+        everyone: list[Any] = [None] * dist.get_world_size(self.group)
+        dist.all_gather_object(everyone, mine, group=self.group)
+        if not all(has for has, _ in everyone):
+            if slots is not None:
+                slots.close()
             return None
+        self.hop = memory_tier.ring_hop(len(everyone), [per_node for _, per_node in everyone])
         return slots
 
     # ------------------------------------------------------------------ loading
@@ -350,8 +356,9 @@ class ShardedCheckpoints:
                 raise
             finally:
                 stats.nbytes = writer.written_bytes
+            stats.seconds = time.monotonic() - started
             self._publish(writer)
-            stats.seconds = stats.blocking_s = time.monotonic() - started
+            stats.blocking_s = time.monotonic() - started
             self._prune()
             return stats
         response = dcp_async_save(
@@ -370,6 +377,7 @@ class ShardedCheckpoints:
     def _publish_once_committed(self, upload: Future[Any], writer: CommitLastWriter) -> Any:
         """The background save's end: its commit, then its bytes published to node memory."""
         result = upload.result()  # a failed save raises here, and publishes nothing
+        writer.committed_at = time.monotonic()
         with contextlib.suppress(OSError, AttributeError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
         self._publish(writer)
@@ -381,8 +389,8 @@ class ShardedCheckpoints:
         if self.slots is None:
             return
         try:
-            memory_tier.publish(self.slots, self.group, writer.tee.teed if writer.tee is not None else None)
-        except (RuntimeError, OSError) as exc:
+            memory_tier.publish(self.slots, self.group, writer.tee.teed if writer.tee is not None else None, self.hop)
+        except Exception as exc:  # noqa: BLE001 - the step is committed whatever happens to its copy in memory
             log.warning("checkpoint of step %s kept in storage only: node memory not updated (%s)", writer.key, exc)
 
     def wait_for_staging(self) -> float:
@@ -425,7 +433,8 @@ class ShardedCheckpoints:
             stats.error = exc
             log.error("checkpoint of step %d failed: %s: %s", stats.step, type(exc).__name__, exc)
         else:
-            stats.seconds = time.monotonic() - stats.started
+            # start to commit (a copy into node memory may follow it, which the next save waits for)
+            stats.seconds = (flight.writer.committed_at or time.monotonic()) - stats.started
             self._prune()
         return stats
 

@@ -524,12 +524,16 @@ def test_a_resume_says_where_its_state_came_from_and_which_memory_was_refused():
         *({"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": n} for n in "abc"),
         *({"t": 1.0 + i / 10, "event": "step", "step": i, **base} for i in range(1, 11)),
         {"t": 2.05, "event": "evict", "node": "c", "kind": "hard"},
-        {"t": 2.9, "event": "resume", "step": 10, "round": 2, "node": "a"},
-        loaded,
+        loaded,  # a worker records its load, then its resume
+        {"t": 3.01, "event": "resume", "step": 10, "round": 2, "node": "a"},
         {"t": 3.5, "event": "step", "step": 11, "world_size": 2, "loss": 0.9},
-        {"t": 4.0, "event": "exit", "reason": "done", "node": "a", "step": 11},
+        # a node added back later loads again: not the eviction's resume
+        {**loaded, "t": 5.0, "from_memory": 1, "from_peers": 2, "from_storage": 3, "memory_refused": []},
+        {"t": 5.01, "event": "resume", "step": 12, "round": 3, "node": "a"},
+        {"t": 5.5, "event": "step", "step": 13, "world_size": 3, "loss": 0.9},
+        {"t": 6.0, "event": "exit", "reason": "done", "node": "a", "step": 13},
     ]
-    report = analyze(recorded, [], target_steps=11, checkpoint_every=10, node_exit_codes={"a": 0, "b": 0, "c": -9})
+    report = analyze(recorded, [], target_steps=13, checkpoint_every=10, node_exit_codes={"a": 0, "b": 0, "c": -9})
     (ev,) = report.evictions
     assert ev.state_from == {"memory": 40_000_000, "peers": 20_500_000, "storage": 0}
     summary = report.summary()
@@ -541,5 +545,6 @@ def test_a_resume_says_where_its_state_came_from_and_which_memory_was_refused():
     # Without node memory the load says nothing of it, and neither does the report.
     for key in ("from_memory", "from_peers", "from_storage", "memory_refused"):
         del loaded[key]
+    recorded = [e for e in recorded if e["t"] < 5.0]
     report = analyze(recorded, [], target_steps=11, checkpoint_every=10, node_exit_codes={"a": 0, "b": 0, "c": -9})
     assert report.evictions[0].state_from is None and "state:" not in report.summary()

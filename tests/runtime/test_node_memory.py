@@ -88,6 +88,19 @@ def test_a_tee_writes_the_file_and_the_slot_alike(memory, tmp_path):
     slot.close()
 
 
+def test_a_slot_that_refuses_a_write_stops_the_copy_not_the_write_to_storage(memory, tmp_path):
+    path = memory.paths().split(",")[0]
+    slot = Slot(path, "own")
+    os.close(slot.fd)
+    slot.fd = os.open(path, os.O_RDONLY)  # memory that takes no write
+    with open(tmp_path / "f", "wb") as inner:
+        tee = TeeStream(inner, slot)
+        assert tee.write(b"abc") == 3 and tee.write(b"def") == 3
+        tee.close()
+    assert tee.broken and (tmp_path / "f").read_bytes() == b"abcdef"
+    slot.close()
+
+
 def test_the_agent_names_its_memory_for_its_workers_and_restores_the_environment(monkeypatch):
     monkeypatch.delenv(ENV_NODE_MEMORY, raising=False)
     with agent_memory(["--nproc-per-node=3", "train.py"]) as node:
@@ -114,6 +127,8 @@ def test_memory_named_by_an_owner_outside_the_agent_is_used_as_it_is(memory, mon
         (["--nproc_per_node", "2", "x.py"], {}, 2),
         (["x.py"], {"PET_NPROC_PER_NODE": "3"}, 3),
         (["x.py"], {}, 1),
+        (["--nproc-per-node=cpu", "x.py"], {}, os.cpu_count()),
+        (["--nproc-per-node=auto", "x.py"], {}, os.cpu_count()),  # no GPU here: a worker per CPU
     ],
 )
 def test_the_agent_makes_slots_for_each_local_rank(argv, env, expected):
