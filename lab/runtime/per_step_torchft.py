@@ -67,9 +67,9 @@ def heal_transport(host: str, timeout: timedelta) -> Any:
             return f"http://{shown}:{port}/checkpoint/"
 
         def disallow_checkpoint(self) -> None:
-            # TorchFT calls this as the step commits, after every group (the healed one too)
-            # has voted: no request is served past it (its write lock is held until the next
-            # allow_checkpoint), so the copy is no longer needed.
+            # TorchFT calls this as the step commits: its write lock, held until the next
+            # allow_checkpoint, waits for a transfer in flight and holds back any later request
+            # (which then fails, as without this), so nothing reads the copy again.
             super().disallow_checkpoint()
             self._state_dict = None
             self._chunks = None
