@@ -111,6 +111,42 @@ def test_a_replayed_window_with_a_wipeout_is_survived_and_every_sample_trained_o
         _the_derived_interval_started_from_the_windows_rate(recorded, report)
 
 
+@pytest.mark.processes
+@pytest.mark.long
+@pytest.mark.timeout(300)
+def test_sharded_state_comes_from_node_memory_until_a_wipeout_takes_it_all(workdir):
+    """gpt-small's sharded checkpoints, kept in node memory: a resume while nodes survive reads
+    nothing from storage; the wipeout takes every node's memory with it, so the job resumes from
+    storage, and every sample is still trained once."""
+    spec = JobSpec(
+        name="t",
+        min_nodes=1,
+        max_nodes=3,
+        checkpoint_dir=str(workdir / "ckpt"),
+        checkpoint_every_steps=10,
+        script_args=("--model", "gpt-small", "--steps", "200", "--step-time", "0.03"),
+    )
+    report = run_drill(
+        DrillConfig(spec=spec, workdir=workdir / "run", nodes=3, fault="trace", replay=WINDOW, target_steps=200,
+                    timeout_s=within(200))
+    )  # fmt: skip
+    assert report.passed and report.finished, report.summary()
+    assert_every_sample_trained_once(report.ledger, full_epochs=1)
+    recorded = events.read(workdir / "run" / "events.jsonl")
+    capacity = [e for e in recorded if e["event"] == Event.CAPACITY]
+    wiped, back = capacity[3]["t"], capacity[4]["t"]
+    loads = [e for e in recorded if e["event"] == Event.CHECKPOINT_LOADED]
+    before = [e for e in loads if e["t"] < wiped]
+    after = [e for e in loads if e["t"] > back]
+    assert all(e["from_storage"] == 0 for e in before), before
+    # The first round after the wipeout (its ranks load together, within a moment of each
+    # other): no node's memory survived the wipeout. Later rounds may take from the memory of the
+    # nodes that came back.
+    first = min(e["t"] for e in after)
+    resumed = [e for e in after if e["t"] < first + 0.3]
+    assert resumed and all(e["from_storage"] > 0 and e["from_memory"] == e["from_peers"] == 0 for e in resumed)
+
+
 def _the_derived_interval_started_from_the_windows_rate(recorded: list[dict], report) -> None:
     """A derived interval's job knew the window's rate of evictions from its start: 9 s with a
     node over 2 loss events (the two slots of the wipeout at once), until it had seen two."""
