@@ -226,11 +226,19 @@ def _agents_figures(run: Timeline, e: Record, ev: Eviction) -> None:
 
 def _notice_figures(run: Timeline, e: Record, ev: Eviction) -> None:
     """The noticed node's emergency save and how soon its worker left. A sharded save is made
-    by every rank and reported by rank 0, wherever it runs."""
-    save = run.first(Event.CHECKPOINT_SAVED, e["t"], reason=SAVE_NOTICE, node=e["node"]) or run.first(
-        Event.CHECKPOINT_SAVED, e["t"], reason=SAVE_NOTICE, sharded=True
+    by every rank and reported by rank 0, wherever it runs. Both come before the survivors'
+    next round: a notice save after it is a later eviction's (this one's node went first)."""
+    next_round = run.first_round_after(e["t"])
+    until = next_round["t"] if next_round else float("inf")
+
+    def before_the_next_round(found: Record | None) -> Record | None:
+        return found if found is not None and found["t"] <= until else None
+
+    save = before_the_next_round(
+        run.first(Event.CHECKPOINT_SAVED, e["t"], reason=SAVE_NOTICE, node=e["node"])
+        or run.first(Event.CHECKPOINT_SAVED, e["t"], reason=SAVE_NOTICE, sharded=True)
     )
-    leave = run.first(Event.EXIT, e["t"], reason=EXIT_NOTICE, node=e["node"])
+    leave = before_the_next_round(run.first(Event.EXIT, e["t"], reason=EXIT_NOTICE, node=e["node"]))
     ev.emergency_save_s = save["seconds"] if save else None
     ev.emergency_save_already = bool(save and save.get("already"))
     _leave_figures(leave, ev)

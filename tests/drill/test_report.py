@@ -548,3 +548,29 @@ def test_a_resume_says_where_its_state_came_from_and_which_memory_was_refused():
     recorded = [e for e in recorded if e["t"] < 5.0]
     report = analyze(recorded, [], target_steps=11, checkpoint_every=10, node_exit_codes={"a": 0, "b": 0, "c": -9})
     assert report.evictions[0].state_from is None and "state:" not in report.summary()
+
+
+def test_a_notice_too_short_to_save_in_is_missed_even_when_a_later_notice_saves():
+    """A sharded job's node is noticed, and killed before its emergency save commits: the
+    survivors resume from the interval save. A later eviction's notice save is not this one's."""
+    step = {"world_size": 3, "loss": 1.0}
+    recorded = [
+        *({"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": n} for n in "abc"),
+        *({"t": 1.0 + i / 10, "event": "step", "step": i, **step} for i in range(1, 15)),
+        {"t": 2.0, "event": "checkpoint_saved", "step": 10, "reason": "interval", "seconds": 0.01, "node": "a",
+         "sharded": True},
+        {"t": 2.45, "event": "evict", "node": "c", "kind": "notice"},  # killed 0.25 s later, nothing saved
+        {"t": 3.0, "event": "resume", "step": 10, "round": 2, "node": "a"},
+        *({"t": 3.0 + i / 10, "event": "step", "step": 10 + i, "world_size": 2, "loss": 0.9} for i in range(1, 6)),
+        {"t": 3.6, "event": "evict", "node": "b", "kind": "notice"},
+        {"t": 3.65, "event": "checkpoint_saved", "step": 15, "reason": "notice", "seconds": 0.04, "node": "a",
+         "sharded": True},
+        {"t": 3.66, "event": "exit", "reason": "notice", "node": "b", "step": 15, "notice_to_exit_s": 0.06},
+        {"t": 4.0, "event": "resume", "step": 15, "round": 3, "node": "a"},
+        {"t": 4.5, "event": "step", "step": 16, "world_size": 1, "loss": 0.8},
+        {"t": 5.0, "event": "exit", "reason": "done", "node": "a", "step": 16},
+    ]  # fmt: skip
+    report = analyze(recorded, [], target_steps=16, checkpoint_every=10, node_exit_codes={"a": 0, "b": 143, "c": -9})
+    first, second = report.evictions
+    assert first.emergency_save_missed and first.emergency_save_s is None and first.lost_steps == 4
+    assert not second.emergency_save_missed and second.emergency_save_s == 0.04 and second.lost_steps == 0
