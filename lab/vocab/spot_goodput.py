@@ -65,6 +65,12 @@ class MeasuredCosts:
     # save: sharded checkpoints, which no rank can save alone (a whole one, the tiny model's, any
     # survivor saves at once, and nothing is redone). Elastic only: per-step survivors train on.
     loss_redoes: bool = False
+    # The share of notices whose emergency save did not commit before the node went (its ranks
+    # save together at a step boundary: a notice shorter than a step and a save is often too
+    # short). Such a loss redoes the work since the last save, as one without a notice does where
+    # that redoes work (a wipeout; any loss with `loss_redoes`). None seen by default; a replay's
+    # own report gives its share (lab.vocab.trace_goodput.report_costs).
+    notice_misses: float = 0.0
 
 
 def goodput(

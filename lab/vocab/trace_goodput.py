@@ -19,12 +19,12 @@ costs cannot be added up from counts: the model walks the window's changes in or
   recovery (a notice's when the loss had one); nothing is redone, as the survivors save the
   last completed step when a peer vanishes, except with sharded checkpoints (`loss_redoes`:
   no rank can save alone), where a loss without notice redoes the work since the last save as
-  a wipeout does. A node given back starts, then the others stall
-  for its join. A wipeout stops the job until capacity returns; then it resumes from its
-  newest save (`resume_s` from the first node back to its first step), and without a notice
-  it redoes the work since that save: the later of the last change (every change saves) and
-  the last checkpoint, at a phase it cannot know (E[min(w, U T)] for w trained since the
-  change, T the interval);
+  a wipeout does (and so does a loss whose notice was too short for the save: `notice_misses`).
+  A node given back starts, then the others stall for its join. A wipeout stops the job until
+  capacity returns; then it resumes from its newest save (`resume_s` from the first node back
+  to its first step), and without a notice it redoes the work since that save: the later of
+  the last change (every change saves) and the last checkpoint, at a phase it cannot know
+  (E[min(w, U T)] for w trained since the change, T the interval);
 - per-step: the same, with its own stalls at a loss and at a join; when it is not given its own
   throughput, every step pays the mode's overhead;
 - restart-everything: trains only at full size. Each loss from full stops all N (redoing the
@@ -122,14 +122,19 @@ def trace_goodput(
     lead = None if notice is None else min(notice, max(notice - costs.trained_through_s, 0.0) + costs.notice_lead_s)
     changes = list(_job_changes(stats, speedup, lead, 0.0 if mode == RESTART_EVERYTHING else costs.node_start_s))
     loss_redoes = costs.loss_redoes and mode == "elastic"
-    failures = (
-        0
-        if notice is not None
-        else sum(_redoes(mode, full, c) or (loss_redoes and 0 < c.after < c.before) for c in changes)
-    )
+    redoing = sum(_redoes(mode, full, c) or (loss_redoes and 0 < c.after < c.before) for c in changes)
+    failures = redoing if notice is None else costs.notice_misses * redoing
     interval = _interval(interval_s, costs.save_cost_s, stats.span_s / speedup, failures)
     trained, stalled, redone = _walk(
-        mode, stats, changes, rate, _stalls(mode, costs, notice), interval, notice, speedup, loss_redoes=loss_redoes
+        mode,
+        stats,
+        changes,
+        rate,
+        _stalls(mode, costs, notice),
+        interval,
+        speedup,
+        redo_share=1.0 if notice is None else costs.notice_misses,
+        loss_redoes=loss_redoes,
     )
     lost = {
         "stalls": stalled,
@@ -195,14 +200,15 @@ def _walk(
     rate: list[float],
     stalls: _Stalls,
     interval: float,
-    notice: float | None,
     speedup: float,
     *,
+    redo_share: float = 1.0,
     loss_redoes: bool = False,
 ) -> tuple[float, float, float]:
     """(trained, stalled, redone) node-seconds over the job's changes in order: between two
     changes it trains at its size once its last stall is over; a change stalls it, or stops it
-    and counts the work it redoes (at a loss that leaves survivors too, with `loss_redoes`)."""
+    and counts the work it redoes (at a loss that leaves survivors too, with `loss_redoes`), for
+    `redo_share` of the losses (1 without notices; with them, the share whose save was missed)."""
     full = stats.full
     trained = stalled = redone = 0.0
     level, since, stall_until, since_save = stats.alive_at_start, 0.0, 0.0, 0.0
@@ -217,14 +223,14 @@ def _walk(
         if change is ending:
             break
         if _redoes(mode, full, change):
-            redone += (0.0 if notice is not None else _expected_redo(since_save, interval)) * speed
+            redone += redo_share * _expected_redo(since_save, interval) * speed
             since_save = 0.0
         elif _stops_then_starts(mode, full, change):
             stall_until, since_save = change.t + stalls.resume, 0.0
         elif mode != RESTART_EVERYTHING and change.after > 0:
             lost = change.after < change.before
-            if lost and loss_redoes and notice is None:
-                redone += _expected_redo(since_save, interval) * speed
+            if lost and loss_redoes:
+                redone += redo_share * _expected_redo(since_save, interval) * speed
             stall = stalls.loss if lost else stalls.join
             stall_until, since_save = max(stall_until, change.t + stall), 0.0
         level, since = change.after, change.t
@@ -265,7 +271,7 @@ def _nearest(measured: Mapping[int, float], nodes: int) -> int:
     return min(measured, key=lambda size: (abs(size - nodes), -size))
 
 
-def _interval(interval_s: float | None, save_cost_s: float, span_s: float, failures: int) -> float:
+def _interval(interval_s: float | None, save_cost_s: float, span_s: float, failures: float) -> float:
     """Seconds of training between checkpoints: `interval_s`, or Daly's for the window's mean
     time between losses that redo work (at least one in the window)."""
     if interval_s is not None:
@@ -326,7 +332,8 @@ def report_costs(report: Mapping[str, Any], base: MeasuredCosts | None = None) -
     """`base` (the measured figures by default) with what a drill's JSON report measured in its
     own run, where it did: the median recovery of the evictions that left survivors (from when
     the node left: a notice trained through is not counted) and the
-    median stall of the joins to a running job (as the mode's), and its checkpoints' cost."""
+    median stall of the joins to a running job (as the mode's), the share of its notices whose
+    emergency save was missed, and its checkpoints' cost."""
     elastic = report.get("fault_tolerance", "elastic") == "elastic"
     evictions = report.get("evictions") or ()
     # From the node's leaving: a notice trained through is training, not a stall.
@@ -347,6 +354,9 @@ def report_costs(report: Mapping[str, Any], base: MeasuredCosts | None = None) -
         measured[loss_field if elastic else "per_step_stall_s"] = statistics.median(recoveries)
     if stalls:
         measured["elastic_join_stall_s" if elastic else "per_step_join_stall_s"] = statistics.median(stalls)
+    notices = [e for e in evictions if e.get("kind") == "notice"]
+    if notices:
+        measured["notice_misses"] = sum(bool(e.get("emergency_save_missed")) for e in notices) / len(notices)
     return replace(_with_save_cost(base or MeasuredCosts(), report), **measured)
 
 

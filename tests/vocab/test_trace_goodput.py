@@ -101,6 +101,23 @@ def test_with_sharded_checkpoints_a_loss_without_notice_redoes_the_work_since_th
     assert predicted("per-step", window(PARTIAL), sharded).lost_node_s["redone"] == 0.0
 
 
+def test_a_notice_whose_save_was_missed_redoes_like_no_notice_for_its_share_of_the_losses():
+    """A sharded job's notice too short for its ranks to save together: with half the saves
+    missed, half the redo of a loss without notice (per-step survivors still train on)."""
+    missing = replace(COSTS, loss_redoes=True, notice_misses=0.5)
+    assert predicted("elastic", window(PARTIAL), missing, notice_s=30.0).lost_node_s["redone"] == pytest.approx(
+        0.5 * 3 * 50.0
+    )
+    assert predicted("elastic", window(PARTIAL), replace(missing, notice_misses=0.0), notice_s=30.0).lost_node_s[
+        "redone"
+    ] == pytest.approx(0.0)
+    assert predicted("per-step", window(PARTIAL), missing, notice_s=30.0).lost_node_s["redone"] == 0.0
+    # a whole checkpoint's survivors save alone: a missed notice redoes nothing but at a wipeout
+    assert predicted("elastic", window(PARTIAL), replace(missing, loss_redoes=False), notice_s=30.0).lost_node_s[
+        "redone"
+    ] == pytest.approx(0.0)
+
+
 def test_partial_capacity_trains_elastic_and_not_restart_everything():
     """Elastic: the survivors' recovery (2 s of 2 nodes), the node back training 1 s after it is
     given (its start), then the join's stall (0.5 s of 3 nodes). Restart-everything: nothing
@@ -253,6 +270,19 @@ def test_a_reports_own_measured_costs_replace_the_defaults():
     costs = report_costs(report(0.9), COSTS)
     assert (costs.elastic_recovery_s, costs.elastic_join_stall_s, costs.save_cost_s) == (1.5, 0.8, 0.5)
     assert costs.resume_s == COSTS.resume_s
+
+
+def test_a_replays_own_costs_count_the_notices_whose_emergency_save_was_missed():
+    doc = report(0.9) | {
+        "evictions": [
+            {"kind": "notice", "world_after": 2, "recovery_s": 1.0, "emergency_save_missed": True},
+            {"kind": "notice", "world_after": 2, "recovery_s": 1.0},
+            {"kind": "notice", "world_after": 2, "recovery_s": 1.0, "emergency_save_missed": False},
+            {"kind": "hard", "world_after": 2, "recovery_s": 1.0, "emergency_save_missed": True},  # not a notice
+        ]
+    }
+    assert report_costs(doc, COSTS).notice_misses == pytest.approx(1 / 3)
+    assert report_costs(report(0.9), COSTS).notice_misses == 0.0  # no notice: the given figure
 
 
 def test_a_replays_own_costs_leave_out_notices_trained_through_and_waits_for_capacity():
