@@ -9,8 +9,10 @@ worker, two anonymous memory files (memfd) per local rank:
 - *peer*: a copy of the ring predecessor's own slot, so that a lost node's shard is still in
   some survivor's memory.
 
-Workers reach them through `/proc/<agent>/fd/<n>` (LAB_NODE_MEMORY lists the paths, two per
-local rank), which stays valid while the agent lives, whatever happened to earlier workers.
+Workers find them by name among the open files of the agent they descend from
+(`/proc/<agent>/fd/<n>`), valid while the agent lives, whatever happened to earlier workers;
+LAB_NODE_MEMORY=off in the agent's environment keeps none, and a list of such paths there names
+memory another process owns (two per local rank: own, peer).
 When the node goes (a kill takes the agent, its forkserver and its workers), the memory goes
 with it: nothing is left in a shared /dev/shm.
 
@@ -194,14 +196,19 @@ class WorkerSlots:
 
 
 def worker_slots(environ: Mapping[str, str] | None = None) -> WorkerSlots | None:
-    """This worker's slots, or None where its agent keeps none (no LAB_NODE_MEMORY, `off`, or
-    a path that no longer opens: the agent is gone)."""
+    """This worker's slots: those LAB_NODE_MEMORY names (memory owned outside the agent), else
+    its agent's, found by name among the open files of the processes it descends from; None
+    where there are none (`off`, an agent that keeps none, a path that no longer opens)."""
     env = os.environ if environ is None else environ
     value = env.get(ENV_NODE_MEMORY, "")
-    if not value or value == OFF:
-        return None
-    paths = value.split(",")
     local_rank = int(env.get("LOCAL_RANK", "0"))
+    if value == OFF:
+        return None
+    paths = value.split(",") if value else _ancestors_slots(local_rank)
+    if not paths:
+        return None
+    if not value:
+        local_rank = 0  # the two found are this local rank's own
     if len(paths) < 2 * (local_rank + 1):
         log.warning("%s names %d slots: none for local rank %d", ENV_NODE_MEMORY, len(paths), local_rank)
         return None
@@ -219,20 +226,55 @@ def worker_slots(environ: Mapping[str, str] | None = None) -> WorkerSlots | None
     return WorkerSlots(own, peer)
 
 
+def _memfd_name(kind: str, local_rank: int) -> str:
+    return f"lab-checkpoint-{kind}-{local_rank}"
+
+
+def _ancestors_slots(local_rank: int, generations: int = 4) -> list[str]:
+    """The paths of the two memory files named for `local_rank` held open by the nearest process
+    this one descends from that holds them (its agent: the parent of a cold worker, the
+    grandparent of one forked by the warm forkserver); [] where none does."""
+    wanted = {f"/memfd:{_memfd_name(kind, local_rank)}": kind for kind in KINDS}
+    pid = os.getppid()
+    for _ in range(generations):
+        if pid <= 1:
+            break
+        found: dict[str, str] = {}
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}").removesuffix(" (deleted)")
+                    if target in wanted:
+                        found[wanted[target]] = f"/proc/{pid}/fd/{fd}"
+        if len(found) == len(KINDS):
+            return [found[kind] for kind in KINDS]
+        pid = _parent_of(pid)
+    return []
+
+
+def _parent_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            # after the command's name in parentheses (which may hold spaces): state, then ppid
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 class NodeMemory:
-    """The agent's side: two memory files per local rank, held open for the agent's life."""
+    """The agent's side: two memory files per local rank, held open for the agent's life and
+    found by its workers by their names (`lab-checkpoint-<own|peer>-<local rank>`)."""
 
     def __init__(self, local_ranks: int) -> None:
         if local_ranks < 1:
             raise ValueError(f"local_ranks={local_ranks!r} is invalid: expected at least 1")
         self.fds = [
-            os.memfd_create(f"lab-checkpoint-{kind}-{rank}", os.MFD_CLOEXEC)
-            for rank in range(local_ranks)
-            for kind in KINDS
+            os.memfd_create(_memfd_name(kind, rank), os.MFD_CLOEXEC) for rank in range(local_ranks) for kind in KINDS
         ]
 
     def paths(self) -> str:
-        """LAB_NODE_MEMORY's value for this agent's workers."""
+        """The memory as LAB_NODE_MEMORY names it, two paths per local rank (own, peer): for
+        agents that use memory this process owns."""
         pid = os.getpid()
         return ",".join(f"/proc/{pid}/fd/{fd}" for fd in self.fds)
 
@@ -271,21 +313,14 @@ def local_ranks_of(argv: list[str], environ: Mapping[str, str] | None = None) ->
 
 @contextmanager
 def agent_memory(argv: list[str]) -> Iterator[NodeMemory | None]:
-    """For the agent's life: its node memory made and named in LAB_NODE_MEMORY, which its
-    workers inherit (set before its forkserver starts); the variable restored and the memory
+    """For the agent's life: its node memory, which its workers find among its open files,
     freed when the agent returns. Nothing with LAB_NODE_MEMORY=off, and nothing new where it
     names memory already (its owner outlives this agent: a supervisor's, a test's)."""
-    previous = os.environ.get(ENV_NODE_MEMORY)
-    if previous:
+    if os.environ.get(ENV_NODE_MEMORY):
         yield None
         return
     memory = NodeMemory(local_ranks_of(argv))
-    os.environ[ENV_NODE_MEMORY] = memory.paths()
     try:
         yield memory
     finally:
-        if previous is None:
-            os.environ.pop(ENV_NODE_MEMORY, None)
-        else:
-            os.environ[ENV_NODE_MEMORY] = previous
         memory.close()

@@ -2,6 +2,8 @@
 headers, and the agent's side."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -101,14 +103,33 @@ def test_a_slot_that_refuses_a_write_stops_the_copy_not_the_write_to_storage(mem
     slot.close()
 
 
-def test_the_agent_names_its_memory_for_its_workers_and_restores_the_environment(monkeypatch):
+# A worker of the process that runs this: the headers of its slots (own, peer).
+WORKER = """
+from lab.runtime.node_memory import worker_slots
+slots = worker_slots()
+print(None if slots is None else (slots.own.header(), slots.peer.header()))
+"""
+
+
+def test_workers_find_their_agents_memory_by_local_rank_and_the_environment_is_left_alone(monkeypatch):
     monkeypatch.delenv(ENV_NODE_MEMORY, raising=False)
+    before = dict(os.environ)
     with agent_memory(["--nproc-per-node=3", "train.py"]) as node:
         assert node is not None and len(node.fds) == 6
-        paths = os.environ[ENV_NODE_MEMORY].split(",")
-        assert paths == [f"/proc/{os.getpid()}/fd/{fd}" for fd in node.fds]
-    assert ENV_NODE_MEMORY not in os.environ
-    assert not os.path.exists(paths[0])  # freed with the agent
+        assert dict(os.environ) == before  # its workers find it: nothing to pass on
+        own = node.paths().split(",")[2]
+        slot = Slot(own, "own")
+        slot.mark(SlotHeader(COMPLETE, 7, "n", "__1_0.distcp", 0))
+        slot.close()
+        found = subprocess.run(
+            [sys.executable, "-c", WORKER], env={**os.environ, "LOCAL_RANK": "1"}, capture_output=True, text=True
+        )
+        assert found.returncode == 0, found.stderr
+        # what this process wrote into local rank 1's own slot, read by the child; its peer slot unwritten
+        assert found.stdout.strip() == repr((SlotHeader(COMPLETE, 7, "n", "__1_0.distcp", 0), None))
+    assert not os.path.exists(own)  # freed with the agent
+    alone = subprocess.run([sys.executable, "-c", WORKER], capture_output=True, text=True)
+    assert alone.stdout.strip() == "None"  # no agent's memory above it
     monkeypatch.setenv(ENV_NODE_MEMORY, "off")
     with agent_memory([]) as node:
         assert node is None and os.environ[ENV_NODE_MEMORY] == "off"
