@@ -178,7 +178,7 @@ def _elastic_eviction(run: Timeline, e: Record) -> Eviction:
     """The survivors' path back to training: an agent sees the node leave, the agents meet
     again, the workers restart and resume, the first step at the new world size."""
     ev = _requested(Eviction(node=e["node"], kind=e["kind"], t=e["t"], world_before=run.world_at(e["t"])), e)
-    next_round = run.first_round_after(e["t"])
+    next_round = run.first_round_after(e["t"], without=e["node"])
     # An agent saw the node leave its round: before the survivors' next round started (a
     # later "member lost" is another change, e.g. agents leaving a round for a join).
     until = next_round["t"] if next_round else float("inf")
@@ -228,7 +228,7 @@ def _notice_figures(run: Timeline, e: Record, ev: Eviction) -> None:
     """The noticed node's emergency save and how soon its worker left. A sharded save is made
     by every rank and reported by rank 0, wherever it runs. Both come before the survivors'
     next round: a notice save after it is a later eviction's (this one's node went first)."""
-    next_round = run.first_round_after(e["t"])
+    next_round = run.first_round_after(e["t"], without=e["node"])
     until = next_round["t"] if next_round else float("inf")
 
     def before_the_next_round(found: Record | None) -> Record | None:

@@ -55,8 +55,11 @@ class Timeline:
         rdzv = [a.group_world_size for a in self.agent_events if a.kind == "rendezvous" and a.t <= t]
         return rdzv[-1] if rdzv else None
 
-    def first_round_after(self, t: float) -> Record | None:
-        return next((r for r in self.rounds if r["t"] > t), None)
+    def first_round_after(self, t: float, without: str | None = None) -> Record | None:
+        """The first round started after `t`; with `without`, the first one that node's workers
+        took no part in (a round the agents formed before a node's notice can start its workers
+        after it: the noticed node trains on in that round, and leaves it)."""
+        return next((r for r in self.rounds if r["t"] > t and (without is None or without not in r["nodes"])), None)
 
     def first_step_after(self, t: float) -> Record | None:
         return next((s for s in self.steps if s["t"] > t), None)
@@ -82,10 +85,10 @@ class Timeline:
 
 def _resume_rounds(events: list[Record]) -> list[Record]:
     """One entry per worker-group start (rendezvous round; per-step mode: a replica group's
-    torchrun round): its time, resumed step and replica group (None in elastic mode). A round
-    is known by its master port (`round`), which torchrun picks anew for each round: a long
-    job meets a port again, so a resume more than ROUND_SPREAD_S after the last one of its
-    port starts another round."""
+    torchrun round): its time, resumed step, replica group (None in elastic mode) and the nodes
+    whose workers resumed in it. A round is known by its master port (`round`), which torchrun
+    picks anew for each round: a long job meets a port again, so a resume more than
+    ROUND_SPREAD_S after the last one of its port starts another round."""
     rounds: list[Record] = []
     latest: dict[object, tuple[Record, float]] = {}  # per (replica, port): its newest round and resume
     for e in sorted((e for e in events if e["event"] in (Event.RESUME, Event.FRESH)), key=lambda e: e["t"]):
@@ -93,9 +96,10 @@ def _resume_rounds(events: list[Record]) -> list[Record]:
         key = (replica, e.get("round", e["t"]))
         r, last = latest.get(key, (None, -math.inf))
         if r is None or e["t"] - last > ROUND_SPREAD_S:
-            r = {"t": e["t"], "step": e["step"], "replica": replica}
+            r = {"t": e["t"], "step": e["step"], "replica": replica, "nodes": set()}
             rounds.append(r)
         r["step"] = min(r["step"], e["step"])
+        r["nodes"].add(e.get("node"))
         latest[key] = (r, e["t"])
     return rounds
 

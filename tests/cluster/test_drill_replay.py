@@ -135,7 +135,10 @@ def test_the_drill_evicts_each_slot_the_window_loses_and_counts_the_capacity_the
     report = ClusterDrill(cfg, kube).run()
     evictions = [c for c in api_server.calls("POST") if c.endswith("/eviction")]
     assert evictions == [f"POST /api/v1/namespaces/{NS}/pods/demo-worker-{i}/eviction" for i in (2, 0, 1)]
-    assert [e.node for e in report.evictions] == ["demo-worker-2", "demo-worker-0", "demo-worker-1"]
+    # Slots 0 and 1 go together: the report places each eviction at the first sign the drill saw
+    # of it (its pod leaving Running at a poll, a peer's world shrinking), in either order.
+    assert report.evictions[0].node == "demo-worker-2"
+    assert sorted(e.node for e in report.evictions[1:]) == ["demo-worker-0", "demo-worker-1"]
     recorded = [json.loads(line) for line in (tmp_path / "drill" / "events.jsonl").read_text().splitlines()]
     capacity = [(e["change"], e["alive"]) for e in recorded if e["event"] == "capacity"]
     # Lost as the window says; back only when the cloud gave a node (three times), whenever that was.

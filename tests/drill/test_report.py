@@ -574,3 +574,30 @@ def test_a_notice_too_short_to_save_in_is_missed_even_when_a_later_notice_saves(
     first, second = report.evictions
     assert first.emergency_save_missed and first.emergency_save_s is None and first.lost_steps == 4
     assert not second.emergency_save_missed and second.emergency_save_s == 0.04 and second.lost_steps == 0
+
+
+def test_a_notice_that_comes_as_its_node_joins_a_round_is_followed_to_the_round_without_it():
+    """The agents formed a round (after c's loss) before b's notice, and b's worker resumed in it
+    after the notice: b trains on in that round, saves and leaves; its eviction is measured to
+    the survivors' next round, the first one b takes no part in."""
+    step = {"world_size": 3, "loss": 1.0}
+    recorded = [
+        *({"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": n} for n in "abc"),
+        *({"t": 1.0 + i / 10, "event": "step", "step": i, **step} for i in range(1, 11)),
+        {"t": 2.0, "event": "evict", "node": "c", "kind": "hard"},
+        {"t": 2.4, "event": "evict", "node": "b", "kind": "notice"},
+        *({"t": 2.5, "event": "resume", "step": 10, "round": 2, "node": n} for n in "ab"),
+        *({"t": 2.5 + i / 10, "event": "step", "step": 10 + i, "world_size": 2, "loss": 0.9} for i in range(1, 6)),
+        {"t": 3.05, "event": "checkpoint_saved", "step": 15, "reason": "notice", "seconds": 0.03, "node": "b"},
+        {"t": 3.1, "event": "exit", "reason": "notice", "node": "b", "step": 15, "notice_to_exit_s": 0.7,
+         "trained_on_s": 0.6},
+        {"t": 3.5, "event": "resume", "step": 15, "round": 3, "node": "a"},
+        {"t": 3.7, "event": "step", "step": 16, "world_size": 1, "loss": 0.8},
+        {"t": 4.0, "event": "exit", "reason": "done", "node": "a", "step": 16},
+    ]  # fmt: skip
+    report = analyze(recorded, [], target_steps=16, checkpoint_every=10, node_exit_codes={"a": 0, "b": 143, "c": -9})
+    lost_c, noticed_b = report.evictions
+    assert (lost_c.resumed_from, lost_c.lost_steps) == (10, 0)
+    assert (noticed_b.trained_on_s, noticed_b.emergency_save_s, noticed_b.emergency_save_missed) == (0.6, 0.03, False)
+    assert (noticed_b.resumed_from, noticed_b.lost_steps, noticed_b.world_after) == (15, 0, 1)
+    assert round(noticed_b.recovery_s, 2) == 1.3
