@@ -50,10 +50,10 @@ from lab.vocab.job import FaultTolerance, JobSpec
 from lab.vocab.layout import ROOT
 from lab.vocab.models import GPT_SIZES, TINY, demo_args
 from lab.vocab.replay_schedule import NOTICE_RULES, ReplaySchedule
-from lab.vocab.spot_goodput import MeasuredCosts
+from lab.vocab.spot_goodput import costs_for
 from lab.vocab.spot_trace import SpotTrace
 from lab.vocab.trace_files import CARRIED_TRACES, load_trace
-from lab.vocab.trace_goodput import check_against_replay
+from lab.vocab.trace_goodput import check_against_replay, report_costs
 from lab.vocab.trace_schedule import schedule
 from lab.vocab.trace_windows import NAMED_WINDOWS, load_window
 
@@ -261,7 +261,7 @@ def run_one(what: str, notice: str, replay: ReplaySchedule, mode: str, args: arg
         "changes": len(replay.changes),
         "replay_s": replay.duration_s,
         "max_restarts": cfg.spec.max_restarts,
-        "model": model_figures(replay, mode, report),
+        "model": model_figures(replay, mode, report, args.model),
     }
     try:
         row.plot = str(plot_timeline(report, args.plots / f"{slug}.png"))
@@ -270,16 +270,18 @@ def run_one(what: str, notice: str, replay: ReplaySchedule, mode: str, args: arg
     return row
 
 
-def model_figures(replay: ReplaySchedule, mode: str, report: DrillReport) -> dict[str, float] | None:
+def model_figures(replay: ReplaySchedule, mode: str, report: DrillReport, model: str) -> dict[str, float] | None:
     """The goodput model's prediction of this replay (lab.vocab.trace_goodput), fed with the
     replay's schedule, its measured throughput per size and checkpoint interval: with the
-    project's measured costs, and with the stalls this replay measured itself."""
+    project's measured costs for the model's size, and with the stalls this replay measured
+    itself."""
     if report.replay is None or report.replay.ratio is None:
         return None
     doc = {**report.to_dict(), "fault_tolerance": mode}
+    measured = costs_for(model)
     return {
-        "default_costs": check_against_replay(replay, doc, MeasuredCosts()).predicted,
-        "own_costs": check_against_replay(replay, doc).predicted,
+        "default_costs": check_against_replay(replay, doc, measured).predicted,
+        "own_costs": check_against_replay(replay, doc, report_costs(doc, measured)).predicted,
     }
 
 

@@ -17,6 +17,7 @@ from lab.vocab.checkpoint_interval import BAND_NAMES
 from lab.vocab.command_flags import add_output
 from lab.vocab.current_stack import STACK_DEFAULT, STACK_REQUIRED
 from lab.vocab.errors import LabError
+from lab.vocab.models import MODELS, TINY
 from lab.vocab.problems import InvalidInput
 
 if TYPE_CHECKING:
@@ -70,6 +71,12 @@ def register(sub: Any) -> None:
         metavar="aws|gcp|azure|none|SECONDS",
         help="--trace: the notice each loss gets (aws 120 s, gcp 30 s, azure 5 s) [the stack's cloud's]",
     )
+    p.add_argument(
+        "--model",
+        metavar="{" + ",".join(MODELS) + "}",
+        help="--trace: the model size whose measured recovery costs the goodput counts (a size not measured counts "
+        f"those of the largest measured size below it) [{TINY}]",
+    )
     p.add_argument("--check", metavar="NAME", action="append", help="run only this check (repeatable)")
     p.add_argument("--show-secrets", action="store_true", help="print secret values (mock values offline)")
     p.set_defaults(func=run, stack_default=STACK_REQUIRED)
@@ -102,7 +109,7 @@ def trace_choice(args: argparse.Namespace) -> TraceChoice | None:
 
     found = Problems()
     if args.trace is None:
-        for option, value in (("--window", args.window), ("--notice", args.notice)):
+        for option, value in (("--window", args.window), ("--notice", args.notice), ("--model", args.model)):
             if value is not None:
                 found.add(option, value, "--trace too: the trace whose window is priced")
         found.raise_if_any()
@@ -111,7 +118,7 @@ def trace_choice(args: argparse.Namespace) -> TraceChoice | None:
     try:
         trace = load_trace(args.trace)
         window = None if args.window is None else parse_window(args.window)
-        choice = TraceChoice(trace, trace.checked_window(window) if window else None, args.notice)
+        choice = TraceChoice(trace, trace.checked_window(window) if window else None, args.notice, args.model or TINY)
     except InvalidInput as error:
         options = {"trace": "--trace", "window": "--window"}  # a bad line of the file keeps its file:line
         found.extend(Problem(options.get(p.key, p.key), p.value, p.expected) for p in error.problems)
@@ -120,6 +127,8 @@ def trace_choice(args: argparse.Namespace) -> TraceChoice | None:
             notice_seconds(args.notice)
         except InvalidInput as error:
             found.extend(Problem("--notice", p.value, p.expected) for p in error.problems)
+    if args.model is not None and args.model not in MODELS:
+        found.add("--model", args.model, f"one of {', '.join(MODELS)}")
     found.raise_if_any()
     return choice
 

@@ -418,7 +418,12 @@ def _resource_json(d: dict[str, Any]) -> dict[str, Any]:
 def _trace_json(cost: CostEstimate | None, trace: TraceChoice, cloud: str | None) -> dict[str, Any]:
     window = trace.trace.checked_window(trace.window)
     return {
-        "trace": {"source": trace.trace.source, "window_s": list(window), "notice": notice_for(trace, cloud)},
+        "trace": {
+            "source": trace.trace.source,
+            "window_s": list(window),
+            "notice": notice_for(trace, cloud),
+            "model": trace.model,
+        },
         "trace_saving": trace_rows(cost, trace, cloud),
     }
 

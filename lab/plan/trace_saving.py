@@ -14,9 +14,10 @@ from typing import Any
 from lab.plan.cost import CostEstimate
 from lab.plan.saving import priced_spot_pools, saving_text
 from lab.vocab.checkpoint_interval import duration
+from lab.vocab.models import TINY
 from lab.vocab.platform_facts import TERMINATION_GRACE_S
 from lab.vocab.problems import InvalidInput
-from lab.vocab.spot_goodput import MODES, MeasuredCosts
+from lab.vocab.spot_goodput import MODES, MeasuredCosts, costs_for
 from lab.vocab.spot_trace import SpotTrace, Window, window_text
 from lab.vocab.trace_goodput import replay_prediction
 from lab.vocab.trace_schedule import PROPORTIONAL, schedule
@@ -26,22 +27,30 @@ from lab.vocab.trace_stats import schedule_stats
 @dataclass(frozen=True)
 class TraceChoice:
     """The trace window `plan` prices: a trace read whole, its window (checked against it;
-    None: all of it), and the notice each loss gets (a cloud's, `none` or seconds; None: the
-    stack's cloud's)."""
+    None: all of it), the notice each loss gets (a cloud's, `none` or seconds; None: the
+    stack's cloud's), and the model size whose measured costs the goodput counts."""
 
     trace: SpotTrace
     window: Window | None
     notice: str | None = None
+    model: str = TINY
 
 
 # The notice rule (NOTICE_RULES) of the cloud each kind of stack runs on; a cluster of one's
 # own (byo) may be anywhere: none.
 STACK_NOTICES = {"eks": "aws", "aks": "azure"}
+
+
 # A cluster's worker trains through its notice until its pod's grace period ends (it reads that
 # end from its pod, lab.runtime.pod_deadline): the AKS notice handler's eviction ends it before
 # the VM's NotBefore, an EKS managed node group's drain gives the pod its own (the job's
 # terminationGracePeriodSeconds), so of AWS's two minutes the worker trains on for the grace's.
-CLUSTER_COSTS = replace(MeasuredCosts(), trained_through_s=float(TERMINATION_GRACE_S))
+def cluster_costs(model: str = TINY) -> MeasuredCosts:
+    """`model`'s measured costs, on a cluster."""
+    return replace(costs_for(model), trained_through_s=float(TERMINATION_GRACE_S))
+
+
+CLUSTER_COSTS = cluster_costs()
 
 
 def notice_for(choice: TraceChoice, cloud: str | None) -> str:
@@ -60,7 +69,7 @@ def trace_rows(
     of a useful node-hour on spot and on demand (the cluster's fixed part shared over the pool's
     nodes), and the saving. A pool the window offers no capacity gets one row saying so."""
     rows: list[dict[str, Any]] = []
-    costs = costs or CLUSTER_COSTS
+    costs = costs or cluster_costs(choice.model)
     notice = notice_for(choice, cloud)
     for priced in priced_spot_pools(cost):
         nodes = priced.nodes
@@ -105,7 +114,8 @@ def trace_lines(cost: CostEstimate | None, choice: TraceChoice, cloud: str | Non
             f"{window_text(choice.trace.checked_window(choice.window))} (the pool's counts scaled to the pool at "
             f"its largest, notice {rows[0]['notice']}), per fault-tolerance mode: the share of the capacity it "
             f"offered that the job trains (of the time at full size) / {currency} per useful node-hour on spot "
-            "against on demand (the saving); the model and its measured figures: lab/vocab/trace_goodput.py"
+            f"against on demand (the saving); the model and its figures measured at {choice.model}: "
+            "lab/vocab/trace_goodput.py"
         )
 
     return saving_text(rows, head, _row_line)

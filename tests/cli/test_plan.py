@@ -294,6 +294,28 @@ def test_the_plan_shows_goodput_and_cost_over_a_chosen_trace_window(capsys):
     assert "trace_saving" not in json.loads(without)["evictions"]  # only when a trace is asked for
 
 
+def test_a_trace_window_counts_the_costs_measured_at_the_model_size_asked_for(capsys):
+    """A bigger model's stalls at each change are longer: its elastic goodput over the window
+    is the model's with gpt-small's measured costs, below the tiny model's."""
+    from lab.plan.trace_saving import cluster_costs
+    from lab.vocab.trace_files import load_trace
+    from lab.vocab.trace_goodput import replay_prediction
+    from lab.vocab.trace_schedule import schedule
+
+    flags = ("--stack", "eks-dev", "-o", "json", "--trace", "bamboo-p3-32", "--window", "130m:310m")
+    _, out, _ = _plan(capsys, *flags, "--model", "gpt-small")
+    doc = json.loads(out)["evictions"]
+    _, out, _ = _plan(capsys, *flags)
+    tiny = json.loads(out)["evictions"]
+    assert (doc["trace"]["model"], tiny["trace"]["model"]) == ("gpt-small", "tiny")
+    window = schedule(load_trace("bamboo-p3-32"), 3, (7800.0, 18600.0), 1.0, "aws")
+    for row, tiny_row in zip(doc["trace_saving"], tiny["trace_saving"], strict=True):
+        expected = replay_prediction(row["mode"], window, cluster_costs("gpt-small")).ratio
+        assert row["goodput"] == pytest.approx(expected, abs=1e-6)
+        if row["mode"] != "restart-everything":  # it never stalls at a change: it restarts
+            assert row["goodput"] < tiny_row["goodput"]
+
+
 def test_a_trace_window_that_offers_the_pool_nothing_says_so(capsys, tmp_path):
     from tests.traces import ticks_file
 
@@ -314,6 +336,8 @@ def test_a_trace_window_that_offers_the_pool_nothing_says_so(capsys, tmp_path):
         ),
         (["--trace", "bamboo-p3-32", "--window", "soon"], ["--window='soon' is invalid", "A:B"]),
         (["--window", "1:2", "--notice", "aws"], ["--window='1:2' is invalid", "--notice='aws' is invalid"]),
+        (["--model", "gpt-small"], ["--model='gpt-small' is invalid: expected --trace too"]),
+        (["--trace", "bamboo-p3-32", "--model", "gpt-2"], ["--model='gpt-2' is invalid: expected one of tiny"]),
     ],
 )
 def test_a_bad_trace_option_is_named_before_anything_is_planned(capsys, monkeypatch, args, named):

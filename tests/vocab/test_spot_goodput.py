@@ -7,7 +7,7 @@ import math
 import pytest
 
 from lab.vocab.checkpoint_interval import EVICTION_BANDS, daly_interval_s, job_mtbf_s
-from lab.vocab.spot_goodput import MODES, MeasuredCosts, eviction_times, goodput
+from lab.vocab.spot_goodput import MODES, MeasuredCosts, costs_for, eviction_times, goodput
 
 COSTS = MeasuredCosts()
 
@@ -78,3 +78,15 @@ def test_an_eviction_schedule_keeps_its_mean():
 def test_an_eviction_schedule_refuses_what_cannot_be_drawn(mean_s, horizon_s, bad):
     with pytest.raises(ValueError, match=bad):
         eviction_times(mean_s, seed=1, horizon_s=horizon_s)
+
+
+def test_a_bigger_model_stalls_longer_at_each_change_and_an_unmeasured_size_counts_the_size_below():
+    tiny, small = costs_for("tiny"), costs_for("gpt-small")
+    assert tiny == MeasuredCosts()
+    for cost in ("elastic_recovery_s", "elastic_notice_recovery_s", "elastic_join_stall_s", "per_step_stall_s"):
+        assert getattr(small, cost) > getattr(tiny, cost), cost
+    # What the size does not change (a node's start, the save's cost on the accelerator) stays.
+    assert (small.node_start_s, small.save_cost_s) == (tiny.node_start_s, tiny.save_cost_s)
+    assert costs_for("gpt-100m") == small
+    with pytest.raises(ValueError, match=r"model='gpt-2': expected one of tiny, gpt-small, gpt-100m"):
+        costs_for("gpt-2")
