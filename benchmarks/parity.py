@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from real_size import DEFAULT_HEARTBEAT_S, HEARTBEAT_TIMEOUT_S
+
 from lab.drill.convergence import Curve
 from lab.drill.parity import Parity, differences, parity
 from lab.drill.run import DrillConfig, Progress, run_drill, run_uninterrupted
@@ -34,12 +36,6 @@ FAULTS = ("hard", "notice", "silent", "scale-out")
 # Per model: seconds of simulated accelerator time per micro-batch, steps between checkpoints,
 # the drill's patience.
 SETTINGS = {"tiny": (0.02, 50, 300), "gpt-small": (0.0, 25, 900), "gpt-100m": (0.0, 8, 3000)}
-# Per model, the per-step lighthouse's heartbeat timeout where the default (0.2 s) is shorter
-# than the groups' processes pause: at gpt-100m on this 2-core machine a group's heartbeats
-# stopped for up to 1.04 s (once past 1 s with a 1 s timeout), and the lighthouse left the
-# paused group out of the quorum (the drill's turn-taking finding; docs/real-size.md).
-HEARTBEAT_TIMEOUT_S = {"gpt-100m": 2.0}
-DEFAULT_HEARTBEAT_S = PerStepSettings().heartbeat_timeout_s
 
 
 def _spec(args: argparse.Namespace, mode: str, workdir: Path, max_nodes: int) -> JobSpec:

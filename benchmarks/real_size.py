@@ -46,9 +46,10 @@ from lab.vocab.per_step import PerStepSettings
 
 MTBF_S = 3600.0
 # The per-step lighthouse's heartbeat timeout where the default (0.2 s) is shorter than a group's
-# process pauses: at gpt-100m on this 2-core machine they stopped heartbeating for up to 1.14 s,
-# and the lighthouse left live groups out of quorums, which then healed again (the drill's
-# finding; benchmarks/parity.py runs gpt-100m with the same timeout).
+# process pauses: at gpt-100m on this 2-core machine they stopped heartbeating for up to 1.14 s
+# (once past 1 s with a 1 s timeout), and the lighthouse left live groups out of quorums, which
+# then healed again (the drill's turn-taking finding; docs/real-size.md). benchmarks/parity.py
+# runs per-step with the same timeouts.
 HEARTBEAT_TIMEOUT_S = {"gpt-100m": 2.0}
 DEFAULT_HEARTBEAT_S = PerStepSettings().heartbeat_timeout_s
 
