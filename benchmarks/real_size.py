@@ -37,6 +37,7 @@ from typing import Any
 
 from lab.drill.checkpoint_cost import save_cost
 from lab.drill.ledger import lost_and_doubled
+from lab.drill.report import LOAD_PARTS
 from lab.drill.run import DrillConfig, Progress, run_drill
 from lab.vocab import events
 from lab.vocab.checkpoint_interval import young_interval_s
@@ -194,6 +195,8 @@ def measure(model: str, root: Path, baselines: int) -> dict[str, Any]:
     out["recovery"] = recovery_parts(hard, hard_events)
     # Where the survivors' state came from (bytes: own memory, other nodes' memory, storage).
     out["state_from"] = hard.evictions[0].state_from if hard.evictions else None
+    # Where rank 0's load spent its seconds (lab.runtime.sharded_checkpoint's parts).
+    out["load_split"] = hard.evictions[0].load_split if hard.evictions else None
     out["checkpoints"] = checkpoint_costs(hard_events, SIZES[model].every)
     out["convergence"] = {"elastic": hard.convergence}
     notice, notice_events = drill(model, "elastic", "notice", root, 0)
@@ -233,6 +236,13 @@ def _state_from(r: dict[str, Any]) -> str:
     return " / ".join(_fmt(where[k] / 1e6, " MB", 1) for k in ("memory", "peers", "storage"))
 
 
+def _load_split(r: dict[str, Any]) -> str:
+    split = r.get("load_split")
+    if not split:
+        return "-"
+    return ", ".join(f"{LOAD_PARTS.get(k, k)} {_fmt(v, ' s')}" for k, v in split.items())
+
+
 def table(results: list[dict[str, Any]]) -> str:
     rows = [
         ("parameters", lambda r: _fmt(r["parameters"])),
@@ -258,6 +268,7 @@ def table(results: list[dict[str, Any]]) -> str:
             for part in ("detect", "rendezvous", "model build", "state load", "first step", "total")
         ),
         ("elastic recovery: state from memory / peers / storage", _state_from),
+        ("elastic recovery: state load by part (rank 0)", _load_split),
         ("per-step: survivors' stall", lambda r: _fmt(r["per_step"]["survivors_stall_s"], " s")),
         (
             "per-step: heal (bytes)",

@@ -200,11 +200,14 @@ def _elastic_eviction(run: Timeline, e: Record) -> Eviction:
 
 
 def _state_sources(run: Timeline, since: float, until: float, ev: Eviction) -> None:
-    """Where the resume's state came from, where its load says (node memory kept): the load
-    between the eviction and the first step after it (a worker records its load before it
-    resumes, so before the round's first resume event)."""
+    """Where the resume's state came from, where its load says (node memory kept), and its
+    seconds by part (sharded): the load between the eviction and the first step after it (a
+    worker records its load before it resumes, so before the round's first resume event)."""
     loaded = run.first(Event.CHECKPOINT_LOADED, since)
-    if loaded is None or loaded["t"] > until or "from_storage" not in loaded:
+    if loaded is None or loaded["t"] > until:
+        return
+    ev.load_split = dict(loaded["split"]) if loaded.get("split") else None
+    if "from_storage" not in loaded:
         return
     ev.state_from = {k: int(loaded.get(f"from_{k}") or 0) for k in ("memory", "peers", "storage")}
     ev.memory_refused = list(loaded.get("memory_refused") or []) or None

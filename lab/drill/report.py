@@ -58,6 +58,8 @@ class Eviction:
     # memory, from other ranks' memory and from storage; the memory slots refused and why.
     state_from: dict[str, int] | None = None
     memory_refused: list[str] | None = None
+    # A sharded resume's load on rank 0, its seconds by part (lab.runtime.sharded_checkpoint).
+    load_split: dict[str, float] | None = None
 
 
 @dataclass
@@ -341,15 +343,29 @@ def _scaling_line(sc: Scaling, t0: float) -> str:
     return f"  scaled {sc.from_nodes} -> {sc.to_nodes} node(s) at {sc.t - t0:.1f} s: {reached}"
 
 
+# A sharded load's parts, as the report names them.
+LOAD_PARTS = {
+    "state_s": "state dicts",
+    "plan_s": "plan",
+    "exchange_s": "other nodes' memory sent",
+    "read_s": "read",
+    "apply_s": "into the model",
+}
+
+
 def _state_lines(ev: Eviction) -> list[str]:
-    """Where the resumed state came from: node memory, other nodes' memory, storage."""
-    if ev.state_from is None:
-        return []
-    mb = {k: v / 1e6 for k, v in ev.state_from.items()}
-    lines = [
-        f"    state: {mb['memory']:.1f} MB from the survivors' own memory, {mb['peers']:.1f} MB from"
-        f" other nodes' memory, {mb['storage']:.1f} MB from storage"
-    ]
+    """Where the resumed state came from (node memory, other nodes' memory, storage), and
+    where its load's seconds went."""
+    lines = []
+    if ev.state_from is not None:
+        mb = {k: v / 1e6 for k, v in ev.state_from.items()}
+        lines.append(
+            f"    state: {mb['memory']:.1f} MB from the survivors' own memory, {mb['peers']:.1f} MB from"
+            f" other nodes' memory, {mb['storage']:.1f} MB from storage"
+        )
+    if ev.load_split:
+        parts = ", ".join(f"{LOAD_PARTS.get(k, k)} {v:.2f}" for k, v in ev.load_split.items())
+        lines.append(f"    state load on rank 0: {sum(ev.load_split.values()):.2f} s ({parts})")
     lines += [f"    memory refused: {why}" for why in ev.memory_refused or []]
     return lines
 

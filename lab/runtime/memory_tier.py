@@ -25,6 +25,7 @@ import contextlib
 import io
 import logging
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -283,6 +284,8 @@ class TierLoad:
     peer_bytes: int = 0  # sent by another rank from its node memory
     storage_bytes: int = 0
     refused: list[str] = field(default_factory=list)  # memory slots not used, and why
+    plan_s: float = 0.0  # this rank's seconds to read the metadata, plan and agree on the plan
+    exchange_s: float = 0.0  # this rank's seconds sending and receiving other nodes' memory
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -310,6 +313,7 @@ def prepare(
     and point the reader at it. Without slots this rank holds nothing but still takes part.
     Memory is a shortcut: where a rank cannot plan or map its part, every rank learns it before
     anything is sent, and what memory would have given is read from storage."""
+    started = time.perf_counter()
     mine: tuple[dict[str, Ranges], list[Holding], list[str]] | str
     try:
         metadata = reader.read_metadata()
@@ -323,7 +327,7 @@ def prepare(
     dist.all_gather_object(shared, mine, group=group)
     failed = [f"rank {r} could not plan a load from memory ({s})" for r, s in enumerate(shared) if isinstance(s, str)]
     if failed:
-        return TierLoad(refused=failed)
+        return TierLoad(refused=failed, plan_s=round(time.perf_counter() - started, 4))
     me = dist.get_rank(group)
     need, held = shared[me][0], shared[me][1]
     plan = assign([s[0] for s in shared], [s[1] for s in shared])
@@ -341,8 +345,11 @@ def prepare(
         served, exchange = {}, _Exchange(broken=True)
     ready = torch.tensor([0 if exchange.broken else 1], dtype=torch.int64)
     dist.all_reduce(ready, op=dist.ReduceOp.MIN, group=group)
+    planned = time.perf_counter()
+    load.plan_s = round(planned - started, 4)
     if int(ready.item()):
         exchange.run(group, served)
+        load.exchange_s = round(time.perf_counter() - planned, 4)
     else:
         load.storage_bytes += load.peer_bytes
         load.peer_bytes = 0

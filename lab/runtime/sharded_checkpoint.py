@@ -274,6 +274,7 @@ class ShardedCheckpoints:
         self.slots = self._node_memory()
         self._publisher: ThreadPoolExecutor | None = None
         self.last_load: memory_tier.TierLoad | None = None
+        self.last_split: dict[str, float] = {}  # the last load's seconds, by part (this rank's)
 
     def _node_memory(self) -> WorkerSlots | None:
         """This rank's node memory, used only when every rank has some (the load and the
@@ -306,7 +307,18 @@ class ShardedCheckpoints:
 
     def load(self, step: int, model: nn.Module, optimizer: torch.optim.Optimizer) -> Progress:
         """Load step `step` into the (sharded) model and optimizer, resharded to this world
-        size, and return its progress."""
+        size, and return its progress. `last_split` says where its seconds went: the state's
+        dicts taken (`state_s`), node memory's plan and transfers (`plan_s`, `exchange_s`), DCP's
+        read of every byte (`read_s`), the state put back into the model (`apply_s`)."""
+        clock = time.perf_counter()
+        self.last_split = split = {}
+
+        def part(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            split[name] = round(now - clock, 4)
+            clock = now
+
         model_state, optim_state = get_state_dict(model, optimizer)
         state: dict[str, Any] = {
             "model": model_state,
@@ -315,13 +327,18 @@ class ShardedCheckpoints:
         }
         reader = _reader(self.store, step)
         self.last_load = None
+        part("state_s")
         if self.slots is not None:
             try:
                 self.last_load = memory_tier.prepare(state, reader, self.slots, step, self.group)
             except RuntimeError as exc:  # a collective failed: a peer is gone
                 raise PeerLost(str(exc)) from exc
+            split.update(plan_s=self.last_load.plan_s, exchange_s=self.last_load.exchange_s)
+            clock = time.perf_counter()
         dcp_load(state, storage_reader=reader, process_group=self.group)
+        part("read_s")
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        part("apply_s")
         return Progress.from_state(state["progress"])
 
     # ------------------------------------------------------------------- saving
@@ -502,6 +519,8 @@ class ShardedCheckpointer:
         fields = {"path": choice.name, "skipped": list(choice.skipped), "world_size_saved": progress.world_size}
         if self.checkpoints.last_load is not None:
             fields.update(self.checkpoints.last_load.fields())
+        if self.checkpoints.last_split:
+            fields["split"] = dict(self.checkpoints.last_split)
         return Resumed.at(progress, time.perf_counter() - choice.started, fields)
 
     def save(

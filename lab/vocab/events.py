@@ -106,7 +106,8 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.MODEL_BUILT: frozenset({"model", "parameters", "parallel", "seconds", "replica"}),
     # world_size_saved: the world size of a sharded checkpoint, resharded to this one. Where node
     # memory is kept (lab.runtime.memory_tier), the bytes every rank together read from its own
-    # memory, from other ranks' memory and from storage, and the memory slots refused and why.
+    # memory, from other ranks' memory and from storage, and the memory slots refused and why;
+    # `split`: a sharded load's seconds by part on rank 0 (lab.runtime.sharded_checkpoint).
     Event.CHECKPOINT_LOADED: frozenset(
         {
             "step",
@@ -121,6 +122,7 @@ FIELDS: Mapping[Event, frozenset[str]] = {
             "from_peers",
             "from_storage",
             "memory_refused",
+            "split",
         }
     ),
     # sharded: every rank wrote its shards (bytes: rank 0's); else one rank wrote the whole state.

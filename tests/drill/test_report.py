@@ -519,6 +519,7 @@ def test_a_resume_says_where_its_state_came_from_and_which_memory_was_refused():
         "from_peers": 20_500_000,
         "from_storage": 0,
         "memory_refused": ["rank 1 peer slot: step 10 being written"],
+        "split": {"state_s": 0.1, "plan_s": 0.2, "exchange_s": 0.3, "read_s": 0.4, "apply_s": 0.05},
     }
     recorded = [
         *({"t": 1.0, "event": "fresh", "step": 0, "round": 1, "node": n} for n in "abc"),
@@ -542,12 +543,19 @@ def test_a_resume_says_where_its_state_came_from_and_which_memory_was_refused():
         in summary
     )
     assert "memory refused: rank 1 peer slot: step 10 being written" in summary
-    # Without node memory the load says nothing of it, and neither does the report.
+    assert (
+        "state load on rank 0: 1.05 s (state dicts 0.10, plan 0.20, other nodes' memory sent 0.30, read 0.40, "
+        "into the model 0.05)" in summary
+    )
+    # Without node memory the load says nothing of it, and neither does the report: its seconds
+    # have no plan and nothing sent.
     for key in ("from_memory", "from_peers", "from_storage", "memory_refused"):
         del loaded[key]
+    loaded["split"] = {"state_s": 0.1, "read_s": 0.6, "apply_s": 0.05}
     recorded = [e for e in recorded if e["t"] < 5.0]
     report = analyze(recorded, [], target_steps=11, checkpoint_every=10, node_exit_codes={"a": 0, "b": 0, "c": -9})
     assert report.evictions[0].state_from is None and "state:" not in report.summary()
+    assert "state load on rank 0: 0.75 s (state dicts 0.10, read 0.60, into the model 0.05)" in report.summary()
 
 
 def test_a_notice_too_short_to_save_in_is_missed_even_when_a_later_notice_saves():

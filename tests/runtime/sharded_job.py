@@ -64,6 +64,7 @@ def main() -> None:
         progress = checkpoints.load(step, model, optimizer)
         out.update(step=progress.step, saved_world=progress.world_size, skipped=skipped)
         out["tiers"] = checkpoints.last_load.fields() if checkpoints.last_load is not None else None
+        out["split"] = checkpoints.last_split
         out["model"], out["moments"] = checksums(model, optimizer)
     else:
         steps, every = int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 1

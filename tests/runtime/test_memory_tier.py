@@ -149,6 +149,12 @@ def test_survivors_load_from_memory_and_a_lost_nodes_shard_from_its_ring_success
     assert tiers[1]["from_storage"] == 0 and tiers[1]["from_peers"] > 0
     assert tiers[2]["from_storage"] == (step / "__1_0.distcp").stat().st_size
     assert all("memory_refused" not in t for t in tiers)
+    # Each load's seconds by part, on every rank: a transfer only where a peer sent something.
+    for loaded in (same, fewer, alone):
+        for r in loaded:
+            assert list(r["split"]) == ["state_s", "plan_s", "exchange_s", "read_s", "apply_s"]
+            assert all(v >= 0 for v in r["split"].values()) and r["split"]["read_s"] > 0
+    assert all(r["split"]["exchange_s"] < 0.05 for r in alone)  # nothing to send
 
 
 @pytest.mark.processes
