@@ -364,7 +364,9 @@ class _Exchange:
     made (and any failure met) before any rank sends."""
 
     sends: list[tuple[int, int, torch.Tensor]] = field(default_factory=list)  # (target, tag, bytes)
-    receives: list[tuple[int, int, str, int, int, bytearray]] = field(default_factory=list)
+    # (source, tag, file, its length, start, a buffer left unfilled: zeroing a fresh buffer
+    # first would touch every page of it once more than the receive does)
+    receives: list[tuple[int, int, str, int, int, torch.Tensor]] = field(default_factory=list)
     broken: bool = False
 
     @classmethod
@@ -378,17 +380,25 @@ class _Exchange:
                     out.sends.append((t.target, tag, torch.frombuffer(view, dtype=torch.uint8)))
             elif t.target == me:
                 for start, end in t.spans:
-                    out.receives.append((t.source, tag, t.file, t.length, start, bytearray(end - start)))
+                    out.receives.append((t.source, tag, t.file, t.length, start, _buffer(end - start)))
         return out
 
     def run(self, group: dist.ProcessGroup, served: dict[str, Served]) -> None:
         """Every send and receive at once (one tag per transfer); what came in, served."""
         works = [dist.isend(data, group=group, group_dst=target, tag=tag) for target, tag, data in self.sends]
         for source, tag, file, length, start, buffer in self.receives:
-            tensor = torch.frombuffer(buffer, dtype=torch.uint8)
-            works.append(dist.irecv(tensor, group=group, group_src=source, tag=tag))
-            served.setdefault(file, (length, []))[1].append((start, memoryview(buffer)))
+            works.append(dist.irecv(buffer, group=group, group_src=source, tag=tag))
+            served.setdefault(file, (length, []))[1].append((start, buffer.numpy().data))
         _wait_all(works)
+
+
+def _buffer(size: int) -> torch.Tensor:
+    """`size` bytes to receive into; MemoryError when there is no room for them (torch's
+    allocator says so with a RuntimeError, which would read as a failed collective)."""
+    try:
+        return torch.empty(size, dtype=torch.uint8)
+    except RuntimeError as exc:
+        raise MemoryError(f"{size} bytes to receive a peer's shard into: {exc}") from exc
 
 
 def ring_hop(size: int, per_node: list[int]) -> int:

@@ -4,6 +4,7 @@ taken out again after it (torch's tables as they were)."""
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 import pytest
@@ -40,3 +41,19 @@ def installed(restored_torch):
     """lab.runtime.launch's rendezvous handlers and agent monitor in torch's tables, for
     this test only."""
     launch.install()
+
+
+INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
+
+
+@pytest.fixture
+def inductor_cache_kept():
+    """An optimizer's first step imports torch._dynamo, which sets TORCHINDUCTOR_CACHE_DIR: put
+    back as it was (before the autouse check of the process's state, which monkeypatch would
+    undo after)."""
+    cache_dir = os.environ.get(INDUCTOR_CACHE)
+    yield
+    if cache_dir is None:
+        os.environ.pop(INDUCTOR_CACHE, None)
+    else:
+        os.environ[INDUCTOR_CACHE] = cache_dir

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from types import SimpleNamespace
 
@@ -18,23 +17,16 @@ from lab.runtime.demo import GlobalSampler
 from lab.runtime.sharded_checkpoint import ShardedCheckpointer
 from lab.runtime.workload import Workload, open_checkpointer
 
-INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
 KINDS = {"whole": "tiny", "sharded": "gpt-small"}
 
 
 @pytest.fixture
-def one_rank(tmp_path):
-    """A gloo process group of this process alone, taken down after the test. An optimizer's
-    first step imports torch._dynamo, which sets TORCHINDUCTOR_CACHE_DIR: put back as it was
-    (before the autouse check of the process's state, which monkeypatch would undo after)."""
-    cache_dir = os.environ.get(INDUCTOR_CACHE)
+def one_rank(tmp_path, inductor_cache_kept):
+    """A gloo process group of this process alone, taken down after the test (its optimizer's
+    first step sets torch's inductor cache variable: put back)."""
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
     yield
     dist.destroy_process_group()
-    if cache_dir is None:
-        os.environ.pop(INDUCTOR_CACHE, None)
-    else:
-        os.environ[INDUCTOR_CACHE] = cache_dir
 
 
 def _open(kind: str, directory) -> Checkpointer:

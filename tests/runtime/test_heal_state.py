@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 from torch import nn
@@ -17,20 +15,6 @@ OPTIMIZERS = {
     "adamw": lambda params, lr: torch.optim.AdamW(params, lr=lr, weight_decay=0.0),
 }
 BUILT_LR, STEP_LR = 0.05, 0.1  # the rate the optimizers are built with; the one the step sets
-INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
-
-
-@pytest.fixture
-def inductor_cache_kept():
-    """An optimizer's first step imports torch._dynamo, which sets TORCHINDUCTOR_CACHE_DIR: put
-    back as it was (before the autouse check of the process's state, which monkeypatch would
-    undo after)."""
-    cache_dir = os.environ.get(INDUCTOR_CACHE)
-    yield
-    if cache_dir is None:
-        os.environ.pop(INDUCTOR_CACHE, None)
-    else:
-        os.environ[INDUCTOR_CACHE] = cache_dir
 
 
 def _gradients(net: nn.Module, seed: int) -> list[torch.Tensor]:
