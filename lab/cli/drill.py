@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from lab.cli.common import said
 from lab.cli.drill_cluster import add_drill_arguments, trace_schedule_of
+from lab.drill.drill_config import RECLAIM_GRACE_S
 from lab.vocab.command_flags import add_output
 from lab.vocab.job import JobSpec
-from lab.vocab.job_flags import add_job_arguments, add_model_arguments, job_spec, own_model_problems
+from lab.vocab.job_flags import add_job_arguments, add_model_arguments, job_spec, node_counts, own_model_problems
 from lab.vocab.models import DEFAULT_STEPS, demo_args
 from lab.vocab.problems import InvalidInput, Problem, Problems
 from lab.vocab.script_findings import FINDINGS
@@ -45,6 +46,9 @@ OPTIONS = {
     "scale_to": "--scale-to",
     "max_nodes": "--max-nodes",
     "timeout_s": "--timeout",
+    "burst_nodes": "--burst",
+    "reclaim_grace_s": "--grace",
+    "reclaim_for_s": "--reclaim-for",
 }
 
 
@@ -68,7 +72,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _job_arguments(job: argparse._ArgumentGroup) -> None:
     """The job: a JobSpec's flags, the demo's steps and model, or a script of one's own."""
-    job.add_argument("--nodes", type=int, default=3, help="nodes to start [3]")
+    job.add_argument("--nodes", type=int, default=None, help="nodes to start [3; with --fault reclaim, max-nodes]")
     add_job_arguments(job)
     job.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"target step [{DEFAULT_STEPS}]")
     job.add_argument(
@@ -88,11 +92,27 @@ def _fault_arguments(ev: argparse._ArgumentGroup) -> None:
     """Which fault: a node evicted, the rendezvous server restarted, or the job scaled."""
     ev.add_argument(
         "--fault",
-        choices=["node", "rendezvous-restart", "scale"],
+        choices=["node", "rendezvous-restart", "scale", "reclaim"],
         default="node",
         help="node: evict a node; rendezvous-restart: stop the rendezvous server for --outage seconds "
         "and start it again (etcd keeps its data), then evict a node and add one as usual; scale: no fault, "
-        "the job is scaled to each of --scale-to's node counts in turn, as `elastic-lab scale` does [node]",
+        "the job is scaled to each of --scale-to's node counts in turn, as `elastic-lab scale` does; reclaim: "
+        "the job's --burst nodes are taken back together by their owners' work (--grace), kept --reclaim-for "
+        "seconds, then given back [node]",
+    )
+    ev.add_argument(
+        "--grace",
+        type=_as_number,
+        default=RECLAIM_GRACE_S,
+        metavar="SECONDS|none",
+        help="reclaim: the borrowed nodes' grace period (their pods' terminationGracePeriodSeconds: each node says "
+        f"when it goes and its workers train on through it); none: killed at once [{RECLAIM_GRACE_S:g}]",
+    )
+    ev.add_argument(
+        "--reclaim-for",
+        type=float,
+        default=5.0,
+        help="reclaim: seconds the owners keep the capacity once the job trains at its core [5]",
     )
     ev.add_argument(
         "--scale-to",
@@ -149,6 +169,23 @@ def _notice_s(args: argparse.Namespace) -> float | None:
         return notice_seconds("30" if args.notice is None else args.notice)
     except InvalidInput:
         return None
+
+
+def _grace_s(args: argparse.Namespace) -> float | None:
+    """--grace: seconds, or None for none (any other word is left to the checks, as NaN)."""
+    if isinstance(args.grace, str):
+        return None if args.grace.lower() == "none" else math.nan
+    return float(args.grace)
+
+
+def _nodes(args: argparse.Namespace) -> int:
+    """--nodes, or by default 3; a reclaim starts the job's core and every borrowed node."""
+    if args.nodes is not None:
+        return int(args.nodes)
+    if args.fault == "reclaim":
+        with contextlib.suppress(InvalidInput):  # contradicting node options: the job's check names them
+            return node_counts(args)[1]
+    return 3
 
 
 def _as_number(text: str) -> float | str:
@@ -287,8 +324,10 @@ def _option_problems(args: argparse.Namespace) -> Problems:
         found.add("--baselines", args.baselines, "0..5 uninterrupted runs to compare with")
     elif args.baselines and args.script:
         found.add("--baselines", args.baselines, "0 with --script: runs are compared by the demo's step events")
-    if args.nodes > MAX_LOCAL_NODES:
-        found.add("--nodes", args.nodes, f"at most {MAX_LOCAL_NODES} (every node runs on this machine)")
+    if _nodes(args) > MAX_LOCAL_NODES:
+        found.add("--nodes", _nodes(args), f"at most {MAX_LOCAL_NODES} (every node runs on this machine)")
+    if isinstance(args.grace, str) and args.grace.lower() != "none":
+        found.add("--grace", args.grace, "seconds in (0, 600], or none: taken back without a grace period")
     if args.plot is not None and (why := _plot_path_problem(args.plot)):
         found.add("--plot", str(args.plot), why)
     if args.workdir is not None and (why := _workdir_problem(args.workdir, args.resume)):
@@ -364,7 +403,7 @@ def build(args: argparse.Namespace) -> DrillConfig:
     return DrillConfig(
         spec=spec,
         workdir=workdir.absolute(),
-        nodes=args.nodes,
+        nodes=_nodes(args),
         fault="trace" if replay is not None else args.fault,
         outage_s=args.outage,
         outage_keeps_data=args.rendezvous_data == "kept",
@@ -383,13 +422,15 @@ def build(args: argparse.Namespace) -> DrillConfig:
         replacement_capacity=args.replacement_from[1] if args.replacement_from else None,
         accept=tuple(args.accept),
         replay=replay,
+        reclaim_grace_s=_grace_s(args),
+        reclaim_for_s=args.reclaim_for,
     )
 
 
 def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int, ReplaySchedule | None]:
     """(the job, the step it trains to or None for a script, the step to evict at), or every
     bad value of the job's and the drill's at once (one InvalidInput)."""
-    from lab.drill.run import drill_problems, replay_problems
+    from lab.drill.run import drill_problems, reclaim_problems, replay_problems
 
     extra = list(args.script_args or [])
     if extra[:1] == ["--"]:
@@ -414,13 +455,14 @@ def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int, Re
     except InvalidInput as exc:
         _add_new(found, exc.problems)
     evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, args.steps // 4)
-    replay, bad_trace = trace_schedule_of(args, args.nodes)
+    nodes = _nodes(args)
+    replay, bad_trace = trace_schedule_of(args, nodes)
     _add_new(found, bad_trace)
     drill = drill_problems(
         spec,
         fault="trace" if args.trace is not None else args.fault,
         outage_s=args.outage,
-        nodes=args.nodes,
+        nodes=nodes,
         eviction=args.eviction,
         notice_s=_notice_s(args) or 30.0,
         evict_at_step=evict_at,
@@ -428,7 +470,9 @@ def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int, Re
         victim=args.victim,
         scale_to=args.scale_to or (),
     )
-    if args.nodes < 1:
+    grace = _grace_s(args)
+    drill += reclaim_problems(spec, args.fault, nodes, None if grace != grace else grace, args.reclaim_for)
+    if nodes < 1:
         drill = [p for p in drill if p.key != "victim"]  # no index fits no nodes: --nodes says it
     _add_new(found, (Problem(OPTIONS.get(p.key, p.key), p.value, p.expected) for p in drill))
     if replay is not None and spec is not None:
@@ -436,7 +480,7 @@ def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int, Re
             found,
             (
                 Problem(OPTIONS.get(p.key, p.key), p.value, p.expected)
-                for p in replay_problems(spec, args.nodes, args.eviction, replay, args.timeout)
+                for p in replay_problems(spec, nodes, args.eviction, replay, args.timeout)
             ),
         )
     if found or spec is None:

@@ -21,7 +21,7 @@ from lab.cli.common import connected, said, spec_or_problems, stack_target_of
 from lab.vocab.command_flags import add_namespace
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import job_spec as job_fields_spec
-from lab.vocab.job_flags import own_model_problems
+from lab.vocab.job_flags import node_counts, own_model_problems
 from lab.vocab.models import DEFAULT_STEPS, demo_args
 from lab.vocab.problems import InvalidInput, Problem
 
@@ -59,6 +59,8 @@ LOCAL_ONLY = (
     "evict_after",
     "victim",
     "scale_out_after",
+    "grace",
+    "reclaim_for",
     "baselines",
     "timeout",
     "quiet",
@@ -269,7 +271,7 @@ def drill_main(args: argparse.Namespace) -> int:
         raise InvalidInput([Problem("--deadline", args.deadline, "a finite number of seconds > 0")])
     spec, objects = _drilled_job(args, target)
     # An attached job's slots are known once it is read; a dry run that cannot read it takes --max-nodes.
-    replay = _cluster_replay(args, spec.max_nodes if spec is not None else args.max_nodes)
+    replay = _cluster_replay(args, spec.max_nodes if spec is not None else node_counts(args)[1])
     if spec is not None and (knowing := knowing_the_windows_rate(spec, replay)) is not spec:
         # The job rendered here replays a window: it knows the window's rate of evictions.
         job = render_job(knowing, target)

@@ -5,6 +5,7 @@
   drill_config.py   DrillConfig: the drill asked for, and its bad values
   replay.py         a window of a real spot trace replayed on the local target (fault 'trace')
   replay_goodput.py a replay's goodput against the capacity its window offered
+  reclaim.py        borrowed nodes taken back by their owners' work (fault 'reclaim'), and the job through it
   report.py         the report (DrillReport): its figures, problems, text and JSON
   timeline.py       a drill's events in time order, and the questions asked of them
   analysis.py       the figures from the events (`measure`); per_step_report.py in per-step mode

@@ -6,12 +6,13 @@ from lab.drill import batch_cost, per_step_report
 from lab.drill.agent_events import AgentEvent
 from lab.drill.checkpoint_cost import advice as interval_advice
 from lab.drill.ledger import sample_ledger
+from lab.drill.reclaim import reclaims
 from lab.drill.replay_goodput import replay_goodput
 from lab.drill.report import DrillReport, Eviction, Join, ReducedSize, RendezvousOutage, Scaling
 from lab.drill.timeline import WORK_EVENTS, Record, Timeline, is_done
 from lab.drill.verdict import Observed, judged
 from lab.vocab.checkpoint_interval import FIRST_SAVE_AFTER
-from lab.vocab.events import EXIT_DONE, EXIT_NOTICE, SAVE_NOTICE, Event
+from lab.vocab.events import CAUSE_SCALE_IN, EXIT_DONE, EXIT_NOTICE, SAVE_NOTICE, Event
 
 
 def analyze(
@@ -60,8 +61,11 @@ def measure(
         if e["t"] > run.first_step_t:
             report.joins.append(_per_step_join(run, e) if run.per_step else _elastic_join(run, e))
     report.scaling = [_scaling(run, e) for e in run.of(Event.SCALE)]
+    report.reclaims = reclaims(run)
     if run.emits:
-        report.reduced = [_reduced(run, e, report.joins) for e in run.of(Event.EVICT) if e.get("cause") != "scale-in"]
+        report.reduced = [
+            _reduced(run, e, report.joins) for e in run.of(Event.EVICT) if e.get("cause") != CAUSE_SCALE_IN
+        ]
     report.loss_curve, report.world_timeline = _curves(run)
     report.capacity_timeline = [(e["t"] - run.t0, int(e["alive"])) for e in run.of(Event.CAPACITY)]
     report.ledger = sample_ledger(run)

@@ -11,11 +11,14 @@ from lab.vocab.job import JobSpec
 from lab.vocab.problems import InvalidInput, Problem, Problems
 from lab.vocab.replay_schedule import ReplaySchedule
 
-FAULTS = ("node", "rendezvous-restart", "scale", "trace")
+FAULTS = ("node", "rendezvous-restart", "scale", "trace", "reclaim")
 # A scale-in's grace: the node's workers save and leave within it (a pod deleted by a scale-in gets
 # its terminationGracePeriodSeconds; the platform keeps it under the eviction notice).
 SCALE_IN_GRACE_S = 25.0
 EVICTIONS = ("hard", "notice", "silent")
+# A reclaim's grace unless the drill says otherwise: the worker pods' terminationGracePeriodSeconds
+# (the job chart's), which a preemption by another team's pod gives them.
+RECLAIM_GRACE_S = SCALE_IN_GRACE_S
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,12 @@ class DrillConfig:
       "scale": no fault; after warm-up the job is made to run at each of `scale_to` nodes in
       turn, as `elastic-lab scale` does on a cluster: nodes added (joins), or the newest ones
       told to leave (SIGTERM with SCALE_IN_GRACE_S to save and go, as a deleted pod), each size
-      held until the job trains at it.
+      held until the job trains at it. Or "reclaim": the job's borrowed nodes (its
+      `burst_nodes`, started last) are taken back together by their owners' work, as a
+      preemption does on a cluster: each told to go with `reclaim_grace_s` (the pod's grace
+      period: the node says when it goes, and its workers train on through it), or killed
+      without one (None); once the job trains at its core the capacity stays taken for
+      `reclaim_for_s`, then as many nodes join again.
     target_steps: the step the job must reach (None for a script without our events).
     eviction: "hard" (SIGKILL), "notice" (SIGTERM, SIGKILL after notice_s) or "silent"
       (SIGSTOP: the node vanishes with its sockets open, as a VM taken back without a word).
@@ -75,6 +83,10 @@ class DrillConfig:
     # ... replayed by restart-everything instead: every node stopped at each loss, the job
     # started again at full size once every slot is back (lab.drill.replay).
     restart_everything: bool = False
+    # fault "reclaim": the borrowed nodes' grace period (None: none) and how long their owners
+    # keep the capacity.
+    reclaim_grace_s: float | None = RECLAIM_GRACE_S
+    reclaim_for_s: float = 5.0
 
     def validate(self) -> None:
         """Every bad value at once (InvalidInput), before anything is started."""
@@ -102,6 +114,7 @@ class DrillConfig:
             problems.extend(replay_problems(self.spec, self.nodes, self.eviction, self.replay, self.timeout_s))
             if self.restart_everything:
                 problems.extend(restart_everything_problems(self.spec, self.replay))
+        problems.extend(reclaim_problems(self.spec, self.fault, self.nodes, self.reclaim_grace_s, self.reclaim_for_s))
         if self.baselines and self.target_steps is None:
             problems.append(
                 Problem(
@@ -112,6 +125,31 @@ class DrillConfig:
             problems.append(Problem("baselines", self.baselines, "0..5 uninterrupted runs to compare with"))
         if problems:
             raise InvalidInput(problems)
+
+
+def reclaim_problems(
+    spec: JobSpec | None, fault: str, nodes: int, grace_s: float | None, for_s: float
+) -> list[Problem]:
+    """A reclaim takes the job's borrowed nodes back: the job has some and starts with all of
+    them; the grace period and the time the owners keep the capacity are seconds."""
+    found = Problems()
+    if grace_s is not None and not (_seconds(grace_s) and 0 < grace_s <= 600):
+        found.add("reclaim_grace_s", grace_s, "seconds in (0, 600], or none: taken back without a grace period")
+    if not (_seconds(for_s) and 0 <= for_s <= 3600):
+        found.add("reclaim_for_s", for_s, "seconds in [0, 3600] that the owners keep their capacity")
+    if fault != "reclaim" or spec is None:
+        return found.items
+    if spec.burst_nodes < 1:
+        found.add("burst_nodes", spec.burst_nodes, "at least 1 with fault 'reclaim': the nodes taken back")
+    elif nodes != spec.max_nodes:
+        found.add(
+            "nodes", nodes, f"max_nodes ({spec.max_nodes}) with fault 'reclaim': the core and every borrowed node"
+        )
+    return found.items
+
+
+def _seconds(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
 
 
 def restart_everything_problems(spec: JobSpec, replay: ReplaySchedule) -> list[Problem]:

@@ -70,7 +70,7 @@ def _membership_changes(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str
 
 def _what(change: Mapping[str, Any]) -> str:
     if change.get("event") == Event.EVICT:
-        kind = "scale-in" if change.get("cause") == "scale-in" else str(change.get("kind", ""))
+        kind = str(change.get("cause") or change.get("kind", ""))  # a scale-in, a reclaim, or the eviction's kind
         return f"the eviction of {change.get('node')} ({kind})"
     return f"{change.get('node')} joining"
 

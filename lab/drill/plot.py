@@ -9,6 +9,7 @@ from typing import Any
 from lab.drill.convergence import Curve
 from lab.drill.parity import differences
 from lab.drill.report import DrillReport
+from lab.vocab.events import CAUSE_RECLAIM, CAUSE_SCALE_IN
 
 
 def plot_timeline(report: DrillReport, path: str | Path) -> Path:
@@ -82,11 +83,13 @@ def _capacity(report: DrillReport, ax: Any) -> None:
 
 
 def _mark_changes(report: DrillReport, ax: Any) -> None:
-    """Evictions (and scale-ins), rendezvous outages and joins, each with how long it took."""
+    """Evictions (scale-ins and reclaims apart), rendezvous outages and joins, each with how long
+    it took."""
     labelled: set[str] = set()
+    apart = {CAUSE_SCALE_IN: ("scale-in", "tab:purple"), CAUSE_RECLAIM: ("taken back by its owners", "tab:brown")}
     for ev in report.evictions:
-        # A scale-in's leave is no reclaim: marked apart.
-        what, color = ("scale-in", "tab:purple") if ev.cause == "scale-in" else (f"eviction ({ev.kind})", "tab:red")
+        # A node that left for another cause than a spot reclaim: marked apart.
+        what, color = apart.get(ev.cause or "", (f"eviction ({ev.kind})", "tab:red"))
         ax.axvline(ev.t - report.t0, color=color, linewidth=1.2, label=what if what not in labelled else None)
         labelled.add(what)
         if ev.recovery_s is not None:

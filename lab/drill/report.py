@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lab.drill.ledger import SampleLedger
+from lab.drill.reclaim import Reclaim, reclaim_lines
 from lab.drill.replay_goodput import ReplayGoodput
+from lab.vocab.events import CAUSE_RECLAIM, CAUSE_SCALE_IN
 
 
 @dataclass
@@ -52,7 +54,8 @@ class Eviction:
     groups_before: int | None = None
     groups_after: int | None = None
     discarded_steps: int | None = None
-    # Why the node went, when not a spot reclaim: "scale-in" (the job was made smaller).
+    # Why the node went, when not a spot reclaim (lab.vocab.events' causes): the job was made
+    # smaller, or a borrowed node's owners took it back.
     cause: str | None = None
     # Elastic, sharded checkpoints with node memory: the resume's bytes from the ranks' own
     # memory, from other ranks' memory and from storage; the memory slots refused and why.
@@ -154,6 +157,9 @@ class DrillReport:
     preemptions: int = 0
     nodes_added: int = 0
     evictions: list[Eviction] = field(default_factory=list)
+    # Borrowed nodes taken back by their owners' work (evictions with the reclaim cause), and
+    # the job through each (lab.drill.reclaim).
+    reclaims: list[Reclaim] = field(default_factory=list)
     outages: list[RendezvousOutage] = field(default_factory=list)
     joins: list[Join] = field(default_factory=list)
     scaling: list[Scaling] = field(default_factory=list)
@@ -213,14 +219,18 @@ class DrillReport:
 
     def summary(self) -> str:
         lines = [f"Drill {'PASSED' if self.passed else 'FAILED'} in {self.duration_s:.1f} s", self._how_it_ended()]
+        reclaimed = sum(r.nodes for r in self.reclaims)
+        taken = f", {reclaimed} taken back by their owners" if reclaimed else ""
         lines.append(
-            f"  restart rounds: {self.restart_rounds} ({self.preemptions} node(s) preempted, {self.nodes_added} added: "
-            f"membership changes); failures counted against --max-restarts: {self.max_restart_count} "
+            f"  restart rounds: {self.restart_rounds} ({self.preemptions} node(s) preempted{taken}, {self.nodes_added} "
+            f"added: membership changes); failures counted against --max-restarts: {self.max_restart_count} "
             "(the highest TORCHELASTIC_RESTART_COUNT)"
         )
         for o in self.outages:
             lines += _outage_lines(o, self.t0)
         lines += [_scaling_line(sc, self.t0) for sc in self.scaling]
+        for r in self.reclaims:
+            lines += reclaim_lines(r, self.t0)
         for ev in self.evictions:
             lines += self._eviction_lines(ev)
         lines += [_join_line(j, self.t0) for j in self.joins]
@@ -237,7 +247,10 @@ class DrillReport:
         )
 
     def _eviction_lines(self, ev: Eviction) -> list[str]:
-        what = f"{ev.node} left (scale-in, SIGTERM with a grace)" if ev.cause == "scale-in" else None
+        what = {
+            CAUSE_SCALE_IN: f"{ev.node} left (scale-in, SIGTERM with a grace)",
+            CAUSE_RECLAIM: f"{ev.node} taken back by its owners' work ({ev.kind})",
+        }.get(ev.cause or "")
         lines = [
             (f"  {what}" if what else f"  eviction of {ev.node} ({ev.kind})")
             + f" at {ev.t - self.t0:.1f} s: {world_change(ev.world_before, ev.world_after)}"

@@ -21,7 +21,15 @@ from lab.drill.diagnosis import (
     last_unrecovered,
     worker_errors,
 )
-from lab.drill.drill_config import EVICTIONS, FAULTS, SCALE_IN_GRACE_S, DrillConfig, drill_problems, replay_problems
+from lab.drill.drill_config import (
+    EVICTIONS,
+    FAULTS,
+    SCALE_IN_GRACE_S,
+    DrillConfig,
+    drill_problems,
+    reclaim_problems,
+    replay_problems,
+)
 from lab.drill.findings import after_each_change, script_findings
 from lab.drill.ledger import recording_samples
 from lab.drill.lighthouse_log import read_left_out
@@ -36,7 +44,7 @@ from lab.local.lighthouse import LIGHTHOUSE_LOG
 from lab.local.target import AGENT_EVENTS, TORCHELASTIC_LOGS, Agent
 from lab.local.thread_dumps import ThreadDump
 from lab.vocab import events
-from lab.vocab.events import EXIT_DONE, Event
+from lab.vocab.events import CAUSE_RECLAIM, CAUSE_SCALE_IN, EXIT_DONE, Event
 
 # What callers import from here: the drill's configuration lives in lab.drill.drill_config.
 __all__ = [
@@ -45,6 +53,7 @@ __all__ = [
     "DrillConfig",
     "Progress",
     "drill_problems",
+    "reclaim_problems",
     "replay_problems",
     "run_drill",
     "run_uninterrupted",
@@ -177,12 +186,15 @@ class _Drill:
                     self.progress.say("starting", len(local.alive_nodes), force=True)
                     replay.run()
                     return self.observe(None, self.train_to_the_end())
-                started = [local.add_node() for _ in range(cfg.nodes)]
+                started = [local.add_node(part=self.part_of(i)) for i in range(cfg.nodes)]
                 self.progress.say("starting", cfg.nodes, force=True)
                 warm = self.warm_up()
                 if warm and cfg.fault == "rendezvous-restart" and local.alive_nodes and not self.done():
                     warm = self.restart_the_rendezvous()
-                if cfg.fault == "scale":
+                if cfg.fault == "reclaim":
+                    if warm:
+                        self.reclaim(started[cfg.spec.core_nodes :])
+                elif cfg.fault == "scale":
                     for size in cfg.scale_to if warm else ():
                         if not self.scale(size):
                             break
@@ -281,6 +293,56 @@ class _Drill:
         self.local.evict(victim, cfg.notice_s if cfg.eviction == "notice" else None, silent=cfg.eviction == "silent")
         self.progress.say(f"evicted {victim.name} ({cfg.eviction})", len(self.local.alive_nodes), force=True)
 
+    def part_of(self, index: int) -> str | None:
+        """Of a job with borrowed nodes, the part its `index`th node is: the core first."""
+        spec = self.cfg.spec
+        if not spec.burst_nodes:
+            return None
+        return "core" if index < spec.core_nodes else "burst"
+
+    def reclaim(self, borrowed: list[Agent]) -> None:
+        """The borrowed nodes taken back together by their owners' work (each told with the
+        pod's grace period, or killed); once the job trains at its core the capacity stays
+        taken `reclaim_for_s`, then as many borrowed nodes join again, and the job trains at
+        its full size."""
+        cfg, local = self.cfg, self.local
+        grace = cfg.reclaim_grace_s
+        for node in borrowed:
+            if node.alive:
+                local.evict(node, grace, cause=CAUSE_RECLAIM, says_when=grace is not None)
+        how = f"a grace of {grace:g} s" if grace is not None else "no grace"
+        self.progress.say(f"reclaimed {len(borrowed)} borrowed node(s), {how}", len(local.alive_nodes), force=True)
+        if not self.trains_at(cfg.spec.core_nodes, "shrinking to the core"):
+            return
+        self.hold("at the core, the capacity taken", cfg.reclaim_for_s)
+        leaving = [n for n in local.nodes if n.eviction and n.running]
+        self.wait_for("the borrowed nodes leaving", lambda: not any(n.running for n in leaving), self.remaining())
+        if not self.going_on():
+            return
+        for _ in borrowed:
+            local.add_node(part="burst")
+        self.progress.say("capacity free again: borrowed nodes back", len(local.alive_nodes), force=True)
+        self.trains_at(cfg.nodes, "growing back")
+
+    def trains_at(self, size: int, phase: str) -> bool:
+        """Wait until the job trains at `size` nodes with none still leaving, and let it train
+        there a moment; False when it never did, or finished first."""
+        local, spec, progress = self.local, self.cfg.spec, self.progress
+        wanted = size if spec.per_step_mode else size * spec.nproc_per_node
+
+        def there() -> bool:
+            reached = progress.groups if spec.per_step_mode else progress.world
+            leaving = [n for n in local.nodes if n.eviction and n.running]
+            return reached == wanted and not leaving
+
+        if self.cfg.target_steps is None:
+            trains = self.wait_for(phase, lambda: _workers_at_full_size(local, size) or self.done(), self.remaining())
+        else:
+            trains = self.wait_for(phase, lambda: there() or self.done(), self.remaining())
+        if trains:
+            self.hold(f"training at {size}", 2.0)
+        return trains and self.going_on()
+
     def scale_out(self, after_s: float) -> None:
         """A node back, `after_s` after the job recovered, if it still trains then."""
         emits = self.cfg.target_steps is not None
@@ -302,7 +364,7 @@ class _Drill:
         """Make the job run at `size` nodes, as `elastic-lab scale` does on a cluster: add nodes,
         or tell the newest ones to leave (a scale-in's grace to save and go); then wait until it
         trains at that size and let it train there a moment. False when it never did."""
-        local, spec = self.local, self.cfg.spec
+        local = self.local
         alive = local.alive_nodes
         local.record(Event.SCALE, nodes=size, from_nodes=len(alive))
         if size > len(alive):
@@ -310,23 +372,9 @@ class _Drill:
                 local.add_node()
         else:
             for node in sorted(alive, key=lambda n: n.started_at)[size:]:
-                local.evict(node, SCALE_IN_GRACE_S, cause="scale-in")
+                local.evict(node, SCALE_IN_GRACE_S, cause=CAUSE_SCALE_IN)
         self.progress.say(f"scaled to {size} node(s)", len(local.alive_nodes), force=True)
-        progress = self.progress
-        wanted = size if spec.per_step_mode else size * spec.nproc_per_node
-
-        def trains_at_size() -> bool:
-            reached = progress.groups if spec.per_step_mode else progress.world
-            leaving = [n for n in local.nodes if n.eviction and n.running]
-            return reached == wanted and not leaving
-
-        if self.cfg.target_steps is None:
-            trains = self.wait_for(f"scaling to {size}", lambda: _workers_at_full_size(local, size), self.remaining())
-        else:
-            trains = self.wait_for(f"scaling to {size}", trains_at_size, self.remaining())
-        if trains:
-            self.hold(f"training at {size}", 2.0)
-        return trains and self.going_on()
+        return self.trains_at(size, f"scaling to {size}")
 
     def train_to_the_end(self) -> bool:
         """Wait for every node to finish; True when the drill's time ran out first."""

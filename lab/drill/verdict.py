@@ -24,6 +24,7 @@ from lab.drill.report import DrillReport, node_local_warning
 from lab.drill.timeline import Timeline
 from lab.vocab.drill_findings import (
     BASELINE_UNFINISHED,
+    BELOW_CORE,
     CLEANUP_FAILED,
     CRASH_LOOP,
     DEADLINE_PASSED,
@@ -37,7 +38,9 @@ from lab.vocab.drill_findings import (
     NODE_LOCAL_CHECKPOINTS,
     NOT_CONVERGED,
     NOT_FINISHED,
+    NOT_GROWN_BACK,
     NOT_RECOVERED,
+    RECLAIM_LOST_STEPS,
     RENDEZVOUS_DIED,
     RENDEZVOUS_GIVEN_UP,
     RENDEZVOUS_NOT_BACK,
@@ -49,7 +52,7 @@ from lab.vocab.drill_findings import (
     TURN_TAKING,
     WORKER_FAILED,
 )
-from lab.vocab.events import Event
+from lab.vocab.events import CAUSE_RECLAIM, Event
 from lab.vocab.script_findings import FINDINGS, RANKS_ENDED_EARLY, RANKS_RESUMED_APART
 
 
@@ -379,6 +382,42 @@ def _evictions(seen: Observed) -> list[Finding]:
     return found
 
 
+def _reclaims(seen: Observed) -> list[Finding]:
+    """Each reclaim of borrowed nodes: the job never below its core; with a grace period no
+    step lost (the nodes' workers save and leave within it); back at full size once the
+    capacity is free, while the job still trains."""
+    found = []
+    taken = {ev.node: ev for ev in seen.report.evictions if ev.cause == CAUSE_RECLAIM}
+    for r in seen.report.reclaims:
+        if r.below_core:
+            found.append(
+                Finding(
+                    BELOW_CORE,
+                    f"after the reclaim at {r.t - seen.report.t0:.1f} s the job trained at {r.lowest_nodes} node(s), "
+                    f"below its core of {r.core_nodes}: the core's own nodes left with the borrowed ones",
+                )
+            )
+        lost = [ev for ev in taken.values() if ev.t - r.t <= 1.0 and ev.t >= r.t and (ev.lost_steps or 0) > 0]
+        if r.grace_s is not None and lost:
+            found.append(
+                Finding(
+                    RECLAIM_LOST_STEPS,
+                    f"the reclaim at {r.t - seen.report.t0:.1f} s lost {max(ev.lost_steps or 0 for ev in lost)} "
+                    f"step(s) though its nodes had a grace period of {r.grace_s:g} s: expected 0 (their workers save "
+                    "the step they hold and leave within it)",
+                )
+            )
+        if r.back_t is not None and r.grown_back_s is None and seen.report.finished:
+            found.append(
+                Finding(
+                    NOT_GROWN_BACK,
+                    f"the job did not train at its full {r.full_nodes} node(s) again after the borrowed capacity was "
+                    f"free at {r.back_t - seen.report.t0:.1f} s",
+                )
+            )
+    return found
+
+
 def _samples(seen: Observed) -> list[Finding]:
     """The sample ledger (lab.drill.ledger): every sample of every epoch trained into the model
     once, none twice, none left out."""
@@ -400,5 +439,6 @@ EVENT_RULES: tuple[Rule, ...] = (
     _job_failed,
     _never_scaled,
     _evictions,
+    _reclaims,
     _samples,
 )

@@ -451,9 +451,10 @@ class LocalTarget:
         seconds after the target started); False when `timeout` ran out first."""
         return self._forker is not None and self._forker.wait_until_ready(timeout)
 
-    def add_node(self, *, rank: int | None = None, capacity: str | None = None) -> Agent:
+    def add_node(self, *, rank: int | None = None, capacity: str | None = None, part: str | None = None) -> Agent:
         """A node more; `rank` and `capacity` say which GPU capacity it stands for (a fallback
-        rank's, in a capacity drill), recorded with it."""
+        rank's, in a capacity drill), `part` which part of a job with borrowed nodes it is
+        ("core" or "burst"), recorded with it."""
         if self._closed:
             raise LocalTargetError("the local target is closed")
         if len(self.alive_nodes) >= self.spec.max_nodes:
@@ -499,7 +500,7 @@ class LocalTarget:
         node = Agent(name, proc, log_path, time.time())
         self._guard(proc)
         self.nodes.append(node)
-        where = {k: v for k, v in (("rank", rank), ("capacity", capacity)) if v is not None}
+        where = {k: v for k, v in (("rank", rank), ("capacity", capacity), ("part", part)) if v is not None}
         self.record(Event.NODE_ADDED, node=name, pid=proc.pid, **where)
         return node
 

@@ -33,9 +33,12 @@ def run_torchrun(torchrun: Callable[[list[str]], None], args: list[str], handler
         torchrun(args)
     except SignalException as exc:
         # The agent stopped its workers (they saved on the notice) and left the rendezvous
-        # as it was: take this node out of the round for the others.
+        # as it was: take this node out of the round for the others. Their workers may have
+        # finished the job meanwhile (a notice that said when, trained through to the job's
+        # end): their agents wait in the round's exit barrier for this one, so count it in.
         for handler in handlers:
             handler.leave_round(exc.sigval.name)
+            handler.check_in_to_the_exit_barrier()
         # torchrun exits 1 on SIGTERM; a spot notice must look retryable to the training
         # operator (restartPolicy: ExitCode retries 128-255), so exit 128 + signal.
         print(f"{PROG}: stopped by signal {exc.sigval.name}", file=sys.stderr)

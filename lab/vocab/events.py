@@ -185,8 +185,9 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     Event.WORKERS_CRASH_LOOP: frozenset({"error", "attempts", "rank"}),
     Event.CONTAINERS_KILL_LOOP: frozenset({"pod", "k8s_node", "kills"}),
     Event.CLUSTER_STARTED: frozenset({"backend", "endpoint", "rdzv_id", "fault_tolerance"}),
-    # rank, capacity: the GPU capacity rank it came from, where the drill says (a fallback rank).
-    Event.NODE_ADDED: frozenset({"node", "k8s_node", "rank", "capacity"}),
+    # rank, capacity: the GPU capacity rank it came from, where the drill says (a fallback rank);
+    # part: of a job with borrowed nodes, "core" (the team's own) or "burst" (borrowed).
+    Event.NODE_ADDED: frozenset({"node", "k8s_node", "rank", "capacity", "part"}),
     # On a cluster `t` is the first sign of the disruption the drill saw, and `requested_t` when it asked the
     # cloud (`backend`) for it: `lead_s` apart (lab.cluster.disruption).
     Event.EVICT: frozenset(
@@ -211,6 +212,9 @@ FIELDS: Mapping[Event, frozenset[str]] = {
 # The exit reasons of Event.EXIT and the save reasons of Event.CHECKPOINT_SAVED.
 EXIT_DONE, EXIT_NOTICE = "done", "notice"
 SAVE_INTERVAL, SAVE_NOTICE, SAVE_FAILURE, SAVE_FINAL = "interval", "notice", "failure", "final"
+# Why an Event.EVICT took a node when no cloud took it back: the job was made smaller, or the
+# team that owns a borrowed node's capacity took it back.
+CAUSE_SCALE_IN, CAUSE_RECLAIM = "scale-in", "reclaim"
 
 ALWAYS = frozenset({"t", "event", "pid", "source"})
 

@@ -192,6 +192,9 @@ class JobSpec:
       module / script: what each worker runs: a Python module [lab.runtime.train] or a script path.
       script_args: arguments passed to the training script [()].
       min_nodes / max_nodes: elastic range of nodes (PyTorchJob replicas) [2 / 3].
+      burst_nodes: of max_nodes, the nodes borrowed from capacity other teams own (on a cluster
+        a second PyTorchJob of the same run, at a priority their work preempts first); the rest,
+        the core (`core_nodes`), at the team's own priority, is at least min_nodes [0].
       nproc_per_node: worker processes per node [1].
       rdzv_backend: `etcd-v2` or `c10d` [etcd-v2].
       rdzv_endpoint: host:port of the rendezvous server, never a worker [127.0.0.1:2379].
@@ -229,6 +232,7 @@ class JobSpec:
     script_args: tuple[str, ...] = ()
     min_nodes: int = 2
     max_nodes: int = 3
+    burst_nodes: int = 0
     nproc_per_node: int = 1
     rdzv_backend: RdzvBackend = RdzvBackend.ETCD_V2
     rdzv_endpoint: str = "127.0.0.1:2379"
@@ -349,6 +353,16 @@ class JobSpec:
             )
         if counts_ok and self.max_nodes < self.min_nodes:
             out.add("min_nodes", self.min_nodes, f"<= max_nodes ({self.max_nodes})")
+        burst = self.burst_nodes
+        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 0:
+            out.add("burst_nodes", burst, "a whole number >= 0 of max_nodes borrowed")
+        elif counts_ok and self.max_nodes - burst < self.min_nodes:
+            out.add(
+                "burst_nodes",
+                burst,
+                f"at most max_nodes - min_nodes ({self.max_nodes - self.min_nodes}): the core the job keeps when "
+                f"every borrowed node is taken back must be at least min_nodes ({self.min_nodes})",
+            )
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
             out.add("max_restarts", self.max_restarts, "a whole number >= 0")
         self._batch(out)
@@ -382,6 +396,11 @@ class JobSpec:
     @property
     def nnodes(self) -> str:
         return f"{self.min_nodes}:{self.max_nodes}"
+
+    @property
+    def core_nodes(self) -> int:
+        """The nodes at the team's own priority: all but the borrowed ones."""
+        return self.max_nodes - self.burst_nodes
 
     @property
     def rdzv_host(self) -> str:

@@ -25,6 +25,7 @@ OPTIONS = {
     "name": "--name",
     "min_nodes": "--min-nodes",
     "max_nodes": "--max-nodes",
+    "burst_nodes": "--burst",
     "nproc_per_node": "--nproc-per-node",
     "rdzv_backend": "--backend",
     "rdzv_timeouts.join_s": "--join-timeout",
@@ -70,10 +71,23 @@ def add_job_arguments(group: argparse._ArgumentGroup, *, name_as_job: bool = Fal
         help=("job name (--job is the same option) " if name_as_job else "job name ") + f"[{d['name'].default}]",
     )
     group.add_argument(
-        "--min-nodes", type=int, default=d["min_nodes"].default, help=f"elastic minimum [{d['min_nodes'].default}]"
+        "--min-nodes", type=int, default=None, help=f"elastic minimum [{d['min_nodes'].default}; --core's]"
     )
     group.add_argument(
-        "--max-nodes", type=int, default=d["max_nodes"].default, help=f"elastic maximum [{d['max_nodes'].default}]"
+        "--max-nodes", type=int, default=None, help=f"elastic maximum [{d['max_nodes'].default}; --core + --burst]"
+    )
+    group.add_argument(
+        "--core",
+        type=int,
+        default=None,
+        help="nodes at the team's own priority: the same as --min-nodes N --max-nodes N+burst [max-nodes - burst]",
+    )
+    group.add_argument(
+        "--burst",
+        type=int,
+        default=d["burst_nodes"].default,
+        help="of --max-nodes, the nodes borrowed from capacity other teams own, at a priority their work preempts "
+        f"first; the job shrinks to its core when they take it back [{d['burst_nodes'].default}]",
     )
     group.add_argument(
         "--nproc-per-node",
@@ -183,12 +197,32 @@ def _timeouts(args: argparse.Namespace) -> RendezvousTimeouts:
     return dataclasses.replace(base, join_s=args.join_timeout)  # checked with the rest of the JobSpec
 
 
+def node_counts(args: argparse.Namespace) -> tuple[int, int]:
+    """(min_nodes, max_nodes) of --min-nodes and --max-nodes, or of --core and --burst: a core of
+    N nodes is elastic from N to N + burst (InvalidInput where the options contradict it)."""
+    core, burst = args.core, args.burst if isinstance(args.burst, int) else 0
+    if core is None:
+        low: int = args.min_nodes if args.min_nodes is not None else JobSpec.min_nodes
+        return low, args.max_nodes if args.max_nodes is not None else JobSpec.max_nodes
+    found = Problems()
+    for option, given, implied in (
+        ("--min-nodes", args.min_nodes, core),
+        ("--max-nodes", args.max_nodes, core + burst),
+    ):
+        if given is not None and given != implied:
+            found.add(option, given, f"{implied} with --core {core} --burst {burst}, or left out")
+    found.raise_if_any()
+    return core, core + burst
+
+
 def job_fields(args: argparse.Namespace) -> dict[str, Any]:
     """JobSpec keyword arguments from the options above."""
+    low, high = node_counts(args)
     return {
         "name": args.name,
-        "min_nodes": args.min_nodes,
-        "max_nodes": args.max_nodes,
+        "min_nodes": low,
+        "max_nodes": high,
+        "burst_nodes": args.burst,
         "nproc_per_node": args.nproc_per_node,
         "rdzv_backend": args.backend,
         "rdzv_timeouts": _timeouts(args),
@@ -225,7 +259,7 @@ def job_spec(args: argparse.Namespace, **more: Any) -> JobSpec:
     spec: JobSpec | None = None
     try:
         spec = JobSpec(**job_fields(args), **more)
-    except InvalidInput as exc:
+    except InvalidInput as exc:  # the options' own contradictions, or the JobSpec's values
         flagged = {p.key for p in found}
         found.extend(p for p in as_options(exc.problems) if p.key not in flagged)
     if found or spec is None:

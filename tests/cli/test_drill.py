@@ -65,6 +65,12 @@ def problems(*argv: str) -> dict[str, str]:
         (["--name", "Bad_Name"], "--name", "--name='Bad_Name' is invalid"),
         (["--plot", "timeline.svg"], "--plot", "--plot='timeline.svg' is invalid: expected a file name ending in .png"),
         (["--plot", "no/such/dir/t.png"], "--plot", "--plot='no/such/dir/t.png' is invalid: expected a file in an"),
+        (["--fault", "reclaim"], "--burst", "--burst=0 is invalid: expected at least 1 with fault 'reclaim'"),
+        (["--fault", "reclaim", "--burst", "1", "--nodes", "2"], "--nodes", "--nodes=2 is invalid: expected max_nodes"),
+        (["--fault", "reclaim", "--burst", "1", "--grace", "soon"], "--grace", "--grace='soon' is invalid"),
+        (["--fault", "reclaim", "--burst", "1", "--grace", "0"], "--grace", "--grace=0.0 is invalid: expected seconds"),
+        (["--reclaim-for", "-2"], "--reclaim-for", "--reclaim-for=-2.0 is invalid: expected seconds in [0, 3600]"),
+        (["--core", "2", "--burst", "1", "--max-nodes", "4"], "--max-nodes", "--max-nodes=4 is invalid: expected 3"),
     ],
 )
 def test_a_bad_option_is_reported_under_its_own_name(argv, option, shown):
@@ -120,6 +126,14 @@ def test_the_defaults_build_a_valid_config(tmp_path):
     assert cfg.workdir.name.startswith("drill-")
     assert cfg.spec.checkpoint_dir == str(cfg.workdir / "checkpoints")
     cfg.validate()
+
+
+def test_a_reclaim_starts_the_core_and_every_borrowed_node(tmp_path):
+    cfg = drill_cli.build(parse("--fault", "reclaim", "--core", "2", "--burst", "2", "--grace", "none"))
+    assert (cfg.nodes, cfg.spec.min_nodes, cfg.spec.max_nodes, cfg.spec.burst_nodes) == (4, 2, 4, 2)
+    assert (cfg.reclaim_grace_s, cfg.reclaim_for_s) == (None, 5.0)
+    cfg.validate()
+    assert drill_cli.build(parse("--fault", "reclaim", "--burst", "1", "--grace", "7")).reclaim_grace_s == 7.0
 
 
 def test_negative_scale_out_means_never_and_an_explicit_workdir_is_kept(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 
 from lab.drill import verdict as verdict_module
 from lab.drill.ledger import NOT_KEPT, EpochTally, SampleLedger
+from lab.drill.reclaim import Reclaim
 from lab.drill.report import DrillReport, Eviction, RendezvousOutage, Scaling, StillRunning
 from lab.drill.timeline import Timeline
 from lab.drill.verdict import ClusterSeen, Finding, LocalSeen, Observed, judged, verdict
@@ -59,6 +60,11 @@ DOUBLED = EpochTally(
     epoch=1, walked=24, full=True, once=21, doubled=3, lost=0, most=2, first_step=5, last_step=8, doubled_steps=(5, 7)
 )
 LOST = dataclasses.replace(DOUBLED, once=21, doubled=0, lost=3, most=1, doubled_steps=())
+# The borrowed node-2 taken back at 10 s with a grace of 25 s: the job at its core of 2, back at 3.
+RECLAIMED = Reclaim(
+    t=10.0, nodes=1, core_nodes=2, full_nodes=3, grace_s=25.0, lowest_nodes=2, back_t=20.0, grown_back_s=1.0
+)
+TAKEN_BACK = dataclasses.replace(RECOVERED, kind="notice", lost_steps=0, cause="reclaim")
 CONVERGED = {"summary": "  convergence: fine", "passed": True}
 DIVERGED = {"summary": "  convergence: loss 2.0 vs 1.0", "passed": False}
 
@@ -115,6 +121,30 @@ CASES = [
         _seen(evictions=[dataclasses.replace(RECOVERED, kind="notice", recovery_s=None, finished_within=True)]),
         [],
         id="the-job-trained-through-a-notice-to-its-end",
+    ),
+    pytest.param(_seen(evictions=[TAKEN_BACK], reclaims=[RECLAIMED]), [], id="a-reclaim-the-job-went-through"),
+    pytest.param(
+        _seen(evictions=[TAKEN_BACK], reclaims=[dataclasses.replace(RECLAIMED, lowest_nodes=1)]),
+        [kinds.BELOW_CORE],
+        id="below-its-core-after-a-reclaim",
+    ),
+    pytest.param(
+        _seen(evictions=[dataclasses.replace(TAKEN_BACK, lost_steps=4)], reclaims=[RECLAIMED]),
+        [kinds.RECLAIM_LOST_STEPS],
+        id="a-reclaim-with-a-grace-lost-steps",
+    ),
+    pytest.param(
+        _seen(
+            evictions=[dataclasses.replace(TAKEN_BACK, kind="hard", lost_steps=4)],
+            reclaims=[dataclasses.replace(RECLAIMED, grace_s=None)],
+        ),
+        [],
+        id="a-reclaim-without-a-grace-may-lose-up-to-an-interval",
+    ),
+    pytest.param(
+        _seen(evictions=[TAKEN_BACK], reclaims=[dataclasses.replace(RECLAIMED, grown_back_s=None)]),
+        [kinds.NOT_GROWN_BACK],
+        id="not-grown-back-once-the-capacity-was-free",
     ),
     pytest.param(
         _seen(ledger=SampleLedger.of([DOUBLED, LOST], 0)),

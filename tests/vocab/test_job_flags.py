@@ -100,3 +100,28 @@ def test_name_and_job_are_one_option_and_two_names_are_refused():
         str(problem)
         == "--job='b' is invalid: expected the same name as --name ('a'): they are one option, give it once"
     )
+
+
+def test_a_core_and_a_burst_make_the_jobs_elastic_range():
+    parser = argparse.ArgumentParser()
+    add_job_arguments(parser.add_argument_group("job"))
+
+    def spec(flags: str):
+        return job_spec(parser.parse_args(flags.split()), module="lab.runtime.train")
+
+    made = spec("--core 2 --burst 3")
+    assert (made.min_nodes, made.max_nodes, made.burst_nodes, made.core_nodes) == (2, 5, 3, 2)
+    assert (spec("--core 2 --burst 3 --min-nodes 2 --max-nodes 5").max_nodes, spec("").burst_nodes) == (5, 0)
+    # Without --core, the burst is part of --max-nodes, and the core at least --min-nodes.
+    borrowed = spec("--min-nodes 1 --max-nodes 4 --burst 2")
+    assert (borrowed.min_nodes, borrowed.core_nodes) == (1, 2)
+    with pytest.raises(InvalidInput) as caught:
+        spec("--core 2 --burst 3 --max-nodes 4 --min-nodes 1")
+    assert sorted(map(str, caught.value.problems)) == [
+        "--max-nodes=4 is invalid: expected 5 with --core 2 --burst 3, or left out",
+        "--min-nodes=1 is invalid: expected 2 with --core 2 --burst 3, or left out",
+    ]
+    with pytest.raises(InvalidInput, match=r"--burst=3 is invalid: expected at most max_nodes - min_nodes \(1\)"):
+        spec("--min-nodes 2 --max-nodes 3 --burst 3")
+    with pytest.raises(InvalidInput, match=r"--burst=-1 is invalid: expected a whole number >= 0"):
+        spec("--burst -1")
