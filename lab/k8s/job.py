@@ -252,6 +252,20 @@ def render_job(
     access: CheckpointAccess = CheckpointAccess.MOUNT,
 ) -> RenderedJob:
     """The job for the stack's platform, validated and guarded (raises on problems)."""
+    if spec.burst_nodes:
+        # Its borrowed part would be a second PyTorchJob of the same run at a priority other
+        # teams' work preempts first; one job at one priority would borrow nothing.
+        raise InvalidInput(
+            [
+                Problem(
+                    "--burst",
+                    spec.burst_nodes,
+                    "0 on a cluster for now: a job's borrowed part is drilled on the local target "
+                    "(`elastic-lab drill --fault reclaim --core N --burst M`), not yet rendered as its own "
+                    "PyTorchJob at a borrowing priority",
+                )
+            ]
+        )
     if sizing is not None:
         sizing.problems(spec, target).raise_if_any()
     if target.cloud != "byo" and image_repository(spec.image) == PROJECT_IMAGE:
