@@ -22,6 +22,7 @@ python-etcd and the kubernetes client, beside the vocabulary (lab.vocab).
   object_store.py    where sharded checkpoints live: a directory, or an object store (S3, Blob)
   node_memory.py     the agent's memory that keeps its workers' shards across their restarts
   memory_tier.py     a sharded checkpoint loaded from the nodes' memory, storage only for the rest
+  optimizer_state.py a fresh optimizer's state to load into, without torch's zero-gradient step
   snapshot.py        the training state a checkpoint holds, one type for both modes
   checkpoint_pacer.py, job_history.py   the derived checkpoint interval: when to save next,
                      from what the job has lived through

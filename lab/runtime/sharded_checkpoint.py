@@ -64,6 +64,7 @@ from lab.runtime.checkpoint import CheckpointError
 from lab.runtime.checkpointer import Choice, PeerLost, Resumed, SaveRecord, TrainingState
 from lab.runtime.node_memory import Slot, WorkerSlots, worker_slots
 from lab.runtime.object_store import DcpFiles, LocalFiles, ObjectStore, open_store
+from lab.runtime.optimizer_state import fill_adam_state
 from lab.vocab.job import CheckpointWrites
 
 log = logging.getLogger(__name__)
@@ -143,32 +144,6 @@ class CommitLastWriter(FileSystemWriter):
         data = pickle.dumps(metadata)
         self.store.put(f"{self.key}/{METADATA}", data)
         self.written_bytes += len(data)
-
-
-def _fill_adam_state(optimizer: torch.optim.Optimizer) -> None:
-    """A fresh Adam or AdamW's state made as its first step would make it (zeroed moments, step
-    0), to be loaded into. torch's state dict makes it otherwise by a step with zero gradients:
-    the optimizer's whole arithmetic over every parameter, several times the cost of the zeros.
-    Other optimizers, and Adam's variants with more state or other step tensors (amsgrad,
-    capturable, fused, differentiable), are left to torch."""
-    if optimizer.state or type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW):
-        return
-    groups = optimizer.param_groups
-    if any(g.get("amsgrad") or g.get("capturable") or g.get("fused") or g.get("differentiable") for g in groups):
-        return
-    for group in groups:
-        for p in group["params"]:
-            if p.requires_grad:
-                optimizer.state[p] = {
-                    "step": torch.tensor(0.0, dtype=_scalar_dtype(), device="cpu"),
-                    "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
-                    "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
-                }
-
-
-def _scalar_dtype() -> torch.dtype:
-    """The dtype of Adam's `step` on the CPU: float64 only where that is the default."""
-    return torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
 
 
 def _reader(store: ObjectStore, step: int) -> FileSystemReader:
@@ -345,7 +320,7 @@ class ShardedCheckpoints:
             split[name] = round(now - clock, 4)
             clock = now
 
-        _fill_adam_state(optimizer)
+        fill_adam_state(optimizer)
         model_state, optim_state = get_state_dict(model, optimizer)
         state: dict[str, Any] = {
             "model": model_state,
