@@ -16,6 +16,9 @@ from lab.drill.timeline import Timeline
 from lab.vocab.events import CAUSE_RECLAIM, Event
 
 Record = dict[str, Any]
+# How long nodes given back may take to start and join before a job that trains on without them
+# has not grown back (a node's start on a loaded machine and a rendezvous round take seconds).
+JOIN_PATIENCE_S = 30.0
 
 
 @dataclass
@@ -42,6 +45,14 @@ class Reclaim:
     back_t: float | None = None
     grown_back_s: float | None = None
     rounds_to_grow_back: int | None = None
+    trained_after_back_s: float | None = None  # from back_t to the job's last step
+
+    @property
+    def never_grew_back(self) -> bool:
+        """The job trained on for long after the capacity was free, never at full size: not a
+        job that ended before its nodes could start and join."""
+        waited = self.trained_after_back_s
+        return self.back_t is not None and self.grown_back_s is None and waited is not None and waited > JOIN_PATIENCE_S
 
     @property
     def below_core(self) -> bool:
@@ -79,6 +90,7 @@ def _followed(run: Timeline, taken: list[Record], core: int, full: int) -> Recla
     if back is None:
         return out
     out.back_t = back
+    out.trained_after_back_s = max(0.0, sized[-1][0] - back) if sized else None
     whole = next((when for when, n in sized if when > back and n is not None and n >= full), None)
     if whole is not None:
         out.grown_back_s = whole - back
@@ -115,7 +127,12 @@ def reclaim_lines(r: Reclaim, t0: float) -> list[str]:
     if r.back_t is None:
         lines.append("    the capacity was not free again before the job ended")
     elif r.grown_back_s is None:
-        lines.append(f"    capacity free again at {r.back_t - t0:.1f} s; the job did NOT grow back to its full size")
+        how = (
+            "the job did NOT grow back to its full size"
+            if r.never_grew_back
+            else f"the job ended {r.trained_after_back_s or 0:.1f} s later, before the nodes given back joined"
+        )
+        lines.append(f"    capacity free again at {r.back_t - t0:.1f} s; {how}")
     else:
         rounds = f", in {r.rounds_to_grow_back} round(s)" if r.rounds_to_grow_back is not None else ""
         lines.append(

@@ -407,12 +407,13 @@ def _reclaims(seen: Observed) -> list[Finding]:
                     "the step they hold and leave within it)",
                 )
             )
-        if r.back_t is not None and r.grown_back_s is None and seen.report.finished:
+        if r.never_grew_back:
             found.append(
                 Finding(
                     NOT_GROWN_BACK,
-                    f"the job did not train at its full {r.full_nodes} node(s) again after the borrowed capacity was "
-                    f"free at {r.back_t - seen.report.t0:.1f} s",
+                    f"the job did not train at its full {r.full_nodes} node(s) again in the "
+                    f"{r.trained_after_back_s or 0:.0f} s it trained after the borrowed capacity was free at "
+                    f"{(r.back_t or 0) - seen.report.t0:.1f} s",
                 )
             )
     return found

@@ -15,14 +15,16 @@ from lab.vocab.problems import InvalidInput
 from tests.drill.ledger_checks import assert_every_sample_trained_once
 from tests.patience import within
 
-STEPS = 500
+# Per mode: the steps and seconds of simulated compute a step, enough for the job to train on
+# while the borrowed nodes leave, stay gone and start again on a loaded machine.
+STEPS = {"elastic": 800, "per-step": 500}
+STEP_TIME = {"elastic": "0.03", "per-step": "0.06"}
 
 
 def _spec(workdir, mode: str = "elastic", **kw) -> JobSpec:
     """A core of 2 nodes and 2 borrowed ones; an epoch of 512 samples, 8 per worker and step
     (fixed-global: 32 a step whatever the world size)."""
-    step_time = "0.03" if mode == "elastic" else "0.06"
-    args = ("--steps", str(STEPS), "--step-time", step_time, "--dataset-size", "512", "--batch-size", "8")
+    args = ("--steps", str(STEPS[mode]), "--step-time", STEP_TIME[mode], "--dataset-size", "512", "--batch-size", "8")
     base = {"name": "t", "min_nodes": 2, "max_nodes": 4, "burst_nodes": 2, "checkpoint_every_steps": 50}
     return JobSpec(
         **{**base, **kw},
@@ -40,7 +42,7 @@ def _reclaim(workdir, mode: str, grace_s: float | None) -> DrillConfig:
         fault="reclaim",
         reclaim_grace_s=grace_s,
         reclaim_for_s=2.0,
-        target_steps=STEPS,
+        target_steps=STEPS[mode],
         evict_at_step=60,
         timeout_s=within(240),
     )
@@ -66,7 +68,7 @@ def test_a_reclaim_with_a_grace_shrinks_the_job_to_its_core_and_it_grows_back(wo
     parts = [e.get("part") for e in recorded if e["event"] == "node_added"]
     assert parts == ["core", "core", "burst", "burst", "burst", "burst"]
     assert "taken back by their owners" in report.summary()
-    assert_every_sample_trained_once(report.ledger, full_epochs=STEPS * 32 // 512)
+    assert_every_sample_trained_once(report.ledger, full_epochs=STEPS[mode] * 32 // 512)
 
 
 @pytest.mark.processes
@@ -78,7 +80,7 @@ def test_a_reclaim_without_a_grace_loses_at_most_an_interval_and_never_the_core(
     (r,) = report.reclaims
     assert r.grace_s is None and r.lowest_nodes == 2 and not r.below_core
     assert all(ev.kind == "hard" and (ev.lost_steps or 0) <= 50 for ev in report.evictions), report.summary()
-    assert_every_sample_trained_once(report.ledger, full_epochs=STEPS * 32 // 512)
+    assert_every_sample_trained_once(report.ledger, full_epochs=STEPS["elastic"] * 32 // 512)
 
 
 @pytest.mark.parametrize(

@@ -142,9 +142,20 @@ CASES = [
         id="a-reclaim-without-a-grace-may-lose-up-to-an-interval",
     ),
     pytest.param(
-        _seen(evictions=[TAKEN_BACK], reclaims=[dataclasses.replace(RECLAIMED, grown_back_s=None)]),
+        _seen(
+            evictions=[TAKEN_BACK],
+            reclaims=[dataclasses.replace(RECLAIMED, grown_back_s=None, trained_after_back_s=60.0)],
+        ),
         [kinds.NOT_GROWN_BACK],
         id="not-grown-back-once-the-capacity-was-free",
+    ),
+    pytest.param(
+        _seen(
+            evictions=[TAKEN_BACK],
+            reclaims=[dataclasses.replace(RECLAIMED, grown_back_s=None, trained_after_back_s=2.0)],
+        ),
+        [],
+        id="a-job-that-ended-before-the-nodes-given-back-joined",
     ),
     pytest.param(
         _seen(ledger=SampleLedger.of([DOUBLED, LOST], 0)),
