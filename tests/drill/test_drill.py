@@ -634,8 +634,10 @@ def test_a_rendezvous_server_that_dies_is_named_in_the_report(workdir):
 TUTORIAL_SCRIPT = Path(__file__).parent / "scripts" / "tutorial_ddp.py"
 
 
-def _tutorial_drill(workdir, snapshot: str, timeout_s: float = 150) -> DrillConfig:
-    return _script_drill(workdir, TUTORIAL_SCRIPT, ("--epochs", "40", "--snapshot", snapshot), timeout_s=timeout_s)
+def _tutorial_drill(workdir, snapshot: str, timeout_s: float = 150, epochs: int = 40) -> DrillConfig:
+    return _script_drill(
+        workdir, TUTORIAL_SCRIPT, ("--epochs", str(epochs), "--snapshot", snapshot), timeout_s=timeout_s
+    )
 
 
 @pytest.mark.timeout(200)
@@ -645,7 +647,11 @@ def test_a_tutorial_style_script_ends_as_under_torchrun(workdir):
     checkpoint volume: it trains through a hard kill and a node added back, and every node's
     agent ends cleanly. (Its destroy_process_group() before its DDP model is freed could leave a
     worker deadlocked in gloo's destructor at the end: lab.runtime.warm lets gloo drain.)"""
-    cfg = dataclasses.replace(_tutorial_drill(workdir, str(workdir / "ckpt" / "snapshot.pt")), scale_out_after_s=1.0)
+    # Epochs enough for the node added back to join well before the last one: a node that joins
+    # as the job ends has its peers' agents stop workers that had finished training (rank 0
+    # alone prints its epochs: the drill cannot tell that a stopped rank 1 had finished).
+    snapshot = str(workdir / "ckpt" / "snapshot.pt")
+    cfg = dataclasses.replace(_tutorial_drill(workdir, snapshot, epochs=160), scale_out_after_s=1.0)
     report = run_drill(cfg)
     # A worker deadlocked at the end would hold its agent in the exit barrier (300 s): the
     # drill's own timeout (150 s) ends it first, a problem of the report, which then fails.
