@@ -24,9 +24,10 @@ torchft = pytest.importorskip("torchft._torchft")
 class _Groups:
     """Replica groups that heartbeat every 0.05 s from a thread each, unless paused or gone."""
 
-    def __init__(self, address: str, names: str, ask_s: float = 10.0):
+    def __init__(self, address: str, names: str, ask_s: float = 10.0, apart_s: float = 0.2):
         self.client = torchft.LighthouseClient(address, timedelta(seconds=5))
         self.ask_s = ask_s  # how long a quorum request waits
+        self.apart_s = apart_s  # between the requests of one quorum
         self.ids = {n: f"node-{n}:{uuid.uuid4()}" for n in names}
         self.silent: set[str] = set()
         self.done = threading.Event()
@@ -40,12 +41,16 @@ class _Groups:
                 self.client.heartbeat(self.ids[name])
 
     def quorum(self, names: str) -> set[str]:
-        """The members of the quorum that `names`, asking together, are given."""
+        """The members of the quorum that `names`, asking together, are given: each asks a moment
+        after the one before it. The lighthouse forms a quorum at once when every member of the
+        last one has asked; a group left out of that one asks first, or it would miss the new one."""
         with ThreadPoolExecutor(len(names)) as pool:
-            asked = [
-                pool.submit(self.client.quorum, self.ids[n], timedelta(seconds=self.ask_s), step=0, world_size=1)
-                for n in names
-            ]
+            asked = []
+            for n in names:
+                asked.append(
+                    pool.submit(self.client.quorum, self.ids[n], timedelta(seconds=self.ask_s), step=0, world_size=1)
+                )
+                time.sleep(self.apart_s)
             members = [{m.replica_id for m in f.result().participants} for f in asked]
         assert all(m == members[0] for m in members)
         return {r.split(":")[0].removeprefix("node-") for r in members[0]}
@@ -63,7 +68,7 @@ def test_a_live_group_left_out_is_told_apart_by_lapsed_heartbeats_or_a_late_requ
     k = stretch()
     settings = PerStepSettings(heartbeat_timeout_s=2.0 * k, join_timeout_s=2.0 * k)
     lighthouse = Lighthouse(workdir, settings, min_replicas=2).start()
-    groups = _Groups(f"http://{lighthouse.endpoint}", "abc", ask_s=10.0 * k)
+    groups = _Groups(f"http://{lighthouse.endpoint}", "abc", ask_s=10.0 * k, apart_s=0.2 * k)
     try:
         time.sleep(0.2 * k)
         assert groups.quorum("abc") == set("abc")
