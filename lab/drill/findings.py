@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lab.drill.script_runs import FileUse, ScriptRound, WorkerRun, described, relative
+from lab.drill.script_runs import FileUse, Position, ScriptRound, WorkerRun, described, relative
 from lab.drill.verdict import Finding
 from lab.vocab.events import Event
 from lab.vocab.script_findings import (
@@ -131,22 +131,45 @@ def _node_local(loaded: Sequence[WorkerRun]) -> bool:
     return len(names) == 1 and len(paths) > 1 and len({node for node, _ in uses}) > 1
 
 
+def _lost_most_by_output(first: ScriptRound, running: ScriptRound | None, after: ScriptRound) -> bool | None:
+    """Whether the workers resumed from before most of what the job had trained, by the
+    positions they printed (an epoch, a step): from the first round's start to where the round
+    the change stopped had got, against where the next round resumed; None when they did not
+    say. Positions, not seconds: a round restarted during warm-up (a node slow to start) trains
+    little in many seconds."""
+
+    def said(workers: Sequence[WorkerRun]) -> list[Position]:
+        return [w.position for w in workers if w.position is not None]
+
+    start, reached, resumed = said(first.workers), said(running.workers if running else ()), said(after.workers)
+    if not (start and reached and resumed):
+        return None
+    begun, got, back = min(p.first for p in start), max(p.last for p in reached), min(p.first for p in resumed)
+    if got <= begun:
+        return None
+    return got - back > LOST_SHARE * (got - begun)
+
+
 def restarted_from_scratch(
     round_: ScriptRound,
     change: Mapping[str, Any],
     saves_before: Sequence[FileUse],
     later_saves: Sequence[FileUse],
-    trained_from: float,
+    rounds: tuple[ScriptRound, ScriptRound | None],
 ) -> Finding | None:
     """When the workers restarted after a membership change no rank loaded a checkpoint, or
-    the newest one loaded held little of what the job had trained since `trained_from`: it was
-    saved before most of that time (a stray save at the start, then none until the end)."""
+    the newest one loaded held little of what the job had trained since the first of `rounds`
+    began, up to where the second (the round the change stopped) got: it was saved before most
+    of that (a stray save at the start, then none until the end). By the workers' printed
+    positions where they print them, else by the seconds."""
+    first, running = rounds
     loads = [u for w in round_.workers for u in w.loaded[:1]]
     if loads:
         newest = max(loads, key=lambda u: u.mtime or 0.0)
-        trained = change["t"] - trained_from
+        trained = change["t"] - first.t
         lost = change["t"] - (newest.mtime or change["t"])
-        if lost < MIN_LOST_S or lost <= LOST_SHARE * trained:
+        most = _lost_most_by_output(first, running, round_)
+        if lost < MIN_LOST_S or (not most if most is not None else lost <= LOST_SHARE * trained):
             return None
         after = min((s for s in later_saves if s.t > change["t"]), key=lambda s: s.t, default=None)
         next_save = (
@@ -168,11 +191,11 @@ def restarted_from_scratch(
             "loaded it: load the newest checkpoint when the script starts"
         )
     elif later_saves:
-        first = min(later_saves, key=lambda s: s.t)
+        soonest = min(later_saves, key=lambda s: s.t)
         why = (
-            f"no checkpoint had been saved yet (the script's first save came {first.t - change['t']:.0f} s after "
-            f"it{', at ' + first.at if first.at else ''}): save every few minutes of training, not only at the end "
-            "or after long intervals"
+            f"no checkpoint had been saved yet (the script's first save came {soonest.t - change['t']:.0f} s after "
+            f"it{', at ' + soonest.at if soonest.at else ''}): save every few minutes of training, not only at the "
+            "end or after long intervals"
         )
     else:
         why = "the script saved no checkpoint at all: save one every few minutes and load the newest at start"
@@ -302,7 +325,7 @@ def script_findings(
         found.append(resumed_apart(after, change, workdir))
         before = [s for s in saves if s.t <= change["t"]]
         later = [s for s in saves if s.t > change["t"]]
-        found.append(restarted_from_scratch(after, change, before, later, rounds[0].t))
+        found.append(restarted_from_scratch(after, change, before, later, (rounds[0], running)))
     if rounds:
         found.append(ended_early(rounds[-1]))
     for ev in evictions:

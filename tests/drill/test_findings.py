@@ -234,3 +234,24 @@ def test_resuming_from_a_checkpoint_saved_long_before_the_eviction_is_near_the_b
         "rank loaded (/ckpt/snapshot.pt) was saved 9 s before it, of 10 s of training and its next save came 30 s "
         "after it, at train.py:60"
     )
+
+
+def _printing(rank: int, node: str, first: int, last: int, **kw) -> WorkerRun:
+    return _worker(rank, node, position=Position("epoch", first, last), code=None, **kw)
+
+
+def test_a_restart_from_near_the_beginning_is_counted_in_the_epochs_the_workers_printed():
+    """A node slow to start restarted the workers during warm-up (0 s to 8 s: one epoch); the
+    round after that trained epochs 1 to 40 and its save at the start was all it saved. Counted
+    in seconds the resume lost 5 of 10 s, half; in the epochs the workers printed, 39 of 40."""
+    warm_up = ScriptRound(1, 0.0, [_printing(r, f"node-{r}", 0, 1) for r in range(3)])
+    running = ScriptRound(2, 8.0, [_printing(r, f"node-{r}", 1, 40, started=8.0) for r in range(3)])
+    resumed = _after(*(_printing(r, f"node-{r}", 1, 1, loaded=["/ckpt/snapshot.pt"], started=11) for r in range(2)))
+    names, found = _names([warm_up, running, resumed])
+    assert names == [(RESTARTED_FROM_SCRATCH, False)]
+    assert found[0].text.startswith("the job restarted from near the beginning after the eviction of node-2 (hard)")
+    # Resumed from epoch 38 of 40: little lost, whatever the seconds say.
+    resumed_late = _after(
+        *(_printing(r, f"node-{r}", 38, 38, loaded=["/ckpt/snapshot.pt"], started=11) for r in range(2))
+    )
+    assert _names([warm_up, running, resumed_late])[0] == []
