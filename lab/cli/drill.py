@@ -172,10 +172,8 @@ def _notice_s(args: argparse.Namespace) -> float | None:
 
 
 def _grace_s(args: argparse.Namespace) -> float | None:
-    """--grace: seconds, or None for none (any other word is left to the checks, as NaN)."""
-    if isinstance(args.grace, str):
-        return None if args.grace.lower() == "none" else math.nan
-    return float(args.grace)
+    """--grace: seconds, or None for none (any other word is named by _option_problems)."""
+    return None if isinstance(args.grace, str) else float(args.grace)
 
 
 def _nodes(args: argparse.Namespace) -> int:
@@ -471,7 +469,7 @@ def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int, Re
         scale_to=args.scale_to or (),
     )
     grace = _grace_s(args)
-    drill += reclaim_problems(spec, args.fault, nodes, None if grace != grace else grace, args.reclaim_for)
+    drill += reclaim_problems(spec, args.fault, nodes, grace, args.reclaim_for)
     if nodes < 1:
         drill = [p for p in drill if p.key != "victim"]  # no index fits no nodes: --nodes says it
     _add_new(found, (Problem(OPTIONS.get(p.key, p.key), p.value, p.expected) for p in drill))

@@ -46,6 +46,7 @@ class Reclaim:
     grown_back_s: float | None = None
     rounds_to_grow_back: int | None = None
     trained_after_back_s: float | None = None  # from back_t to the job's last step
+    taken_nodes: tuple[str, ...] = ()  # the nodes taken back
 
     @property
     def never_grew_back(self) -> bool:
@@ -80,6 +81,7 @@ def _followed(run: Timeline, taken: list[Record], core: int, full: int) -> Recla
     t = taken[0]["t"]
     notice = taken[0].get("notice_s")
     out = Reclaim(t, len(taken), core, full, float(notice) if notice is not None else None)
+    out.taken_nodes = tuple(str(e["node"]) for e in taken)
     per_node = _workers_per_node(run, full)
     sized = [(s["t"], _nodes(run, s, per_node)) for s in run.steps if s["t"] > t]
     sizes = [n for _, n in sized if n is not None]

@@ -387,7 +387,6 @@ def _reclaims(seen: Observed) -> list[Finding]:
     step lost (the nodes' workers save and leave within it); back at full size once the
     capacity is free, while the job still trains."""
     found = []
-    taken = {ev.node: ev for ev in seen.report.evictions if ev.cause == CAUSE_RECLAIM}
     for r in seen.report.reclaims:
         if r.below_core:
             found.append(
@@ -397,7 +396,11 @@ def _reclaims(seen: Observed) -> list[Finding]:
                     f"below its core of {r.core_nodes}: the core's own nodes left with the borrowed ones",
                 )
             )
-        lost = [ev for ev in taken.values() if ev.t - r.t <= 1.0 and ev.t >= r.t and (ev.lost_steps or 0) > 0]
+        lost = [
+            ev
+            for ev in seen.report.evictions
+            if ev.cause == CAUSE_RECLAIM and ev.node in r.taken_nodes and (ev.lost_steps or 0) > 0
+        ]
         if r.grace_s is not None and lost:
             found.append(
                 Finding(

@@ -62,7 +62,15 @@ DOUBLED = EpochTally(
 LOST = dataclasses.replace(DOUBLED, once=21, doubled=0, lost=3, most=1, doubled_steps=())
 # The borrowed node-2 taken back at 10 s with a grace of 25 s: the job at its core of 2, back at 3.
 RECLAIMED = Reclaim(
-    t=10.0, nodes=1, core_nodes=2, full_nodes=3, grace_s=25.0, lowest_nodes=2, back_t=20.0, grown_back_s=1.0
+    t=10.0,
+    nodes=1,
+    core_nodes=2,
+    full_nodes=3,
+    grace_s=25.0,
+    lowest_nodes=2,
+    back_t=20.0,
+    grown_back_s=1.0,
+    taken_nodes=("node-2",),
 )
 TAKEN_BACK = dataclasses.replace(RECOVERED, kind="notice", lost_steps=0, cause="reclaim")
 CONVERGED = {"summary": "  convergence: fine", "passed": True}
