@@ -45,6 +45,10 @@ from lab.vocab.events import Event
 from lab.vocab.pools import CAPACITY_LABEL
 from lab.vocab.replay_schedule import LOST, ReplaySchedule
 
+# How long the drill waits, once the job has ended, for its followed logs to deliver their last
+# lines (each stream ends with its pod's container): a busy machine's reader lags the workers.
+LAST_LINES_S = 10.0
+
 
 class DrillRefused(KubeError):
     """The drill will not evict the node it was given or found (and was not forced)."""
@@ -106,6 +110,7 @@ class ClusterDrill:
         self.evicted: EvictionStarted | None = None
         self.started = time.time()
         self._sink: Any = None  # the events file, opened when the drill runs (a dry run writes nothing)
+        self._pumps: list[threading.Thread] = []  # one reader of each followed pod's log
 
     # ------------------------------------------------------------------ the event stream
     def record(self, event: dict[str, Any]) -> None:
@@ -133,7 +138,18 @@ class ClusterDrill:
                 self.emit(Event.LOG_LOST, pod=pod, error=str(exc)[:200])
 
         self.seen.followed.add(uid)
-        threading.Thread(target=pump, name=f"log-{pod}", daemon=True).start()
+        reader = threading.Thread(target=pump, name=f"log-{pod}", daemon=True)
+        self._pumps.append(reader)
+        reader.start()
+
+    def _last_lines(self) -> None:
+        """Wait for the followed logs' last lines: up to LAST_LINES_S for every stream to end
+        when the job has ended, a poll's time (at most 1 s) when its pods may still run (the
+        deadline passed, the drill failed). Real threads: real time."""
+        limit = LAST_LINES_S if self.finished() else min(self.cfg.poll_s, 1.0)
+        until = time.monotonic() + limit
+        for reader in list(self._pumps):
+            reader.join(max(0.0, until - time.monotonic()))
 
     # ------------------------------------------------------------------ watching
     def poll(self) -> None:
@@ -374,7 +390,7 @@ class ClusterDrill:
                     cleanup()
                 except EvictionError as exc:
                     cleanup_error = str(exc)
-            time.sleep(min(cfg.poll_s, 1.0))  # the last lines of the followed logs (real threads: real time)
+            self._last_lines()
             self._sink.close()
         seen = measure(
             disruption.as_observed(list(self.events)),

@@ -93,6 +93,7 @@ class FakeKube:
         self.closed_logs: set[tuple[str, str]] = set()
         self.previous_logs: dict[tuple[str, str], list[str]] = {}  # a restarted container's last run
         self.log_queries: list[dict[str, list[str]]] = []  # each log request's query, as sent
+        self.log_line_s = 0.0  # how long each followed log line takes to send: a reader that lags
         self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
         self.refuse_evictions: set[str] = set()
         self.api_groups: list[str] = []  # aggregated "group/version"s discovery lists (metrics.k8s.io/v1beta1)
@@ -427,6 +428,7 @@ class FakeKube:
                 if tail is not None and sent == 0:
                     sent = max(0, len(lines) - tail)
             for line in lines[sent:]:
+                time.sleep(self.log_line_s)
                 data = (line + "\n").encode()
                 http.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 http.wfile.flush()

@@ -206,6 +206,23 @@ def test_a_per_step_job_is_measured_by_the_survivors_stall(api_server, kube, ren
     assert report.final_step == 100 and report.finished
 
 
+def test_the_logs_last_lines_are_read_after_the_job_ends_when_their_reader_lags(
+    api_server, kube, rendered, simulated, tmp_path
+):
+    """A busy machine's log reader lags the workers: the job's end is seen at a poll while a
+    worker's lines since the eviction are still on their way. They are waited for, not cut off."""
+    api_server.log_line_s = 0.02  # about 2.5 s behind by the job's end
+    simulated()
+    cfg = _config(tmp_path, KubernetesDrainEvictor(kube, drain_timeout_s=5), rendered)
+    report = ClusterDrill(cfg, kube).run()
+    assert report.passed, report.summary()
+    (ev,) = report.evictions
+    assert (ev.world_before, ev.world_after) == (3, 2)
+    (join,) = report.joins
+    assert join.world_after == 3  # the replacement's steps, the log's last lines
+    assert report.loss_curve[-1][1] == 100
+
+
 def test_a_job_that_never_recovers_is_reported_at_the_deadline(kube, rendered, simulated, tmp_path):
     simulated(recover=False)
     cfg = _config(tmp_path, KubernetesDrainEvictor(kube, drain_timeout_s=5), rendered, timeout_s=4)
