@@ -361,7 +361,11 @@ _PC_DESCRIPTIONS = {
         "evicts nobody."
     ),
     "inference": "Inference: preempts lower priorities (the elastic training workers) when capacity runs out.",
-    "preemptible": "Elastic training workers: the first to give way, evict nobody.",
+    "preemptible": "Elastic training workers: give way to inference, evict nobody.",
+    "borrowed": (
+        "The burst workers of an elastic job, on capacity other teams own: below the workers, so any work "
+        "that preempts takes them first; evict nobody."
+    ),
 }
 
 

@@ -15,10 +15,11 @@ Stack config (stacks/Pulumi.<stack>.yaml), all keys optional:
         image: <registry>/elastic-spot-lab/trainer:<tag>@sha256:<digest>   # [elastic-spot-lab:trainerImage];
                                           #   none yet: not installed. Pinned: a tag (not latest), a
                                           #   digest (which alone pins too), or both
-      priorityClasses:                    # preserved >= inference > preemptible
+      priorityClasses:                    # preserved >= inference > preemptible > borrowed
         preserved:   {name: elastic-preserved,   value: 1000000}   # etcd, operator, c10d stores; preempts nobody
         inference:   {name: elastic-inference,   value: 100000}    # preempts lower: the workers only
         preemptible: {name: elastic-preemptible, value: 1000}      # workers; preempts nobody
+        borrowed:    {name: elastic-borrowed,    value: 100}       # a job's burst workers; preempted first
       checkpoint:
         claimName: elastic-checkpoints
         size: 100Gi
@@ -108,7 +109,9 @@ class PriorityClassSpec:
 class Priorities:
     """preserved (etcd, the training operator, c10d stores) is the highest of ours and
     preempts nobody (Never); inference comes next and preempts lower priorities, i.e. only
-    the preemptible workers; preemptible is the lowest and preempts nobody.
+    the workers; preemptible (the workers) preempts nobody; borrowed (the workers of a job's
+    burst, on capacity other teams own) is the lowest and preempts nobody, so that any work
+    that preempts takes borrowed workers first.
 
     A pod preempts only pods of *lower* priority, so with preserved >= inference nothing that
     hosts a rendezvous or the operator can be preempted by inference (a preempted etcd or
@@ -117,12 +120,14 @@ class Priorities:
     preserved: PriorityClassSpec = PriorityClassSpec("elastic-preserved", 1_000_000)
     inference: PriorityClassSpec = PriorityClassSpec("elastic-inference", 100_000)
     preemptible: PriorityClassSpec = PriorityClassSpec("elastic-preemptible", 1_000)
+    borrowed: PriorityClassSpec = PriorityClassSpec("elastic-borrowed", 100)
 
-    ROLES: ClassVar[tuple[str, ...]] = ("preserved", "inference", "preemptible")
+    ROLES: ClassVar[tuple[str, ...]] = ("preserved", "inference", "preemptible", "borrowed")
     PREEMPTION: ClassVar[dict[str, str]] = {
         "preserved": "Never",
         "inference": "PreemptLowerPriority",
         "preemptible": "Never",
+        "borrowed": "Never",
     }
 
     def items(self) -> list[tuple[str, PriorityClassSpec, str]]:
@@ -246,12 +251,12 @@ class PlatformSettings:
                 )
                 values_ok = False
         p = self.priorities
-        if values_ok and not p.preserved.value >= p.inference.value > p.preemptible.value:
+        if values_ok and not p.preserved.value >= p.inference.value > p.preemptible.value > p.borrowed.value:
             out.add(
                 "platform.priorityClasses",
                 {r: pc.value for r, pc, _ in p.items()},
-                "values with preserved >= inference > preemptible (inference, which preempts, must never "
-                "outrank etcd or the operator; it may preempt only the workers)",
+                "values with preserved >= inference > preemptible > borrowed (inference, which preempts, must "
+                "never outrank etcd or the operator; it may preempt only the workers, borrowed ones first)",
             )
         return out.items
 
@@ -310,6 +315,7 @@ class PlatformSettings:
             checkpoint_claim=self.checkpoint.claim_name,
             checkpoint_writes=writes,
             worker_priority_class=self.priorities.preemptible.name,
+            burst_priority_class=self.priorities.borrowed.name,
             preserved_priority_class=self.priorities.preserved.name,
             pools=placement,
             gpus_per_node=self.gpus_per_node,

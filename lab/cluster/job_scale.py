@@ -3,13 +3,15 @@ the range its spec allows."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kubernetes.client.rest import ApiException
 
 from lab.cluster.kube import KubeApi, api_error
 from lab.cluster.pytorchjob import JobError, job_limits, read_job
-from lab.vocab.job import FaultTolerance
+from lab.vocab.job import PART_BURST, PART_CORE, PART_LABEL, FaultTolerance, burst_job_name
 from lab.vocab.problems import InvalidInput, Problem
 
 
@@ -43,10 +45,18 @@ def scale(kube: KubeApi, name: str, namespace: str, nodes: int) -> Scaled:
     if job is None:
         raise JobError(f"no PyTorchJob {namespace}/{name}")
     fault_tolerance, minimum, maximum, _ = job_limits(job)
-    before = ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).get("Worker", {}).get("replicas")
+    before = _replicas(job)
     if fault_tolerance == FaultTolerance.PER_STEP.value:
         maximum = None  # a per-step job's groups join its lighthouse at any count
     low = minimum if minimum is not None else 1
+    other = _other_part(kube, job, namespace)
+    if other is not None:
+        # One run in two PyTorchJobs: each part's range leaves the other's workers their room,
+        # and the borrowed part may go down to none.
+        if maximum is not None:
+            maximum -= _replicas(other) or 0
+        if _part(job) == PART_BURST:
+            low = 0
     if (
         isinstance(nodes, bool)
         or not isinstance(nodes, int)
@@ -57,7 +67,7 @@ def scale(kube: KubeApi, name: str, namespace: str, nodes: int) -> Scaled:
             "elasticPolicy minReplicas..maxReplicas"
             if fault_tolerance == FaultTolerance.ELASTIC.value
             else "its quorum minimum and up"
-        )
+        ) + (f", less the {_replicas(other)} worker(s) of its other part" if other is not None else "")
         shown = f"{low}..{maximum}" if maximum is not None else f"{low} or more"
         raise InvalidInput([Problem("--nodes", nodes, f"{shown}: the job's range ({where})")])
     if before != nodes:
@@ -67,4 +77,25 @@ def scale(kube: KubeApi, name: str, namespace: str, nodes: int) -> Scaled:
             )
         except ApiException as exc:
             raise api_error(exc, f"scale PyTorchJob {namespace}/{name}") from None
-    return Scaled(name, namespace, before, nodes, minimum, maximum, fault_tolerance)
+    return Scaled(name, namespace, before, nodes, low if other is not None else minimum, maximum, fault_tolerance)
+
+
+def _replicas(job: Mapping[str, Any]) -> int | None:
+    replicas = ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).get("Worker", {}).get("replicas")
+    return int(replicas) if replicas is not None else None
+
+
+def _part(job: Mapping[str, Any]) -> str | None:
+    return ((job.get("metadata") or {}).get("labels") or {}).get(PART_LABEL)
+
+
+def _other_part(kube: KubeApi, job: Mapping[str, Any], namespace: str) -> dict[str, Any] | None:
+    """The other PyTorchJob of a job with a burst: the borrowed part of a core, the core of a
+    borrowed part; None for a job of one PyTorchJob."""
+    name = job["metadata"]["name"]
+    suffix = burst_job_name("")
+    if _part(job) == PART_BURST and name.endswith(suffix):
+        return read_job(kube, name[: -len(suffix)], namespace)
+    if _part(job) == PART_CORE:
+        return read_job(kube, burst_job_name(name), namespace)
+    return None

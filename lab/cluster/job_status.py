@@ -21,7 +21,7 @@ from lab.cluster.pytorchjob import (
     read_job,
     replica_index,
 )
-from lab.vocab.job import CONTAINER_KILLS, RETRYABLE_EXIT_CODE, FaultTolerance
+from lab.vocab.job import CONTAINER_KILLS, RETRYABLE_EXIT_CODE, FaultTolerance, burst_job_name
 
 # How a container killed at its memory limit ended (its terminated state's reason), and the exit
 # code of a process killed by SIGKILL (128 + 9), as the operator reports a worker's.
@@ -66,6 +66,10 @@ class JobStatus:
     # counting) and failures (a script's error).
     preempted_exits: int = 0
     failed_exits: int = 0
+    priority_class: str | None = None  # its workers' PriorityClass
+    # The job's borrowed part (its `-burst` PyTorchJob, at a priority other teams' work preempts
+    # first), where it has one.
+    burst: JobStatus | None = None
 
     @property
     def state(self) -> str:
@@ -87,6 +91,19 @@ class JobStatus:
     def restarts(self) -> int:
         return sum(p.restarts for p in self.pods)
 
+    def _pod_lines(self) -> list[str]:
+        out = []
+        for p in self.pods:
+            out.append(
+                f"  pod {p.name} (worker {p.index}): {p.phase}{' ready' if p.ready else ''} "
+                f"on {p.node or 'no node yet'}, restarts {p.restarts}"
+            )
+            if p.ended_with:
+                out += [f"    {line}" for line in p.ended_with.splitlines()]
+            if p.oom_killed:
+                out.append(f"    killed for memory (OOMKilled) at its memory limit {p.memory_limit or 'none set'}")
+        return out
+
     def lines(self) -> list[str]:
         out = [
             f"job {self.namespace}/{self.name}: {self.state}; "
@@ -100,15 +117,15 @@ class JobStatus:
                 f"  worker exits the operator saw: {self.preempted_exits} preempted or killed (exit >= 128: pods "
                 f"recreated, nothing counted), {self.failed_exits} failed (the script's error)"
             )
-        for p in self.pods:
+        out += self._pod_lines()
+        if self.burst is not None:
+            b = self.burst
             out.append(
-                f"  pod {p.name} (worker {p.index}): {p.phase}{' ready' if p.ready else ''} "
-                f"on {p.node or 'no node yet'}, restarts {p.restarts}"
+                f"  borrowed part {b.name} (priority {b.priority_class}, preempted first): {b.state}; workers "
+                f"running {b.running_workers} of its {len(b.pods)} pod(s); exits the operator saw: "
+                f"{b.preempted_exits} preempted or killed, {b.failed_exits} failed"
             )
-            if p.ended_with:
-                out += [f"    {line}" for line in p.ended_with.splitlines()]
-            if p.oom_killed:
-                out.append(f"    killed for memory (OOMKilled) at its memory limit {p.memory_limit or 'none set'}")
+            out += [f"  {line}" for line in b._pod_lines()]
         if self.memory_kills:
             killed = ", ".join(f"{pod} ({n} event(s))" for pod, n in sorted(self.memory_kills.items()))
             # Per-step groups host their own rendezvous store: no ledger of a pod's containers outlives them.
@@ -219,9 +236,18 @@ def preemptions_and_failures(exits: list[tuple[str, int, int]]) -> tuple[int, in
 
 
 def status(kube: KubeApi, name: str, namespace: str) -> JobStatus:
+    """The job's status, its borrowed part's within it."""
+    found = _status(kube, name, namespace)
+    if found is None:
+        raise JobError(f"no PyTorchJob {namespace}/{name}")
+    burst = _status(kube, burst_job_name(name), namespace)
+    return dataclasses.replace(found, burst=burst) if burst is not None else found
+
+
+def _status(kube: KubeApi, name: str, namespace: str) -> JobStatus | None:
     job = read_job(kube, name, namespace)
     if job is None:
-        raise JobError(f"no PyTorchJob {namespace}/{name}")
+        return None
     fault_tolerance, minimum, maximum, restarts = job_limits(job)
     exits = exited_with_code(kube, name, namespace)
     preempted, failed = preemptions_and_failures(exits)
@@ -243,4 +269,11 @@ def status(kube: KubeApi, name: str, namespace: str) -> JobStatus:
         preempted_exits=preempted,
         failed_exits=failed,
         memory_limit=_memory_limit(job),
+        priority_class=_priority_class(job),
     )
+
+
+def _priority_class(job: Mapping[str, Any]) -> str | None:
+    """The PriorityClass of the job's workers, as its Worker template sets it."""
+    worker = ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).get("Worker") or {}
+    return ((worker.get("template") or {}).get("spec") or {}).get("priorityClassName")

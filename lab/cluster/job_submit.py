@@ -23,6 +23,7 @@ from kubernetes.client.rest import ApiException
 
 from lab.cluster.kube import KubeApi, KubeError, api_error
 from lab.cluster.pytorchjob import JOB_LABEL, PYTORCHJOB, JobError, job_exists, job_pods, read_job
+from lab.vocab.job import PART_BURST, PART_CORE, PART_LABEL, burst_job_name
 from lab.vocab.problems import InvalidInput, Problem
 
 SDK_MODEL = "KubeflowOrgV1PyTorchJob"
@@ -100,19 +101,17 @@ def _cause(exc: BaseException) -> ApiException | None:
 
 
 def submit(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str, *, replace: bool = False) -> list[str]:
-    """Create the job's objects; the PyTorchJob last, so that its store exists when its pods
-    start, and then made the owner of the others: the garbage collector deletes them with it,
-    however it is deleted (a disruption budget left behind blocks drains and node updates). A
-    job of the same name is an error unless `replace` (then it is deleted first and its pods are
-    waited for). Returns `kind/name` of what was created."""
-    jobs = [o for o in objects if o.get("kind") == PYTORCHJOB]
-    if len(jobs) != 1:
-        raise JobError(f"expected one PyTorchJob among the rendered objects, found {len(jobs)}")
-    job = jobs[0]
+    """Create the job's objects; its PyTorchJob last (then its borrowed part's, where it has a
+    burst), so that its store exists when its pods start, and then made the owner of the others:
+    the garbage collector deletes them with it, however it is deleted (a disruption budget left
+    behind blocks drains and node updates; burst workers left behind would wait for a run that
+    is over). A job of the same name is an error unless `replace` (then it is deleted first and
+    its pods are waited for). Returns `kind/name` of what was created."""
+    job, burst = _the_jobs(objects)
     name = job["metadata"]["name"]
-    model = to_sdk_job(job)  # before anything is created
+    models = [to_sdk_job(j) for j in (job, *([burst] if burst is not None else []))]  # before anything is created
     require_metrics_api(kube, job)
-    if job_exists(kube, name, namespace):
+    if job_exists(kube, name, namespace) or job_exists(kube, burst_job_name(name), namespace):
         if not replace:
             raise JobError(
                 f"PyTorchJob {namespace}/{name} already exists: `elastic-lab delete --job {name}` first, "
@@ -120,23 +119,45 @@ def submit(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str, 
             )
         delete(kube, name, namespace, wait_s=120)
     created: list[Mapping[str, Any]] = []
-    job_created = False
+    jobs_created: list[str] = []
     try:
         for obj in objects:
-            if obj is not job:
+            if obj.get("kind") != PYTORCHJOB:
                 _create(kube, obj, namespace)
                 created.append(obj)
-        _create_job(kube, model, name, namespace)
-        job_created = True
-        _owned_by_the_job(kube, created, name, namespace)
+        for model, obj in zip(models, [job, *([burst] if burst is not None else [])], strict=True):
+            _create_job(kube, model, obj["metadata"]["name"], namespace)
+            jobs_created.append(obj["metadata"]["name"])
+        _owned_by_the_job(kube, [*created, *([burst] if burst is not None else [])], name, namespace)
     except KubeError:
         # No half-submitted job left behind.
-        if job_created:
+        for created_job in reversed(jobs_created):
             with contextlib.suppress(RuntimeError):
-                training_client(kube, namespace).delete_job(name, namespace=namespace)
+                training_client(kube, namespace).delete_job(created_job, namespace=namespace)
         _remove(kube, created, namespace)
         raise
-    return [f"{o['kind']}/{o['metadata']['name']}" for o in [*created, job]]
+    return [f"{o['kind']}/{o['metadata']['name']}" for o in [*created, job, *([burst] if burst is not None else [])]]
+
+
+def _the_jobs(objects: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:
+    """The job's PyTorchJob, and its borrowed part's where it has one."""
+    jobs = [o for o in objects if o.get("kind") == PYTORCHJOB]
+    parts = {_part(o) for o in jobs}
+    if len(jobs) == 1 and PART_BURST not in parts:
+        return jobs[0], None
+    if len(jobs) == 2 and parts == {PART_CORE, PART_BURST}:
+        core, burst = sorted(jobs, key=lambda o: bool(o["metadata"]["labels"][PART_LABEL] == PART_BURST))
+        if burst["metadata"]["name"] == burst_job_name(core["metadata"]["name"]):
+            return core, burst
+    names = [f"{(o.get('metadata') or {}).get('name')} ({_part(o) or 'no part'})" for o in jobs]
+    raise JobError(
+        f"expected one PyTorchJob among the rendered objects, or a job's core and its {burst_job_name('<name>')} "
+        f"part; found {len(jobs)}: {', '.join(names) or 'none'}"
+    )
+
+
+def _part(job: Mapping[str, Any]) -> str | None:
+    return ((job.get("metadata") or {}).get("labels") or {}).get(PART_LABEL)
 
 
 def serves_metrics_api(kube: KubeApi) -> bool:
@@ -180,11 +201,14 @@ def _owned_by_the_job(kube: KubeApi, objects: Sequence[Mapping[str, Any]], name:
     owner = {"apiVersion": "kubeflow.org/v1", "kind": PYTORCHJOB, "name": name, "uid": uid}
     for obj in objects:
         api_class, suffix = _SIDE_KINDS.get(obj["kind"], (None, ""))
-        if api_class is None:
-            continue
         patch = {"metadata": {"ownerReferences": [owner]}}
         try:
-            getattr(api_class(kube.api), f"patch_namespaced_{suffix}")(obj["metadata"]["name"], namespace, patch)
+            if obj["kind"] == PYTORCHJOB:  # the job's borrowed part
+                kube.custom.patch_namespaced_custom_object(
+                    "kubeflow.org", "v1", namespace, "pytorchjobs", obj["metadata"]["name"], patch
+                )
+            elif api_class is not None:
+                getattr(api_class(kube.api), f"patch_namespaced_{suffix}")(obj["metadata"]["name"], namespace, patch)
         except ApiException as exc:
             raise api_error(
                 exc, f"making PyTorchJob {name} the owner of {obj['kind']} {obj['metadata']['name']}"
@@ -234,16 +258,20 @@ def _remove(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str)
 
 
 def delete(kube: KubeApi, name: str, namespace: str, *, wait_s: float = 0) -> list[str]:
-    """Delete the PyTorchJob and the objects rendered with it (by our job label); with
-    `wait_s`, wait until its pods are gone. Returns `kind/name` of what was deleted."""
+    """Delete the PyTorchJob, its borrowed part where it has one, and the objects rendered with
+    it (by our job label); with `wait_s`, wait until their pods are gone. Returns `kind/name`
+    of what was deleted."""
     if not job_exists(kube, name, namespace):
         raise JobError(f"no PyTorchJob {namespace}/{name} (`elastic-lab status` lists the namespace's jobs)")
-    try:
-        training_client(kube, namespace).delete_job(name, namespace=namespace)
-    except RuntimeError as exc:
-        cause = _cause(exc)
-        raise (api_error(cause, f"deleting PyTorchJob {namespace}/{name}") if cause else JobError(str(exc))) from None
-    deleted = [f"{PYTORCHJOB}/{name}"]
+    names = [name, *([burst_job_name(name)] if job_exists(kube, burst_job_name(name), namespace) else [])]
+    for each in names:
+        try:
+            training_client(kube, namespace).delete_job(each, namespace=namespace)
+        except RuntimeError as exc:
+            cause = _cause(exc)
+            what = f"deleting PyTorchJob {namespace}/{each}"
+            raise (api_error(cause, what) if cause else JobError(str(exc))) from None
+    deleted = [f"{PYTORCHJOB}/{each}" for each in names]
     selector = f"{JOB_LABEL}={name}"
     try:
         for kind, (api_class, suffix) in _SIDE_KINDS.items():
@@ -254,7 +282,7 @@ def delete(kube: KubeApi, name: str, namespace: str, *, wait_s: float = 0) -> li
     except ApiException as exc:
         raise api_error(exc, f"deleting the objects of job {namespace}/{name}") from None
     deadline = time.monotonic() + wait_s
-    while wait_s and job_pods(kube, name, namespace):
+    while wait_s and any(job_pods(kube, each, namespace) for each in names):
         if time.monotonic() > deadline:
             raise JobError(f"the pods of job {namespace}/{name} were still there {wait_s:g} s after its deletion")
         time.sleep(1)

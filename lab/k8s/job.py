@@ -156,14 +156,24 @@ class JobSizing:
         """--replicas and the node counts against the job's range and the GPU pool's size, and
         --autoscale-cpu against the job's mode and range."""
         found = Problems()
-        if self.replicas is not None and not spec.min_nodes <= self.replicas <= spec.max_nodes:
+        if self.replicas is not None and not spec.min_nodes <= self.replicas <= spec.core_nodes:
             found.add(
                 "--replicas",
                 self.replicas,
-                f"between --min-nodes ({spec.min_nodes}) and --max-nodes ({spec.max_nodes})",
+                f"between --min-nodes ({spec.min_nodes}) and --max-nodes ({spec.max_nodes})"
+                if not spec.burst_nodes
+                else f"between --min-nodes ({spec.min_nodes}) and the core ({spec.core_nodes}): with --burst "
+                "it sizes the core, the borrowed part keeps its --burst nodes",
             )
         if self.autoscale_cpu is not None and self._autoscale_percent():
-            if spec.per_step_mode:
+            if spec.burst_nodes:
+                found.add(
+                    "--autoscale-cpu",
+                    self.autoscale_cpu,
+                    "no HPA with --burst: the training operator's HPA would scale the core past its nodes "
+                    "(and one on the borrowed part would raise it to --min-nodes)",
+                )
+            elif spec.per_step_mode:
                 found.add(
                     "--autoscale-cpu",
                     self.autoscale_cpu,
@@ -252,17 +262,14 @@ def render_job(
     access: CheckpointAccess = CheckpointAccess.MOUNT,
 ) -> RenderedJob:
     """The job for the stack's platform, validated and guarded (raises on problems)."""
-    if spec.burst_nodes:
-        # Its borrowed part would be a second PyTorchJob of the same run at a priority other
-        # teams' work preempts first; one job at one priority would borrow nothing.
+    if spec.burst_nodes and not target.facts.burst_priority_class:
         raise InvalidInput(
             [
                 Problem(
                     "--burst",
                     spec.burst_nodes,
-                    "0 on a cluster for now: a job's borrowed part is drilled on the local target "
-                    "(`elastic-lab drill --fault reclaim --core N --burst M`), not yet rendered as its own "
-                    "PyTorchJob at a borrowing priority",
+                    f"0 on stack {target.stack!r}: its platform declares no PriorityClass for borrowed workers (it "
+                    "was deployed before there was one; `elastic-lab up` adds it)",
                 )
             ]
         )

@@ -93,6 +93,8 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
             "conf": [{"key": k, "value": v} for k, v in spec.rdzv_conf().items()],
         },
         **_worker_pod_values(facts),
+        # The borrowed part: a second PyTorchJob of the same run below the workers' priority.
+        "burst": {"nodes": spec.burst_nodes, "priorityClassName": facts.burst_priority_class},
         "c10dStore": {"port": C10D_STORE_PORT, **_on_cpu_pool(facts, "c10dStore")},
         "lighthouse": {
             "port": lighthouse_port(spec),

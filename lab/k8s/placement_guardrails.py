@@ -213,7 +213,8 @@ def workers_tolerate_exactly(objects: Objects, ctx: GuardrailContext) -> list[Vi
 def no_global_default(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
     """No PriorityClass is globalDefault (every unrelated pod would get it), none is named
     system-*; only inference preempts (training never evicts anyone) and it outranks the
-    preemptible workers, the only pods it is meant to preempt."""
+    preemptible workers, the only pods it is meant to preempt; borrowed workers (a job's
+    burst), where the platform has them, are below the workers: preempted first."""
     pcs = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "PriorityClass"}
     out = []
     for name, pc in pcs.items():
@@ -232,40 +233,52 @@ def no_global_default(objects: Objects, ctx: GuardrailContext) -> list[Violation
             )
     f = ctx.facts
     wanted = [ctx.inference_priority_class, f.preserved_priority_class, f.worker_priority_class]
+    wanted += [f.burst_priority_class] if f.burst_priority_class else []
     if ctx.expect_platform:
-        for name in wanted:
-            if name not in pcs:
-                out.append(Violation("platform", "PriorityClass", name, "declared by the platform"))
-    if all(n in pcs for n in wanted):
-        inf, pre, pmt = (pcs[n] for n in wanted)
-        if not inf.get("value", 0) > pmt.get("value", 0):
+        out += [Violation("platform", "PriorityClass", n, "declared by the platform") for n in wanted if n not in pcs]
+    if all(n in pcs for n in wanted[:3]):
+        out += _priority_order(pcs, wanted)
+    return out
+
+
+def _priority_order(pcs: Mapping[str, Mapping[str, Any]], wanted: list[str]) -> list[Violation]:
+    """Inference above the workers and preempting; the workers above the borrowed ones (where
+    declared); the preserved, worker and borrowed classes preempting nobody."""
+    inference, workers = pcs[wanted[0]], pcs[wanted[2]]
+    out = []
+    below = [(wanted[0], wanted[2], "inference preempts the workers")]
+    if len(wanted) > 3 and wanted[3] in pcs:
+        below.append((wanted[2], wanted[3], "borrowed workers are preempted first"))
+    for upper, lower, why in below:
+        if not pcs[upper].get("value", 0) > pcs[lower].get("value", 0):
+            value = pcs[upper].get("value", 0)
             out.append(
                 Violation(
-                    f"PriorityClass/{wanted[2]}",
+                    f"PriorityClass/{lower}",
                     "value",
-                    pmt.get("value", 0),
-                    f"< {inf.get('value', 0)}, the value of {wanted[0]} (inference preempts the workers)",
+                    pcs[lower].get("value", 0),
+                    f"< {value}, the value of {upper} ({why})",
                 )
             )
-        if inf.get("preemptionPolicy", "PreemptLowerPriority") != "PreemptLowerPriority":
+    if inference.get("preemptionPolicy", "PreemptLowerPriority") != "PreemptLowerPriority":
+        out.append(
+            Violation(
+                f"PriorityClass/{wanted[0]}",
+                "preemptionPolicy",
+                inference.get("preemptionPolicy"),
+                "PreemptLowerPriority (inference evicts training workers)",
+            )
+        )
+    for pc in [pcs[wanted[1]], workers, *(pcs[n] for n in wanted[3:] if n in pcs)]:
+        if pc.get("preemptionPolicy") != "Never":
             out.append(
                 Violation(
-                    f"PriorityClass/{wanted[0]}",
+                    f"PriorityClass/{pc['metadata']['name']}",
                     "preemptionPolicy",
-                    inf.get("preemptionPolicy"),
-                    "PreemptLowerPriority (inference evicts training workers)",
+                    pc.get("preemptionPolicy"),
+                    "Never (training never evicts anyone)",
                 )
             )
-        for pc in (pre, pmt):
-            if pc.get("preemptionPolicy") != "Never":
-                out.append(
-                    Violation(
-                        f"PriorityClass/{pc['metadata']['name']}",
-                        "preemptionPolicy",
-                        pc.get("preemptionPolicy"),
-                        "Never (training never evicts anyone)",
-                    )
-                )
     return out
 
 

@@ -25,6 +25,7 @@ from lab.k8s.objects import (
     pytorchjobs,
     training_containers,
 )
+from lab.vocab.job import PART_BURST, PART_LABEL, burst_job_name
 from lab.vocab.names import ImageReference
 from lab.vocab.per_step import ENV_LIGHTHOUSE
 from lab.vocab.platform_facts import PlatformFacts, lighthouse_name, store_name
@@ -75,8 +76,13 @@ def _job_service(
 
 
 def _job_name(job: Mapping[str, Any], f: PlatformFacts) -> tuple[str, str]:
+    """The run's name and namespace: a job's borrowed part runs with its core's servers."""
     meta = job.get("metadata") or {}
-    return meta.get("name", ""), meta.get("namespace", f.namespace)
+    name = meta.get("name", "")
+    suffix = burst_job_name("")
+    if (meta.get("labels") or {}).get(PART_LABEL) == PART_BURST and name.endswith(suffix):
+        name = name[: -len(suffix)]
+    return name, meta.get("namespace", f.namespace)
 
 
 def _per_step_wiring(job: Mapping[str, Any], services: Services, f: PlatformFacts) -> list[Violation]:
@@ -223,9 +229,37 @@ def rdzv_host_is_etcd_service(objects: Objects, ctx: GuardrailContext) -> list[V
     out = _etcd_service(services, ctx)
     for job in pytorchjobs(objects):
         out += _per_step_wiring(job, services, f) if is_per_step(job) else _elastic_wiring(job, services, f)
-    ids = [((j.get("spec") or {}).get("elasticPolicy") or {}).get("rdzvId") for j in pytorchjobs(objects)]
-    for dup in sorted({i for i in ids if i and ids.count(i) > 1}):
-        out.append(Violation("jobs", "elasticPolicy.rdzvId", dup, "one job per rdzvId"))
+    by_id: dict[str, list[Mapping[str, Any]]] = {}
+    for job in pytorchjobs(objects):
+        rdzv_id = ((job.get("spec") or {}).get("elasticPolicy") or {}).get("rdzvId")
+        if rdzv_id:
+            by_id.setdefault(rdzv_id, []).append(job)
+    for rdzv_id, jobs in sorted(by_id.items()):
+        if len(jobs) > 1:
+            out += _shared_rdzv_id(rdzv_id, jobs)
+    return out
+
+
+def _shared_rdzv_id(rdzv_id: str, jobs: list[Mapping[str, Any]]) -> list[Violation]:
+    """Jobs sharing a rendezvous id are one run: a job and its borrowed part, nothing else,
+    with one elasticPolicy (torch keeps the node range per agent: they must agree)."""
+    names = {(j.get("metadata") or {}).get("name"): j for j in jobs}
+    cores = [n for n in names if isinstance(n, str) and burst_job_name(n) in names]
+    if len(jobs) != 2 or not cores:
+        return [Violation("jobs", "elasticPolicy.rdzvId", rdzv_id, "one job per rdzvId (but a job and its burst)")]
+    core, burst = names[cores[0]], names[burst_job_name(cores[0])]
+    out = []
+    if ((burst.get("metadata") or {}).get("labels") or {}).get(PART_LABEL) != PART_BURST:
+        out.append(Violation(object_id(burst), f"metadata.labels.{PART_LABEL}", None, repr(PART_BURST)))
+    if core["spec"].get("elasticPolicy") != burst["spec"].get("elasticPolicy"):
+        out.append(
+            Violation(
+                object_id(burst),
+                "elasticPolicy",
+                burst["spec"].get("elasticPolicy"),
+                f"the elasticPolicy of {object_id(core)}, the run's other part",
+            )
+        )
     return out
 
 

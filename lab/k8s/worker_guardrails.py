@@ -16,7 +16,7 @@ from lab.k8s.objects import (
 )
 from lab.vocab import checkpoint_location
 from lab.vocab.checkpoint_location import BLOB_CSI_DRIVER, S3_CSI_DRIVER
-from lab.vocab.job import ENV_CHECKPOINT_DIR, LAUNCH_MODULE, TRAINER_UID
+from lab.vocab.job import ENV_CHECKPOINT_DIR, LAUNCH_MODULE, PART_BURST, PART_LABEL, TRAINER_UID
 from lab.vocab.platform_facts import PlatformFacts
 
 
@@ -35,7 +35,7 @@ def workers_spot_ready(objects: Objects, ctx: GuardrailContext) -> list[Violatio
         replicas = job["spec"].get("pytorchReplicaSpecs") or {}
         for rtype, spec in worker_pod_specs(job):
             where = f"{object_id(job)} {rtype}"
-            out += _preemptible(where, replicas[rtype], spec, f)
+            out += _preemptible(where, replicas[rtype], spec, f, burst=_is_burst(job))
             pytorch = _pytorch_container(spec)
             gpus = ((pytorch.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
             if f.gpus_per_node and str(gpus) != str(f.gpus_per_node):
@@ -48,16 +48,32 @@ def workers_spot_ready(objects: Objects, ctx: GuardrailContext) -> list[Violatio
     return out
 
 
-def _preemptible(where: str, replica: Mapping[str, Any], spec: Mapping[str, Any], f: PlatformFacts) -> list[Violation]:
-    """A worker is retried on signals, runs at the workers' priority and stops within the notice."""
+def _is_burst(job: Mapping[str, Any]) -> bool:
+    """Whether the PyTorchJob is a job's borrowed part (the chart's `part` label)."""
+    return ((job.get("metadata") or {}).get("labels") or {}).get(PART_LABEL) == PART_BURST
+
+
+def _preemptible(
+    where: str, replica: Mapping[str, Any], spec: Mapping[str, Any], f: PlatformFacts, *, burst: bool = False
+) -> list[Violation]:
+    """A worker is retried on signals, runs at the workers' priority (a burst worker at the
+    borrowed one, below it) and stops within the notice."""
     out = []
     policy = replica.get("restartPolicy")
     if policy != "ExitCode":
         out.append(
             Violation(where, "restartPolicy", policy, "ExitCode (exit codes 128-255, i.e. signals, are retried)")
         )
-    if spec.get("priorityClassName") != f.worker_priority_class:
-        out.append(Violation(where, "priorityClassName", spec.get("priorityClassName"), repr(f.worker_priority_class)))
+    wanted = f.burst_priority_class if burst else f.worker_priority_class
+    if spec.get("priorityClassName") != wanted or not wanted:
+        expected = (
+            f"{wanted!r}, the borrowed workers' class (below {f.worker_priority_class!r})"
+            if burst and wanted
+            else "a borrowed workers' class, which this platform does not declare (update the stack)"
+            if burst
+            else repr(wanted)
+        )
+        out.append(Violation(where, "priorityClassName", spec.get("priorityClassName"), expected))
     grace = spec.get("terminationGracePeriodSeconds", 30)
     if not grace < f.eviction_notice_s:
         out.append(

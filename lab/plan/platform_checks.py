@@ -130,14 +130,18 @@ def _local_chart(chart: str) -> Path | None:
 
 def sample_jobs(facts: PlatformFacts) -> list[tuple[str, dict[str, Any]]]:
     """(label, chart values) of representative jobs on this platform: the default JobSpec
-    with each rendezvous backend, in per-step mode (its lighthouse), and writing its
-    checkpoints with its own clients where the platform's storage has a URL."""
+    with each rendezvous backend, in per-step mode (its lighthouse), with a burst (its core and
+    its borrowed part), and writing its checkpoints with its own clients where the platform's
+    storage has a URL."""
     out = []
     for backend in (RdzvBackend.ETCD_V2, RdzvBackend.C10D):
         spec = for_cluster(JobSpec(name=f"sample-{backend.value.replace('-', '')}", rdzv_backend=backend), facts)
         out.append((f"sample job ({backend.value})", chart_values(spec, facts)))
     spec = for_cluster(JobSpec(name="sample-perstep", fault_tolerance=FaultTolerance.PER_STEP), facts)
     out.append(("sample job (per-step)", chart_values(spec, facts)))
+    if facts.burst_priority_class:
+        spec = for_cluster(JobSpec(name="sample-burst", burst_nodes=1), facts)
+        out.append(("sample job (a core and a burst)", chart_values(spec, facts)))
     if facts.checkpoint_url:
         spec = for_cluster(JobSpec(name="sample-client"), facts, CheckpointAccess.CLIENT)
         out.append(("sample job (checkpoint access client)", chart_values(spec, facts)))

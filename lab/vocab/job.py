@@ -153,6 +153,19 @@ def pod_security_context() -> dict[str, object]:
     }
 
 
+# A job with a burst (JobSpec.burst_nodes) is two PyTorchJobs of one run on a cluster: the core,
+# named as the job, and its borrowed part, named by `burst_job_name`; the chart labels each
+# (the PyTorchJob and its pods) with its part.
+PART_LABEL = "elastic-spot-lab/part"
+PART_CORE = "core"
+PART_BURST = "burst"
+
+
+def burst_job_name(job: str) -> str:
+    """The PyTorchJob of job `job`'s borrowed part (charts/elastic-pytorchjob: ej.burstName)."""
+    return f"{job}-burst"
+
+
 # The largest number an `int32` field of the PyTorchJob CRD holds (elasticPolicy's replica counts
 # and maxRestarts, a replica spec's replicas: schemas/kubeflow.org_pytorchjobs.v1.9.4.yaml).
 INT32_MAX = 2**31 - 1

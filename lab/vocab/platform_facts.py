@@ -63,6 +63,9 @@ class PlatformFacts:
     pod_labels: Mapping[str, str] = field(default_factory=dict)
     pod_env: Mapping[str, str] = field(default_factory=dict)
     worker_priority_class: str = "elastic-preemptible"
+    # The workers of a job's burst (JobSpec.burst_nodes), below the workers'; "" on a stack
+    # deployed before the platform declared it.
+    burst_priority_class: str = "elastic-borrowed"
     preserved_priority_class: str = "elastic-preserved"
     pools: PoolPlacement = field(default_factory=PoolPlacement)
     gpus_per_node: int = 1
@@ -95,6 +98,7 @@ class PlatformFacts:
             "podLabels": dict(self.pod_labels),
             "podEnv": dict(self.pod_env),
             "workerPriorityClass": self.worker_priority_class,
+            "burstPriorityClass": self.burst_priority_class,
             "preservedPriorityClass": self.preserved_priority_class,
             "gpusPerNode": self.gpus_per_node,
             "rdzvClientLabels": dict(self.rdzv_client_labels),
@@ -119,6 +123,7 @@ class PlatformFacts:
             pod_labels=dict(data.get("podLabels") or {}),
             pod_env=dict(data.get("podEnv") or {}),
             worker_priority_class=data["workerPriorityClass"],
+            burst_priority_class=data.get("burstPriorityClass", ""),
             preserved_priority_class=data["preservedPriorityClass"],
             pools=PoolPlacement.from_mapping(data["pools"]),
             gpus_per_node=int(data["gpusPerNode"]),

@@ -62,6 +62,17 @@ def _on_demand_note(workers: int) -> str:
     )
 
 
+def test_a_dry_run_with_a_burst_shows_the_core_and_the_borrowed_part(capsys):
+    code, out, err = _run(capsys, "submit", "--stack", "byo", "--dry-run", "--core", "2", "--burst", "1")
+    assert code == 0, err
+    jobs = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "PyTorchJob"]
+    assert [j["metadata"]["name"] for j in jobs] == ["elastic-demo", "elastic-demo-burst"]
+    workers = [j["spec"]["pytorchReplicaSpecs"]["Worker"] for j in jobs]
+    assert [w["replicas"] for w in workers] == [2, 1]
+    assert [w["template"]["spec"]["priorityClassName"] for w in workers] == ["elastic-preemptible", "elastic-borrowed"]
+    assert jobs[0]["spec"]["elasticPolicy"] == jobs[1]["spec"]["elasticPolicy"]
+
+
 def test_submit_prices_the_on_demand_rank_for_the_job_s_whole_life(api_server, kubeconfig, capsys):
     """A job that can land on the stack's on-demand GPU rank is told that a worker there keeps
     its node until the job ends or it is moved, and what that costs for its workers."""
@@ -69,7 +80,8 @@ def test_submit_prices_the_on_demand_rank_for_the_job_s_whole_life(api_server, k
     code, out, err = _run(capsys, *AKS_DRY_RUN, *sized)
     assert code == 0, err
     assert "this job's workers land on its on-demand rank" in err and _on_demand_note(2) in err
-    assert all(d["kind"] for d in yaml.safe_load_all(out) if d)  # stdout stays the YAML alone
+    strays = [d for d in yaml.safe_load_all(out) if d and not (isinstance(d, dict) and d.get("kind"))]
+    assert strays == []  # stdout stays the YAML alone
     code, out, err = _run(capsys, "submit", "--stack", "aks-dev", "--image", TRAINER_IMAGE, "--kubeconfig", kubeconfig)
     assert code == 0, err
     assert "created PyTorchJob/" in out and _on_demand_note(3) in out

@@ -50,7 +50,8 @@ def test_cli_submit_dry_run(crd):
         (["--image", ""], "--image='' is invalid: expected a container image reference"),
         (["--name", "Bad_Name"], "name='Bad_Name' is invalid"),
         (["--join-timeout", "0"], "--join-timeout=0.0 is invalid: expected a finite number of seconds > 0"),
-        (["--core", "2", "--burst", "1"], "--burst=1 is invalid: expected 0 on a cluster for now"),
+        (["--core", "2", "--burst", "1", "--autoscale-cpu", "60"], "--autoscale-cpu=60 is invalid: expected no HPA"),
+        (["--core", "2", "--burst", "1", "--replicas", "3"], "--replicas=3 is invalid: expected between --min-nodes"),
     ],
 )
 @pytest.mark.processes

@@ -52,3 +52,21 @@ def test_scale_of_a_per_step_job_keeps_its_quorum_minimum(api_server, kube, rend
 def test_scale_of_a_missing_job(kube):
     with pytest.raises(JobError, match="no PyTorchJob training/nope"):
         scale(kube, "nope", NS, 2)
+
+
+def test_each_part_of_a_job_with_a_burst_scales_within_the_room_the_other_leaves(api_server, kube, byo_target):
+    """Core 2 of 1..4 with 2 borrowed: the core may go 1..2 while the burst holds 2, the burst
+    0..2 (down to none: the job shrinks to its core) while the core holds 2."""
+    from lab.k8s.job import render_job
+    from lab.vocab.job import JobSpec
+
+    submit(kube, render_job(JobSpec(name="demo", min_nodes=1, max_nodes=4, burst_nodes=2), byo_target).objects, NS)
+    with pytest.raises(
+        InvalidInput, match=r"--nodes=3 is invalid: expected 1\.\.2: .*less the 2 worker\(s\) of its other"
+    ):
+        scale(kube, "demo", NS, 3)
+    scaled = scale(kube, "demo-burst", NS, 0)
+    assert (scaled.before, scaled.after, scaled.minimum, scaled.maximum) == (2, 0, 0, 2)
+    assert scale(kube, "demo", NS, 4).after == 4  # the borrowed part holds none now
+    with pytest.raises(InvalidInput, match=r"--nodes=1 is invalid: expected 0\.\.0"):
+        scale(kube, "demo-burst", NS, 1)

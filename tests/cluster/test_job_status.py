@@ -52,6 +52,32 @@ def test_status_reads_conditions_policy_and_pods(api_server, kube, rendered):
     assert "pod demo-worker-2 (worker 2): Pending on no node yet" in text
 
 
+def test_status_shows_a_jobs_borrowed_part_with_its_own_pods_and_priority(api_server, kube, byo_target):
+    from lab.k8s.job import render_job
+    from lab.vocab.job import JobSpec
+
+    submit(kube, render_job(JobSpec(name="demo", min_nodes=1, max_nodes=3, burst_nodes=2), byo_target).objects, NS)
+    job_worker(api_server, 0, "gpu-0")
+    job_worker(api_server, 0, "gpu-1", job="demo-burst")
+    job_worker(api_server, 1, "", phase="Pending", job="demo-burst")  # preempted, waiting for capacity
+    st = status(kube, "demo", NS)
+    assert [p.name for p in st.pods] == ["demo-worker-0"] and st.priority_class == "elastic-preemptible"
+    assert st.burst is not None and st.burst.name == "demo-burst" and st.burst.priority_class == "elastic-borrowed"
+    assert [(p.name, p.phase) for p in st.burst.pods] == [
+        ("demo-burst-worker-0", "Running"),
+        ("demo-burst-worker-1", "Pending"),
+    ]
+    text = "\n".join(st.lines())
+    assert (
+        "borrowed part demo-burst (priority elastic-borrowed, preempted first): Pending; workers running 1 of its 2"
+        in text
+    )
+    assert "    pod demo-burst-worker-1 (worker 1): Pending on no node yet" in text
+    assert st.as_dict()["burst"]["pods"][0]["name"] == "demo-burst-worker-0"
+    # A job without a burst has none.
+    assert status(kube, "demo-burst", NS).burst is None
+
+
 def test_status_of_a_missing_job(kube):
     with pytest.raises(JobError, match="no PyTorchJob training/nope"):
         status(kube, "nope", NS)

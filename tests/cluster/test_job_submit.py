@@ -187,3 +187,65 @@ def test_only_resource_quantities_may_come_back_as_strings():
     )
     assert not job_submit._same_quantity(quantity, 1, "2") and not job_submit._same_quantity(quantity, True, "True")
     assert not job_submit._same_quantity("spec.elasticPolicy.maxRestarts", 1, "1")
+
+
+@pytest.fixture(scope="module", params=["elastic", "per-step"])
+def rendered_split(request, byo_target):
+    """A job of 1 to 3 nodes whose last 2 are borrowed: its core and its `-burst` part."""
+    from lab.k8s.job import render_job
+    from lab.vocab.job import FaultTolerance, JobSpec
+
+    spec = JobSpec(name="demo", min_nodes=1, max_nodes=3, burst_nodes=2, fault_tolerance=FaultTolerance(request.param))
+    return render_job(spec, byo_target).objects
+
+
+def test_a_job_with_a_burst_is_created_as_its_core_and_its_borrowed_part_which_the_core_owns(
+    api_server, kube, rendered_split
+):
+    created = job_submit.submit(kube, rendered_split, NS)
+    assert created[-2:] == ["PyTorchJob/demo", "PyTorchJob/demo-burst"]
+    core, burst = (api_server.get("PyTorchJob", n, NS) for n in ("demo", "demo-burst"))
+    assert core["spec"].get("elasticPolicy") == burst["spec"].get("elasticPolicy")  # one run, one rendezvous
+    (owner,) = burst["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("PyTorchJob", "demo", core["metadata"]["uid"])
+    workers = [j["spec"]["pytorchReplicaSpecs"]["Worker"] for j in (core, burst)]
+    assert [w["replicas"] for w in workers] == [1, 2]
+    assert [w["template"]["spec"]["priorityClassName"] for w in workers] == ["elastic-preemptible", "elastic-borrowed"]
+    with pytest.raises(JobError, match="already exists"):
+        job_submit.submit(kube, rendered_split, NS)
+    deleted = job_submit.delete(kube, "demo", NS)
+    assert {"PyTorchJob/demo", "PyTorchJob/demo-burst"} <= set(deleted)
+    assert api_server.of_kind("PyTorchJob") == []
+
+
+def test_a_borrowed_part_left_from_an_earlier_job_counts_as_the_job_existing(api_server, kube, rendered_split):
+    """A `-burst` PyTorchJob alone (its core deleted by hand) still holds the run's name."""
+    job_submit.submit(kube, rendered_split, NS)
+    api_server.objects.pop(next(k for k in api_server.objects if k.endswith("/pytorchjobs/demo")))
+    with pytest.raises(JobError, match="PyTorchJob training/demo already exists"):
+        job_submit.submit(kube, rendered_split, NS)
+
+
+def test_a_split_job_whose_borrowed_part_is_refused_leaves_nothing(api_server, kube, rendered_split, monkeypatch):
+    """The core was created, its borrowed part refused: the core and its servers are deleted."""
+    create_job = job_submit._create_job
+
+    def refuse_the_burst(kube, model, name, namespace):
+        if name.endswith("-burst"):
+            raise JobError(f"creating PyTorchJob {namespace}/{name}: forbidden (exceeded quota)")
+        create_job(kube, model, name, namespace)
+
+    monkeypatch.setattr(job_submit, "_create_job", refuse_the_burst)
+    with pytest.raises(JobError, match="exceeded quota"):
+        job_submit.submit(kube, rendered_split, NS)
+    assert api_server.get("PyTorchJob", "demo", NS) is None
+    assert all(api_server.get(o["kind"], o["metadata"]["name"], NS) is None for o in rendered_split)
+
+
+def test_pytorchjobs_that_are_not_a_core_and_its_burst_are_refused(rendered_split):
+    import copy as copying
+
+    other = copying.deepcopy([o for o in rendered_split if o["kind"] == "PyTorchJob"][-1])
+    other["metadata"]["name"] = "other-burst"
+    with pytest.raises(JobError, match="or a job's core and its <name>-burst part; found 2: demo \\(core\\), other"):
+        job_submit.submit(None, [o for o in rendered_split if o["metadata"]["name"] != "demo-burst"] + [other], NS)

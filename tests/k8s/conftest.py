@@ -23,7 +23,8 @@ def facts() -> PlatformFacts:
 @pytest.fixture(scope="session")
 def _baseline(facts: PlatformFacts) -> list[dict[str, Any]]:
     """The platform's etcd, its spot-notice handler, the operator's Deployment as its transform places it, a
-    PriorityClass set, and three jobs (etcd-v2, c10d, and a per-step job with its lighthouse)."""
+    PriorityClass set, and four jobs (etcd-v2, c10d, a per-step job with its lighthouse, and a job
+    with a burst: its core and its borrowed part)."""
     from components.platform.component import operator_placement, operator_transform
     from components.platform.settings import PlatformSettings
     from components.platform.values import etcd_values, notice_handler_values
@@ -54,6 +55,7 @@ def _baseline(facts: PlatformFacts) -> list[dict[str, Any]]:
     objects += render_job(JobSpec(name="job-etcd"), facts)[1]
     objects += render_job(JobSpec(name="job-c10d", rdzv_backend="c10d"), facts)[1]
     objects += render_job(JobSpec(name="job-perstep", fault_tolerance="per-step"), facts)[1]
+    objects += render_job(JobSpec(name="job-burst", min_nodes=1, max_nodes=3, burst_nodes=2), facts)[1]
     return objects
 
 

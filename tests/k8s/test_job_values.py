@@ -281,6 +281,32 @@ BAD_JOB_VALUES = [
     ),
     pytest.param({"bogus": 1}, r"additional properties 'bogus'", id="unknown-value"),
     pytest.param(
+        {"burst": {"nodes": 2, "priorityClassName": "elastic-borrowed"}},
+        r"burst.nodes=2 is invalid: expected <= maxNodes - minNodes \(1\)",
+        id="burst-eats-the-core",
+    ),
+    pytest.param(
+        {"burst": {"nodes": 1, "priorityClassName": ""}},
+        r"burst.priorityClassName=\"\" is invalid: expected a class of its own",
+        id="burst-without-a-class",
+    ),
+    pytest.param(
+        {"burst": {"nodes": 1, "priorityClassName": "elastic-preemptible"}},
+        r"burst.priorityClassName=\"elastic-preemptible\" is invalid: expected a class of its own, below",
+        id="burst-at-the-cores-class",
+    ),
+    pytest.param(
+        {"burst": {"nodes": 1, "priorityClassName": "elastic-borrowed"}, "replicas": 3},
+        r"replicas=3 is invalid: expected <= maxNodes - burst.nodes \(2\)",
+        id="burst-replicas-above-the-core",
+    ),
+    pytest.param(
+        {"burst": {"nodes": 1, "priorityClassName": "elastic-borrowed"}, "metrics": [{"type": "Resource"}]},
+        r"metrics is invalid with burst.nodes > 0",
+        id="burst-with-an-hpa",
+    ),
+    pytest.param({"burst": {"nodes": -1}}, r"/burst/nodes", id="burst-negative"),
+    pytest.param(
         {"checkpoint": {"dir": "/checkpoints", "claimName": ""}},
         r"checkpoint.claimName=\"\" is invalid: expected the claim to mount",
         id="directory-without-claim",

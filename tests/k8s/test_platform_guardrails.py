@@ -92,6 +92,11 @@ def policy_of(job: str) -> Where:
 policy = policy_of("job-etcd")
 
 
+def burst_pod(objs: Objects) -> dict[str, Any]:
+    """The pod template of job-burst's borrowed part."""
+    return worker(objs, "job-burst-burst")["template"]["spec"]
+
+
 def priority_class(name: str) -> Where:
     def where(objs: Objects) -> dict[str, Any]:
         return the(objs, "PriorityClass", name)
@@ -496,6 +501,42 @@ BROKEN: dict[str, Broken] = {
         "no-global-default-priority-class",
         put(priority_class("elastic-preemptible"), "preemptionPolicy", "PreemptLowerPriority"),
         "PriorityClass/elastic-preemptible: preemptionPolicy='PreemptLowerPriority': expected Never",
+    ),
+    "priorities/borrowed-above-workers": Broken(
+        "no-global-default-priority-class",
+        put(priority_class("elastic-borrowed"), "value", 5_000),
+        "PriorityClass/elastic-borrowed: value=5000: expected < 1000, the value of elastic-preemptible",
+    ),
+    "priorities/borrowed-preempts": Broken(
+        "no-global-default-priority-class",
+        put(priority_class("elastic-borrowed"), "preemptionPolicy", "PreemptLowerPriority"),
+        "PriorityClass/elastic-borrowed: preemptionPolicy='PreemptLowerPriority': expected Never",
+    ),
+    "priorities/no-borrowed-class": Broken(
+        "no-global-default-priority-class",
+        without("PriorityClass", "elastic-borrowed"),
+        "PriorityClass='elastic-borrowed': expected declared by the platform",
+    ),
+    "burst/at-the-workers-priority": Broken(
+        "workers-spot-ready",
+        put(burst_pod, "priorityClassName", "elastic-preemptible"),
+        "PyTorchJob/training/job-burst-burst Worker: priorityClassName='elastic-preemptible': expected "
+        "'elastic-borrowed', the borrowed workers' class (below 'elastic-preemptible')",
+    ),
+    "burst/core-at-the-borrowed-priority": Broken(
+        "workers-spot-ready",
+        put(lambda objs: worker(objs, "job-burst")["template"]["spec"], "priorityClassName", "elastic-borrowed"),
+        "PyTorchJob/training/job-burst Worker: priorityClassName='elastic-borrowed': expected 'elastic-preemptible'",
+    ),
+    "burst/another-node-range": Broken(
+        "rdzv-host-is-etcd-service",
+        put(policy_of("job-burst-burst"), "maxReplicas", 5),
+        "PyTorchJob/training/job-burst-burst: elasticPolicy=",
+    ),
+    "burst/not-labelled-a-burst": Broken(
+        "rdzv-host-is-etcd-service",
+        drop(lambda objs: the(objs, "PyTorchJob", "job-burst-burst")["metadata"]["labels"], "elastic-spot-lab/part"),
+        "metadata.labels.elastic-spot-lab/part=None: expected 'burst'",
     ),
     "priorities/preserved-preempts": Broken(
         "no-global-default-priority-class",

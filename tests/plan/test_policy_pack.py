@@ -412,6 +412,7 @@ def _jobs_named_as_in_the_guardrail_tests(facts: PlatformFacts) -> list[tuple[st
         JobSpec(name="job-etcd"),
         JobSpec(name="job-c10d", rdzv_backend=RdzvBackend.C10D),
         JobSpec(name="job-perstep", fault_tolerance=FaultTolerance.PER_STEP),
+        JobSpec(name="job-burst", min_nodes=1, max_nodes=3, burst_nodes=2),
     ]
     return [(f"sample job ({s.name})", chart_values(for_cluster(s, facts), facts)) for s in specs]
 

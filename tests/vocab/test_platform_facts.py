@@ -37,6 +37,7 @@ def test_the_wire_form_keeps_its_keys():
         "podLabels",
         "podEnv",
         "workerPriorityClass",
+        "burstPriorityClass",
         "preservedPriorityClass",
         "gpusPerNode",
         "rdzvClientLabels",
@@ -51,6 +52,14 @@ def test_facts_written_before_the_eviction_notice_was_recorded_read_as_the_short
     data = PlatformFacts().as_dict()
     del data["evictionNoticeSeconds"]
     assert PlatformFacts.from_dict(data).eviction_notice_s == 30
+
+
+def test_facts_written_before_the_borrowed_class_name_none():
+    """A stack deployed before the platform declared a class for borrowed workers has none: a
+    job with a burst is refused there (lab.k8s.job.render_job), never sent with a missing class."""
+    data = PlatformFacts().as_dict()
+    del data["burstPriorityClass"]
+    assert PlatformFacts.from_dict(data).burst_priority_class == ""
 
 
 def test_facts_written_before_client_checkpoints_read_as_a_mount_only_platform():

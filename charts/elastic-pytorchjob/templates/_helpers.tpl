@@ -9,6 +9,24 @@
 {{- fail (printf "replicas=%d is invalid: expected between minNodes (%d) and maxNodes (%d)" (int $v.replicas) (int $v.minNodes) (int $v.maxNodes)) -}}
 {{- end -}}
 {{- end -}}
+{{- $burst := ($v.burst | default dict) -}}
+{{- $burstNodes := int ($burst.nodes | default 0) -}}
+{{- if gt $burstNodes 0 -}}
+{{- if lt (sub (int $v.maxNodes) $burstNodes) (int $v.minNodes) -}}
+{{- fail (printf "burst.nodes=%d is invalid: expected <= maxNodes - minNodes (%d): the core, maxNodes - burst.nodes, holds at least minNodes" $burstNodes (sub (int $v.maxNodes) (int $v.minNodes))) -}}
+{{- end -}}
+{{- if not (kindIs "invalid" $v.replicas) -}}
+{{- if gt (int $v.replicas) (sub (int $v.maxNodes) $burstNodes) -}}
+{{- fail (printf "replicas=%d is invalid: expected <= maxNodes - burst.nodes (%d): with a burst, replicas sizes the core" (int $v.replicas) (sub (int $v.maxNodes) $burstNodes)) -}}
+{{- end -}}
+{{- end -}}
+{{- if or (not $burst.priorityClassName) (eq $burst.priorityClassName $v.priorityClassName) -}}
+{{- fail (printf "burst.priorityClassName=%q is invalid: expected a class of its own, below priorityClassName=%q (the borrowed workers go first)" ($burst.priorityClassName | default "") $v.priorityClassName) -}}
+{{- end -}}
+{{- if $v.metrics -}}
+{{- fail "metrics is invalid with burst.nodes > 0: expected no HPA (it would scale the core's replicas past the core)" -}}
+{{- end -}}
+{{- end -}}
 {{- $host := include "ej.rdzvHost" . -}}
 {{- if regexMatch (printf "^%s-(worker|master)-[0-9]+([.]|$)" $v.name) $host -}}
 {{- fail (printf "rdzv.host=%q is invalid: expected the rendezvous Service, never a worker pod (evicting it would end the job)" $host) -}}
@@ -49,6 +67,11 @@
 {{- fail (printf "rdzv.conf is_host=%q is invalid: expected \"false\" with c10d (the store runs in its own pod, never on a worker)" .value) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The PyTorchJob of a job's borrowed part (lab.vocab.job.burst_job_name). */}}
+{{- define "ej.burstName" -}}
+{{ .Values.name }}-burst
 {{- end -}}
 
 {{- define "ej.storeName" -}}

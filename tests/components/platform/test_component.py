@@ -122,6 +122,7 @@ def test_inventory(aks, eks, byo):
         "PriorityClass",
         "PriorityClass",
         "PriorityClass",
+        "PriorityClass",
         "Role",
         "RoleBinding",
         "ServiceAccount",
@@ -153,9 +154,11 @@ def test_offline_checks_pass(cloud, request, crd):
     } <= set(kinds_checked)
     jobs = [o for o in report.objects if o["kind"] == "PyTorchJob"]
     assert report.checked["k8s:schema"] == len(report.objects) - len(jobs)
-    # Sample jobs: etcd-v2, c10d, per-step, and one writing with its own clients where the
-    # storage has a URL (Blob, S3; not a claim on a StorageClass).
-    samples = {"sample-etcdv2", "sample-c10d", "sample-perstep"} | ({"sample-client"} if cloud != "byo" else set())
+    # Sample jobs: etcd-v2, c10d, per-step, one with a burst (two PyTorchJobs), and one writing
+    # with its own clients where the storage has a URL (Blob, S3; not a claim on a StorageClass).
+    samples = {"sample-etcdv2", "sample-c10d", "sample-perstep", "sample-burst", "sample-burst-burst"} | (
+        {"sample-client"} if cloud != "byo" else set()
+    )
     assert report.checked[CRD_CHECK] == len(jobs) == len(samples)
     assert {j["metadata"]["name"] for j in jobs} == samples
     lighthouse = [o for o in report.objects if o["metadata"]["name"] == "sample-perstep-lighthouse"]
@@ -170,15 +173,22 @@ def test_aks_schema_version(aks):
 
 def test_priority_classes(aks):
     """preserved (etcd, operator, stores) is the highest and never preempts; inference is
-    next and preempts lower priorities, i.e. only the workers; workers are the lowest."""
+    next and preempts lower priorities, i.e. only the workers; borrowed workers (a job's burst)
+    are the lowest, below the workers, so whatever preempts takes them first."""
     pcs = {r.inputs["metadata"]["name"]: r.inputs for r in aks if r.type.endswith("PriorityClass")}
     assert {n: (p["value"], p["preemptionPolicy"], p["globalDefault"]) for n, p in pcs.items()} == {
         "elastic-preserved": (1_000_000, "Never", False),
         "elastic-inference": (100_000, "PreemptLowerPriority", False),
         "elastic-preemptible": (1_000, "Never", False),
+        "elastic-borrowed": (100, "Never", False),
     }
     values = {n: p["value"] for n, p in pcs.items()}
-    assert values["elastic-preserved"] >= values["elastic-inference"] > values["elastic-preemptible"]
+    assert (
+        values["elastic-preserved"]
+        >= values["elastic-inference"]
+        > values["elastic-preemptible"]
+        > values["elastic-borrowed"]
+    )
 
 
 def test_device_plugin(aks):

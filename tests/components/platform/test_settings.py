@@ -35,6 +35,15 @@ BAD_SETTINGS = {
         {"priorityClasses": {"inference": {"value": 2_000_000}}},
         r"platform.priorityClasses=\{'preserved': 1000000, 'inference': 2000000, .*preserved >= inference",
     ),
+    "borrowed-at-the-workers-value": (
+        {"priorityClasses": {"borrowed": {"value": 1000}}},
+        r"'preemptible': 1000, 'borrowed': 1000\} is invalid: expected values with preserved >= inference > "
+        r"preemptible > borrowed",
+    ),
+    "borrowed-named-as-the-workers": (
+        {"priorityClasses": {"borrowed": {"name": "elastic-preemptible"}}},
+        r"platform.priorityClasses.borrowed.name='elastic-preemptible' is invalid: expected a name no other class uses",
+    ),
     "token-not-a-bool": (
         {"checkpoint": {"workloadIdentityToken": "yes"}},
         r"platform.checkpoint.workloadIdentityToken='yes' is invalid: expected true or false",
