@@ -50,6 +50,7 @@ from components.platform.values import (
 from lab.vocab.layout import ETCD_CHART, NOTICE_CHART
 from lab.vocab.names import PLATFORM_TYPE, PROJECT
 from lab.vocab.platform_facts import (
+    GPU_REQUESTS,
     NOTICE_HANDLER_INSTALLED,
     NOTICE_HANDLER_NOT_INSTALLED,
     NOTICE_HANDLER_WAITS,
@@ -113,6 +114,7 @@ class TrainingPlatform(pulumi.ComponentResource):
         in_namespace = after(custom, self.namespace_resource)
         self.service_account = self._service_account(name, cluster.identity, in_namespace)
         self.pod_reader = self._pod_reader(name, in_namespace)
+        self.quotas = self._quotas(name, after(custom, self.namespace_resource, *self.priority_classes))
         self.checkpoint_resources = self._checkpoint(name, cluster.checkpoint, custom, in_namespace)
         self.device_plugin = self._device_plugin(name, cluster.node_image_ships_device_plugin, remote)
         self.operator, self.operator_placement = self._operator(name, remote)
@@ -230,6 +232,19 @@ class TrainingPlatform(pulumi.ComponentResource):
         )
         return role, binding
 
+    def _quotas(self, name: str, opts: pulumi.ResourceOptions) -> list[k8s.core.v1.ResourceQuota]:
+        """The team's GPUs in the namespace, where the settings cap them: one ResourceQuota on
+        `requests.nvidia.com/gpu` per PriorityClass (the workers', the borrowed workers')."""
+        return [
+            k8s.core.v1.ResourceQuota(
+                f"{name}-quota-{role}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=quota_name, namespace=self.settings.namespace, labels=PART_OF),
+                spec=k8s.core.v1.ResourceQuotaSpecArgs(**quota_spec(gpus, priority_class)),
+                opts=opts,
+            )
+            for role, quota_name, gpus, priority_class in self.settings.quota_items()
+        ]
+
     def _etcd(self, name: str, opts: pulumi.ResourceOptions) -> k8s.helm.v4.Chart:
         """etcd 3.5 with the v2 API: the rendezvous server, on the CPU pool."""
         return self._project_chart(
@@ -321,6 +336,22 @@ class TrainingPlatform(pulumi.ComponentResource):
             "jobFacts": self.job_facts,
             "noticeHandler": self.notice_handler_state,
         }
+
+
+def quota_spec(gpus: int, priority_class: str) -> dict[str, Any]:
+    """A ResourceQuota's spec, as the Pulumi args take it: `gpus` GPUs requested in all by the
+    pods of `priority_class` (a pod's GPU limit is its request: extended resources are not
+    overcommitted)."""
+    return {
+        "hard": {GPU_REQUESTS: str(gpus)},
+        "scope_selector": k8s.core.v1.ScopeSelectorArgs(
+            match_expressions=[
+                k8s.core.v1.ScopedResourceSelectorRequirementArgs(
+                    scope_name="PriorityClass", operator="In", values=[priority_class]
+                )
+            ]
+        ),
+    }
 
 
 def notice_handler_state(settings: PlatformSettings, notice_from_scheduled_events: bool) -> str:

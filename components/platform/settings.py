@@ -28,6 +28,9 @@ Stack config (stacks/Pulumi.<stack>.yaml), all keys optional:
         region: us-east-1                 # S3 checkpoints: the bucket's region, when not the cluster's
         storageClass: standard            # byo: the cluster's checkpoint StorageClass (components/byo)
         accessMode: ReadWriteMany         # byo: its access mode
+      quota:                              # the team's GPUs in the namespace (ResourceQuotas by PriorityClass)
+        gpus: 8                           # its share: GPUs its workers (preemptible) may request in all
+        borrowedGpus: 16                  # what its burst workers (borrowed) may hold besides; unset: no cap
       pools: {...}                        # byo: the cluster's pools (components/byo); others take
                                           #   them from their cluster component
 
@@ -88,6 +91,7 @@ _PLATFORM_KEYS = {
     "priorityClasses",
     "checkpoint",
     "kubernetesVersion",
+    "quota",
     *CLUSTER_KEYS,
 }
 _CHECKPOINT_FIELDS = {
@@ -135,6 +139,34 @@ class Priorities:
 
 
 @dataclass(frozen=True)
+class GpuQuota:
+    """The team's GPUs in the jobs' namespace, each a ResourceQuota on `requests.nvidia.com/gpu`
+    scoped by PriorityClass: `gpus` at the workers' class (its share), `borrowed_gpus` at the
+    borrowed class (what its bursts may hold on capacity other teams own). None: no quota."""
+
+    gpus: int | None = None
+    borrowed_gpus: int | None = None
+
+    def problems(self, gpus_per_node: int) -> list[Problem]:
+        out = Problems()
+        for key, value in (("gpus", self.gpus), ("borrowedGpus", self.borrowed_gpus)):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                out.add(f"platform.quota.{key}", value, "a whole number of GPUs >= 0")
+            elif gpus_per_node == 0:
+                out.add(f"platform.quota.{key}", value, "no GPU quota on a platform without GPUs (gpusPerNode 0)")
+            elif 0 < value < gpus_per_node:
+                out.add(
+                    f"platform.quota.{key}",
+                    value,
+                    f"0 or at least gpusPerNode ({gpus_per_node}): a worker asks for a node's GPUs, so this quota "
+                    "could never admit one",
+                )
+        return out.items
+
+
+@dataclass(frozen=True)
 class CheckpointSettings:
     claim_name: str = "elastic-checkpoints"
     size: str = "100Gi"
@@ -162,6 +194,7 @@ class PlatformSettings:
     notice_handler_image: str | None = None
     priorities: Priorities = field(default_factory=Priorities)
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
+    quota: GpuQuota = field(default_factory=GpuQuota)
 
     etcd_service: str = "etcd-rendezvous"
     rdzv_client_labels: Mapping[str, str] = field(default_factory=lambda: {"elastic-spot-lab/rdzv-client": "true"})
@@ -169,6 +202,17 @@ class PlatformSettings:
     def __post_init__(self) -> None:
         if problems := self.problems():
             raise InvalidInput(problems)
+
+    def quota_items(self) -> list[tuple[str, str, int, str]]:
+        """(role, ResourceQuota name, GPUs, PriorityClass) of each quota the settings set."""
+        out = []
+        for role, gpus, pc in (
+            ("preemptible", self.quota.gpus, self.priorities.preemptible),
+            ("borrowed", self.quota.borrowed_gpus, self.priorities.borrowed),
+        ):
+            if gpus is not None:
+                out.append((role, f"{pc.name}-gpus", gpus, pc.name))
+        return out
 
     # ------------------------------------------------------------ validation
     def problems(self) -> list[Problem]:
@@ -203,33 +247,39 @@ class PlatformSettings:
             bad("etcd.image", self.etcd_image, "an image repository such as quay.io/coreos/etcd")
         if not _ETCD_TAG.match(str(self.etcd_tag)):
             bad("etcd.tag", self.etcd_tag, "a v3.5.x tag such as v3.5.20 (etcd 3.6 removed the v2 API torch needs)")
+        out.extend(self._notice_handler_problems())
+        out.extend(self._priority_problems())
+        out.extend(self.quota.problems(self.gpus_per_node if isinstance(self.gpus_per_node, int) else 1))
+        out.extend(self._checkpoint_problems())
+        return out.items
+
+    def _notice_handler_problems(self) -> list[Problem]:
+        out = Problems()
         if self.notice_handler not in ("auto", "true", "false"):
-            bad("spotNoticeHandler.enabled", self.notice_handler, "auto, true or false")
+            out.add("platform.spotNoticeHandler.enabled", self.notice_handler, "auto, true or false")
         image = ImageReference.parse(self.notice_handler_image)
         if self.notice_handler_image is None:
             if self.notice_handler == "true":
-                bad(
-                    "spotNoticeHandler.image",
+                out.add(
+                    "platform.spotNoticeHandler.image",
                     None,
                     "the trainer image pushed to the stack's registry (elastic-spot-lab:trainerImage, or this key) "
                     "when the handler is enabled",
                 )
         elif image is None or not image.pinned:
-            bad(
-                "spotNoticeHandler.image",
+            out.add(
+                "platform.spotNoticeHandler.image",
                 self.notice_handler_image,
                 "a pinned image that has this project installed (Dockerfile): repository:tag (not latest), "
                 "repository@sha256:<digest>, or both as `elastic-lab image` records it",
             )
         elif image.repository == PROJECT_IMAGE:
-            bad(
-                "spotNoticeHandler.image",
+            out.add(
+                "platform.spotNoticeHandler.image",
                 self.notice_handler_image,
                 f"the trainer image in a registry the nodes pull from: {PROJECT_IMAGE} is the image's name in the "
                 "Dockerfile, which nothing publishes (its pods would never start)",
             )
-        out.extend(self._priority_problems())
-        out.extend(self._checkpoint_problems())
         return out.items
 
     def _priority_problems(self) -> list[Problem]:
@@ -316,6 +366,8 @@ class PlatformSettings:
             checkpoint_writes=writes,
             worker_priority_class=self.priorities.preemptible.name,
             burst_priority_class=self.priorities.borrowed.name,
+            gpu_quota=self.quota.gpus,
+            borrowed_gpu_quota=self.quota.borrowed_gpus,
             preserved_priority_class=self.priorities.preserved.name,
             pools=placement,
             gpus_per_node=self.gpus_per_node,
@@ -381,6 +433,7 @@ class PlatformSettings:
             **_etcd_settings(found, raw),
             **_notice_handler_settings(found, raw, trainer_image),
             **_priority_settings(found, raw),
+            **_quota_settings(found, raw),
             "checkpoint": _checkpoint_settings(found, raw, mount_with_token),
         }
         try:
@@ -435,6 +488,13 @@ def _priority_settings(found: Problems, raw: Mapping[str, Any]) -> dict[str, Any
         given = _section(found, f"priorityClasses.{role}", pcs, {"name", "value"}) or {}
         roles[role] = PriorityClassSpec(given.get("name", default.name), given.get("value", default.value))
     return {"priorities": Priorities(**roles)}
+
+
+def _quota_settings(found: Problems, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """`quota`: the team's GPUs at the workers' class and at the borrowed one."""
+    if (quota := _section(found, "quota", raw, {"gpus", "borrowedGpus"})) is None:
+        return {}
+    return {"quota": GpuQuota(quota.get("gpus"), quota.get("borrowedGpus"))}
 
 
 def _checkpoint_settings(found: Problems, raw: Mapping[str, Any], mount_with_token: bool | None) -> CheckpointSettings:

@@ -8,6 +8,7 @@ rendered objects, a stack's outputs).
   jobs.py            a job's operations, in one place to import from (the modules below)
   pytorchjob.py      a PyTorchJob as the server holds it: labels, read, list, its pods, its range
   job_submit.py      a job's objects created and deleted together (the SDK's model, checked)
+  job_quota.py       a job's core against its namespace's GPU quotas, before anything is created
   job_status.py      a job's status: conditions, worker pods, workers killed for memory
   job_scale.py       a job's Worker replicas set within its range (the scale subresource)
   job_logs.py        a job's logs: one pod's, a worker's, or all workers' as they come

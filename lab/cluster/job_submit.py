@@ -21,6 +21,7 @@ from typing import Any
 from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 
+from lab.cluster.job_quota import refuse_a_core_without_room
 from lab.cluster.kube import KubeApi, KubeError, api_error
 from lab.cluster.pytorchjob import JOB_LABEL, PYTORCHJOB, JobError, job_exists, job_pods, read_job
 from lab.vocab.job import PART_BURST, PART_CORE, PART_LABEL, burst_job_name
@@ -111,12 +112,17 @@ def submit(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str, 
     name = job["metadata"]["name"]
     models = [to_sdk_job(j) for j in (job, *([burst] if burst is not None else []))]  # before anything is created
     require_metrics_api(kube, job)
-    if job_exists(kube, name, namespace) or job_exists(kube, burst_job_name(name), namespace):
-        if not replace:
-            raise JobError(
-                f"PyTorchJob {namespace}/{name} already exists: `elastic-lab delete --job {name}` first, "
-                "pass --replace, or choose another --name"
-            )
+    existing = [n for n in (name, burst_job_name(name)) if job_exists(kube, n, namespace)]
+    if existing and not replace:
+        raise JobError(
+            f"PyTorchJob {namespace}/{name} already exists: `elastic-lab delete --job {name}` first, "
+            "pass --replace, or choose another --name"
+        )
+    # The core must fit the team's GPU quota now; a burst that does not waits for room.
+    refuse_a_core_without_room(
+        kube, job, namespace, flag="--core" if burst is not None else "--max-nodes", replacing=existing
+    )
+    if existing:
         delete(kube, name, namespace, wait_s=120)
     created: list[Mapping[str, Any]] = []
     jobs_created: list[str] = []

@@ -109,7 +109,27 @@ class JobSizing:
             found.add("--autoscale-cpu", self.autoscale_cpu, "a CPU utilisation in percent, 1..100")
         if spec is not None:
             found.extend(self._count_problems(spec, target.facts.pools.gpu_max_nodes))
+            found.extend(self._quota_problems(spec, target.facts))
         return found
+
+    def _quota_problems(self, spec: JobSpec, facts: PlatformFacts) -> list[Problem]:
+        """The job against the team's quotas (platform.quota): its core's GPUs within the
+        team's share, its burst's within what it may borrow, each at full size."""
+        found = Problems()
+        per_worker = self.gpus if self.gpus is not None else facts.gpus_per_node
+        core = self.replicas if self.replicas is not None else spec.core_nodes
+        for flag, nodes, quota, what in (
+            ("--max-nodes" if not spec.burst_nodes else "--core", core, facts.gpu_quota, "the team's share"),
+            ("--burst", spec.burst_nodes, facts.borrowed_gpu_quota, "what the team may borrow"),
+        ):
+            if quota is not None and per_worker and nodes * per_worker > quota:
+                found.add(
+                    flag,
+                    nodes,
+                    f"at most {quota // per_worker} node(s) of {per_worker} GPU(s): {what} is {quota} GPU(s) "
+                    "(the stack's platform.quota; a ResourceQuota would refuse the rest of its pods)",
+                )
+        return found.items
 
     def _autoscale_percent(self) -> bool:
         value = self.autoscale_cpu

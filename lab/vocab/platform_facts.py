@@ -66,6 +66,9 @@ class PlatformFacts:
     # The workers of a job's burst (JobSpec.burst_nodes), below the workers'; "" on a stack
     # deployed before the platform declared it.
     burst_priority_class: str = "elastic-borrowed"
+    # The team's GPU quotas in the namespace (workers' class, borrowed class); None: none.
+    gpu_quota: int | None = None
+    borrowed_gpu_quota: int | None = None
     preserved_priority_class: str = "elastic-preserved"
     pools: PoolPlacement = field(default_factory=PoolPlacement)
     gpus_per_node: int = 1
@@ -99,6 +102,8 @@ class PlatformFacts:
             "podEnv": dict(self.pod_env),
             "workerPriorityClass": self.worker_priority_class,
             "burstPriorityClass": self.burst_priority_class,
+            "gpuQuota": self.gpu_quota,
+            "borrowedGpuQuota": self.borrowed_gpu_quota,
             "preservedPriorityClass": self.preserved_priority_class,
             "gpusPerNode": self.gpus_per_node,
             "rdzvClientLabels": dict(self.rdzv_client_labels),
@@ -124,6 +129,8 @@ class PlatformFacts:
             pod_env=dict(data.get("podEnv") or {}),
             worker_priority_class=data["workerPriorityClass"],
             burst_priority_class=data.get("burstPriorityClass", ""),
+            gpu_quota=_count_or_none(data.get("gpuQuota")),
+            borrowed_gpu_quota=_count_or_none(data.get("borrowedGpuQuota")),
             preserved_priority_class=data["preservedPriorityClass"],
             pools=PoolPlacement.from_mapping(data["pools"]),
             gpus_per_node=int(data["gpusPerNode"]),
@@ -132,6 +139,14 @@ class PlatformFacts:
             not_ready_toleration_s=int(data.get("notReadyTolerationSeconds", NOT_READY_TOLERATION_S)),
             eviction_notice_s=int(data.get("evictionNoticeSeconds", DEFAULT_EVICTION_NOTICE_S)),
         )
+
+
+# The quota key of GPUs requested by pods (a ResourceQuota caps extended resources by request only).
+GPU_REQUESTS = "requests.nvidia.com/gpu"
+
+
+def _count_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 # What the platform's `noticeHandler` output says of the spot-notice handler.

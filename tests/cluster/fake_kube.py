@@ -47,6 +47,7 @@ _NAMESPACED = {
     ("api/v1", "services"): "Service",
     ("api/v1", "events"): "Event",
     ("api/v1", "persistentvolumeclaims"): "PersistentVolumeClaim",
+    ("api/v1", "resourcequotas"): "ResourceQuota",
     ("apis/apps/v1", "deployments"): "Deployment",
     ("apis/policy/v1", "poddisruptionbudgets"): "PodDisruptionBudget",
     ("apis/networking.k8s.io/v1", "networkpolicies"): "NetworkPolicy",

@@ -249,3 +249,70 @@ def test_pytorchjobs_that_are_not_a_core_and_its_burst_are_refused(rendered_spli
     other["metadata"]["name"] = "other-burst"
     with pytest.raises(JobError, match="or a job's core and its <name>-burst part; found 2: demo \\(core\\), other"):
         job_submit.submit(None, [o for o in rendered_split if o["metadata"]["name"] != "demo-burst"] + [other], NS)
+
+
+def _with_a_gpu_each(objects):
+    """`objects` with each worker asking for one GPU (the byo stack's platform has none)."""
+    out = copy.deepcopy(list(objects))
+    for job in (o for o in out if o["kind"] == "PyTorchJob"):
+        container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        container.setdefault("resources", {}).setdefault("limits", {})["nvidia.com/gpu"] = 1
+    return out
+
+
+def _quota(api_server, name: str, hard: str, used: str, priority_class: str | None = "elastic-preemptible") -> None:
+    spec: dict = {"hard": {"requests.nvidia.com/gpu": hard}}
+    if priority_class is not None:
+        spec["scopeSelector"] = {
+            "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": [priority_class]}]
+        }
+    api_server.put(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": spec,
+            "status": {"hard": {"requests.nvidia.com/gpu": hard}, "used": {"requests.nvidia.com/gpu": used}},
+        }
+    )
+
+
+def test_a_core_the_teams_quota_has_no_room_for_is_refused_with_the_numbers(api_server, kube, rendered_split):
+    """The team's share, 4 GPUs at the workers' class, 4 in use by its other jobs: the core (1
+    worker of 1 GPU) would be refused pod by pod; submit says so and creates nothing. A quota
+    of another class, or the borrowed one, does not hold the core back."""
+    rendered_split = _with_a_gpu_each(rendered_split)
+    _quota(api_server, "elastic-preemptible-gpus", "4", "4")
+    _quota(api_server, "elastic-borrowed-gpus", "0", "0", "elastic-borrowed")
+    with pytest.raises(InvalidInput) as refused:
+        job_submit.submit(kube, rendered_split, NS)
+    assert str(refused.value).startswith(
+        "--core=1 is invalid: expected at most 0 worker(s) of 1 GPU(s) now: ResourceQuota "
+        "training/elastic-preemptible-gpus allows 4 GPU(s) at priority elastic-preemptible, 4 in use by other jobs"
+    )
+    assert api_server.of_kind("PyTorchJob") == [] and api_server.calls("POST") == []
+    _quota(api_server, "elastic-preemptible-gpus", "4", "3")
+    assert "PyTorchJob/demo" in job_submit.submit(kube, rendered_split, NS)
+
+
+def test_an_unscoped_quota_counts_and_a_replaced_jobs_own_gpus_are_free_again(api_server, kube, rendered):
+    """A quota with no scope counts every pod. The job being replaced holds 3 of the 3 GPUs:
+    they are free once it goes, so its replacement fits where another job does not."""
+    from lab.cluster.job_quota import refuse_a_core_without_room
+
+    from .fake_kube import job_worker
+
+    objects = _with_a_gpu_each(rendered[1])
+    job_submit.submit(kube, objects, NS)
+    for i in range(3):
+        pod = job_worker(api_server, i, f"gpu-{i}")
+        pod["spec"]["priorityClassName"] = "elastic-preemptible"
+        pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    _quota(api_server, "namespace-gpus", "3", "3", priority_class=None)
+    with pytest.raises(InvalidInput, match=r"--max-nodes=3 is invalid: expected at most 0 worker"):
+        job_submit.submit(kube, [dict(o, metadata=dict(o["metadata"], name="other")) for o in objects], NS)
+    (job,) = [o for o in objects if o["kind"] == "PyTorchJob"]
+    refuse_a_core_without_room(kube, job, NS, flag="--max-nodes", replacing=["demo"])  # fits: no raise
+    api_server.get("Pod", "demo-worker-2", NS)["status"]["phase"] = "Failed"  # ended: holds nothing
+    with pytest.raises(InvalidInput, match=r"at most 2 worker\(s\) of 1 GPU\(s\) now"):
+        refuse_a_core_without_room(kube, job, NS, flag="--max-nodes", replacing=["demo"])

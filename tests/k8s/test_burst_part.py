@@ -89,3 +89,34 @@ def test_a_stack_deployed_before_the_borrowed_class_refuses_a_burst(facts, crd):
     assert len([o for o in render_for_stack(spec, Target(facts)).objects if o["kind"] == "PyTorchJob"]) == 2
     with pytest.raises(InvalidInput, match="--burst=1 is invalid: expected 0 on stack 'old': its platform declares no"):
         render_for_stack(spec, Target(replace(facts, burst_priority_class="")))
+
+
+@pytest.mark.parametrize(
+    "spec,quotas,message",
+    [
+        (
+            JobSpec(name="demo"),
+            (2, None),
+            r"--max-nodes=3 is invalid: expected at most 2 node\(s\) of 1 GPU\(s\): the team's share is 2",
+        ),
+        (
+            JobSpec(name="demo", min_nodes=1, max_nodes=3, burst_nodes=1),
+            (1, 8),
+            r"--core=2 is invalid: expected at most 1 node\(s\) of 1 GPU\(s\): the team's share is 1",
+        ),
+        (
+            JobSpec(name="demo", min_nodes=1, max_nodes=3, burst_nodes=1),
+            (8, 0),
+            r"--burst=1 is invalid: expected at most 0 node\(s\) of 1 GPU\(s\): what the team may borrow is 0",
+        ),
+    ],
+    ids=["share", "core-above-share", "burst-above-borrowing"],
+)
+def test_a_job_the_teams_quotas_could_never_admit_is_refused_before_it_is_rendered(spec, quotas, message, facts):
+    from lab.k8s.job import JobSizing
+
+    target = Target(replace(facts, gpu_quota=quotas[0], borrowed_gpu_quota=quotas[1]))
+    with pytest.raises(InvalidInput, match=message):
+        render_for_stack(replace(spec, image="registry.example/t:1"), target, JobSizing())
+    fits = Target(replace(facts, gpu_quota=8, borrowed_gpu_quota=8))
+    assert render_for_stack(replace(spec, image="registry.example/t:1"), fits, JobSizing()).objects

@@ -38,6 +38,8 @@ def test_the_wire_form_keeps_its_keys():
         "podEnv",
         "workerPriorityClass",
         "burstPriorityClass",
+        "gpuQuota",
+        "borrowedGpuQuota",
         "preservedPriorityClass",
         "gpusPerNode",
         "rdzvClientLabels",
