@@ -187,6 +187,7 @@ def submit_main(args: argparse.Namespace) -> int:
         return 0
     with connected(args, target) as (kube, namespace):
         created = jobs.submit(kube, job.objects, namespace, replace=args.replace)
+        kueue = jobs.kueue_warning(kube, namespace)
     which = (
         "lighthouse " + cluster_spec.lighthouse_endpoint
         if cluster_spec.per_step_mode
@@ -197,6 +198,8 @@ def submit_main(args: argparse.Namespace) -> int:
     print(interval_line(cluster_spec.max_nodes, cluster_spec.checkpoint_every_steps))
     if notice:
         print("\n".join(notice))
+    if kueue:
+        print(kueue, file=sys.stderr)
     return 0
 
 

@@ -31,6 +31,9 @@ SDK_MODEL = "KubeflowOrgV1PyTorchJob"
 # The resource metrics API: metrics-server serves it, and an HPA on CPU reads nothing else. EKS
 # runs it as the metrics-server add-on (components/eks/cluster.py); AKS has it built in.
 METRICS_API_GROUP = "metrics.k8s.io"
+# Kueue's API group (its Workloads, queues), and the label that puts a job in one of its queues.
+KUEUE_API_GROUP = "kueue.x-k8s.io"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 def training_client(kube: KubeApi, namespace: str) -> Any:
@@ -166,15 +169,34 @@ def _part(job: Mapping[str, Any]) -> str | None:
     return ((job.get("metadata") or {}).get("labels") or {}).get(PART_LABEL)
 
 
-def serves_metrics_api(kube: KubeApi) -> bool:
-    """Whether the cluster serves the resource metrics API. The API server's discovery (GET
-    /apis) lists an aggregated group such as metrics-server's only while its APIService is
-    Available."""
+def serves_api_group(kube: KubeApi, name: str) -> bool:
+    """Whether the cluster serves API group `name`. The API server's discovery (GET /apis)
+    lists an aggregated group such as metrics-server's only while its APIService is Available."""
     try:
         groups = client.ApisApi(kube.api).get_api_versions(_request_timeout=15)
     except ApiException as exc:
         raise api_error(exc, "listing the cluster's API groups") from None
-    return any(group.name == METRICS_API_GROUP for group in groups.groups or [])
+    return any(group.name == name for group in groups.groups or [])
+
+
+def serves_metrics_api(kube: KubeApi) -> bool:
+    """Whether the cluster serves the resource metrics API (an HPA reads the workers' CPU there)."""
+    return serves_api_group(kube, METRICS_API_GROUP)
+
+
+def kueue_warning(kube: KubeApi, namespace: str) -> str | None:
+    """What a user must know where the cluster runs Kueue (it serves its API group): a job
+    Kueue manages is suspended and requeued when its worker count changes (`scale`, an HPA),
+    and a preemption suspends the whole PyTorchJob, burst and core alike. None elsewhere."""
+    if not serves_api_group(kube, KUEUE_API_GROUP):
+        return None
+    return (
+        f"warning: this cluster runs Kueue ({KUEUE_API_GROUP}). Keep it from managing this job: a `scale` (or an HPA) "
+        "would make Kueue suspend and requeue it, and a Kueue preemption suspends the whole PyTorchJob (every "
+        f"worker, the core's too). Leave namespace {namespace} out of its queues: no {KUEUE_QUEUE_LABEL} label "
+        "on the job, and manageJobsWithoutQueueName off or a managedJobsNamespaceSelector that does not match it "
+        "(docs/schedulers.md)."
+    )
 
 
 def require_metrics_api(kube: KubeApi, job: Mapping[str, Any]) -> None:

@@ -19,9 +19,11 @@ from lab.cluster.job_status import (
     status,
 )
 from lab.cluster.job_submit import (
+    KUEUE_API_GROUP,
     METRICS_API_GROUP,
     SDK_MODEL,
     delete,
+    kueue_warning,
     require_metrics_api,
     serves_metrics_api,
     submit,
@@ -49,6 +51,7 @@ __all__ = [
     "EXIT_KILLED",
     "JOB_LABEL",
     "JOB_NAME_LABEL",
+    "KUEUE_API_GROUP",
     "METRICS_API_GROUP",
     "OOM_KILLED",
     "PYTORCHJOB",
@@ -65,6 +68,7 @@ __all__ = [
     "delete",
     "job_exists",
     "job_pods",
+    "kueue_warning",
     "list_jobs",
     "logs",
     "logs_of_pod",

@@ -515,3 +515,16 @@ def test_an_hpa_lands_in_the_elastic_policy_as_kubeflow_documents_it(capsys):
     code, out, err = _run(capsys, *AKS_DRY_RUN)
     job = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "PyTorchJob")
     assert code == 0 and "metrics" not in job["spec"]["elasticPolicy"]
+
+
+def test_submit_warns_where_the_cluster_runs_kueue(api_server, kubeconfig, capsys):
+    """Kueue suspends and requeues a job whose worker count changes, and preempts a PyTorchJob
+    whole: where the cluster serves its API, submit says how to keep the job out of its queues."""
+    base = ("submit", "--stack", "byo", "--kubeconfig", kubeconfig, "--name", "demo")
+    code, _, err = _run(capsys, *base)
+    assert code == 0 and "Kueue" not in err
+    api_server.api_groups.append("kueue.x-k8s.io/v1beta2")
+    code, _, err = _run(capsys, *base, "--replace")
+    assert code == 0, err
+    assert "warning: this cluster runs Kueue (kueue.x-k8s.io)" in err
+    assert "Leave namespace training out of its queues: no kueue.x-k8s.io/queue-name label on the job" in err
