@@ -251,6 +251,19 @@ def _drilled_job(args: argparse.Namespace, target: Any) -> tuple[JobSpec | None,
         else {"script_args": demo_args(steps, args.step_time, args.model, args.parallel)}
     )
     spec = spec_or_problems(own, lambda: job_fields_spec(args, image=target.image_for(args.image), **script_kw))
+    if spec.burst_nodes:
+        # The drill follows one PyTorchJob's workers; a job with a burst is two.
+        raise InvalidInput(
+            [
+                Problem(
+                    "--burst",
+                    spec.burst_nodes,
+                    "0 for a drill on a cluster: it follows one PyTorchJob, and a reclaim there is not drilled yet "
+                    "(`elastic-lab submit --core N --burst M` runs such a job; `elastic-lab drill --fault reclaim "
+                    "--core N --burst M` drills it on the local target)",
+                )
+            ]
+        )
     job = render_job(spec, target)
     return job.spec, job.objects
 

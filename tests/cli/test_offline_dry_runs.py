@@ -129,6 +129,14 @@ def test_the_drill_says_every_call_from_the_offline_plan(nothing_here, capsys, s
         assert not any(made_up in line for made_up in _mocked_ids(stack) for line in lines)
 
 
+def test_a_drill_of_a_job_with_a_burst_is_refused_on_a_cluster_before_anything(nothing_here, capsys):
+    """It would follow the core's PyTorchJob alone and wait for a full size it never sees."""
+    code = main(["drill", "-s", "byo", "--dry-run", "--image", IMAGE, "--core", "2", "--burst", "1"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "--burst=1 is invalid: expected 0 for a drill on a cluster" in err
+    assert nothing_here == []
+
+
 def test_the_drill_names_the_node_it_is_given(nothing_here, capsys):
     lines = _ok(capsys, "drill", "-s", "eks-dev", "--dry-run", "--image", IMAGE, "--node", "ip-10-0-1-7")
     _in_order(lines, "kubernetes: read_node(ip-10-0-1-7)", "'elastic-spot-lab/node': 'ip-10-0-1-7'")
