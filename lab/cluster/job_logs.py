@@ -12,6 +12,7 @@ from kubernetes.client.rest import ApiException
 
 from lab.cluster.kube import KubeApi, api_error
 from lab.cluster.pytorchjob import JobError, job_pods, replica_index
+from lab.vocab.job import burst_job_name
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,9 @@ def logs(
 ) -> Iterator[tuple[str, str]]:
     """(pod, line) of the job's workers (or of one, by replica index); with `follow`, the
     lines of all workers as they come, until every stream ends."""
-    pods = [p for p in job_pods(kube, name, namespace) if worker is None or replica_index(p) == worker]
+    # A job with a burst: its borrowed part's workers too (by replica index, the core's alone).
+    borrowed = job_pods(kube, burst_job_name(name), namespace) if worker is None else []
+    pods = [p for p in job_pods(kube, name, namespace) if worker is None or replica_index(p) == worker] + borrowed
     if not pods:
         which = f"worker {worker} of job" if worker is not None else "job"
         raise JobError(f"{which} {namespace}/{name} has no pods (yet): `elastic-lab status --job {name}`")

@@ -30,6 +30,16 @@ def test_logs_of_one_worker_and_of_all(api_server, kube):
         list(logs(kube, "demo", NS, worker=5))
 
 
+def test_a_jobs_logs_include_its_borrowed_parts_workers(api_server, kube):
+    job_worker(api_server, 0)
+    job_worker(api_server, 0, "gpu-1", job="demo-burst")
+    api_server.add_log(NS, "demo-worker-0", "core", close=True)
+    api_server.add_log(NS, "demo-burst-worker-0", "burst", close=True)
+    assert list(logs(kube, "demo", NS)) == [("demo-worker-0", "core"), ("demo-burst-worker-0", "burst")]
+    assert list(logs(kube, "demo", NS, worker=0)) == [("demo-worker-0", "core")]  # an index is the core's
+    assert list(logs(kube, "demo-burst", NS)) == [("demo-burst-worker-0", "burst")]
+
+
 def test_followed_logs_interleave_workers_as_lines_arrive(api_server, kube):
     job_worker(api_server, 0)
     job_worker(api_server, 1)
