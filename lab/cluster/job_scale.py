@@ -11,7 +11,7 @@ from kubernetes.client.rest import ApiException
 
 from lab.cluster.kube import KubeApi, api_error
 from lab.cluster.pytorchjob import JobError, job_limits, read_job
-from lab.vocab.job import PART_BURST, PART_CORE, PART_LABEL, FaultTolerance, burst_job_name
+from lab.vocab.job import PART_BURST, PART_CORE, FaultTolerance, burst_job_name, core_job_name, part_of
 from lab.vocab.problems import InvalidInput, Problem
 
 
@@ -55,7 +55,7 @@ def scale(kube: KubeApi, name: str, namespace: str, nodes: int) -> Scaled:
         # and the borrowed part may go down to none.
         if maximum is not None:
             maximum -= _replicas(other) or 0
-        if _part(job) == PART_BURST:
+        if part_of(job) == PART_BURST:
             low = 0
     if (
         isinstance(nodes, bool)
@@ -85,17 +85,12 @@ def _replicas(job: Mapping[str, Any]) -> int | None:
     return int(replicas) if replicas is not None else None
 
 
-def _part(job: Mapping[str, Any]) -> str | None:
-    return ((job.get("metadata") or {}).get("labels") or {}).get(PART_LABEL)
-
-
 def _other_part(kube: KubeApi, job: Mapping[str, Any], namespace: str) -> dict[str, Any] | None:
     """The other PyTorchJob of a job with a burst: the borrowed part of a core, the core of a
     borrowed part; None for a job of one PyTorchJob."""
     name = job["metadata"]["name"]
-    suffix = burst_job_name("")
-    if _part(job) == PART_BURST and name.endswith(suffix):
-        return read_job(kube, name[: -len(suffix)], namespace)
-    if _part(job) == PART_CORE:
+    if part_of(job) == PART_BURST and (core := core_job_name(name)) is not None:
+        return read_job(kube, core, namespace)
+    if part_of(job) == PART_CORE:
         return read_job(kube, burst_job_name(name), namespace)
     return None

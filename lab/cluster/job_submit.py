@@ -24,7 +24,7 @@ from kubernetes.client.rest import ApiException
 from lab.cluster.job_quota import refuse_a_core_without_room
 from lab.cluster.kube import KubeApi, KubeError, api_error
 from lab.cluster.pytorchjob import JOB_LABEL, PYTORCHJOB, JobError, job_exists, job_pods, read_job
-from lab.vocab.job import PART_BURST, PART_CORE, PART_LABEL, burst_job_name
+from lab.vocab.job import PART_BURST, PART_CORE, burst_job_name, part_of
 from lab.vocab.problems import InvalidInput, Problem
 
 SDK_MODEL = "KubeflowOrgV1PyTorchJob"
@@ -151,22 +151,18 @@ def submit(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str, 
 def _the_jobs(objects: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:
     """The job's PyTorchJob, and its borrowed part's where it has one."""
     jobs = [o for o in objects if o.get("kind") == PYTORCHJOB]
-    parts = {_part(o) for o in jobs}
+    parts = {part_of(o) for o in jobs}
     if len(jobs) == 1 and PART_BURST not in parts:
         return jobs[0], None
     if len(jobs) == 2 and parts == {PART_CORE, PART_BURST}:
-        core, burst = sorted(jobs, key=lambda o: bool(o["metadata"]["labels"][PART_LABEL] == PART_BURST))
+        core, burst = sorted(jobs, key=lambda o: part_of(o) == PART_BURST)
         if burst["metadata"]["name"] == burst_job_name(core["metadata"]["name"]):
             return core, burst
-    names = [f"{(o.get('metadata') or {}).get('name')} ({_part(o) or 'no part'})" for o in jobs]
+    names = [f"{(o.get('metadata') or {}).get('name')} ({part_of(o) or 'no part'})" for o in jobs]
     raise JobError(
         f"expected one PyTorchJob among the rendered objects, or a job's core and its {burst_job_name('<name>')} "
         f"part; found {len(jobs)}: {', '.join(names) or 'none'}"
     )
-
-
-def _part(job: Mapping[str, Any]) -> str | None:
-    return ((job.get("metadata") or {}).get("labels") or {}).get(PART_LABEL)
 
 
 def serves_api_group(kube: KubeApi, name: str) -> bool:

@@ -25,7 +25,7 @@ from lab.k8s.objects import (
     pytorchjobs,
     training_containers,
 )
-from lab.vocab.job import PART_BURST, PART_LABEL, burst_job_name
+from lab.vocab.job import PART_BURST, PART_LABEL, burst_job_name, core_job_name, part_of
 from lab.vocab.names import ImageReference
 from lab.vocab.per_step import ENV_LIGHTHOUSE
 from lab.vocab.platform_facts import PlatformFacts, lighthouse_name, store_name
@@ -79,10 +79,8 @@ def _job_name(job: Mapping[str, Any], f: PlatformFacts) -> tuple[str, str]:
     """The run's name and namespace: a job's borrowed part runs with its core's servers."""
     meta = job.get("metadata") or {}
     name = meta.get("name", "")
-    suffix = burst_job_name("")
-    if (meta.get("labels") or {}).get(PART_LABEL) == PART_BURST and name.endswith(suffix):
-        name = name[: -len(suffix)]
-    return name, meta.get("namespace", f.namespace)
+    core = core_job_name(name) if part_of(job) == PART_BURST else None
+    return core or name, meta.get("namespace", f.namespace)
 
 
 def _per_step_wiring(job: Mapping[str, Any], services: Services, f: PlatformFacts) -> list[Violation]:
@@ -249,7 +247,7 @@ def _shared_rdzv_id(rdzv_id: str, jobs: list[Mapping[str, Any]]) -> list[Violati
         return [Violation("jobs", "elasticPolicy.rdzvId", rdzv_id, "one job per rdzvId (but a job and its burst)")]
     core, burst = names[cores[0]], names[burst_job_name(cores[0])]
     out = []
-    if ((burst.get("metadata") or {}).get("labels") or {}).get(PART_LABEL) != PART_BURST:
+    if part_of(burst) != PART_BURST:
         out.append(Violation(object_id(burst), f"metadata.labels.{PART_LABEL}", None, repr(PART_BURST)))
     if core["spec"].get("elasticPolicy") != burst["spec"].get("elasticPolicy"):
         out.append(

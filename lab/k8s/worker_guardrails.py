@@ -16,7 +16,7 @@ from lab.k8s.objects import (
 )
 from lab.vocab import checkpoint_location
 from lab.vocab.checkpoint_location import BLOB_CSI_DRIVER, S3_CSI_DRIVER
-from lab.vocab.job import ENV_CHECKPOINT_DIR, LAUNCH_MODULE, PART_BURST, PART_LABEL, TRAINER_UID
+from lab.vocab.job import ENV_CHECKPOINT_DIR, LAUNCH_MODULE, PART_BURST, TRAINER_UID, part_of
 from lab.vocab.platform_facts import PlatformFacts
 
 
@@ -35,7 +35,7 @@ def workers_spot_ready(objects: Objects, ctx: GuardrailContext) -> list[Violatio
         replicas = job["spec"].get("pytorchReplicaSpecs") or {}
         for rtype, spec in worker_pod_specs(job):
             where = f"{object_id(job)} {rtype}"
-            out += _preemptible(where, replicas[rtype], spec, f, burst=_is_burst(job))
+            out += _preemptible(where, replicas[rtype], spec, f, burst=part_of(job) == PART_BURST)
             pytorch = _pytorch_container(spec)
             gpus = ((pytorch.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
             if f.gpus_per_node and str(gpus) != str(f.gpus_per_node):
@@ -46,11 +46,6 @@ def workers_spot_ready(objects: Objects, ctx: GuardrailContext) -> list[Violatio
             else:
                 out += _claim_violations(where, spec, pytorch, env.get(ENV_CHECKPOINT_DIR), f)
     return out
-
-
-def _is_burst(job: Mapping[str, Any]) -> bool:
-    """Whether the PyTorchJob is a job's borrowed part (the chart's `part` label)."""
-    return ((job.get("metadata") or {}).get("labels") or {}).get(PART_LABEL) == PART_BURST
 
 
 def _preemptible(
