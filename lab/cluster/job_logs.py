@@ -12,7 +12,7 @@ from kubernetes.client.rest import ApiException
 
 from lab.cluster.kube import KubeApi, api_error
 from lab.cluster.pytorchjob import JobError, job_pods, replica_index
-from lab.vocab.job import burst_job_name
+from lab.vocab.job_parts import burst_job_name
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from kubernetes.client.rest import ApiException
 
 from lab.cluster.kube import KubeApi, api_error
 from lab.cluster.pytorchjob import JobError, job_limits, read_job
-from lab.vocab.job import PART_BURST, PART_CORE, FaultTolerance, burst_job_name, core_job_name, part_of
+from lab.vocab.job import FaultTolerance
+from lab.vocab.job_parts import PART_BURST, PART_CORE, burst_job_name, core_job_name, part_of
 from lab.vocab.problems import InvalidInput, Problem
 
 

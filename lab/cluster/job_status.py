@@ -21,7 +21,8 @@ from lab.cluster.pytorchjob import (
     read_job,
     replica_index,
 )
-from lab.vocab.job import CONTAINER_KILLS, RETRYABLE_EXIT_CODE, FaultTolerance, burst_job_name
+from lab.vocab.job import CONTAINER_KILLS, RETRYABLE_EXIT_CODE, FaultTolerance
+from lab.vocab.job_parts import burst_job_name
 
 # How a container killed at its memory limit ended (its terminated state's reason), and the exit
 # code of a process killed by SIGKILL (128 + 9), as the operator reports a worker's.

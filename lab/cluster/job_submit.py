@@ -24,7 +24,7 @@ from kubernetes.client.rest import ApiException
 from lab.cluster.job_quota import refuse_a_core_without_room
 from lab.cluster.kube import KubeApi, KubeError, api_error
 from lab.cluster.pytorchjob import JOB_LABEL, PYTORCHJOB, JobError, job_exists, job_pods, read_job
-from lab.vocab.job import PART_BURST, PART_CORE, burst_job_name, part_of
+from lab.vocab.job_parts import PART_BURST, PART_CORE, burst_job_name, part_of
 from lab.vocab.problems import InvalidInput, Problem
 
 SDK_MODEL = "KubeflowOrgV1PyTorchJob"

@@ -25,7 +25,7 @@ from lab.k8s.objects import (
     pytorchjobs,
     training_containers,
 )
-from lab.vocab.job import PART_BURST, PART_LABEL, burst_job_name, core_job_name, part_of
+from lab.vocab.job_parts import PART_BURST, PART_LABEL, burst_job_name, core_job_name, part_of
 from lab.vocab.names import ImageReference
 from lab.vocab.per_step import ENV_LIGHTHOUSE
 from lab.vocab.platform_facts import PlatformFacts, lighthouse_name, store_name

@@ -16,7 +16,8 @@ from lab.k8s.objects import (
 )
 from lab.vocab import checkpoint_location
 from lab.vocab.checkpoint_location import BLOB_CSI_DRIVER, S3_CSI_DRIVER
-from lab.vocab.job import ENV_CHECKPOINT_DIR, LAUNCH_MODULE, PART_BURST, TRAINER_UID, part_of
+from lab.vocab.job import ENV_CHECKPOINT_DIR, LAUNCH_MODULE, TRAINER_UID
+from lab.vocab.job_parts import PART_BURST, part_of
 from lab.vocab.platform_facts import PlatformFacts
 
 

@@ -10,6 +10,7 @@ command_flags.py   the flags every command spells alike (-o, -y, -n) and the exi
 layout.py          where the checkout and its charts are
 versions.py        pinned versions of what the platform installs
 job.py             JobSpec: a job's launch parameters, the LAB_* / PET_* contract
+job_parts.py       a job with a burst as two PyTorchJobs: their names and the label of each part
 job_flags.py       the command-line flags of a JobSpec, shared by `drill` and `submit`
 rendezvous_timeouts.py   RendezvousTimeouts: an elastic job's rendezvous timings
 batch_policy.py    the batch policy: how a step's samples are shared by the live ranks (BatchPlan)

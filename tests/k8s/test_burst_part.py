@@ -12,7 +12,8 @@ from lab.k8s.job import render_job as render_for_stack
 from lab.k8s.job_values import container_env, operator_pet_env, worker_container
 from lab.k8s.platform_guardrails import GuardrailContext, run_guardrails
 from lab.k8s.schemas import validate_objects
-from lab.vocab.job import PART_LABEL, FaultTolerance, JobSpec
+from lab.vocab.job import FaultTolerance, JobSpec
+from lab.vocab.job_parts import PART_LABEL
 from lab.vocab.layout import JOB_CHART
 from lab.vocab.machine_shapes import NodeRoom
 from lab.vocab.platform_facts import PlatformFacts
