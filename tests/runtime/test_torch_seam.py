@@ -344,12 +344,16 @@ def test_a_last_call_ended_in_the_view_lets_a_participant_complete_the_round():
     state = pickle.loads(backend.get_state()[0])
     state.round, state.complete = 8, False
     state.participants = {torch_seam.this_node(handler): 0, **state.participants}
-    state.last_heartbeats[torch_seam.this_node(handler)] = datetime.now(UTC)
+    # Both heartbeats fresh as the round is written: on a slow machine b's, written with the
+    # handler, could pass the 1.5 s keep-alive window first, and a round of one never completes.
+    state.last_heartbeats = {node: datetime.now(UTC) for node in state.participants}
     state.deadline = datetime.now(UTC) + timedelta(seconds=600)
     backend.set_state(pickle.dumps(state), backend.get_state()[1])
     torch_seam.read_rendezvous_state_now(handler)
     torch_seam.end_last_call(handler)
-    handler._op_executor.run(_RendezvousJoinOp(), time.monotonic() + 5)  # torch's join, as next_rendezvous runs it
+    handler._op_executor.run(
+        _RendezvousJoinOp(), time.monotonic() + within(5)
+    )  # torch's join, as next_rendezvous runs it
     written = pickle.loads(backend.get_state()[0])
     assert (written.round, written.complete, len(written.participants)) == (8, True, 2)
 
