@@ -12,22 +12,16 @@ from kubernetes.client.rest import ApiException
 from kubernetes.utils import parse_quantity
 
 from lab.cluster.kube import KubeApi, api_error
-from lab.cluster.pytorchjob import TRAINING_CONTAINER, job_pods
-from lab.vocab.platform_facts import GPU_REQUESTS
+from lab.cluster.pytorchjob import job_pods, training_container, worker_pod_spec, worker_replica
+from lab.vocab.platform_facts import GPU, GPU_REQUESTS
 from lab.vocab.problems import InvalidInput, Problem
-
-GPU = "nvidia.com/gpu"
 
 
 def _worker(job: Mapping[str, Any]) -> tuple[int, str | None, int]:
     """(replicas, PriorityClass, GPUs per worker) of a PyTorchJob's Worker."""
-    worker = ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).get("Worker") or {}
-    spec = (worker.get("template") or {}).get("spec") or {}
-    container: Mapping[str, Any] = next(
-        (c for c in spec.get("containers") or [] if c.get("name") == TRAINING_CONTAINER), {}
-    )
-    gpus = ((container.get("resources") or {}).get("limits") or {}).get(GPU, 0)
-    return int(worker.get("replicas") or 0), spec.get("priorityClassName"), int(parse_quantity(gpus))
+    gpus = ((training_container(job).get("resources") or {}).get("limits") or {}).get(GPU, 0)
+    replicas = int(worker_replica(job).get("replicas") or 0)
+    return replicas, worker_pod_spec(job).get("priorityClassName"), int(parse_quantity(gpus))
 
 
 def covers(quota: Any, priority_class: str | None) -> bool:

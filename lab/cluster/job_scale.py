@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from lab.cluster.kube import KubeApi, api_error
-from lab.cluster.pytorchjob import JobError, job_limits, read_job
+from lab.cluster.pytorchjob import JobError, job_limits, read_job, worker_replica
 from lab.vocab.job import FaultTolerance
 from lab.vocab.job_parts import PART_BURST, PART_CORE, burst_job_name, core_job_name, part_of
 from lab.vocab.problems import InvalidInput, Problem
@@ -82,7 +82,7 @@ def scale(kube: KubeApi, name: str, namespace: str, nodes: int) -> Scaled:
 
 
 def _replicas(job: Mapping[str, Any]) -> int | None:
-    replicas = ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).get("Worker", {}).get("replicas")
+    replicas = worker_replica(job).get("replicas")
     return int(replicas) if replicas is not None else None
 
 

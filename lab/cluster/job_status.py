@@ -20,6 +20,8 @@ from lab.cluster.pytorchjob import (
     job_pods,
     read_job,
     replica_index,
+    training_container,
+    worker_pod_spec,
 )
 from lab.vocab.job import CONTAINER_KILLS, RETRYABLE_EXIT_CODE, FaultTolerance
 from lab.vocab.job_parts import burst_job_name
@@ -190,11 +192,7 @@ def _failed_ending(statuses: list[Any]) -> str | None:
 
 def _memory_limit(job: Mapping[str, Any]) -> str | None:
     """The memory limit of the job's worker containers, as its spec sets it."""
-    worker = ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).get("Worker") or {}
-    for container in ((worker.get("template") or {}).get("spec") or {}).get("containers") or []:
-        if container.get("name") == TRAINING_CONTAINER:
-            return ((container.get("resources") or {}).get("limits") or {}).get("memory")
-    return None
+    return ((training_container(job).get("resources") or {}).get("limits") or {}).get("memory")
 
 
 def exited_with_code(kube: KubeApi, name: str, namespace: str) -> list[tuple[str, int, int]]:
@@ -270,11 +268,5 @@ def _status(kube: KubeApi, name: str, namespace: str) -> JobStatus | None:
         preempted_exits=preempted,
         failed_exits=failed,
         memory_limit=_memory_limit(job),
-        priority_class=_priority_class(job),
+        priority_class=worker_pod_spec(job).get("priorityClassName"),
     )
-
-
-def _priority_class(job: Mapping[str, Any]) -> str | None:
-    """The PriorityClass of the job's workers, as its Worker template sets it."""
-    worker = ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).get("Worker") or {}
-    return ((worker.get("template") or {}).get("spec") or {}).get("priorityClassName")

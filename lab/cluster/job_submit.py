@@ -112,8 +112,9 @@ def submit(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str, 
     is over). A job of the same name is an error unless `replace` (then it is deleted first and
     its pods are waited for). Returns `kind/name` of what was created."""
     job, burst = _the_jobs(objects)
+    parts = [job] if burst is None else [job, burst]  # the order they are created in
     name = job["metadata"]["name"]
-    models = [to_sdk_job(j) for j in (job, *([burst] if burst is not None else []))]  # before anything is created
+    models = [to_sdk_job(j) for j in parts]  # before anything is created
     require_metrics_api(kube, job)
     existing = [n for n in (name, burst_job_name(name)) if job_exists(kube, n, namespace)]
     if existing and not replace:
@@ -134,10 +135,10 @@ def submit(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str, 
             if obj.get("kind") != PYTORCHJOB:
                 _create(kube, obj, namespace)
                 created.append(obj)
-        for model, obj in zip(models, [job, *([burst] if burst is not None else [])], strict=True):
+        for model, obj in zip(models, parts, strict=True):
             _create_job(kube, model, obj["metadata"]["name"], namespace)
             jobs_created.append(obj["metadata"]["name"])
-        _owned_by_the_job(kube, [*created, *([burst] if burst is not None else [])], name, namespace)
+        _owned_by_the_job(kube, [*created, *parts[1:]], name, namespace)
     except KubeError:
         # No half-submitted job left behind.
         for created_job in reversed(jobs_created):
@@ -145,7 +146,7 @@ def submit(kube: KubeApi, objects: Sequence[Mapping[str, Any]], namespace: str, 
                 training_client(kube, namespace).delete_job(created_job, namespace=namespace)
         _remove(kube, created, namespace)
         raise
-    return [f"{o['kind']}/{o['metadata']['name']}" for o in [*created, job, *([burst] if burst is not None else [])]]
+    return [f"{o['kind']}/{o['metadata']['name']}" for o in [*created, *parts]]
 
 
 def _the_jobs(objects: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:

@@ -67,6 +67,21 @@ def replica_index(pod: Any) -> int | None:
     return int(value) if value is not None and str(value).isdigit() else None
 
 
+def worker_replica(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The PyTorchJob's Worker replica spec (empty where it has none)."""
+    return ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).get("Worker") or {}
+
+
+def worker_pod_spec(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod spec of the PyTorchJob's Worker template (empty where it has none)."""
+    return (worker_replica(job).get("template") or {}).get("spec") or {}
+
+
+def training_container(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The Worker's training container (the operator's, by name), empty where it has none."""
+    return next((c for c in worker_pod_spec(job).get("containers") or [] if c.get("name") == TRAINING_CONTAINER), {})
+
+
 def job_limits(job: Mapping[str, Any]) -> tuple[str, int | None, int | None, int | None]:
     """(fault tolerance, min and max nodes, restarts allowed per agent) of a PyTorchJob."""
     spec = job.get("spec") or {}

@@ -60,15 +60,15 @@ def _preemptible(
         out.append(
             Violation(where, "restartPolicy", policy, "ExitCode (exit codes 128-255, i.e. signals, are retried)")
         )
-    wanted = f.burst_priority_class if burst else f.worker_priority_class
-    if spec.get("priorityClassName") != wanted or not wanted:
+    wanted, expected = f.worker_priority_class, repr(f.worker_priority_class)
+    if burst:
+        wanted = f.burst_priority_class
         expected = (
             f"{wanted!r}, the borrowed workers' class (below {f.worker_priority_class!r})"
-            if burst and wanted
+            if wanted
             else "a borrowed workers' class, which this platform does not declare (update the stack)"
-            if burst
-            else repr(wanted)
         )
+    if not wanted or spec.get("priorityClassName") != wanted:
         out.append(Violation(where, "priorityClassName", spec.get("priorityClassName"), expected))
     grace = spec.get("terminationGracePeriodSeconds", 30)
     if not grace < f.eviction_notice_s:

@@ -141,8 +141,10 @@ class PlatformFacts:
         )
 
 
-# The quota key of GPUs requested by pods (a ResourceQuota caps extended resources by request only).
-GPU_REQUESTS = "requests.nvidia.com/gpu"
+# A pod's GPUs (the device plugin's extended resource), and their quota key (a ResourceQuota caps
+# extended resources by request only).
+GPU = "nvidia.com/gpu"
+GPU_REQUESTS = f"requests.{GPU}"
 
 
 def _count_or_none(value: Any) -> int | None:
