@@ -261,11 +261,24 @@ def notice_not_saved(
     )
 
 
+def _stopped_promptly(ev: Any, groups: Sequence[WorkerRun]) -> bool:
+    """Every survivor's worker of the round that ran when the node went said it ended within
+    SLOW_RECOVERY_S of an agent seeing the node go (one torch killed never said)."""
+    survivors = [w for w in groups if w.node != ev.node]
+    return bool(survivors) and all(
+        w.ended is not None and w.ended - ev.t - ev.detected_s <= SLOW_RECOVERY_S for w in survivors
+    )
+
+
 def slow_recovery(ev: Any, groups: Sequence[WorkerRun] = ()) -> Finding | None:
-    """Workers ran again far later than an agent saw the node go: not the rendezvous's doing.
-    `groups`: the workers that ran when it went (their process groups' timeouts)."""
+    """Workers ran again far later than an agent saw the node go, because the survivors' workers
+    were slow to stop: not the rendezvous's doing. Survivors that stopped promptly are not the
+    script's habit, whatever came after (new workers slow to start on a loaded machine).
+    `groups`: the workers that ran when it went (their process groups' timeouts, their ends)."""
     back = ev.recovery_s if ev.recovery_s is not None else ev.restarted_s
     if back is None or ev.detected_s is None or back - ev.detected_s <= SLOW_RECOVERY_S:
+        return None
+    if _stopped_promptly(ev, groups):
         return None
     untimed = sorted({w.group_at for w in groups if w.group_at and w.group_timeout_s is None})
     group = (

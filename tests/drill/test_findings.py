@@ -3,6 +3,7 @@ workers did, table-driven, and none where the script behaved."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -198,6 +199,25 @@ def test_a_recovery_far_slower_than_the_detection_names_torchs_kill_grace():
     assert "init_process_group at train.py:40 has no timeout (torch's default: 30 minutes)" in found[0].text
     quick = SimpleNamespace(node="node-2", t=10.0, recovery_s=None, restarted_s=2.0, detected_s=0.9, rendezvous_s=1.5)
     assert _names([], events=(), evictions=[quick])[0] == []
+
+
+def test_a_slow_start_after_survivors_stopped_promptly_is_not_the_scripts_habit():
+    """New workers slow to start (a loaded machine, heavy imports) while the survivors' stopped
+    at once: no finding; survivors that ended late, or never said, are the script's."""
+    ev = SimpleNamespace(node="node-2", t=10.0, recovery_s=None, restarted_s=16.0, detected_s=0.9, rendezvous_s=3.0)
+    running = _first_round()
+    for w in running.workers:
+        w.ended, w.code = 12.0, 143
+    assert _names([running], events=(), evictions=[ev])[0] == []
+    late = dataclasses.replace(running.workers[1], ended=10.0 + 0.9 + 14.0)
+    running.workers[1] = late
+    assert _names([running], events=(), evictions=[ev])[0] == [(SLOW_RECOVERY, False)]
+    running.workers[1] = dataclasses.replace(late, ended=None, code=None)
+    assert _names([running], events=(), evictions=[ev])[0] == [(SLOW_RECOVERY, False)]
+    # The evicted node's own worker never says: it is no survivor.
+    running.workers[1] = dataclasses.replace(late, ended=12.0, code=143)
+    running.workers[2] = dataclasses.replace(running.workers[2], ended=None, code=None)
+    assert _names([running], events=(), evictions=[ev])[0] == []
 
 
 def test_an_accepted_finding_is_kept_and_marked():

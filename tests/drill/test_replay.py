@@ -134,19 +134,24 @@ def test_sharded_state_comes_from_node_memory_until_a_wipeout_takes_it_all(workd
     assert_every_sample_trained_once(report.ledger, full_epochs=1)
     recorded = events.read(workdir / "run" / "events.jsonl")
     capacity = [e for e in recorded if e["event"] == Event.CAPACITY]
+    assert [(e["change"], e["alive"]) for e in capacity] == WINDOW_CAPACITY
     wiped, back = capacity[3]["t"], capacity[4]["t"]
     loads = [e for e in recorded if e["event"] == Event.CHECKPOINT_LOADED]
-    before = [e for e in loads if e["t"] < wiped]
-    after = [e for e in loads if e["t"] > back]
     # While nodes survive, memory gives the state; storage at most the one shard whose only
     # complete copy a lost node held while a save was replacing the other (docs/real-size.md).
+    before = [e for e in loads if e["t"] < wiped]
     assert all(e["from_storage"] < e["from_memory"] + e["from_peers"] for e in before), before
-    # The first round after the wipeout (its ranks load together, within a moment of each
-    # other): no node's memory survived the wipeout. Later rounds may take from the memory of the
-    # nodes that came back.
-    first = min(e["t"] for e in after)
-    resumed = [e for e in after if e["t"] < first + 0.3]
-    assert resumed and all(e["from_storage"] > 0 and e["from_memory"] == e["from_peers"] == 0 for e in resumed)
+    # The first round after the wipeout resumes from a state saved before it, which no node's
+    # memory kept: it reads storage alone (each rank's event gives the round's bytes, all ranks'
+    # together). Later rounds may take from the memory of the nodes that came back. On a loaded
+    # machine the job may not have saved before the wipeout: it then starts afresh, and a state
+    # saved since (a worker stopped for a joiner saves on SIGTERM) may come from memory.
+    after = sorted((e for e in loads if e["t"] > back), key=lambda e: e["t"])
+    saved_before = [e["step"] for e in recorded if e["event"] == Event.CHECKPOINT_SAVED and e["t"] < wiped]
+    if saved_before:
+        assert after and after[0]["step"] <= max(saved_before), (saved_before, after[:1])
+        first = after[0]
+        assert first["from_storage"] > 0 and first["from_memory"] == first["from_peers"] == 0, first
 
 
 def _the_derived_interval_started_from_the_windows_rate(recorded: list[dict], report) -> None:

@@ -73,8 +73,10 @@ CLASSES: dict[str, tuple[tuple[str, ...], dict[str, list[str]]]] = {
 def toy_drill(
     workdir: Path, eviction: str, args: tuple[str, ...], *, timeout_s: float, accept: tuple[str, ...] = ()
 ) -> DrillConfig:
-    """3 nodes of the toy trainer with `args` (200 epochs of 0.05 s), one evicted 2 s after all
-    train, one added back a second after the job recovered."""
+    """3 nodes of the toy trainer with `args` (200 epochs of 0.05 s), one evicted 4 s after all
+    train, one added back a second after the job recovered. 4 s, not less: the first epochs of
+    DDP on a loaded machine take a second each, and a habit that loses work must have trained a
+    few epochs to lose them (an eviction at epoch 2 that resumes from epoch 1 lost nothing)."""
     spec = JobSpec(
         name="toy",
         min_nodes=2,
@@ -91,7 +93,7 @@ def toy_drill(
         target_steps=None,
         eviction=eviction,
         notice_s=10.0,
-        evict_after_s=2,
+        evict_after_s=4.0,
         scale_out_after_s=1.0,
         timeout_s=timeout_s,
         accept=accept,
