@@ -19,6 +19,7 @@ rendered objects, a stack's outputs).
   disruption.py      the PodDisruptionBudget and priorities a drain meets
   drill.py           the eviction drill on a cluster
   replay.py          a spot trace window replayed on a cluster: each lost slot's node evicted at its time
+  reclaim.py         a job's burst taken back by real preemption (the owners' work), then given back
   rebalance.py       a job's workers moved off its fallback GPU ranks, back to rank 1
   polling.py         a wait that looks again until something is there (a simulated clock in tests)
   teardown/          what `pulumi destroy` cannot see, found and deleted; a local run stopped

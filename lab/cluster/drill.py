@@ -4,7 +4,8 @@ simulateEviction, an AWS FIS experiment, a Kubernetes drain), follow the job unt
 trained again and finished or a deadline passed, and report with the local drill's analysis
 and verdict (lab.drill.analysis, lab.drill.verdict), from one stream of events. Given a window
 of a spot trace (a ReplaySchedule), it evicts the nodes the window loses at its times instead
-of one node (lab.cluster.replay).
+of one node (lab.cluster.replay). With `reclaim_for_s`, the job's borrowed part is taken back by
+real preemption instead, kept that long and given back (lab.cluster.reclaim).
 
 The stream:
 
@@ -35,6 +36,7 @@ from kubernetes.client.rest import ApiException
 from lab.cluster import disruption, jobs
 from lab.cluster.eviction import EvictionError, EvictionRefused, EvictionStarted, Evictor, Node, pool_refusal
 from lab.cluster.kube import KubeApi, KubeError, api_error
+from lab.cluster.reclaim import ClusterReclaim, PreemptionReclaim
 from lab.cluster.replay import ClusterReplay
 from lab.drill.analysis import measure
 from lab.drill.report import DrillReport
@@ -42,6 +44,7 @@ from lab.drill.verdict import ClusterSeen, judged
 from lab.vocab import events
 from lab.vocab.capacity import rank_in
 from lab.vocab.events import Event
+from lab.vocab.job_parts import burst_job_name, part_of
 from lab.vocab.pools import CAPACITY_LABEL
 from lab.vocab.replay_schedule import LOST, ReplaySchedule
 
@@ -58,7 +61,7 @@ class DrillRefused(KubeError):
 class ClusterDrillConfig:
     namespace: str
     job: str
-    evictor: Evictor
+    evictor: Evictor | PreemptionReclaim  # a reclaim's: the owners' work that preempts the burst
     gpu_labels: Mapping[str, str]
     workdir: Path
     objects: list[dict[str, Any]] | None = None  # the job to submit; None: attach to `job`
@@ -74,6 +77,9 @@ class ClusterDrillConfig:
     # A window of a spot trace: its losses are evicted at their times (slot i: worker i's node)
     # from the moment the job trained at full size; None: one eviction.
     replay: ReplaySchedule | None = None
+    # The job's burst taken back by preemption once it trains at full size, and given back this
+    # many seconds after the job trains without it; None: an eviction (or a replay).
+    reclaim_for_s: float | None = None
 
 
 @dataclass
@@ -87,6 +93,7 @@ class _Seen:
     # Each GPU node's capacity rank and capacity, from its labels (lab/vocab/capacity.py).
     node_ranks: dict[str, dict[str, Any]] = field(default_factory=dict)
     nodes_before: set[str] = field(default_factory=set)  # nodes the job ran on before the eviction
+    returning: set[str] = field(default_factory=set)  # pods taken back: running again, nodes added
     conditions: tuple[str, ...] = ()
 
 
@@ -162,7 +169,7 @@ class ClusterDrill:
                 self.emit(Event.K8S_JOB, condition=kind, reason=reason, message=message[:200])
             self.seen.conditions = conditions
         listed = set()
-        for pod in jobs.job_pods(self.kube, self.cfg.job, self.cfg.namespace):
+        for pod in self._job_pods():
             uid, state = pod.metadata.uid, jobs.pod_state(pod)
             listed.add(uid)
             if getattr(pod.metadata, "deletion_timestamp", None) and state.phase in ("Pending", "Running"):
@@ -171,13 +178,12 @@ class ClusterDrill:
             if before != (state.name, state.phase, state.node):
                 self.seen.pods[uid] = (state.name, state.phase, state.node)
                 self.emit(Event.K8S_POD, pod=state.name, phase=state.phase, k8s_node=state.node, uid=uid)
-                if (
-                    self.evicted is not None
-                    and state.phase == "Running"
-                    and (before is None or before[1] != "Running")
-                    and state.node not in self.seen.nodes_before
-                ):
-                    self.emit(Event.NODE_ADDED, node=state.name, k8s_node=state.node, **self._rank_of(state.node))
+                if state.phase == "Running" and (before is None or before[1] != "Running") and self._added(state):
+                    named = part_of({"metadata": {"labels": pod.metadata.labels or {}}})
+                    part = {"part": named} if named else {}
+                    self.emit(
+                        Event.NODE_ADDED, node=state.name, k8s_node=state.node, **part, **self._rank_of(state.node)
+                    )
             code = _exit_code(pod)
             if code is not None:
                 self.seen.exit_codes[state.name] = code
@@ -191,6 +197,24 @@ class ClusterDrill:
                 self.seen.pods[uid] = (name, "Deleted", node)
                 self.emit(Event.K8S_POD, pod=name, phase="Deleted", k8s_node=node, uid=uid)
         self._poll_nodes()
+
+    def _job_pods(self) -> list[Any]:
+        """The job's worker pods; a reclaim's, its burst's too."""
+        pods = jobs.job_pods(self.kube, self.cfg.job, self.cfg.namespace)
+        if self.cfg.reclaim_for_s is not None:
+            pods += jobs.job_pods(self.kube, burst_job_name(self.cfg.job), self.cfg.namespace)
+        return pods
+
+    def _added(self, state: Any) -> bool:
+        """Whether a worker pod that just went Running is a node added to the job: on a node it
+        did not run on before an eviction; in a reclaim, each of the job's at the start (with its
+        part) and each taken back, running again."""
+        if state.name in self.seen.returning:
+            self.seen.returning.discard(state.name)
+            return True
+        if self.cfg.reclaim_for_s is not None:
+            return not any(e["event"] == Event.EVICT for e in self.events)
+        return self.evicted is not None and state.node not in self.seen.nodes_before
 
     def _rank_of(self, node: str | None) -> dict[str, Any]:
         """The capacity rank and capacity of a GPU node, from its labels (read when the node is
@@ -302,6 +326,23 @@ class ClusterDrill:
             )
         return ready[-1]
 
+    # ------------------------------------------------------------------ a reclaim's host
+    def burst_pods(self) -> list[Any]:
+        """The burst's running worker pods (V1Pods), none of them already going."""
+        pods = jobs.job_pods(self.kube, burst_job_name(self.cfg.job), self.cfg.namespace)
+        return [p for p in pods if jobs.pod_state(p).phase == "Running" and p.spec.node_name and not _going(p)]
+
+    def returning(self, pods: list[str]) -> None:
+        self.seen.returning |= set(pods)
+
+    def trains_below(self, world: int, since: float) -> bool:
+        return any(
+            e["event"] == Event.STEP and e["t"] > since and 0 < e.get("world_size", world) < world for e in self.events
+        )
+
+    def wait(self, what: str, done: Callable[[], bool], deadline: float) -> bool:
+        return self._wait(what, done, deadline)
+
     def running_workers(self) -> dict[int, str]:
         """{replica index: node} of the job's running worker pods."""
         return {p.index: p.node for p in self._running_pods() if p.index is not None}
@@ -332,8 +373,11 @@ class ClusterDrill:
             for node in nodes
         }
         self.seen.nodes_before = {n for _, phase, n in self.seen.pods.values() if n and phase == "Running"}
-        together = getattr(self.cfg.evictor, "evict_all", None)
-        started = together(nodes) if callable(together) else [self.cfg.evictor.evict(node) for node in nodes]
+        evictor = self.cfg.evictor
+        if isinstance(evictor, PreemptionReclaim):
+            raise KubeError("a reclaim takes the burst back by preemption: it evicts no node")
+        together = getattr(evictor, "evict_all", None)
+        started = together(nodes) if callable(together) else [evictor.evict(node) for node in nodes]
         for node, accepted in zip(nodes, started, strict=True):
             self.evicted = accepted
             self.record(
@@ -349,8 +393,17 @@ class ClusterDrill:
             )
         return started
 
+    def _reclaim(self) -> PreemptionReclaim:
+        if not isinstance(self.cfg.evictor, PreemptionReclaim):
+            raise KubeError(
+                "a reclaim takes the burst back through the owners' work (PreemptionReclaim), not a node's eviction"
+            )
+        return self.cfg.evictor
+
     def _check(self, node: Node) -> None:
         """The backend's check of `node`: a refusal ends the drill unless forced."""
+        if isinstance(self.cfg.evictor, PreemptionReclaim):
+            return
         try:
             self.cfg.evictor.check(node)
         except EvictionRefused as exc:
@@ -372,7 +425,14 @@ class ClusterDrill:
             world = self.full_world()
             self.say(f"waiting for the job to train at full size ({world} workers) and reach step {cfg.evict_at_step}")
             at_full_size = self._wait("waiting for full size", lambda: self._at_full_size(world), deadline)
-            if at_full_size and cfg.replay is not None:
+            if at_full_size and cfg.reclaim_for_s is not None:
+                reclaim = self._reclaim()
+                self.say(
+                    f"taking the burst back by preemption, for {cfg.reclaim_for_s:g} s once the job trains without it"
+                )
+                ClusterReclaim(self, reclaim, cfg.reclaim_for_s, self._clock).run(deadline, time.time)
+                self._wait("following the job after the reclaim", self.finished, deadline)
+            elif at_full_size and cfg.replay is not None:
                 self.say(
                     f"replaying {cfg.replay.source}: {len(cfg.replay.changes)} changes in {cfg.replay.duration_s:.0f} s"
                 )
@@ -388,7 +448,7 @@ class ClusterDrill:
             if callable(cleanup):
                 try:
                     cleanup()
-                except EvictionError as exc:
+                except (EvictionError, KubeError) as exc:
                     cleanup_error = str(exc)
             self._last_lines()
             self._sink.close()
@@ -403,11 +463,15 @@ class ClusterDrill:
             timeout_s=cfg.timeout_s,
             full_world=world,
             evict_at_step=cfg.evict_at_step,
-            evicted=self.evicted is not None,
+            evicted=self.evicted is not None or any(e["event"] == Event.EVICT for e in self.events),
             job_ended=self.finished(),
             cleanup_error=cleanup_error,
         )
         return judged(dataclasses.replace(seen, cluster=cluster))
+
+
+def _going(pod: Any) -> bool:
+    return getattr(pod.metadata, "deletion_timestamp", None) is not None
 
 
 def planned_calls(cfg: ClusterDrillConfig, node: Node) -> list[str]:
@@ -429,6 +493,12 @@ def planned_calls(cfg: ClusterDrillConfig, node: Node) -> list[str]:
     out.append(f"kubernetes: read_node({node.name}) and check its labels against the GPU spot pool")
     if cfg.replay is not None:
         out += replay_plan(cfg.replay)
+    if cfg.reclaim_for_s is not None:
+        out.append(
+            f"once the job trains at full size: for each node of the burst's running workers (below: {node.name}), "
+            "the owners' pod at a PriorityClass that preempts the burst's, which the scheduler places by preempting "
+            f"the burst's worker there; deleted {cfg.reclaim_for_s:g} s after the job trains without the burst"
+        )
     out += [str(call) + ("  [read]" if call.reads_only else "") for call in cfg.evictor.calls(node)]
     out.append("kubernetes: poll as above until the job succeeds or fails, or the deadline passes")
     return out

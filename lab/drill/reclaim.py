@@ -65,8 +65,9 @@ def reclaims(run: Timeline) -> list[Reclaim]:
     taken = [e for e in run.of(Event.EVICT) if e.get("cause") == CAUSE_RECLAIM]
     if not taken:
         return []
-    first_step = run.steps[0]["t"] if run.steps else run.t0
-    started = [e for e in run.of(Event.NODE_ADDED) if e["t"] <= first_step]
+    # The job's nodes when its borrowed ones were first taken back: those added before (a
+    # cluster's drill sees its pods run only at its polls, maybe after the first step).
+    started = [e for e in run.of(Event.NODE_ADDED) if e["t"] <= taken[0]["t"]]
     core = sum(1 for e in started if e.get("part") == "core") or len(started)
     groups: list[list[Record]] = []
     for e in taken:

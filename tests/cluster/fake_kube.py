@@ -15,7 +15,9 @@ With `graceful_evictions`, an eviction or a DELETE of a pod bound to a node does
 server does there: the pod stays, marked with `deletionTimestamp` (now plus the request's grace
 period, else the pod's own) and `deletionGracePeriodSeconds`, until its kubelet would confirm it
 gone; an eviction also adds the condition `DisruptionTarget` (reason `EvictionByEvictionAPI`).
-With `tls` (a server-side SSLContext) it serves HTTPS, as a
+With `scheduling`, a pod created with no node goes through priority admission and the
+scheduler's placement and preemption (tests/cluster/fake_scheduler.py), and PriorityClasses are
+served. With `tls` (a server-side SSLContext) it serves HTTPS, as a
 pod's in-cluster client expects.
 
 The real `kubernetes` client and the kubeflow-training SDK talk to it through a kubeconfig
@@ -38,6 +40,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from lab.cluster.pytorchjob import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
+from tests.cluster import fake_scheduler
 from tests.runtime.notice.fakes import _status
 
 # Collections the fake serves: URL prefix of the collection -> kind of its items.
@@ -52,7 +55,7 @@ _NAMESPACED = {
     ("apis/policy/v1", "poddisruptionbudgets"): "PodDisruptionBudget",
     ("apis/networking.k8s.io/v1", "networkpolicies"): "NetworkPolicy",
 }
-_CLUSTER = {("api/v1", "nodes"): "Node"}
+_CLUSTER = {("api/v1", "nodes"): "Node", ("apis/scheduling.k8s.io/v1", "priorityclasses"): "PriorityClass"}
 
 
 def _merge(target: Any, patch: Any) -> Any:
@@ -88,6 +91,7 @@ class FakeKube:
     def __init__(self, *, tls: ssl.SSLContext | None = None) -> None:
         self.tls = tls
         self.graceful_evictions = False
+        self.scheduling = False  # pods created with no node: admitted and placed (tests/cluster/fake_scheduler.py)
         self.authorizations: list[str | None] = []
         self.objects: dict[str, dict[str, Any]] = {}  # "<group path>/<ns or ''>/<plural>/<name>" -> object
         self.logs: dict[tuple[str, str], list[str]] = {}  # (namespace, pod) -> lines
@@ -237,6 +241,8 @@ class FakeKube:
     def _handle(self, http: BaseHTTPRequestHandler, method: str, path: str, query: dict, body: Any) -> None:
         with self.lock:
             self.requests.append((method, "/" + path, query, body))
+            if self.scheduling:
+                fake_scheduler.schedule(self.objects, self._mark_deleted)
         if self.on_request:
             self.on_request(method, "/" + path)
         if path == "version":
@@ -306,7 +312,12 @@ class FakeKube:
                     )
                 if ns:
                     body.setdefault("metadata", {})["namespace"] = ns
-                return self._send(http, 201, copy.deepcopy(self.put(body)))
+                if kind == "Pod" and self.scheduling and (refused := fake_scheduler.admit(self.objects, body)):
+                    return self._send(http, 403, _status(403, "Forbidden", refused))
+                created = copy.deepcopy(self.put(body))
+                if kind == "Pod" and self.scheduling:
+                    fake_scheduler.schedule(self.objects, self._mark_deleted)
+                return self._send(http, 201, created)
             obj = self.objects.get(key)
             if obj is None:
                 return self._send(http, 404, _status(404, "NotFound", f'{plural} "{name}" not found'))
