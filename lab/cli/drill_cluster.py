@@ -44,14 +44,15 @@ CLUSTER_ONLY = {
     "--context": "context",
     "--namespace": "namespace",
     "--image": "image",
+    "--owners-class": "owners_class",
 }
 DEFAULT_BACKEND = {"aks": "aks", "eks": "eks"}  # any other cloud (byo): kubernetes
 # The local drill's options the cluster drill has no use for: its nodes are the cluster's, its
-# faults are the cloud's own evictions.
+# faults are the cloud's own evictions (and a reclaim, by the scheduler's preemption: the grace
+# is the burst pods' own).
 LOCAL_ONLY = (
     "nodes",
     "etcd_binary",
-    "fault",
     "outage",
     "rendezvous_data",
     "eviction",
@@ -60,7 +61,6 @@ LOCAL_ONLY = (
     "victim",
     "scale_out_after",
     "grace",
-    "reclaim_for",
     "baselines",
     "timeout",
     "quiet",
@@ -115,10 +115,8 @@ def _cluster_replay(args: argparse.Namespace, slots: int) -> ReplaySchedule | No
     return replay
 
 
-def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argparse.Namespace], int]) -> None:
-    """The cluster drill's options on `elastic-lab drill`; with --stack it runs on the stack's
-    cluster, without it the local drill (`local_main`) runs as before."""
-    c = p.add_argument_group("cluster (with --stack: the drill runs on the stack's cluster)")
+def _cluster_options(c: argparse._ArgumentGroup) -> None:
+    """The options of the cluster drill (CLUSTER_ONLY)."""
     c.add_argument("-s", "--stack", help="run the drill on this stack's cluster instead of this machine")
     c.add_argument("--job", help="attach to this running job instead of submitting one")
     c.add_argument("--replace", action="store_true", help="replace a job of the same name when submitting")
@@ -151,6 +149,19 @@ def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argpar
     c.add_argument("--context", help="kubeconfig context [the current one]")
     add_namespace(c, "namespace [the stack's training namespace]")
     c.add_argument("--image", default=None, help="training image [the stack's trainerImage]")
+    c.add_argument(
+        "--owners-class",
+        default=None,
+        metavar="PRIORITYCLASS",
+        help="--fault reclaim: the PriorityClass of the owners' work that takes the burst back by preemption [the "
+        "lowest of the cluster's that preempts and is above the burst's]",
+    )
+
+
+def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argparse.Namespace], int]) -> None:
+    """The cluster drill's options on `elastic-lab drill`; with --stack it runs on the stack's
+    cluster, without it the local drill (`local_main`) runs as before."""
+    _cluster_options(p.add_argument_group("cluster (with --stack: the drill runs on the stack's cluster)"))
 
     def dispatch(args: argparse.Namespace) -> int:
         if args.stack:
@@ -173,9 +184,14 @@ def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argpar
     p.set_defaults(func=dispatch)
 
 
-def _evictor(name: str, args: argparse.Namespace, kube: Any, outputs: Any) -> Any:
+def _evictor(name: str, args: argparse.Namespace, kube: Any, outputs: Any, job: tuple[str, str]) -> Any:
     """The eviction backend, built from the stack's outputs (a cloud's backend) or the cluster
-    (a drain; `kube` None: a dry run's, which only lists its calls)."""
+    (a drain, a reclaim's owners' work for `job` (namespace, name); `kube` None: a dry run's,
+    which only lists its calls)."""
+    if name == "preemption":
+        from lab.cluster.reclaim import PreemptionReclaim
+
+        return PreemptionReclaim(kube, *job, owners_class=args.owners_class)
     if name == "kubernetes":
         from lab.cluster.drain import KubernetesDrainEvictor
 
@@ -213,15 +229,15 @@ def _rehearse(cfg: Any, target: Any, spec: JobSpec | None, why: str) -> None:
     if spec is not None:
         lines.append(
             f"  run the job {spec.name} ({spec.min_nodes}..{spec.max_nodes} nodes) from the image {spec.image}, and "
-            f"evict {'the nodes a trace window loses' if cfg.replay else 'a node'} once it trained step "
-            f"{cfg.evict_at_step} at full size, through {cfg.evictor.name}:"
+            f"{_fault_of(cfg)} once it trained step {cfg.evict_at_step} at full size, through {cfg.evictor.name}:"
         )
     else:
         lines.append(
-            f"  evict a node of the running job {cfg.job} once it trained step {cfg.evict_at_step}, through "
+            f"  {_fault_of(cfg)} of the running job {cfg.job} once it trained step {cfg.evict_at_step}, through "
             f"{cfg.evictor.name}:"
         )
-    node = Node.to_be_found(cfg.node or placeholder("a Ready node of the GPU spot pool, found when the drill runs"))
+    where = "the node of a burst worker" if cfg.reclaim_for_s is not None else "a Ready node of the GPU spot pool"
+    node = Node.to_be_found(cfg.node or placeholder(f"{where}, found when the drill runs"))
     lines += [f"    {call}" for call in planned_calls(cfg, node)]
     access = {
         "aks": f"Azure credentials (`az login`) allowed {READ_PERMISSION} and {EVICT_PERMISSION} on the node "
@@ -231,6 +247,12 @@ def _rehearse(cfg: Any, target: Any, spec: JobSpec | None, why: str) -> None:
     }
     lines += rehearsal.needs(target.cloud, target.stack, access.get(cfg.evictor.name))
     print("\n".join(lines))
+
+
+def _fault_of(cfg: Any) -> str:
+    if cfg.reclaim_for_s is not None:
+        return f"take the burst back by preemption for {cfg.reclaim_for_s:g} s"
+    return f"evict {'the nodes a trace window loses' if cfg.replay else 'a node'}"
 
 
 def _drilled_job(args: argparse.Namespace, target: Any) -> tuple[JobSpec | None, Any]:
@@ -251,16 +273,19 @@ def _drilled_job(args: argparse.Namespace, target: Any) -> tuple[JobSpec | None,
         else {"script_args": demo_args(steps, args.step_time, args.model, args.parallel)}
     )
     spec = spec_or_problems(own, lambda: job_fields_spec(args, image=target.image_for(args.image), **script_kw))
-    if spec.burst_nodes:
-        # The drill follows one PyTorchJob's workers; a job with a burst is two.
+    if args.fault == "reclaim" and not spec.burst_nodes:
+        raise InvalidInput(
+            [Problem("--burst", spec.burst_nodes, "at least 1 with --fault reclaim: the nodes taken back")]
+        )
+    if spec.burst_nodes and args.fault != "reclaim":
+        # An eviction drill follows one PyTorchJob's workers; a job with a burst is two.
         raise InvalidInput(
             [
                 Problem(
                     "--burst",
                     spec.burst_nodes,
-                    "0 for a drill on a cluster: it follows one PyTorchJob, and a reclaim there is not drilled yet "
-                    "(`elastic-lab submit --core N --burst M` runs such a job; `elastic-lab drill --fault reclaim "
-                    "--core N --burst M` drills it on the local target)",
+                    "0 for an eviction drill on a cluster, which follows one PyTorchJob; a job with a burst is drilled "
+                    "with --fault reclaim (its burst taken back by preemption)",
                 )
             ]
         )
@@ -279,9 +304,10 @@ def drill_main(args: argparse.Namespace) -> int:
     from lab.stacks.outputs import read_outputs
 
     target = stack_target_of(args.stack)
-    backend = args.evict_with or DEFAULT_BACKEND.get(target.cloud, "kubernetes")
-    if args.deadline <= 0 or args.deadline != args.deadline:
-        raise InvalidInput([Problem("--deadline", args.deadline, "a finite number of seconds > 0")])
+    reclaim = args.fault == "reclaim"
+    backend = "preemption" if reclaim else args.evict_with or DEFAULT_BACKEND.get(target.cloud, "kubernetes")
+    if problems := _cluster_fault_problems(args):
+        raise InvalidInput(problems)
     spec, objects = _drilled_job(args, target)
     # An attached job's slots are known once it is read; a dry run that cannot read it takes --max-nodes.
     replay = _cluster_replay(args, spec.max_nodes if spec is not None else node_counts(args)[1])
@@ -296,17 +322,18 @@ def drill_main(args: argparse.Namespace) -> int:
     config = functools.partial(_drill_config, args, target, name, objects, evict_at, workdir)
     with ExitStack() as context:
         try:
-            outputs = read_outputs(target.stack) if backend != "kubernetes" else None
+            outputs = read_outputs(target.stack) if backend in BACKENDS[:2] else None
             kube, namespace = context.enter_context(connected(args, target))
         except (StackError, KubeError) as exc:
             if not args.dry_run:
                 raise
             # Nothing of the deployed stack can be read here: the drill from its offline plan.
-            planned = rehearsal.planned_outputs(target.stack) if backend != "kubernetes" else None
-            cfg = config(args.namespace or target.facts.namespace, _evictor(backend, args, None, planned), 0, replay)
+            planned = rehearsal.planned_outputs(target.stack) if backend in BACKENDS[:2] else None
+            namespace = args.namespace or target.facts.namespace
+            cfg = config(namespace, _evictor(backend, args, None, planned, (namespace, name)), 0, replay)
             _rehearse(cfg, target, spec, str(exc))
             return 0
-        evictor = _evictor(backend, args, kube, outputs)
+        evictor = _evictor(backend, args, kube, outputs, (namespace, name))
         every = spec.checkpoint_every_steps if spec else jobs.checkpoint_every(kube, name, namespace)
         if spec is None and args.trace is not None:
             replay = _cluster_replay(args, int(jobs.status(kube, name, namespace).max_replicas or 1))
@@ -321,6 +348,32 @@ def drill_main(args: argparse.Namespace) -> int:
             return 0
         report = drill.run()
     return _reported(report, args, workdir)
+
+
+def _cluster_fault_problems(args: argparse.Namespace) -> list[Problem]:
+    """What the cluster drill refuses of the fault options, before anything starts."""
+    out = []
+    if args.deadline <= 0 or args.deadline != args.deadline:
+        out.append(Problem("--deadline", args.deadline, "a finite number of seconds > 0"))
+    if args.fault not in ("node", "reclaim"):
+        out.append(
+            Problem(
+                "--fault",
+                args.fault,
+                "node (a node evicted through --evict-with) or reclaim (the burst taken back by preemption) on a "
+                "cluster; the other faults are the local drill's",
+            )
+        )
+    if args.fault == "reclaim":
+        for flag, value in (("--evict-with", args.evict_with), ("--node", args.node), ("--trace", args.trace)):
+            if value is not None:
+                why = "the scheduler picks what it preempts (the burst's workers); no node is evicted"
+                out.append(Problem(flag, value, f"none with --fault reclaim: {why}"))
+        if not 0 <= args.reclaim_for <= 3600:
+            out.append(Problem("--reclaim-for", args.reclaim_for, "seconds in [0, 3600] that the owners keep the GPUs"))
+    elif args.owners_class is not None:
+        out.append(Problem("--owners-class", args.owners_class, "none without --fault reclaim"))
+    return out
 
 
 def _drill_config(
@@ -354,6 +407,7 @@ def _drill_config(
         checkpoint_every=checkpoint_every,
         timeout_s=args.deadline,
         replay=replay,
+        reclaim_for_s=args.reclaim_for if args.fault == "reclaim" else None,
     )
 
 

@@ -45,6 +45,7 @@ from lab.vocab import events
 from lab.vocab.capacity import rank_in
 from lab.vocab.events import Event
 from lab.vocab.job_parts import burst_job_name, part_of
+from lab.vocab.placeholders import placeholder
 from lab.vocab.pools import CAPACITY_LABEL
 from lab.vocab.replay_schedule import LOST, ReplaySchedule
 
@@ -308,6 +309,10 @@ class ClusterDrill:
     def planned_calls(self) -> list[str]:
         """Every API call a run would make, in order, without making any that changes
         anything (a dry run): reading the cluster picks the node as a run would."""
+        if self.cfg.reclaim_for_s is not None:
+            burst = self.burst_pods()
+            where = burst[0].spec.node_name if burst else placeholder("the node of a burst worker, when the drill runs")
+            return planned_calls(self.cfg, Node.to_be_found(where))
         return planned_calls(self.cfg, self._node_for_plan())
 
     def _node_for_plan(self) -> Node:
@@ -486,11 +491,13 @@ def planned_calls(cfg: ClusterDrillConfig, node: Node) -> list[str]:
                 else "kubernetes: create"
             )
             out.append(f"{how}({obj['kind']} {cfg.namespace}/{obj['metadata']['name']})")
+    jobs_named = f"{cfg.job} and {burst_job_name(cfg.job)}" if cfg.reclaim_for_s is not None else cfg.job
     out.append(
-        f"kubernetes: poll every {cfg.poll_s:g} s: get PyTorchJob {cfg.namespace}/{cfg.job}, list its pods, "
+        f"kubernetes: poll every {cfg.poll_s:g} s: get PyTorchJob {cfg.namespace}/{jobs_named}, list their pods, "
         "follow their logs, list the GPU pool's nodes"
     )
-    out.append(f"kubernetes: read_node({node.name}) and check its labels against the GPU spot pool")
+    if cfg.reclaim_for_s is None:
+        out.append(f"kubernetes: read_node({node.name}) and check its labels against the GPU spot pool")
     if cfg.replay is not None:
         out += replay_plan(cfg.replay)
     if cfg.reclaim_for_s is not None:

@@ -34,6 +34,7 @@ from lab.cluster.kube import KubeApi, KubeError, api_error
 from lab.cluster.pytorchjob import read_job, worker_pod_spec
 from lab.vocab.events import CAUSE_RECLAIM, Event
 from lab.vocab.job_parts import burst_job_name
+from lab.vocab.placeholders import placeholder
 from lab.vocab.platform_facts import GPU
 
 # The owners' work holds the GPUs and does nothing else.
@@ -237,12 +238,13 @@ class PreemptionReclaim:
     def calls(self, node: Node) -> list[ApiCall]:
         """The requests a reclaim makes, for one burst worker on `node`."""
         pod = owners_pod_name(self.job, 0)
+        owners = self.wanted or placeholder("the lowest class of the cluster above the burst's that preempts")
         return [
             ApiCall(API, "read_namespaced_custom_object", {"pytorchjob": burst_job_name(self.job)}, reads_only=True),
             ApiCall(API, "list_priority_class", {}, reads_only=True),
             ApiCall(API, "read_node", {"name": node.name}, reads_only=True),
             ApiCall(API, "list_pod_for_all_namespaces", {"field_selector": f"spec.nodeName={node.name}"}, True),
-            ApiCall(API, "create_namespaced_pod", {"name": pod, "node": node.name, "priorityClassName": "the owners'"}),
+            ApiCall(API, "create_namespaced_pod", {"name": pod, "node": node.name, "priorityClassName": owners}),
             ApiCall(API, "delete_namespaced_pod", {"name": pod, "grace_period_seconds": 0}),
         ]
 

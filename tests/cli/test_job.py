@@ -10,6 +10,7 @@ import yaml
 
 from lab.cli import main
 from lab.cluster.jobs import JOB_NAME_LABEL, REPLICA_INDEX_LABEL
+from tests.cluster.burst_job import SimulatedBurstJob, with_preemption
 from tests.cluster.fake_kube import node, pod
 from tests.cluster.test_drill import GPU, NS, SimulatedJob
 from tests.placements import TRAINER_IMAGE
@@ -444,6 +445,26 @@ def test_drill_on_the_cluster_end_to_end(api_server, kubeconfig, capsys, tmp_pat
     assert code == 0, out + err
     assert "Drill PASSED" in out and "eviction of demo-worker-2 (hard)" in out and "requested through kubernetes" in out
     assert (tmp_path / "run" / "report.json").is_file() and (tmp_path / "run" / "timeline.png").is_file()
+
+
+def test_a_reclaim_drill_on_the_cluster_end_to_end(api_server, kubeconfig, capsys, tmp_path):
+    """The burst taken back by the scheduler's preemption of the owners' pod, and given back."""
+    sim = SimulatedBurstJob(with_preemption(api_server))
+    threading.Thread(target=sim.run, daemon=True).start()
+    job = ("--name", "demo", "--core", "2", "--burst", "1", "--steps", "100", "--evict-at-step", "20")
+    try:
+        code, out, err = _run(
+            capsys,
+            *("drill", "--stack", "byo", "--kubeconfig", kubeconfig, *job, "--fault", "reclaim", "--reclaim-for", "1"),
+            *("--workdir", str(tmp_path / "run"), "--deadline", "60"),
+        )
+    finally:
+        sim.stop.set()
+    assert code == 0, out + err
+    assert "Drill PASSED" in out and "taken back by its owners' work (notice)" in out, out
+    assert "the owners' work took back 1 borrowed node(s) (a grace of 3 s); the job's core: 2 of 3" in out
+    assert "taking the burst back by preemption" in err
+    assert not [p for p in api_server.of_kind("Pod") if p["metadata"]["name"].startswith("demo-reclaim")]
 
 
 def test_local_drill_options_are_refused_with_a_stack_never_ignored(capsys):

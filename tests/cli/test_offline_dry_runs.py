@@ -129,12 +129,42 @@ def test_the_drill_says_every_call_from_the_offline_plan(nothing_here, capsys, s
         assert not any(made_up in line for made_up in _mocked_ids(stack) for line in lines)
 
 
-def test_a_drill_of_a_job_with_a_burst_is_refused_on_a_cluster_before_anything(nothing_here, capsys):
+def test_an_eviction_drill_of_a_job_with_a_burst_is_refused_on_a_cluster_before_anything(nothing_here, capsys):
     """It would follow the core's PyTorchJob alone and wait for a full size it never sees."""
     code = main(["drill", "-s", "byo", "--dry-run", "--image", IMAGE, "--core", "2", "--burst", "1"])
     _, err = capsys.readouterr()
-    assert code == 2 and "--burst=1 is invalid: expected 0 for a drill on a cluster" in err
-    assert nothing_here == []
+    assert code == 2 and "--burst=1 is invalid: expected 0 for an eviction drill on a cluster" in err
+    assert "drilled with --fault reclaim" in err and nothing_here == []
+
+
+def test_a_reclaim_on_a_cluster_shows_the_owners_pod_that_preempts_the_burst(nothing_here, capsys):
+    job = ["drill", "-s", "byo", "--dry-run", "--image", IMAGE]
+    burst = [*job, "--core", "2", "--burst", "1", "--fault", "reclaim"]
+    lines = _ok(capsys, *burst, "--reclaim-for", "120")
+    _in_order(
+        lines,
+        "take the burst back by preemption for 120 s",
+        "kubeflow-training: TrainingClient.create_job(PyTorchJob training/elastic-demo)",
+        "kubeflow-training: TrainingClient.create_job(PyTorchJob training/elastic-demo-burst)",
+        "get PyTorchJob training/elastic-demo and elastic-demo-burst, list their pods",
+        "kubernetes: list_priority_class()  [read]",
+        "kubernetes: read_node(name='<the node of a burst worker, found when the drill runs>')  [read]",
+        "kubernetes: create_namespaced_pod(name='elastic-demo-reclaim-0'",
+        "kubernetes: delete_namespaced_pod(name='elastic-demo-reclaim-0', grace_period_seconds=0)",
+    )
+    tried = len(nothing_here)  # byo's example kubeconfig was tried, on loopback
+    refused = {
+        (*job, "--fault", "reclaim"): "--burst=0 is invalid: expected at least 1 with --fault reclaim",
+        (*burst, "--evict-with", "kubernetes"): "--evict-with='kubernetes' is invalid: expected none with --fault",
+        (*burst, "--reclaim-for", "-1"): "--reclaim-for=-1.0 is invalid: expected seconds in [0, 3600]",
+        (*job, "--fault", "scale"): "--fault='scale' is invalid: expected node",
+        (*job, "--owners-class", "x"): "--owners-class='x' is invalid: expected none without --fault reclaim",
+    }
+    for argv, expected in refused.items():
+        code = main(list(argv))
+        _, err = capsys.readouterr()
+        assert code == 2 and expected in err, (argv, err)
+    assert len(nothing_here) == tried  # each refused before it tried to reach anything
 
 
 def test_the_drill_names_the_node_it_is_given(nothing_here, capsys):
