@@ -1,7 +1,5 @@
 """`python -m lab.cli`: the `elastic-lab` command."""
 
-import sys
+from lab.cli.main import run
 
-from lab.cli.main import main
-
-sys.exit(main())
+run()

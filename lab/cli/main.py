@@ -77,6 +77,28 @@ def _use_current_stack(args: argparse.Namespace) -> str | None:
     )
 
 
+def run() -> None:
+    """The `elastic-lab` program: `main`, then the exit. Commands that run the Pulumi program
+    offline leave asyncio event loops open (Pulumi's mocks make one in each thread of its pool
+    and never close them); left to the interpreter's shutdown, a loop's close may find its
+    self-pipe already gone and print an ignored ValueError after the command's own last line.
+    The program closes them first: its process, its loops."""
+    code = main()
+    _close_idle_event_loops()
+    sys.exit(code)
+
+
+def _close_idle_event_loops() -> None:
+    if "asyncio" not in sys.modules:
+        return  # nothing made one
+    import asyncio
+    import gc
+
+    for loop in [o for o in gc.get_objects() if isinstance(o, asyncio.BaseEventLoop)]:
+        if not loop.is_running() and not loop.is_closed():
+            loop.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()

@@ -10,7 +10,7 @@ import yaml
 
 from lab.cli import main
 from lab.cluster.jobs import JOB_NAME_LABEL, REPLICA_INDEX_LABEL
-from tests.cluster.burst_job import SimulatedBurstJob, with_preemption
+from tests.cluster.burst_job import running
 from tests.cluster.fake_kube import node, pod
 from tests.cluster.test_drill import GPU, NS, SimulatedJob
 from tests.placements import TRAINER_IMAGE
@@ -449,17 +449,13 @@ def test_drill_on_the_cluster_end_to_end(api_server, kubeconfig, capsys, tmp_pat
 
 def test_a_reclaim_drill_on_the_cluster_end_to_end(api_server, kubeconfig, capsys, tmp_path):
     """The burst taken back by the scheduler's preemption of the owners' pod, and given back."""
-    sim = SimulatedBurstJob(with_preemption(api_server))
-    threading.Thread(target=sim.run, daemon=True).start()
     job = ("--name", "demo", "--core", "2", "--burst", "1", "--steps", "100", "--evict-at-step", "20")
-    try:
+    with running(api_server):
         code, out, err = _run(
             capsys,
             *("drill", "--stack", "byo", "--kubeconfig", kubeconfig, *job, "--fault", "reclaim", "--reclaim-for", "1"),
             *("--workdir", str(tmp_path / "run"), "--deadline", "60"),
         )
-    finally:
-        sim.stop.set()
     assert code == 0, out + err
     assert "Drill PASSED" in out and "taken back by its owners' work (notice)" in out, out
     assert "the owners' work took back 1 borrowed node(s) (a grace of 3 s); the job's core: 2 of 3" in out

@@ -8,7 +8,10 @@ operator recreates the burst's worker on the freed node and the job grows back."
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from components.platform.settings import Priorities
 from lab.cluster.jobs import JOB_NAME_LABEL, REPLICA_INDEX_LABEL
@@ -106,3 +109,15 @@ class SimulatedBurstJob(SimulatedJob):
         time.sleep(0.3)
         self._train([*core, burst], 100, 3, 3)
         self._finish([*core, burst])
+
+
+@contextmanager
+def running(api_server: FakeKube) -> Iterator[SimulatedBurstJob]:
+    """The simulated job with a burst, run on `api_server` (made ready for preemption) while
+    the block runs, stopped after it."""
+    sim = SimulatedBurstJob(with_preemption(api_server))
+    threading.Thread(target=sim.run, daemon=True).start()
+    try:
+        yield sim
+    finally:
+        sim.stop.set()

@@ -13,7 +13,6 @@ freed node and the job grows back. The drill sees it all through the Kubernetes 
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
@@ -27,11 +26,12 @@ from lab.vocab.job import JobSpec
 from lab.vocab.job_parts import PART_BURST, PART_CORE
 from lab.vocab.platform_facts import GPU
 
-from .burst_job import CLASSES, GRACE_S, SimulatedBurstJob, with_preemption
+from .burst_job import CLASSES, GRACE_S, running, with_preemption
 from .fake_kube import node, pod
 from .fake_scheduler import PREEMPTED
 from .test_drill import GPU as GPU_LABELS
 from .test_drill import NS
+from .test_drill import _config as eviction_config
 
 
 @pytest.fixture(scope="module")
@@ -41,51 +41,19 @@ def rendered_burst(byo_target):
     return job.spec, job.objects
 
 
-@pytest.fixture
-def cluster(api_server):
-    return with_preemption(api_server)
-
-
-@pytest.fixture
-def burst_job(cluster):
-    sims = []
-
-    def start() -> SimulatedBurstJob:
-        sim = SimulatedBurstJob(cluster)
-        sims.append(sim)
-        threading.Thread(target=sim.run, daemon=True).start()
-        return sim
-
-    yield start
-    for sim in sims:
-        sim.stop.set()
-
-
 def _config(tmp_path, kube, rendered, **kw) -> ClusterDrillConfig:
-    _, objects = rendered
-    defaults = {
-        "namespace": NS,
-        "job": "demo",
-        "evictor": PreemptionReclaim(kube, NS, "demo"),
-        "gpu_labels": dict(GPU_LABELS),
-        "workdir": tmp_path / "drill",
-        "objects": objects,
-        "evict_at_step": 20,
-        "full_world": 3,
-        "target_steps": 100,
-        "checkpoint_every": 10,
-        "timeout_s": 30,
-        "poll_s": 0.05,
-        "reclaim_for_s": 0.5,
-    }
-    return ClusterDrillConfig(**{**defaults, **kw})
+    """The cluster drill's usual test settings (tests/cluster/test_drill.py), with a reclaim."""
+    kw = {"reclaim_for_s": 0.5, **kw}
+    evictor = kw.pop("evictor", None) or PreemptionReclaim(kube, NS, "demo")
+    return eviction_config(tmp_path, evictor, rendered, **kw)
 
 
 def test_the_owners_work_preempts_the_burst_and_the_job_shrinks_to_its_core_and_grows_back(
-    cluster, kube, rendered_burst, burst_job, tmp_path
+    api_server, kube, rendered_burst, tmp_path
 ):
-    burst_job()
-    report = ClusterDrill(_config(tmp_path, kube, rendered_burst), kube).run()
+    with running(api_server):
+        report = ClusterDrill(_config(tmp_path, kube, rendered_burst), kube).run()
+    cluster = api_server
     assert report.passed, report.summary()
     (reclaim,) = report.reclaims
     assert (reclaim.nodes, reclaim.core_nodes, reclaim.full_nodes) == (1, 2, 3)
@@ -117,9 +85,10 @@ def test_the_owners_work_preempts_the_burst_and_the_job_shrinks_to_its_core_and_
     ]
 
 
-def test_the_scheduler_marks_only_the_burst_s_worker_and_places_the_owners_once_it_is_gone(cluster, kube):
+def test_the_scheduler_marks_only_the_burst_s_worker_and_places_the_owners_once_it_is_gone(api_server, kube):
     """The fake's preemption, which the drill's test rests on: the owners' pod on a node shared
     by a core and a burst worker takes the burst's GPU only."""
+    cluster = with_preemption(api_server)
     shared = node("gpu-big", GPU_LABELS, "azure:///vmss/9")
     shared["status"]["allocatable"] = {GPU: "2"}
     cluster.put(shared)
@@ -160,23 +129,18 @@ def test_the_owners_pod_is_a_valid_pod_that_holds_the_gpus_and_nothing_else():
 
 
 def test_a_reclaim_is_refused_before_anything_starts_where_nothing_can_preempt_the_burst(
-    cluster, kube, rendered_burst, tmp_path
+    api_server, kube, rendered_burst, tmp_path
 ):
-    # No class above the borrowed one preempts: inference made Never, as the workers' class is.
-    with cluster.lock:
-        cluster.get("PriorityClass", CLASSES.inference.name)["preemptionPolicy"] = "Never"
-    cfg = _config(tmp_path, kube, rendered_burst)
-    drill = ClusterDrill(cfg, kube)
-    sim = SimulatedBurstJob(cluster)
-    threading.Thread(target=sim.run, daemon=True).start()
-    try:
+    with running(api_server) as sim:
+        # No class above the borrowed one preempts: inference made Never, as the workers' class is.
+        with api_server.lock:
+            api_server.get("PriorityClass", CLASSES.inference.name)["preemptionPolicy"] = "Never"
         with pytest.raises(ReclaimRefused, match="no PriorityClass of the cluster is above the burst's"):
-            drill.run()
-    finally:
-        sim.stop.set()
-    assert not [b for m, path, _, b in cluster.requests if m == "POST" and path.endswith("/pods")]
-    named = _config(tmp_path, kube, rendered_burst, evictor=PreemptionReclaim(kube, NS, "demo", CLASSES.borrowed.name))
+            ClusterDrill(_config(tmp_path, kube, rendered_burst), kube).run()
+        assert sim.step >= 20  # refused once the job trained at full size, as it would be
+    assert not [b for m, path, _, b in api_server.requests if m == "POST" and path.endswith("/pods")]
+    named = PreemptionReclaim(kube, NS, "demo", CLASSES.borrowed.name)
     with pytest.raises(ReclaimRefused, match="PriorityClass elastic-borrowed cannot take the burst back"):
-        named.evictor.owners_class()
+        named.owners_class()
     with pytest.raises(KubeError, match="no PyTorchJob training/solo-burst"):
         PreemptionReclaim(kube, NS, "solo").owners_class()
