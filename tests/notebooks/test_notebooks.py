@@ -91,7 +91,8 @@ def run_notebook(name: str, **params: object) -> tuple[nbformat.NotebookNode, Ce
         tails = node_log_tails(Path(str(values.get("work_root", ""))))
         if not tails:
             return nb, exc
-        return nb, CellExecutionError(f"{exc.traceback}\n{tails}", exc.ename, exc.evalue)
+        # The nodes' logs first, the cell's error last: a report cut to its end keeps the cause.
+        return nb, CellExecutionError(f"{tails}\n{exc.traceback}", exc.ename, exc.evalue)
     finally:
         for sig, handler in held.items():
             signal.signal(sig, handler)
