@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from lab.cli import drill, job, plan, stack, submit, teardown
 from lab.cli.common import attempt
@@ -84,19 +85,21 @@ def run() -> None:
     self-pipe already gone and print an ignored ValueError after the command's own last line.
     The program closes them first: its process, its loops."""
     code = main()
-    _close_idle_event_loops()
+    for loop in idle_event_loops():
+        loop.close()
     sys.exit(code)
 
 
-def _close_idle_event_loops() -> None:
+def idle_event_loops() -> list[Any]:
+    """Every asyncio event loop of the process neither running nor closed."""
     if "asyncio" not in sys.modules:
-        return  # nothing made one
+        return []  # nothing made one
     import asyncio
     import gc
 
-    for loop in [o for o in gc.get_objects() if isinstance(o, asyncio.BaseEventLoop)]:
-        if not loop.is_running() and not loop.is_closed():
-            loop.close()
+    return [
+        o for o in gc.get_objects() if isinstance(o, asyncio.BaseEventLoop) and not o.is_running() and not o.is_closed()
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
