@@ -303,13 +303,13 @@ def test_torch_names_rendezvous_events_from_the_whole_stack():
     assert _calls_in(dynamic_rendezvous.get_method_name, "inspect.stack()")
 
 
-def _handler_in_a_round(ages_s: dict[str, float]):
+def _handler_in_a_round(ages_s: dict[str, float], keep_alive_s: float = 0.5):
     """A handler (node "a") of a completed round 7 written in a store, its participants'
-    heartbeats the given seconds old; keep-alive 0.5 s x 3."""
+    heartbeats the given seconds old; keep-alive `keep_alive_s` x 3."""
     store = HashStore()
     backend = C10dRendezvousBackend(store, "t-seam")
     handler = DynamicRendezvousHandler.from_backend(
-        "t-seam", store, backend, 1, 3, "127.0.0.1", keep_alive_interval=0.5, keep_alive_max_attempt=3
+        "t-seam", store, backend, 1, 3, "127.0.0.1", keep_alive_interval=keep_alive_s, keep_alive_max_attempt=3
     )
     state = _RendezvousState()
     state.round, state.complete = 7, True
@@ -340,12 +340,13 @@ def test_a_last_call_ended_in_the_view_lets_a_participant_complete_the_round():
     call 600 s ahead. Ended in a's view, torch's own join completes the round at once."""
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _RendezvousJoinOp
 
-    handler, backend = _handler_in_a_round({"b": 0.0})
+    # A keep-alive window of minutes: this is no test of heartbeats, and on a loaded machine
+    # seconds pass between the round written and the join, past a 1.5 s window.
+    handler, backend = _handler_in_a_round({"b": 0.0}, keep_alive_s=60.0)
     state = pickle.loads(backend.get_state()[0])
     state.round, state.complete = 8, False
     state.participants = {torch_seam.this_node(handler): 0, **state.participants}
-    # Both heartbeats fresh as the round is written: on a slow machine b's, written with the
-    # handler, could pass the 1.5 s keep-alive window first, and a round of one never completes.
+    # Both heartbeats fresh as the round is written (a round of one never completes).
     state.last_heartbeats = {node: datetime.now(UTC) for node in state.participants}
     state.deadline = datetime.now(UTC) + timedelta(seconds=600)
     backend.set_state(pickle.dumps(state), backend.get_state()[1])
