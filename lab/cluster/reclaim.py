@@ -169,10 +169,13 @@ class PreemptionReclaim:
         the scheduler then has to preempt exactly the burst's workers there, no more."""
         kube = self._kube()
         burst = {p.metadata.name for p in pods}
+        free: dict[str, int] = {}  # per node, read once however many burst workers it runs
         out = []
         for pod in pods:
             node, spec = pod.spec.node_name, pod.spec
-            gpus = self._node_gpus(node) - self._held_by_others(node, burst)
+            if node not in free:
+                free[node] = self._node_gpus(node) - self._held_by_others(node, burst)
+            gpus = free[node]
             if gpus < 1:
                 raise ReclaimRefused(
                     f"node {node} of burst worker {pod.metadata.name} has no {GPU} the burst holds: the owners' work "
