@@ -9,7 +9,7 @@ component hands over.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -100,6 +100,12 @@ class TrainingIdentity:
     service_account: str
     annotations: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     pod_labels: Mapping[str, str] = field(default_factory=dict)
+    # Trust one more service account (a team's): trust(resource name, namespace, service account,
+    # resources to wait for) declares what the cloud needs and returns it; None: the cloud
+    # cannot (only the one service account mounts the storage).
+    trust: Callable[[str, str, str, Sequence[pulumi.Resource]], pulumi.Resource] | None = None
+    # How many service accounts besides its own the identity can trust; None: no limit known.
+    trust_limit: int | None = None
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from typing import Any
 import pulumi
 
 from components.aks.args import AksClusterArgs
+from components.aks.identity import TEAM_TRUST_LIMIT
 from components.byo.cluster import ByoClusterArgs, described_cluster_problems
 from components.cluster_info import TrainingIdentity
 from components.eks.args import EksClusterArgs
@@ -413,7 +414,9 @@ def _cloud_cluster(
         case "aks":
             try:
                 cluster = aks_args(ours, stack)
-                identity = TrainingIdentity(cluster.training_namespace, cluster.training_service_account)
+                identity = TrainingIdentity(
+                    cluster.training_namespace, cluster.training_service_account, trust_limit=TEAM_TRUST_LIMIT
+                )
                 mount_with_token = cluster.mounts_checkpoints_with_token
             except InvalidInput as exc:
                 found.extend(exc.problems)

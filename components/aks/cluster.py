@@ -141,7 +141,7 @@ class AksCluster(pulumi.ComponentResource):
 
         self.node_resource_group = self.cluster.node_resource_group.apply(lambda v: v or args.node_resource_group_name)
         self.pool_names = {role: spec.name for role, spec in self.pool_specs.items()}
-        self.info = self._cluster_info(rg_name)
+        self.info = self._cluster_info(name, rg_name)
         self.register_outputs(self.outputs())
 
     # ------------------------------------------------------------------ steps
@@ -241,7 +241,7 @@ class AksCluster(pulumi.ComponentResource):
         )
         return pulumi.Output.secret(credentials.apply(_decode_kubeconfig))
 
-    def _cluster_info(self, resource_group: pulumi.Input[str]) -> ClusterInfo:
+    def _cluster_info(self, name: str, resource_group: pulumi.Input[str]) -> ClusterInfo:
         """What the platform takes: the cloud-neutral view of this cluster."""
         return ClusterInfo(
             provider=self.k8s_provider,
@@ -265,6 +265,14 @@ class AksCluster(pulumi.ComponentResource):
                 # The webhook then gives the pods the identity's token and AZURE_* variables, so
                 # their own Blob clients (DefaultAzureCredential) write checkpoints as it.
                 pod_labels={WORKLOAD_IDENTITY_USE: "true"},
+                trust=identity_mod.team_federation(
+                    name,
+                    self.training_identity,
+                    resource_group=resource_group,
+                    issuer_url=self.oidc_issuer_url,
+                    parent=self,
+                ),
+                trust_limit=identity_mod.TEAM_TRUST_LIMIT,
             ),
         )
 

@@ -139,7 +139,7 @@ class EksCluster(pulumi.ComponentResource):
             after=[self.cpu_group, *self.gpu_groups, self.s3_csi_driver, self.vpc_cni],
         )
         self._autoscaling(name, tags)
-        self.info = self._cluster_info()
+        self.info = self._cluster_info(name, tags)
         self.register_outputs(self.outputs())
 
     # ------------------------------------------------------------------ steps
@@ -385,7 +385,7 @@ class EksCluster(pulumi.ComponentResource):
             depends_on=after,
         )
 
-    def _cluster_info(self) -> ClusterInfo:
+    def _cluster_info(self, name: str, tags: dict[str, str]) -> ClusterInfo:
         """What the platform takes: the cloud-neutral view of this cluster."""
         return ClusterInfo(
             provider=self.k8s_provider,
@@ -396,7 +396,11 @@ class EksCluster(pulumi.ComponentResource):
             # The service account the training role is associated with (no annotation: Pod
             # Identity maps it on the EKS side).
             identity=TrainingIdentity(
-                namespace=self.args.training_namespace, service_account=self.args.training_service_account
+                namespace=self.args.training_namespace,
+                service_account=self.args.training_service_account,
+                trust=storage.team_association(
+                    f"{name}-training-role", self.training_role, cluster=self.cluster, tags=tags, parent=self
+                ),
             ),
             # Bottlerocket's NVIDIA variants run their own device plugin.
             node_image_ships_device_plugin=self.args.gpu_ami_type.startswith("BOTTLEROCKET"),

@@ -12,7 +12,7 @@ checkpoint once (write-once mode).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -155,3 +155,23 @@ def driver_role(
         tags=tags,
         parent=parent,
     )
+
+
+def team_association(
+    name: str, role: aws.iam.Role, *, cluster: aws.eks.Cluster, tags: Mapping[str, str], parent: pulumi.Resource
+) -> Callable[[str, str, str, Sequence[pulumi.Resource]], pulumi.Resource]:
+    """The jobs' role for one more service account (a team's): a Pod Identity association of
+    its namespace and name with the same role, so the team's own S3 clients write checkpoints."""
+
+    def trust(team: str, namespace: str, service_account: str, after: Sequence[pulumi.Resource]) -> pulumi.Resource:
+        return aws.eks.PodIdentityAssociation(
+            f"{name}-{team}-identity",
+            cluster_name=cluster.name,
+            namespace=namespace,
+            service_account=service_account,
+            role_arn=role.arn,
+            tags=dict(tags),
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=list(after)),
+        )
+
+    return trust

@@ -71,20 +71,35 @@ def s3_source(checkpoint: S3Checkpoint, default_region: str) -> VolumeSource:
     return VolumeSource(csi, mount_options)
 
 
-def checkpoint_volume_name(settings: PlatformSettings) -> str:
-    """The static volume's name: volumes are cluster-wide, so it carries the jobs' namespace."""
-    return f"{settings.namespace}-{settings.checkpoint.claim_name}"
+def folder_source(checkpoint: AzureBlobCheckpoint | S3Checkpoint, source: VolumeSource, folder: str) -> VolumeSource:
+    """`source` mounting only `folder` of its container or bucket (blobfuse2's subdirectory,
+    Mountpoint's prefix), under a volume handle of its own (handles are unique in a cluster;
+    the Blob CSI driver allows no '/' in one)."""
+    blob = isinstance(checkpoint, AzureBlobCheckpoint)
+    option = f"--subdirectory={folder}" if blob else f"prefix {folder}/"
+    handle = pulumi.Output.concat(source.csi["volume_handle"], "#" if blob else "-", folder.replace("/", "-"))
+    csi: k8s.core.v1.CSIPersistentVolumeSourceArgsDict = {**source.csi, "volume_handle": handle}
+    return VolumeSource(csi, [*source.mount_options, option], dict(source.annotations))
 
 
-def static_volume_spec(settings: PlatformSettings, source: VolumeSource) -> k8s.core.v1.PersistentVolumeSpecArgsDict:
-    """A volume that keeps its data when released, bound only to the jobs' claim."""
+def checkpoint_volume_name(settings: PlatformSettings, namespace: str | None = None) -> str:
+    """The static volume's name: volumes are cluster-wide, so it carries the jobs' namespace
+    [the platform's]."""
+    return f"{namespace or settings.namespace}-{settings.checkpoint.claim_name}"
+
+
+def static_volume_spec(
+    settings: PlatformSettings, source: VolumeSource, namespace: str | None = None
+) -> k8s.core.v1.PersistentVolumeSpecArgsDict:
+    """A volume that keeps its data when released, bound only to the jobs' claim in
+    `namespace` [the platform's]."""
     return {
         "capacity": {"storage": settings.checkpoint.size},
         "access_modes": ["ReadWriteMany"],
         "persistent_volume_reclaim_policy": "Retain",
         # Static volume: no StorageClass, bound only to our claim.
         "storage_class_name": "",
-        "claim_ref": {"namespace": settings.namespace, "name": settings.checkpoint.claim_name},
+        "claim_ref": {"namespace": namespace or settings.namespace, "name": settings.checkpoint.claim_name},
         "mount_options": source.mount_options,
         "csi": source.csi,
     }

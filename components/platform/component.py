@@ -28,11 +28,13 @@ from components.cluster_info import (
 )
 from components.platform.checkpoint_volume import (
     checkpoint_volume_name,
+    folder_source,
     static_claim_spec,
     static_volume_spec,
     storage_class_claim_spec,
     volume_source,
 )
+from components.platform.quota import GpuQuota
 from components.platform.settings import (
     DEVICE_PLUGIN_CHART,
     DEVICE_PLUGIN_REPO,
@@ -54,7 +56,9 @@ from lab.vocab.platform_facts import (
     NOTICE_HANDLER_INSTALLED,
     NOTICE_HANDLER_NOT_INSTALLED,
     NOTICE_HANDLER_WAITS,
+    TEAM_LABEL,
     PlatformFacts,
+    team_folder,
 )
 from lab.vocab.pools import PoolPlacement
 from lab.vocab.problems import InvalidInput, Problem
@@ -110,12 +114,16 @@ class TrainingPlatform(pulumi.ComponentResource):
         remote = pulumi.ResourceOptions(parent=self, providers=[cluster.provider])
 
         self.priority_classes = self._priority_classes(name, custom)
-        self.namespace_resource = self._namespace(name, custom)
+        own = settings.namespace
+        self.namespace_resource = self._namespace(name, own, custom)
         in_namespace = after(custom, self.namespace_resource)
-        self.service_account = self._service_account(name, cluster.identity, in_namespace)
-        self.pod_reader = self._pod_reader(name, in_namespace)
-        self.quotas = self._quotas(name, after(custom, self.namespace_resource, *self.priority_classes))
-        self.checkpoint_resources = self._checkpoint(name, cluster.checkpoint, custom, in_namespace)
+        self.service_account = self._service_account(name, own, cluster.identity, in_namespace)
+        self.pod_reader = self._pod_reader(name, own, in_namespace)
+        self.quotas = self._quotas(
+            name, own, settings.quota, after(custom, self.namespace_resource, *self.priority_classes)
+        )
+        self.checkpoint_resources = self._checkpoint(name, own, cluster.checkpoint, custom, in_namespace)
+        self.team_resources = self._teams(name, cluster, custom)
         self.device_plugin = self._device_plugin(name, cluster.node_image_ships_device_plugin, remote)
         self.operator, self.operator_placement = self._operator(name, remote)
         charts_in_namespace = after(remote, self.namespace_resource, *self.priority_classes)
@@ -180,15 +188,17 @@ class TrainingPlatform(pulumi.ComponentResource):
         )
         return directory, operator_placement(operator_opts.transforms or [])
 
-    # ------------------------------------------------------------ the jobs' namespace
-    def _namespace(self, name: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.Namespace:
-        """The jobs' namespace (their service account, etcd, the checkpoint claim)."""
-        return k8s.core.v1.Namespace(
-            f"{name}-ns", metadata={"name": self.settings.namespace, "labels": PART_OF}, opts=opts
-        )
+    # ------------------------------------------------------------ the jobs' namespaces
+    def _namespace(
+        self, name: str, namespace: str, opts: pulumi.ResourceOptions, team: str = ""
+    ) -> k8s.core.v1.Namespace:
+        """A namespace of jobs (their service account, the checkpoint claim; the platform's also
+        holds etcd), labelled with its team where it is one's."""
+        labels = {**PART_OF, TEAM_LABEL: team} if team else PART_OF
+        return k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": namespace, "labels": labels}, opts=opts)
 
     def _service_account(
-        self, name: str, identity: TrainingIdentity | None, opts: pulumi.ResourceOptions
+        self, name: str, namespace: str, identity: TrainingIdentity | None, opts: pulumi.ResourceOptions
     ) -> k8s.core.v1.ServiceAccount:
         """The jobs' service account, federated to the checkpoint storage's identity where the
         cluster says so (its annotations)."""
@@ -196,21 +206,23 @@ class TrainingPlatform(pulumi.ComponentResource):
             f"{name}-sa",
             metadata={
                 "name": self.settings.service_account,
-                "namespace": self.settings.namespace,
+                "namespace": namespace,
                 "labels": PART_OF,
                 "annotations": dict(identity.annotations) if identity and identity.annotations else None,
             },
             opts=opts,
         )
 
-    def _pod_reader(self, name: str, opts: pulumi.ResourceOptions) -> tuple[k8s.rbac.v1.Role, k8s.rbac.v1.RoleBinding]:
+    def _pod_reader(
+        self, name: str, namespace: str, opts: pulumi.ResourceOptions
+    ) -> tuple[k8s.rbac.v1.Role, k8s.rbac.v1.RoleBinding]:
         """`get` on pods in the jobs' namespace, for their service account: a worker that gets
         SIGTERM reads its own pod's deletion time, to train on until its eviction's grace period
         ends (lab.runtime.pod_deadline)."""
         reader = f"{self.settings.service_account}-pod-reader"
         metadata: k8s.meta.v1.ObjectMetaArgsDict = {
             "name": reader,
-            "namespace": self.settings.namespace,
+            "namespace": namespace,
             "labels": PART_OF,
         }
         role = k8s.rbac.v1.Role(
@@ -224,26 +236,46 @@ class TrainingPlatform(pulumi.ComponentResource):
             metadata=metadata,
             role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=reader),
             subjects=[
-                k8s.rbac.v1.SubjectArgs(
-                    kind="ServiceAccount", name=self.settings.service_account, namespace=self.settings.namespace
-                )
+                k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=self.settings.service_account, namespace=namespace)
             ],
             opts=opts,
         )
         return role, binding
 
-    def _quotas(self, name: str, opts: pulumi.ResourceOptions) -> list[k8s.core.v1.ResourceQuota]:
-        """The team's GPUs in the namespace, where the settings cap them: one ResourceQuota on
+    def _quotas(
+        self, name: str, namespace: str, quota: GpuQuota, opts: pulumi.ResourceOptions
+    ) -> list[k8s.core.v1.ResourceQuota]:
+        """A team's GPUs in its namespace, where `quota` caps them: one ResourceQuota on
         `requests.nvidia.com/gpu` per PriorityClass (the workers', the borrowed workers')."""
         return [
             k8s.core.v1.ResourceQuota(
                 f"{name}-quota-{role}",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=quota_name, namespace=self.settings.namespace, labels=PART_OF),
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=quota_name, namespace=namespace, labels=PART_OF),
                 spec=k8s.core.v1.ResourceQuotaSpecArgs(**quota_spec(gpus, priority_class)),
                 opts=opts,
             )
-            for role, quota_name, gpus, priority_class in self.settings.quota_items()
+            for role, quota_name, gpus, priority_class in self.settings.quota_items(quota)
         ]
+
+    def _teams(self, name: str, cluster: ClusterInfo, custom: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+        """Each team's namespace, with the platform's service account and pod reader, its
+        quotas, its checkpoint claim on its own folder of the storage, and the storage
+        identity's trust of its service account (declared one after another: a cloud may refuse
+        concurrent changes of one identity)."""
+        out: list[pulumi.Resource] = []
+        trusted: list[pulumi.Resource] = []
+        for team in self.settings.teams:
+            at = f"{name}-team-{team.name}"
+            namespace = self._namespace(at, team.namespace, custom, team.name)
+            inside = after(custom, namespace)
+            out += [namespace, self._service_account(at, team.namespace, cluster.identity, inside)]
+            out += self._pod_reader(at, team.namespace, inside)
+            out += self._quotas(at, team.namespace, team.quota, after(inside, *self.priority_classes))
+            out += self._checkpoint(at, team.namespace, cluster.checkpoint, custom, inside, team_folder(team.name))
+            if cluster.identity is not None and cluster.identity.trust is not None:
+                trusted = [cluster.identity.trust(team.name, team.namespace, self.settings.service_account, trusted)]
+                out += trusted
+        return out
 
     def _etcd(self, name: str, opts: pulumi.ResourceOptions) -> k8s.helm.v4.Chart:
         """etcd 3.5 with the v2 API: the rendezvous server, on the CPU pool."""
@@ -283,39 +315,57 @@ class TrainingPlatform(pulumi.ComponentResource):
     def _checkpoint(
         self,
         name: str,
+        namespace: str,
         checkpoint: AzureBlobCheckpoint | S3Checkpoint | StorageClassCheckpoint,
         custom: pulumi.ResourceOptions,
         in_namespace: pulumi.ResourceOptions,
+        folder: str = "",
     ) -> list[pulumi.CustomResource]:
         """Checkpoint storage that outlives nodes (and, in a cloud, the cluster): a claim on the
-        cluster's StorageClass, or a static volume on the cloud's object storage and the jobs'
-        claim bound to it."""
+        cluster's StorageClass, or a static volume on the cloud's object storage (only `folder`
+        of it, where given: a team's) and the jobs' claim in `namespace` bound to it."""
         size = self.settings.checkpoint.size
         if isinstance(checkpoint, StorageClassCheckpoint):
-            return [self._checkpoint_claim(name, storage_class_claim_spec(checkpoint, size), in_namespace)]
-        volume = self._checkpoint_volume(name, checkpoint, custom)
-        volume_name = checkpoint_volume_name(self.settings)
-        claim = self._checkpoint_claim(name, static_claim_spec(volume_name, size), after(in_namespace, volume))
+            return [self._checkpoint_claim(name, namespace, storage_class_claim_spec(checkpoint, size), in_namespace)]
+        volume = self._checkpoint_volume(name, namespace, checkpoint, custom, folder)
+        volume_name = checkpoint_volume_name(self.settings, namespace)
+        claim = self._checkpoint_claim(
+            name, namespace, static_claim_spec(volume_name, size), after(in_namespace, volume)
+        )
         return [volume, claim]
 
     def _checkpoint_volume(
-        self, name: str, checkpoint: AzureBlobCheckpoint | S3Checkpoint, opts: pulumi.ResourceOptions
+        self,
+        name: str,
+        namespace: str,
+        checkpoint: AzureBlobCheckpoint | S3Checkpoint,
+        opts: pulumi.ResourceOptions,
+        folder: str,
     ) -> k8s.core.v1.PersistentVolume:
         """The static volume on the cloud's object storage, cluster-wide."""
         source = volume_source(checkpoint, self.settings.checkpoint.region)
-        metadata: k8s.meta.v1.ObjectMetaArgsDict = {"name": checkpoint_volume_name(self.settings), "labels": PART_OF}
+        if folder:
+            source = folder_source(checkpoint, source, folder)
+        metadata: k8s.meta.v1.ObjectMetaArgsDict = {
+            "name": checkpoint_volume_name(self.settings, namespace),
+            "labels": PART_OF,
+        }
         if source.annotations:
             metadata["annotations"] = source.annotations
-        spec = static_volume_spec(self.settings, source)
+        spec = static_volume_spec(self.settings, source, namespace)
         return k8s.core.v1.PersistentVolume(f"{name}-checkpoints-pv", metadata=metadata, spec=spec, opts=opts)
 
     def _checkpoint_claim(
-        self, name: str, spec: k8s.core.v1.PersistentVolumeClaimSpecArgsDict, opts: pulumi.ResourceOptions
+        self,
+        name: str,
+        namespace: str,
+        spec: k8s.core.v1.PersistentVolumeClaimSpecArgsDict,
+        opts: pulumi.ResourceOptions,
     ) -> k8s.core.v1.PersistentVolumeClaim:
         """The jobs' checkpoint claim, in their namespace."""
         metadata: k8s.meta.v1.ObjectMetaArgsDict = {
             "name": self.settings.checkpoint.claim_name,
-            "namespace": self.settings.namespace,
+            "namespace": namespace,
             "labels": PART_OF,
         }
         return k8s.core.v1.PersistentVolumeClaim(f"{name}-checkpoints", metadata=metadata, spec=spec, opts=opts)

@@ -31,6 +31,8 @@ Stack config (stacks/Pulumi.<stack>.yaml), all keys optional:
       quota:                              # the team's GPUs in the namespace (ResourceQuotas by PriorityClass)
         gpus: 8                           # its share: GPUs its workers (preemptible) may request in all
         borrowedGpus: 16                  # what its burst workers (borrowed) may hold besides; unset: no cap
+      teams:                              # teams sharing the platform, each in its own namespace
+        vision: {namespace: team-vision, gpus: 8, borrowedGpus: 16}   # components/platform/teams.py
       pools: {...}                        # byo: the cluster's pools (components/byo); others take
                                           #   them from their cluster component
 
@@ -46,6 +48,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from components.cluster_info import TrainingIdentity
+from components.platform.mapping_keys import unknown_keys
+from components.platform.quota import GpuQuota
+from components.platform.teams import TeamSettings, read_teams, team_problems
 from lab.vocab.job import CheckpointWrites
 from lab.vocab.names import DNS_LABEL, DNS_SUBDOMAIN, ImageReference
 from lab.vocab.platform_facts import PlatformFacts
@@ -62,7 +67,7 @@ from lab.vocab.versions import (
     PROJECT_IMAGE,
 )
 
-__all__ = ["DEVICE_PLUGIN_CHART", "DEVICE_PLUGIN_REPO", "DEVICE_PLUGIN_VERSION", "PlatformSettings"]
+__all__ = ["DEVICE_PLUGIN_CHART", "DEVICE_PLUGIN_REPO", "DEVICE_PLUGIN_VERSION", "GpuQuota", "PlatformSettings"]
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
 _OPERATOR_REF = re.compile(r"^v1\.9\.\d+$")
@@ -92,6 +97,7 @@ _PLATFORM_KEYS = {
     "checkpoint",
     "kubernetesVersion",
     "quota",
+    "teams",
     *CLUSTER_KEYS,
 }
 _CHECKPOINT_FIELDS = {
@@ -139,34 +145,6 @@ class Priorities:
 
 
 @dataclass(frozen=True)
-class GpuQuota:
-    """The team's GPUs in the jobs' namespace, each a ResourceQuota on `requests.nvidia.com/gpu`
-    scoped by PriorityClass: `gpus` at the workers' class (its share), `borrowed_gpus` at the
-    borrowed class (what its bursts may hold on capacity other teams own). None: no quota."""
-
-    gpus: int | None = None
-    borrowed_gpus: int | None = None
-
-    def problems(self, gpus_per_node: int) -> list[Problem]:
-        out = Problems()
-        for key, value in (("gpus", self.gpus), ("borrowedGpus", self.borrowed_gpus)):
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                out.add(f"platform.quota.{key}", value, "a whole number of GPUs >= 0")
-            elif gpus_per_node == 0:
-                out.add(f"platform.quota.{key}", value, "no GPU quota on a platform without GPUs (gpusPerNode 0)")
-            elif 0 < value < gpus_per_node:
-                out.add(
-                    f"platform.quota.{key}",
-                    value,
-                    f"0 or at least gpusPerNode ({gpus_per_node}): a worker asks for a node's GPUs, so this quota "
-                    "could never admit one",
-                )
-        return out.items
-
-
-@dataclass(frozen=True)
 class CheckpointSettings:
     claim_name: str = "elastic-checkpoints"
     size: str = "100Gi"
@@ -195,6 +173,7 @@ class PlatformSettings:
     priorities: Priorities = field(default_factory=Priorities)
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
     quota: GpuQuota = field(default_factory=GpuQuota)
+    teams: tuple[TeamSettings, ...] = ()
 
     etcd_service: str = "etcd-rendezvous"
     rdzv_client_labels: Mapping[str, str] = field(default_factory=lambda: {"elastic-spot-lab/rdzv-client": "true"})
@@ -203,12 +182,14 @@ class PlatformSettings:
         if problems := self.problems():
             raise InvalidInput(problems)
 
-    def quota_items(self) -> list[tuple[str, str, int, str]]:
-        """(role, ResourceQuota name, GPUs, PriorityClass) of each quota the settings set."""
+    def quota_items(self, quota: GpuQuota | None = None) -> list[tuple[str, str, int, str]]:
+        """(role, ResourceQuota name, GPUs, PriorityClass) of each quota `quota` sets [the
+        platform namespace's]."""
+        quota = quota or self.quota
         out = []
         for role, gpus, pc in (
-            ("preemptible", self.quota.gpus, self.priorities.preemptible),
-            ("borrowed", self.quota.borrowed_gpus, self.priorities.borrowed),
+            ("preemptible", quota.gpus, self.priorities.preemptible),
+            ("borrowed", quota.borrowed_gpus, self.priorities.borrowed),
         ):
             if gpus is not None:
                 out.append((role, f"{pc.name}-gpus", gpus, pc.name))
@@ -249,7 +230,9 @@ class PlatformSettings:
             bad("etcd.tag", self.etcd_tag, "a v3.5.x tag such as v3.5.20 (etcd 3.6 removed the v2 API torch needs)")
         out.extend(self._notice_handler_problems())
         out.extend(self._priority_problems())
-        out.extend(self.quota.problems(self.gpus_per_node if isinstance(self.gpus_per_node, int) else 1))
+        gpus_per_node = self.gpus_per_node if isinstance(self.gpus_per_node, int) else 1
+        out.extend(self.quota.problems(gpus_per_node))
+        out.extend(team_problems(self.teams, self.namespace, gpus_per_node))
         out.extend(self._checkpoint_problems())
         return out.items
 
@@ -373,6 +356,7 @@ class PlatformSettings:
             gpus_per_node=self.gpus_per_node,
             rdzv_client_labels=dict(self.rdzv_client_labels),
             eviction_notice_s=eviction_notice_s,
+            teams={team.name: team.facts() for team in self.teams},
         )
 
     def cluster_problems(self, identity: TrainingIdentity | None, mount_with_token: bool | None) -> list[Problem]:
@@ -391,6 +375,13 @@ class PlatformSettings:
                         f"{want!r}, the one the cluster's workload identity trusts "
                         "(set it on the cluster: trainingNamespace / trainingServiceAccount)",
                     )
+        if identity is not None and identity.trust_limit is not None and len(self.teams) > identity.trust_limit:
+            out.add(
+                "platform.teams",
+                sorted(team.name for team in self.teams),
+                f"at most {identity.trust_limit} teams: the cluster's checkpoint identity trusts at most "
+                f"{identity.trust_limit + 1} service accounts (the platform's and one per team)",
+            )
         given = self.checkpoint.workload_identity_token
         if mount_with_token is not None and isinstance(given, bool) and given != mount_with_token:
             mode, other = CHECKPOINT_AUTH[mount_with_token], CHECKPOINT_AUTH[given]
@@ -426,7 +417,7 @@ class PlatformSettings:
         service account and token mode follow the cluster; set, they must agree with it."""
         raw = parse_mapping(platform)
         found = Problems()
-        found.extend(_unknown("platform.", raw, _PLATFORM_KEYS))
+        found.extend(unknown_keys("platform.", raw, _PLATFORM_KEYS))
         kw: dict[str, Any] = {
             "kubernetes_version": str(raw.get("kubernetesVersion", kubernetes_version)),
             **_plain_settings(raw, identity),
@@ -434,6 +425,7 @@ class PlatformSettings:
             **_notice_handler_settings(found, raw, trainer_image),
             **_priority_settings(found, raw),
             **_quota_settings(found, raw),
+            **read_teams(found, raw),
             "checkpoint": _checkpoint_settings(found, raw, mount_with_token),
         }
         try:
@@ -537,12 +529,5 @@ def _section(found: Problems, key: str, parent: Mapping[str, Any], allowed: set[
     if not isinstance(value, Mapping):
         found.add(f"platform.{key}", value, "a mapping with " + ", ".join(sorted(allowed)))
         return None
-    found.extend(_unknown(f"platform.{key}.", value, allowed))
+    found.extend(unknown_keys(f"platform.{key}.", value, allowed))
     return value
-
-
-def _unknown(prefix: str, value: Mapping[str, Any], allowed: set[str]) -> list[Problem]:
-    return [
-        Problem(prefix + key, value[key], "a known key: " + ", ".join(sorted(allowed)))
-        for key in sorted(set(value) - allowed)
-    ]

@@ -34,7 +34,9 @@ def etcd_values(settings: PlatformSettings, pools: PoolPlacement) -> dict[str, A
         "networkPolicy": {
             "clientPodLabels": exactly(
                 settings.rdzv_client_labels, chart_default(ETCD_CHART, "networkPolicy", "clientPodLabels")
-            )
+            ),
+            # The teams' jobs rendezvous here too, from their own namespaces.
+            "clientNamespaces": [team.namespace for team in settings.teams],
         },
     }
 

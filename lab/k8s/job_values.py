@@ -90,6 +90,7 @@ def chart_values(spec: JobSpec, facts: PlatformFacts, *, image_pull_policy: str 
             "port": spec.rdzv_port,
             "id": spec.rdzv_id,
             "etcdService": facts.etcd_service,
+            "etcdNamespace": facts.etcd_namespace,
             "conf": [{"key": k, "value": v} for k, v in spec.rdzv_conf().items()],
         },
         **_worker_pod_values(facts),

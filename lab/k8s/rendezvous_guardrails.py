@@ -139,10 +139,14 @@ def _lighthouse_env(
     return out
 
 
+# The label every namespace carries with its own name (Kubernetes sets it).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
 def _etcd_service(services: Services, ctx: GuardrailContext) -> list[Violation]:
     """The platform's etcd Service: there (with the platform), selecting the etcd pods."""
     f = ctx.facts
-    etcd_svc = services.get((f.namespace, f.etcd_service))
+    etcd_svc = services.get((f.rendezvous_namespace, f.etcd_service))
     if etcd_svc is None:
         if not ctx.expect_platform:
             return []
@@ -150,7 +154,7 @@ def _etcd_service(services: Services, ctx: GuardrailContext) -> list[Violation]:
             Violation(
                 "platform",
                 "Service",
-                f"{f.namespace}/{f.etcd_service}",
+                f"{f.rendezvous_namespace}/{f.etcd_service}",
                 "the etcd Service among the platform's objects",
             )
         ]
@@ -171,7 +175,7 @@ def _elastic_wiring(job: Mapping[str, Any], services: Services, f: PlatformFacts
     if re.match(rf"^{re.escape(name)}-(worker|master)-\d+", host or ""):
         out.append(Violation(where, "elasticPolicy.rdzvHost", host, "a rendezvous Service, never a worker pod"))
     if backend in ("etcd-v2", "etcd"):
-        if host not in _host_forms(f.etcd_service, f.namespace, f.cluster_domain, ns):
+        if host not in _host_forms(f.etcd_service, f.rendezvous_namespace, f.cluster_domain, ns):
             out.append(Violation(where, "elasticPolicy.rdzvHost", host, f"the etcd Service {f.etcd_host}"))
         if port != f.etcd_port:
             out.append(Violation(where, "elasticPolicy.rdzvPort", port, f"the etcd client port {f.etcd_port}"))
@@ -310,26 +314,21 @@ def etcd_private(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
     if not policies:
         out.append(Violation("platform", "NetworkPolicy", None, "a NetworkPolicy that restricts ingress to etcd"))
     clients = dict(ctx.facts.rdzv_client_labels)
+    admitted = {ctx.facts.rendezvous_namespace}
     for pol in policies:
-        spec = pol.get("spec") or {}
-        if "Ingress" not in (spec.get("policyTypes") or []):
-            out.append(Violation(object_id(pol), "spec.policyTypes", spec.get("policyTypes"), "Ingress"))
-        for rule in spec.get("ingress") or []:
-            peers = rule.get("from") or []
-            if not peers:
-                out.append(
-                    Violation(
-                        object_id(pol),
-                        "spec.ingress.from",
-                        peers,
-                        f"only pods labelled {clients} (an empty from admits everyone)",
-                    )
-                )
-            for peer in peers:
-                sel = dict((peer.get("podSelector") or {}).get("matchLabels") or {})
-                if "ipBlock" in peer or "namespaceSelector" in peer or sel != clients:
-                    out.append(Violation(object_id(pol), "spec.ingress.from", peer, f"only pods labelled {clients}"))
+        out += _etcd_ingress(pol, clients, ctx.facts, admitted)
     for job in pytorchjobs(objects):
+        ns = (job.get("metadata") or {}).get("namespace", ctx.facts.namespace)
+        backend = ((job.get("spec") or {}).get("elasticPolicy") or {}).get("rdzvBackend")
+        if backend in ("etcd-v2", "etcd") and ns not in admitted:
+            out.append(
+                Violation(
+                    object_id(job),
+                    "metadata.namespace",
+                    ns,
+                    f"a namespace the etcd NetworkPolicy admits job pods from: {sorted(admitted)}",
+                )
+            )
         for rtype in (job.get("spec") or {}).get("pytorchReplicaSpecs") or {}:
             tpl = job["spec"]["pytorchReplicaSpecs"][rtype].get("template") or {}
             labels = dict((tpl.get("metadata") or {}).get("labels") or {})
@@ -342,4 +341,45 @@ def etcd_private(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
                         f"the labels the etcd NetworkPolicy admits {clients}",
                     )
                 )
+    return out
+
+
+def _etcd_ingress(
+    pol: Mapping[str, Any], clients: dict[str, str], f: PlatformFacts, admitted: set[str]
+) -> list[Violation]:
+    """An etcd NetworkPolicy's rules: ingress only from pods labelled `clients`, in etcd's
+    namespace or (a namespaceSelector by name) a team's; the namespaces it admits go to
+    `admitted`."""
+    out = []
+    spec = pol.get("spec") or {}
+    teams = {t.namespace for t in f.teams.values()}
+    if "Ingress" not in (spec.get("policyTypes") or []):
+        out.append(Violation(object_id(pol), "spec.policyTypes", spec.get("policyTypes"), "Ingress"))
+    for rule in spec.get("ingress") or []:
+        peers = rule.get("from") or []
+        if not peers:
+            out.append(
+                Violation(
+                    object_id(pol),
+                    "spec.ingress.from",
+                    peers,
+                    f"only pods labelled {clients} (an empty from admits everyone)",
+                )
+            )
+        for peer in peers:
+            sel = dict((peer.get("podSelector") or {}).get("matchLabels") or {})
+            namespaces = peer.get("namespaceSelector")
+            team_ns = dict((namespaces or {}).get("matchLabels") or {}).get(NAMESPACE_NAME_LABEL)
+            by_team_name = namespaces == {"matchLabels": {NAMESPACE_NAME_LABEL: team_ns}} and team_ns in teams
+            if "ipBlock" in peer or (namespaces is not None and not by_team_name) or sel != clients:
+                out.append(
+                    Violation(
+                        object_id(pol),
+                        "spec.ingress.from",
+                        peer,
+                        f"only pods labelled {clients}, of etcd's namespace or a team's (by its name: {sorted(teams)})",
+                    )
+                )
+            elif by_team_name:
+                admitted.add(str(team_ns))
     return out

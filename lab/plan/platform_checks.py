@@ -148,6 +148,17 @@ def sample_jobs(facts: PlatformFacts) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def team_sample_jobs(facts: PlatformFacts) -> list[tuple[str, dict[str, Any], str]]:
+    """(label, chart values, namespace) of a job of each team, with a burst, in its namespace: it
+    must reach the platform's etcd (its NetworkPolicy), mount the team's claim and fit its quota."""
+    out = []
+    for team in facts.teams:
+        seen = facts.for_team(team)
+        spec = for_cluster(JobSpec(name=f"sample-{team}"[:40].rstrip("-"), burst_nodes=1), seen)
+        out.append((f"sample job of team {team}", chart_values(spec, seen), seen.namespace))
+    return out
+
+
 Rendered = list[tuple[RecordedResource, dict[str, Any]]]  # a remote component's children and their objects
 
 
@@ -370,9 +381,11 @@ def _check_one(comp: RecordedResource, outputs: Mapping[str, Any], resources: li
         inference_priority_class=str((outputs.get("priorityClasses") or {}).get("inference", "elastic-inference")),
     )
     objects = _platform_objects(comp, outputs, resources, facts, report)
-    for label, values in sample_jobs(facts):
+    samples = [(label, values, facts.namespace) for label, values in sample_jobs(facts)]
+    samples += team_sample_jobs(facts)
+    for label, values, namespace in samples:
         try:
-            objects += render_chart(JOB_CHART, values, release=values["name"], namespace=facts.namespace)
+            objects += render_chart(JOB_CHART, values, release=values["name"], namespace=namespace)
         except ChartRenderError as exc:
             report.items.append(problem("k8s:render", label, "values", None, f"values the job chart accepts ({exc})"))
     report.objects = objects

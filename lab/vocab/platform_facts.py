@@ -8,7 +8,7 @@ dictionary form is the wire form of that output: its keys do not change.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lab.vocab.job import CheckpointWrites
@@ -30,6 +30,16 @@ def service_host(service: str, namespace: str, cluster_domain: str) -> str:
     return f"{service}.{namespace}.svc.{cluster_domain}"
 
 
+# The label of a team's namespace: the team's name.
+TEAM_LABEL = "elastic-spot-lab/team"
+
+
+def team_folder(team: str) -> str:
+    """Where a team's checkpoints live in the platform's storage: its volume mounts this folder
+    of the container or bucket, and its jobs' own clients write under it."""
+    return f"teams/{team}"
+
+
 def store_name(job_name: str) -> str:
     """Service of a job's own c10d TCPStore (charts/elastic-pytorchjob/templates/c10d-store.yaml)."""
     return f"{job_name}-rdzv-store"
@@ -38,6 +48,27 @@ def store_name(job_name: str) -> str:
 def lighthouse_name(job_name: str) -> str:
     """Service of a per-step job's own TorchFT lighthouse (charts/elastic-pytorchjob/templates/lighthouse.yaml)."""
     return f"{job_name}-lighthouse"
+
+
+@dataclass(frozen=True)
+class TeamFacts:
+    """One team on a shared platform: its namespace (its jobs, their service account and
+    checkpoint claim, of the platform's names) and its GPU quotas there (None: none)."""
+
+    namespace: str
+    gpu_quota: int | None = None
+    borrowed_gpu_quota: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "gpuQuota": self.gpu_quota, "borrowedGpuQuota": self.borrowed_gpu_quota}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TeamFacts:
+        return cls(
+            namespace=str(data["namespace"]),
+            gpu_quota=_count_or_none(data.get("gpuQuota")),
+            borrowed_gpu_quota=_count_or_none(data.get("borrowedGpuQuota")),
+        )
 
 
 @dataclass(frozen=True)
@@ -50,6 +81,9 @@ class PlatformFacts:
       where the platform has none (a claim on a StorageClass).
     pod_labels / pod_env: labels and variables every job pod carries to act as the platform's
       identity (AKS: `azure.workload.identity/use`; EKS: the bucket's region).
+    teams: the teams sharing the platform, by name; `for_team` gives the facts their jobs see.
+    team: the team these facts are for ("": the platform's own namespace); etcd_namespace: where
+      the rendezvous server runs, when not in `namespace` (a team's jobs reach the platform's).
     """
 
     namespace: str = "training"
@@ -76,10 +110,37 @@ class PlatformFacts:
     termination_grace_s: int = TERMINATION_GRACE_S
     not_ready_toleration_s: int = NOT_READY_TOLERATION_S
     eviction_notice_s: int = DEFAULT_EVICTION_NOTICE_S
+    teams: Mapping[str, TeamFacts] = field(default_factory=dict)
+    team: str = ""
+    etcd_namespace: str = ""
+
+    @property
+    def rendezvous_namespace(self) -> str:
+        """The namespace of the platform's etcd."""
+        return self.etcd_namespace or self.namespace
 
     @property
     def etcd_host(self) -> str:
-        return service_host(self.etcd_service, self.namespace, self.cluster_domain)
+        return service_host(self.etcd_service, self.rendezvous_namespace, self.cluster_domain)
+
+    def for_team(self, team: str) -> PlatformFacts:
+        """What the jobs of `team` see: its namespace and quotas, checkpoints in its folder of the
+        platform's storage, the platform's etcd. KeyError: no such team."""
+        own = self.teams[team]
+        url = self.checkpoint_url
+        return replace(
+            self,
+            namespace=own.namespace,
+            gpu_quota=own.gpu_quota,
+            borrowed_gpu_quota=own.borrowed_gpu_quota,
+            checkpoint_url=f"{url.rstrip('/')}/{team_folder(team)}" if url else "",
+            team=team,
+            etcd_namespace=self.rendezvous_namespace,
+        )
+
+    def team_of_namespace(self, namespace: str) -> str | None:
+        """The team whose namespace `namespace` is, if any."""
+        return next((name for name, t in self.teams.items() if t.namespace == namespace), None)
 
     def store_host(self, job_name: str) -> str:
         return service_host(store_name(job_name), self.namespace, self.cluster_domain)
@@ -111,6 +172,9 @@ class PlatformFacts:
             "notReadyTolerationSeconds": self.not_ready_toleration_s,
             "evictionNoticeSeconds": self.eviction_notice_s,
             "pools": self.pools.as_mapping(),
+            "teams": {name: t.as_dict() for name, t in self.teams.items()},
+            "team": self.team,
+            "etcdNamespace": self.etcd_namespace,
         }
 
     @classmethod
@@ -138,6 +202,9 @@ class PlatformFacts:
             termination_grace_s=int(data.get("terminationGraceSeconds", TERMINATION_GRACE_S)),
             not_ready_toleration_s=int(data.get("notReadyTolerationSeconds", NOT_READY_TOLERATION_S)),
             eviction_notice_s=int(data.get("evictionNoticeSeconds", DEFAULT_EVICTION_NOTICE_S)),
+            teams={str(name): TeamFacts.from_dict(t) for name, t in (data.get("teams") or {}).items()},
+            team=str(data.get("team") or ""),
+            etcd_namespace=str(data.get("etcdNamespace") or ""),
         )
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from lab.vocab.job import CheckpointWrites
-from lab.vocab.platform_facts import PlatformFacts, lighthouse_name, store_name
+from lab.vocab.platform_facts import PlatformFacts, TeamFacts, lighthouse_name, store_name
 from lab.vocab.pools import PoolPlacement
 
 
@@ -47,7 +49,51 @@ def test_the_wire_form_keeps_its_keys():
         "notReadyTolerationSeconds",
         "evictionNoticeSeconds",
         "pools",
+        "teams",
+        "team",
+        "etcdNamespace",
     }
+
+
+def test_facts_written_before_teams_read_as_a_platform_without_teams():
+    data = PlatformFacts().as_dict()
+    for key in ("teams", "team", "etcdNamespace"):
+        del data[key]
+    facts = PlatformFacts.from_dict(data)
+    assert (dict(facts.teams), facts.team, facts.etcd_namespace) == ({}, "", "")
+
+
+SHARED = PlatformFacts(
+    namespace="training",
+    cluster_domain="example.local",
+    gpu_quota=4,
+    checkpoint_url="s3://ckpt-bucket/",
+    teams={"vision": TeamFacts("team-vision", 8, 16), "speech": TeamFacts("speech")},
+)
+
+
+def test_a_teams_jobs_run_in_its_namespace_under_its_quotas_and_rendezvous_at_the_platforms_etcd():
+    vision = SHARED.for_team("vision")
+    assert (vision.namespace, vision.gpu_quota, vision.borrowed_gpu_quota, vision.team) == (
+        "team-vision",
+        8,
+        16,
+        "vision",
+    )
+    assert vision.etcd_host == SHARED.etcd_host == "etcd-rendezvous.training.svc.example.local"
+    assert vision.store_host("demo") == "demo-rdzv-store.team-vision.svc.example.local"
+    assert vision.checkpoint_url == "s3://ckpt-bucket/teams/vision"
+    speech = SHARED.for_team("speech")
+    assert (speech.gpu_quota, speech.borrowed_gpu_quota) == (None, None)  # no cap: not the platform's
+    assert PlatformFacts.from_dict(vision.as_dict()) == vision
+    assert PlatformFacts.from_dict(SHARED.as_dict()) == SHARED
+
+
+def test_a_team_is_found_by_its_namespace_and_an_unknown_one_is_no_team():
+    assert SHARED.team_of_namespace("team-vision") == "vision"
+    assert SHARED.team_of_namespace("training") is None
+    with pytest.raises(KeyError):
+        SHARED.for_team("nlp")
 
 
 def test_facts_written_before_the_eviction_notice_was_recorded_read_as_the_shortest_notice():

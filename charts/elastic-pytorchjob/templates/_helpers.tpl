@@ -87,14 +87,15 @@
 {{ include "ej.lighthouseName" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
 {{- end -}}
 
-{{/* Rendezvous host: the value given, else the etcd Service or this job's c10d store. */}}
+{{/* Rendezvous host: the value given, else the etcd Service (in its namespace: a team's job reaches
+    the platform's) or this job's c10d store. */}}
 {{- define "ej.rdzvHost" -}}
 {{- if .Values.rdzv.host -}}
 {{ .Values.rdzv.host }}
 {{- else if eq .Values.rdzv.backend "c10d" -}}
 {{ include "ej.storeName" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
 {{- else -}}
-{{ .Values.rdzv.etcdService }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
+{{ .Values.rdzv.etcdService }}.{{ .Values.rdzv.etcdNamespace | default .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
 {{- end -}}
 {{- end -}}
 
