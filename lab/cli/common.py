@@ -10,9 +10,10 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, TypeVar
 
-from lab.vocab.command_flags import add_namespace
+from lab.vocab.command_flags import add_namespace, add_team
 from lab.vocab.current_stack import (
     STACK_DEFAULT,
     STACK_OPTIONAL,
@@ -33,7 +34,8 @@ def connection_arguments(p: argparse.ArgumentParser, *, stack_required: bool) ->
     p.set_defaults(stack_default=STACK_REQUIRED if stack_required else STACK_OPTIONAL)
     p.add_argument("--kubeconfig", help="kubeconfig file [the stack's, else $KUBECONFIG]")
     p.add_argument("--context", help="kubeconfig context [the current one]")
-    add_namespace(p, "namespace [the stack's training namespace, else the context's]")
+    add_namespace(p, "namespace [the stack's training namespace (a team's: --team), else the context's]")
+    add_team(p)
 
 
 def connection_problems(args: argparse.Namespace) -> list[Problem]:
@@ -51,6 +53,41 @@ def stack_target_of(stack: str | None) -> Any:
     from lab.stacks.target import stack_target
 
     return stack_target(stack) if stack else None
+
+
+def target_of(args: argparse.Namespace) -> Any:
+    """The stack a command's --stack names, as the jobs of its --team see it (a --namespace
+    that is a team's names that team too); None without a stack."""
+    return for_team(args, stack_target_of(args.stack))
+
+
+def for_team(args: argparse.Namespace, target: Any) -> Any:
+    """`target` as the jobs of the command's team see it: its namespace, quotas and checkpoint
+    folder; `target` itself without a team. Refused: a team without a stack, one the stack
+    does not have, a --namespace that is not the team's."""
+    team, namespace = getattr(args, "team", None), getattr(args, "namespace", None)
+    if target is None:
+        if team is not None:
+            raise InvalidInput([Problem("--team", team, "a team of a stack: pass --stack (its platform.teams)")])
+        return None
+    facts = target.facts
+    if team is None and namespace:
+        team = facts.team_of_namespace(namespace)
+    if team is None:
+        return target
+    teams = facts.teams
+    if team not in teams:
+        expected = (
+            f"one of stack {target.stack!r}'s teams: {', '.join(sorted(teams))}"
+            if teams
+            else f"no team: stack {target.stack!r} has none (platform.teams)"
+        )
+        raise InvalidInput([Problem("--team", team, expected)])
+    if namespace and namespace != teams[team].namespace:
+        raise InvalidInput(
+            [Problem("--namespace", namespace, f"team {team!r}'s namespace {teams[team].namespace!r}, or none")]
+        )
+    return replace(target, facts=facts.for_team(team))
 
 
 def namespace_of(args: argparse.Namespace, target: Any, kube: Any) -> str:

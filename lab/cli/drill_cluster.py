@@ -17,8 +17,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lab.cli.common import connected, said, spec_or_problems, stack_target_of
-from lab.vocab.command_flags import add_namespace
+from lab.cli.common import connected, said, spec_or_problems, target_of
+from lab.vocab.command_flags import add_namespace, add_team
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import job_spec as job_fields_spec
 from lab.vocab.job_flags import node_counts, own_model_problems
@@ -43,6 +43,7 @@ CLUSTER_ONLY = {
     "--kubeconfig": "kubeconfig",
     "--context": "context",
     "--namespace": "namespace",
+    "--team": "team",
     "--image": "image",
     "--owners-class": "owners_class",
 }
@@ -147,7 +148,8 @@ def _cluster_options(c: argparse._ArgumentGroup) -> None:
     )
     c.add_argument("--kubeconfig", help="kubeconfig file [the stack's, else $KUBECONFIG]")
     c.add_argument("--context", help="kubeconfig context [the current one]")
-    add_namespace(c, "namespace [the stack's training namespace]")
+    add_namespace(c, "namespace [the stack's training namespace (a team's: --team)]")
+    add_team(c)
     c.add_argument("--image", default=None, help="training image [the stack's trainerImage]")
     c.add_argument(
         "--owners-class",
@@ -303,7 +305,7 @@ def drill_main(args: argparse.Namespace) -> int:
     from lab.stacks.automation import StackError
     from lab.stacks.outputs import read_outputs
 
-    target = stack_target_of(args.stack)
+    target = target_of(args)
     reclaim = args.fault == "reclaim"
     backend = "preemption" if reclaim else args.evict_with or DEFAULT_BACKEND.get(target.cloud, "kubernetes")
     if problems := _cluster_fault_problems(args):

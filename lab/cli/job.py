@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from lab.cli.common import command_with_text, connected, connection_arguments, connection_problems, stack_target_of
+from lab.cli.common import command_with_text, connected, connection_arguments, connection_problems, target_of
 from lab.vocab.capacity import REBALANCE_MOVE_TIMEOUT_S, REBALANCE_PROBE_TIMEOUT_S
 from lab.vocab.command_flags import add_output
 from lab.vocab.job import INT32_MAX
@@ -112,7 +112,7 @@ def status_main(args: argparse.Namespace) -> int:
 
     name = job_named(args, required=False)
     as_json = args.output == "json"
-    with connected(args, stack_target_of(args.stack)) as (kube, namespace):
+    with connected(args, target_of(args)) as (kube, namespace):
         if not name:
             names = jobs.list_jobs(kube, namespace)
             if as_json:
@@ -129,7 +129,7 @@ def scale_main(args: argparse.Namespace) -> int:
     from lab.cluster import jobs
 
     name = the_job(args)
-    with connected(args, stack_target_of(args.stack)) as (kube, namespace):
+    with connected(args, target_of(args)) as (kube, namespace):
         print(jobs.scale(kube, name, namespace, args.nodes).line())
     return 0
 
@@ -167,7 +167,7 @@ def logs_main(args: argparse.Namespace) -> int:
 
     name = the_job(args)  # every input refused before the cluster is asked anything
     window = log_window(args)
-    with connected(args, stack_target_of(args.stack)) as (kube, namespace):
+    with connected(args, target_of(args)) as (kube, namespace):
         try:
             for pod, line in jobs.logs(kube, name, namespace, worker=args.worker, follow=args.follow, window=window):
                 print(f"[{pod}] {line}", flush=True)
@@ -180,7 +180,7 @@ def delete_main(args: argparse.Namespace) -> int:
     from lab.cluster import jobs
 
     name = the_job(args)
-    with connected(args, stack_target_of(args.stack)) as (kube, namespace):
+    with connected(args, target_of(args)) as (kube, namespace):
         deleted = jobs.delete(kube, name, namespace)
     print(f"deleted {', '.join(deleted)} from namespace {namespace}")
     return 0
@@ -249,7 +249,7 @@ def rebalance_main(args: argparse.Namespace) -> int:
     if problems:
         raise InvalidInput(problems)
     as_json = args.output == "json"
-    with connected(args, stack_target_of(args.stack)) as (kube, namespace):
+    with connected(args, target_of(args)) as (kube, namespace):
         rebalancer = Rebalancer(
             kube,
             name,

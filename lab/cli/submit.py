@@ -21,7 +21,7 @@ from lab.cli.common import (
     connection_arguments,
     connection_problems,
     spec_or_problems,
-    stack_target_of,
+    target_of,
 )
 from lab.vocab.checkpoint_location import CheckpointAccess
 from lab.vocab.job import JobSpec
@@ -175,7 +175,7 @@ def submit_main(args: argparse.Namespace) -> int:
     from lab.stacks.on_demand_notice import on_demand_notice
     from lab.vocab.checkpoint_interval import interval_line
 
-    target = stack_target_of(args.stack)
+    target = target_of(args)
     spec, sizing = checked_submission(args, target)
     job = render_job(spec, target, sizing, CheckpointAccess(args.checkpoint_access))
     cluster_spec = job.spec

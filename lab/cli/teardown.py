@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--delete-checkpoints", action="store_true", help="delete the checkpoint storage and claims too")
     p.add_argument("--kubeconfig", help="kubeconfig file [the stack's, else $KUBECONFIG]")
     p.add_argument("--context", help="kubeconfig context [the current one]")
-    add_namespace(p, "namespace of the jobs [the stack's training namespace]")
+    add_namespace(p, "namespace of the jobs [the stack's training namespace and every team's]")
     p.add_argument("--subscription", help="aks: Azure subscription id [$AZURE_SUBSCRIPTION_ID]")
     p.set_defaults(func=main)
 
@@ -146,13 +146,13 @@ def _rehearse(args: argparse.Namespace, target: Any, why: str) -> int:
     cloud = None
     if target.cloud in ("aks", "eks"):
         cloud = _cloud_sweep(target.cloud, rehearsal.planned_outputs(args.stack), args, rehearsal=True)
-    namespace = args.namespace or target.facts.namespace
     kept = "" if args.delete_checkpoints else ", keeping the checkpoint claims"
     lines = rehearsal.header("the teardown", args.stack, why)
-    lines.append(
-        f"  1. on the cluster, in namespace {namespace}: delete the training jobs and LoadBalancer Services{kept}"
-    )
-    lines += [f"    would call {call}" for call in kubernetes_sweep_calls(namespace, not args.delete_checkpoints)]
+    for namespace in _namespaces(args, target, args.namespace or target.facts.namespace):
+        lines.append(
+            f"  1. on the cluster, in namespace {namespace}: delete the training jobs and LoadBalancer Services{kept}"
+        )
+        lines += [f"    would call {call}" for call in kubernetes_sweep_calls(namespace, not args.delete_checkpoints)]
     keeps = target.cloud in ("aks", "eks") and not args.delete_checkpoints
     storage = ", keeping the checkpoint storage for the next `up` to take back" if keeps else ""
     lines.append(f"  2. pulumi destroy of stack {args.stack!r}{storage}")
@@ -176,6 +176,13 @@ def _rehearse(args: argparse.Namespace, target: Any, why: str) -> int:
     )
     print("\n".join(lines))
     return 0
+
+
+def _namespaces(args: argparse.Namespace, target: Any, namespace: str) -> list[str]:
+    """The namespaces swept: --namespace alone, else the platform's and every team's."""
+    if args.namespace:
+        return [namespace]
+    return [namespace, *(team.namespace for team in target.facts.teams.values())]
 
 
 def _stack(args: argparse.Namespace) -> int:
@@ -203,8 +210,11 @@ def _stack(args: argparse.Namespace) -> int:
                 if args.dry_run:
                     return _rehearse(args, target, str(exc))
                 raise
-            k8s = KubernetesSweep(kube, namespace, keep_checkpoints=not args.delete_checkpoints)
-            plan.append(("on the cluster", k8s, k8s.find()))
+            sweeps = [
+                KubernetesSweep(kube, ns, keep_checkpoints=not args.delete_checkpoints)
+                for ns in _namespaces(args, target, namespace)
+            ]
+            plan += [(f"on the cluster, in namespace {k8s.namespace}", k8s, k8s.find()) for k8s in sweeps]
             if cloud is not None:
                 plan.append((f"left in the cloud ({target.cloud})", cloud, cloud.find()))
             for title, sweep, found in plan:
@@ -218,8 +228,9 @@ def _stack(args: argparse.Namespace) -> int:
             if not args.yes and not confirm(f"tear down stack {args.stack!r} as listed?"):
                 print("nothing deleted", file=sys.stderr)
                 return 1
-            for line in k8s.delete(plan[0][2]):
-                print(f"  deleted {line}")
+            for _, k8s, found in plan[: len(sweeps)]:
+                for line in k8s.delete(found):
+                    print(f"  deleted {line}")
     except (KubeError, TeardownError) as exc:
         if args.dry_run:
             raise

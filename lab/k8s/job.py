@@ -113,21 +113,24 @@ class JobSizing:
         return found
 
     def _quota_problems(self, spec: JobSpec, facts: PlatformFacts) -> list[Problem]:
-        """The job against the team's quotas (platform.quota): its core's GPUs within the
-        team's share, its burst's within what it may borrow, each at full size."""
+        """The job against the team's quotas (platform.quota, or a team's platform.teams.<team>):
+        its core's GPUs within the team's share, its burst's within what it may borrow, each at
+        full size."""
         found = Problems()
+        key = f"platform.teams.{facts.team}" if facts.team else "platform.quota"
+        team = f"team {facts.team!r}" if facts.team else "the team"
         per_worker = self.gpus if self.gpus is not None else facts.gpus_per_node
         core = self.replicas if self.replicas is not None else spec.core_nodes
         for flag, nodes, quota, what in (
-            ("--max-nodes" if not spec.burst_nodes else "--core", core, facts.gpu_quota, "the team's share"),
-            ("--burst", spec.burst_nodes, facts.borrowed_gpu_quota, "what the team may borrow"),
+            ("--max-nodes" if not spec.burst_nodes else "--core", core, facts.gpu_quota, f"{team}'s share"),
+            ("--burst", spec.burst_nodes, facts.borrowed_gpu_quota, f"what {team} may borrow"),
         ):
             if quota is not None and per_worker and nodes * per_worker > quota:
                 found.add(
                     flag,
                     nodes,
                     f"at most {quota // per_worker} node(s) of {per_worker} GPU(s): {what} is {quota} GPU(s) "
-                    "(the stack's platform.quota; a ResourceQuota would refuse the rest of its pods)",
+                    f"(the stack's {key}; a ResourceQuota would refuse the rest of its pods)",
                 )
         return found.items
 

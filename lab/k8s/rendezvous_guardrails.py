@@ -291,7 +291,7 @@ def etcd_image_v35(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
 
 
 def etcd_private(objects: Objects, ctx: GuardrailContext) -> list[Violation]:
-    """etcd is reachable only inside the cluster and only from job pods."""
+    """etcd is reachable only inside the cluster and only from job pods, of its namespace or a team's."""
     out: list[Violation] = []
     if not etcd_workloads(objects):
         return out

@@ -1,5 +1,5 @@
 """The flags every command spells the same way, as kubectl and Pulumi users expect them:
-`-o text|json` (with `--json` for `-o json`), `-y/--yes`, `-n/--namespace`, and the exit
+`-o text|json` (with `--json` for `-o json`), `-y/--yes`, `-n/--namespace`, `--team`, and the exit
 statuses each command's `--help` ends with."""
 
 from __future__ import annotations
@@ -36,3 +36,12 @@ def with_exit_status(parser: argparse.ArgumentParser, specific: str = "") -> Non
     if "exit status" in (parser.description or "").lower():
         return
     parser.epilog = f"{EXIT_STATUS}; {specific.rstrip('.')}." if specific else f"{EXIT_STATUS}."
+
+
+def add_team(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--team",
+        metavar="NAME",
+        help="a team of the stack (its platform.teams): the job's namespace, quotas and checkpoint folder are the "
+        "team's [none: the platform's own namespace]",
+    )

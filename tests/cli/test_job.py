@@ -36,7 +36,7 @@ def test_submit_creates_then_refuses_then_replaces(api_server, kubeconfig, capsy
     assert code == 0, err
     assert "created PyTorchJob/demo in namespace training" in out  # the stack's namespace, not the context's
     assert "Elastic PyTorchJob demo in namespace training: 2 to 3 worker pods" in out  # the chart's NOTES.txt
-    assert "drill:   elastic-lab drill --stack byo --job demo" in out
+    assert "drill:   elastic-lab drill --stack byo --job demo --namespace training" in out
     # Its checkpoint interval against the one the evidence gives, at each eviction band.
     from lab.vocab.checkpoint_interval import daly_interval_s, duration, job_mtbf_s
 
@@ -483,7 +483,7 @@ def test_teardown_of_a_stack_cleans_the_cluster_then_needs_the_pulumi_cli(api_se
     base = ("teardown", "--stack", "byo", "--kubeconfig", kubeconfig)
     code, out, err = _run(capsys, *base, "--dry-run")
     assert code == 0, err
-    assert "on the cluster: 1 to delete" in out and "- PyTorchJob demo (a training job)" in out
+    assert "on the cluster, in namespace training: 1 to delete" in out and "- PyTorchJob demo (a training job)" in out
     assert "would call kubernetes" in out and "then: pulumi destroy of stack 'byo'" in out
     assert api_server.get("PyTorchJob", "demo", "training") is not None  # a dry run deletes nothing
     monkeypatch.setenv("PATH", "/nonexistent")  # no Pulumi CLI here
