@@ -12,7 +12,8 @@ by name (`elastic-lab drill --accept NAME`), when it stays in the report as acce
   restarted-from-scratch  after an eviction (or a join) no rank loaded a checkpoint, or only one
                           saved before most of the training: that training was done again
   ranks-ended-early       in the last round some ranks finished and others failed or stopped
-  notice-not-saved        a node was given a notice and no rank saved before its workers went
+  notice-not-saved        a node was given a notice and no rank saved before its workers went,
+                          though the job had trained since its last save
   slow-recovery           the workers ran again far later than the agents saw the node go
 """
 
@@ -242,6 +243,8 @@ def notice_not_saved(
         f"save{_site(before or window)}), then exit"
     )
     if not window:
+        if _saved_state_was_current(before, running):
+            return None
         since = f" (its last save was {change['t'] - max(s.t for s in before):.1f} s before it)" if before else ""
         return Finding(
             NOTICE_NOT_SAVED,
@@ -259,6 +262,21 @@ def notice_not_saved(
         f"{first.t - change['t']:.1f} s after the notice by chance, so this time little was lost; a notice at "
         f"another moment loses what was trained since the last save. {advice}",
     )
+
+
+def _saved_state_was_current(before: Sequence[FileUse], running: ScriptRound | None) -> bool:
+    """The newest save before the notice held all the job had trained: its saver, a worker of the
+    round the notice came in whose optimizer steps were seen, began no step after it, nor did any
+    other worker of the round record one (in lockstep data-parallel training no rank completes a
+    step the saver did not take part in). A script whose notice save finds that step saved and
+    writes nothing again loses nothing."""
+    if not before or running is None:
+        return False
+    last = max(before, key=lambda s: s.t)
+    saver = next((w for w in running.workers if last in w.saved), None)
+    if saver is None or not saver.trained:
+        return False  # saved in an earlier round, or no optimizer step of its was seen: unknown
+    return all(t < last.t for w in running.workers for t in w.trained)
 
 
 def _stopped_promptly(ev: Any, groups: Sequence[WorkerRun]) -> bool:

@@ -87,6 +87,8 @@ class WorkerRun:
     # Its process group: init_process_group's timeout (None: torch's default) and where it was called.
     group_timeout_s: float | None = None
     group_at: str | None = None
+    # When it began its first optimizer step of the round, and its first after each of its saves.
+    trained: list[float] = field(default_factory=list)
     logs: str | None = None  # the folder its output went to, where it said (lab.runtime.script_watch)
 
     @property
@@ -150,6 +152,8 @@ def script_rounds(events: Iterable[Mapping[str, Any]], nproc_per_node: int = 1) 
         if kind in (Event.SCRIPT_LOADED, Event.SCRIPT_SAVED):
             use = FileUse(e["t"], str(e.get("path")), str(e.get("api")), e.get("bytes"), e.get("mtime"), e.get("at"))
             (worker_of.loaded if kind == Event.SCRIPT_LOADED else worker_of.saved).append(use)
+        elif kind == Event.SCRIPT_TRAINED:
+            worker_of.trained.append(e["t"])
         elif kind == Event.SCRIPT_GROUP:
             worker_of.group_timeout_s, worker_of.group_at = e.get("timeout_s"), e.get("at")
         elif kind == Event.SCRIPT_ENDED:

@@ -13,6 +13,8 @@ records, as events (lab.vocab.events, with its rank, node and round from torchru
   script_saved     each one it saves: torch.save to a path, torch.distributed.checkpoint's save
                    and async_save (both with the script's file:line that called them);
   script_group     its process group: init_process_group's backend, timeout, file:line;
+  script_trained   its first optimizer step (any torch.optim optimizer) since it started or
+                   since its last save: whether it trained after the state it last saved;
   script_ended     how the script ended: its exit code, and the exception that ended it; a
                    script that ends its process itself (os._exit, from any thread) included.
 
@@ -87,6 +89,10 @@ def _call_site() -> str | None:
     return None
 
 
+# Whether this worker began an optimizer step since it started or last saved (recorded once each time).
+_TRAINED_SINCE_SAVE: list[bool] = [False]
+
+
 def _recording(original: Callable[..., Any], where: Callable[..., str | None], event: Event, api: str) -> Any:
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -95,6 +101,8 @@ def _recording(original: Callable[..., Any], where: Callable[..., str | None], e
             path = where(*args, **kwargs)
             if path is not None:
                 emit(event, path=path, api=api, at=_call_site(), **_file_facts(path))
+                if event == Event.SCRIPT_SAVED:
+                    _TRAINED_SINCE_SAVE[0] = False
         except Exception:  # noqa: BLE001 - what the script asked for is done; a record is an extra
             pass
         return result
@@ -117,6 +125,10 @@ def install() -> None:
         torch.load, lambda *a, **k: _path_of(k.get("f", a[0] if a else None)), Event.SCRIPT_LOADED, "torch.load"
     )
     torch.distributed.init_process_group = _group_recording(torch.distributed.init_process_group)
+    # Before each step of every optimizer: a step begun is training the last save does not hold.
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    register_optimizer_step_pre_hook(_step_begun)
     os._exit = _exit_recording(os._exit)
     for name, io, event in (
         ("save", "storage_writer", Event.SCRIPT_SAVED),
@@ -127,6 +139,17 @@ def install() -> None:
         if original is not None:
             where = functools.partial(lambda io, *a, **k: _checkpoint_id(a, k, io), io)
             setattr(dcp, name, _recording(original, where, event, f"torch.distributed.checkpoint.{name}"))
+
+
+def _step_begun(optimizer: Any, args: Any, kwargs: Any) -> None:
+    """An optimizer step begins: recorded when it is the first since the start or the last save."""
+    if _TRAINED_SINCE_SAVE[0]:
+        return
+    _TRAINED_SINCE_SAVE[0] = True
+    try:
+        emit(Event.SCRIPT_TRAINED, at=_call_site())
+    except Exception:  # noqa: BLE001 - the step goes on; a record is an extra
+        pass
 
 
 def _group_recording(original: Callable[..., Any]) -> Any:

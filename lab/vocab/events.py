@@ -46,6 +46,7 @@ class Event(StrEnum):
     SCRIPT_LOADED = "script_loaded"  # it loaded a checkpoint file (torch.load, torch.distributed.checkpoint)
     SCRIPT_SAVED = "script_saved"  # it saved one
     SCRIPT_GROUP = "script_group"  # it started its process group (init_process_group)
+    SCRIPT_TRAINED = "script_trained"  # its first optimizer step since it started or last saved
     SCRIPT_ENDED = "script_ended"  # the script returned, exited, or raised
     # The launcher (lab.runtime.launch), on every agent.
     RDZV_UNREACHABLE = "rdzv_unreachable"
@@ -176,6 +177,8 @@ FIELDS: Mapping[Event, frozenset[str]] = {
     # timeout_s: what init_process_group was given (none: torch's default).
     Event.SCRIPT_GROUP: frozenset({"backend", "timeout_s", "at"}),
     Event.SCRIPT_ENDED: frozenset({"code", "error"}),
+    # at: the script's file:line that called the optimizer's step.
+    Event.SCRIPT_TRAINED: frozenset({"at"}),
     Event.RDZV_UNREACHABLE: frozenset({"error"}),
     Event.RDZV_REACHABLE: frozenset({"down_s"}),
     Event.RDZV_MEMBER_LOST: frozenset({"nodes", "round"}),

@@ -137,6 +137,36 @@ def test_a_notice_with_no_save_before_the_workers_went_is_work_lost():
     )
 
 
+def _trained_at(round_, **steps_by_rank):
+    """`round_` with the times its workers began an optimizer step first since they started or
+    last saved (rank -> times)."""
+    for w in round_.workers:
+        w.trained = list(steps_by_rank.get(f"rank{w.rank}", ()))
+    return round_
+
+
+def test_a_notice_that_finds_the_newest_save_current_lost_nothing():
+    """Rank 0 saved at 9.9 s, just before the notice at 10 s, and began no step after it: its
+    notice save found that step saved and wrote nothing again. Lost: nothing."""
+    resumed = _after(
+        *(_worker(r, n, loaded=["/ckpt/step-120.pt"], started=11) for r, n in ((0, "node-0"), (1, "node-1")))
+    )
+    saves = ((5.0, "/ckpt/step-60.pt"), (9.9, "/ckpt/step-120.pt"))
+    current = _trained_at(_noticed_round(saves, node2_code=0), rank0=(0.5, 5.1), rank1=(0.5,), rank2=(0.5,))
+    assert _names([current, resumed], events=(NOTICE,))[0] == []
+    # A step begun after that save is training it does not hold: work lost.
+    stale = _trained_at(_noticed_round(saves, node2_code=0), rank0=(0.5, 5.1, 9.95), rank1=(0.5,), rank2=(0.5,))
+    assert _names([stale, resumed], events=(NOTICE,))[0] == [(NOTICE_NOT_SAVED, False)]
+    # No optimizer step of the saver's was seen (a hand-written update): unknown, so said.
+    unseen = _trained_at(_noticed_round(saves, node2_code=0), rank1=(0.5,), rank2=(0.5,))
+    assert _names([unseen, resumed], events=(NOTICE,))[0] == [(NOTICE_NOT_SAVED, False)]
+    # The newest save came from an earlier round: the round the notice came in trained since.
+    earlier = _trained_at(_noticed_round((), node2_code=0), rank0=(0.5,), rank1=(0.5,), rank2=(0.5,))
+    first = _first_round(saved=((0.2, "/ckpt/step-0.pt"),))
+    earlier.t = 0.3
+    assert _names([first, earlier, resumed], events=(NOTICE,))[0] == [(NOTICE_NOT_SAVED, False)]
+
+
 def _noticed_round(rank0_saves, node2_saves=(), node2_code=None):
     """node-2's worker given the notice at 10 s: `node2_code` None, it never returned."""
     return ScriptRound(

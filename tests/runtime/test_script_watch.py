@@ -103,3 +103,44 @@ def test_a_script_that_ends_its_process_itself_is_recorded_with_its_code(tmp_pat
     assert done.returncode == 143
     found = [json.loads(line) for line in events.read_text().splitlines()]
     assert [(e["event"], e["code"]) for e in found] == [("script_ended", 143)]
+
+
+STEPS = textwrap.dedent("""
+    import os, sys
+    import torch
+    from lab.runtime import script_watch
+    script_watch.install()
+    d = sys.argv[1]
+    model = torch.nn.Linear(2, 1)
+    sgd, adam = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.AdamW(model.parameters())
+    def train(optimizer, steps):
+        for _ in range(steps):
+            model(torch.ones(2)).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    train(sgd, 3)                                    # the first step recorded, not the others
+    torch.save(model.state_dict(), os.path.join(d, "step-3.pt"))
+    torch.save(model.state_dict(), os.path.join(d, "step-3.pt"))   # saved again: still no step since
+    train(adam, 2)                                   # any optimizer: the first step since the save
+    torch.save(model.state_dict(), os.path.join(d, "step-5.pt"))
+""")
+
+
+def test_the_first_optimizer_step_since_the_start_and_since_each_save_is_recorded(tmp_path):
+    """Whether a worker trained after the state it last saved: an optimizer's step begun since."""
+    events = tmp_path / "events.jsonl"
+    env = {**os.environ, "LAB_EVENTS_FILE": str(events), "RANK": "0", "LAB_NODE": "node-0"}
+    script = tmp_path / "steps.py"
+    script.write_text(STEPS)
+    subprocess.run([sys.executable, str(script), str(tmp_path)], env=env, check=True, timeout=within(120))
+    found = [json.loads(line) for line in events.read_text().splitlines()]
+    said = [(e["event"], os.path.basename(e.get("path", ""))) for e in found]
+    assert said == [
+        ("script_trained", ""),
+        ("script_saved", "step-3.pt"),
+        ("script_saved", "step-3.pt"),
+        ("script_trained", ""),
+        ("script_saved", "step-5.pt"),
+    ]
+    step_line = next(i for i, line in enumerate(STEPS.splitlines(), 1) if "optimizer.step()" in line)
+    assert {e["at"] for e in found if e["event"] == "script_trained"} == {f"steps.py:{step_line}"}
