@@ -43,13 +43,18 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_the_files_a_script_saves_and_loads_are_recorded_as_it_sees_them(tmp_path):
+def _events_of(tmp_path, source: str, name: str, rank: int) -> list[dict]:
+    """The events a script of `source`, run as `name` by rank `rank` of node-<rank>, recorded."""
     events = tmp_path / "events.jsonl"
-    env = {**os.environ, "LAB_EVENTS_FILE": str(events), "RANK": "1", "LAB_NODE": "node-1"}
-    script = tmp_path / "watched.py"
-    script.write_text(SCRIPT)
+    env = {**os.environ, "LAB_EVENTS_FILE": str(events), "RANK": str(rank), "LAB_NODE": f"node-{rank}"}
+    script = tmp_path / name
+    script.write_text(source)
     subprocess.run([sys.executable, str(script), str(tmp_path)], env=env, check=True, timeout=within(120))
-    found = [json.loads(line) for line in events.read_text().splitlines()]
+    return [json.loads(line) for line in events.read_text().splitlines()]
+
+
+def test_the_files_a_script_saves_and_loads_are_recorded_as_it_sees_them(tmp_path):
+    found = _events_of(tmp_path, SCRIPT, "watched.py", 1)
     *files, group = found
     said = [(e["event"], os.path.basename(e["path"]), e["api"], e["rank"], e["node"]) for e in files]
     assert said == [
@@ -128,12 +133,7 @@ STEPS = textwrap.dedent("""
 
 def test_the_first_optimizer_step_since_the_start_and_since_each_save_is_recorded(tmp_path):
     """Whether a worker trained after the state it last saved: an optimizer's step begun since."""
-    events = tmp_path / "events.jsonl"
-    env = {**os.environ, "LAB_EVENTS_FILE": str(events), "RANK": "0", "LAB_NODE": "node-0"}
-    script = tmp_path / "steps.py"
-    script.write_text(STEPS)
-    subprocess.run([sys.executable, str(script), str(tmp_path)], env=env, check=True, timeout=within(120))
-    found = [json.loads(line) for line in events.read_text().splitlines()]
+    found = _events_of(tmp_path, STEPS, "steps.py", 0)
     said = [(e["event"], os.path.basename(e.get("path", ""))) for e in found]
     assert said == [
         ("script_trained", ""),
