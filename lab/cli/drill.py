@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lab.cli.common import said
-from lab.cli.drill_cluster import add_drill_arguments, trace_schedule_of
+from lab.cli.drill_cluster import add_drill_arguments, drill_steps, trace_schedule_of
 from lab.drill.drill_config import RECLAIM_GRACE_S
 from lab.vocab.command_flags import add_output
 from lab.vocab.job import JobSpec
@@ -74,7 +74,13 @@ def _job_arguments(job: argparse._ArgumentGroup) -> None:
     """The job: a JobSpec's flags, the demo's steps and model, or a script of one's own."""
     job.add_argument("--nodes", type=int, default=None, help="nodes to start [3; with --fault reclaim, max-nodes]")
     add_job_arguments(job)
-    job.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"target step [{DEFAULT_STEPS}]")
+    job.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help=f"target step [{DEFAULT_STEPS}; with --fault reclaim, enough to train through the borrowed nodes' "
+        "--grace and --reclaim-for and grow back, at --step-time]",
+    )
     job.add_argument(
         "--step-time",
         type=float,
@@ -316,7 +322,7 @@ def _option_problems(args: argparse.Namespace) -> Problems:
         found.add("--notice", _as_number(args.notice), "seconds of notice > 0, or aws, gcp or azure")
     if args.trace is not None and args.fault != "node":
         found.add("--fault", args.fault, "none with --trace: the trace's losses are the fault")
-    if args.steps < 2:
+    if drill_steps(args) < 2:
         found.add("--steps", args.steps, "a whole number >= 2 (a node is evicted before the last step)")
     if not 0 <= args.baselines <= 5:
         found.add("--baselines", args.baselines, "0..5 uninterrupted runs to compare with")
@@ -442,8 +448,8 @@ def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int, Re
     else:
         if extra:
             found.add("script arguments", extra, "none without --script")
-        script_kw = {"script_args": demo_args(args.steps, args.step_time, args.model, args.parallel)}
-        target = args.steps
+        script_kw = {"script_args": demo_args(drill_steps(args), args.step_time, args.model, args.parallel)}
+        target = drill_steps(args)
     # The default workdir is created only once every value is valid; until then a stand-in
     # gives the job its checkpoint_dir (only its presence is checked).
     checkpoints = Path(args.workdir or Path("runs") / "drill") / "checkpoints"
@@ -452,7 +458,7 @@ def _checked_job(args: argparse.Namespace) -> tuple[JobSpec, int | None, int, Re
         spec = job_spec(args, checkpoint_dir=str(checkpoints.absolute()), **script_kw)
     except InvalidInput as exc:
         _add_new(found, exc.problems)
-    evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, args.steps // 4)
+    evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, drill_steps(args) // 4)
     nodes = _nodes(args)
     replay, bad_trace = trace_schedule_of(args, nodes)
     _add_new(found, bad_trace)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lab.cli.common import connected, said, spec_or_problems, target_of
+from lab.drill.drill_config import reclaim_steps
 from lab.vocab.command_flags import add_namespace, add_team
 from lab.vocab.job import JobSpec
 from lab.vocab.job_flags import job_spec as job_fields_spec
@@ -160,6 +162,17 @@ def _cluster_options(c: argparse._ArgumentGroup) -> None:
     )
 
 
+def drill_steps(args: argparse.Namespace) -> int:
+    """--steps, or by default DEFAULT_STEPS; a reclaim's demo job as many as it needs to train
+    through the borrowed nodes' grace and --reclaim-for and grow back (lab.drill.drill_config)."""
+    if args.steps is not None:
+        return int(args.steps)
+    if args.fault == "reclaim" and not args.script and math.isfinite(args.step_time) and args.step_time >= 0:
+        grace = None if isinstance(args.grace, str) else float(args.grace)
+        return reclaim_steps(args.step_time, grace, args.reclaim_for, DEFAULT_STEPS)
+    return DEFAULT_STEPS
+
+
 def add_drill_arguments(p: argparse.ArgumentParser, local_main: Callable[[argparse.Namespace], int]) -> None:
     """The cluster drill's options on `elastic-lab drill`; with --stack it runs on the stack's
     cluster, without it the local drill (`local_main`) runs as before."""
@@ -268,7 +281,7 @@ def _drilled_job(args: argparse.Namespace, target: Any) -> tuple[JobSpec | None,
         return None, None
     extra = [a for a in (args.script_args or []) if a != "--"] if args.script else []
     own = own_model_problems(args, "--script") if args.script else []
-    steps = args.steps or DEFAULT_STEPS
+    steps = drill_steps(args)
     script_kw = (
         {"module": None, "script": args.script, "script_args": tuple(extra)}
         if args.script
@@ -318,7 +331,7 @@ def drill_main(args: argparse.Namespace) -> int:
         job = render_job(knowing, target)
         spec, objects = job.spec, job.objects
     name = spec.name if spec is not None else args.job  # the job rendered here, or an existing one
-    evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, (args.steps or DEFAULT_STEPS) // 4)
+    evict_at = args.evict_at_step if args.evict_at_step is not None else max(1, drill_steps(args) // 4)
     workdir = Path(args.workdir or f"runs/cluster-drill-{name}").absolute()
 
     config = functools.partial(_drill_config, args, target, name, objects, evict_at, workdir)
@@ -405,7 +418,7 @@ def _drill_config(
         node=args.node,
         force=args.force,
         evict_at_step=evict_at,
-        target_steps=None if args.job or args.script else (args.steps or DEFAULT_STEPS),
+        target_steps=None if args.job or args.script else drill_steps(args),
         checkpoint_every=checkpoint_every,
         timeout_s=args.deadline,
         replay=replay,

@@ -4,6 +4,7 @@ every bad value among them (refused before anything starts)."""
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,18 @@ EVICTIONS = ("hard", "notice", "silent")
 # A reclaim's grace unless the drill says otherwise: the worker pods' terminationGracePeriodSeconds
 # (the job chart's), which a preemption by another team's pod gives them.
 RECLAIM_GRACE_S = SCALE_IN_GRACE_S
+# After a reclaim (at a quarter of the job's steps) the job trains on through the borrowed nodes'
+# grace and the capacity kept, then for the nodes to come back, join and train at full size.
+RECLAIM_REJOIN_S = 20.0
+# A step's floor where its simulated compute is less (the demo model's own work on this machine).
+STEP_FLOOR_S = 0.01
+
+
+def reclaim_steps(step_time_s: float, grace_s: float | None, reclaim_for_s: float, least: int) -> int:
+    """Steps a demo job needs (at least `least`) for a reclaim at a quarter of them to play out,
+    counted at the step's simulated compute: a real step takes longer, which only adds room."""
+    after_s = (grace_s or 0.0) + reclaim_for_s + RECLAIM_REJOIN_S
+    return max(least, math.ceil(after_s / max(step_time_s, STEP_FLOOR_S) * 4 / 3))
 
 
 @dataclass(frozen=True)

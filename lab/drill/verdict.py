@@ -15,11 +15,13 @@ report's order; those on what a drill saw are called by `verdict` in that order.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from lab.drill import per_step_report
 from lab.drill.lighthouse_log import LeftOut
+from lab.drill.reclaim import JOIN_PATIENCE_S, Reclaim
 from lab.drill.report import DrillReport, node_local_warning
 from lab.drill.timeline import Timeline
 from lab.vocab.drill_findings import (
@@ -41,6 +43,7 @@ from lab.vocab.drill_findings import (
     NOT_GROWN_BACK,
     NOT_RECOVERED,
     RECLAIM_LOST_STEPS,
+    RECLAIM_OUTRUN,
     RENDEZVOUS_DIED,
     RENDEZVOUS_GIVEN_UP,
     RENDEZVOUS_NOT_BACK,
@@ -410,6 +413,8 @@ def _reclaims(seen: Observed) -> list[Finding]:
                     "the step they hold and leave within it)",
                 )
             )
+        if (r.lowest_nodes is None or r.lowest_nodes >= r.full_nodes) and seen.finished:
+            found.append(Finding(RECLAIM_OUTRUN, _outrun(seen, r)))
         if r.never_grew_back:
             found.append(
                 Finding(
@@ -420,6 +425,27 @@ def _reclaims(seen: Observed) -> list[Finding]:
                 )
             )
     return found
+
+
+def _outrun(seen: Observed, r: Reclaim) -> str:
+    """The job ended before the borrowed nodes left (they trained on through their grace): how
+    many steps would have let the drill see it shrink, wait `reclaim_for` and grow back, at the
+    pace the job trained (the grace, then JOIN_PATIENCE_S for the capacity kept and the join)."""
+    steps = seen.run.steps
+    grace = r.grace_s or 0.0
+    words = (
+        f"the job ended {steps[-1]['t'] - r.t:.0f} s after the reclaim at {r.t - seen.report.t0:.1f} s, before its "
+        f"borrowed nodes left (they trained on through their grace of {grace:g} s): the drill saw it neither shrink "
+        "nor grow back"
+    )
+    first, last = steps[0], steps[-1]
+    if last["t"] <= first["t"] or last["step"] <= first["step"]:
+        return words
+    pace = (last["step"] - first["step"]) / (last["t"] - first["t"])
+    more = (r.t + grace + JOIN_PATIENCE_S - last["t"]) * pace
+    return (
+        f"{words}; run it longer: --steps {math.ceil(last['step'] + more)} or more at this pace, or a shorter --grace"
+    )
 
 
 def _samples(seen: Observed) -> list[Finding]:

@@ -111,6 +111,7 @@ class SpotNotice:
         self.requested = threading.Event()
         self._acknowledged = threading.Event()
         self._handled = threading.Event()
+        self._finished = threading.Event()  # training ended, its last step saved
         self._deadline_s: float | None = None
         self.boundary_s = 5.0  # how long a step boundary may take to come (the loop updates it)
         self._on_timeout: Callable[[], None] | None = None
@@ -140,6 +141,19 @@ class SpotNotice:
     def handled(self) -> None:
         """The training loop saved for the notice: the process may end."""
         self._handled.set()
+
+    def finish(self) -> None:
+        """Training ended and its last step is saved: a notice, when it is taken, saves nothing
+        and says nothing, and ends the process with 0 (a worker that finished waits for its
+        agent to read its result, and a noticed node's agent, shutting down, never does).
+        Taken under `consistent`: a notice's save of the whole state, begun first, ends first."""
+        with self.consistent:
+            self._finished.set()
+
+    def _leave_finished(self) -> None:
+        log.info("spot notice after the last step was saved: nothing to save")
+        logging.shutdown()
+        os._exit(0)
 
     def saved(self, seconds: float) -> None:
         """A save took `seconds`: training on through a notice keeps time for two such."""
@@ -175,6 +189,8 @@ class SpotNotice:
             self.ends_at = notice_deadline(came)
         self.received_at = came  # published once the notice's end is known
         self._train_on()
+        if self._finished.is_set():
+            self._leave_finished()
         if self._deadline_s is not None:
             self.requested.set()
             started = time.monotonic()
@@ -185,12 +201,16 @@ class SpotNotice:
                 saved = self._acknowledged.wait(min(self.boundary_s, self._deadline_s)) and self._handled.wait(
                     max(self._deadline_s - (time.monotonic() - started), 0.0)
                 )
+            if self._finished.is_set():  # training ended instead of taking the notice
+                self._leave_finished()
             if not saved and self._on_timeout is not None:
                 log.warning("spot notice: not saved in time; leaving with the newest checkpoint")
                 self._on_timeout()
             logging.shutdown()
             os._exit(EXIT_ON_NOTICE)
         with self.consistent:
+            if self._finished.is_set():
+                self._leave_finished()
             if self.on_notice is not None:
                 self.on_notice()
             logging.shutdown()

@@ -223,6 +223,7 @@ class Trainer:
         if saves:
             self.save(SAVE_FINAL, blocking=True)
         self.checkpointer.close()
+        self.notice.finish()  # a notice from now on has nothing newer to save
 
 
 def peak_rss_mb() -> float:

@@ -16,10 +16,11 @@ NEVER_SCALED = "never-scaled"
 LOST_TOO_MUCH = "lost-too-much"
 NOT_RECOVERED = "not-recovered"
 # A reclaim of borrowed nodes (lab.drill.reclaim): the job went below its core, lost steps though
-# the nodes had a grace period, or did not grow back once the capacity was free.
+# the nodes had a grace period, did not grow back once the capacity was free, or ended first.
 BELOW_CORE = "below-core"
 RECLAIM_LOST_STEPS = "reclaim-lost-steps"
 NOT_GROWN_BACK = "not-grown-back"
+RECLAIM_OUTRUN = "reclaim-outrun"  # the job ended before the borrowed nodes left: nothing was drilled
 # The sample ledger (lab.drill.ledger): a sample trained into the model twice or more, or never.
 SAMPLES_DOUBLED = "samples-doubled"
 SAMPLES_LOST = "samples-lost"

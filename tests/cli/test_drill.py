@@ -136,6 +136,17 @@ def test_a_reclaim_starts_the_core_and_every_borrowed_node(tmp_path):
     assert drill_cli.build(parse("--fault", "reclaim", "--burst", "1", "--grace", "7")).reclaim_grace_s == 7.0
 
 
+def test_a_reclaims_job_trains_long_enough_to_shrink_and_grow_back(tmp_path):
+    """The reclaim comes at a quarter of the steps; after it the job trains through the borrowed
+    nodes' grace (25 s), the capacity kept (5 s) and their return (20 s): 50 s of 0.05 s steps,
+    1000, so 1334 in all. Without a grace, 25 s: 667. Never fewer than 400 (1 s steps); --steps wins."""
+    cfg = drill_cli.build(parse("--fault", "reclaim", "--core", "2", "--burst", "2"))
+    assert (cfg.target_steps, cfg.evict_at_step) == (1334, 333)
+    assert drill_cli.build(parse("--fault", "reclaim", "--burst", "1", "--grace", "none")).target_steps == 667
+    assert drill_cli.build(parse("--fault", "reclaim", "--burst", "1", "--steps", "500")).target_steps == 500
+    assert drill_cli.build(parse("--fault", "reclaim", "--burst", "1", "--step-time", "1")).target_steps == 400
+
+
 def test_negative_scale_out_means_never_and_an_explicit_workdir_is_kept(tmp_path):
     cfg = drill_cli.build(parse("--scale-out-after", "-1", "--workdir", "mine", "--plot", "t.png"))
     assert cfg.scale_out_after_s is None

@@ -73,6 +73,8 @@ RECLAIMED = Reclaim(
     taken_nodes=("node-2",),
 )
 TAKEN_BACK = dataclasses.replace(RECOVERED, kind="notice", lost_steps=0, cause="reclaim")
+# The job trained at its full size to its end: the borrowed nodes trained on through their grace.
+OUTRUN = dataclasses.replace(RECLAIMED, lowest_nodes=3, back_t=None, grown_back_s=None)
 CONVERGED = {"summary": "  convergence: fine", "passed": True}
 DIVERGED = {"summary": "  convergence: loss 2.0 vs 1.0", "passed": False}
 
@@ -164,6 +166,11 @@ CASES = [
         ),
         [],
         id="a-job-that-ended-before-the-nodes-given-back-joined",
+    ),
+    pytest.param(
+        _seen(evictions=[TAKEN_BACK], reclaims=[OUTRUN]),
+        [kinds.RECLAIM_OUTRUN],
+        id="a-job-that-ended-before-its-borrowed-nodes-left",
     ),
     pytest.param(
         _seen(ledger=SampleLedger.of([DOUBLED, LOST], 0)),
@@ -349,3 +356,15 @@ def test_samples_trained_twice_or_never_are_said_per_epoch_with_their_steps():
 def test_a_finding_one_may_accept_is_listed_with_its_name():
     assert Finding(RANKS_RESUMED_APART, "apart", accepted=True).line() == f"apart [{RANKS_RESUMED_APART}, accepted]"
     assert Finding(kinds.TIMED_OUT, "the drill timed out").line() == "the drill timed out"
+
+
+def test_a_reclaim_the_job_outran_says_how_many_steps_would_show_it():
+    """A step a second to step 20 at 20 s, the reclaim at 10 s with a grace of 25 s: the nodes would
+    have left at 35 s and joined again within JOIN_PATIENCE_S (30 s); at this pace, 65 steps."""
+    steps = [{"t": 1.0 + i, "event": Event.STEP, "step": 1 + i, "world_size": 3} for i in range(20)]
+    [finding] = verdict(_seen(steps, evictions=[TAKEN_BACK], reclaims=[OUTRUN])).failing
+    assert finding.text == (
+        "the job ended 10 s after the reclaim at 10.0 s, before its borrowed nodes left (they trained on through "
+        "their grace of 25 s): the drill saw it neither shrink nor grow back; run it longer: --steps 65 or more at "
+        "this pace, or a shorter --grace"
+    )

@@ -252,3 +252,55 @@ def _pod_evicted_with_grace(
             kube.get("Pod", "worker", "training")["metadata"]["deletionTimestamp"] = "2020-01-01T00:00:00Z"
 
     return tell
+
+
+# A worker whose training ends 0.5 s into a notice it trains through: it finishes (its last step
+# saved), then waits, as a finished worker waits for its agent to read its result (a noticed
+# node's agent, shutting down, never does).
+FINISHING_WORKER = textwrap.dedent(
+    """
+    import sys, time
+    from lab.runtime.spot_notice import SpotNotice
+
+    notice = SpotNotice()
+    if sys.argv[1] == "sharded":
+        notice.cooperate(30.0, on_timeout=lambda: print("gave up", flush=True))
+        notice.boundary_s = 1.0
+    else:
+        notice.save_now = lambda: print("saved at once", flush=True)
+        notice.on_notice = lambda: print("saved at the end", flush=True)
+    notice.step_s = 0.05
+    print("ready", flush=True)
+    while notice.received_at is None:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    notice.finish()
+    print("finished", flush=True)
+    time.sleep(60)
+    print("never ended", flush=True)
+    """
+)
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["whole", "sharded"])
+def test_a_job_that_ends_within_the_notice_saves_and_says_nothing_more(kind, tmp_path):
+    """The notice gave 4 s and the job's last step came first: no save at the deadline (the last
+    step is saved), no exit on the notice's behalf; the process still ends at the notice, with 0."""
+    import os
+
+    deadline_file = tmp_path / "notice-deadline"
+    env = {**os.environ, "TMPDIR": str(tmp_path), ENV_NOTICE_DEADLINE_FILE: str(deadline_file)}
+    proc = subprocess.Popen([sys.executable, "-c", FINISHING_WORKER, kind], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        write_notice_deadline(deadline_file, time.time() + 4.0)
+        proc.terminate()
+        out, _ = proc.communicate(timeout=within(30))
+    finally:
+        proc.kill()
+        proc.wait()
+    lines = out.split("\n")
+    assert proc.returncode == 0, lines
+    assert lines == [*(["saved at once"] if kind == "whole" else []), "finished", ""], lines
