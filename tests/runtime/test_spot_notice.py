@@ -286,8 +286,8 @@ FINISHING_WORKER = textwrap.dedent(
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("kind", ["whole", "sharded"])
 def test_a_job_that_ends_within_the_notice_saves_and_says_nothing_more(kind, tmp_path):
-    """The notice gave 4 s and the job's last step came first: no save at the deadline (the last
-    step is saved), no exit on the notice's behalf; the process still ends at the notice, with 0."""
+    """The notice gave 8 s and the job's last step came 0.5 s into it: no save at the deadline (the
+    last step is saved), no exit on the notice's behalf; the process still ends at the notice, with 0."""
     import os
 
     deadline_file = tmp_path / "notice-deadline"
@@ -295,7 +295,7 @@ def test_a_job_that_ends_within_the_notice_saves_and_says_nothing_more(kind, tmp
     proc = subprocess.Popen([sys.executable, "-c", FINISHING_WORKER, kind], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        write_notice_deadline(deadline_file, time.time() + 4.0)
+        write_notice_deadline(deadline_file, time.time() + 8.0)
         proc.terminate()
         out, _ = proc.communicate(timeout=within(30))
     finally:
