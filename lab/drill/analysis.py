@@ -328,7 +328,8 @@ def _reduced(run: Timeline, e: Record, joins: list[Join]) -> ReducedSize:
     trained = sum(int(s.get("samples") or 0) for s in during)
     full = _samples_per_s(before)
     seconds = max(end - t, 0.0)
-    smaller = during[:-1] if larger_from is not None else during  # without the larger world's step
+    # Without the larger world's steps: every worker's record of its first one may share its time.
+    smaller = [s for s in during if larger_from is None or s["t"] < larger_from]
     r = ReducedSize(
         node=e["node"],
         seconds=seconds,

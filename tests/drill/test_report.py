@@ -609,3 +609,19 @@ def test_a_notice_that_comes_as_its_node_joins_a_round_is_followed_to_the_round_
     assert (noticed_b.trained_on_s, noticed_b.emergency_save_s, noticed_b.emergency_save_missed) == (0.6, 0.03, False)
     assert (noticed_b.resumed_from, noticed_b.lost_steps, noticed_b.world_after) == (15, 0, 1)
     assert round(noticed_b.recovery_s, 2) == 1.3
+
+
+def test_the_world_at_reduced_size_leaves_out_every_record_of_the_larger_worlds_first_step():
+    """Each of the 3 workers records the step at which the replacement joined, all at one time
+    (a cluster's pod logs): the job trained at world 2 meanwhile, not 3."""
+    recorded = [
+        *({"t": 0.0, "event": "node_added", "node": n} for n in "abc"),
+        *({"t": 1.0 + i / 10, "event": "step", "step": i, "world_size": 3, "samples": 30} for i in range(50)),
+        {"t": 6.0, "event": "evict", "node": "c", "kind": "hard"},
+        *({"t": 7.0 + i / 10, "event": "step", "step": 50 + i, "world_size": 2, "samples": 20} for i in range(20)),
+        {"t": 9.5, "event": "node_added", "node": "d", "rank": 3, "capacity": "on-demand"},
+        *({"t": 10.0, "event": "step", "step": 70, "world_size": 3, "samples": 30, "node": n} for n in "abd"),
+    ]
+    report = analyze(recorded, [], target_steps=None, checkpoint_every=10, node_exit_codes={})
+    (reduced,) = report.reduced
+    assert reduced.world == 2 and reduced.replacement_rank == 3
