@@ -413,7 +413,7 @@ def _reclaims(seen: Observed) -> list[Finding]:
                     "the step they hold and leave within it)",
                 )
             )
-        if (r.lowest_nodes is None or r.lowest_nodes >= r.full_nodes) and seen.finished:
+        if seen.run.steps and (r.lowest_nodes is None or r.lowest_nodes >= r.full_nodes) and seen.finished:
             found.append(Finding(RECLAIM_OUTRUN, _outrun(seen, r)))
         if r.never_grew_back:
             found.append(

@@ -368,3 +368,10 @@ def test_a_reclaim_the_job_outran_says_how_many_steps_would_show_it():
         "their grace of 25 s): the drill saw it neither shrink nor grow back; run it longer: --steps 65 or more at "
         "this pace, or a shorter --grace"
     )
+
+
+def test_a_reclaim_in_a_run_without_steps_is_not_judged_outrun():
+    """A script that reports no steps says nothing of the sizes it trained at: no finding, no error."""
+    seen = _seen(evictions=[TAKEN_BACK], reclaims=[OUTRUN])
+    seen = dataclasses.replace(seen, run=Timeline([], []))
+    assert kinds.RECLAIM_OUTRUN not in _names(seen)
